@@ -1,0 +1,179 @@
+"""One exception tree, rooted at :class:`OngridError`.
+
+Every exception says what went wrong, where, and what to do about it; the CLI
+turns them into ``ERROR: ...`` and an exit code in exactly one place
+(:data:`EXIT_CODES` and ``cli.main``).
+
+Skill-level failures (a non-zero exit, a timeout, bad output) are *not*
+exceptions: they come back as a :class:`~ongrid_plugins.models.CallResult`
+with ``ok=False``. Caller errors (unknown skill, invalid arguments, a denied
+call, a call that needs confirmation or approval) raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .models import Decision
+
+__all__ = [
+    "ApprovalRequired",
+    "ConfigError",
+    "ConfirmationRequired",
+    "InvalidArguments",
+    "ManifestBuildError",
+    "ManifestError",
+    "ManifestParseError",
+    "OngridError",
+    "PermissionDenied",
+    "PluginLoadError",
+    "SkillUnavailable",
+    "UnknownPersona",
+    "UnknownSkill",
+]
+
+
+class OngridError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+    #: The CLI exit code for this kind of error.
+    exit_code: int = 2
+
+
+class ConfigError(OngridError):
+    """A setting, an environment variable or a CLI flag has an unusable value."""
+
+    exit_code = 2
+
+
+class PluginLoadError(OngridError):
+    """A plugin failed to import or register (raised only in strict mode)."""
+
+    exit_code = 2
+
+    def __init__(self, plugin: str, cause: str) -> None:
+        self.plugin = plugin
+        self.cause = cause
+        message = f"plugin {plugin!r} could not be loaded: {cause}"
+        super().__init__(message)
+
+
+class ManifestError(OngridError):
+    """A manifest could not be turned into a skill.
+
+    Loaders raise the two subclasses; the walker logs them with the exact lines
+    of the specification and goes on with the next manifest.
+    """
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}")
+
+
+class ManifestParseError(ManifestError):
+    """The file is not readable as a manifest (size, encoding, syntax, shape)."""
+
+
+class ManifestBuildError(ManifestError):
+    """The manifest parsed but breaks a field rule; ``name`` is its declared name."""
+
+    def __init__(self, path: str, name: str, message: str) -> None:
+        self.name = name
+        super().__init__(path, message)
+
+
+class UnknownSkill(OngridError):
+    """No registered tool has this name."""
+
+    exit_code = 4
+
+    def __init__(self, name: str, suggestions: Sequence[str] = ()) -> None:
+        self.name = name
+        self.suggestions = tuple(suggestions)
+        message = f"no skill named {name!r} is registered"
+        if self.suggestions:
+            message += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
+        else:
+            message += " (see `ongrid-skills list`)"
+        super().__init__(message)
+
+
+class UnknownPersona(ConfigError):
+    """The persona asked for does not exist; there is no silent fallback."""
+
+    def __init__(self, name: str, known: Sequence[str]) -> None:
+        self.name = name
+        self.known = tuple(known)
+        message = f"unknown persona {name!r}; known personas: {', '.join(self.known) or 'none'}"
+        super().__init__(message)
+
+
+class InvalidArguments(OngridError):
+    """The arguments do not match the tool's schema; no process was started.
+
+    ``errors`` holds ``(json_path, message)`` pairs, e.g. ``("$.path", "'path' is
+    a required property")``.
+    """
+
+    exit_code = 2
+
+    def __init__(self, tool: str, errors: Sequence[tuple[str, str]]) -> None:
+        self.tool = tool
+        self.errors = tuple(errors)
+        lines = "; ".join(f"{path}: {msg}" for path, msg in self.errors)
+        super().__init__(f"invalid arguments for {tool!r}: {lines}")
+
+
+class SkillUnavailable(OngridError):
+    """The tool exists but cannot run here (a missing binary, variable, config)."""
+
+    exit_code = 1
+
+    def __init__(self, tool: str, reasons: Sequence[str]) -> None:
+        self.tool = tool
+        self.reasons = tuple(reasons)
+        super().__init__(f"skill {tool!r} is unavailable: {'; '.join(self.reasons)}")
+
+
+class PermissionDenied(OngridError):
+    """The permission gate refused the call; ``decision`` says why and who."""
+
+    exit_code = 3
+
+    def __init__(self, tool: str, decision: Decision, hint: str = "") -> None:
+        self.tool = tool
+        self.decision = decision
+        message = f"call to {tool!r} denied by {decision.plugin}: {decision.reason}"
+        if hint:
+            message += f" ({hint})"
+        super().__init__(message)
+
+
+class ConfirmationRequired(PermissionDenied):
+    """The call needs an explicit confirmation bound to these exact arguments."""
+
+    def __init__(self, tool: str, decision: Decision, args_digest: str) -> None:
+        self.args_digest = args_digest
+        hint = "confirm it: confirm=True in Python, --yes on the command line"
+        super().__init__(tool, decision, hint)
+
+
+class ApprovalRequired(PermissionDenied):
+    """The call needs two-person approval; ``ticket`` (if any) is the ticket to approve."""
+
+    def __init__(self, tool: str, decision: Decision, ticket: Any = None, hint: str = "") -> None:
+        self.ticket = ticket
+        super().__init__(tool, decision, hint)
+
+
+#: Exit codes of the CLI, by outcome. Kept here so the CLI and the docs agree.
+EXIT_CODES = {
+    "ok": 0,
+    "skill_failed": 1,
+    "usage": 2,
+    "denied": 3,
+    "unknown_skill": 4,
+}

@@ -1,0 +1,175 @@
+"""Where things are and how big they may get: environment variables, platformdirs.
+
+``Settings.from_env()`` reads every ``ONGRID_*`` variable once; ``Settings(...)``
+with explicit values ignores the environment entirely, which is what tests and
+embedding hosts want.
+
+=============================== ==================================================
+variable                        meaning
+=============================== ==================================================
+``ONGRID_SKILLS_EXTERNAL_DIRS`` extra allow-list roots, absolute, split on ``:,;``
+``ONGRID_DISABLE_PLUGINS``      plugin names not to register, comma separated
+``ONGRID_TRACE_PLUGINS``        ``1`` traces every hook call to stderr
+``ONGRID_STRICT``               ``1`` turns plugin and pack failures into errors
+``ONGRID_STDOUT_CAP``           bytes of stdout a skill may print (default 16 MiB)
+``ONGRID_KILL_GRACE``           seconds between SIGTERM and SIGKILL (default 2)
+``ONGRID_CACHE_DIR``            cache directory; ``off`` disables the cache
+``ONGRID_STATE_DIR``            state directory (approvals, audit log)
+``ONGRID_CONFIG_DIR``           configuration directory (personas)
+``ONGRID_USER_SKILLS_DIR``      the per-user skills root (default: platformdirs)
+``ONGRID_SYSTEM_SKILLS_DIR``    the system skills root (default ``/etc/ongrid/skills``)
+=============================== ==================================================
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import platformdirs
+
+from .errors import ConfigError
+
+__all__ = ["Settings", "split_dirs"]
+
+APP_NAME = "ongrid"
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_STDOUT_CAP = 16 * 1024 * 1024
+DEFAULT_KILL_GRACE = 2.0
+SYSTEM_SKILLS_DIR = "/etc/ongrid/skills"
+
+_SPLIT_DIRS = re.compile(r"[:,;]")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def split_dirs(value: str) -> tuple[str, ...]:
+    """Split a directory list on ``:``, ``,`` or ``;``; blanks around names are dropped."""
+    return tuple(part.strip() for part in _SPLIT_DIRS.split(value) if part.strip())
+
+
+def _user_data_dir() -> str:
+    return str(Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "skills")
+
+
+def _user_cache_dir() -> str:
+    return platformdirs.user_cache_dir(APP_NAME, appauthor=False)
+
+
+def _user_state_dir() -> str:
+    return platformdirs.user_state_dir(APP_NAME, appauthor=False)
+
+
+def _user_config_dir() -> str:
+    return platformdirs.user_config_dir(APP_NAME, appauthor=False)
+
+
+def _positive_int(name: str, raw: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = 0
+    if value <= 0:
+        message = f"{name} must be a positive integer, got {raw!r}"
+        raise ConfigError(message)
+    return value
+
+
+def _nonneg_float(name: str, raw: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        message = f"{name} must be a number of seconds >= 0, got {raw!r}"
+        raise ConfigError(message)
+    return value
+
+
+def _flag(name: str, raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    message = f"{name} must be 1 or 0 (or true/false), got {raw!r}"
+    raise ConfigError(message)
+
+
+def _str_tuple(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    return tuple(os.fspath(v) for v in value)
+
+
+@attrs.frozen
+class Settings:
+    """Everything a :class:`~ongrid_plugins.SkillHost` needs to know about its environment."""
+
+    skill_dirs: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    """Allow-list roots given explicitly (``--dirs``); walked first, in order."""
+    env_dirs: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    """Roots from ``ONGRID_SKILLS_EXTERNAL_DIRS``; walked after ``skill_dirs``."""
+    include_defaults: bool = True
+    """Also walk the built-in, system and user skill roots and installed skill packs."""
+    disable_plugins: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    trace_plugins: bool = False
+    strict: bool = False
+    """Plugin and pack failures raise instead of being logged and skipped."""
+    load_entry_points: bool = True
+    """Load third-party plugins and packs from installed distributions."""
+    stdout_cap: int = DEFAULT_STDOUT_CAP
+    default_timeout: float = DEFAULT_TIMEOUT
+    kill_grace: float = DEFAULT_KILL_GRACE
+    cache_dir: str | None = attrs.field(factory=_user_cache_dir)
+    """Where verdict caches live; None disables caching."""
+    state_dir: str = attrs.field(factory=_user_state_dir)
+    config_dir: str = attrs.field(factory=_user_config_dir)
+    user_skills_dir: str = attrs.field(factory=_user_data_dir)
+    system_skills_dir: str = SYSTEM_SKILLS_DIR
+
+    @stdout_cap.validator
+    def _check_cap(self, _attribute: attrs.Attribute[int], value: int) -> None:
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            message = f"stdout_cap must be a positive number of bytes, got {value!r}"
+            raise ConfigError(message)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read the ``ONGRID_*`` variables; keyword arguments win over them.
+
+        Raises :class:`~ongrid_plugins.errors.ConfigError` naming the variable when
+        one has an unusable value.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        if "ONGRID_SKILLS_EXTERNAL_DIRS" in env:
+            values["env_dirs"] = split_dirs(env["ONGRID_SKILLS_EXTERNAL_DIRS"])
+        if "ONGRID_DISABLE_PLUGINS" in env:
+            raw = env["ONGRID_DISABLE_PLUGINS"]
+            values["disable_plugins"] = tuple(p.strip() for p in raw.split(",") if p.strip())
+        if "ONGRID_TRACE_PLUGINS" in env:
+            values["trace_plugins"] = _flag("ONGRID_TRACE_PLUGINS", env["ONGRID_TRACE_PLUGINS"])
+        if "ONGRID_STRICT" in env:
+            values["strict"] = _flag("ONGRID_STRICT", env["ONGRID_STRICT"])
+        if "ONGRID_STDOUT_CAP" in env:
+            values["stdout_cap"] = _positive_int("ONGRID_STDOUT_CAP", env["ONGRID_STDOUT_CAP"])
+        if "ONGRID_KILL_GRACE" in env:
+            values["kill_grace"] = _nonneg_float("ONGRID_KILL_GRACE", env["ONGRID_KILL_GRACE"])
+        if "ONGRID_CACHE_DIR" in env:
+            raw = env["ONGRID_CACHE_DIR"].strip()
+            values["cache_dir"] = None if raw.lower() in ("off", "none", "") else raw
+        for var, field in (
+            ("ONGRID_STATE_DIR", "state_dir"),
+            ("ONGRID_CONFIG_DIR", "config_dir"),
+            ("ONGRID_USER_SKILLS_DIR", "user_skills_dir"),
+            ("ONGRID_SYSTEM_SKILLS_DIR", "system_skills_dir"),
+        ):
+            if env.get(var, "").strip():
+                values[field] = env[var].strip()
+        values.update(overrides)
+        return cls(**values)
