@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .models import Decision
+    from .models import Decision, Problem
 
 __all__ = [
     "ApprovalRequired",
@@ -78,10 +78,15 @@ class ManifestParseError(ManifestError):
 
 
 class ManifestBuildError(ManifestError):
-    """The manifest parsed but breaks a field rule; ``name`` is its declared name."""
+    """The manifest parsed but breaks a field rule; ``name`` is its declared name.
 
-    def __init__(self, path: str, name: str, message: str) -> None:
+    ``problems`` holds every finding (errors and warnings) with its JSON
+    pointer and hint, for ``ongrid-skills validate``.
+    """
+
+    def __init__(self, path: str, name: str, message: str, problems: Sequence[Problem] = ()) -> None:
         self.name = name
+        self.problems = tuple(problems)
         super().__init__(path, message)
 
 
@@ -146,23 +151,29 @@ class PermissionDenied(OngridError):
     def __init__(self, tool: str, decision: Decision, hint: str = "") -> None:
         self.tool = tool
         self.decision = decision
-        message = f"call to {tool!r} denied by {decision.plugin}: {decision.reason}"
+        message = f"call to {tool!r} {self._verb} {decision.plugin}: {decision.reason}"
         if hint:
-            message += f" ({hint})"
+            message += f"; {hint}"
         super().__init__(message)
+
+    _verb = "denied by"
 
 
 class ConfirmationRequired(PermissionDenied):
     """The call needs an explicit confirmation bound to these exact arguments."""
 
+    _verb = "needs a confirmation, says"
+
     def __init__(self, tool: str, decision: Decision, args_digest: str) -> None:
         self.args_digest = args_digest
-        hint = "confirm it: confirm=True in Python, --yes on the command line"
+        hint = "re-run with --yes to confirm (confirm=True in Python)"
         super().__init__(tool, decision, hint)
 
 
 class ApprovalRequired(PermissionDenied):
     """The call needs two-person approval; ``ticket`` (if any) is the ticket to approve."""
+
+    _verb = "needs two-person approval, says"
 
     def __init__(self, tool: str, decision: Decision, ticket: Any = None, hint: str = "") -> None:
         self.ticket = ticket

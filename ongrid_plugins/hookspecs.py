@@ -66,7 +66,7 @@ def ongrid_manifest_names() -> list[str]:
 
 
 @hookspec(firstresult=True)
-def ongrid_load_manifest(path: str, root: SkillRoot) -> Skill | None:
+def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings) -> Skill | None:
     """Turn one manifest file into a :class:`~ongrid_plugins.models.Skill`.
 
     Called for every claimed file found under ``root``. A loader returns
@@ -79,6 +79,7 @@ def ongrid_load_manifest(path: str, root: SkillRoot) -> Skill | None:
 
     :param path: Absolute path of the manifest, under ``root.real``.
     :param root: The allow-listed root, with ``root.real`` set to its canonical path.
+    :param settings: The host's settings (cache directory, default timeout).
     :return: The skill, or ``None`` if this loader does not handle the file.
     """
 
@@ -172,7 +173,7 @@ def ongrid_native_tools() -> Mapping[str, Callable[..., Any]] | None:
 
 
 @hookspec(firstresult=True)
-def ongrid_executor(tool: Tool) -> Executor | None:
+def ongrid_executor(tool: Tool, settings: Settings) -> Executor | None:
     """Return the executor that will run ``tool``.
 
     The built-in subprocess executor is ``trylast``, so a plugin can route a
@@ -183,6 +184,7 @@ def ongrid_executor(tool: Tool) -> Executor | None:
     Stops at first non-None result.
 
     :param tool: The tool to run.
+    :param settings: The host's settings (output caps, kill grace).
     :return: An executor, or ``None`` to let another plugin decide.
     """
 

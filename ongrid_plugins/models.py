@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
@@ -168,6 +169,8 @@ class Tool:
     """Seconds before the call is killed and reported as timed out."""
     entry: str | None = None
     """Canonical path of the executable (subprocess tools)."""
+    entry_declared: str | None = None
+    """The entry as the manifest wrote it; re-resolved and re-checked at every call."""
     cwd: str | None = None
     """Working directory of the child: the manifest's folder."""
     root: str = ""
@@ -203,7 +206,7 @@ class Tool:
             "skill": self.skill,
             "kind": self.kind,
             "schema": self.schema,
-            "timeout_seconds": self.timeout,
+            "timeout_seconds": int(self.timeout) if self.timeout.is_integer() else self.timeout,
             "entry": self.entry,
             "impl": self.impl,
             "env_allow": list(self.env_allow),
@@ -378,18 +381,24 @@ class CallRequest:
     """sha256 of the canonical JSON of ``args``: what a confirmation is bound to."""
     caller: str = ""
     """Identity of whoever asked (a user, a token's identity, a model session)."""
-    confirm: bool = False
-    confirm_digest: str | None = None
-    """If set, the digest the confirmation was given for; it must equal ``args_digest``."""
+    confirm: bool | str = False
+    """True, or the ``args_digest`` the confirmation was given for (then it must match)."""
     ticket: str | None = None
     on_event: EventCallback | None = None
     timeout: float | None = None
     """Overrides the tool's timeout for this call (never longer than the tool's)."""
 
     def emit(self, kind: str, data: Any = None) -> None:
-        """Send an event to the caller's ``on_event`` callback, if there is one."""
-        if self.on_event is not None:
+        """Send an event to the caller's ``on_event`` callback, if there is one.
+
+        A callback that raises is logged and does not disturb the call.
+        """
+        if self.on_event is None:
+            return
+        try:
             self.on_event(Event(kind, self.tool.name, self.call_id, data))
+        except Exception:
+            logging.getLogger(__name__).exception("on_event callback failed for %s", self.tool.name)
 
 
 @attrs.frozen
@@ -445,7 +454,7 @@ class CallResult:
 
 def canonical_json(value: Any) -> str:
     """The canonical JSON text of a value: sorted keys, no spaces, UTF-8 kept."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def args_digest(tool: str, args: Mapping[str, Any]) -> str:

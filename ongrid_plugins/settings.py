@@ -122,7 +122,7 @@ class Settings:
     """Plugin and pack failures raise instead of being logged and skipped."""
     load_entry_points: bool = True
     """Load third-party plugins and packs from installed distributions."""
-    stdout_cap: int = DEFAULT_STDOUT_CAP
+    stdout_cap: int = attrs.field(default=DEFAULT_STDOUT_CAP)
     default_timeout: float = DEFAULT_TIMEOUT
     kill_grace: float = DEFAULT_KILL_GRACE
     cache_dir: str | None = attrs.field(factory=_user_cache_dir)

@@ -1,0 +1,134 @@
+"""The ``ongrid-skills`` command: a thin edge over :class:`SkillHost`.
+
+Each sub-command lives in a module of :mod:`ongrid_plugins.commands` that adds
+its parser and a handler returning an exit code. Library errors become
+``ERROR: ...`` and an exit code here, and only here:
+
+== ===================================================================
+0  ok
+1  the skill failed (non-zero exit, timeout, bad output), or validate found errors
+2  usage error or invalid arguments
+3  denied, or a confirmation or approval is needed
+4  unknown skill
+== ===================================================================
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .errors import OngridError
+from .settings import Settings, split_dirs
+
+if TYPE_CHECKING:
+    from .host import SkillHost
+
+__all__ = ["Context", "build_parser", "main"]
+
+COMMAND_MODULES = (
+    "ongrid_plugins.commands.skills",
+    "ongrid_plugins.commands.validate",
+    "ongrid_plugins.commands.plugins",
+)
+
+
+class Context:
+    """What a command handler gets: the parsed arguments and a lazily built host."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self._host: SkillHost | None = None
+
+    def settings(self) -> Settings:
+        """Settings from the environment, with the global flags applied."""
+        overrides: dict[str, object] = {}
+        if self.args.dirs:
+            overrides["skill_dirs"] = tuple(d for raw in self.args.dirs for d in split_dirs(raw))
+        if self.args.no_defaults:
+            overrides["include_defaults"] = False
+        if getattr(self.args, "strict_plugins", False):
+            overrides["strict"] = True
+        return Settings.from_env(**overrides)
+
+    @property
+    def host(self) -> SkillHost:
+        """The host, created (not yet loaded) on first use."""
+        if self._host is None:
+            from .host import SkillHost
+
+            self._host = SkillHost(self.settings())
+        return self._host
+
+
+class _Formatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return text if record.levelno < logging.WARNING else f"{record.levelname}: {text}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, every sub-command included."""
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="ongrid-skills",
+        description="List, inspect, validate and run ongrid skills.",
+        epilog="Exit codes: 0 ok, 1 skill failed, 2 usage or invalid arguments, "
+        "3 denied or needs confirmation/approval, 4 unknown skill.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--dirs", action="append", metavar="DIRS",
+        help="extra skill roots (absolute, separated by ':', ',' or ';'); walked first; repeatable",
+    )
+    parser.add_argument(
+        "--no-defaults", action="store_true",
+        help="do not walk the built-in, system and user skill roots or installed packs",
+    )
+    verbosity = parser.add_mutually_exclusive_group()
+    verbosity.add_argument("-v", "--verbose", action="count", default=0,
+                           help="show the loader's INFO lines (-vv: debug)")
+    verbosity.add_argument("-q", "--quiet", action="store_true", help="show errors only")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def _setup_logging(args: argparse.Namespace) -> None:
+    level = logging.WARNING
+    if args.quiet:
+        level = logging.ERROR
+    elif args.verbose:
+        level = logging.INFO if args.verbose == 1 else logging.DEBUG
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter("%(message)s"))
+    package = logging.getLogger("ongrid_plugins")
+    package.handlers[:] = [handler]
+    package.setLevel(level)
+    package.propagate = False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args)
+    try:
+        code: int = args.handler(Context(args))
+    except OngridError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("ERROR: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): not an error worth a traceback.
+        sys.stderr.close()
+        return 0
+    return code

@@ -1,0 +1,1 @@
+"""Sub-commands of ``ongrid-skills``; each module has ``register(subparsers)``."""

@@ -1,0 +1,34 @@
+"""``plugins``: every plugin the host was offered, with its status and hooks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..cli import Context
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``plugins`` sub-command."""
+    p = sub.add_parser("plugins", help="list plugins, their distribution, hooks and status")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_plugins)
+
+
+def cmd_plugins(ctx: Context) -> int:
+    infos = ctx.host.plugins()
+    if ctx.args.json:
+        print(json.dumps([i.to_dict() for i in infos], indent=2))
+        return 0
+    for info in infos:
+        dist = f"{info.distribution} {info.version}".strip() or "-"
+        print(f"{info.name:14} {info.kind:10} {info.status:8} {dist}")
+        if info.hooks:
+            print(f"{'':14} hooks: {', '.join(info.hooks)}")
+        if info.error:
+            print(f"{'':14} error: {info.error}")
+    return 0

@@ -1,0 +1,186 @@
+"""``list``, ``show`` and ``run``: the skills in the registry."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, ConfirmationRequired
+from ..gate import needs
+from ..models import CallResult, Event, Tool
+
+if TYPE_CHECKING:
+    from ..cli import Context
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``list``, ``show`` and ``run`` sub-commands."""
+    p = sub.add_parser("list", help="list the registered tools")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--category", help="only tools of this category")
+    p.add_argument("--class", dest="tool_class", choices=["safe", "mutating", "dangerous"],
+                   help="only tools of this class")
+    p.add_argument("--persona", help="only tools this persona may call")
+    p.set_defaults(handler=cmd_list)
+
+    p = sub.add_parser("show", help="show one tool in full")
+    p.add_argument("name")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_show)
+
+    p = sub.add_parser("run", help="run a tool and print its JSON result")
+    p.add_argument("name")
+    p.add_argument("args_json", nargs="?", metavar="ARGS_JSON",
+                   help="the arguments as a JSON object, or - to read them from stdin")
+    p.add_argument("--args-file", metavar="FILE", help="read the arguments from this JSON file")
+    p.add_argument("--persona", default="operator", help="who is asking (default: operator)")
+    p.add_argument("--yes", "-y", action="store_true", help="confirm a call that needs a confirmation")
+    p.add_argument("--timeout", type=float, help="a shorter timeout than the tool's, in seconds")
+    p.add_argument("--json", action="store_true", help="print the whole call result as JSON")
+    p.set_defaults(handler=cmd_run)
+
+
+def cmd_list(ctx: Context) -> int:
+    args = ctx.args
+    tools = ctx.host.tools(args.persona, category=args.category, tool_class=args.tool_class)
+    if args.json:
+        _print_json({"items": [_summary(t) for t in tools], "total": len(tools)})
+        return 0
+    if not tools:
+        print("no tools registered (see `ongrid-skills -v list` for what the loader did)")
+        return 0
+    rows = [(t.name, t.tool_class.value, t.category, t.provenance, _first_line(t.description)) for t in tools]
+    _print_table(("NAME", "CLASS", "CATEGORY", "FROM", "DESCRIPTION"), rows)
+    return 0
+
+
+def cmd_show(ctx: Context) -> int:
+    tool = ctx.host.get(ctx.args.name)
+    data = tool.to_dict()
+    data["needs"] = needs(tool.tool_class)
+    skill = ctx.host.registry.snapshot.skills.get(tool.skill)
+    if skill is not None:
+        data["warnings"] = [w.to_dict() for w in skill.warnings]
+    if ctx.args.json:
+        _print_json(data)
+        return 0
+    for key in ("name", "description", "class", "needs", "category", "kind", "entry", "impl",
+                "env_allow", "timeout_seconds", "source", "provenance"):
+        value = data.get(key)
+        if value not in (None, "", []):
+            print(f"{key + ':':17} {', '.join(value) if isinstance(value, list) else value}")
+    if data["unavailable"]:
+        print(f"{'unavailable:':17} {'; '.join(data['unavailable'])}")
+    for warning in data.get("warnings", []):
+        print(f"{'warning:':17} {warning['message']}")
+    print("schema:")
+    print(json.dumps(data["schema"], indent=2, ensure_ascii=False))
+    return 0
+
+
+def cmd_run(ctx: Context) -> int:
+    args = ctx.args
+    call_args = _read_args(args)
+    host = ctx.host
+    on_event = _stream_stderr
+    try:
+        result = host.call(args.name, call_args, persona=args.persona, confirm=args.yes,
+                           on_event=on_event, timeout=args.timeout)
+    except ConfirmationRequired as exc:
+        if not _can_prompt(args) or not _prompt(host.get(args.name), call_args, exc):
+            raise
+        result = host.call(args.name, call_args, persona=args.persona, confirm=exc.args_digest,
+                           on_event=on_event, timeout=args.timeout)
+    return _report(result, args.json)
+
+
+def _read_args(args: argparse.Namespace) -> Any:
+    if args.args_json is not None and args.args_file:
+        message = "give the arguments either as ARGS_JSON or with --args-file, not both"
+        raise ConfigError(message)
+    if args.args_file:
+        source = args.args_file
+        try:
+            with open(args.args_file, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read --args-file {args.args_file}: {exc}") from None
+    elif args.args_json == "-":
+        source, text = "stdin", sys.stdin.read()
+    elif args.args_json is not None:
+        source, text = "ARGS_JSON", args.args_json
+    else:
+        return {}
+    try:
+        return json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise ConfigError(f"the arguments in {source} are not valid JSON: {exc}") from None
+
+
+def _can_prompt(args: argparse.Namespace) -> bool:
+    return args.args_json != "-" and sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def _prompt(tool: Tool, call_args: Any, exc: ConfirmationRequired) -> bool:
+    shown = json.dumps(call_args, indent=2, ensure_ascii=False)
+    print(f"{tool.name} is a {tool.tool_class.value} tool: {exc.decision.reason}.", file=sys.stderr)
+    print(f"arguments:\n{shown}", file=sys.stderr)
+    print("Run it? [y/N] ", end="", file=sys.stderr, flush=True)
+    try:
+        answer = sys.stdin.readline()
+    except KeyboardInterrupt:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _stream_stderr(event: Event) -> None:
+    if event.kind == "stderr":
+        print(event.data, file=sys.stderr, flush=True)
+
+
+def _report(result: CallResult, as_json: bool) -> int:
+    if as_json:
+        _print_json(result.to_dict())
+    elif result.value is not None:
+        _print_json(result.value)
+    if not result.ok:
+        print(f"ERROR: {result.tool}: {result.error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _summary(tool: Tool) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "class": tool.tool_class.value,
+        "category": tool.category,
+        "skill": tool.skill,
+        "kind": tool.kind,
+        "provenance": tool.provenance,
+        "source": tool.source,
+        "available": tool.available,
+    }
+
+
+def _first_line(text: str, limit: int = 100) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 10_000
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    for row in [header, *rows]:
+        line = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
+        print(line[:width] if len(line) > width else line)
+

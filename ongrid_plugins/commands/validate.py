@@ -1,0 +1,51 @@
+"""``validate``: lint manifests without registering them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING
+
+from ..validate import FileReport, validate_paths
+
+if TYPE_CHECKING:
+    from ..cli import Context
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``validate`` sub-command."""
+    p = sub.add_parser(
+        "validate", help="check manifests without registering them",
+        description="Check skill folders or manifest files. Exit 1 if any has an error "
+        "(or, with --strict, a warning).",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="a skill folder, a pack or a manifest file")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--strict", action="store_true", help="warnings fail too")
+    p.set_defaults(handler=cmd_validate)
+
+
+def cmd_validate(ctx: Context) -> int:
+    host = ctx.host
+    reports = validate_paths(ctx.args.paths, host.pm, host.settings)
+    failed = [r for r in reports if not r.ok or (ctx.args.strict and r.problems)]
+    if ctx.args.json:
+        data = {"ok": not failed, "files": [r.to_dict() for r in reports]}
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        for report in reports:
+            _print_report(report)
+        total, bad = len(reports), len(failed)
+        print(f"{total} manifest(s) checked, {bad} with {'problems' if ctx.args.strict else 'errors'}")
+    return 1 if failed else 0
+
+
+def _print_report(report: FileReport) -> None:
+    name = f" ({report.skill})" if report.skill else ""
+    print(f"{report.path}{name}: {'ok' if report.ok else 'FAILED'}")
+    for problem in report.problems:
+        where = f" at {problem.pointer}" if problem.pointer else ""
+        hint = f" — {problem.hint}" if problem.hint else ""
+        print(f"  {problem.level}{where}: {problem.message}{hint}")

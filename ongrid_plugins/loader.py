@@ -1,0 +1,265 @@
+"""The walker: read every allow-listed root once and feed every manifest to the loaders.
+
+Loading follows the specification's ``LoadDirs``::
+
+    for each root:                      # in order; relative, missing and file roots skipped
+      walk(root)                        # recursive, symlinked folders not followed
+        for each claimed file:          # names from ongrid_manifest_names
+          skill = ongrid_load_manifest  # parse + build; errors logged, never fatal
+          ongrid_validate_skill         # any error-level problem rejects it
+          first one of a name wins      # later ones logged and skipped
+
+and logs the specification's exact lines on the ``ongrid_plugins.loader``
+logger: ``registered`` at INFO, the skip lines at WARNING.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .errors import ManifestBuildError, ManifestError, ManifestParseError, PluginLoadError
+from .models import LoadEvent, LoadReport, Problem, Skill, SkillRoot
+from .registry import RegistryBuilder, Snapshot
+from .roots import canonical, is_within
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from .settings import Settings
+
+__all__ = ["iter_manifests", "load", "load_dirs", "resolve_roots"]
+
+logger = logging.getLogger(__name__)
+
+#: Folders never descended into: version control, dependency caches.
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__"})
+#: Deeper folders are not walked (and a warning says so once per root).
+MAX_DEPTH = 32
+
+
+@attrs.define
+class _Load:
+    """The state of one load: events so far and the registry being built."""
+
+    pm: pluggy.PluginManager
+    settings: Settings
+    builder: RegistryBuilder = attrs.field(factory=RegistryBuilder)
+    events: list[LoadEvent] = attrs.field(factory=list)
+
+    def event(self, path: str, outcome: str, message: str = "", skill: str = "") -> None:
+        self.events.append(LoadEvent(path, outcome, message, skill))
+
+
+def iter_manifests(
+    root: str, names: frozenset[str], prune: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, bool]]:
+    """Yield ``(path, is_symlink)`` for claimed files under ``root``, in a stable order.
+
+    Depth first; within a folder files come before sub-folders and both are
+    sorted by name. Symlinked folders are not followed, folders in ``prune``
+    (other roots, already walked) are skipped.
+    """
+    stack: list[tuple[str, int]] = [(root, 0)]
+    warned = False
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=_entry_name)
+        except OSError as exc:
+            logger.warning("skill loader: cannot read %s: %s", folder, exc.strerror or exc)
+            continue
+        subdirs: list[str] = []
+        for entry in entries:
+            name = entry.name
+            if name in names:
+                is_link = entry.is_symlink()
+                if is_link or entry.is_file(follow_symlinks=False):
+                    yield entry.path, is_link
+            elif name not in SKIP_DIRS and entry.is_dir(follow_symlinks=False):
+                subdirs.append(entry.path)
+        if depth >= MAX_DEPTH:
+            if subdirs and not warned:
+                logger.warning("skill loader: %s nests deeper than %d folders; not walked", folder, MAX_DEPTH)
+                warned = True
+            continue
+        stack.extend((d, depth + 1) for d in reversed(subdirs) if d not in prune)
+
+
+def _entry_name(entry: os.DirEntry[str]) -> str:
+    return entry.name
+
+
+def resolve_roots(pm: pluggy.PluginManager, settings: Settings, events: list[LoadEvent]) -> list[SkillRoot]:
+    """Collect roots from every plugin, keep the usable ones, canonicalised and de-duplicated."""
+    seen: set[str] = set()
+    usable: list[SkillRoot] = []
+    for root in _flatten(pm.hook.ongrid_skill_roots(settings=settings)):
+        real = _check_root(root, events)
+        if real is None:
+            continue
+        if real in seen:
+            logger.info("skill loader: root %s is listed twice, walking it once", root.path)
+            continue
+        seen.add(real)
+        usable.append(attrs.evolve(root, real=real))
+    return usable
+
+
+def _check_root(root: SkillRoot, events: list[LoadEvent]) -> str | None:
+    """The canonical path of a usable root, or None (with a log line and an event)."""
+    path = root.path
+    reason = ""
+    real = ""
+    if not os.path.isabs(path):
+        reason = "is not an absolute path"
+    else:
+        try:
+            real = canonical(path)
+        except (OSError, ValueError):
+            reason = "does not exist"
+        else:
+            if not os.path.isdir(real):
+                reason = "is not a directory"
+    if not reason:
+        return real
+    message = f"skill loader: root {path} {reason}, skipping"
+    quiet = reason == "does not exist" and not root.required
+    logger.log(logging.DEBUG if quiet else logging.WARNING, "%s", message)
+    events.append(LoadEvent(path, "root_skipped", message))
+    return None
+
+
+def _flatten(results: Iterable[Any]) -> Iterator[Any]:
+    for result in results:
+        if result:
+            yield from result
+
+
+def load(pm: pluggy.PluginManager, settings: Settings) -> tuple[Snapshot, LoadReport]:
+    """Walk every root, load every manifest, and build a registry snapshot.
+
+    Never raises for a bad root or manifest; every outcome is an event of the
+    report. The cyclic garbage collector is paused during the walk: the parsed
+    manifests are acyclic, and collecting them over and over costs more than
+    parsing them.
+    """
+    state = _Load(pm, settings)
+    roots = resolve_roots(pm, settings, state.events)
+    names = frozenset(_flatten(pm.hook.ongrid_manifest_names()))
+    reals = frozenset(r.real for r in roots)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for root in roots:
+            for path, is_link in iter_manifests(root.real, names, reals - {root.real}):
+                _load_one(state, root, path, is_link)
+    finally:
+        if was_enabled:
+            gc.enable()
+    snapshot = state.builder.build()
+    report = LoadReport(len(snapshot.skills), state.events, [r.real for r in roots])
+    return snapshot, report
+
+
+def _load_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> None:
+    try:
+        if is_link:
+            path = check_symlinked_manifest(path, root)
+        skill = state.pm.hook.ongrid_load_manifest(path=path, root=root, settings=state.settings)
+    except ManifestParseError as exc:
+        _log_parse(state, exc.path, exc.message)
+        return
+    except ManifestBuildError as exc:
+        _log_build(state, exc.path, exc.name, exc.message)
+        return
+    except ManifestError as exc:
+        _log_parse(state, exc.path, exc.message)
+        return
+    except Exception as exc:  # a third-party loader crashed: contain it
+        if state.settings.strict:
+            raise PluginLoadError("ongrid_load_manifest", f"{path}: {exc!r}") from exc
+        _log_parse(state, path, f"loader raised {exc!r}")
+        return
+    if skill is not None:
+        _register(state, skill, root)
+
+
+def check_symlinked_manifest(path: str, root: SkillRoot) -> str:
+    """The canonical path of a symlinked manifest, if it resolves to a file inside the root.
+
+    The manifest is then read from there, so its entry is relative to the
+    folder it really lives in.
+    """
+    try:
+        real = canonical(path)
+    except OSError as exc:
+        message = f"manifest is a dangling symlink ({exc.strerror})"
+        raise ManifestParseError(path, message) from exc
+    if not is_within(real, root.real):
+        message = f"manifest {real} escapes allowlist root {root.real}"
+        raise ManifestParseError(path, message)
+    if not stat.S_ISREG(os.stat(real).st_mode):
+        message = f"manifest {real} is not a regular file"
+        raise ManifestParseError(path, message)
+    return real
+
+
+def _register(state: _Load, skill: Skill, root: SkillRoot) -> None:
+    problems = validate_skill(state.pm, skill, root)
+    errors = [p for p in problems if p.level == "error"]
+    if errors:
+        _log_build(state, skill.path, skill.name, "; ".join(p.message for p in errors))
+        return
+    if problems:
+        skill = attrs.evolve(skill, warnings=skill.warnings + tuple(problems))
+    for warning in skill.warnings:
+        logger.warning('skill loader: skill "%s" at %s: %s', skill.name, skill.path, warning.message)
+    clash = state.builder.add(skill)
+    if clash is not None:
+        logger.warning('skill loader: skill "%s" already registered, skipping %s', clash, skill.path)
+        state.event(skill.path, "duplicate", f'skill "{clash}" already registered', skill.name)
+        return
+    logger.info('skill loader: registered %s skill "%s" from %s', _kind(skill), skill.name, skill.path)
+    state.event(skill.path, "registered", "", skill.name)
+    state.pm.hook.ongrid_skill_registered(skill=skill)
+
+
+def validate_skill(pm: pluggy.PluginManager, skill: Skill, root: SkillRoot) -> list[Problem]:
+    """Every problem the ``ongrid_validate_skill`` implementations report."""
+    return list(_flatten(pm.hook.ongrid_validate_skill(skill=skill, root=root)))
+
+
+def _kind(skill: Skill) -> str:
+    return "subprocess" if skill.format == "skill.json" else skill.format
+
+
+def _log_parse(state: _Load, path: str, message: str) -> None:
+    logger.warning("skill loader: parse %s: %s", path, message)
+    state.event(path, "parse_error", message)
+
+
+def _log_build(state: _Load, path: str, name: str, message: str) -> None:
+    logger.warning('skill loader: build "%s": %s', name, message)
+    state.event(path, "build_error", message, name)
+
+
+def load_dirs(dirs: Iterable[str]) -> list[Skill]:
+    """Load exactly these roots with the built-in plugins; return the registered skills.
+
+    The benchmark entry point (``load_bench.py --callable
+    ongrid_plugins.loader:load_dirs``): no defaults, no entry points.
+    """
+    from .plugins import get_plugin_manager
+    from .settings import Settings
+
+    settings = Settings(skill_dirs=tuple(dirs), include_defaults=False, load_entry_points=False)
+    snapshot, _report = load(get_plugin_manager(settings), settings)
+    return list(snapshot.skills.values())

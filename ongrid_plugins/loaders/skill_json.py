@@ -1,0 +1,331 @@
+"""Built-in plugin ``skill_json``: ``skill.json`` manifests become subprocess skills.
+
+Every field rule of the specification is enforced here, plus the ones a
+careful operator expects (types, sizes, encodings, variable names, a schema
+that really is a JSON Schema). Problems are collected, not raised one by one,
+so a manifest with three mistakes gets one log line naming all three.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .. import schemacheck
+from ..errors import ManifestBuildError, ManifestParseError
+from ..hookspecs import hookimpl
+from ..models import Problem, Skill, SkillRoot, Tool, ToolClass
+from ..roots import is_executable_file, is_within, resolve_file
+
+if TYPE_CHECKING:
+    from ..settings import Settings
+
+__all__ = ["MANIFEST_NAME", "MAX_MANIFEST_BYTES", "build_skill", "read_manifest"]
+
+MANIFEST_NAME = "skill.json"
+MAX_MANIFEST_BYTES = 1024 * 1024
+MAX_NAME_LENGTH = 64
+MAX_TIMEOUT = 24 * 60 * 60
+NAME_RE = re.compile(r"[a-z0-9_]+")
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+CLASSES = {"": ToolClass.SAFE, "safe": ToolClass.SAFE, "mutating": ToolClass.MUTATING,
+           "dangerous": ToolClass.DANGEROUS}
+KNOWN_FIELDS = ("name", "description", "schema", "entry", "env_allow", "timeout_seconds",
+                "class", "category", "$schema")
+EMPTY_SCHEMA: Mapping[str, Any] = {"type": "object", "properties": {}}
+
+
+def _reject_constant(name: str) -> None:
+    message = f"{name} is not valid JSON"
+    raise ValueError(message)
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _v in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        message = f'duplicate key "{dup}" (two parsers could read two different manifests)'
+        raise ValueError(message)
+    return obj
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_object, parse_constant=_reject_constant)
+
+
+def read_manifest(path: str, limit: int = MAX_MANIFEST_BYTES) -> dict[str, Any]:
+    """Read and parse a manifest; raise :class:`ManifestParseError` saying why not.
+
+    Refuses anything but a regular file of at most ``limit`` bytes of UTF-8
+    holding one JSON object without duplicate keys or NaN/Infinity.
+    """
+    raw = _read_bounded(path, limit)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        message = f"invalid UTF-8 at byte {exc.start}: {exc.reason}"
+        raise ManifestParseError(path, message) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        data = _DECODER.decode(text)
+    except ValueError as exc:
+        raise ManifestParseError(path, str(exc)) from None
+    if not isinstance(data, dict):
+        message = f"the manifest must be a JSON object, got {_json_type(data)}"
+        raise ManifestParseError(path, message)
+    return data
+
+
+def _read_bounded(path: str, limit: int) -> bytes:
+    # O_NONBLOCK: a FIFO named skill.json must not hang the host at boot.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ManifestParseError(path, f"cannot open: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not _is_regular(st.st_mode):
+            raise ManifestParseError(path, "not a regular file")
+        if st.st_size > limit:
+            message = f"manifest is {st.st_size} bytes; the limit is {limit} bytes"
+            raise ManifestParseError(path, message)
+        chunks = []
+        size = 0
+        while chunk := os.read(fd, limit + 1 - size):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                message = f"manifest is larger than the limit of {limit} bytes"
+                raise ManifestParseError(path, message)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ManifestParseError(path, f"cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def _is_regular(mode: int) -> bool:
+    return mode & 0o170000 == 0o100000
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _show(value: object, limit: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False) if _jsonable(value) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _jsonable(value: object) -> bool:
+    return value is None or isinstance(value, str | int | float | bool | list | dict)
+
+
+class _Checker:
+    """Collects the problems of one manifest while reading its fields."""
+
+    def __init__(self, path: str, data: dict[str, Any]) -> None:
+        self.path = path
+        self.data = data
+        self.problems: list[Problem] = []
+
+    def error(self, field: str, code: str, message: str, hint: str = "") -> None:
+        self.problems.append(Problem("error", code, message, self.path, f"/{field}" if field else "", hint))
+
+    def warn(self, field: str, code: str, message: str, hint: str = "") -> None:
+        self.problems.append(Problem("warning", code, message, self.path, f"/{field}", hint))
+
+    def string(self, field: str, *, required: bool, default: str = "") -> str:
+        if field not in self.data:
+            if required:
+                self.error(field, "missing_field", f'missing required field "{field}"')
+            return default
+        value = self.data[field]
+        if not isinstance(value, str):
+            message = f'"{field}" must be a string (got {_json_type(value)} {_show(value)})'
+            self.error(field, "wrong_type", message)
+            return default
+        if required and not value.strip():
+            self.error(field, "empty_field", f'"{field}" must not be empty')
+        return value
+
+
+def build_skill(data: dict[str, Any], path: str, root: SkillRoot, settings: Settings | None = None) -> Skill:
+    """Check every field of a parsed manifest and build the skill.
+
+    Raises :class:`ManifestBuildError` listing every error; warnings (unknown
+    fields) are kept on the skill.
+    """
+    check = _Checker(path, data)
+    name = _check_name(check)
+    description = check.string("description", required=True)
+    schema = _check_schema(check, settings)
+    entry = _check_entry(check, root)
+    env_allow = _check_env_allow(check)
+    timeout = _check_timeout(check, settings)
+    tool_class = _check_class(check)
+    category = check.string("category", required=False, default="external") or "external"
+    extra = _check_unknown(check)
+    errors = [p for p in check.problems if p.level == "error"]
+    if errors:
+        shown = name if isinstance(name, str) else ""
+        raise ManifestBuildError(path, shown, "; ".join(p.message for p in errors), check.problems)
+    folder = os.path.dirname(path)
+    tool = Tool(
+        name=name, description=description, schema=schema, tool_class=tool_class,
+        skill=name, source=path, kind="subprocess", category=category, timeout=timeout,
+        entry=entry, cwd=folder, root=root.real, env_allow=env_allow,
+        entry_declared=data["entry"], provenance=root.label, extra=extra,
+    )
+    warnings = [p for p in check.problems if p.level == "warning"]
+    return Skill(name=name, description=description, format=MANIFEST_NAME, path=path, root=root,
+                 tools=(tool,), category=category, warnings=warnings, extra=extra)
+
+
+def _check_name(check: _Checker) -> str:
+    name = check.string("name", required=True)
+    if not name:
+        return name
+    if not NAME_RE.fullmatch(name):
+        suggestion = re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_")
+        hint = f'use lower_snake, e.g. "{suggestion}"' if suggestion else "use lower_snake"
+        check.error("name", "bad_name", f'"name" must match [a-z0-9_]+ (got {_show(name)})', hint)
+    elif len(name) > MAX_NAME_LENGTH:
+        message = f'"name" is {len(name)} characters; model APIs accept at most {MAX_NAME_LENGTH}'
+        check.error("name", "name_too_long", message)
+    return name
+
+
+def _check_schema(check: _Checker, settings: Settings | None) -> Mapping[str, Any]:
+    if "schema" not in check.data:
+        return EMPTY_SCHEMA
+    schema = check.data["schema"]
+    if not isinstance(schema, dict):
+        message = f'"schema" must be a JSON object schema (got {_json_type(schema)} {_show(schema)})'
+        check.error("schema", "wrong_type", message)
+        return EMPTY_SCHEMA
+    kind = schema.get("type", "object")
+    if kind != "object":
+        message = f'"schema" must describe an object (its "type" is {_show(kind)})'
+        check.error("schema", "schema_not_object", message, 'arguments are a JSON object: use "type": "object"')
+        return EMPTY_SCHEMA
+    problem = schemacheck.check_schema(schema, cache=_verdicts(settings))
+    if problem is not None:
+        check.error("schema", "invalid_schema", f'"schema" is not a valid JSON Schema: {problem}')
+        return EMPTY_SCHEMA
+    for pointer, message in schemacheck.check_defaults(schema):
+        check.error("schema" + pointer, "bad_default", f'"schema{pointer}" does not validate: {message}',
+                    "a default must be a valid value of its own property")
+    if "type" not in schema:
+        schema = {"type": "object", **schema}
+    return schema
+
+
+def _verdicts(settings: Settings | None) -> schemacheck.VerdictCache | None:
+    if settings is None or not settings.cache_dir:
+        return None
+    return schemacheck.verdict_cache(settings.cache_dir)
+
+
+def _check_entry(check: _Checker, root: SkillRoot) -> str:
+    declared = check.string("entry", required=True)
+    if not declared.strip():
+        return ""
+    folder = os.path.dirname(check.path)
+    candidate = os.path.join(folder, declared)  # an absolute entry replaces the folder
+    try:
+        real, st = resolve_file(candidate)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        check.error("entry", "entry_missing", f"entry {candidate} cannot be resolved: {reason}",
+                    "the entry path is relative to the folder holding skill.json")
+        return ""
+    if not is_within(real, root.real):
+        check.error("entry", "entry_escapes_root", f"entry {real} escapes allowlist root {root.real}")
+    elif not _is_regular(st.st_mode):
+        check.error("entry", "entry_not_file", f"entry {real} is not a regular file")
+    elif not is_executable_file(st):
+        check.error("entry", "entry_not_executable", f"entry {real} is not executable",
+                    f"chmod +x {real}")
+    return real
+
+
+def _check_env_allow(check: _Checker) -> tuple[str, ...]:
+    if "env_allow" not in check.data:
+        return ()
+    value = check.data["env_allow"]
+    if not isinstance(value, list):
+        message = f'"env_allow" must be an array of variable names (got {_json_type(value)} {_show(value)})'
+        check.error("env_allow", "wrong_type", message)
+        return ()
+    names: list[str] = []
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not ENV_NAME_RE.fullmatch(item):
+            message = f'"env_allow[{index}]" is not a valid variable name (got {_show(item)})'
+            check.error(f"env_allow/{index}", "bad_env_name", message, "names look like PATH or API_TOKEN")
+        elif item not in names:
+            names.append(item)
+    return tuple(names)
+
+
+def _check_timeout(check: _Checker, settings: Settings | None) -> float:
+    default = settings.default_timeout if settings is not None else 30.0
+    if "timeout_seconds" not in check.data:
+        return default
+    value = check.data["timeout_seconds"]
+    if type(value) is not int:
+        message = f'"timeout_seconds" must be a whole number of seconds (got {_json_type(value)} {_show(value)})'
+        check.error("timeout_seconds", "wrong_type", message, "0 means the default of 30 s")
+        return default
+    if not 0 <= value <= MAX_TIMEOUT:
+        message = f'"timeout_seconds" must be between 0 and {MAX_TIMEOUT} (got {value})'
+        check.error("timeout_seconds", "out_of_range", message, "0 means the default of 30 s")
+        return default
+    return float(value) if value else default
+
+
+def _check_class(check: _Checker) -> ToolClass:
+    value = check.data.get("class", "")
+    if isinstance(value, str) and value in CLASSES:
+        return CLASSES[value]
+    message = f'"class" must be safe, mutating or dangerous (got {_show(value)})'
+    check.error("class", "bad_class", message)
+    return ToolClass.SAFE
+
+
+def _check_unknown(check: _Checker) -> dict[str, Any]:
+    extra = {k: v for k, v in check.data.items() if k not in KNOWN_FIELDS}
+    for key in extra:
+        close = difflib.get_close_matches(key, KNOWN_FIELDS, n=1, cutoff=0.6)
+        hint = f' — did you mean "{close[0]}"?' if close else ""
+        check.warn(key.replace("~", "~0").replace("/", "~1"), "unknown_field", f'unknown field "{key}"{hint}')
+    return extra
+
+
+@hookimpl
+def ongrid_manifest_names() -> list[str]:
+    """This loader claims files named exactly ``skill.json``."""
+    return [MANIFEST_NAME]
+
+
+@hookimpl
+def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings) -> Skill | None:
+    """Parse and build a ``skill.json``; leave every other file to other loaders."""
+    if os.path.basename(path) != MANIFEST_NAME:
+        return None
+    return build_skill(read_manifest(path), path, root, settings)

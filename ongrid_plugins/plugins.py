@@ -1,0 +1,170 @@
+"""The plugin manager: built-in plugins first, then entry points, every one guarded.
+
+Built-in plugins are plain modules registered exactly like third-party ones,
+under short names (``roots``, ``skill_json``, ``subprocess``, ``gate``). Then
+every entry point of the ``ongrid_plugins`` group is loaded and registered
+under its entry-point name. A plugin that fails to import or to register
+(for example a hook implementation with a wrong signature) is logged with its
+distribution and cause and skipped, so the host always starts; in strict mode
+the failure raises :class:`~ongrid_plugins.errors.PluginLoadError` instead.
+
+Nothing here runs at import time: :func:`get_plugin_manager` builds a fresh
+manager every time it is called.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from collections.abc import Callable
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+import attrs
+import pluggy
+
+from . import hookspecs
+from .errors import PluginLoadError
+from .settings import Settings
+
+__all__ = [
+    "BUILTIN_PLUGINS",
+    "ENTRY_POINT_GROUP",
+    "PROTECTED_PLUGINS",
+    "PluginInfo",
+    "PluginManager",
+    "get_plugin_manager",
+]
+
+logger = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "ongrid_plugins"
+
+#: (name, module) of every built-in plugin, registered in this order.
+BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
+    ("roots", "ongrid_plugins.roots"),
+    ("skill_json", "ongrid_plugins.loaders.skill_json"),
+    ("subprocess", "ongrid_plugins.executors.subprocess"),
+    ("gate", "ongrid_plugins.gate"),
+)
+
+#: Plugins that cannot be disabled: without them a safety rule would vanish.
+PROTECTED_PLUGINS = frozenset({"gate"})
+
+
+@attrs.frozen
+class PluginInfo:
+    """What became of one plugin: shown by ``ongrid-skills plugins``."""
+
+    name: str
+    kind: str
+    """``builtin``, ``entrypoint`` or ``manual`` (registered by the host)."""
+    status: str
+    """``active``, ``blocked`` (disabled by name) or ``failed``."""
+    module: str = ""
+    distribution: str = ""
+    version: str = ""
+    hooks: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return attrs.asdict(self)
+
+
+class PluginManager(pluggy.PluginManager):
+    """A pluggy manager that remembers what happened to every plugin it was offered."""
+
+    def __init__(self) -> None:
+        super().__init__(hookspecs.PROJECT_NAME)
+        self.add_hookspecs(hookspecs)
+        self.plugin_infos: list[PluginInfo] = []
+
+    def describe(self) -> list[PluginInfo]:
+        """Every plugin offered so far, with the hooks it implements right now."""
+        infos = []
+        for info in self.plugin_infos:
+            plugin = self.get_plugin(info.name)
+            if plugin is not None:
+                hooks = sorted(h.name for h in self.get_hookcallers(plugin) or ())
+                info = attrs.evolve(info, hooks=hooks)
+            infos.append(info)
+        return infos
+
+
+def get_plugin_manager(settings: Settings | None = None) -> PluginManager:
+    """Build a fresh plugin manager: built-ins, then ``ongrid_plugins`` entry points."""
+    settings = settings if settings is not None else Settings.from_env()
+    pm = PluginManager()
+    for name in settings.disable_plugins:
+        if name in PROTECTED_PLUGINS:
+            logger.warning("plugin %r cannot be disabled: it enforces the permission rules", name)
+        else:
+            pm.set_blocked(name)
+    for name, module in BUILTIN_PLUGINS:
+        _register(pm, settings, name, "builtin", module, lambda m=module: importlib.import_module(m))
+    if settings.load_entry_points:
+        for ep in _entry_points(ENTRY_POINT_GROUP):
+            _register(pm, settings, ep.name, "entrypoint", ep.value, ep.load, ep)
+    if settings.trace_plugins:
+        enable_tracing(pm)
+    return pm
+
+
+def _entry_points(group: str) -> list[EntryPoint]:
+    try:
+        return sorted(entry_points(group=group), key=lambda ep: ep.name)
+    except Exception as exc:  # a broken dist-info must not stop the host
+        logger.warning("plugins: cannot read entry points of group %s: %r", group, exc)
+        return []
+
+
+def _register(
+    pm: PluginManager,
+    settings: Settings,
+    name: str,
+    kind: str,
+    module: str,
+    load: Callable[[], Any],
+    ep: EntryPoint | None = None,
+) -> None:
+    dist, version = _distribution(ep)
+    base = PluginInfo(name, kind, "active", module, dist, version)
+    if pm.is_blocked(name):
+        logger.info("plugins: %s is disabled by ONGRID_DISABLE_PLUGINS", name)
+        pm.plugin_infos.append(attrs.evolve(base, status="blocked"))
+        return
+    try:
+        plugin = load()
+        pm.register(plugin, name=name)
+    except Exception as exc:
+        cause = f"{type(exc).__name__}: {exc}"
+        where = f" (distribution {dist} {version})" if dist else ""
+        logger.warning("plugins: cannot load plugin %s%s: %s", name, where, cause)
+        pm.plugin_infos.append(attrs.evolve(base, status="failed", error=cause))
+        if settings.strict:
+            raise PluginLoadError(name, cause + where) from exc
+        return
+    pm.plugin_infos.append(base)
+
+
+def _distribution(ep: EntryPoint | None) -> tuple[str, str]:
+    if ep is None:
+        return "ongrid-plugins", _own_version()
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return "", ""
+    return str(dist.name), str(dist.version)
+
+
+def _own_version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def enable_tracing(pm: pluggy.PluginManager) -> None:
+    """Write every hook call and its result to stderr (``ONGRID_TRACE_PLUGINS=1``)."""
+    pm.trace.root.setwriter(lambda text: sys.stderr.write("ongrid trace: " + text))
+    pm.enable_tracing()

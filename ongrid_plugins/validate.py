@@ -1,0 +1,126 @@
+"""Lint manifests without registering them (``ongrid-skills validate``).
+
+Uses the very same walker, loaders and ``ongrid_validate_skill`` hooks as a
+real load, so what ``validate`` accepts is exactly what the host loads; but
+instead of log lines it returns every problem with its file, JSON pointer and
+hint.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .errors import ManifestBuildError, ManifestError
+from .loader import check_symlinked_manifest, iter_manifests, validate_skill
+from .models import Problem, Skill, SkillRoot
+from .roots import canonical
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from .settings import Settings
+
+__all__ = ["FileReport", "validate_paths"]
+
+
+@attrs.frozen
+class FileReport:
+    """The verdict on one manifest (or on a path that holds none)."""
+
+    path: str
+    problems: tuple[Problem, ...] = attrs.field(default=(), converter=tuple)
+    skill: str = ""
+    format: str = ""
+
+    @property
+    def errors(self) -> list[Problem]:
+        """Error-level problems: the host would not load this manifest."""
+        return [p for p in self.problems if p.level == "error"]
+
+    @property
+    def ok(self) -> bool:
+        """No error-level problem."""
+        return not self.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "path": self.path,
+            "skill": self.skill,
+            "format": self.format,
+            "ok": self.ok,
+            "problems": [p.to_dict() for p in self.problems],
+        }
+
+
+def validate_paths(paths: Iterable[str], pm: pluggy.PluginManager, settings: Settings) -> list[FileReport]:
+    """Check every manifest under ``paths`` (folders or manifest files)."""
+    names = frozenset(n for result in pm.hook.ongrid_manifest_names() if result for n in result)
+    reports: list[FileReport] = []
+    owners: dict[str, str] = {}
+    for raw in paths:
+        for report in _validate_path(os.path.abspath(raw), names, pm, settings):
+            reports.append(_with_duplicates(report, owners))
+    return reports
+
+
+def _validate_path(
+    path: str, names: frozenset[str], pm: pluggy.PluginManager, settings: Settings
+) -> Iterator[FileReport]:
+    if not os.path.lexists(path):
+        yield _fail(path, "path_missing", f"{path} does not exist")
+        return
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    root = SkillRoot(folder, source="validate", real=canonical(folder))
+    if not os.path.isdir(path):
+        if os.path.basename(path) not in names:
+            expected = ", ".join(sorted(names))
+            yield _fail(path, "not_a_manifest", f"{path} is not a manifest (expected one of: {expected})")
+            return
+        manifests: Iterable[tuple[str, bool]] = [(os.path.join(root.real, os.path.basename(path)),
+                                                  os.path.islink(path))]
+    else:
+        manifests = list(iter_manifests(root.real, names))
+        if not manifests:
+            yield _fail(path, "no_manifest", f"no manifest ({', '.join(sorted(names))}) under {path}")
+            return
+    for manifest, is_link in manifests:
+        yield _inspect(pm, settings, root, manifest, is_link)
+
+
+def _inspect(pm: pluggy.PluginManager, settings: Settings, root: SkillRoot, path: str, is_link: bool) -> FileReport:
+    skill: Skill | None = None
+    try:
+        if is_link:
+            path = check_symlinked_manifest(path, root)
+        skill = pm.hook.ongrid_load_manifest(path=path, root=root, settings=settings)
+    except ManifestBuildError as exc:
+        problems = exc.problems or (Problem("error", "build_error", exc.message, path),)
+        return FileReport(path, problems, exc.name)
+    except ManifestError as exc:
+        return _fail(path, "parse_error", exc.message)
+    except Exception as exc:  # a third-party loader crashed
+        return _fail(path, "loader_crashed", f"a loader raised {exc!r}")
+    if skill is None:
+        return _fail(path, "not_loaded", "no loader accepted this file")
+    problems = [*skill.warnings, *validate_skill(pm, skill, root)]
+    return FileReport(path, problems, skill.name, skill.format)
+
+
+def _fail(path: str, code: str, message: str) -> FileReport:
+    return FileReport(path, (Problem("error", code, message, path),))
+
+
+def _with_duplicates(report: FileReport, owners: dict[str, str]) -> FileReport:
+    if not report.skill or not report.ok:
+        return report
+    first = owners.setdefault(report.skill, report.path)
+    if first == report.path:
+        return report
+    duplicate = Problem("error", "duplicate_name", f'skill "{report.skill}" is also declared by {first}; '
+                        "only the first one found is loaded", report.path, "/name")
+    return attrs.evolve(report, problems=(*report.problems, duplicate))

@@ -1,0 +1,34 @@
+"""Shared fixtures: every test runs with a clean ONGRID_* environment and private XDG dirs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["ongrid_plugins.testing"]
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO.parent / "shared" / "corpus" / "skillmd"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads or writes the real user's skills, cache, state or config."""
+    for name in list(os.environ):
+        if name.startswith("ONGRID_"):
+            monkeypatch.delenv(name)
+    home = tmp_path_factory.mktemp("home")
+    for var, sub in (("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache"),
+                     ("XDG_STATE_HOME", "state"), ("XDG_CONFIG_HOME", "config")):
+        monkeypatch.setenv(var, str(home / sub))
+    monkeypatch.setenv("ONGRID_SYSTEM_SKILLS_DIR", str(home / "etc-ongrid-skills"))
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """An empty allow-list root."""
+    path = tmp_path / "skills"
+    path.mkdir()
+    return path

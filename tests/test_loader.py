@@ -1,0 +1,278 @@
+"""The walker: roots, the recursive walk, ordering, duplicates, containment of broken loaders."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ongrid_plugins import Settings, SkillHost, hookimpl
+from ongrid_plugins.errors import ManifestBuildError, PluginLoadError
+from ongrid_plugins.loader import MAX_DEPTH, iter_manifests, load_dirs
+from ongrid_plugins.settings import split_dirs
+from ongrid_plugins.testing import isolated_settings, make_skill
+
+LOADER = "ongrid_plugins.loader"
+
+
+def loader_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == LOADER]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("/a:/b", ("/a", "/b")),
+        ("/a,/b", ("/a", "/b")),
+        ("/a;/b", ("/a", "/b")),
+        (" /a : /b ,, ;/c ", ("/a", "/b", "/c")),
+        ("", ()),
+    ],
+)
+def test_external_dirs_split_on_colon_comma_and_semicolon(raw: str, expected: tuple[str, ...]) -> None:
+    assert split_dirs(raw) == expected
+    assert Settings.from_env({"ONGRID_SKILLS_EXTERNAL_DIRS": raw}).env_dirs == expected
+
+
+def test_relative_missing_and_file_roots_are_skipped_with_a_log_line(
+    make_host: Any, root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    make_skill(root, "ok")
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_text("x")
+    host = make_host("relative/skills", tmp_path / "missing", a_file, root)
+    caplog.set_level(logging.INFO, logger=LOADER)
+    report = host.load()
+    assert report.registered == 1
+    assert loader_lines(caplog)[:3] == [
+        "skill loader: root relative/skills is not an absolute path, skipping",
+        f"skill loader: root {tmp_path / 'missing'} does not exist, skipping",
+        f"skill loader: root {a_file} is not a directory, skipping",
+    ]
+    assert [e.outcome for e in report.events][:3] == ["root_skipped"] * 3
+    assert report.roots == (os.path.realpath(root),)
+
+
+def test_env_dirs_are_walked_after_explicit_dirs(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    make_skill(first, "same", description="from first")
+    make_skill(second, "same", description="from second")
+    settings = isolated_settings(tmp_path, first, env_dirs=(str(second),))
+    host = SkillHost(settings)
+    assert host.get("same").description == "from first"
+    assert [e.outcome for e in host.report.events] == ["registered", "duplicate"]
+
+
+def test_missing_default_roots_boot_quietly(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    settings = isolated_settings(tmp_path, include_defaults=True)
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    report = SkillHost(settings).load()
+    assert report.registered >= 2  # the built-in skills
+    assert loader_lines(caplog) == []
+
+
+def test_only_files_named_exactly_skill_json_are_manifests(make_host: Any, root: Path) -> None:
+    make_skill(root, "real")
+    for decoy in ("Skill.json", "skill.json.bak", "skill.JSON", "myskill.json"):
+        (root / "real" / decoy).write_text('{"name": "decoy", "description": "d", "entry": "run.sh"}')
+    host = make_host(root)
+    assert [t.name for t in host.tools()] == ["real"]
+
+
+def test_walk_is_recursive_and_skips_vcs_and_dependency_folders(make_host: Any, root: Path) -> None:
+    make_skill(root / "a" / "b" / "c" / "d", "deep")
+    make_skill(root / ".git", "in_git")
+    make_skill(root / "node_modules", "in_node_modules")
+    make_skill(root / ".agents" / "skills", "hidden_but_walked")
+    host = make_host(root)
+    assert [t.name for t in host.tools()] == ["deep", "hidden_but_walked"]
+
+
+def test_symlinked_directories_inside_a_root_are_not_followed(make_host: Any, root: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    make_skill(elsewhere, "outside")
+    (root / "link").symlink_to(elsewhere)
+    make_skill(root, "loop_guard")
+    (root / "loop_guard" / "self").symlink_to(root)
+    host = make_host(root)
+    assert [t.name for t in host.tools()] == ["loop_guard"]
+
+
+def test_a_root_that_is_a_symlink_is_walked_through_its_target(make_host: Any, root: Path, tmp_path: Path) -> None:
+    make_skill(root, "via_link")
+    link = tmp_path / "root-link"
+    link.symlink_to(root)
+    host = make_host(link)
+    assert host.get("via_link").source == f"{os.path.realpath(root)}/via_link/skill.json"
+
+
+def test_duplicates_first_wins_by_root_order_then_path_order(make_host: Any, tmp_path: Path) -> None:
+    r1, r2 = tmp_path / "r1", tmp_path / "r2"
+    make_skill(r1, "dup", folder="zeta", description="r1 zeta")
+    make_skill(r1, "dup", folder="alpha", description="r1 alpha")
+    make_skill(r2, "dup", folder="aaa", description="r2 aaa")
+    host = make_host(r1, r2)
+    assert host.get("dup").description == "r1 alpha"
+    assert [Path(e.path).parent.name for e in host.report.events] == ["alpha", "zeta", "aaa"]
+
+
+def test_walk_order_is_files_first_then_sorted_subfolders(tmp_path: Path) -> None:
+    for rel in ("b/skill.json", "a/z/skill.json", "a/skill.json", "skill.json", "a/b/skill.json"):
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+    found = [os.path.relpath(p, tmp_path) for p, _link in iter_manifests(str(tmp_path), frozenset({"skill.json"}))]
+    assert found == ["skill.json", "a/skill.json", "a/b/skill.json", "a/z/skill.json", "b/skill.json"]
+
+
+def test_the_same_root_twice_is_walked_once(make_host: Any, root: Path) -> None:
+    make_skill(root, "once")
+    host = make_host(root, str(root) + "/", root)
+    assert [e.outcome for e in host.load().events] == ["registered"]
+
+
+def test_nested_roots_do_not_produce_duplicate_lines(make_host: Any, root: Path) -> None:
+    make_skill(root / "inner", "inner_skill")
+    make_skill(root, "outer_skill")
+    for order in ((root / "inner", root), (root, root / "inner")):
+        report = make_host(*order).load()
+        assert sorted(e.outcome for e in report.events) == ["registered", "registered"]
+
+
+def test_folders_nested_deeper_than_the_limit_are_not_walked(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    deep = tmp_path
+    for i in range(MAX_DEPTH + 2):
+        deep = deep / f"d{i}"
+    make_skill(deep, "too_deep")
+    make_skill(tmp_path, "shallow")
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    assert [s.name for s in load_dirs([str(tmp_path)])] == ["shallow"]
+    assert any("nests deeper than" in line for line in loader_lines(caplog))
+
+
+def test_unreadable_folder_is_logged_and_the_walk_goes_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root reads every folder")
+    make_skill(tmp_path, "fine")
+    locked = tmp_path / "locked"
+    make_skill(locked, "hidden")
+    locked.chmod(0)
+    try:
+        assert [s.name for s in load_dirs([str(tmp_path)])] == ["fine"]
+    finally:
+        locked.chmod(0o755)
+
+
+def test_a_crashing_third_party_loader_is_contained(make_host: Any, root: Path) -> None:
+    class Crashy:
+        @hookimpl(tryfirst=True)
+        def ongrid_load_manifest(self, path: str) -> None:
+            raise RuntimeError("boom")
+
+    make_skill(root, "victim")
+    host = make_host(root, plugins=(Crashy(),))
+    [event] = host.load().events
+    assert (event.outcome, event.message) == ("parse_error", "loader raised RuntimeError('boom')")
+
+
+def test_a_crashing_loader_raises_in_strict_mode(make_host: Any, root: Path) -> None:
+    class Crashy:
+        @hookimpl(tryfirst=True)
+        def ongrid_load_manifest(self, path: str) -> None:
+            raise RuntimeError("boom")
+
+    make_skill(root, "victim")
+    with pytest.raises(PluginLoadError, match="boom"):
+        make_host(root, plugins=(Crashy(),), strict=True).load()
+
+
+def test_a_validation_plugin_can_reject_a_skill_with_one_line(
+    make_host: Any, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ongrid_plugins import Problem
+
+    class Policy:
+        @hookimpl
+        def ongrid_validate_skill(self, skill: Any) -> list[Problem]:
+            return [Problem("error", "no_tmp", "tools may not be named tmp*"),
+                    Problem("error", "other", "and another thing"),
+                    Problem("warning", "style", "just a warning")]
+
+    make_skill(root, "tmp_thing")
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    host = make_host(root, plugins=(Policy(),))
+    assert host.load().registered == 0
+    assert 'skill loader: build "tmp_thing": tools may not be named tmp*; and another thing' in loader_lines(caplog)
+
+
+def test_validation_warnings_are_kept_on_the_registered_skill(make_host: Any, root: Path) -> None:
+    from ongrid_plugins import Problem
+
+    class Style:
+        @hookimpl
+        def ongrid_validate_skill(self) -> list[Problem]:
+            return [Problem("warning", "style", "description is short")]
+
+    make_skill(root, "short")
+    host = make_host(root, plugins=(Style(),))
+    assert [w.code for w in host.skills()[0].warnings] == ["style"]
+
+
+def test_a_third_party_loader_feeds_the_same_registry(make_host: Any, root: Path) -> None:
+    from ongrid_plugins import Skill, Tool, ToolClass
+
+    class TomlLoader:
+        @hookimpl
+        def ongrid_manifest_names(self) -> list[str]:
+            return ["tool.toml"]
+
+        @hookimpl
+        def ongrid_load_manifest(self, path: str, root: Any) -> Skill | None:
+            if not path.endswith("tool.toml"):
+                return None
+            name = Path(path).read_text().split("=")[1].strip().strip('"')
+            tool = Tool(name=name, description="from toml", schema={"type": "object"},
+                        tool_class=ToolClass.SAFE, skill=name, source=path, kind="native")
+            return Skill(name=name, description="from toml", format="tool.toml", path=path, root=root, tools=[tool])
+
+    (root / "t").mkdir()
+    (root / "t" / "tool.toml").write_text('name = "from_toml"')
+    make_skill(root, "from_json")
+    host = make_host(root, plugins=(TomlLoader(),))
+    assert [t.name for t in host.tools()] == ["from_json", "from_toml"]
+
+
+def test_loader_rejection_with_build_error_is_logged_like_the_builtin(
+    make_host: Any, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Strict:
+        @hookimpl(tryfirst=True)
+        def ongrid_load_manifest(self, path: str) -> None:
+            raise ManifestBuildError(path, "custom", "custom rule broken")
+
+    make_skill(root, "x")
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    make_host(root, plugins=(Strict(),)).load()
+    assert loader_lines(caplog) == ['skill loader: build "custom": custom rule broken']
+
+
+def test_load_dirs_returns_the_registered_skills_for_the_benchmark(tmp_path: Path) -> None:
+    make_skill(tmp_path, "one")
+    make_skill(tmp_path, "two")
+    make_skill(tmp_path, "bad", raw="{")
+    assert sorted(s.name for s in load_dirs([str(tmp_path)])) == ["one", "two"]
+
+
+def test_reload_picks_up_new_and_removed_manifests(make_host: Any, root: Path) -> None:
+    make_skill(root, "first")
+    host = make_host(root)
+    assert [t.name for t in host.tools()] == ["first"]
+    make_skill(root, "second")
+    (root / "first" / "skill.json").unlink()
+    host.reload()
+    assert [t.name for t in host.tools()] == ["second"]

@@ -1,0 +1,353 @@
+"""The skill.json loader: every field rule of the specification, and the hostile cases."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ongrid_plugins import SkillHost, ToolClass
+from ongrid_plugins.testing import make_skill
+
+LOADER = "ongrid_plugins.loader"
+
+
+def load(make_host: Any, root: Path) -> SkillHost:
+    host = make_host(root)
+    host.load()
+    return host
+
+
+def build_errors(host: SkillHost) -> list[str]:
+    return [e.message for e in host.report.errors]
+
+
+def test_valid_manifest_registers_with_the_spec_defaults(make_host: Any, root: Path) -> None:
+    folder = make_skill(root, "echo")
+    host = load(make_host, root)
+    tool = host.get("echo")
+    assert host.report.registered == 1
+    assert tool.description == "Test skill echo."
+    assert tool.tool_class is ToolClass.SAFE
+    assert tool.category == "external"
+    assert tool.env_allow == ()
+    assert tool.timeout == 30.0
+    assert tool.schema == {"type": "object", "properties": {}}
+    assert tool.entry == os.path.realpath(folder / "run.sh")
+    assert tool.cwd == os.path.realpath(folder)
+    assert tool.kind == "subprocess"
+
+
+def test_the_spec_example_manifest_loads_field_for_field(make_host: Any, root: Path) -> None:
+    manifest = {
+        "name": "disk_cleaner",
+        "description": "Free up disk by clearing stale build caches and journals.",
+        "schema": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Root path to clean."},
+                "dry_run": {"type": "boolean", "default": True},
+            },
+            "required": ["path"],
+        },
+        "entry": "run.sh",
+        "env_allow": ["PATH", "HOME"],
+        "timeout_seconds": 60,
+        "class": "mutating",
+        "category": "ops",
+    }
+    make_skill(root, "disk_cleaner", folder="disk-cleaner", manifest=manifest)
+    tool = load(make_host, root).get("disk_cleaner")
+    assert tool.schema == manifest["schema"]
+    assert tool.env_allow == ("PATH", "HOME")
+    assert tool.timeout == 60.0
+    assert tool.tool_class is ToolClass.MUTATING
+    assert tool.category == "ops"
+
+
+def test_log_lines_are_the_specifications_exact_strings(
+    make_host: Any, root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    make_skill(root, "disk_cleaner", folder="disk-cleaner")
+    make_skill(root, "disk_cleaner", folder="disk-cleaner-copy")
+    make_skill(root, "typo", raw='{"name": "typo",, }')
+    outside = tmp_path / "escape.sh"
+    outside.write_text("#!/bin/sh\n")
+    outside.chmod(0o755)
+    make_skill(root, "bad_path", script=None, entry=str(outside))
+    caplog.set_level(logging.INFO, logger=LOADER)
+    load(make_host, root)
+    real = os.path.realpath(root)
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == LOADER]
+    assert lines == [
+        ("WARNING", f'skill loader: build "bad_path": entry {os.path.realpath(outside)} '
+                    f"escapes allowlist root {real}"),
+        ("INFO", f'skill loader: registered subprocess skill "disk_cleaner" from {real}/disk-cleaner/skill.json'),
+        ("WARNING", f'skill loader: skill "disk_cleaner" already registered, skipping '
+                    f"{real}/disk-cleaner-copy/skill.json"),
+        ("WARNING", f"skill loader: parse {real}/typo/skill.json: Expecting property name enclosed "
+                    "in double quotes: line 1 column 17 (char 16)"),
+    ]
+
+
+def test_load_report_has_one_event_per_manifest_with_outcome(make_host: Any, root: Path) -> None:
+    make_skill(root, "a")
+    make_skill(root, "a", folder="a2")
+    make_skill(root, "b", raw="[]")
+    make_skill(root, "c", manifest={"name": 7, "description": "d", "entry": "run.sh"})
+    host = load(make_host, root)
+    outcomes = sorted((Path(e.path).parent.name, e.outcome) for e in host.report.events)
+    assert outcomes == [("a", "registered"), ("a2", "duplicate"), ("b", "parse_error"), ("c", "build_error")]
+    assert host.report.registered == 1
+
+
+BAD_FIELDS: list[tuple[str, dict[str, Any], str]] = [
+    ("name_missing", {"name": None}, 'missing required field "name"'),
+    ("name_number", {"name": 42}, '"name" must be a string (got a number 42)'),
+    ("name_uppercase", {"name": "Disk-Cleaner"}, '"name" must match [a-z0-9_]+ (got "Disk-Cleaner")'),
+    ("name_space", {"name": "disk cleaner"}, '"name" must match [a-z0-9_]+'),
+    ("name_empty", {"name": ""}, '"name" must not be empty'),
+    ("name_newline", {"name": "abc\n"}, '"name" must match [a-z0-9_]+'),
+    ("name_too_long", {"name": "a" * 65}, "model APIs accept at most 64"),
+    ("description_missing", {"description": None}, 'missing required field "description"'),
+    ("description_blank", {"description": "   "}, '"description" must not be empty'),
+    ("description_list", {"description": ["x"]}, '"description" must be a string (got an array'),
+    ("entry_missing", {"entry": None}, 'missing required field "entry"'),
+    ("entry_number", {"entry": 1}, '"entry" must be a string'),
+    ("entry_nul", {"entry": "run\u0000.sh"}, "cannot be resolved"),
+    ("entry_not_there", {"entry": "nope.sh"}, "cannot be resolved: No such file or directory"),
+    ("schema_array", {"schema": []}, '"schema" must be a JSON object schema (got an array []'),
+    ("schema_bool", {"schema": True}, '"schema" must be a JSON object schema (got a boolean true'),
+    ("schema_string_type", {"schema": {"type": "string"}}, '"schema" must describe an object'),
+    ("schema_invalid", {"schema": {"type": "object", "properties": {"a": {"type": "strng"}}}},
+     '"schema" is not a valid JSON Schema'),
+    ("schema_bad_required", {"schema": {"type": "object", "required": "path"}},
+     '"schema" is not a valid JSON Schema'),
+    ("schema_bad_default", {"schema": {"type": "object", "properties": {"n": {"type": "integer", "default": "x"}}}},
+     '"schema/properties/n/default" does not validate: \'x\' is not of type \'integer\''),
+    ("env_string", {"env_allow": "PATH"}, '"env_allow" must be an array of variable names (got a string'),
+    ("env_null", {"env_allow": None}, '"env_allow" must be an array of variable names (got null'),
+    ("env_number_item", {"env_allow": ["PATH", 3]}, '"env_allow[1]" is not a valid variable name (got 3)'),
+    ("env_dash", {"env_allow": ["MY-VAR"]}, '"env_allow[0]" is not a valid variable name (got "MY-VAR")'),
+    ("env_assignment", {"env_allow": ["A=B"]}, '"env_allow[0]" is not a valid variable name'),
+    ("env_leading_digit", {"env_allow": ["1A"]}, '"env_allow[0]" is not a valid variable name'),
+    ("timeout_string", {"timeout_seconds": "30"}, '"timeout_seconds" must be a whole number of seconds (got a string "30")'),
+    ("timeout_bool", {"timeout_seconds": True}, '"timeout_seconds" must be a whole number of seconds (got a boolean true)'),
+    ("timeout_negative", {"timeout_seconds": -1}, '"timeout_seconds" must be between 0 and 86400 (got -1)'),
+    ("timeout_float", {"timeout_seconds": 30.5}, '"timeout_seconds" must be a whole number of seconds (got a number 30.5)'),
+    ("timeout_huge", {"timeout_seconds": 10**30}, '"timeout_seconds" must be between 0 and 86400'),
+    ("class_capital", {"class": "Safe"}, '"class" must be safe, mutating or dangerous (got "Safe")'),
+    ("class_unknown", {"class": "admin"}, '"class" must be safe, mutating or dangerous (got "admin")'),
+    ("class_number", {"class": 1}, '"class" must be safe, mutating or dangerous (got 1)'),
+    ("category_number", {"category": 5}, '"category" must be a string (got a number 5)'),
+]
+
+
+@pytest.mark.parametrize(("case", "fields", "message"), BAD_FIELDS, ids=[c[0] for c in BAD_FIELDS])
+def test_bad_field_is_rejected_with_a_precise_message(
+    make_host: Any, root: Path, case: str, fields: dict[str, Any], message: str
+) -> None:
+    manifest: dict[str, Any] = {"name": "tool", "description": "A tool.", "entry": "run.sh"}
+    for key, value in fields.items():
+        if value is None and key in ("name", "description", "entry") and case.endswith("missing"):
+            manifest.pop(key)
+        else:
+            manifest[key] = value
+    make_skill(root, "tool", manifest=manifest)
+    host = load(make_host, root)
+    assert host.report.registered == 0
+    [error] = build_errors(host)
+    assert message in error
+
+
+def test_every_problem_of_a_manifest_is_named_in_one_line(
+    make_host: Any, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    make_skill(root, "multi", timeout_seconds="30", class_="Safe", env_allow=["A-B"])
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    load(make_host, root)
+    [line] = [r.getMessage() for r in caplog.records if "build" in r.getMessage()]
+    assert line.startswith('skill loader: build "multi": ')
+    assert '"env_allow[0]"' in line and '"timeout_seconds"' in line and '"class"' in line
+
+
+def test_timeout_zero_falls_back_to_the_default(make_host: Any, root: Path) -> None:
+    make_skill(root, "zero", timeout_seconds=0)
+    assert load(make_host, root).get("zero").timeout == 30.0
+
+
+def test_empty_class_means_safe_and_empty_category_means_external(make_host: Any, root: Path) -> None:
+    make_skill(root, "plain", class_="", category="")
+    tool = load(make_host, root).get("plain")
+    assert (tool.tool_class, tool.category) == (ToolClass.SAFE, "external")
+
+
+def test_env_allow_duplicates_are_dropped_in_order(make_host: Any, root: Path) -> None:
+    make_skill(root, "envy", env_allow=["PATH", "HOME", "PATH"])
+    assert load(make_host, root).get("envy").env_allow == ("PATH", "HOME")
+
+
+def test_schema_without_type_is_read_as_an_object_schema(make_host: Any, root: Path) -> None:
+    make_skill(root, "loose", schema={"properties": {"a": {"type": "string"}}})
+    assert load(make_host, root).get("loose").schema["type"] == "object"
+
+
+def test_unknown_fields_are_kept_and_warned_with_the_closest_known_key(
+    make_host: Any, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    make_skill(root, "typo", timeout=5, owner="ops-team")
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    host = load(make_host, root)
+    tool = host.get("typo")
+    assert tool.extra == {"timeout": 5, "owner": "ops-team"}
+    messages = [w.message for w in host.skills()[0].warnings]
+    assert 'unknown field "timeout" — did you mean "timeout_seconds"?' in messages
+    assert 'unknown field "owner"' in messages
+    assert any('unknown field "timeout" — did you mean "timeout_seconds"?' in r.getMessage() for r in caplog.records)
+
+
+def test_dollar_schema_key_is_not_an_unknown_field(make_host: Any, root: Path) -> None:
+    make_skill(root, "editor", **{"$schema": "https://ongrid.dev/schemas/skill.schema.json"})
+    assert load(make_host, root).skills()[0].warnings == ()
+
+
+# ---------------------------------------------------------------- the file itself
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"", "Expecting value: line 1 column 1 (char 0)"),
+        (b"[1, 2]", "the manifest must be a JSON object, got an array"),
+        (b'"text"', "the manifest must be a JSON object, got a string"),
+        (b'{"name": "x", "name": "y"}', 'duplicate key "name"'),
+        (b'{"name": NaN}', "NaN is not valid JSON"),
+        (b'{"name": "caf\xe9"}', "invalid UTF-8 at byte 13: invalid continuation byte"),
+        (b'{"a": 1} {"b": 2}', "Extra data"),
+    ],
+    ids=["empty", "array", "string", "duplicate_key", "nan", "latin1", "two_objects"],
+)
+def test_unparseable_manifest_is_a_parse_error(make_host: Any, root: Path, raw: bytes, message: str) -> None:
+    make_skill(root, "x", raw=raw)
+    host = load(make_host, root)
+    [event] = host.report.errors
+    assert event.outcome == "parse_error"
+    assert message in event.message
+
+
+def test_utf8_bom_is_tolerated(make_host: Any, root: Path) -> None:
+    text = json.dumps({"name": "bom", "description": "d", "entry": "run.sh"})
+    make_skill(root, "bom", raw=b"\xef\xbb\xbf" + text.encode())
+    assert load(make_host, root).get("bom").name == "bom"
+
+
+def test_manifest_over_one_mebibyte_is_refused_unread(make_host: Any, root: Path) -> None:
+    big = {"name": "big", "description": "x" * (1024 * 1024), "entry": "run.sh"}
+    make_skill(root, "big", manifest=big)
+    [event] = load(make_host, root).report.errors
+    assert "the limit is 1048576 bytes" in event.message
+
+
+def test_a_fifo_named_skill_json_does_not_hang_the_loader(make_host: Any, root: Path) -> None:
+    make_skill(root, "good")
+    (root / "fifo").mkdir()
+    os.mkfifo(root / "fifo" / "skill.json")
+    host = load(make_host, root)
+    assert host.report.registered == 1
+    assert [e.outcome for e in host.report.events if "/fifo/" in e.path] == []
+
+
+def test_symlinked_manifest_inside_root_is_read(make_host: Any, root: Path) -> None:
+    real = make_skill(root, "linked", folder="real")
+    other = root / "other"
+    other.mkdir()
+    (other / "skill.json").symlink_to(real / "skill.json")
+    host = load(make_host, root)
+    assert host.report.registered == 1
+    assert [e.outcome for e in host.report.events] == ["registered", "duplicate"]
+    assert {e.path for e in host.report.events} == {str((real / "skill.json").resolve())}
+
+
+def test_symlinked_manifest_escaping_root_is_refused(make_host: Any, root: Path, tmp_path: Path) -> None:
+    outside = make_skill(tmp_path / "elsewhere", "sneaky")
+    (root / "s").mkdir()
+    (root / "s" / "skill.json").symlink_to(outside / "skill.json")
+    [event] = load(make_host, root).report.errors
+    assert "escapes allowlist root" in event.message
+
+
+# ---------------------------------------------------------------- the entry
+
+
+def test_entry_with_dotdot_escaping_the_root_is_refused(make_host: Any, root: Path, tmp_path: Path) -> None:
+    target = tmp_path / "outside.sh"
+    target.write_text("#!/bin/sh\n")
+    target.chmod(0o755)
+    make_skill(root, "dots", script=None, entry="../../outside.sh")
+    [error] = build_errors(load(make_host, root))
+    assert error == f"entry {os.path.realpath(target)} escapes allowlist root {os.path.realpath(root)}"
+
+
+def test_entry_symlinked_file_escaping_the_root_is_refused(make_host: Any, root: Path) -> None:
+    folder = make_skill(root, "link", script=None)
+    (folder / "run.sh").symlink_to("/bin/sh")
+    [error] = build_errors(load(make_host, root))
+    assert "escapes allowlist root" in error and os.path.realpath("/bin/sh") in error
+
+
+def test_entry_through_a_symlinked_folder_escaping_the_root_is_refused(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "tool.sh").write_text("#!/bin/sh\n")
+    (bin_dir / "tool.sh").chmod(0o755)
+    folder = make_skill(root, "viafolder", script=None, entry="bin/tool.sh")
+    (folder / "bin").symlink_to(bin_dir)
+    [error] = build_errors(load(make_host, root))
+    assert f"entry {bin_dir.resolve()}/tool.sh escapes allowlist root" in error
+
+
+def test_entry_symlink_that_stays_inside_the_root_is_allowed(make_host: Any, root: Path) -> None:
+    shared = root / "shared"
+    shared.mkdir()
+    (shared / "common.sh").write_text("#!/bin/sh\necho '{}'\n")
+    (shared / "common.sh").chmod(0o755)
+    folder = make_skill(root, "inside", script=None)
+    (folder / "run.sh").symlink_to(shared / "common.sh")
+    assert load(make_host, root).get("inside").entry == str((shared / "common.sh").resolve())
+
+
+def test_absolute_entry_under_the_root_is_allowed(make_host: Any, root: Path) -> None:
+    shared = root / "bin"
+    shared.mkdir()
+    (shared / "x.sh").write_text("#!/bin/sh\n")
+    (shared / "x.sh").chmod(0o755)
+    make_skill(root, "abs", script=None, entry=str(shared / "x.sh"))
+    assert load(make_host, root).get("abs").entry == str((shared / "x.sh").resolve())
+
+
+def test_dangling_entry_symlink_is_refused(make_host: Any, root: Path) -> None:
+    folder = make_skill(root, "dangling", script=None)
+    (folder / "run.sh").symlink_to(folder / "nowhere.sh")
+    [error] = build_errors(load(make_host, root))
+    assert "cannot be resolved: No such file or directory" in error
+
+
+def test_entry_that_is_a_directory_is_refused(make_host: Any, root: Path) -> None:
+    folder = make_skill(root, "dir", script=None)
+    (folder / "run.sh").mkdir()
+    [error] = build_errors(load(make_host, root))
+    assert error.endswith("run.sh is not a regular file")
+
+
+def test_entry_that_is_not_executable_is_refused_with_the_fix(make_host: Any, root: Path) -> None:
+    folder = make_skill(root, "noexec")
+    (folder / "run.sh").chmod(0o644)
+    host = load(make_host, root)
+    [error] = build_errors(host)
+    assert error == f"entry {(folder / 'run.sh').resolve()} is not executable"
