@@ -1,0 +1,646 @@
+"""The hardened process runner behind subprocess skills.
+
+Wire protocol: the child gets a JSON args object on stdin (bytes, then EOF), prints
+one JSON object on stdout and log lines on stderr. This module does not parse JSON:
+it moves bytes, enforces limits and reports how the child ended.
+
+Design
+------
+Spawning (:mod:`._spawn`)
+    libc ``posix_spawn`` through ctypes: vfork-speed like :func:`os.posix_spawn`, but
+    with a working directory (``addchdir_np``), a new session, default signal
+    dispositions and an empty signal mask. ``subprocess.Popen`` is the fallback.
+
+Waiting: pidfd + poll, no sleeps
+    ``os.pidfd_open(pid)`` gives a descriptor that becomes readable when the child
+    exits, so one :func:`select.poll` (or the asyncio selector) waits for output,
+    stdin room, child exit and the deadline at once, and wakes exactly when something
+    happened. ``subprocess.run(timeout=...)`` instead polls ``waitpid(WNOHANG)`` with
+    growing sleeps, which costs milliseconds per call. Without ``pidfd_open`` (Linux
+    < 5.3) the fallback polls ``waitid(WEXITED | WNOHANG | WNOWAIT)`` after every
+    wake-up, with poll timeouts from 1 to 50 ms.
+
+Killing the whole group
+    The child leads its own session and process group, so ``killpg`` reaches the
+    grandchildren a shell script starts. At the deadline the group gets SIGTERM, then
+    SIGKILL ``kill_grace`` seconds later. When the child exits on its own, what is
+    left of its group is SIGKILLed *before* the child is reaped: until then the
+    zombie pins the pid, so the group id cannot have been reused by an unrelated
+    process. Only after that is the child reaped with ``os.waitpid``, and the pipes are
+    drained to EOF for a short while (at most 1 s, not past the deadline, but at least
+    100 ms): a process that left the group (``setsid``, ``setpgid``) can keep them
+    open, and such escapees are out of reach without cgroups.
+
+Limits
+    stdout is read in chunks and the group is SIGKILLed as soon as it goes past
+    ``stdout_cap``, so host memory stays bounded. stderr is split into lines as it
+    arrives (``on_stderr`` sees each one at once), long lines are cut into chunks of
+    ``max_line_bytes``, and only a bounded tail is kept.
+
+One state machine, two drivers
+    :class:`_Run` holds one child's state and reacts to events ("fd readable",
+    "time passed"). :func:`run_process` drives it with ``select.poll``;
+    :func:`arun_process` with ``loop.add_reader``/``add_writer`` and timer handles, no
+    threads. Either way, an exception (KeyboardInterrupt, CancelledError) terminates
+    the group (SIGTERM, up to ``kill_grace``, SIGKILL), reaps the child and closes every
+    descriptor before it propagates.
+
+The host must not reap children it did not start (``waitpid(-1)`` in a SIGCHLD
+handler), and must keep SIGPIPE ignored (Python's default) so that writing to a
+child that closed its stdin gives EPIPE instead of killing the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import math
+import os
+import select
+import signal
+import time
+from collections.abc import Callable, Mapping
+
+import attrs
+
+from ._spawn import Child, SpawnError, spawn
+
+__all__ = ["ProcessOutcome", "ProcessSpec", "arun_process", "run_process"]
+
+logger = logging.getLogger(__name__)
+
+_USE_PIDFD = hasattr(os, "pidfd_open")
+"""Tests set this to False to exercise the ``waitid(WNOWAIT)`` polling fallback."""
+
+_CHUNK = 65536  # one pipe buffer
+_EOF_BOUND = 1.0  # longest wait for EOF once the child is reaped
+_EOF_MIN = 0.1  # ... but always this long, even past the deadline
+_EXIT_POLL_MIN = 0.001  # waitid polling (no pidfd): first interval
+_EXIT_POLL_MAX = 0.05  # ... doubling up to this
+_MAX_POLL_MS = 86_400_000  # poll() takes a C int: wake daily under absurd timeouts
+_POLLIN = select.POLLIN
+_POLLOUT = select.POLLOUT
+
+StderrCallback = Callable[[str], None]
+
+
+@attrs.frozen
+class ProcessSpec:
+    """What to run and within which limits (checked once, in ``__attrs_post_init__``)."""
+
+    argv: tuple[str, ...]
+    """``argv[0]`` is the absolute, canonical path of the executable."""
+    cwd: str
+    """Working directory of the child."""
+    env: Mapping[str, str]
+    """The child's complete environment: empty means no environment at all."""
+    stdin: bytes
+    """Written to the child's stdin, which is then closed."""
+    timeout: float
+    """Seconds before the group gets SIGTERM."""
+    stdout_cap: int = 16 * 1024 * 1024
+    kill_grace: float = 2.0
+    """Seconds between SIGTERM and SIGKILL."""
+    stderr_tail_lines: int = 50
+    stderr_tail_bytes: int = 16384
+    max_line_bytes: int = 8192
+    """Longer stderr lines are split into chunks of this size."""
+
+    def __attrs_post_init__(self) -> None:
+        # One hook rather than a validator per field: specs are built once per call.
+        if not self.argv or not os.path.isabs(self.argv[0]):
+            message = f"argv[0] must be an absolute path (got {self.argv!r})"
+            raise ValueError(message)
+        limits = (self.timeout, self.stdout_cap, self.kill_grace)
+        tail = (self.stderr_tail_lines, self.stderr_tail_bytes)
+        if min(*limits, *tail) < 0 or self.max_line_bytes <= 0:
+            message = f"limits must be >= 0 and max_line_bytes > 0: {self!r}"
+            raise ValueError(message)
+
+
+@attrs.frozen
+class ProcessOutcome:
+    """How the child ended and what it printed."""
+
+    stdout: bytes
+    """At most ``stdout_cap`` bytes."""
+    exit_code: int | None
+    """None when killed by a signal or never started."""
+    signal: int | None
+    """The signal that ended the child, if any."""
+    timed_out: bool
+    stdout_overflow: bool
+    """stdout went past the cap and the child was killed."""
+    stderr_tail: tuple[str, ...]
+    """The last stderr lines, without their newline."""
+    duration: float
+    """Seconds from spawn to reaping."""
+    spawn_error: str | None = None
+    """Set when no process ran (exec failure): a readable message."""
+
+
+def run_process(spec: ProcessSpec, on_stderr: StderrCallback | None = None) -> ProcessOutcome:
+    """Run ``spec`` to completion in this thread (safe from many threads at once)."""
+    run = _Run(spec, on_stderr)
+    driver = _PollDriver(run)
+    try:
+        error = run.launch()
+        if error is not None:
+            return _not_started(error, run.duration)
+        run.start()
+        driver.wait(lambda: run.finished)
+    except BaseException:
+        # KeyboardInterrupt & co: give the group its grace, then SIGKILL, then re-raise.
+        run.terminate(time.monotonic())
+        driver.wait(lambda: run.reaped)
+        raise
+    finally:
+        run.close()
+    return run.outcome()
+
+
+async def arun_process(
+    spec: ProcessSpec, on_stderr: StderrCallback | None = None
+) -> ProcessOutcome:
+    """Run ``spec`` on the running event loop: readers, writers and timers, no threads.
+
+    Spawning happens synchronously (a few hundred microseconds). On cancellation the
+    group is terminated (SIGTERM, up to ``kill_grace``, SIGKILL) before re-raising.
+    """
+    run = _Run(spec, on_stderr)
+    driver = _LoopDriver(run, asyncio.get_running_loop())
+    try:
+        error = run.launch()
+        if error is not None:
+            return _not_started(error, run.duration)
+        run.start()
+        await driver.wait(lambda: run.finished)
+    except BaseException:
+        run.terminate(time.monotonic())
+        await driver.wait(lambda: run.reaped)
+        raise
+    finally:
+        driver.detach()
+        run.close()  # a second cancellation lands here: SIGKILL and a blocking waitpid
+    return run.outcome()
+
+
+def _not_started(message: str, duration: float) -> ProcessOutcome:
+    return ProcessOutcome(
+        stdout=b"",
+        exit_code=None,
+        signal=None,
+        timed_out=False,
+        stdout_overflow=False,
+        stderr_tail=(),
+        duration=duration,
+        spawn_error=message,
+    )
+
+
+class _StderrLines:
+    """Splits stderr into lines, reports each one and keeps a bounded tail."""
+
+    def __init__(self, spec: ProcessSpec, callback: StderrCallback | None) -> None:
+        self._max_line = spec.max_line_bytes
+        self._max_lines = spec.stderr_tail_lines
+        self._max_bytes = spec.stderr_tail_bytes
+        self._callback = callback
+        self._partial = bytearray()
+        self._tail: collections.deque[tuple[str, int]] = collections.deque()
+        self._tail_bytes = 0
+        self._callback_failed = False
+
+    @property
+    def tail(self) -> tuple[str, ...]:
+        return tuple(line for line, _ in self._tail)
+
+    def feed(self, data: bytes) -> None:
+        buf = self._partial
+        buf += data
+        start = 0
+        while (newline := buf.find(b"\n", start)) >= 0:
+            self._emit_long(bytes(buf[start:newline]))
+            start = newline + 1
+        del buf[:start]
+        # Keep at most max_line bytes pending: the next byte may be the newline.
+        while len(buf) > self._max_line:
+            cut = _utf8_cut(buf, self._max_line)
+            self._emit(bytes(buf[:cut]))
+            del buf[:cut]
+
+    def flush(self) -> None:
+        """EOF: the last line had no newline."""
+        if self._partial:
+            self._emit_long(bytes(self._partial))
+            self._partial.clear()
+
+    def _emit_long(self, line: bytes) -> None:
+        while len(line) > self._max_line:
+            cut = _utf8_cut(line, self._max_line)
+            self._emit(line[:cut])
+            line = line[cut:]
+        self._emit(line)
+
+    def _emit(self, raw: bytes) -> None:
+        line = raw.decode("utf-8", errors="replace")
+        self._tail.append((line, len(raw)))
+        self._tail_bytes += len(raw)
+        while self._tail and (
+            len(self._tail) > self._max_lines or self._tail_bytes > self._max_bytes
+        ):
+            self._tail_bytes -= self._tail.popleft()[1]
+        if self._callback is None:
+            return
+        try:
+            self._callback(line)
+        except Exception:
+            # A broken log sink must not break the call; say so once, not per line.
+            if not self._callback_failed:
+                self._callback_failed = True
+                logger.exception("on_stderr callback failed; further failures not logged")
+
+
+def _utf8_cut(buf: bytes | bytearray, limit: int) -> int:
+    """Where to cut ``buf`` (longer than ``limit``) at most ``limit`` bytes in, without
+    splitting a UTF-8 sequence when one straddles the limit."""
+    for back in range(4):
+        if limit - back > 0 and buf[limit - back] & 0xC0 != 0x80:
+            return limit - back
+    return limit
+
+
+class _Run:
+    """One child's state. Drivers call the ``on_*`` methods; none of them blocks."""
+
+    def __init__(self, spec: ProcessSpec, on_stderr: StderrCallback | None) -> None:
+        self.spec = spec
+        self.child: Child | None = None
+        self.pid = -1
+        # Nothing to signal or reap until launch() succeeds: every kill checks this.
+        self.reaped = True
+        self.started = self._ended = time.monotonic()
+        self.deadline = math.inf
+        self.stdin_fd: int | None = None
+        self.stdout_fd: int | None = None
+        self.stderr_fd: int | None = None
+        self.pidfd: int | None = None
+        self.before_close: Callable[[int], None] = _ignore  # the drivers' hook
+        self._payload = memoryview(spec.stdin)  # before spawning: it may raise
+        self._stdout: list[bytes] = []
+        self._stdout_size = 0
+        self._stderr = _StderrLines(spec, on_stderr)
+        self._status: int | None = None
+        self.timed_out = False
+        self.overflow = False
+        self._kill_at: float | None = None  # SIGTERM sent, SIGKILL due then
+        self._sigkilled = False
+        self._drain_until = math.inf
+        self._exit_poll = _EXIT_POLL_MIN  # only without pidfd
+        self._exit_poll_at = math.inf
+
+    def launch(self) -> str | None:
+        """Spawn the child; returns the spawn error message, or None when it runs."""
+        self.started = time.monotonic()
+        try:
+            child = spawn(self.spec.argv, self.spec.cwd, self.spec.env)
+        except SpawnError as exc:
+            self._ended = time.monotonic()
+            return str(exc)
+        self.child, self.pid, self.reaped = child, child.pid, False
+        self.stdin_fd, self.stdout_fd, self.stderr_fd = child.stdin, child.stdout, child.stderr
+        self.pidfd = _open_pidfd(child.pid)
+        self.deadline = self.started + self.spec.timeout
+        self._exit_poll_at = self.started + _EXIT_POLL_MIN
+        return None
+
+    @property
+    def duration(self) -> float:
+        return self._ended - self.started
+
+    @property
+    def finished(self) -> bool:
+        return self.reaped and self.stdout_fd is None and self.stderr_fd is None
+
+    def start(self) -> None:
+        """Write what can be written now; the rest goes through the wait loop.
+
+        A write of at most PIPE_BUF bytes to a fresh pipe never blocks (its capacity is
+        at least one page), so small payloads take one blocking write and no fcntl.
+        Bigger ones make the pipe non-blocking and fill what fits.
+        """
+        assert self.stdin_fd is not None
+        if len(self._payload) > select.PIPE_BUF:
+            os.set_blocking(self.stdin_fd, False)
+        if self._payload:
+            self.on_stdin()
+        else:
+            self._close("stdin_fd")
+
+    def watches(self) -> list[tuple[int, int]]:
+        """The descriptors to wait on, with POLLIN or POLLOUT."""
+        wanted = [
+            (self.stdout_fd, _POLLIN),
+            (self.stderr_fd, _POLLIN),
+            (self.pidfd, _POLLIN),
+            (self.stdin_fd, _POLLOUT),
+        ]
+        return [(fd, events) for fd, events in wanted if fd is not None]
+
+    def next_wakeup(self) -> float:
+        """When :meth:`on_time` has something to do (``math.inf``: nothing planned)."""
+        if not self.reaped:
+            if self._sigkilled:
+                when = math.inf  # only the exit is left to wait for
+            else:
+                when = self.deadline if self._kill_at is None else self._kill_at
+            return min(when, self._exit_poll_at) if self.pidfd is None else when
+        return self._drain_until if not self.finished else math.inf
+
+    def on_ready(self, fd: int) -> None:
+        """``fd`` is readable, writable or hung up (stale descriptors are ignored)."""
+        if fd == self.stdout_fd:
+            self.on_stdout()
+        elif fd == self.stderr_fd:
+            self.on_stderr()
+        elif fd == self.stdin_fd:
+            self.on_stdin()
+        elif fd == self.pidfd:
+            self.on_exit()
+
+    def on_stdin(self) -> None:
+        assert self.stdin_fd is not None
+        try:
+            written = os.write(self.stdin_fd, self._payload)
+        except BlockingIOError:
+            return
+        except OSError as exc:  # EPIPE: the child closed stdin or exited; stop writing
+            logger.debug("stdin of %s closed early: %s", self.spec.argv[0], exc)
+            self._close("stdin_fd")
+            return
+        self._payload = self._payload[written:]
+        if not self._payload:
+            self._close("stdin_fd")
+
+    def on_stdout(self) -> None:
+        assert self.stdout_fd is not None
+        room = self.spec.stdout_cap - self._stdout_size
+        data = self._read(self.stdout_fd, min(_CHUNK, room + 1))  # +1 detects overflow
+        if data is None:
+            return
+        if not data:
+            self._close("stdout_fd")
+            return
+        if len(data) > room:
+            # Stop at once: the child could print gigabytes.
+            self.overflow = True
+            data = data[:room]
+            self.kill(signal.SIGKILL)
+            self._close("stdout_fd")
+        self._stdout.append(data)
+        self._stdout_size += len(data)
+
+    def on_stderr(self) -> None:
+        assert self.stderr_fd is not None
+        data = self._read(self.stderr_fd, _CHUNK)
+        if data is None:
+            return
+        if data:
+            self._stderr.feed(data)
+        else:
+            self._stderr.flush()
+            self._close("stderr_fd")
+
+    def on_exit(self) -> None:
+        """The child died: SIGKILL its leftovers while its zombie pins the group id,
+        then reap it, then allow a short while for the pipes to reach EOF."""
+        self._killpg(signal.SIGKILL)
+        self._reap()
+        now = time.monotonic()
+        self._drain_until = min(now + _EOF_BOUND, max(self.deadline, now + _EOF_MIN))
+
+    def on_time(self, now: float) -> None:
+        """Apply whatever became due: exit check (no pidfd), SIGTERM, SIGKILL, EOF bound."""
+        if not self.reaped and self.pidfd is None and now >= self._exit_poll_at:
+            self._poll_exit(now)
+        if not self.reaped:
+            if self._kill_at is None and not self._sigkilled and now >= self.deadline:
+                self.timed_out = True
+                self.terminate(now)
+            elif self._kill_at is not None and now >= self._kill_at:
+                self.kill(signal.SIGKILL)
+        elif not self.finished and now >= self._drain_until:
+            logger.warning(
+                "%s exited but its output pipes stayed open for %.1f s; a process it "
+                "started left its process group and keeps running",
+                self.spec.argv[0],
+                _EOF_BOUND,
+            )
+            self._stderr.flush()
+            self._close("stdout_fd")
+            self._close("stderr_fd")
+
+    def terminate(self, now: float) -> None:
+        """SIGTERM the group now and SIGKILL it after the grace (no-op once reaped)."""
+        if not self.reaped and self._kill_at is None and not self._sigkilled:
+            self._kill_at = now + self.spec.kill_grace
+            self.kill(signal.SIGTERM)
+
+    def kill(self, sig: int) -> None:
+        """Signal the group, and the child itself should it have left the group."""
+        if self.reaped or self._sigkilled:
+            return
+        self._sigkilled = sig == signal.SIGKILL
+        self._killpg(sig)
+        try:
+            if os.getpgid(self.pid) != self.pid:
+                os.kill(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def close(self) -> None:
+        """Last resort on every path: SIGKILL and a blocking reap, then close every fd."""
+        try:
+            if not self.reaped:
+                self.kill(signal.SIGKILL)
+                self._reap()
+        finally:
+            for name in ("stdin_fd", "stdout_fd", "stderr_fd", "pidfd"):
+                if getattr(self, name) is not None:
+                    self._close(name)
+
+    def outcome(self) -> ProcessOutcome:
+        code = None if self._status is None else os.waitstatus_to_exitcode(self._status)
+        return ProcessOutcome(
+            stdout=b"".join(self._stdout),
+            exit_code=code if code is not None and code >= 0 else None,
+            signal=-code if code is not None and code < 0 else None,
+            timed_out=self.timed_out,
+            stdout_overflow=self.overflow,
+            stderr_tail=self._stderr.tail,
+            duration=self.duration,
+        )
+
+    def _poll_exit(self, now: float) -> None:
+        # WNOWAIT leaves the zombie in place, so the group can still be killed safely.
+        flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+        if os.waitid(os.P_PID, self.pid, flags) is not None:
+            self.on_exit()
+            return
+        self._exit_poll = min(self._exit_poll * 2, _EXIT_POLL_MAX)
+        self._exit_poll_at = now + self._exit_poll
+
+    def _reap(self) -> None:
+        try:
+            _, self._status = os.waitpid(self.pid, 0)
+        except ChildProcessError:  # someone else reaped it: the status is lost
+            logger.warning("child %d of %s was reaped by someone else", self.pid, self.spec.argv[0])
+        self._ended = time.monotonic()
+        self.reaped = True
+        if self.child is not None:
+            self.child.forget(self._status)
+        self._close("pidfd")
+        self._close("stdin_fd")
+
+    def _killpg(self, sig: int) -> None:
+        if self.reaped:  # never signal a pid (group) that may have been reused
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, sig)
+
+    def _read(self, fd: int, size: int) -> bytes | None:
+        try:
+            return os.read(fd, size)
+        except BlockingIOError:
+            return None
+
+    def _close(self, name: str) -> None:
+        fd: int | None = getattr(self, name)
+        if fd is not None:
+            setattr(self, name, None)
+            self.before_close(fd)
+            os.close(fd)
+
+
+def _ignore(fd: int) -> None:
+    pass
+
+
+def _open_pidfd(pid: int) -> int | None:
+    if not _USE_PIDFD:
+        return None
+    try:
+        return os.pidfd_open(pid)
+    except OSError as exc:  # ENOSYS (old kernel, seccomp), EMFILE: fall back to waitid
+        logger.debug("pidfd_open(%d) failed, polling waitid instead: %s", pid, exc)
+        return None
+
+
+class _PollDriver:
+    """Feeds a :class:`_Run` from ``select.poll`` in the calling thread."""
+
+    def __init__(self, run: _Run) -> None:
+        self._run = run
+        self._poller = select.poll()
+        self._registered: set[int] = set()
+        run.before_close = self._forget
+
+    def wait(self, until: Callable[[], bool]) -> None:
+        """Handle events, then due timers, until ``until()``."""
+        run, poller = self._run, self._poller
+        # No descriptor is ever added later: register once, unregister on close.
+        for fd, events in run.watches():
+            if fd not in self._registered:
+                poller.register(fd, events)
+                self._registered.add(fd)
+        while not until():
+            wakeup = run.next_wakeup()
+            timeout = None
+            if wakeup != math.inf:
+                # Round up: a 0 ms timeout just before the deadline would spin.
+                timeout = math.ceil((wakeup - time.monotonic()) * 1000)
+                timeout = min(max(timeout, 0), _MAX_POLL_MS)
+            for fd, _ in poller.poll(timeout):
+                run.on_ready(fd)
+            run.on_time(time.monotonic())
+
+    def _forget(self, fd: int) -> None:
+        if fd in self._registered:
+            self._registered.discard(fd)
+            self._poller.unregister(fd)
+
+
+class _LoopDriver:
+    """Feeds a :class:`_Run` from an asyncio loop: readers, writers and one timer."""
+
+    def __init__(self, run: _Run, loop: asyncio.AbstractEventLoop) -> None:
+        self._run = run
+        self._loop = loop
+        self._readers: set[int] = set()
+        self._writers: set[int] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
+        self._waiter: asyncio.Future[None] | None = None
+        self._until: Callable[[], bool] = lambda: True
+        run.before_close = self._forget
+
+    async def wait(self, until: Callable[[], bool]) -> None:
+        self._until = until
+        self._waiter = self._loop.create_future()
+        self._refresh()
+        await self._waiter
+
+    def detach(self) -> None:
+        for fd in list(self._readers | self._writers):
+            self._forget(fd)
+        self._set_timer(math.inf)
+
+    def _on_fd(self, fd: int) -> None:
+        self._step(lambda: self._run.on_ready(fd))
+
+    def _on_timer(self) -> None:
+        self._timer, self._timer_at = None, math.inf
+        self._step(lambda: None)
+
+    def _step(self, action: Callable[[], None]) -> None:
+        try:
+            action()
+            self._run.on_time(time.monotonic())
+            self._refresh()
+        except Exception as exc:  # a callback's exception would only be logged by the loop
+            if self._waiter is not None and not self._waiter.done():
+                self._waiter.set_exception(exc)
+
+    def _refresh(self) -> None:
+        """Register what the run waits on, re-arm the timer, wake ``wait`` when done."""
+        for fd, events in self._run.watches():
+            if events == _POLLIN and fd not in self._readers:
+                self._loop.add_reader(fd, self._on_fd, fd)
+                self._readers.add(fd)
+            elif events == _POLLOUT and fd not in self._writers:
+                self._loop.add_writer(fd, self._on_fd, fd)
+                self._writers.add(fd)
+        self._set_timer(self._run.next_wakeup())
+        if self._waiter is not None and not self._waiter.done() and self._until():
+            self._waiter.set_result(None)
+
+    def _set_timer(self, when: float) -> None:
+        if when == self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = when
+        if when != math.inf:
+            self._timer = self._loop.call_later(max(0.0, when - time.monotonic()), self._on_timer)
+
+    def _forget(self, fd: int) -> None:
+        """Unregister ``fd`` before it is closed, so a reused number is never watched."""
+        if fd in self._readers:
+            self._readers.discard(fd)
+            self._loop.remove_reader(fd)
+        if fd in self._writers:
+            self._writers.discard(fd)
+            self._loop.remove_writer(fd)
