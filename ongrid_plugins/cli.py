@@ -20,7 +20,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import OngridError
 from .settings import Settings, split_dirs
@@ -46,7 +46,7 @@ class Context:
 
     def settings(self) -> Settings:
         """Settings from the environment, with the global flags applied."""
-        overrides: dict[str, object] = {}
+        overrides: dict[str, Any] = {}
         if self.args.dirs:
             overrides["skill_dirs"] = tuple(d for raw in self.args.dirs for d in split_dirs(raw))
         if self.args.no_defaults:

@@ -39,7 +39,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 
 
 @hookspec
-def ongrid_skill_roots(settings: Settings) -> list[SkillRoot]:
+def ongrid_skill_roots(settings: Settings) -> list[SkillRoot] | None:
     """Contribute allow-listed directories that loaders may read manifests from.
 
     The built-in ``roots`` plugin contributes, in this order: the explicit
@@ -54,7 +54,7 @@ def ongrid_skill_roots(settings: Settings) -> list[SkillRoot]:
 
 
 @hookspec
-def ongrid_manifest_names() -> list[str]:
+def ongrid_manifest_names() -> list[str] | None:
     """Name the files a loader claims, e.g. ``["skill.json"]``.
 
     The walker reads every root once and calls :func:`ongrid_load_manifest` only

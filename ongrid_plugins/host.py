@@ -113,8 +113,7 @@ class SkillHost:
                 if self._pm is None:
                     pm = get_plugin_manager(self.settings)
                     for index, plugin in enumerate(self._extra):
-                        pm.register(plugin, name=_plugin_name(plugin, index))
-                        pm.plugin_infos.append(PluginInfo(_plugin_name(plugin, index), "manual", "active"))
+                        pm.add_plugin(plugin, _plugin_name(plugin, index))
                     self._pm = pm
         return self._pm
 

@@ -39,6 +39,22 @@ JSON = dict[str, Any]
 EventCallback = Callable[["Event"], None]
 
 
+def _strs(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _problems(value: Iterable[Problem]) -> tuple[Problem, ...]:
+    return tuple(value)
+
+
+def _tools(value: Iterable[Tool]) -> tuple[Tool, ...]:
+    return tuple(value)
+
+
+def _events(value: Iterable[LoadEvent]) -> tuple[LoadEvent, ...]:
+    return tuple(value)
+
+
 class ToolClass(StrEnum):
     """What a tool may do, and so what a persona needs to call it."""
 
@@ -175,7 +191,7 @@ class Tool:
     """Working directory of the child: the manifest's folder."""
     root: str = ""
     """Canonical allow-list root the entry must stay under."""
-    env_allow: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    env_allow: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     """Names of the host environment variables the child receives; nothing else."""
     impl: str | None = None
     """``builtin:<key>`` for native tools."""
@@ -184,7 +200,7 @@ class Tool:
     """Ask for a confirmation even when the class alone would not."""
     provenance: str = ""
     display_name: str = ""
-    unavailable: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    unavailable: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     """Why the tool cannot run here; empty when it can."""
     extra: Mapping[str, Any] = attrs.field(factory=dict)
     """Unknown manifest keys, kept verbatim."""
@@ -231,14 +247,14 @@ class Skill:
     path: str
     """The manifest file."""
     root: SkillRoot
-    tools: tuple[Tool, ...] = attrs.field(default=(), converter=tuple)
+    tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tools)
     category: str = "external"
     display_name: str = ""
     when_to_use: str = ""
-    warnings: tuple[Problem, ...] = attrs.field(default=(), converter=tuple)
+    warnings: tuple[Problem, ...] = attrs.field(default=(), converter=_problems)
     extra: Mapping[str, Any] = attrs.field(factory=dict)
     """Everything else the manifest said, unknown keys included."""
-    unavailable: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    unavailable: tuple[str, ...] = attrs.field(default=(), converter=_strs)
 
     @property
     def provenance(self) -> str:
@@ -289,8 +305,8 @@ class LoadReport:
     """The result of a load: how many skills were registered, and why not the others."""
 
     registered: int
-    events: tuple[LoadEvent, ...] = attrs.field(converter=tuple)
-    roots: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    events: tuple[LoadEvent, ...] = attrs.field(converter=_events)
+    roots: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     """The canonical roots that were walked, in order."""
 
     def by_outcome(self, outcome: str) -> list[LoadEvent]:
@@ -318,9 +334,9 @@ class Persona:
     name: str
     permission_mode: PermissionMode
     description: str = ""
-    tools: tuple[str, ...] = attrs.field(default=("*",), converter=tuple)
+    tools: tuple[str, ...] = attrs.field(default=("*",), converter=_strs)
     """Allow-list of tool-name globs."""
-    disallowed_tools: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    disallowed_tools: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     """Deny-list of tool-name globs; deny wins over allow."""
     path: str = ""
     """The persona file, empty for built-ins."""
@@ -416,7 +432,7 @@ class CallResult:
     timed_out: bool = False
     duration: float = 0.0
     """Seconds from start to exit."""
-    stderr_tail: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    stderr_tail: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     """The last lines the skill wrote to stderr."""
     call_id: str = ""
     status: str = ""

@@ -14,10 +14,12 @@ manager every time it is called.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import importlib
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
@@ -53,6 +55,10 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
 PROTECTED_PLUGINS = frozenset({"gate"})
 
 
+def _strs(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class PluginInfo:
     """What became of one plugin: shown by ``ongrid-skills plugins``."""
@@ -65,7 +71,7 @@ class PluginInfo:
     module: str = ""
     distribution: str = ""
     version: str = ""
-    hooks: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    hooks: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,6 +86,16 @@ class PluginManager(pluggy.PluginManager):
         super().__init__(hookspecs.PROJECT_NAME)
         self.add_hookspecs(hookspecs)
         self.plugin_infos: list[PluginInfo] = []
+
+    def add_plugin(self, plugin: object, name: str) -> None:
+        """Register a plugin the host hands over; a broken one raises at once.
+
+        Hooks the plugin implements must exist: a misspelt hook name is a
+        ``pluggy.PluginValidationError``, not a silent no-op.
+        """
+        self.register(plugin, name=name)
+        _check_known_hooks(self, plugin, name)
+        self.plugin_infos.append(PluginInfo(name, "manual", "active", type(plugin).__module__))
 
     def describe(self) -> list[PluginInfo]:
         """Every plugin offered so far, with the hooks it implements right now."""
@@ -103,7 +119,7 @@ def get_plugin_manager(settings: Settings | None = None) -> PluginManager:
         else:
             pm.set_blocked(name)
     for name, module in BUILTIN_PLUGINS:
-        _register(pm, settings, name, "builtin", module, lambda m=module: importlib.import_module(m))
+        _register(pm, settings, name, "builtin", module, functools.partial(importlib.import_module, module))
     if settings.load_entry_points:
         for ep in _entry_points(ENTRY_POINT_GROUP):
             _register(pm, settings, ep.name, "entrypoint", ep.value, ep.load, ep)
@@ -138,6 +154,7 @@ def _register(
     try:
         plugin = load()
         pm.register(plugin, name=name)
+        _check_known_hooks(pm, plugin, name)
     except Exception as exc:
         cause = f"{type(exc).__name__}: {exc}"
         where = f" (distribution {dist} {version})" if dist else ""
@@ -147,6 +164,20 @@ def _register(
             raise PluginLoadError(name, cause + where) from exc
         return
     pm.plugin_infos.append(base)
+
+
+def _check_known_hooks(pm: PluginManager, plugin: object, name: str) -> None:
+    """Refuse a plugin implementing a hook that does not exist (a typo would be silent otherwise)."""
+    unknown = [hc.name for hc in pm.get_hookcallers(plugin) or () if hc.spec is None]
+    if not unknown:
+        return
+    pm.unregister(plugin)
+    known = [n for n in dir(hookspecs) if n.startswith("ongrid_")]
+    details = []
+    for hook in unknown:
+        close = difflib.get_close_matches(hook, known, n=1)
+        details.append(f"unknown hook {hook!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise pluggy.PluginValidationError(plugin, f"plugin {name}: " + "; ".join(details))
 
 
 def _distribution(ep: EntryPoint | None) -> tuple[str, str]:

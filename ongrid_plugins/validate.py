@@ -27,12 +27,16 @@ if TYPE_CHECKING:
 __all__ = ["FileReport", "validate_paths"]
 
 
+def _problems(value: Iterable[Problem]) -> tuple[Problem, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class FileReport:
     """The verdict on one manifest (or on a path that holds none)."""
 
     path: str
-    problems: tuple[Problem, ...] = attrs.field(default=(), converter=tuple)
+    problems: tuple[Problem, ...] = attrs.field(default=(), converter=_problems)
     skill: str = ""
     format: str = ""
 
@@ -107,8 +111,8 @@ def _inspect(pm: pluggy.PluginManager, settings: Settings, root: SkillRoot, path
         return _fail(path, "loader_crashed", f"a loader raised {exc!r}")
     if skill is None:
         return _fail(path, "not_loaded", "no loader accepted this file")
-    problems = [*skill.warnings, *validate_skill(pm, skill, root)]
-    return FileReport(path, problems, skill.name, skill.format)
+    found = [*skill.warnings, *validate_skill(pm, skill, root)]
+    return FileReport(path, found, skill.name, skill.format)
 
 
 def _fail(path: str, code: str, message: str) -> FileReport:

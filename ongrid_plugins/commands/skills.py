@@ -6,6 +6,7 @@ import argparse
 import json
 import shutil
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ConfirmationRequired
@@ -177,7 +178,7 @@ def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def _print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 10_000
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
     for row in [header, *rows]:

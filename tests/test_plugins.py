@@ -1,0 +1,200 @@
+"""The plugin manager: built-ins like third parties, guarded entry points, disable, trace."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ongrid_plugins import PluginLoadError, Settings, SkillHost, get_plugin_manager
+from ongrid_plugins.plugins import BUILTIN_PLUGINS
+from ongrid_plugins.testing import isolated_settings, make_skill
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A directory on sys.path where tests install distributions (dist-info + modules)."""
+    path = tmp_path / "site"
+    path.mkdir()
+    monkeypatch.syspath_prepend(str(path))
+    importlib.invalidate_caches()
+    yield path
+    for name in list(sys.modules):
+        if name.startswith("ongrid_test_plugin"):
+            del sys.modules[name]
+
+
+def install_dist(site: Path, dist: str, version: str, entry_points: dict[str, str], modules: dict[str, str]) -> None:
+    """Install a minimal distribution: the same files pip writes for a wheel."""
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    lines = ["[ongrid_plugins]", *(f"{k} = {v}" for k, v in entry_points.items())]
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    for name, source in modules.items():
+        (site / f"{name}.py").write_text(textwrap.dedent(source))
+    importlib.invalidate_caches()
+
+
+GOOD_PLUGIN = """
+    from ongrid_plugins import hookimpl
+
+    @hookimpl
+    def ongrid_skill_registered(skill):
+        SEEN.append(skill.name)
+
+    SEEN = []
+"""
+
+
+def settings_for(tmp_path: Path, *roots: Path, **overrides: Any) -> Settings:
+    return isolated_settings(tmp_path, *roots, load_entry_points=True, **overrides)
+
+
+def test_builtins_are_registered_as_modules_under_short_names(tmp_path: Path) -> None:
+    pm = get_plugin_manager(isolated_settings(tmp_path))
+    for name, module in BUILTIN_PLUGINS:
+        assert pm.get_plugin(name) is importlib.import_module(module)
+    assert [i.kind for i in pm.plugin_infos] == ["builtin"] * len(BUILTIN_PLUGINS)
+
+
+def test_each_call_builds_a_fresh_manager(tmp_path: Path) -> None:
+    settings = isolated_settings(tmp_path)
+    assert get_plugin_manager(settings) is not get_plugin_manager(settings)
+
+
+def test_importing_the_package_creates_no_plugin_manager() -> None:
+    import subprocess
+
+    code = ("import gc, pluggy, ongrid_plugins\n"
+            "print(sum(isinstance(o, pluggy.PluginManager) for o in gc.get_objects()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "0"
+
+
+def test_an_entry_point_plugin_is_loaded_after_the_builtins(site: Path, tmp_path: Path, root: Path) -> None:
+    install_dist(site, "ongrid-good", "1.2.3", {"good": "ongrid_test_plugin_good"},
+                 {"ongrid_test_plugin_good": GOOD_PLUGIN})
+    make_skill(root, "echo")
+    host = SkillHost(settings_for(tmp_path, root))
+    host.load()
+    infos = {i.name: i for i in host.plugins()}
+    assert (infos["good"].kind, infos["good"].distribution, infos["good"].version) == ("entrypoint", "ongrid-good", "1.2.3")
+    assert infos["good"].hooks == ("ongrid_skill_registered",)
+    assert [i.name for i in host.plugins()][: len(BUILTIN_PLUGINS)] == [n for n, _m in BUILTIN_PLUGINS]
+    assert sys.modules["ongrid_test_plugin_good"].SEEN == ["echo"]
+
+
+@pytest.mark.parametrize(
+    ("module_source", "cause"),
+    [
+        ("raise ImportError('missing dependency foo')", "ImportError: missing dependency foo"),
+        ("import ongrid_plugins\n1/0", "ZeroDivisionError: division by zero"),
+        ("from ongrid_plugins import hookimpl\n@hookimpl\ndef ongrid_load_manifest(path, nonsense):\n    pass\n",
+         "PluginValidationError"),
+        ("from ongrid_plugins import hookimpl\n@hookimpl\ndef ongrid_not_a_hook():\n    pass\n",
+         "unknown hook 'ongrid_not_a_hook'"),
+    ],
+    ids=["import_error", "raises_at_import", "wrong_signature", "unknown_hook"],
+)
+def test_a_broken_entry_point_is_logged_with_its_distribution_and_skipped(
+    site: Path, tmp_path: Path, root: Path, caplog: pytest.LogCaptureFixture, module_source: str, cause: str
+) -> None:
+    install_dist(site, "ongrid-broken", "0.1", {"broken": "ongrid_test_plugin_broken"},
+                 {"ongrid_test_plugin_broken": module_source})
+    make_skill(root, "echo")
+    caplog.set_level(logging.WARNING)
+    host = SkillHost(settings_for(tmp_path, root))
+    assert host.call("echo", {"still": "works"}).value == {"still": "works"}
+    info = next(i for i in host.plugins() if i.name == "broken")
+    assert info.status == "failed" and cause in info.error
+    line = next(r.getMessage() for r in caplog.records if "broken" in r.getMessage())
+    assert line.startswith("plugins: cannot load plugin broken (distribution ongrid-broken 0.1): ")
+    assert cause in line
+
+
+def test_a_missing_entry_point_module_is_contained(site: Path, tmp_path: Path) -> None:
+    install_dist(site, "ongrid-ghost", "1.0", {"ghost": "ongrid_test_plugin_does_not_exist"}, {})
+    host = SkillHost(settings_for(tmp_path))
+    info = next(i for i in host.plugins() if i.name == "ghost")
+    assert info.status == "failed" and "ModuleNotFoundError" in info.error
+
+
+def test_strict_mode_turns_a_broken_plugin_into_an_error(site: Path, tmp_path: Path) -> None:
+    install_dist(site, "ongrid-broken", "0.1", {"broken": "ongrid_test_plugin_broken2"},
+                 {"ongrid_test_plugin_broken2": "raise RuntimeError('nope')"})
+    with pytest.raises(PluginLoadError, match="plugin 'broken' could not be loaded: RuntimeError: nope"):
+        get_plugin_manager(settings_for(tmp_path, strict=True))
+
+
+def test_disable_plugins_blocks_entry_points_and_builtins_by_name(site: Path, tmp_path: Path, root: Path) -> None:
+    install_dist(site, "ongrid-good", "1.0", {"good": "ongrid_test_plugin_good2"},
+                 {"ongrid_test_plugin_good2": GOOD_PLUGIN})
+    make_skill(root, "echo")
+    host = SkillHost(settings_for(tmp_path, root, disable_plugins=("good", "subprocess")))
+    status = {i.name: i.status for i in host.plugins()}
+    assert (status["good"], status["subprocess"]) == ("blocked", "blocked")
+    assert "ongrid_test_plugin_good2" not in sys.modules  # blocked plugins are not even imported
+    from ongrid_plugins import SkillUnavailable
+
+    with pytest.raises(SkillUnavailable, match="no executor can run tools of kind 'subprocess'"):
+        host.call("echo")
+
+
+def test_the_gate_cannot_be_disabled_and_still_votes(tmp_path: Path, root: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    from ongrid_plugins import PermissionDenied
+
+    make_skill(root, "change", class_="mutating")
+    host = SkillHost(isolated_settings(tmp_path, root, disable_plugins=("gate",)))
+    with pytest.raises(PermissionDenied):
+        host.call("change", persona="viewer")
+    assert any("cannot be disabled" in r.getMessage() for r in caplog.records)
+
+
+def test_the_builtin_rule_holds_even_if_the_gate_plugin_is_unregistered(tmp_path: Path, root: Path) -> None:
+    from ongrid_plugins import PermissionDenied
+
+    make_skill(root, "change", class_="mutating")
+    host = SkillHost(isolated_settings(tmp_path, root))
+    host.pm.unregister(name="gate")
+    with pytest.raises(PermissionDenied, match="persona viewer is read-only"):
+        host.call("change", persona="viewer", confirm=True)
+
+
+def test_trace_writes_every_hook_call_to_stderr(tmp_path: Path, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_skill(root, "echo")
+    SkillHost(isolated_settings(tmp_path, root, trace_plugins=True)).call("echo")
+    err = capsys.readouterr().err
+    for hook in ("ongrid_skill_roots", "ongrid_load_manifest", "ongrid_check_permission", "ongrid_executor"):
+        assert f"ongrid trace: {hook}" in err or hook in err
+
+
+def test_host_plugins_are_registered_after_builtins_and_listed_as_manual(tmp_path: Path) -> None:
+    class Mine:
+        pass
+
+    host = SkillHost(isolated_settings(tmp_path), plugins=[Mine()])
+    last = host.plugins()[-1]
+    assert (last.name, last.kind, last.status) == ("Mine#0", "manual", "active")
+
+
+def test_a_host_plugin_with_a_misspelt_hook_is_refused_at_once(tmp_path: Path) -> None:
+    import pluggy
+
+    from ongrid_plugins import hookimpl
+
+    class Typo:
+        @hookimpl
+        def ongrid_befor_call(self, request: Any) -> None:
+            pass
+
+    host = SkillHost(isolated_settings(tmp_path), plugins=[Typo()])
+    with pytest.raises(pluggy.PluginValidationError, match="did you mean 'ongrid_before_call'"):
+        host.load()
