@@ -92,9 +92,7 @@ def bare_posix_spawn(entry: str, cwd: str) -> bytes:
 
 
 def subprocess_run(entry: str, cwd: str) -> bytes:
-    done = subprocess.run(
-        [entry], input=PAYLOAD, capture_output=True, cwd=cwd, env=ENV, check=False
-    )
+    done = subprocess.run([entry], input=PAYLOAD, capture_output=True, cwd=cwd, env=ENV, check=False)
     return done.stdout
 
 
@@ -174,9 +172,7 @@ async def main() -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         entries = make_entries(Path(tmp))
-        results = {
-            kind: await measure(methods, entry, tmp, args.calls) for kind, entry in entries.items()
-        }
+        results = {kind: await measure(methods, entry, tmp, args.calls) for kind, entry in entries.items()}
     print(f"median of {args.calls} calls per method, interleaved; ratio to the baseline")
     header = f"{'method':36}" + "".join(f"{kind + ' µs':>10}{'ratio':>8}" for kind in results)
     print(header)

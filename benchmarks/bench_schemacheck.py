@@ -85,8 +85,9 @@ def cache_hit(cache: schemacheck.VerdictCache) -> Callable[[object], object]:
     return run
 
 
-def time_rounds(methods: dict[str, Callable[[Any], object]], schemas: list[dict[str, Any]],
-                rounds: int) -> dict[str, float]:
+def time_rounds(
+    methods: dict[str, Callable[[Any], object]], schemas: list[dict[str, Any]], rounds: int
+) -> dict[str, float]:
     """Median per-schema µs of each method, rounds interleaved in a rotating order."""
     samples: dict[str, list[float]] = {name: [] for name in methods}
     names = list(methods)
@@ -111,13 +112,16 @@ def import_ms(module: str) -> tuple[float, float] | None:
     """
     best: tuple[float, float] | None = None
     with tempfile.TemporaryDirectory() as pycache:
-        env = {key: value for key, value in os.environ.items()
-               if key != "PYTHONDONTWRITEBYTECODE"}
+        env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPYCACHEPREFIX"] = pycache
         for run in range(4):
             result = subprocess.run(
                 [sys.executable, "-X", "importtime", "-c", f"import {module}"],
-                cwd=REPO, env=env, capture_output=True, text=True, check=False,
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
             )
             for line in result.stderr.splitlines():
                 parts = [part.strip() for part in line.split("|")]
@@ -128,8 +132,9 @@ def import_ms(module: str) -> tuple[float, float] | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--schemas", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--seed", type=int, default=1)
@@ -149,8 +154,9 @@ def main() -> int:
         key = schemacheck._cache_key(schema)
         assert key is not None
         warm.add(key)
-    metaschema = Draft202012Validator(Draft202012Validator.META_SCHEMA,
-                                      format_checker=Draft202012Validator.FORMAT_CHECKER)
+    metaschema = Draft202012Validator(
+        Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
 
     schema_methods: dict[str, Callable[[Any], object]] = {
         "schemacheck.check_schema (fast path)": schemacheck.check_schema,
@@ -167,9 +173,11 @@ def main() -> int:
     default_times = time_rounds(default_methods, schemas, args.rounds)
 
     defaults = sum(len(default_nodes(schema)) for schema in schemas)
-    print(f"{len(schemas)} schemas from {args.gen_tree.name} (seed {args.seed}), "
-          f"{defaults} defaults, median of {args.rounds} interleaved rounds, "
-          f"Python {sys.version.split()[0]}")
+    print(
+        f"{len(schemas)} schemas from {args.gen_tree.name} (seed {args.seed}), "
+        f"{defaults} defaults, median of {args.rounds} interleaved rounds, "
+        f"Python {sys.version.split()[0]}"
+    )
     print()
     print(f"| {'method':<50} | {'µs/schema':>10} | {'vs fast':>8} |")
     print(f"|{'-' * 52}|{'-' * 12}:|{'-' * 9}:|")

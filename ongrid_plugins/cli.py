@@ -83,16 +83,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
-        "--dirs", action="append", metavar="DIRS",
+        "--dirs",
+        action="append",
+        metavar="DIRS",
         help="extra skill roots (absolute, separated by ':', ',' or ';'); walked first; repeatable",
     )
     parser.add_argument(
-        "--no-defaults", action="store_true",
+        "--no-defaults",
+        action="store_true",
         help="do not walk the built-in, system and user skill roots or installed packs",
     )
     verbosity = parser.add_mutually_exclusive_group()
-    verbosity.add_argument("-v", "--verbose", action="count", default=0,
-                           help="show the loader's INFO lines (-vv: debug)")
+    verbosity.add_argument(
+        "-v", "--verbose", action="count", default=0, help="show the loader's INFO lines (-vv: debug)"
+    )
     verbosity.add_argument("-q", "--quiet", action="store_true", help="show errors only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:

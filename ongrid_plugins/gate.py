@@ -35,9 +35,7 @@ __all__ = ["BUILTIN_PERSONAS", "GATE_PLUGIN", "class_rule", "decide"]
 GATE_PLUGIN = "ongrid.gate"
 
 BUILTIN_PERSONAS: dict[str, Persona] = {
-    "viewer": Persona(
-        "viewer", PermissionMode.READ_ONLY, "Looks, never touches: runs safe tools only."
-    ),
+    "viewer": Persona("viewer", PermissionMode.READ_ONLY, "Looks, never touches: runs safe tools only."),
     "operator": Persona(
         "operator",
         PermissionMode.MUTATING_WITH_CONFIRM,
@@ -100,9 +98,7 @@ def _denied_by_globs(name: str, persona: Persona) -> bool:
     return not any(fnmatchcase(name, pattern) for pattern in persona.tools)
 
 
-def decide(
-    pm: pluggy.PluginManager, tool: Tool, persona: Persona, request: CallRequest | None
-) -> Decision:
+def decide(pm: pluggy.PluginManager, tool: Tool, persona: Persona, request: CallRequest | None) -> Decision:
     """The gate's decision: the built-in rule and every plugin's vote, strictest wins."""
     floor = class_rule(tool, persona)
     votes: Iterable[Decision | None] = pm.hook.ongrid_check_permission(

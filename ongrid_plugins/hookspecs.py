@@ -120,9 +120,7 @@ def ongrid_skill_registered(skill: Skill) -> None:
 
 
 @hookspec
-def ongrid_check_permission(
-    tool: Tool, persona: Persona, request: CallRequest | None
-) -> Decision | None:
+def ongrid_check_permission(tool: Tool, persona: Persona, request: CallRequest | None) -> Decision | None:
     """Vote on whether ``persona`` may call ``tool``.
 
     Every implementation runs; the strictest vote wins (deny > dual_sign >

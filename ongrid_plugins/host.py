@@ -22,6 +22,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterable
+
 import attrs
 
 from . import gate, loader
@@ -265,9 +266,16 @@ class SkillHost:
         data, text, errors = check_arguments(tool, args)
         digest = args_digest(tool.name, data) if text else ""
         request = CallRequest(
-            tool=tool, args=data, persona=who, call_id=uuid.uuid4().hex, args_digest=digest,
-            caller=caller or self._default_caller, confirm=confirm, ticket=ticket,
-            on_event=on_event, timeout=_check_timeout(timeout),
+            tool=tool,
+            args=data,
+            persona=who,
+            call_id=uuid.uuid4().hex,
+            args_digest=digest,
+            caller=caller or self._default_caller,
+            confirm=confirm,
+            ticket=ticket,
+            on_event=on_event,
+            timeout=_check_timeout(timeout),
         )
         decision = gate.decide(self.pm, tool, who, request)
         refusal, status = self._refusal(request, decision, errors)
@@ -298,8 +306,12 @@ class SkillHost:
     def _refused(self, attempt: _Attempt) -> CallResult:
         request = attempt.request
         return CallResult(
-            tool=request.tool.name, ok=False, error=str(attempt.refusal), call_id=request.call_id,
-            status=attempt.status, decision=attempt.decision,
+            tool=request.tool.name,
+            ok=False,
+            error=str(attempt.refusal),
+            call_id=request.call_id,
+            status=attempt.status,
+            decision=attempt.decision,
         )
 
     def _executor(self, attempt: _Attempt) -> Executor:
@@ -340,10 +352,16 @@ def _check_timeout(timeout: float | None) -> float | None:
 
 def _crashed(attempt: _Attempt, exc: BaseException) -> CallResult:
     request = attempt.request
-    status = "cancelled" if not isinstance(exc, Exception) or type(exc).__name__ == "CancelledError" else "failed"
+    status = (
+        "cancelled" if not isinstance(exc, Exception) or type(exc).__name__ == "CancelledError" else "failed"
+    )
     return CallResult(
-        tool=request.tool.name, ok=False, error=f"the call was interrupted: {exc!r}",
-        call_id=request.call_id, status=status, decision=attempt.decision,
+        tool=request.tool.name,
+        ok=False,
+        error=f"the call was interrupted: {exc!r}",
+        call_id=request.call_id,
+        status=status,
+        decision=attempt.decision,
     )
 
 
@@ -357,4 +375,3 @@ def _os_user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "unknown"
-

@@ -95,9 +95,7 @@ _DEFER: Final = 1
 _INVALID: Final = 2
 
 _JSON_TYPES: Final = frozenset({dict, list, str, int, float, bool, type(None)})
-_SIMPLE_TYPES: Final = frozenset(
-    {"array", "boolean", "integer", "null", "number", "object", "string"}
-)
+_SIMPLE_TYPES: Final = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
 # The two patterns of the core vocabulary metaschema ($id and the anchor keywords).
 _ID_PATTERN: Final = re.compile(r"^[^#]*#?$")
 _ANCHOR_PATTERN: Final = re.compile(r"^[A-Za-z_][-A-Za-z0-9._]*$")
@@ -312,13 +310,30 @@ def _dependent_required(value: object, depth: int, stack: _Stack) -> int:
 
 
 # Where subschemas live (shared by the fast walker and the path-keeping walker below).
-_SUBSCHEMA_KEYWORDS: Final = frozenset({
-    "items", "contains", "additionalProperties", "propertyNames", "if", "then", "else",
-    "not", "unevaluatedItems", "unevaluatedProperties", "contentSchema",
-})
-_SUBSCHEMA_MAP_KEYWORDS: Final = frozenset({
-    "properties", "patternProperties", "dependentSchemas", "$defs", "definitions",
-})
+_SUBSCHEMA_KEYWORDS: Final = frozenset(
+    {
+        "items",
+        "contains",
+        "additionalProperties",
+        "propertyNames",
+        "if",
+        "then",
+        "else",
+        "not",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "contentSchema",
+    }
+)
+_SUBSCHEMA_MAP_KEYWORDS: Final = frozenset(
+    {
+        "properties",
+        "patternProperties",
+        "dependentSchemas",
+        "$defs",
+        "definitions",
+    }
+)
 _SUBSCHEMA_ARRAY_KEYWORDS: Final = frozenset({"prefixItems", "allOf", "anyOf", "oneOf"})
 
 _BASE_RULES: Final[dict[str, _Rule]] = {
@@ -334,8 +349,16 @@ _BASE_RULES: Final[dict[str, _Rule]] = {
     "multipleOf": _multiple_of,
     **dict.fromkeys(("maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"), _number),
     **dict.fromkeys(
-        ("maxLength", "minLength", "maxItems", "minItems", "maxContains", "minContains",
-         "maxProperties", "minProperties"),
+        (
+            "maxLength",
+            "minLength",
+            "maxItems",
+            "minItems",
+            "maxContains",
+            "minContains",
+            "maxProperties",
+            "minProperties",
+        ),
         _count,
     ),
     "pattern": _pattern,
@@ -496,11 +519,9 @@ def _nodes_with_default(schema: object) -> list[dict[Any, Any]]:
                 if type(value) is list:
                     stack.extend([(sub, depth + 2) for sub in value])
             elif kind is not None and type(value) is dict:
-                stack.extend([
-                    (sub, depth + 2)
-                    for sub in value.values()
-                    if kind == _MAP or type(sub) is not list
-                ])
+                stack.extend(
+                    [(sub, depth + 2) for sub in value.values() if kind == _MAP or type(sub) is not list]
+                )
         budget -= len(stack) - before
         if budget < 0:
             raise _LimitExceeded(_TOO_BIG)
@@ -844,8 +865,7 @@ _DEFAULT_RULES: Final[dict[str, _DefaultRule]] = {
     "items": _accept_items,
     # annotations: jsonschema has no validator for them
     **dict.fromkeys(
-        ("description", "title", "default", "examples", "deprecated", "readOnly",
-         "writeOnly", "$comment"),
+        ("description", "title", "default", "examples", "deprecated", "readOnly", "writeOnly", "$comment"),
         _accept_anything,
     ),
 }
@@ -952,8 +972,7 @@ def _environment_fingerprint() -> str | None:
     import importlib.util
 
     parts = [sys.implementation.name, "{}.{}".format(*sys.version_info[:2])]
-    for module in ("jsonschema", "jsonschema_specifications", "referencing", "rfc3987",
-                   "rfc3986_validator"):
+    for module in ("jsonschema", "jsonschema_specifications", "referencing", "rfc3987", "rfc3986_validator"):
         try:
             spec = importlib.util.find_spec(module)
             stamp = None if spec is None or not spec.origin else _package_stamp(spec.origin)
@@ -966,7 +985,7 @@ def _environment_fingerprint() -> str | None:
 
 
 def _package_stamp(origin: str) -> str:
-    """"<dist-info versions>@<mtime_ns>:<size>" of a module's file (a reinstall touches it)."""
+    """ "<dist-info versions>@<mtime_ns>:<size>" of a module's file (a reinstall touches it)."""
     info = os.stat(origin)
     base = os.path.basename(origin)
     module = os.path.splitext(base)[0]
@@ -977,7 +996,7 @@ def _package_stamp(origin: str) -> str:
         site = os.path.dirname(origin)
     prefix = module.lower() + "-"
     versions = sorted(
-        entry[len(prefix):-len(".dist-info")]
+        entry[len(prefix) : -len(".dist-info")]
         for entry in _listdir(site)
         if entry.lower().startswith(prefix) and entry.endswith(".dist-info")
     )

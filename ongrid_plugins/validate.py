@@ -85,8 +85,9 @@ def _validate_path(
             expected = ", ".join(sorted(names))
             yield _fail(path, "not_a_manifest", f"{path} is not a manifest (expected one of: {expected})")
             return
-        manifests: Iterable[tuple[str, bool]] = [(os.path.join(root.real, os.path.basename(path)),
-                                                  os.path.islink(path))]
+        manifests: Iterable[tuple[str, bool]] = [
+            (os.path.join(root.real, os.path.basename(path)), os.path.islink(path))
+        ]
     else:
         manifests = list(iter_manifests(root.real, names))
         if not manifests:
@@ -96,7 +97,9 @@ def _validate_path(
         yield _inspect(pm, settings, root, manifest, is_link)
 
 
-def _inspect(pm: pluggy.PluginManager, settings: Settings, root: SkillRoot, path: str, is_link: bool) -> FileReport:
+def _inspect(
+    pm: pluggy.PluginManager, settings: Settings, root: SkillRoot, path: str, is_link: bool
+) -> FileReport:
     skill: Skill | None = None
     try:
         if is_link:
@@ -125,6 +128,11 @@ def _with_duplicates(report: FileReport, owners: dict[str, str]) -> FileReport:
     first = owners.setdefault(report.skill, report.path)
     if first == report.path:
         return report
-    duplicate = Problem("error", "duplicate_name", f'skill "{report.skill}" is also declared by {first}; '
-                        "only the first one found is loaded", report.path, "/name")
+    duplicate = Problem(
+        "error",
+        "duplicate_name",
+        f'skill "{report.skill}" is also declared by {first}; only the first one found is loaded',
+        report.path,
+        "/name",
+    )
     return attrs.evolve(report, problems=(*report.problems, duplicate))

@@ -20,8 +20,12 @@ def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
         if name.startswith("ONGRID_"):
             monkeypatch.delenv(name)
     home = tmp_path_factory.mktemp("home")
-    for var, sub in (("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache"),
-                     ("XDG_STATE_HOME", "state"), ("XDG_CONFIG_HOME", "config")):
+    for var, sub in (
+        ("XDG_DATA_HOME", "data"),
+        ("XDG_CACHE_HOME", "cache"),
+        ("XDG_STATE_HOME", "state"),
+        ("XDG_CONFIG_HOME", "config"),
+    ):
         monkeypatch.setenv(var, str(home / sub))
     monkeypatch.setenv("ONGRID_SYSTEM_SKILLS_DIR", str(home / "etc-ongrid-skills"))
 

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,16 +20,23 @@ from ongrid_plugins.testing import make_skill
 CONSOLE_SCRIPT = Path(sys.executable).with_name("ongrid-skills")
 
 
-def cli(root: Path | None, *argv: str, env: dict[str, str] | None = None, stdin: str = "",
-        module: bool = True) -> subprocess.CompletedProcess[str]:
+def cli(
+    root: Path | None, *argv: str, env: dict[str, str] | None = None, stdin: str = "", module: bool = True
+) -> subprocess.CompletedProcess[str]:
     """Run the command as a user would, in a fresh process."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
     if root is not None:
         full_env["ONGRID_SKILLS_EXTERNAL_DIRS"] = str(root)
     full_env.update(env or {})
     command = [sys.executable, "-m", "ongrid_plugins"] if module else [str(CONSOLE_SCRIPT)]
-    return subprocess.run([*command, "--no-defaults", *argv], input=stdin, capture_output=True,
-                          text=True, env=full_env, timeout=60)
+    return subprocess.run(
+        [*command, "--no-defaults", *argv],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=60,
+    )
 
 
 def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -42,8 +48,13 @@ def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, 
 @pytest.fixture
 def skills(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A root with a safe, a mutating, a dangerous and a failing skill, set in the environment."""
-    make_skill(root, "echo", description="Echo the arguments back.\nSecond line.",
-               schema={"type": "object", "properties": {"n": {"type": "integer"}}}, category="test")
+    make_skill(
+        root,
+        "echo",
+        description="Echo the arguments back.\nSecond line.",
+        schema={"type": "object", "properties": {"n": {"type": "integer"}}},
+        category="test",
+    )
     make_skill(root, "change", class_="mutating", category="ops")
     make_skill(root, "wipe", class_="dangerous", category="ops")
     make_skill(root, "fail", script="#!/bin/sh\necho 'progress 50%' >&2\necho 'it broke' >&2\nexit 2\n")
@@ -74,7 +85,9 @@ def test_list_prints_a_table_sorted_by_name(skills: Path, capsys: pytest.Capture
     assert "Echo the arguments back." in out and "Second line." not in out
 
 
-def test_list_json_filters_by_category_class_and_persona(skills: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_json_filters_by_category_class_and_persona(
+    skills: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _code, out, _err = run_main(capsys, "--no-defaults", "list", "--json", "--category", "ops")
     data = json.loads(out)
     assert (data["total"], [i["name"] for i in data["items"]]) == (2, ["change", "wipe"])
@@ -86,7 +99,9 @@ def test_list_json_filters_by_category_class_and_persona(skills: Path, capsys: p
     assert set(item) >= {"name", "description", "class", "category", "provenance", "source"}
 
 
-def test_list_with_nothing_registered_says_how_to_find_out_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_with_nothing_registered_says_how_to_find_out_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _err = run_main(capsys, "--no-defaults", "--dirs", str(tmp_path), "list")
     assert code == 0
     assert "no tools registered" in out and "-v list" in out
@@ -126,7 +141,10 @@ def test_run_reads_arguments_from_stdin_and_from_a_file(skills: Path, tmp_path: 
     ("argv", "fragment"),
     [
         (["run", "echo", "{not json"], "the arguments in ARGS_JSON are not valid JSON"),
-        (["run", "echo", '{"n": "five"}'], "invalid arguments for 'echo': $.n: 'five' is not of type 'integer'"),
+        (
+            ["run", "echo", '{"n": "five"}'],
+            "invalid arguments for 'echo': $.n: 'five' is not of type 'integer'",
+        ),
         (["run", "echo", "[1]"], "arguments must be a JSON object, got list"),
         (["run", "echo", "{}", "--args-file", "/x"], "either as ARGS_JSON or with --args-file"),
         (["run", "echo", "--args-file", "/nonexistent/args.json"], "cannot read --args-file"),
@@ -135,8 +153,9 @@ def test_run_reads_arguments_from_stdin_and_from_a_file(skills: Path, tmp_path: 
     ],
     ids=["bad_json", "schema", "not_object", "both_sources", "missing_file", "persona", "timeout"],
 )
-def test_usage_and_argument_errors_exit_2(skills: Path, capsys: pytest.CaptureFixture[str],
-                                          argv: list[str], fragment: str) -> None:
+def test_usage_and_argument_errors_exit_2(
+    skills: Path, capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str
+) -> None:
     code, out, err = run_main(capsys, "--no-defaults", *argv)
     assert code == 2
     assert out == ""
@@ -146,8 +165,11 @@ def test_usage_and_argument_errors_exit_2(skills: Path, capsys: pytest.CaptureFi
 def test_a_failing_skill_exits_1_and_its_stderr_streams_to_stderr(skills: Path) -> None:
     result = cli(skills, "run", "fail")
     assert result.returncode == 1
-    assert result.stderr.splitlines() == ["progress 50%", "it broke",
-                                          "ERROR: fail: the skill exited with status 2: it broke"]
+    assert result.stderr.splitlines() == [
+        "progress 50%",
+        "it broke",
+        "ERROR: fail: the skill exited with status 2: it broke",
+    ]
 
 
 def test_run_json_prints_the_whole_result(skills: Path) -> None:
@@ -218,7 +240,9 @@ def test_validate_accepts_a_good_folder(skills: Path, capsys: pytest.CaptureFixt
     assert out.splitlines()[-1] == "4 manifest(s) checked, 0 with errors"
 
 
-def test_validate_reports_each_problem_with_pointer_and_hint(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_reports_each_problem_with_pointer_and_hint(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = make_skill(root, "broken", timeout_seconds="30", env_allow=["BAD-NAME"], timout=3)
     (folder / "run.sh").chmod(0o644)
     code, out, _err = run_main(capsys, "--no-defaults", "validate", "--json", str(root))
@@ -241,18 +265,27 @@ def test_validate_warnings_fail_only_with_strict(root: Path, capsys: pytest.Capt
     assert run_main(capsys, "--no-defaults", "validate", "--strict", str(root))[0] == 1
 
 
-def test_validate_a_single_manifest_file_and_bad_paths(root: Path, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_a_single_manifest_file_and_bad_paths(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = make_skill(root, "one")
     assert run_main(capsys, "--no-defaults", "validate", str(folder / "skill.json"))[0] == 0
-    code, out, _err = run_main(capsys, "--no-defaults", "validate", str(folder / "run.sh"),
-                               str(tmp_path / "missing"), str(tmp_path / "skills" / "one" / "x"))
+    code, out, _err = run_main(
+        capsys,
+        "--no-defaults",
+        "validate",
+        str(folder / "run.sh"),
+        str(tmp_path / "missing"),
+        str(tmp_path / "skills" / "one" / "x"),
+    )
     assert code == 1
     assert "is not a manifest (expected one of: skill.json)" in out
     assert "does not exist" in out
 
 
-def test_validate_reports_duplicate_names_across_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_reports_duplicate_names_across_paths(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     make_skill(tmp_path / "a", "same")
     make_skill(tmp_path / "b", "same")
     code, out, _err = run_main(capsys, "--no-defaults", "validate", str(tmp_path / "a"), str(tmp_path / "b"))
@@ -303,14 +336,17 @@ def test_trace_plugins_writes_hook_calls_to_stderr(skills: Path) -> None:
         ("ONGRID_KILL_GRACE", "nan", "ONGRID_KILL_GRACE must be a number of seconds"),
     ],
 )
-def test_bad_environment_values_exit_2_naming_the_variable(skills: Path, var: str, value: str, fragment: str) -> None:
+def test_bad_environment_values_exit_2_naming_the_variable(
+    skills: Path, var: str, value: str, fragment: str
+) -> None:
     result = cli(skills, "list", env={var: value})
     assert result.returncode == 2
     assert fragment in result.stderr
 
 
-def test_dirs_flag_adds_roots_before_the_environment(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dirs_flag_adds_roots_before_the_environment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     make_skill(a, "same", description="from --dirs")
     make_skill(b, "same", description="from env")
@@ -329,5 +365,3 @@ def test_missing_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit) as info:
         main([])
     assert info.value.code == 2
-
-

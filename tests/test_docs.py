@@ -13,7 +13,11 @@ DOCS = REPO / "docs"
 
 
 def hook_names() -> list[str]:
-    return [name for name, obj in vars(hookspecs).items() if name.startswith("ongrid_") and inspect.isfunction(obj)]
+    return [
+        name
+        for name, obj in vars(hookspecs).items()
+        if name.startswith("ongrid_") and inspect.isfunction(obj)
+    ]
 
 
 def test_every_hook_has_a_section_in_docs_hooks_md() -> None:

@@ -48,9 +48,15 @@ def test_missing_args_mean_an_empty_object(make_host: Any, root: Path) -> None:
 
 
 def test_top_level_defaults_are_filled_before_the_child_reads_them(make_host: Any, root: Path) -> None:
-    schema = {"type": "object", "required": ["path"], "properties": {
-        "path": {"type": "string"}, "dry_run": {"type": "boolean", "default": True},
-        "tags": {"type": "array", "default": []}}}
+    schema = {
+        "type": "object",
+        "required": ["path"],
+        "properties": {
+            "path": {"type": "string"},
+            "dry_run": {"type": "boolean", "default": True},
+            "tags": {"type": "array", "default": []},
+        },
+    }
     make_skill(root, "disk_cleaner", schema=schema, class_="mutating")
     host = make_host(root)
     result = host.call("disk_cleaner", {"path": "/var/cache"}, confirm=True)
@@ -61,8 +67,12 @@ def test_invalid_arguments_list_every_error_with_its_path_and_start_no_process(
     make_host: Any, root: Path, tmp_path: Path
 ) -> None:
     marker = tmp_path / "ran"
-    schema = {"type": "object", "required": ["path"], "additionalProperties": False,
-              "properties": {"path": {"type": "string"}, "count": {"type": "integer", "minimum": 1}}}
+    schema = {
+        "type": "object",
+        "required": ["path"],
+        "additionalProperties": False,
+        "properties": {"path": {"type": "string"}, "count": {"type": "integer", "minimum": 1}},
+    }
     make_skill(root, "strict", schema=schema, script=f"#!/bin/sh\n: > {marker}\necho '{{}}'\n")
     host = make_host(root)
     with pytest.raises(InvalidArguments) as info:
@@ -70,7 +80,9 @@ def test_invalid_arguments_list_every_error_with_its_path_and_start_no_process(
     paths = [path for path, _msg in info.value.errors]
     assert paths == ["$", "$", "$.count"]
     assert any("'path' is a required property" in m for _p, m in info.value.errors)
-    assert any("Additional properties are not allowed ('extra' was unexpected)" in m for _p, m in info.value.errors)
+    assert any(
+        "Additional properties are not allowed ('extra' was unexpected)" in m for _p, m in info.value.errors
+    )
     assert not marker.exists()
 
 
@@ -85,7 +97,9 @@ def test_invalid_arguments_list_every_error_with_its_path_and_start_no_process(
     ],
     ids=["list", "string", "nan", "set", "nested"],
 )
-def test_non_json_arguments_are_invalid_not_a_crash(make_host: Any, root: Path, args: Any, message: str) -> None:
+def test_non_json_arguments_are_invalid_not_a_crash(
+    make_host: Any, root: Path, args: Any, message: str
+) -> None:
     make_skill(root, "echo", schema={"type": "object", "additionalProperties": {"type": "string"}})
     host = make_host(root)
     with pytest.raises(InvalidArguments) as info:
@@ -105,7 +119,7 @@ def test_hugely_nested_arguments_are_refused_cleanly(make_host: Any, root: Path)
     nested: Any = []
     for _ in range(100_000):
         nested = [nested]
-    with pytest.raises(InvalidArguments, match="not valid JSON|nested too deeply"):
+    with pytest.raises(InvalidArguments, match=r"not valid JSON|nested too deeply"):
         make_host(root).call("echo", {"x": nested})
 
 
@@ -137,8 +151,12 @@ def test_args_travel_only_on_stdin_and_cwd_is_the_manifest_folder(make_host: Any
 
 
 def test_a_failing_skill_is_a_result_with_exit_code_and_stderr_tail(make_host: Any, root: Path) -> None:
-    make_skill(root, "fails", script='#!/bin/sh\necho "step 1" >&2\necho "disk full" >&2\n'
-               'echo \'{"error": "disk full"}\'\nexit 3\n')
+    make_skill(
+        root,
+        "fails",
+        script='#!/bin/sh\necho "step 1" >&2\necho "disk full" >&2\n'
+        'echo \'{"error": "disk full"}\'\nexit 3\n',
+    )
     result = make_host(root).call("fails")
     assert (result.ok, result.exit_code, result.signal) == (False, 3, None)
     assert result.stderr_tail == ("step 1", "disk full")
@@ -158,7 +176,9 @@ def test_a_failing_skill_is_a_result_with_exit_code_and_stderr_tail(make_host: A
     ],
     ids=["empty", "text", "array", "two_objects", "nan"],
 )
-def test_bad_output_fails_with_the_first_bytes_quoted(make_host: Any, root: Path, stdout: str, fragment: str) -> None:
+def test_bad_output_fails_with_the_first_bytes_quoted(
+    make_host: Any, root: Path, stdout: str, fragment: str
+) -> None:
     make_skill(root, "bad", script=f"#!/bin/sh\nprintf '{stdout}'\n")
     result = make_host(root).call("bad")
     assert not result.ok
@@ -183,7 +203,7 @@ def test_stdout_over_the_cap_kills_the_skill(make_host: Any, root: Path) -> None
 
 
 def test_timeout_kills_the_skill_and_its_grandchildren(make_host: Any, root: Path) -> None:
-    script = "#!/bin/sh\n/bin/sleep 60 &\necho \"child $!\" >&2\n/bin/sleep 60\n"
+    script = '#!/bin/sh\n/bin/sleep 60 &\necho "child $!" >&2\n/bin/sleep 60\n'
     make_skill(root, "sleepy", script=script)
     recorder = EventRecorder()
     result = make_host(root, kill_grace=0.2).call("sleepy", timeout=0.5, on_event=recorder)
@@ -216,7 +236,9 @@ def test_events_stream_stderr_lines_as_they_arrive(make_host: Any, root: Path) -
     start = time.monotonic()
 
     def on_event(event: Any) -> None:
-        seen.append((event.kind if event.kind != "stderr" else f"stderr:{event.data}", time.monotonic() - start))
+        seen.append(
+            (event.kind if event.kind != "stderr" else f"stderr:{event.data}", time.monotonic() - start)
+        )
 
     result = make_host(root).call("slow", on_event=on_event)
     assert result.ok
@@ -241,7 +263,9 @@ def test_entry_swapped_for_an_escaping_symlink_after_load_is_refused(make_host: 
     (folder / "run.sh").symlink_to("/bin/sh")
     result = host.call("swapped")
     assert not result.ok
-    assert result.error == f"entry {os.path.realpath('/bin/sh')} escapes allowlist root {os.path.realpath(root)}"
+    assert (
+        result.error == f"entry {os.path.realpath('/bin/sh')} escapes allowlist root {os.path.realpath(root)}"
+    )
 
 
 def test_entry_deleted_or_made_unexecutable_after_load_is_refused(make_host: Any, root: Path) -> None:
@@ -274,7 +298,9 @@ def test_concurrent_calls_from_threads_all_succeed(make_host: Any, root: Path) -
     for t in threads:
         t.join()
     assert len(results) == 80
-    assert sorted((r.value["n"], r.value["i"]) for r in results) == [(n, i) for n in range(8) for i in range(10)]
+    assert sorted((r.value["n"], r.value["i"]) for r in results) == [
+        (n, i) for n in range(8) for i in range(10)
+    ]
 
 
 def test_concurrent_async_calls_all_succeed(make_host: Any, root: Path) -> None:
@@ -417,10 +443,14 @@ def test_before_and_after_hooks_see_every_attempt_including_refused_ones(make_ho
     with pytest.raises(PermissionDenied):
         host.call("mutate", persona="viewer")
     assert seen == [
-        ("before", "echo", "operator"), ("after", "echo", "ok"),
-        ("before", "echo", "operator"), ("after", "echo", "invalid_arguments"),
-        ("before", "mutate", "operator"), ("after", "mutate", "needs_confirmation"),
-        ("before", "mutate", "viewer"), ("after", "mutate", "denied"),
+        ("before", "echo", "operator"),
+        ("after", "echo", "ok"),
+        ("before", "echo", "operator"),
+        ("after", "echo", "invalid_arguments"),
+        ("before", "mutate", "operator"),
+        ("after", "mutate", "needs_confirmation"),
+        ("before", "mutate", "viewer"),
+        ("after", "mutate", "denied"),
     ]
 
 

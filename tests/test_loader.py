@@ -91,7 +91,9 @@ def test_walk_is_recursive_and_skips_vcs_and_dependency_folders(make_host: Any, 
     assert [t.name for t in host.tools()] == ["deep", "hidden_but_walked"]
 
 
-def test_symlinked_directories_inside_a_root_are_not_followed(make_host: Any, root: Path, tmp_path: Path) -> None:
+def test_symlinked_directories_inside_a_root_are_not_followed(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
     elsewhere = tmp_path / "elsewhere"
     make_skill(elsewhere, "outside")
     (root / "link").symlink_to(elsewhere)
@@ -101,7 +103,9 @@ def test_symlinked_directories_inside_a_root_are_not_followed(make_host: Any, ro
     assert [t.name for t in host.tools()] == ["loop_guard"]
 
 
-def test_a_root_that_is_a_symlink_is_walked_through_its_target(make_host: Any, root: Path, tmp_path: Path) -> None:
+def test_a_root_that_is_a_symlink_is_walked_through_its_target(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
     make_skill(root, "via_link")
     link = tmp_path / "root-link"
     link.symlink_to(root)
@@ -124,7 +128,9 @@ def test_walk_order_is_files_first_then_sorted_subfolders(tmp_path: Path) -> Non
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("{}")
-    found = [os.path.relpath(p, tmp_path) for p, _link in iter_manifests(str(tmp_path), frozenset({"skill.json"}))]
+    found = [
+        os.path.relpath(p, tmp_path) for p, _link in iter_manifests(str(tmp_path), frozenset({"skill.json"}))
+    ]
     assert found == ["skill.json", "a/skill.json", "a/b/skill.json", "a/z/skill.json", "b/skill.json"]
 
 
@@ -155,7 +161,9 @@ def test_folders_nested_deeper_than_the_limit_are_not_walked(
     assert any("nests deeper than" in line for line in loader_lines(caplog))
 
 
-def test_unreadable_folder_is_logged_and_the_walk_goes_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_unreadable_folder_is_logged_and_the_walk_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     if os.geteuid() == 0:
         pytest.skip("root reads every folder")
     make_skill(tmp_path, "fine")
@@ -199,15 +207,19 @@ def test_a_validation_plugin_can_reject_a_skill_with_one_line(
     class Policy:
         @hookimpl
         def ongrid_validate_skill(self, skill: Any) -> list[Problem]:
-            return [Problem("error", "no_tmp", "tools may not be named tmp*"),
-                    Problem("error", "other", "and another thing"),
-                    Problem("warning", "style", "just a warning")]
+            return [
+                Problem("error", "no_tmp", "tools may not be named tmp*"),
+                Problem("error", "other", "and another thing"),
+                Problem("warning", "style", "just a warning"),
+            ]
 
     make_skill(root, "tmp_thing")
     caplog.set_level(logging.WARNING, logger=LOADER)
     host = make_host(root, plugins=(Policy(),))
     assert host.load().registered == 0
-    assert 'skill loader: build "tmp_thing": tools may not be named tmp*; and another thing' in loader_lines(caplog)
+    assert 'skill loader: build "tmp_thing": tools may not be named tmp*; and another thing' in loader_lines(
+        caplog
+    )
 
 
 def test_validation_warnings_are_kept_on_the_registered_skill(make_host: Any, root: Path) -> None:
@@ -236,9 +248,18 @@ def test_a_third_party_loader_feeds_the_same_registry(make_host: Any, root: Path
             if not path.endswith("tool.toml"):
                 return None
             name = Path(path).read_text().split("=")[1].strip().strip('"')
-            tool = Tool(name=name, description="from toml", schema={"type": "object"},
-                        tool_class=ToolClass.SAFE, skill=name, source=path, kind="native")
-            return Skill(name=name, description="from toml", format="tool.toml", path=path, root=root, tools=[tool])
+            tool = Tool(
+                name=name,
+                description="from toml",
+                schema={"type": "object"},
+                tool_class=ToolClass.SAFE,
+                skill=name,
+                source=path,
+                kind="native",
+            )
+            return Skill(
+                name=name, description="from toml", format="tool.toml", path=path, root=root, tools=[tool]
+            )
 
     (root / "t").mkdir()
     (root / "t" / "tool.toml").write_text('name = "from_toml"')

@@ -30,7 +30,9 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
             del sys.modules[name]
 
 
-def install_dist(site: Path, dist: str, version: str, entry_points: dict[str, str], modules: dict[str, str]) -> None:
+def install_dist(
+    site: Path, dist: str, version: str, entry_points: dict[str, str], modules: dict[str, str]
+) -> None:
     """Install a minimal distribution: the same files pip writes for a wheel."""
     info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
     info.mkdir()
@@ -72,20 +74,31 @@ def test_each_call_builds_a_fresh_manager(tmp_path: Path) -> None:
 def test_importing_the_package_creates_no_plugin_manager() -> None:
     import subprocess
 
-    code = ("import gc, pluggy, ongrid_plugins\n"
-            "print(sum(isinstance(o, pluggy.PluginManager) for o in gc.get_objects()))")
+    code = (
+        "import gc, pluggy, ongrid_plugins\n"
+        "print(sum(isinstance(o, pluggy.PluginManager) for o in gc.get_objects()))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "0"
 
 
 def test_an_entry_point_plugin_is_loaded_after_the_builtins(site: Path, tmp_path: Path, root: Path) -> None:
-    install_dist(site, "ongrid-good", "1.2.3", {"good": "ongrid_test_plugin_good"},
-                 {"ongrid_test_plugin_good": GOOD_PLUGIN})
+    install_dist(
+        site,
+        "ongrid-good",
+        "1.2.3",
+        {"good": "ongrid_test_plugin_good"},
+        {"ongrid_test_plugin_good": GOOD_PLUGIN},
+    )
     make_skill(root, "echo")
     host = SkillHost(settings_for(tmp_path, root))
     host.load()
     infos = {i.name: i for i in host.plugins()}
-    assert (infos["good"].kind, infos["good"].distribution, infos["good"].version) == ("entrypoint", "ongrid-good", "1.2.3")
+    assert (infos["good"].kind, infos["good"].distribution, infos["good"].version) == (
+        "entrypoint",
+        "ongrid-good",
+        "1.2.3",
+    )
     assert infos["good"].hooks == ("ongrid_skill_registered",)
     assert [i.name for i in host.plugins()][: len(BUILTIN_PLUGINS)] == [n for n, _m in BUILTIN_PLUGINS]
     assert sys.modules["ongrid_test_plugin_good"].SEEN == ["echo"]
@@ -96,18 +109,28 @@ def test_an_entry_point_plugin_is_loaded_after_the_builtins(site: Path, tmp_path
     [
         ("raise ImportError('missing dependency foo')", "ImportError: missing dependency foo"),
         ("import ongrid_plugins\n1/0", "ZeroDivisionError: division by zero"),
-        ("from ongrid_plugins import hookimpl\n@hookimpl\ndef ongrid_load_manifest(path, nonsense):\n    pass\n",
-         "PluginValidationError"),
-        ("from ongrid_plugins import hookimpl\n@hookimpl\ndef ongrid_not_a_hook():\n    pass\n",
-         "unknown hook 'ongrid_not_a_hook'"),
+        (
+            "from ongrid_plugins import hookimpl\n"
+            "@hookimpl\ndef ongrid_load_manifest(path, nonsense):\n    pass\n",
+            "PluginValidationError",
+        ),
+        (
+            "from ongrid_plugins import hookimpl\n@hookimpl\ndef ongrid_not_a_hook():\n    pass\n",
+            "unknown hook 'ongrid_not_a_hook'",
+        ),
     ],
     ids=["import_error", "raises_at_import", "wrong_signature", "unknown_hook"],
 )
 def test_a_broken_entry_point_is_logged_with_its_distribution_and_skipped(
     site: Path, tmp_path: Path, root: Path, caplog: pytest.LogCaptureFixture, module_source: str, cause: str
 ) -> None:
-    install_dist(site, "ongrid-broken", "0.1", {"broken": "ongrid_test_plugin_broken"},
-                 {"ongrid_test_plugin_broken": module_source})
+    install_dist(
+        site,
+        "ongrid-broken",
+        "0.1",
+        {"broken": "ongrid_test_plugin_broken"},
+        {"ongrid_test_plugin_broken": module_source},
+    )
     make_skill(root, "echo")
     caplog.set_level(logging.WARNING)
     host = SkillHost(settings_for(tmp_path, root))
@@ -127,15 +150,27 @@ def test_a_missing_entry_point_module_is_contained(site: Path, tmp_path: Path) -
 
 
 def test_strict_mode_turns_a_broken_plugin_into_an_error(site: Path, tmp_path: Path) -> None:
-    install_dist(site, "ongrid-broken", "0.1", {"broken": "ongrid_test_plugin_broken2"},
-                 {"ongrid_test_plugin_broken2": "raise RuntimeError('nope')"})
+    install_dist(
+        site,
+        "ongrid-broken",
+        "0.1",
+        {"broken": "ongrid_test_plugin_broken2"},
+        {"ongrid_test_plugin_broken2": "raise RuntimeError('nope')"},
+    )
     with pytest.raises(PluginLoadError, match="plugin 'broken' could not be loaded: RuntimeError: nope"):
         get_plugin_manager(settings_for(tmp_path, strict=True))
 
 
-def test_disable_plugins_blocks_entry_points_and_builtins_by_name(site: Path, tmp_path: Path, root: Path) -> None:
-    install_dist(site, "ongrid-good", "1.0", {"good": "ongrid_test_plugin_good2"},
-                 {"ongrid_test_plugin_good2": GOOD_PLUGIN})
+def test_disable_plugins_blocks_entry_points_and_builtins_by_name(
+    site: Path, tmp_path: Path, root: Path
+) -> None:
+    install_dist(
+        site,
+        "ongrid-good",
+        "1.0",
+        {"good": "ongrid_test_plugin_good2"},
+        {"ongrid_test_plugin_good2": GOOD_PLUGIN},
+    )
     make_skill(root, "echo")
     host = SkillHost(settings_for(tmp_path, root, disable_plugins=("good", "subprocess")))
     status = {i.name: i.status for i in host.plugins()}
@@ -147,8 +182,9 @@ def test_disable_plugins_blocks_entry_points_and_builtins_by_name(site: Path, tm
         host.call("echo")
 
 
-def test_the_gate_cannot_be_disabled_and_still_votes(tmp_path: Path, root: Path,
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_the_gate_cannot_be_disabled_and_still_votes(
+    tmp_path: Path, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from ongrid_plugins import PermissionDenied
 
     make_skill(root, "change", class_="mutating")
@@ -168,7 +204,9 @@ def test_the_builtin_rule_holds_even_if_the_gate_plugin_is_unregistered(tmp_path
         host.call("change", persona="viewer", confirm=True)
 
 
-def test_trace_writes_every_hook_call_to_stderr(tmp_path: Path, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_trace_writes_every_hook_call_to_stderr(
+    tmp_path: Path, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     make_skill(root, "echo")
     SkillHost(isolated_settings(tmp_path, root, trace_plugins=True)).call("echo")
     err = capsys.readouterr().err

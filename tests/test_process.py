@@ -44,9 +44,7 @@ def call(request: pytest.FixtureRequest) -> Runner:
     if request.param == "sync":
         return run_process
 
-    def run_async(
-        spec: ProcessSpec, on_stderr: Callable[[str], None] | None = None
-    ) -> ProcessOutcome:
+    def run_async(spec: ProcessSpec, on_stderr: Callable[[str], None] | None = None) -> ProcessOutcome:
         return asyncio.run(arun_process(spec, on_stderr))
 
     return run_async
@@ -276,9 +274,7 @@ def test_signal_mask_is_emptied(tmp_path: Path, backend: str) -> None:
 
 
 @pytest.mark.parametrize("closefrom", [True, False])
-def test_only_stdio_is_inherited(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, closefrom: bool
-) -> None:
+def test_only_stdio_is_inherited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, closefrom: bool) -> None:
     monkeypatch.setattr(_spawn, "_USE_CLOSEFROM", closefrom)
     read_end, write_end = os.pipe()
     os.set_inheritable(write_end, True)
@@ -407,9 +403,7 @@ print('{"ok": true}', flush=True)
 def test_endless_stdout_is_cut_at_the_cap(tmp_path: Path, call: Runner) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.monotonic()
-    spec = make_spec(
-        tmp_path, "/usr/bin/head", "-c", "1073741824", "/dev/zero", stdout_cap=MIB, timeout=10
-    )
+    spec = make_spec(tmp_path, "/usr/bin/head", "-c", "1073741824", "/dev/zero", stdout_cap=MIB, timeout=10)
     out = call(spec)
     assert time.monotonic() - started < 2
     assert (out.stdout_overflow, out.signal, out.timed_out) == (True, signal.SIGKILL, False)
@@ -420,9 +414,7 @@ def test_endless_stdout_is_cut_at_the_cap(tmp_path: Path, call: Runner) -> None:
 
 @pytest.mark.parametrize(("size", "overflow"), [(1000, False), (1001, True)])
 def test_stdout_cap_boundary(tmp_path: Path, size: int, overflow: bool) -> None:
-    out = run_process(
-        make_spec(tmp_path, "/usr/bin/head", "-c", str(size), "/dev/zero", stdout_cap=1000)
-    )
+    out = run_process(make_spec(tmp_path, "/usr/bin/head", "-c", str(size), "/dev/zero", stdout_cap=1000))
     assert out.stdout_overflow is overflow
     assert out.stdout == b"\0" * 1000
 
@@ -434,9 +426,7 @@ def test_stderr_lines_are_reported_as_they_come(tmp_path: Path, call: Runner) ->
     entry = sh(tmp_path, "echo first >&2; sleep 0.6; echo second >&2; echo out")
     seen: list[tuple[str, float]] = []
     started = time.monotonic()
-    out = call(
-        make_spec(tmp_path, entry), lambda line: seen.append((line, time.monotonic() - started))
-    )
+    out = call(make_spec(tmp_path, entry), lambda line: seen.append((line, time.monotonic() - started)))
     assert [line for line, _ in seen] == ["first", "second"]
     assert seen[0][1] < 0.3  # well before the child exits
     assert seen[1][1] >= 0.6
@@ -487,9 +477,7 @@ def test_stderr_tail_is_bounded(tmp_path: Path) -> None:
     assert out.stderr_tail == (line,) * 10
 
 
-def test_failing_stderr_callback_is_logged_once(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_failing_stderr_callback_is_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     calls: list[str] = []
 
     def callback(line: str) -> None:
@@ -670,10 +658,7 @@ def test_many_tasks_at_once(tmp_path: Path) -> None:
 
     async def main() -> list[ProcessOutcome]:
         return await asyncio.gather(
-            *(
-                arun_process(make_spec(tmp_path, entry, str(i), stdin=f"task-{i}".encode()))
-                for i in range(50)
-            )
+            *(arun_process(make_spec(tmp_path, entry, str(i), stdin=f"task-{i}".encode())) for i in range(50))
         )
 
     started = time.monotonic()

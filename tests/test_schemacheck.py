@@ -72,14 +72,12 @@ def nested(key: str, levels: int, leaf: object = None) -> dict[str, Any]:
 TYPICAL = {
     "type": "object",
     "properties": {
-        "target": {"type": "string", "description": "Host or path.", "minLength": 1,
-                   "maxLength": 253},
+        "target": {"type": "string", "description": "Host or path.", "minLength": 1, "maxLength": 253},
         "port": {"type": "integer", "minimum": 1, "maximum": 65535},
         "timeout_ms": {"type": "integer", "minimum": 10, "maximum": 60000, "default": 2000},
         "verbose": {"type": "boolean", "default": False},
         "mode": {"type": "string", "enum": ["fast", "full", "dry_run"], "default": "fast"},
-        "paths": {"type": "array", "items": {"type": "string"}, "maxItems": 32,
-                  "default": ["/tmp"]},
+        "paths": {"type": "array", "items": {"type": "string"}, "maxItems": 32, "default": ["/tmp"]},
         "labels": {"type": "object", "additionalProperties": {"type": "string"}},
         "pattern": {"type": "string", "format": "regex"},
         "threshold": {"type": "number", "minimum": 0, "default": 0.5},
@@ -91,93 +89,178 @@ TYPICAL = {
 # ------------------------------------------------------------------ check_schema tables
 
 VALID_SCHEMAS: list[object] = [
-    True, False, {}, TYPICAL,
-    {"type": "string"}, {"type": ["string", "null"]}, {"type": list(sorted(
-        ["array", "boolean", "integer", "null", "number", "object", "string"]))},
+    True,
+    False,
+    {},
+    TYPICAL,
+    {"type": "string"},
+    {"type": ["string", "null"]},
+    {"type": list(sorted(["array", "boolean", "integer", "null", "number", "object", "string"]))},
     {"minimum": 1.5, "maximum": -2, "exclusiveMinimum": 0, "exclusiveMaximum": 1e308},
-    {"minLength": 0}, {"minLength": 1.0}, {"maxLength": 10**30}, {"minItems": 3.0},
+    {"minLength": 0},
+    {"minLength": 1.0},
+    {"maxLength": 10**30},
+    {"minItems": 3.0},
     {"maxItems": -0.0},
     {"minProperties": 0, "maxProperties": 2, "minContains": 0, "maxContains": 1},
-    {"multipleOf": 0.01}, {"multipleOf": 1e-300}, {"multipleOf": 7},
-    {"enum": []}, {"enum": [1, "a", None, [1], {"a": 1}, True]}, {"const": {"x": [1]}},
-    {"required": []}, {"required": ["a", "b"]}, {"dependentRequired": {"a": ["b"], "c": []}},
+    {"multipleOf": 0.01},
+    {"multipleOf": 1e-300},
+    {"multipleOf": 7},
+    {"enum": []},
+    {"enum": [1, "a", None, [1], {"a": 1}, True]},
+    {"const": {"x": [1]}},
+    {"required": []},
+    {"required": ["a", "b"]},
+    {"dependentRequired": {"a": ["b"], "c": []}},
     {"uniqueItems": True},
-    {"pattern": "^[a-z]+$"}, {"pattern": "a*+"}, {"pattern": "(?P<name>x)\\1?"},
+    {"pattern": "^[a-z]+$"},
+    {"pattern": "a*+"},
+    {"pattern": "(?P<name>x)\\1?"},
     {"patternProperties": {"^x-": {"type": "string"}, "": True}},
-    {"items": {"type": "string"}}, {"items": False}, {"prefixItems": [{"type": "string"}, True]},
+    {"items": {"type": "string"}},
+    {"items": False},
+    {"prefixItems": [{"type": "string"}, True]},
     {"contains": {"const": 1}},
-    {"allOf": [True]}, {"anyOf": [{}, {"type": "null"}]}, {"oneOf": [False]}, {"not": {}},
+    {"allOf": [True]},
+    {"anyOf": [{}, {"type": "null"}]},
+    {"oneOf": [False]},
+    {"not": {}},
     {"if": {}, "then": False, "else": True},
     {"properties": {"default": {"type": "string"}, "$ref": {}, "type": True}},
-    {"additionalProperties": False}, {"propertyNames": {"maxLength": 3}},
-    {"unevaluatedProperties": False}, {"unevaluatedItems": {"type": "integer"}},
+    {"additionalProperties": False},
+    {"propertyNames": {"maxLength": 3}},
+    {"unevaluatedProperties": False},
+    {"unevaluatedItems": {"type": "integer"}},
     {"dependentSchemas": {"a": {"required": ["b"]}}},
-    {"$defs": {"x": {"type": "string"}}}, {"definitions": {"x": True}},
+    {"$defs": {"x": {"type": "string"}}},
+    {"definitions": {"x": True}},
     {"dependencies": {"a": ["b"], "c": {"type": "object"}, "d": []}},
-    {"title": "t", "description": "d", "default": [1, 2], "examples": [1], "deprecated": True,
-     "readOnly": False, "writeOnly": True, "$comment": "c"},
-    {"format": "email"}, {"format": "not-a-known-format"},
-    {"contentEncoding": "base64", "contentMediaType": "application/json",
-     "contentSchema": {"type": "object"}},
+    {
+        "title": "t",
+        "description": "d",
+        "default": [1, 2],
+        "examples": [1],
+        "deprecated": True,
+        "readOnly": False,
+        "writeOnly": True,
+        "$comment": "c",
+    },
+    {"format": "email"},
+    {"format": "not-a-known-format"},
+    {
+        "contentEncoding": "base64",
+        "contentMediaType": "application/json",
+        "contentSchema": {"type": "object"},
+    },
     {"$schema": "https://json-schema.org/draft/2020-12/schema"},
-    {"$id": "https://example.com/s"}, {"$id": "x#"}, {"$id": ""},
-    {"$ref": "#/$defs/x", "$defs": {"x": {}}}, {"$anchor": "a-b.c_d"},
+    {"$id": "https://example.com/s"},
+    {"$id": "x#"},
+    {"$id": ""},
+    {"$ref": "#/$defs/x", "$defs": {"x": {}}},
+    {"$anchor": "a-b.c_d"},
     {"$anchor": "a\n"},  # the pattern ends in "$", and re.search lets "$" match before "\n"
-    {"$dynamicAnchor": "meta"}, {"$dynamicRef": "#meta"}, {"$recursiveRef": "#"},
-    {"$recursiveAnchor": "x"}, {"$vocabulary": {"https://example.com/v": True}},
-    {"x-vendor": {"items": []}}, {"additionalItems": 5}, {"$unknown": 5},
+    {"$dynamicAnchor": "meta"},
+    {"$dynamicRef": "#meta"},
+    {"$recursiveRef": "#"},
+    {"$recursiveAnchor": "x"},
+    {"$vocabulary": {"https://example.com/v": True}},
+    {"x-vendor": {"items": []}},
+    {"additionalItems": 5},
+    {"$unknown": 5},
     {"properties": {"a": {"items": {"anyOf": [{"minLength": 2}, {"not": {"const": 3}}]}}}},
 ]
 
 INVALID_SCHEMAS: list[tuple[object, str]] = [
-    (5, ""), (None, ""), ("string", ""), ([], ""),
-    ({"type": "foo"}, "/type"), ({"type": []}, "/type"), ({"type": ["string", "string"]}, "/type"),
-    ({"type": ["strin"]}, "/type/0"), ({"type": 5}, "/type"), ({"type": [1]}, "/type/0"),
-    ({"minLength": -1}, "/minLength"), ({"minLength": 1.5}, "/minLength"),
-    ({"minLength": True}, "/minLength"), ({"minLength": "1"}, "/minLength"),
-    ({"maxItems": -1.0}, "/maxItems"), ({"minProperties": None}, "/minProperties"),
-    ({"maxContains": 1.5}, "/maxContains"), ({"minContains": -1}, "/minContains"),
-    ({"multipleOf": 0}, "/multipleOf"), ({"multipleOf": -2}, "/multipleOf"),
-    ({"multipleOf": True}, "/multipleOf"), ({"minimum": "1"}, "/minimum"),
-    ({"maximum": True}, "/maximum"), ({"exclusiveMaximum": None}, "/exclusiveMaximum"),
-    ({"enum": 5}, "/enum"), ({"enum": {"a": 1}}, "/enum"),
-    ({"required": ["a", "a"]}, "/required"), ({"required": "a"}, "/required"),
+    (5, ""),
+    (None, ""),
+    ("string", ""),
+    ([], ""),
+    ({"type": "foo"}, "/type"),
+    ({"type": []}, "/type"),
+    ({"type": ["string", "string"]}, "/type"),
+    ({"type": ["strin"]}, "/type/0"),
+    ({"type": 5}, "/type"),
+    ({"type": [1]}, "/type/0"),
+    ({"minLength": -1}, "/minLength"),
+    ({"minLength": 1.5}, "/minLength"),
+    ({"minLength": True}, "/minLength"),
+    ({"minLength": "1"}, "/minLength"),
+    ({"maxItems": -1.0}, "/maxItems"),
+    ({"minProperties": None}, "/minProperties"),
+    ({"maxContains": 1.5}, "/maxContains"),
+    ({"minContains": -1}, "/minContains"),
+    ({"multipleOf": 0}, "/multipleOf"),
+    ({"multipleOf": -2}, "/multipleOf"),
+    ({"multipleOf": True}, "/multipleOf"),
+    ({"minimum": "1"}, "/minimum"),
+    ({"maximum": True}, "/maximum"),
+    ({"exclusiveMaximum": None}, "/exclusiveMaximum"),
+    ({"enum": 5}, "/enum"),
+    ({"enum": {"a": 1}}, "/enum"),
+    ({"required": ["a", "a"]}, "/required"),
+    ({"required": "a"}, "/required"),
     ({"required": [1]}, "/required/0"),
     ({"dependentRequired": {"a": "b"}}, "/dependentRequired/a"),
     ({"dependentRequired": {"a": ["b", "b"]}}, "/dependentRequired/a"),
-    ({"pattern": "("}, "/pattern"), ({"pattern": 5}, "/pattern"),
+    ({"pattern": "("}, "/pattern"),
+    ({"pattern": 5}, "/pattern"),
     ({"pattern": "\\p{L}"}, "/pattern"),
     ({"patternProperties": {"(": {}}}, "/patternProperties"),
     ({"patternProperties": {"a": 5}}, "/patternProperties/a"),
     ({"patternProperties": []}, "/patternProperties"),
-    ({"items": []}, "/items"), ({"items": [{}]}, "/items"), ({"items": 5}, "/items"),
-    ({"prefixItems": []}, "/prefixItems"), ({"prefixItems": {}}, "/prefixItems"),
+    ({"items": []}, "/items"),
+    ({"items": [{}]}, "/items"),
+    ({"items": 5}, "/items"),
+    ({"prefixItems": []}, "/prefixItems"),
+    ({"prefixItems": {}}, "/prefixItems"),
     ({"prefixItems": [5]}, "/prefixItems/0"),
-    ({"allOf": []}, "/allOf"), ({"anyOf": {}}, "/anyOf"), ({"oneOf": [5]}, "/oneOf/0"),
-    ({"not": None}, "/not"), ({"if": "x"}, "/if"), ({"contains": []}, "/contains"),
-    ({"properties": []}, "/properties"), ({"properties": {"a": 5}}, "/properties/a"),
+    ({"allOf": []}, "/allOf"),
+    ({"anyOf": {}}, "/anyOf"),
+    ({"oneOf": [5]}, "/oneOf/0"),
+    ({"not": None}, "/not"),
+    ({"if": "x"}, "/if"),
+    ({"contains": []}, "/contains"),
+    ({"properties": []}, "/properties"),
+    ({"properties": {"a": 5}}, "/properties/a"),
     ({"properties": {"a": {"type": "foo"}}}, "/properties/a/type"),
     ({"additionalProperties": "no"}, "/additionalProperties"),
-    ({"$defs": []}, "/$defs"), ({"$defs": {"x": 1}}, "/$defs/x"),
-    ({"definitions": {"x": []}}, "/definitions/x"), ({"dependencies": {"a": 5}}, "/dependencies/a"),
+    ({"$defs": []}, "/$defs"),
+    ({"$defs": {"x": 1}}, "/$defs/x"),
+    ({"definitions": {"x": []}}, "/definitions/x"),
+    ({"dependencies": {"a": 5}}, "/dependencies/a"),
     ({"dependencies": {"a": ["b", "b"]}}, "/dependencies/a"),
     ({"dependencies": {"a": [1]}}, "/dependencies/a/0"),
-    ({"title": 5}, "/title"), ({"description": None}, "/description"),
-    ({"deprecated": "yes"}, "/deprecated"), ({"readOnly": 1}, "/readOnly"),
-    ({"writeOnly": None}, "/writeOnly"), ({"examples": {}}, "/examples"),
-    ({"format": 5}, "/format"), ({"contentEncoding": 5}, "/contentEncoding"),
-    ({"contentMediaType": []}, "/contentMediaType"), ({"contentSchema": []}, "/contentSchema"),
-    ({"uniqueItems": 1}, "/uniqueItems"), ({"$comment": 5}, "/$comment"),
-    ({"$anchor": "1a"}, "/$anchor"), ({"$anchor": ""}, "/$anchor"),
-    ({"$dynamicAnchor": 5}, "/$dynamicAnchor"), ({"$recursiveAnchor": True}, "/$recursiveAnchor"),
-    ({"$id": "a#b"}, "/$id"), ({"$ref": 5}, "/$ref"), ({"$schema": 5}, "/$schema"),
-    ({"$dynamicRef": None}, "/$dynamicRef"), ({"$recursiveRef": []}, "/$recursiveRef"),
-    ({"$vocabulary": {"x": 1}}, "/$vocabulary/x"), ({"$vocabulary": []}, "/$vocabulary"),
-    ({"unevaluatedItems": []}, "/unevaluatedItems"), ({"propertyNames": 1}, "/propertyNames"),
+    ({"title": 5}, "/title"),
+    ({"description": None}, "/description"),
+    ({"deprecated": "yes"}, "/deprecated"),
+    ({"readOnly": 1}, "/readOnly"),
+    ({"writeOnly": None}, "/writeOnly"),
+    ({"examples": {}}, "/examples"),
+    ({"format": 5}, "/format"),
+    ({"contentEncoding": 5}, "/contentEncoding"),
+    ({"contentMediaType": []}, "/contentMediaType"),
+    ({"contentSchema": []}, "/contentSchema"),
+    ({"uniqueItems": 1}, "/uniqueItems"),
+    ({"$comment": 5}, "/$comment"),
+    ({"$anchor": "1a"}, "/$anchor"),
+    ({"$anchor": ""}, "/$anchor"),
+    ({"$dynamicAnchor": 5}, "/$dynamicAnchor"),
+    ({"$recursiveAnchor": True}, "/$recursiveAnchor"),
+    ({"$id": "a#b"}, "/$id"),
+    ({"$ref": 5}, "/$ref"),
+    ({"$schema": 5}, "/$schema"),
+    ({"$dynamicRef": None}, "/$dynamicRef"),
+    ({"$recursiveRef": []}, "/$recursiveRef"),
+    ({"$vocabulary": {"x": 1}}, "/$vocabulary/x"),
+    ({"$vocabulary": []}, "/$vocabulary"),
+    ({"unevaluatedItems": []}, "/unevaluatedItems"),
+    ({"propertyNames": 1}, "/propertyNames"),
     ({"unevaluatedProperties": "x"}, "/unevaluatedProperties"),
     ({"dependentSchemas": {"a": 1}}, "/dependentSchemas/a"),
-    ({"properties": {"a": {"items": {"anyOf": [{"minLength": -1}]}}}},
-     "/properties/a/items/anyOf/0/minLength"),
+    (
+        {"properties": {"a": {"items": {"anyOf": [{"minLength": -1}]}}}},
+        "/properties/a/items/anyOf/0/minLength",
+    ),
 ]
 
 
@@ -275,8 +358,7 @@ def test_default_against_its_node(node: dict[str, Any], expected: bool) -> None:
 
 
 def test_default_problem_points_into_the_default() -> None:
-    schema = {"items": {"type": "object", "properties": {"c": {"type": "string"}},
-                        "default": {"c": 1}}}
+    schema = {"items": {"type": "object", "properties": {"c": {"type": "string"}}, "default": {"c": 1}}}
     assert check_defaults(schema) == [("/items/default/c", "1 is not of type 'string'")]
 
 
@@ -309,8 +391,15 @@ def test_typical_schema_does_not_import_jsonschema() -> None:
         "print(after_import, 'jsonschema' in sys.modules)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env,
-                            capture_output=True, text=True, check=False, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     imported_by_package, imported_after_checks = result.stdout.split()
     assert imported_by_package == "False", "importing ongrid_plugins pulls in jsonschema"
@@ -320,19 +409,40 @@ def test_typical_schema_does_not_import_jsonschema() -> None:
 # ------------------------------------------------------------------ differential tests
 
 NAMES = st.sampled_from(["a", "b", "default", "type", "a/b", "~t", ""])
-REGEXES = st.sampled_from([
-    "^a", "[a-z]+$", "\\d{2,3}", "(", "[", "a{2,1}", "*", "(?P<n>x)", "a*+", "\\p{L}",
-    "(?<=a)b", "x\n", "(?i)a", "a(?i)", "\\", "[[:alpha:]]", "",
-])
+REGEXES = st.sampled_from(
+    [
+        "^a",
+        "[a-z]+$",
+        "\\d{2,3}",
+        "(",
+        "[",
+        "a{2,1}",
+        "*",
+        "(?P<n>x)",
+        "a*+",
+        "\\p{L}",
+        "(?<=a)b",
+        "x\n",
+        "(?i)a",
+        "a(?i)",
+        "\\",
+        "[[:alpha:]]",
+        "",
+    ]
+)
 JUNK = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.0, -1.5, 2.0, 1e300])
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.sampled_from([0.0, -1.5, 2.0, 1e300])
     | st.text(max_size=3),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(NAMES, inner, max_size=3),
     max_leaves=4,
 )
 # anything but a bool or an object (drawn directly: a filter would waste examples)
-BAD_SCHEMAS = (st.none() | st.integers(-3, 3) | st.sampled_from([0.0, 1.5, "", "x"])
-               | st.lists(JUNK, max_size=2))
+BAD_SCHEMAS = (
+    st.none() | st.integers(-3, 3) | st.sampled_from([0.0, 1.5, "", "x"]) | st.lists(JUNK, max_size=2)
+)
 TYPES = ["array", "boolean", "integer", "null", "number", "object", "string"]
 NUMBERS = st.integers(-3, 10) | st.sampled_from([0.0, -0.0, 1.0, 2.5, -1.5, 1e300, 0.1, 10**20])
 COUNTS = st.integers(0, 5) | st.sampled_from([0.0, 3.0, 10**20])
@@ -355,38 +465,57 @@ def keyword_strategies(children: st.SearchStrategy[Any]) -> dict[str, tuple[Any,
     schema_array = st.lists(children, min_size=1, max_size=3)
     bad_schema = BAD_SCHEMAS
     table: dict[str, tuple[Any, Any]] = {
-        "type": (st.sampled_from(TYPES) | st.lists(st.sampled_from(TYPES), min_size=1,
-                                                   max_size=3, unique=True),
-                 st.sampled_from(["foo", [], ["string", "string"], 5, ["strin"], [1], None])),
+        "type": (
+            st.sampled_from(TYPES) | st.lists(st.sampled_from(TYPES), min_size=1, max_size=3, unique=True),
+            st.sampled_from(["foo", [], ["string", "string"], 5, ["strin"], [1], None]),
+        ),
         "enum": (st.lists(JUNK, max_size=3), JUNK),
         "const": (JUNK, JUNK),
         "default": (JUNK, JUNK),
-        "multipleOf": (st.sampled_from([1, 2, 0.5, 0.01, 1e-300, 7.5, 2.0]),
-                       st.sampled_from([0, -1, -0.5, 0.0, True, "2", None])),
+        "multipleOf": (
+            st.sampled_from([1, 2, 0.5, 0.01, 1e-300, 7.5, 2.0]),
+            st.sampled_from([0, -1, -0.5, 0.0, True, "2", None]),
+        ),
         "pattern": (REGEXES, REGEXES | BAD_TEXT),
-        "patternProperties": (st.dictionaries(REGEXES, children, max_size=3),
-                              st.dictionaries(REGEXES, JUNK, max_size=2) | JUNK),
+        "patternProperties": (
+            st.dictionaries(REGEXES, children, max_size=3),
+            st.dictionaries(REGEXES, JUNK, max_size=2) | JUNK,
+        ),
         "required": (GOOD_REQUIRED, BAD_REQUIRED),
-        "dependentRequired": (st.dictionaries(NAMES, GOOD_REQUIRED, max_size=2),
-                              st.dictionaries(NAMES, BAD_REQUIRED, min_size=1, max_size=2)),
-        "dependencies": (st.dictionaries(NAMES, children | GOOD_REQUIRED, max_size=2),
-                         st.dictionaries(NAMES, BAD_REQUIRED | bad_schema, min_size=1,
-                                         max_size=2)),
+        "dependentRequired": (
+            st.dictionaries(NAMES, GOOD_REQUIRED, max_size=2),
+            st.dictionaries(NAMES, BAD_REQUIRED, min_size=1, max_size=2),
+        ),
+        "dependencies": (
+            st.dictionaries(NAMES, children | GOOD_REQUIRED, max_size=2),
+            st.dictionaries(NAMES, BAD_REQUIRED | bad_schema, min_size=1, max_size=2),
+        ),
         "examples": (st.lists(JUNK, max_size=2), JUNK),
-        "$id": (st.sampled_from(["http://x/y", "x#", "#", "", "urn:a"]),
-                st.sampled_from(["a#b", "#foo", 5, None])),
-        "$vocabulary": (st.dictionaries(URIS, BOOLS, max_size=2),
-                        st.dictionaries(URIS, BAD_BOOLS, min_size=1, max_size=2) | JUNK),
+        "$id": (
+            st.sampled_from(["http://x/y", "x#", "#", "", "urn:a"]),
+            st.sampled_from(["a#b", "#foo", 5, None]),
+        ),
+        "$vocabulary": (
+            st.dictionaries(URIS, BOOLS, max_size=2),
+            st.dictionaries(URIS, BAD_BOOLS, min_size=1, max_size=2) | JUNK,
+        ),
         "x-vendor": (JUNK, JUNK),
         "additionalItems": (JUNK, JUNK),
     }
     for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         table[key] = (NUMBERS, BAD_NUMBERS)
-    for key in ("minLength", "maxLength", "minItems", "maxItems", "minContains", "maxContains",
-                "minProperties", "maxProperties"):
+    for key in (
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "minContains",
+        "maxContains",
+        "minProperties",
+        "maxProperties",
+    ):
         table[key] = (COUNTS, BAD_COUNTS)
-    for key in ("title", "description", "format", "contentEncoding", "contentMediaType",
-                "$comment"):
+    for key in ("title", "description", "format", "contentEncoding", "contentMediaType", "$comment"):
         table[key] = (TEXT, BAD_TEXT)
     for key in ("uniqueItems", "deprecated", "readOnly", "writeOnly"):
         table[key] = (BOOLS, BAD_BOOLS)
@@ -394,15 +523,24 @@ def keyword_strategies(children: st.SearchStrategy[Any]) -> dict[str, tuple[Any,
         table[key] = (ANCHORS, BAD_ANCHORS)
     for key in ("$schema", "$ref", "$dynamicRef", "$recursiveRef"):
         table[key] = (URIS, BAD_TEXT)
-    for key in ("items", "contains", "additionalProperties", "propertyNames", "if", "then",
-                "else", "not", "unevaluatedItems", "unevaluatedProperties", "contentSchema"):
+    for key in (
+        "items",
+        "contains",
+        "additionalProperties",
+        "propertyNames",
+        "if",
+        "then",
+        "else",
+        "not",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "contentSchema",
+    ):
         table[key] = (children, bad_schema)
     for key in ("properties", "dependentSchemas", "$defs", "definitions"):
-        table[key] = (schema_map, st.dictionaries(NAMES, bad_schema, min_size=1, max_size=2)
-                      | bad_schema)
+        table[key] = (schema_map, st.dictionaries(NAMES, bad_schema, min_size=1, max_size=2) | bad_schema)
     for key in ("prefixItems", "allOf", "anyOf", "oneOf"):
-        table[key] = (schema_array, st.just([]) | st.lists(bad_schema, min_size=1, max_size=2)
-                      | bad_schema)
+        table[key] = (schema_array, st.just([]) | st.lists(bad_schema, min_size=1, max_size=2) | bad_schema)
     return table
 
 
@@ -431,8 +569,9 @@ SCHEMAS = st.recursive(
     max_leaves=8,
 )
 
-DIFFERENTIAL = settings(max_examples=1500, deadline=None,
-                        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+DIFFERENTIAL = settings(
+    max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 @DIFFERENTIAL
@@ -450,7 +589,10 @@ def test_check_schema_agrees_with_jsonschema(schema: object) -> None:
 
 SCALARS = st.sampled_from([0, 1, 1.0, -0.0, True, False, None, "a", "1", "", 0.5, 2, 10**20])
 DEFAULT_VALUES = (
-    SCALARS | st.integers() | st.floats() | st.text(alphabet="ab1😀\n\u0301", max_size=4)
+    SCALARS
+    | st.integers()
+    | st.floats()
+    | st.text(alphabet="ab1😀\n\u0301", max_size=4)
     | st.lists(SCALARS | st.lists(SCALARS, max_size=2), max_size=3)
     | st.dictionaries(st.sampled_from(["a", "b"]), SCALARS, max_size=2)
 )
@@ -461,14 +603,21 @@ def default_keywords(children: st.SearchStrategy[Any]) -> dict[str, Any]:
         "type": st.sampled_from([*TYPES, "foo"]) | st.lists(st.sampled_from(TYPES), max_size=3),
         "enum": st.lists(SCALARS | st.lists(SCALARS, max_size=1), max_size=4),
         "const": SCALARS | st.lists(SCALARS, max_size=2),
-        "minimum": NUMBERS, "maximum": NUMBERS, "exclusiveMinimum": NUMBERS,
+        "minimum": NUMBERS,
+        "maximum": NUMBERS,
+        "exclusiveMinimum": NUMBERS,
         "exclusiveMaximum": NUMBERS,
         "multipleOf": st.sampled_from([1, 2, 3, 0.5, 0.1, 0.01, 1e-300, 7.5, 1e308]),
-        "minLength": COUNTS, "maxLength": COUNTS, "minItems": COUNTS, "maxItems": COUNTS,
+        "minLength": COUNTS,
+        "maxLength": COUNTS,
+        "minItems": COUNTS,
+        "maxItems": COUNTS,
         "pattern": st.sampled_from(["a", "^a$", "1", "^$", "😀", "\\d", "[", "b|^$"]),
         "uniqueItems": BOOLS,
         "items": children,
-        "description": TEXT, "examples": st.just([1]), "readOnly": BOOLS,
+        "description": TEXT,
+        "examples": st.just([1]),
+        "readOnly": BOOLS,
         # outside the fast path's simple set: these must go to jsonschema
         "format": st.sampled_from(["regex", "email", "ipv4", "date", "uuid", "unknown"]),
         "required": GOOD_REQUIRED,
@@ -491,17 +640,16 @@ def default_nodes(children: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[st
     return node()
 
 
-DEFAULT_SUBSCHEMAS = st.recursive(
-    st.booleans() | default_nodes(st.just(True)), default_nodes, max_leaves=3
-)
+DEFAULT_SUBSCHEMAS = st.recursive(st.booleans() | default_nodes(st.just(True)), default_nodes, max_leaves=3)
 
 
 @DIFFERENTIAL
-@given(node=default_nodes(DEFAULT_SUBSCHEMAS), default=DEFAULT_VALUES,
-       position=st.sampled_from(["/properties/p", "/items", "/$defs/d", ""]))
-def test_check_defaults_agrees_with_jsonschema(
-    node: dict[str, Any], default: object, position: str
-) -> None:
+@given(
+    node=default_nodes(DEFAULT_SUBSCHEMAS),
+    default=DEFAULT_VALUES,
+    position=st.sampled_from(["/properties/p", "/items", "/$defs/d", ""]),
+)
+def test_check_defaults_agrees_with_jsonschema(node: dict[str, Any], default: object, position: str) -> None:
     node = {**node, "default": default}
     root: dict[str, Any] = {"$defs": {"port": {"type": "integer", "minimum": 1}}}
     if position == "/properties/p":
@@ -525,8 +673,11 @@ def test_check_defaults_agrees_with_jsonschema(
     event(f"fast path vouched: {vouched}, jsonschema accepts: {expected}")
     if vouched:
         assert expected, "the fast path vouched for a default jsonschema rejects"
-    mine = [problem for problem in check_defaults(root)
-            if problem[0] == f"{position}/default" or problem[0].startswith(f"{position}/default/")]
+    mine = [
+        problem
+        for problem in check_defaults(root)
+        if problem[0] == f"{position}/default" or problem[0].startswith(f"{position}/default/")
+    ]
     assert (not mine) is expected, mine
 
 
@@ -644,9 +795,7 @@ def test_cache_hit_avoids_jsonschema(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 @pytest.mark.usefixtures("uri_asserted")
 @pytest.mark.parametrize("change", ["module", "environment"])
-def test_version_tag_change_invalidates(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
-) -> None:
+def test_version_tag_change_invalidates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
     first = VerdictCache(tmp_path)
     assert check_schema(DEFERRING, cache=first) is None
     first.flush()
@@ -685,8 +834,7 @@ def test_verdict_cache_is_shared_per_directory(tmp_path: Path) -> None:
 
 
 def test_deep_nesting_is_refused_with_a_clear_message() -> None:
-    for schema in (nested("items", 10_000), nested("not", 10_000),
-                   nested("properties", 5_000)):
+    for schema in (nested("items", 10_000), nested("not", 10_000), nested("properties", 5_000)):
         message = check_schema(schema)
         assert message is not None
         assert f"nests deeper than {MAX_DEPTH} levels" in message
@@ -748,23 +896,44 @@ def test_cyclic_and_deep_values_outside_schema_positions() -> None:
         assert jsonschema_accepts(schema)
     assert check_defaults({"type": "array", "default": deep}) == []
     assert check_defaults({"type": "array", "default": cyclic}) == []
-    for node in ({"const": [1], "default": deep}, {"enum": [other], "default": deep},
-                 {"uniqueItems": True, "default": [cyclic, cyclic]},
-                 {"const": cyclic, "default": [cyclic]}):
+    for node in (
+        {"const": [1], "default": deep},
+        {"enum": [other], "default": deep},
+        {"uniqueItems": True, "default": [cyclic, cyclic]},
+        {"const": cyclic, "default": [cyclic]},
+    ):
         problems = check_defaults(node)  # must not raise, whatever jsonschema does
         assert all(pointer.startswith("/default") for pointer, _ in problems)
 
 
-@pytest.mark.parametrize("schema", [
-    {"minimum": math.nan}, {"maximum": math.inf}, {"multipleOf": math.nan},
-    {"multipleOf": -math.inf}, {"minLength": math.inf}, {"maxItems": math.nan},
-    {"enum": [math.nan]}, {"minimum": 10**5000},
-    {1: "x"}, {"properties": {1: {"type": "string"}}}, {"patternProperties": {1: {}}},
-    {("a",): 1}, {"$vocabulary": {1: True}},
-    {"enum": (1, 2)}, {"required": {"a"}}, {"required": ("a",)}, {"type": ("string",)},
-    {"allOf": ({},)}, {"properties": {"a": frozenset()}}, {"items": object()},
-    {"minLength": 2**64}, {"type": "string", "default": b"bytes"},
-], ids=short_id)
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"minimum": math.nan},
+        {"maximum": math.inf},
+        {"multipleOf": math.nan},
+        {"multipleOf": -math.inf},
+        {"minLength": math.inf},
+        {"maxItems": math.nan},
+        {"enum": [math.nan]},
+        {"minimum": 10**5000},
+        {1: "x"},
+        {"properties": {1: {"type": "string"}}},
+        {"patternProperties": {1: {}}},
+        {("a",): 1},
+        {"$vocabulary": {1: True}},
+        {"enum": (1, 2)},
+        {"required": {"a"}},
+        {"required": ("a",)},
+        {"type": ("string",)},
+        {"allOf": ({},)},
+        {"properties": {"a": frozenset()}},
+        {"items": object()},
+        {"minLength": 2**64},
+        {"type": "string", "default": b"bytes"},
+    ],
+    ids=short_id,
+)
 def test_non_json_values_match_jsonschema(schema: object) -> None:
     assert (check_schema(schema) is None) is jsonschema_accepts(schema)
     assert isinstance(check_defaults(schema), list)

@@ -84,13 +84,25 @@ def test_log_lines_are_the_specifications_exact_strings(
     real = os.path.realpath(root)
     lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == LOADER]
     assert lines == [
-        ("WARNING", f'skill loader: build "bad_path": entry {os.path.realpath(outside)} '
-                    f"escapes allowlist root {real}"),
-        ("INFO", f'skill loader: registered subprocess skill "disk_cleaner" from {real}/disk-cleaner/skill.json'),
-        ("WARNING", f'skill loader: skill "disk_cleaner" already registered, skipping '
-                    f"{real}/disk-cleaner-copy/skill.json"),
-        ("WARNING", f"skill loader: parse {real}/typo/skill.json: Expecting property name enclosed "
-                    "in double quotes: line 1 column 17 (char 16)"),
+        (
+            "WARNING",
+            f'skill loader: build "bad_path": entry {os.path.realpath(outside)} '
+            f"escapes allowlist root {real}",
+        ),
+        (
+            "INFO",
+            f'skill loader: registered subprocess skill "disk_cleaner" from {real}/disk-cleaner/skill.json',
+        ),
+        (
+            "WARNING",
+            f'skill loader: skill "disk_cleaner" already registered, skipping '
+            f"{real}/disk-cleaner-copy/skill.json",
+        ),
+        (
+            "WARNING",
+            f"skill loader: parse {real}/typo/skill.json: Expecting property name enclosed "
+            "in double quotes: line 1 column 17 (char 16)",
+        ),
     ]
 
 
@@ -123,22 +135,43 @@ BAD_FIELDS: list[tuple[str, dict[str, Any], str]] = [
     ("schema_array", {"schema": []}, '"schema" must be a JSON object schema (got an array []'),
     ("schema_bool", {"schema": True}, '"schema" must be a JSON object schema (got a boolean true'),
     ("schema_string_type", {"schema": {"type": "string"}}, '"schema" must describe an object'),
-    ("schema_invalid", {"schema": {"type": "object", "properties": {"a": {"type": "strng"}}}},
-     '"schema" is not a valid JSON Schema'),
-    ("schema_bad_required", {"schema": {"type": "object", "required": "path"}},
-     '"schema" is not a valid JSON Schema'),
-    ("schema_bad_default", {"schema": {"type": "object", "properties": {"n": {"type": "integer", "default": "x"}}}},
-     '"schema/properties/n/default" does not validate: \'x\' is not of type \'integer\''),
+    (
+        "schema_invalid",
+        {"schema": {"type": "object", "properties": {"a": {"type": "strng"}}}},
+        '"schema" is not a valid JSON Schema',
+    ),
+    (
+        "schema_bad_required",
+        {"schema": {"type": "object", "required": "path"}},
+        '"schema" is not a valid JSON Schema',
+    ),
+    (
+        "schema_bad_default",
+        {"schema": {"type": "object", "properties": {"n": {"type": "integer", "default": "x"}}}},
+        "\"schema/properties/n/default\" does not validate: 'x' is not of type 'integer'",
+    ),
     ("env_string", {"env_allow": "PATH"}, '"env_allow" must be an array of variable names (got a string'),
     ("env_null", {"env_allow": None}, '"env_allow" must be an array of variable names (got null'),
     ("env_number_item", {"env_allow": ["PATH", 3]}, '"env_allow[1]" is not a valid variable name (got 3)'),
     ("env_dash", {"env_allow": ["MY-VAR"]}, '"env_allow[0]" is not a valid variable name (got "MY-VAR")'),
     ("env_assignment", {"env_allow": ["A=B"]}, '"env_allow[0]" is not a valid variable name'),
     ("env_leading_digit", {"env_allow": ["1A"]}, '"env_allow[0]" is not a valid variable name'),
-    ("timeout_string", {"timeout_seconds": "30"}, '"timeout_seconds" must be a whole number of seconds (got a string "30")'),
-    ("timeout_bool", {"timeout_seconds": True}, '"timeout_seconds" must be a whole number of seconds (got a boolean true)'),
+    (
+        "timeout_string",
+        {"timeout_seconds": "30"},
+        '"timeout_seconds" must be a whole number of seconds (got a string "30")',
+    ),
+    (
+        "timeout_bool",
+        {"timeout_seconds": True},
+        '"timeout_seconds" must be a whole number of seconds (got a boolean true)',
+    ),
     ("timeout_negative", {"timeout_seconds": -1}, '"timeout_seconds" must be between 0 and 86400 (got -1)'),
-    ("timeout_float", {"timeout_seconds": 30.5}, '"timeout_seconds" must be a whole number of seconds (got a number 30.5)'),
+    (
+        "timeout_float",
+        {"timeout_seconds": 30.5},
+        '"timeout_seconds" must be a whole number of seconds (got a number 30.5)',
+    ),
     ("timeout_huge", {"timeout_seconds": 10**30}, '"timeout_seconds" must be between 0 and 86400'),
     ("class_capital", {"class": "Safe"}, '"class" must be safe, mutating or dangerous (got "Safe")'),
     ("class_unknown", {"class": "admin"}, '"class" must be safe, mutating or dangerous (got "admin")'),
@@ -207,7 +240,9 @@ def test_unknown_fields_are_kept_and_warned_with_the_closest_known_key(
     messages = [w.message for w in host.skills()[0].warnings]
     assert 'unknown field "timeout" — did you mean "timeout_seconds"?' in messages
     assert 'unknown field "owner"' in messages
-    assert any('unknown field "timeout" — did you mean "timeout_seconds"?' in r.getMessage() for r in caplog.records)
+    assert any(
+        'unknown field "timeout" — did you mean "timeout_seconds"?' in r.getMessage() for r in caplog.records
+    )
 
 
 def test_dollar_schema_key_is_not_an_unknown_field(make_host: Any, root: Path) -> None:

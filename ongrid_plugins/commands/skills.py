@@ -24,8 +24,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("list", help="list the registered tools")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--category", help="only tools of this category")
-    p.add_argument("--class", dest="tool_class", choices=["safe", "mutating", "dangerous"],
-                   help="only tools of this class")
+    p.add_argument(
+        "--class",
+        dest="tool_class",
+        choices=["safe", "mutating", "dangerous"],
+        help="only tools of this class",
+    )
     p.add_argument("--persona", help="only tools this persona may call")
     p.set_defaults(handler=cmd_list)
 
@@ -36,8 +40,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser("run", help="run a tool and print its JSON result")
     p.add_argument("name")
-    p.add_argument("args_json", nargs="?", metavar="ARGS_JSON",
-                   help="the arguments as a JSON object, or - to read them from stdin")
+    p.add_argument(
+        "args_json",
+        nargs="?",
+        metavar="ARGS_JSON",
+        help="the arguments as a JSON object, or - to read them from stdin",
+    )
     p.add_argument("--args-file", metavar="FILE", help="read the arguments from this JSON file")
     p.add_argument("--persona", default="operator", help="who is asking (default: operator)")
     p.add_argument("--yes", "-y", action="store_true", help="confirm a call that needs a confirmation")
@@ -70,8 +78,20 @@ def cmd_show(ctx: Context) -> int:
     if ctx.args.json:
         _print_json(data)
         return 0
-    for key in ("name", "description", "class", "needs", "category", "kind", "entry", "impl",
-                "env_allow", "timeout_seconds", "source", "provenance"):
+    for key in (
+        "name",
+        "description",
+        "class",
+        "needs",
+        "category",
+        "kind",
+        "entry",
+        "impl",
+        "env_allow",
+        "timeout_seconds",
+        "source",
+        "provenance",
+    ):
         value = data.get(key)
         if value not in (None, "", []):
             print(f"{key + ':':17} {', '.join(value) if isinstance(value, list) else value}")
@@ -90,13 +110,25 @@ def cmd_run(ctx: Context) -> int:
     host = ctx.host
     on_event = _stream_stderr
     try:
-        result = host.call(args.name, call_args, persona=args.persona, confirm=args.yes,
-                           on_event=on_event, timeout=args.timeout)
+        result = host.call(
+            args.name,
+            call_args,
+            persona=args.persona,
+            confirm=args.yes,
+            on_event=on_event,
+            timeout=args.timeout,
+        )
     except ConfirmationRequired as exc:
         if not _can_prompt(args) or not _prompt(host.get(args.name), call_args, exc):
             raise
-        result = host.call(args.name, call_args, persona=args.persona, confirm=exc.args_digest,
-                           on_event=on_event, timeout=args.timeout)
+        result = host.call(
+            args.name,
+            call_args,
+            persona=args.persona,
+            confirm=exc.args_digest,
+            on_event=on_event,
+            timeout=args.timeout,
+        )
     return _report(result, args.json)
 
 
@@ -184,4 +216,3 @@ def _print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> No
     for row in [header, *rows]:
         line = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
         print(line[:width] if len(line) > width else line)
-

@@ -17,7 +17,8 @@ __all__ = ["register"]
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``validate`` sub-command."""
     p = sub.add_parser(
-        "validate", help="check manifests without registering them",
+        "validate",
+        help="check manifests without registering them",
         description="Check skill folders or manifest files. Exit 1 if any has an error "
         "(or, with --strict, a warning).",
     )

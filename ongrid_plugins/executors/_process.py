@@ -161,9 +161,7 @@ def run_process(spec: ProcessSpec, on_stderr: StderrCallback | None = None) -> P
     return run.outcome()
 
 
-async def arun_process(
-    spec: ProcessSpec, on_stderr: StderrCallback | None = None
-) -> ProcessOutcome:
+async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = None) -> ProcessOutcome:
     """Run ``spec`` on the running event loop: readers, writers and timers, no threads.
 
     Spawning happens synchronously (a few hundred microseconds). On cancellation the
@@ -248,9 +246,7 @@ class _StderrLines:
         line = raw.decode("utf-8", errors="replace")
         self._tail.append((line, len(raw)))
         self._tail_bytes += len(raw)
-        while self._tail and (
-            len(self._tail) > self._max_lines or self._tail_bytes > self._max_bytes
-        ):
+        while self._tail and (len(self._tail) > self._max_lines or self._tail_bytes > self._max_bytes):
             self._tail_bytes -= self._tail.popleft()[1]
         if self._callback is None:
             return

@@ -127,14 +127,8 @@ class _Libc:
         flags = _POSIX_SPAWN_SETSID | _POSIX_SPAWN_SETSIGMASK | _POSIX_SPAWN_SETSIGDEF
         _check(_fn(libc, "posix_spawnattr_init", ctypes.c_void_p)(attr))
         _check(_fn(libc, "posix_spawnattr_setflags", ctypes.c_void_p, ctypes.c_short)(attr, flags))
-        _check(
-            _fn(libc, "posix_spawnattr_setsigmask", ctypes.c_void_p, ctypes.c_void_p)(attr, empty)
-        )
-        _check(
-            _fn(libc, "posix_spawnattr_setsigdefault", ctypes.c_void_p, ctypes.c_void_p)(
-                attr, defaults
-            )
-        )
+        _check(_fn(libc, "posix_spawnattr_setsigmask", ctypes.c_void_p, ctypes.c_void_p)(attr, empty))
+        _check(_fn(libc, "posix_spawnattr_setsigdefault", ctypes.c_void_p, ctypes.c_void_p)(attr, defaults))
         return attr
 
 
@@ -277,11 +271,7 @@ def _spawn_libc(
             or (closefrom(actions, 3) if closefrom is not None else 0)
         )
         pid = ctypes.c_int(0)
-        _check(
-            libc.spawn(
-                ctypes.byref(pid), argv[0], actions, libc.attr, _cstrings(argv), _cstrings(env)
-            )
-        )
+        _check(libc.spawn(ctypes.byref(pid), argv[0], actions, libc.attr, _cstrings(argv), _cstrings(env)))
     finally:
         libc.fa_destroy(actions)
     return pid.value

@@ -65,9 +65,13 @@ class SubprocessExecutor:
         env = {name: os.environ[name] for name in tool.env_allow if name in os.environ}
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
         return ProcessSpec(
-            argv=(entry,), cwd=tool.cwd or os.path.dirname(entry), env=env,
-            stdin=canonical_json(request.args).encode("utf-8"), timeout=timeout,
-            stdout_cap=self.stdout_cap, kill_grace=self.kill_grace,
+            argv=(entry,),
+            cwd=tool.cwd or os.path.dirname(entry),
+            env=env,
+            stdin=canonical_json(request.args).encode("utf-8"),
+            timeout=timeout,
+            stdout_cap=self.stdout_cap,
+            kill_grace=self.kill_grace,
         )
 
     def _result(self, request: CallRequest, spec: ProcessSpec, outcome: ProcessOutcome) -> CallResult:
@@ -75,9 +79,16 @@ class SubprocessExecutor:
         value, parse_error = parse_result(outcome.stdout)
         error = _failure(spec, outcome, parse_error)
         result = CallResult(
-            tool=tool.name, ok=error is None, value=value, error=error,
-            exit_code=outcome.exit_code, signal=outcome.signal, timed_out=outcome.timed_out,
-            duration=outcome.duration, stderr_tail=outcome.stderr_tail, call_id=request.call_id,
+            tool=tool.name,
+            ok=error is None,
+            value=value,
+            error=error,
+            exit_code=outcome.exit_code,
+            signal=outcome.signal,
+            timed_out=outcome.timed_out,
+            duration=outcome.duration,
+            stderr_tail=outcome.stderr_tail,
+            call_id=request.call_id,
         )
         request.emit("exit", {"ok": result.ok, "exit_code": outcome.exit_code, "signal": outcome.signal})
         return result
@@ -112,7 +123,10 @@ def parse_result(stdout: bytes) -> tuple[Any, str | None]:
     except (UnicodeDecodeError, ValueError) as exc:
         return None, f"stdout is not one JSON object ({_reason(exc)}); it starts with {_preview(stdout)}"
     if not isinstance(value, dict):
-        return None, f"stdout must be a JSON object, not {type(value).__name__}; it starts with {_preview(stdout)}"
+        return (
+            None,
+            f"stdout must be a JSON object, not {type(value).__name__}; it starts with {_preview(stdout)}",
+        )
     return value, None
 
 

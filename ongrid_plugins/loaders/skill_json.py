@@ -32,10 +32,23 @@ MAX_NAME_LENGTH = 64
 MAX_TIMEOUT = 24 * 60 * 60
 NAME_RE = re.compile(r"[a-z0-9_]+")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-CLASSES = {"": ToolClass.SAFE, "safe": ToolClass.SAFE, "mutating": ToolClass.MUTATING,
-           "dangerous": ToolClass.DANGEROUS}
-KNOWN_FIELDS = ("name", "description", "schema", "entry", "env_allow", "timeout_seconds",
-                "class", "category", "$schema")
+CLASSES = {
+    "": ToolClass.SAFE,
+    "safe": ToolClass.SAFE,
+    "mutating": ToolClass.MUTATING,
+    "dangerous": ToolClass.DANGEROUS,
+}
+KNOWN_FIELDS = (
+    "name",
+    "description",
+    "schema",
+    "entry",
+    "env_allow",
+    "timeout_seconds",
+    "class",
+    "category",
+    "$schema",
+)
 EMPTY_SCHEMA: Mapping[str, Any] = {"type": "object", "properties": {}}
 
 
@@ -187,14 +200,35 @@ def build_skill(data: dict[str, Any], path: str, root: SkillRoot, settings: Sett
         raise ManifestBuildError(path, shown, "; ".join(p.message for p in errors), check.problems)
     folder = os.path.dirname(path)
     tool = Tool(
-        name=name, description=description, schema=schema, tool_class=tool_class,
-        skill=name, source=path, kind="subprocess", category=category, timeout=timeout,
-        entry=entry, cwd=folder, root=root.real, env_allow=env_allow,
-        entry_declared=data["entry"], provenance=root.label, extra=extra,
+        name=name,
+        description=description,
+        schema=schema,
+        tool_class=tool_class,
+        skill=name,
+        source=path,
+        kind="subprocess",
+        category=category,
+        timeout=timeout,
+        entry=entry,
+        cwd=folder,
+        root=root.real,
+        env_allow=env_allow,
+        entry_declared=data["entry"],
+        provenance=root.label,
+        extra=extra,
     )
     warnings = [p for p in check.problems if p.level == "warning"]
-    return Skill(name=name, description=description, format=MANIFEST_NAME, path=path, root=root,
-                 tools=(tool,), category=category, warnings=warnings, extra=extra)
+    return Skill(
+        name=name,
+        description=description,
+        format=MANIFEST_NAME,
+        path=path,
+        root=root,
+        tools=(tool,),
+        category=category,
+        warnings=warnings,
+        extra=extra,
+    )
 
 
 def _check_name(check: _Checker) -> str:
@@ -222,15 +256,21 @@ def _check_schema(check: _Checker, settings: Settings | None) -> Mapping[str, An
     kind = schema.get("type", "object")
     if kind != "object":
         message = f'"schema" must describe an object (its "type" is {_show(kind)})'
-        check.error("schema", "schema_not_object", message, 'arguments are a JSON object: use "type": "object"')
+        check.error(
+            "schema", "schema_not_object", message, 'arguments are a JSON object: use "type": "object"'
+        )
         return EMPTY_SCHEMA
     problem = schemacheck.check_schema(schema, cache=_verdicts(settings))
     if problem is not None:
         check.error("schema", "invalid_schema", f'"schema" is not a valid JSON Schema: {problem}')
         return EMPTY_SCHEMA
     for pointer, message in schemacheck.check_defaults(schema):
-        check.error("schema" + pointer, "bad_default", f'"schema{pointer}" does not validate: {message}',
-                    "a default must be a valid value of its own property")
+        check.error(
+            "schema" + pointer,
+            "bad_default",
+            f'"schema{pointer}" does not validate: {message}',
+            "a default must be a valid value of its own property",
+        )
     if "type" not in schema:
         schema = {"type": "object", **schema}
     return schema
@@ -252,16 +292,19 @@ def _check_entry(check: _Checker, root: SkillRoot) -> str:
         real, st = resolve_file(candidate)
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        check.error("entry", "entry_missing", f"entry {candidate} cannot be resolved: {reason}",
-                    "the entry path is relative to the folder holding skill.json")
+        check.error(
+            "entry",
+            "entry_missing",
+            f"entry {candidate} cannot be resolved: {reason}",
+            "the entry path is relative to the folder holding skill.json",
+        )
         return ""
     if not is_within(real, root.real):
         check.error("entry", "entry_escapes_root", f"entry {real} escapes allowlist root {root.real}")
     elif not _is_regular(st.st_mode):
         check.error("entry", "entry_not_file", f"entry {real} is not a regular file")
     elif not is_executable_file(st):
-        check.error("entry", "entry_not_executable", f"entry {real} is not executable",
-                    f"chmod +x {real}")
+        check.error("entry", "entry_not_executable", f"entry {real} is not executable", f"chmod +x {real}")
     return real
 
 
@@ -289,7 +332,9 @@ def _check_timeout(check: _Checker, settings: Settings | None) -> float:
         return default
     value = check.data["timeout_seconds"]
     if type(value) is not int:
-        message = f'"timeout_seconds" must be a whole number of seconds (got {_json_type(value)} {_show(value)})'
+        message = (
+            f'"timeout_seconds" must be a whole number of seconds (got {_json_type(value)} {_show(value)})'
+        )
         check.error("timeout_seconds", "wrong_type", message, "0 means the default of 30 s")
         return default
     if not 0 <= value <= MAX_TIMEOUT:

@@ -415,8 +415,7 @@ class Scanner:
     def largest_files(self) -> list[dict[str, Any]]:
         ordered = sorted(self.file_heap, key=lambda item: (-item[0], item[2]))
         return [
-            {"path": path, "bytes": size, "human": human(size), "type": "file"}
-            for size, _, path in ordered
+            {"path": path, "bytes": size, "human": human(size), "type": "file"} for size, _, path in ordered
         ]
 
 

@@ -56,9 +56,7 @@ def parse_args(raw: str) -> list[str]:
         raise UsageError("'include' must be a non-empty list of section names")
     bad = [name for name in include if name not in SECTIONS]
     if bad:
-        raise UsageError(
-            f"unknown section(s) in 'include': {bad!r}; choose from {', '.join(SECTIONS)}"
-        )
+        raise UsageError(f"unknown section(s) in 'include': {bad!r}; choose from {', '.join(SECTIONS)}")
     return [name for name in SECTIONS if name in include]
 
 
