@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import operator
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -43,6 +44,8 @@ SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__"})
 #: Deeper folders are not walked (and a warning says so once per root).
 MAX_DEPTH = 32
 
+_BY_NAME = operator.attrgetter("name")
+
 
 @attrs.define
 class _Load:
@@ -52,6 +55,16 @@ class _Load:
     settings: Settings
     builder: RegistryBuilder = attrs.field(factory=RegistryBuilder)
     events: list[LoadEvent] = attrs.field(factory=list)
+    # Hooks nobody implements are skipped: two empty pluggy calls per manifest
+    # cost more than the registry itself. Nothing registers plugins mid-load.
+    validators: bool = attrs.field(init=False)
+    listeners: bool = attrs.field(init=False)
+    load_manifest: Any = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.load_manifest = self.pm.hook.ongrid_load_manifest
+        self.validators = bool(self.pm.hook.ongrid_validate_skill.get_hookimpls())
+        self.listeners = bool(self.pm.hook.ongrid_skill_registered.get_hookimpls())
 
     def event(self, path: str, outcome: str, message: str = "", skill: str = "") -> None:
         self.events.append(LoadEvent(path, outcome, message, skill))
@@ -72,7 +85,7 @@ def iter_manifests(
         folder, depth = stack.pop()
         try:
             with os.scandir(folder) as it:
-                entries = sorted(it, key=_entry_name)
+                entries = sorted(it, key=_BY_NAME)
         except OSError as exc:
             logger.warning("skill loader: cannot read %s: %s", folder, exc.strerror or exc)
             continue
@@ -91,10 +104,6 @@ def iter_manifests(
                 warned = True
             continue
         stack.extend((d, depth + 1) for d in reversed(subdirs) if d not in prune)
-
-
-def _entry_name(entry: os.DirEntry[str]) -> str:
-    return entry.name
 
 
 def resolve_roots(pm: pluggy.PluginManager, settings: Settings, events: list[LoadEvent]) -> list[SkillRoot]:
@@ -173,7 +182,7 @@ def _load_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> None:
     try:
         if is_link:
             path = check_symlinked_manifest(path, root)
-        skill = state.pm.hook.ongrid_load_manifest(path=path, root=root, settings=state.settings)
+        skill = state.load_manifest(path=path, root=root, settings=state.settings)
     except ManifestParseError as exc:
         _log_parse(state, exc.path, exc.message)
         return
@@ -213,7 +222,7 @@ def check_symlinked_manifest(path: str, root: SkillRoot) -> str:
 
 
 def _register(state: _Load, skill: Skill, root: SkillRoot) -> None:
-    problems = validate_skill(state.pm, skill, root)
+    problems = validate_skill(state.pm, skill, root) if state.validators else []
     errors = [p for p in problems if p.level == "error"]
     if errors:
         _log_build(state, skill.path, skill.name, "; ".join(p.message for p in errors))
@@ -229,7 +238,8 @@ def _register(state: _Load, skill: Skill, root: SkillRoot) -> None:
         return
     logger.info('skill loader: registered %s skill "%s" from %s', _kind(skill), skill.name, skill.path)
     state.event(skill.path, "registered", "", skill.name)
-    state.pm.hook.ongrid_skill_registered(skill=skill)
+    if state.listeners:
+        state.pm.hook.ongrid_skill_registered(skill=skill)
 
 
 def validate_skill(pm: pluggy.PluginManager, skill: Skill, root: SkillRoot) -> list[Problem]:

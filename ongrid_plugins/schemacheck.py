@@ -64,6 +64,7 @@ __all__ = [
     "VerdictCache",
     "check_defaults",
     "check_schema",
+    "content_key",
     "fast_verdict",
     "verdict_cache",
 ]
@@ -958,6 +959,23 @@ def _cache_key(schema: object) -> bytes | None:
     digest = hashlib.blake2b(len(tag).to_bytes(4, "big"), digest_size=16)
     digest.update(tag)
     digest.update(text.encode())
+    return digest.digest()
+
+
+def content_key(domain: bytes, payload: bytes) -> bytes | None:
+    """A 16-byte cache key for ``payload`` under ``domain`` and this module's tag.
+
+    For callers that cache verdicts about whole documents (the skill.json loader
+    keys "this manifest's schema and defaults are valid" by the manifest's raw
+    bytes). None when caching is off (jsonschema cannot be located).
+    """
+    fingerprint = _environment_fingerprint()
+    if fingerprint is None:
+        return None
+    tag = f"ongrid-schemacheck/{CACHE_VERSION}/{fingerprint}/".encode() + domain
+    digest = hashlib.blake2b(len(tag).to_bytes(4, "big"), digest_size=16)
+    digest.update(tag)
+    digest.update(payload)
     return digest.digest()
 
 

@@ -284,7 +284,7 @@ def test_manifest_over_one_mebibyte_is_refused_unread(make_host: Any, root: Path
     big = {"name": "big", "description": "x" * (1024 * 1024), "entry": "run.sh"}
     make_skill(root, "big", manifest=big)
     [event] = load(make_host, root).report.errors
-    assert "the limit is 1048576 bytes" in event.message
+    assert event.message == "manifest is larger than the limit of 1048576 bytes"
 
 
 def test_a_fifo_named_skill_json_does_not_hang_the_loader(make_host: Any, root: Path) -> None:
@@ -386,3 +386,67 @@ def test_entry_that_is_not_executable_is_refused_with_the_fix(make_host: Any, ro
     host = load(make_host, root)
     [error] = build_errors(host)
     assert error == f"entry {(folder / 'run.sh').resolve()} is not executable"
+
+
+# ---------------------------------------------------------------- the verdict cache
+
+
+def _explode(*_args: Any, **_kwargs: Any) -> Any:
+    raise AssertionError("schema checked again")
+
+
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "default": 3}}}
+
+
+def test_unchanged_manifest_skips_the_schema_check_in_a_new_host(
+    make_host: Any, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ongrid_plugins import schemacheck
+
+    make_skill(root, "cached", schema=SCHEMA)
+    first = load(make_host, root).get("cached")
+    schemacheck.verdict_cache(make_host(root).settings.cache_dir).flush()
+    monkeypatch.setattr(schemacheck, "check_schema", _explode)
+    monkeypatch.setattr(schemacheck, "check_defaults", _explode)
+    second = load(make_host, root).get("cached")
+    assert second.schema == first.schema == SCHEMA
+
+
+def test_a_changed_manifest_is_checked_again(make_host: Any, root: Path) -> None:
+    make_skill(root, "changes", schema=SCHEMA)
+    assert load(make_host, root).report.registered == 1
+    bad = {"type": "object", "properties": {"n": {"type": "integer", "default": "three"}}}
+    make_skill(root, "changes", schema=bad)
+    [error] = build_errors(load(make_host, root))
+    assert "does not validate" in error
+
+
+def test_a_rejected_manifest_is_never_cached(make_host: Any, root: Path, tmp_path: Path) -> None:
+    from ongrid_plugins import schemacheck
+
+    make_skill(root, "broken", schema={"type": "object", "properties": {"n": {"type": "nope"}}})
+    for _ in range(2):
+        assert "not a valid JSON Schema" in build_errors(load(make_host, root))[0]
+    cache = schemacheck.verdict_cache(make_host(root).settings.cache_dir)
+    assert len(cache) == 0
+
+
+def test_duplicate_keys_are_still_refused_when_a_clean_twin_was_cached(make_host: Any, root: Path) -> None:
+    make_skill(root, "twin", raw='{"name": "twin", "description": "d", "entry": "run.sh"}')
+    assert load(make_host, root).report.registered == 1
+    make_skill(root, "twin", raw='{"name": "twin", "description": "d", "entry": "run.sh", "name": "x"}')
+    [event] = load(make_host, root).report.errors
+    assert 'duplicate key "name"' in event.message
+
+
+def test_no_cache_dir_means_no_cache(make_host: Any, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ongrid_plugins import schemacheck
+
+    make_skill(root, "nocache", schema=SCHEMA)
+    host = make_host(root, cache_dir=None)
+    host.load()
+    calls: list[object] = []
+    real = schemacheck.check_schema
+    monkeypatch.setattr(schemacheck, "check_schema", lambda s, cache=None: calls.append(s) or real(s))
+    host.reload()
+    assert calls == [SCHEMA]

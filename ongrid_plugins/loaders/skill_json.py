@@ -9,9 +9,11 @@ so a manifest with three mistakes gets one log line naming all three.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import os
 import re
+import stat
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +51,7 @@ KNOWN_FIELDS = (
     "category",
     "$schema",
 )
+_KNOWN_SET = frozenset(KNOWN_FIELDS)
 EMPTY_SCHEMA: Mapping[str, Any] = {"type": "object", "properties": {}}
 
 
@@ -76,7 +79,11 @@ def read_manifest(path: str, limit: int = MAX_MANIFEST_BYTES) -> dict[str, Any]:
     Refuses anything but a regular file of at most ``limit`` bytes of UTF-8
     holding one JSON object without duplicate keys or NaN/Infinity.
     """
-    raw = _read_bounded(path, limit)
+    return parse_manifest(_read_bounded(path, limit), path)
+
+
+def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
+    """Parse the bytes of a manifest (see :func:`read_manifest`)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -95,31 +102,40 @@ def read_manifest(path: str, limit: int = MAX_MANIFEST_BYTES) -> dict[str, Any]:
 
 
 def _read_bounded(path: str, limit: int) -> bytes:
-    # O_NONBLOCK: a FIFO named skill.json must not hang the host at boot.
+    # The walker only offers regular files (symlinked manifests are resolved and
+    # checked first), so one read of limit+1 bytes tells the size without an
+    # fstat; O_NONBLOCK still keeps a FIFO swapped in meanwhile from hanging boot.
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
         raise ManifestParseError(path, f"cannot open: {exc.strerror}") from None
     try:
-        st = os.fstat(fd)
-        if not _is_regular(st.st_mode):
-            raise ManifestParseError(path, "not a regular file")
-        if st.st_size > limit:
-            message = f"manifest is {st.st_size} bytes; the limit is {limit} bytes"
-            raise ManifestParseError(path, message)
-        chunks = []
-        size = 0
-        while chunk := os.read(fd, limit + 1 - size):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                message = f"manifest is larger than the limit of {limit} bytes"
-                raise ManifestParseError(path, message)
-        return b"".join(chunks)
+        raw = _read_upto(fd, limit + 1)
     except OSError as exc:
         raise ManifestParseError(path, f"cannot read: {exc.strerror}") from None
     finally:
         os.close(fd)
+    if len(raw) > limit:
+        message = f"manifest is larger than the limit of {limit} bytes"
+        raise ManifestParseError(path, message)
+    return raw
+
+
+def _read_upto(fd: int, count: int) -> bytes:
+    # Asking os.read for a whole MiB allocates a MiB per manifest; manifests are
+    # small, so read a page-sized chunk first and only loop for big files.
+    chunk = os.read(fd, min(count, _CHUNK))
+    if len(chunk) < _CHUNK:
+        return chunk
+    chunks = [chunk]
+    size = len(chunk)
+    while size < count and (chunk := os.read(fd, min(count - size, 1024 * 1024))):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+_CHUNK = 64 * 1024
 
 
 def _is_regular(mode: int) -> bool:
@@ -178,27 +194,36 @@ class _Checker:
         return value
 
 
-def build_skill(data: dict[str, Any], path: str, root: SkillRoot, settings: Settings | None = None) -> Skill:
+def build_skill(
+    data: dict[str, Any],
+    path: str,
+    root: SkillRoot,
+    settings: Settings | None = None,
+    *,
+    schema_verified: bool = False,
+) -> Skill:
     """Check every field of a parsed manifest and build the skill.
 
     Raises :class:`ManifestBuildError` listing every error; warnings (unknown
-    fields) are kept on the skill.
+    fields) are kept on the skill. ``schema_verified`` skips re-checking a
+    schema (and its defaults) already found valid in these exact bytes.
     """
     check = _Checker(path, data)
     name = _check_name(check)
     description = check.string("description", required=True)
-    schema = _check_schema(check, settings)
+    schema = _check_schema(check, settings, schema_verified)
     entry = _check_entry(check, root)
     env_allow = _check_env_allow(check)
     timeout = _check_timeout(check, settings)
     tool_class = _check_class(check)
     category = check.string("category", required=False, default="external") or "external"
     extra = _check_unknown(check)
-    errors = [p for p in check.problems if p.level == "error"]
-    if errors:
-        shown = name if isinstance(name, str) else ""
-        raise ManifestBuildError(path, shown, "; ".join(p.message for p in errors), check.problems)
-    folder = os.path.dirname(path)
+    if check.problems:
+        errors = [p for p in check.problems if p.level == "error"]
+        if errors:
+            shown = name if isinstance(name, str) else ""
+            raise ManifestBuildError(path, shown, "; ".join(p.message for p in errors), check.problems)
+    folder = path.rpartition("/")[0]
     tool = Tool(
         name=name,
         description=description,
@@ -217,7 +242,6 @@ def build_skill(data: dict[str, Any], path: str, root: SkillRoot, settings: Sett
         provenance=root.label,
         extra=extra,
     )
-    warnings = [p for p in check.problems if p.level == "warning"]
     return Skill(
         name=name,
         description=description,
@@ -226,7 +250,7 @@ def build_skill(data: dict[str, Any], path: str, root: SkillRoot, settings: Sett
         root=root,
         tools=(tool,),
         category=category,
-        warnings=warnings,
+        warnings=check.problems,
         extra=extra,
     )
 
@@ -245,7 +269,7 @@ def _check_name(check: _Checker) -> str:
     return name
 
 
-def _check_schema(check: _Checker, settings: Settings | None) -> Mapping[str, Any]:
+def _check_schema(check: _Checker, settings: Settings | None, verified: bool = False) -> Mapping[str, Any]:
     if "schema" not in check.data:
         return EMPTY_SCHEMA
     schema = check.data["schema"]
@@ -260,6 +284,8 @@ def _check_schema(check: _Checker, settings: Settings | None) -> Mapping[str, An
             "schema", "schema_not_object", message, 'arguments are a JSON object: use "type": "object"'
         )
         return EMPTY_SCHEMA
+    if verified:
+        return schema if "type" in schema else {"type": "object", **schema}
     problem = schemacheck.check_schema(schema, cache=_verdicts(settings))
     if problem is not None:
         check.error("schema", "invalid_schema", f'"schema" is not a valid JSON Schema: {problem}')
@@ -279,17 +305,22 @@ def _check_schema(check: _Checker, settings: Settings | None) -> Mapping[str, An
 def _verdicts(settings: Settings | None) -> schemacheck.VerdictCache | None:
     if settings is None or not settings.cache_dir:
         return None
-    return schemacheck.verdict_cache(settings.cache_dir)
+    return _shared_cache(settings.cache_dir)
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_cache(directory: str) -> schemacheck.VerdictCache:
+    return schemacheck.verdict_cache(directory)
 
 
 def _check_entry(check: _Checker, root: SkillRoot) -> str:
     declared = check.string("entry", required=True)
     if not declared.strip():
         return ""
-    folder = os.path.dirname(check.path)
-    candidate = os.path.join(folder, declared)  # an absolute entry replaces the folder
+    folder = check.path.rpartition("/")[0]
+    candidate = declared if declared.startswith("/") else f"{folder}/{declared}"
     try:
-        real, st = resolve_file(candidate)
+        real, st = _resolve_entry(candidate, declared)
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         check.error(
@@ -306,6 +337,21 @@ def _check_entry(check: _Checker, root: SkillRoot) -> str:
     elif not is_executable_file(st):
         check.error("entry", "entry_not_executable", f"entry {real} is not executable", f"chmod +x {real}")
     return real
+
+
+def _resolve_entry(candidate: str, declared: str) -> tuple[str, os.stat_result]:
+    """Canonical path and stat of the entry.
+
+    The manifest's folder is canonical already (the walker never follows a
+    symlinked folder and resolves symlinked manifests), so a plain file name
+    that is not itself a symlink is canonical after one ``lstat``; anything
+    else (sub-paths, ``..``, symlinks, absolute paths) is fully resolved.
+    """
+    if "/" not in declared and declared not in (".", ".."):
+        st = os.lstat(candidate)
+        if not stat.S_ISLNK(st.st_mode):
+            return candidate, st
+    return resolve_file(candidate)
 
 
 def _check_env_allow(check: _Checker) -> tuple[str, ...]:
@@ -354,7 +400,9 @@ def _check_class(check: _Checker) -> ToolClass:
 
 
 def _check_unknown(check: _Checker) -> dict[str, Any]:
-    extra = {k: v for k, v in check.data.items() if k not in KNOWN_FIELDS}
+    if check.data.keys() <= _KNOWN_SET:
+        return {}
+    extra = {k: v for k, v in check.data.items() if k not in _KNOWN_SET}
     for key in extra:
         close = difflib.get_close_matches(key, KNOWN_FIELDS, n=1, cutoff=0.6)
         hint = f' — did you mean "{close[0]}"?' if close else ""
@@ -370,7 +418,21 @@ def ongrid_manifest_names() -> list[str]:
 
 @hookimpl
 def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings) -> Skill | None:
-    """Parse and build a ``skill.json``; leave every other file to other loaders."""
+    """Parse and build a ``skill.json``; leave every other file to other loaders.
+
+    Manifests whose exact bytes loaded before (with the same library versions)
+    are known to parse cleanly and to carry a valid schema, so they skip the
+    duplicate-key parser and the schema checks: together, most of a load.
+    """
     if os.path.basename(path) != MANIFEST_NAME:
         return None
-    return build_skill(read_manifest(path), path, root, settings)
+    raw = _read_bounded(path, MAX_MANIFEST_BYTES)
+    cache = _verdicts(settings)
+    key = schemacheck.content_key(b"skill.json", raw) if cache is not None else None
+    if key is not None and cache is not None and key in cache:
+        data = json.loads(raw)
+        return build_skill(data, path, root, settings, schema_verified=True)
+    skill = build_skill(parse_manifest(raw, path), path, root, settings)
+    if key is not None and cache is not None:
+        cache.add(key)  # parse_manifest and build_skill raise on anything wrong
+    return skill
