@@ -57,6 +57,8 @@ def _validate(tool: Tool, data: dict[str, Any]) -> list[tuple[str, str]]:
     if validator is None:
         validator = tool.cache["validator"] = _compile(tool.schema)
     try:
+        if validator.is_valid(data):
+            return []
         errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     except RecursionError:
         return [("$", "arguments are nested too deeply")]

@@ -18,6 +18,7 @@ can loosen it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
@@ -100,11 +101,24 @@ def _denied_by_globs(name: str, persona: Persona) -> bool:
 
 def decide(pm: pluggy.PluginManager, tool: Tool, persona: Persona, request: CallRequest | None) -> Decision:
     """The gate's decision: the built-in rule and every plugin's vote, strictest wins."""
-    floor = class_rule(tool, persona)
-    votes: Iterable[Decision | None] = pm.hook.ongrid_check_permission(
-        tool=tool, persona=persona, request=request
-    )
+    floor = _cached_rule(tool, persona)
+    hook = pm.hook.ongrid_check_permission
+    impls = hook.get_hookimpls()
+    if not impls or (len(impls) == 1 and impls[0].plugin is _THIS_MODULE):
+        return floor  # only the built-in rule votes, and it is the floor already
+    votes: Iterable[Decision | None] = hook(tool=tool, persona=persona, request=request)
     return Decision.strictest([floor, *(_checked(v) for v in votes if v is not None)])
+
+
+def _cached_rule(tool: Tool, persona: Persona) -> Decision:
+    # Tools and personas are immutable, so the rule's answer for a pair never
+    # changes: remember it on the tool, keyed by what the rule reads.
+    key = (persona.name, persona.permission_mode, persona.tools, persona.disallowed_tools)
+    rules: dict[tuple[object, ...], Decision] = tool.cache.setdefault("gate", {})
+    decision = rules.get(key)
+    if decision is None:
+        decision = rules[key] = class_rule(tool, persona)
+    return decision
 
 
 def _checked(vote: object) -> Decision:
@@ -118,3 +132,6 @@ def _checked(vote: object) -> Decision:
 def ongrid_check_permission(tool: Tool, persona: Persona) -> Decision:
     """The built-in class x persona-mode rule."""
     return class_rule(tool, persona)
+
+
+_THIS_MODULE = sys.modules[__name__]

@@ -33,6 +33,7 @@ __all__ = [
     "Verdict",
     "args_digest",
     "canonical_json",
+    "digest_json",
 ]
 
 JSON = dict[str, Any]
@@ -395,6 +396,8 @@ class CallRequest:
     call_id: str
     args_digest: str
     """sha256 of the canonical JSON of ``args``: what a confirmation is bound to."""
+    args_json: str = ""
+    """The canonical JSON text of ``args``: exactly what a subprocess reads on stdin."""
     caller: str = ""
     """Identity of whoever asked (a user, a token's identity, a model session)."""
     confirm: bool | str = False
@@ -475,5 +478,9 @@ def canonical_json(value: Any) -> str:
 
 def args_digest(tool: str, args: Mapping[str, Any]) -> str:
     """sha256 over the tool name and the canonical JSON of its arguments."""
-    text = tool + "\0" + canonical_json(args)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return digest_json(tool, canonical_json(args))
+
+
+def digest_json(tool: str, canonical_args: str) -> str:
+    """:func:`args_digest` from arguments already in canonical JSON text."""
+    return hashlib.sha256((tool + "\0" + canonical_args).encode("utf-8")).hexdigest()

@@ -210,7 +210,7 @@ def test_trace_writes_every_hook_call_to_stderr(
     make_skill(root, "echo")
     SkillHost(isolated_settings(tmp_path, root, trace_plugins=True)).call("echo")
     err = capsys.readouterr().err
-    for hook in ("ongrid_skill_roots", "ongrid_load_manifest", "ongrid_check_permission", "ongrid_executor"):
+    for hook in ("ongrid_skill_roots", "ongrid_manifest_names", "ongrid_load_manifest", "ongrid_executor"):
         assert f"ongrid trace: {hook}" in err or hook in err
 
 

@@ -10,9 +10,11 @@ lives in :mod:`._process`; this module turns a call into a
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal as signals
+import stat
 from typing import TYPE_CHECKING, Any
 
 from ..hookspecs import hookimpl
@@ -32,9 +34,9 @@ _PREVIEW_BYTES = 200
 class SubprocessExecutor:
     """Runs one subprocess tool call; ``run`` and ``arun`` share everything but the wait."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.stdout_cap = settings.stdout_cap
-        self.kill_grace = settings.kill_grace
+    def __init__(self, stdout_cap: int, kill_grace: float) -> None:
+        self.stdout_cap = stdout_cap
+        self.kill_grace = kill_grace
 
     def __repr__(self) -> str:
         return f"<SubprocessExecutor cap={self.stdout_cap}>"
@@ -62,13 +64,15 @@ class SubprocessExecutor:
         entry, refusal = recheck_entry(tool)
         if refusal is not None:
             return CallResult(tool.name, False, error=refusal, call_id=request.call_id)
-        env = {name: os.environ[name] for name in tool.env_allow if name in os.environ}
+        environ = os.environ
+        env = {name: environ[name] for name in tool.env_allow if name in environ}
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
+        payload = request.args_json or canonical_json(request.args)
         return ProcessSpec(
             argv=(entry,),
             cwd=tool.cwd or os.path.dirname(entry),
             env=env,
-            stdin=canonical_json(request.args).encode("utf-8"),
+            stdin=payload.encode("utf-8"),
             timeout=timeout,
             stdout_cap=self.stdout_cap,
             kill_grace=self.kill_grace,
@@ -103,7 +107,7 @@ def recheck_entry(tool: Tool) -> tuple[str, str | None]:
     declared = tool.entry_declared or tool.entry or ""
     candidate = os.path.join(tool.cwd or "", declared)
     try:
-        real, st = resolve_file(candidate)
+        real, st = _resolve(candidate, declared, tool.entry)
     except (OSError, ValueError) as exc:
         return "", f"entry {candidate} is gone: {getattr(exc, 'strerror', None) or exc}"
     if not is_within(real, tool.root):
@@ -111,6 +115,16 @@ def recheck_entry(tool: Tool) -> tuple[str, str | None]:
     if not is_executable_file(st):
         return "", f"entry {real} is no longer an executable file"
     return real, None
+
+
+def _resolve(candidate: str, declared: str, loaded: str | None) -> tuple[str, os.stat_result]:
+    # Fast path: a plain file name that resolved to itself at load time and is
+    # still not a symlink needs one lstat; anything else is fully resolved.
+    if "/" not in declared and candidate == loaded:
+        st = os.lstat(candidate)
+        if not stat.S_ISLNK(st.st_mode):
+            return candidate, st
+    return resolve_file(candidate)
 
 
 def parse_result(stdout: bytes) -> tuple[Any, str | None]:
@@ -184,4 +198,10 @@ def ongrid_executor(tool: Tool, settings: Settings) -> SubprocessExecutor | None
     """Run every ``subprocess`` tool no other plugin claimed."""
     if tool.kind != "subprocess":
         return None
-    return SubprocessExecutor(settings)
+    return _executor_for(settings.stdout_cap, settings.kill_grace)
+
+
+@functools.lru_cache(maxsize=16)
+def _executor_for(stdout_cap: int, kill_grace: float) -> SubprocessExecutor:
+    # Executors hold no per-call state: one per distinct set of limits will do.
+    return SubprocessExecutor(stdout_cap, kill_grace)
