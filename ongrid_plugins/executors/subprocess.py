@@ -20,11 +20,10 @@ from typing import TYPE_CHECKING, Any
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
 from ..roots import is_executable_file, is_within, resolve_file
-from ._process import ProcessOutcome, ProcessSpec, arun_process, run_process
-
 if TYPE_CHECKING:
     from ..models import Tool
     from ..settings import Settings
+    from ._process import ProcessOutcome, ProcessSpec
 
 __all__ = ["SubprocessExecutor", "parse_result"]
 
@@ -47,6 +46,8 @@ class SubprocessExecutor:
         if isinstance(spec, CallResult):
             return spec
         request.emit("start", {"entry": spec.argv[0]})
+        from ._process import run_process
+
         outcome = run_process(spec, _stderr_sink(request))
         return self._result(request, spec, outcome)
 
@@ -56,6 +57,8 @@ class SubprocessExecutor:
         if isinstance(spec, CallResult):
             return spec
         request.emit("start", {"entry": spec.argv[0]})
+        from ._process import arun_process
+
         outcome = await arun_process(spec, _stderr_sink(request))
         return self._result(request, spec, outcome)
 
@@ -68,6 +71,8 @@ class SubprocessExecutor:
         env = {name: environ[name] for name in tool.env_allow if name in environ}
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
         payload = request.args_json or canonical_json(request.args)
+        from ._process import ProcessSpec  # the runner (and asyncio) load on the first call
+
         return ProcessSpec(
             argv=(entry,),
             cwd=tool.cwd or os.path.dirname(entry),

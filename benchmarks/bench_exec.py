@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Per-call latency and throughput of SkillHost.call / acall beside the baselines.
+
+Entries (a trivial ``#!/bin/sh`` script and a tiny C program, built with gcc)
+come from ``baselines/exec_bench.py``. Sequential methods run in blocks,
+interleaved round-robin, so machine noise hits all of them alike:
+
+* ``spawn``: bare ``os.posix_spawn`` + pipes + poll + waitpid (the baseline,
+  about the Go executor of the original system);
+* ``run-notimeout``: ``subprocess.run`` without a timeout;
+* ``host.call`` / ``host.acall``: the whole ongrid pipeline -- lookup,
+  argument validation, the permission gate, the call hooks, the hardened
+  runner (entry re-check, process group, caps) and result parsing.
+
+Concurrency 8 (calls/s): threads + ``subprocess.run`` (``threads-notimeout``,
+the baseline), threads + ``host.call``, asyncio + ``host.acall``.
+
+    python benchmarks/bench_exec.py --n 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "baselines"))
+sys.path.insert(0, str(HERE))
+
+import exec_bench  # noqa: E402
+import hostcall  # noqa: E402
+
+PAYLOAD = exec_bench.PAYLOAD
+
+
+def sequential(entry: str, n: int, block: int, warm: int) -> dict[str, float]:
+    loop = asyncio.new_event_loop()
+
+    def sync_block(fn: Callable[[], Any], k: int) -> list[float]:
+        out = []
+        for _ in range(k):
+            t0 = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - t0) * 1e6)
+        return out
+
+    def async_block(k: int) -> list[float]:
+        # Like exec_bench's asyncio method: a block of awaits inside one coroutine.
+        async def go() -> list[float]:
+            out = []
+            for _ in range(k):
+                t0 = time.perf_counter()
+                await hostcall.acall(entry, PAYLOAD)
+                out.append((time.perf_counter() - t0) * 1e6)
+            return out
+
+        return loop.run_until_complete(go())
+
+    methods: dict[str, Callable[[int], list[float]]] = {
+        "spawn": lambda k: sync_block(lambda: exec_bench.call_spawn(entry), k),
+        "run-notimeout": lambda k: sync_block(lambda: exec_bench.call_run_nt(entry), k),
+        "host.call": lambda k: sync_block(lambda: hostcall.call(entry, PAYLOAD), k),
+        "host.acall": async_block,
+    }
+    lat: dict[str, list[float]] = {m: [] for m in methods}
+    for fn in methods.values():
+        fn(warm)
+    done = 0
+    while done < n:
+        k = min(block, n - done)
+        for method, fn in methods.items():
+            lat[method] += fn(k)
+        done += k
+    loop.close()
+    return {m: statistics.median(v) for m, v in lat.items()}
+
+
+def concurrent_rate(entry: str, n: int, conc: int, rounds: int) -> dict[str, float]:
+    def threads(fn: Callable[[], Any]) -> float:
+        with concurrent.futures.ThreadPoolExecutor(conc) as pool:
+            t0 = time.perf_counter()
+            list(pool.map(lambda _i: fn(), range(n)))
+            return n / (time.perf_counter() - t0)
+
+    def aio() -> float:
+        async def go() -> None:
+            sem = asyncio.Semaphore(conc)
+
+            async def one() -> None:
+                async with sem:
+                    await hostcall.acall(entry, PAYLOAD)
+
+            await asyncio.gather(*(one() for _ in range(n)))
+
+        t0 = time.perf_counter()
+        asyncio.run(go())
+        return n / (time.perf_counter() - t0)
+
+    methods: dict[str, Callable[[], float]] = {
+        "threads-notimeout": lambda: threads(lambda: exec_bench.call_run_nt(entry)),
+        "threads host.call": lambda: threads(lambda: hostcall.call(entry, PAYLOAD)),
+        "asyncio host.acall": aio,
+    }
+    rates: dict[str, list[float]] = {m: [] for m in methods}
+    for _ in range(rounds):
+        for method, fn in methods.items():
+            rates[method].append(fn())
+    return {m: statistics.median(v) for m, v in rates.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--entries", default="sh,c")
+    parser.add_argument("--n", type=int, default=500)
+    parser.add_argument("--block", type=int, default=50)
+    parser.add_argument("--warm", type=int, default=20)
+    parser.add_argument("--conc", type=int, default=8)
+    parser.add_argument("--conc-n", type=int, default=800)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", dest="json_out")
+    args = parser.parse_args()
+    workdir = tempfile.mkdtemp(prefix="ongrid-exec-bench-")
+    out: dict[str, Any] = {"python": sys.version.split()[0], "seq_us": {}, "conc_calls_per_s": {}}
+    try:
+        paths, _cfloor = exec_bench.build_entries(workdir)
+        for name in args.entries.split(","):
+            entry = paths[name]
+            out["seq_us"][name] = sequential(entry, args.n, args.block, args.warm)
+            out["conc_calls_per_s"][name] = concurrent_rate(entry, args.conc_n, args.conc, args.rounds)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"{'entry':6} {'method':20} {'median us':>10} {'x spawn':>8}")
+    for name, rows in out["seq_us"].items():
+        for method, us in rows.items():
+            print(f"{name:6} {method:20} {us:>10.0f} {us / rows['spawn']:>8.2f}")
+    print(f"\n{'entry':6} {'concurrency ' + str(args.conc):20} {'calls/s':>10} {'x baseline':>10}")
+    for name, rows in out["conc_calls_per_s"].items():
+        for method, rate in rows.items():
+            print(f"{name:6} {method:20} {rate:>10.0f} {rate / rows['threads-notimeout']:>10.2f}")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
