@@ -149,9 +149,8 @@ def main() -> int:
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     out: dict[str, object] = {"python": sys.version.split()[0]}
-    print(
-        f"{'tree':>6} {'mode':22} {'count':>6} {'load ms':>9} {'us/manifest':>12} {'x go-equiv':>11} {'wall ms':>9}"
-    )
+    header = ("tree", "mode", "count", "load ms", "us/manifest", "x go-equiv", "wall ms")
+    print("{:>6} {:22} {:>6} {:>9} {:>12} {:>11} {:>9}".format(*header))
     for size in (int(s) for s in args.sizes.split(",")):
         root = make_tree(workdir, size)
         inproc = in_process(root, args.runs)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
 from ..roots import is_executable_file, is_within, resolve_file
+
 if TYPE_CHECKING:
     from ..models import Tool
     from ..settings import Settings
