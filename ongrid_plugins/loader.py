@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 #: Folders never descended into: version control, dependency caches.
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__"})
+#: Folders of this prefix are ``ongrid-skills install``'s staging and trash: half-written packs.
+SKIP_PREFIX = ".ongrid-"
 #: Deeper folders are not walked (and a warning says so once per root).
 MAX_DEPTH = 32
 
@@ -96,7 +98,11 @@ def iter_manifests(
                 is_link = entry.is_symlink()
                 if is_link or entry.is_file(follow_symlinks=False):
                     yield entry.path, is_link
-            elif name not in SKIP_DIRS and entry.is_dir(follow_symlinks=False):
+            elif (
+                name not in SKIP_DIRS
+                and not name.startswith(SKIP_PREFIX)
+                and entry.is_dir(follow_symlinks=False)
+            ):
                 subdirs.append(entry.path)
         if depth >= MAX_DEPTH:
             if subdirs and not warned:
