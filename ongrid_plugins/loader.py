@@ -145,7 +145,8 @@ def _check_root(root: SkillRoot, events: list[LoadEvent]) -> str | None:
                 reason = "is not a directory"
     if not reason:
         return real
-    message = f"skill loader: root {path} {reason}, skipping"
+    origin = f" (from {root.provenance})" if root.source == "pack" else ""
+    message = f"skill loader: root {path}{origin} {reason}, skipping"
     quiet = reason == "does not exist" and not root.required
     logger.log(logging.DEBUG if quiet else logging.WARNING, "%s", message)
     events.append(LoadEvent(path, "root_skipped", message))
