@@ -167,14 +167,21 @@ def _read_identity(path: str) -> dict[str, Any]:
 
 
 def _pack_top(unpacked: str, source: str, pm: pluggy.PluginManager) -> tuple[str, str]:
-    """The pack's own folder (an archive's single top folder is stripped) and its default name."""
+    """The pack's own folder and its default name.
+
+    A folder given is the pack. An archive holding one folder that is not itself
+    a skill (no manifest directly in it) is a wrapper (``tools-1.0/...``): the
+    pack is that folder, named after it. Otherwise the pack is named after the file.
+    """
+    base = os.path.basename(source.rstrip("/"))
+    if os.path.isdir(source):
+        return unpacked, base
     names = {n for result in pm.hook.ongrid_manifest_names() if result for n in result}
     entries = os.listdir(unpacked)
-    if len(entries) == 1 and entries[0] not in names:
+    if len(entries) == 1:
         only = os.path.join(unpacked, entries[0])
-        if os.path.isdir(only) and not os.path.islink(only):
+        if os.path.isdir(only) and not os.path.islink(only) and not names & set(os.listdir(only)):
             return only, entries[0]
-    base = os.path.basename(source.rstrip("/"))
     for suffix in _ARCHIVE_SUFFIXES:
         if base.lower().endswith(suffix):
             base = base[: -len(suffix)]

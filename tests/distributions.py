@@ -40,7 +40,7 @@ def install_dist(
     return info
 
 
-ECHO = '#!/bin/sh\nread -r args\nprintf \'%s\\n\' "$args"\n'
+ECHO = "#!/bin/sh\nread -r args\nprintf '%s\\n' \"$args\"\n"
 
 
 def skill_files(package: str, *names: str, folder: str = "") -> dict[str, str]:

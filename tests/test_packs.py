@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from distributions import install_dist, skill_files
+
 from ongrid_plugins import PackLoadError, PluginLoadError, SkillHost
 from ongrid_plugins.cli import main
 from ongrid_plugins.packs import PackRoots
@@ -49,7 +49,9 @@ def test_the_pack_package_is_found_without_running_its_code(site: Path, tmp_path
 
 def test_a_data_folder_inside_a_package_may_be_the_root(site: Path, tmp_path: Path) -> None:
     files = skill_files("ongrid_test_nested", "inner_echo", folder="skills")
-    install_dist(site, "ongrid-pack-nested", "0.1", {"ongrid_skills": {"n": "ongrid_test_nested.skills"}}, files)
+    install_dist(
+        site, "ongrid-pack-nested", "0.1", {"ongrid_skills": {"n": "ongrid_test_nested.skills"}}, files
+    )
     host = SkillHost(pack_settings(tmp_path))
     assert host.get("inner_echo").provenance == "ongrid-pack-nested 0.1"
 
@@ -92,7 +94,12 @@ def test_a_broken_pack_is_logged_with_its_distribution_and_skipped(
     assert host.call("local_echo", {"x": 1}).ok  # the host still starts
     assert host.get("demo_echo").provenance == "ongrid-pack-demo 1.2.3"  # other packs still load
     info = next(i for i in host.plugins() if i.name == "broken")
-    assert (info.kind, info.status, info.distribution, info.version) == ("pack", "failed", "ongrid-pack-broken", "0.9")
+    assert (info.kind, info.status, info.distribution, info.version) == (
+        "pack",
+        "failed",
+        "ongrid-pack-broken",
+        "0.9",
+    )
     assert cause in info.error
     line = next(r.getMessage() for r in caplog.records if "broken" in r.getMessage())
     assert line.startswith("skill packs: cannot load pack broken (distribution ongrid-pack-broken 0.9): ")
@@ -124,7 +131,9 @@ def test_a_pack_without_a_folder_on_disk_is_contained(
 
 def test_strict_mode_turns_a_broken_pack_into_an_error(site: Path, tmp_path: Path) -> None:
     install_dist(site, "ongrid-pack-broken", "0.9", {"ongrid_skills": {"broken": "ongrid_test_nope"}})
-    with pytest.raises(PackLoadError, match=r"skill pack 'broken' could not be loaded: module ongrid_test_nope"):
+    with pytest.raises(
+        PackLoadError, match=r"skill pack 'broken' could not be loaded: module ongrid_test_nope"
+    ):
         SkillHost(pack_settings(tmp_path, strict=True)).load()
     assert issubclass(PackLoadError, PluginLoadError)
 
@@ -201,9 +210,7 @@ def test_the_plugins_command_lists_packs(
     assert "demo           pack       active   ongrid-pack-demo 1.2.3" in capsys.readouterr().out
 
 
-def test_installed_lists_pip_packs_with_their_status(
-    site: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_installed_lists_pip_packs_with_their_status(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
     install_pack(site)
     install_dist(site, "ongrid-pack-broken", "0.9", {"ongrid_skills": {"broken": "ongrid_test_nope"}})
     assert main(["installed", "--json"]) == 0
