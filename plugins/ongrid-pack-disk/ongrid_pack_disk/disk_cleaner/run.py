@@ -11,7 +11,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _walk import checked_root, fail, new_counts, walk  # noqa: E402
+from _walk import checked_root, fail, new_counts, walk
 
 SAMPLE = 20
 
