@@ -61,3 +61,11 @@ def _restore_package_logger() -> Iterator[None]:
     saved = (list(logger.handlers), logger.level, logger.propagate)
     yield
     logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+
+
+@pytest.fixture(scope="session")
+def ongrid_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel of this tree, built once per session for every test that installs it into a venv."""
+    from venvs import build_wheels
+
+    return build_wheels([REPO], tmp_path_factory.mktemp("ongrid-wheel"))["ongrid-plugins"]
