@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from venvs import Venv, build_wheels, clean_env
+from venvs import REPO, Venv, build_wheels, clean_env
 
 from ongrid_plugins.cli import main
 
@@ -69,9 +69,9 @@ def test_a_scaffolded_pack_has_the_entry_point_a_readme_and_a_test(
 def test_a_scaffolded_pack_builds_installs_and_passes_its_own_test(
     tmp_path: Path, venv: Venv, lang: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    name = f"greet_{lang}"
+    name = "greet" if lang == "sh" else f"greet_{lang}"
     assert run(capsys, "new", name, "--pack", "--lang", lang, "--dir", str(tmp_path))[0] == 0
-    dist = f"ongrid-pack-greet-{lang}"
+    dist = "ongrid-pack-" + name.replace("_", "-")
     wheel = build_wheels([tmp_path / dist], tmp_path / "dist")[dist]
     venv.install(wheel)
     env = clean_env(tmp_path / "home")
@@ -87,3 +87,12 @@ def test_a_scaffolded_pack_builds_installs_and_passes_its_own_test(
     venv.uninstall(dist)
     listing = venv.run("ongrid-skills", "list", "--json", env=env, cwd=tmp_path, check=True).stdout
     assert name not in {i["name"] for i in json.loads(listing)["items"]}
+
+
+def test_docs_testing_md_shows_the_scaffolded_test_verbatim(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The test in docs/testing.md is the one the slow test above runs against an installed pack."""
+    assert run(capsys, "new", "greet", "--pack", "--dir", str(tmp_path))[0] == 0
+    written = (tmp_path / "ongrid-pack-greet" / "tests" / "test_greet.py").read_text()
+    assert f"```py\n{written}```" in (REPO / "docs" / "testing.md").read_text()
