@@ -52,7 +52,11 @@ KNOWN_FIELDS = (
     "$schema",
 )
 _KNOWN_SET = frozenset(KNOWN_FIELDS)
-EMPTY_SCHEMA: Mapping[str, Any] = {"type": "object", "properties": {}}
+
+
+def empty_schema() -> dict[str, Any]:
+    """The schema of a manifest without one: any object (a fresh dict every time)."""
+    return {"type": "object", "properties": {}}
 
 
 def _reject_constant(name: str) -> None:
@@ -63,8 +67,8 @@ def _reject_constant(name: str) -> None:
 def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj = dict(pairs)
     if len(obj) != len(pairs):
-        seen: set[str] = set()
-        dup = next(k for k, _v in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        keys = [key for key, _value in pairs]
+        dup = next(key for index, key in enumerate(keys) if key in keys[:index])
         message = f'duplicate key "{dup}" (two parsers could read two different manifests)'
         raise ValueError(message)
     return obj
@@ -271,25 +275,25 @@ def _check_name(check: _Checker) -> str:
 
 def _check_schema(check: _Checker, settings: Settings | None, verified: bool = False) -> Mapping[str, Any]:
     if "schema" not in check.data:
-        return EMPTY_SCHEMA
+        return empty_schema()
     schema = check.data["schema"]
     if not isinstance(schema, dict):
         message = f'"schema" must be a JSON object schema (got {_json_type(schema)} {_show(schema)})'
         check.error("schema", "wrong_type", message)
-        return EMPTY_SCHEMA
+        return empty_schema()
     kind = schema.get("type", "object")
     if kind != "object":
         message = f'"schema" must describe an object (its "type" is {_show(kind)})'
         check.error(
             "schema", "schema_not_object", message, 'arguments are a JSON object: use "type": "object"'
         )
-        return EMPTY_SCHEMA
+        return empty_schema()
     if verified:
         return schema if "type" in schema else {"type": "object", **schema}
     problem = schemacheck.check_schema(schema, cache=_verdicts(settings))
     if problem is not None:
         check.error("schema", "invalid_schema", f'"schema" is not a valid JSON Schema: {problem}')
-        return EMPTY_SCHEMA
+        return empty_schema()
     for pointer, message in schemacheck.check_defaults(schema):
         check.error(
             "schema" + pointer,
