@@ -156,16 +156,31 @@ def pack_folder(value: str) -> str:
     return folder
 
 
-def _dist_of(ep: EntryPoint) -> tuple[str, str]:
+def dist_name_version(ep: EntryPoint) -> tuple[str, str]:
+    """The name and version of the distribution declaring ``ep`` (empty strings if unknown).
+
+    Reads only the header lines of METADATA: ``Distribution.name`` and
+    ``.version`` each parse the whole file as an e-mail message, ~0.1 ms apiece,
+    which adds up with dozens of packs.
+    """
     dist = getattr(ep, "dist", None)
     if dist is None:
         return "", ""
-    return str(dist.name), str(dist.version)
+    fields = {"name": "", "version": ""}
+    for line in (dist.read_text("METADATA") or dist.read_text("PKG-INFO") or "").splitlines():
+        if not line.strip():
+            break  # the headers end at the first blank line
+        key, _, value = line.partition(":")
+        if key.lower() in fields and not fields[key.lower()]:
+            fields[key.lower()] = value.strip()
+    if not fields["name"]:
+        return str(dist.name), str(dist.version)
+    return fields["name"], fields["version"]
 
 
 def resolve_pack(ep: EntryPoint, blocked: bool = False) -> PackInfo:
     """Look one entry point up: a :class:`PackInfo` with its folder, or the reason it has none."""
-    dist, version = _dist_of(ep)
+    dist, version = dist_name_version(ep)
     info = PackInfo(ep.name, ep.value, dist, version)
     if blocked:
         return attrs.evolve(info, status="blocked")

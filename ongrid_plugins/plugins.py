@@ -29,7 +29,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import PluginLoadError
-from .packs import PACK_GROUP, PackRoots
+from .packs import PACK_GROUP, PackRoots, dist_name_version
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -195,10 +195,7 @@ def _check_known_hooks(pm: PluginManager, plugin: object, name: str) -> None:
 def _distribution(ep: EntryPoint | None) -> tuple[str, str]:
     if ep is None:
         return "ongrid-plugins", _own_version()
-    dist = getattr(ep, "dist", None)
-    if dist is None:
-        return "", ""
-    return str(dist.name), str(dist.version)
+    return dist_name_version(ep)
 
 
 def _own_version() -> str:
