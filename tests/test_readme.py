@@ -67,7 +67,12 @@ def test_shell_example_runs(path: Path, line: int, code: str, tmp_path: Path) ->
     env.update({f"XDG_{k}_HOME": str(tmp_path / k.lower()) for k in ("DATA", "CACHE", "STATE", "CONFIG")})
     env["ONGRID_SYSTEM_SKILLS_DIR"] = str(tmp_path / "etc")
     result = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", code], cwd=work, env=env, capture_output=True, text=True, timeout=300
+        ["bash", "-euo", "pipefail", "-c", code],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, f"{path.name}:{line} failed:\n{result.stdout}\n{result.stderr}"
 

@@ -49,7 +49,8 @@ def http_probe(args: dict[str, Any], ctx: Any = None) -> dict[str, Any]:
     timeout, limit = args.get("timeout_seconds", 5), args.get("max_bytes", 65536)
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return {"url": url, "reachable": False, "error": "only http:// and https:// URLs with a host are probed"}
+        error = "only http:// and https:// URLs with a host are probed"
+        return {"url": url, "reachable": False, "error": error}
     out: dict[str, Any] = {"url": url, "method": method, "reachable": False}
     conn_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     kwargs: dict[str, Any] = {"timeout": timeout}
@@ -87,9 +88,21 @@ def dns_lookup(args: dict[str, Any], ctx: Any = None) -> dict[str, Any]:
     try:
         infos = socket.getaddrinfo(name, None, families[family], socket.SOCK_STREAM)
     except OSError as exc:
-        return {"name": name, "family": family, "resolved": False, "error": _reason(exc), "latency_ms": _ms(start)}
+        return {
+            "name": name,
+            "family": family,
+            "resolved": False,
+            "error": _reason(exc),
+            "latency_ms": _ms(start),
+        }
     addresses = sorted({info[4][0] for info in infos})
-    return {"name": name, "family": family, "resolved": True, "addresses": addresses, "latency_ms": _ms(start)}
+    return {
+        "name": name,
+        "family": family,
+        "resolved": True,
+        "addresses": addresses,
+        "latency_ms": _ms(start),
+    }
 
 
 def _reason(exc: BaseException) -> str:
@@ -101,4 +114,8 @@ def _reason(exc: BaseException) -> str:
 @hookimpl
 def ongrid_native_tools() -> dict[str, Any]:
     """The ``builtin:`` keys netcheck/SKILL.md names."""
-    return {"netcheck.tcp_probe": tcp_probe, "netcheck.http_probe": http_probe, "netcheck.dns_lookup": dns_lookup}
+    return {
+        "netcheck.tcp_probe": tcp_probe,
+        "netcheck.http_probe": http_probe,
+        "netcheck.dns_lookup": dns_lookup,
+    }
