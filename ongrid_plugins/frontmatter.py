@@ -143,7 +143,7 @@ def quote_colon_values(text: str) -> tuple[str, list[str]] | None:
             out.append(line)
             continue
         parts = [value.split(" #", 1)[0].rstrip()]
-        while index < len(lines) and lines[index][:1] in (" ", "\t") and lines[index].strip():
+        while index < len(lines) and lines[index][:1] == " " and lines[index].strip():
             parts.append(lines[index].strip().split(" #", 1)[0].rstrip())
             index += 1
         folded = " ".join(parts)
@@ -171,6 +171,8 @@ def first_paragraph(body: str, limit: int = 1024) -> str:
             index = _skip_until(lines, index, "-->")
         elif stripped.startswith(("```", "~~~")):
             index = _skip_until(lines, index, stripped[:3], start_offset=1)
+        elif index + 1 < len(lines) and _is_underline(lines[index + 1]):
+            index += 2  # a setext heading
         else:
             break
     paragraph: list[str] = []
@@ -179,6 +181,11 @@ def first_paragraph(body: str, limit: int = 1024) -> str:
         index += 1
     text = " ".join(paragraph)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _is_underline(line: str) -> bool:
+    stripped = line.strip()
+    return len(stripped) >= 2 and (set(stripped) == {"="} or set(stripped) == {"-"})
 
 
 def _skip_until(lines: list[str], index: int, marker: str, start_offset: int = 0) -> int:

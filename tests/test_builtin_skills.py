@@ -603,3 +603,88 @@ def test_system_info_without_proc_degrades_to_nulls(tmp_path: Path) -> None:
     assert out["processes"] == {"count": None, "running": None}
     assert out["os"]["distro"] is None and out["os"]["system"]
     assert out["cpu"]["model"] is None and out["cpu"]["count"] >= 1
+
+
+# -- host_files -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "lines", "expected"),
+    [
+        ("a\nb\nc\n", 2, ["b", "c"]),
+        ("a\nb\nc", 2, ["b", "c"]),
+        ("a\nb\n", 10, ["a", "b"]),
+        ("", 5, []),
+        ("only\n", 1, ["only"]),
+        ("x\n\ny\n", 3, ["x", "", "y"]),
+    ],
+)
+def test_tail_file_returns_the_last_lines(
+    host: SkillHost, tmp_path: Path, content: str, lines: int, expected: list[str]
+) -> None:
+    path = tmp_path / "f.log"
+    path.write_text(content)
+    out = call(host, "tail_file", {"path": str(path), "lines": lines})
+    assert (out["lines"], out["line_count"], out["truncated"]) == (expected, len(expected), False)
+    assert out["size_bytes"] == len(content.encode()) and out["path"] == str(path.resolve())
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", out["modified"])
+
+
+def test_tail_file_reads_only_the_end_of_a_big_file(host: SkillHost, tmp_path: Path) -> None:
+    path = tmp_path / "big.log"
+    path.write_text("".join(f"line {i}\n" for i in range(200_000)))
+    out = call(host, "tail_file", {"path": str(path), "lines": 3})
+    assert out["lines"] == ["line 199997", "line 199998", "line 199999"]
+    cut = call(host, "tail_file", {"path": str(path), "lines": 100, "max_bytes": 40})
+    assert cut["truncated"] is True
+    assert cut["lines"] == ["line 199997", "line 199998", "line 199999"]  # 40 bytes: the cut line is dropped
+
+
+def test_tail_file_replaces_invalid_utf8(host: SkillHost, tmp_path: Path) -> None:
+    path = tmp_path / "bin.log"
+    path.write_bytes(b"ok\n\xff\xfe end\n")
+    assert call(host, "tail_file", {"path": str(path), "lines": 2})["lines"] == ["ok", "\ufffd\ufffd end"]
+
+
+def test_tail_file_refuses_what_is_not_a_regular_file_without_blocking(
+    host: SkillHost, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    assert failure(host, "tail_file", {"path": str(fifo)}) == f"ValueError: {fifo} is not a regular file"
+    assert time.monotonic() - started < 5
+    assert (
+        failure(host, "tail_file", {"path": str(tmp_path)}) == f"ValueError: {tmp_path} is not a regular file"
+    )
+    assert "must be absolute" in failure(host, "tail_file", {"path": "relative.log"})
+    assert "No such file" in failure(host, "tail_file", {"path": str(tmp_path / "missing")})
+
+
+def test_find_large_files_lists_big_files_largest_first(host: SkillHost, tree: Path) -> None:
+    out = call(host, "find_large_files", {"path": str(tree), "min_bytes": 20_000})
+    assert [(Path(f["path"]).name, f["bytes"]) for f in out["files"]] == [
+        ("big.bin", 50_000),
+        ("d.log", 40_000),
+        ("c.bin", 30_000),
+        ("a.txt", 20_000),
+    ]
+    assert out["count"] == 4 and out["truncated"] is False and out["entries_scanned"] == 10
+    assert all(f["modified"] and f["type"] == "file" for f in out["files"])
+    top = call(host, "find_large_files", {"path": str(tree), "min_bytes": 0, "top": 2})
+    assert [Path(f["path"]).name for f in top["files"]] == ["big.bin", "d.log"]
+
+
+def test_find_large_files_is_bounded_and_refuses_files(host: SkillHost, tree: Path) -> None:
+    out = call(host, "find_large_files", {"path": str(tree), "min_bytes": 0, "max_entries": 2})
+    assert out["truncated"] is True and "max_entries=2" in out["truncated_reason"]
+    assert failure(host, "find_large_files", {"path": str(tree / "big.bin")}) == (
+        f"NotADirectoryError: {tree / 'big.bin'} is not a directory"
+    )
+
+
+def test_a_short_call_timeout_shortens_the_scan_instead_of_timing_out(host: SkillHost) -> None:
+    result = host.call("disk_usage", {"path": "/", "one_filesystem": False}, timeout=1.0)
+    assert result.ok, result.error  # not timed_out: the scan budget was cut to fit the call
+    assert result.value["truncated"] is True
+    assert result.value["truncated_reason"] == "stopped when time_budget_seconds ran out"

@@ -325,8 +325,14 @@ def _check_extras(fields: Fields, known: Mapping[str, Any]) -> None:
 
 def _optional_text(fields: Fields, known: Mapping[str, Any]) -> dict[str, str]:
     found: dict[str, str] = {}
+    hint = known.get("argument_hint")
+    if isinstance(hint, list):  # `argument-hint: [file]` is a YAML list; Claude Code reads the text
+        joined = "[" + ", ".join(str(item) for item in hint) + "]"
+        message = f'"argument-hint" is a YAML list; it was read as the text "{joined}"'
+        fields.warn("/argument-hint", "coerced", message, "quote the value")
+        found["argument_hint"] = joined
     for key in (*_STRINGS, "when_to_use", "version", "display_name", "category", "compatibility"):
-        if key in known and known[key] is not None:
+        if key in known and known[key] is not None and key not in found:
             text = fields.text(known[key], "/" + TOP_LEVEL[key], TOP_LEVEL[key])
             if text is not None:
                 found[key] = text.strip()
