@@ -12,6 +12,7 @@ Keys are matched in any of the spellings clients accept: ``allowed-tools``,
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -29,7 +30,11 @@ _LIST_SPLIT = re.compile(r"[,\s]+")
 
 def canon(key: object) -> str:
     """The canonical spelling of a key: snake_case (``anyBins``, ``any-bins`` -> ``any_bins``)."""
-    text = str(key)
+    return _canon(key if isinstance(key, str) else str(key))
+
+
+@functools.lru_cache(maxsize=4096)
+def _canon(text: str) -> str:  # the same few dozen keys come back in every file
     return _CAMEL.sub(r"_\1", text).lower().replace("-", "_")
 
 

@@ -35,6 +35,7 @@ MAX_NAME_LENGTH = 64
 MAX_TIMEOUT = 24 * 60 * 60
 EMPTY_SCHEMA: Mapping[str, Any] = {"type": "object", "properties": {}}
 KEY_NAME = re.compile(r"[a-z0-9][a-z0-9_]*")
+_NOT_KEY = re.compile(r"[^a-z0-9]+")
 BUILTIN_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SCHEMES = "builtin:<key> or exec:<path relative to the skill folder>"
@@ -70,9 +71,10 @@ def normalise_name(raw: str) -> str:
     """
     if KEY_NAME.fullmatch(raw):
         return raw
-    decomposed = unicodedata.normalize("NFKD", raw)
-    ascii_only = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
-    return re.sub(r"[^a-z0-9]+", "_", ascii_only).strip("_")
+    if not raw.isascii():
+        decomposed = unicodedata.normalize("NFKD", raw)
+        raw = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return _NOT_KEY.sub("_", raw.lower()).strip("_")
 
 
 def build_tools(
