@@ -29,7 +29,6 @@ import os
 import re
 import shutil
 import sys
-import tomllib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -164,6 +163,8 @@ class Availability:
 
     def _config_file(self) -> dict[str, Any]:
         if self._config is None:
+            import tomllib  # only when a skill asks for a config key
+
             path = os.path.join(self._settings.config_dir, CONFIG_FILE)
             try:
                 with open(path, "rb") as handle:

@@ -27,6 +27,7 @@ class Tools:
         self.calls: list[dict[str, Any]] = []
         self.stopped = threading.Event()
         self.cancelled = threading.Event()
+        self.running = threading.Semaphore(0)
 
     @hookimpl
     def ongrid_native_tools(self) -> dict[str, Any]:
@@ -39,7 +40,15 @@ class Tools:
             "test.nan": lambda args, ctx: {"x": float("nan")},
             "test.raises": self.raises,
             "test.exits": lambda args, ctx: sys.exit(3),
+            "test.async_exits": self.async_exits,
+            "test.own_timeout": self.own_timeout,
         }
+
+    async def own_timeout(self, args: dict[str, Any], ctx: NativeContext) -> dict[str, Any]:
+        raise TimeoutError("upstream did not answer")
+
+    async def async_exits(self, args: dict[str, Any], ctx: NativeContext) -> dict[str, Any]:
+        sys.exit(4)
 
     def echo(self, args: dict[str, Any], ctx: NativeContext) -> dict[str, Any]:
         self.calls.append(args)
@@ -60,6 +69,7 @@ class Tools:
         return {"args": args, "remaining_ok": 0 < ctx.remaining() <= ctx.timeout}
 
     def slow(self, args: dict[str, Any], ctx: NativeContext) -> dict[str, Any]:
+        self.running.release()
         deadline = time.monotonic() + 10
         while not ctx.cancelled and time.monotonic() < deadline:
             time.sleep(0.005)
@@ -110,6 +120,8 @@ def host(make_host: Any, root: Path, tools: Tools) -> Any:
             entry("returns_nan", "test.nan"),
             entry("raises", "test.raises"),
             entry("exits", "test.exits"),
+            entry("async_exits", "test.async_exits"),
+            entry("own_timeout", "test.own_timeout"),
             entry("change", "test.echo", **{"class": "write"}),
             entry("missing", "test.nobody_provides_this"),
         ],
@@ -222,6 +234,38 @@ def test_bad_results_and_exceptions_are_failed_results_without_tracebacks(
     if name == "raises":
         assert f"native tool raises (builtin:test.raises) raised {error}" in caplog.messages
         assert any(r.exc_info for r in caplog.records)  # the traceback is logged, at DEBUG
+
+
+def test_sys_exit_in_an_async_tool_fails_the_call_and_does_not_exit(host: Any) -> None:
+    for result in (host.call("async_exits", {}), asyncio.run(host.acall("async_exits", {}))):
+        assert (result.ok, result.error) == (False, "SystemExit: 4")
+
+
+def test_a_tools_own_timeout_error_is_a_failure_not_our_timeout(host: Any) -> None:
+    result = asyncio.run(host.acall("own_timeout", {}))
+    assert (result.ok, result.timed_out, result.error) == (
+        False,
+        False,
+        "TimeoutError: upstream did not answer",
+    )
+
+
+def test_a_call_that_never_got_a_worker_says_so(host: Any, tools: Tools) -> None:
+    from ongrid_plugins.executors.native import MAX_WORKERS
+
+    busy = [threading.Thread(target=host.call, args=("slow", {})) for _ in range(MAX_WORKERS)]
+    for thread in busy:
+        thread.start()
+    for _ in busy:  # every worker is inside a slow tool now
+        assert tools.running.acquire(timeout=5)
+    result = host.call("slow", {}, timeout=0.05)
+    for thread in busy:
+        thread.join(5)
+    assert result.timed_out
+    assert result.error == (
+        f"the tool did not start within its timeout of 0.05 s: all {MAX_WORKERS} native workers are busy "
+        "(synchronous tools past their timeouts still hold them)"
+    )
 
 
 def test_arguments_are_validated_before_the_tool_runs(host: Any, tools: Tools) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError
 from ..models import Skill
 
 if TYPE_CHECKING:
@@ -26,6 +27,10 @@ def list_skills(ctx: Context) -> int:
     """``list --skills``: every skill, its tools (none for prompt skills) and where it is from."""
     from .skills import _print_json, _print_table
 
+    if ctx.args.persona or ctx.args.category or ctx.args.tool_class:
+        message = "--persona, --category and --class filter tools, not skills: drop --skills"
+        message += " (or see `ongrid-skills resolve QUERY --persona P`)"
+        raise ConfigError(message)
     skills = [s for s in ctx.host.skills() if ctx.args.all or s.available]
     if ctx.args.json:
         _print_json({"items": [_summary(s) for s in skills], "total": len(skills)})

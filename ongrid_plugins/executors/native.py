@@ -163,8 +163,7 @@ class NativeExecutor:
         try:
             outcome = future.result(timeout=timeout + (_ASYNC_GRACE if _is_async(fn) else 0.0))
         except FutureTimeout:
-            future.cancel()
-            outcome = ("timeout", None)
+            outcome = ("not_started", None) if future.cancel() else ("timeout", None)
         return _finish(request, ctx, outcome, started, sync=not _is_async(fn))
 
     async def arun(self, request: CallRequest) -> CallResult:
@@ -180,10 +179,12 @@ class NativeExecutor:
             else:
                 future = _POOL.submit(_call_blocking, fn, request.args, ctx, timeout)
                 try:
-                    outcome = await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+                    outcome = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout)
                 except TimeoutError:
-                    future.cancel()
-                    outcome = ("timeout", None)
+                    outcome = ("not_started", None) if future.cancel() else ("timeout", None)
+                except asyncio.CancelledError:
+                    future.cancel()  # if it has not started, it never will
+                    raise
         except asyncio.CancelledError:
             ctx.cancel()
             raise
@@ -221,7 +222,7 @@ def _call_blocking(
         if _is_async(fn):
             return asyncio.run(_await_async(fn, args, ctx, timeout))
         value = fn(dict(args), ctx)
-        if inspect.isawaitable(value):
+        if inspect.isawaitable(value):  # a sync callable that returned a coroutine
             return asyncio.run(_await_async(lambda _a, _c: value, args, ctx, ctx.remaining()))
         return ("ok", value)
     except BaseException as exc:  # SystemExit from a tool is a failure too, not an exit
@@ -232,14 +233,24 @@ async def _await_async(
     fn: Callable[..., Any], args: Mapping[str, Any], ctx: NativeContext, timeout: float
 ) -> Outcome:
     try:
-        return ("ok", await asyncio.wait_for(fn(dict(args), ctx), timeout))
-    except TimeoutError:
+        return await asyncio.wait_for(_guarded(fn, args, ctx), timeout)
+    except TimeoutError:  # ours: the tool's own TimeoutError is an "error" outcome of _guarded
         ctx.cancel()
         return ("timeout", None)
     except asyncio.CancelledError:
         ctx.cancel()
         raise
-    except Exception as exc:
+
+
+async def _guarded(fn: Callable[..., Any], args: Mapping[str, Any], ctx: NativeContext) -> Outcome:
+    """The tool's outcome; its exceptions are caught in its own task, before asyncio sees them.
+
+    (asyncio re-raises ``SystemExit`` out of the event loop: a tool calling ``sys.exit()``
+    must fail its call, not stop the host.)
+    """
+    try:
+        return ("ok", await fn(dict(args), ctx))
+    except (Exception, SystemExit) as exc:
         return ("error", exc)
 
 
@@ -249,7 +260,12 @@ def _finish(
     tool = request.tool
     status, value = outcome
     error: str | None = None
-    if status == "timeout":
+    if status == "not_started":
+        ctx.cancel()
+        error = f"the tool did not start within its timeout of {ctx.timeout:g} s: all {MAX_WORKERS} native "
+        error += "workers are busy (synchronous tools past their timeouts still hold them)"
+        value = None
+    elif status == "timeout":
         ctx.cancel()
         error = f"the tool timed out after {ctx.timeout:g} s"
         error += " (a synchronous tool cannot be stopped; it was asked to)" if sync else " and was cancelled"
@@ -266,7 +282,7 @@ def _finish(
         ok=error is None,
         value=value,
         error=error,
-        timed_out=status == "timeout",
+        timed_out=status in ("timeout", "not_started"),
         duration=time.monotonic() - started,
         stderr_tail=ctx.tail,
         call_id=request.call_id,
