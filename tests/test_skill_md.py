@@ -220,6 +220,11 @@ def test_keys_are_read_in_any_client_spelling(root: Path) -> None:
     assert skill.warnings == ()
 
 
+def test_empty_optional_keys_are_as_good_as_absent(root: Path) -> None:
+    skill = load_text(root, "---\nname: e\ndescription: d\nmetadata:\nactivation:\ntools:\n---\n", folder="e")
+    assert (skill.warnings, skill.tools, skill.activation.mode) == ((), (), "always")
+
+
 def test_numbers_are_coerced_to_strings_with_a_warning(root: Path) -> None:
     skill = load_text(root, "---\nname: 123\ndescription: 4.5\nversion: 1.0\n---\n", folder="123")
     assert (skill.name, skill.description, skill.version) == ("123", "4.5", "1.0")

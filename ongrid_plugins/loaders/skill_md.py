@@ -193,7 +193,7 @@ def build_skill(
     known = fields.known(data, TOP_LEVEL, "")
     declared, name, display = _name(fields, known, folder, quiet=bare)
     description = _description(fields, known, document, quiet=bare)
-    meta = read_metadata(fields, known["metadata"]) if "metadata" in known else Metadata()
+    meta = read_metadata(fields, known["metadata"]) if known.get("metadata") is not None else Metadata()
     activation = _activation(fields, known.get("activation"), meta.activation)
     _check_extras(fields, known)
     text = _optional_text(fields, known)
