@@ -17,13 +17,16 @@ from .errors import (
     OngridError,
     PermissionDenied,
     PluginLoadError,
+    ResourceRefused,
     SkillUnavailable,
     UnknownPersona,
     UnknownSkill,
 )
 from .hookspecs import hookimpl, hookspec
 from .host import SkillHost
+from .instructions import Instructions, Resource
 from .models import (
+    Activation,
     CallRequest,
     CallResult,
     Decision,
@@ -33,6 +36,7 @@ from .models import (
     PermissionMode,
     Persona,
     Problem,
+    Requirements,
     Skill,
     SkillRoot,
     Tool,
@@ -40,11 +44,13 @@ from .models import (
     Verdict,
 )
 from .plugins import PluginInfo, get_plugin_manager
+from .resolve import ResolvedSkill
 from .settings import Settings
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Activation",
     "ApprovalRequired",
     "CallRequest",
     "CallResult",
@@ -52,6 +58,7 @@ __all__ = [
     "ConfirmationRequired",
     "Decision",
     "Event",
+    "Instructions",
     "InvalidArguments",
     "LoadEvent",
     "LoadReport",
@@ -65,6 +72,10 @@ __all__ = [
     "PluginInfo",
     "PluginLoadError",
     "Problem",
+    "Requirements",
+    "ResolvedSkill",
+    "Resource",
+    "ResourceRefused",
     "Settings",
     "Skill",
     "SkillHost",
