@@ -307,6 +307,10 @@ class Requirements:
         }
 
 
+_ALWAYS = Activation()
+_NOTHING_REQUIRED = Requirements()
+
+
 @attrs.frozen(eq=False)
 class Skill:
     """A loaded skill: one manifest and the tools it declares."""
@@ -327,8 +331,10 @@ class Skill:
     """Everything else the manifest said, unknown keys included."""
     unavailable: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     version: str = ""
-    activation: Activation = attrs.field(factory=Activation)
-    requires: Requirements = attrs.field(factory=Requirements)
+    # Shared immutable defaults: building two objects per skill.json skill
+    # would cost more than the rest of the Skill together.
+    activation: Activation = attrs.field(default=_ALWAYS)
+    requires: Requirements = attrs.field(default=_NOTHING_REQUIRED)
     model_invocable: bool = True
     """False for skills only a user may invoke (``disable-model-invocation``): never resolved."""
     notices: tuple[Problem, ...] = attrs.field(default=(), converter=_problems)
