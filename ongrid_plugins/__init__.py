@@ -18,13 +18,16 @@ from .errors import (
     PackLoadError,
     PermissionDenied,
     PluginLoadError,
+    ResourceRefused,
     SkillUnavailable,
     UnknownPersona,
     UnknownSkill,
 )
 from .hookspecs import hookimpl, hookspec
 from .host import SkillHost
+from .instructions import Instructions, Resource
 from .models import (
+    Activation,
     CallRequest,
     CallResult,
     Decision,
@@ -34,6 +37,7 @@ from .models import (
     PermissionMode,
     Persona,
     Problem,
+    Requirements,
     Skill,
     SkillRoot,
     Tool,
@@ -41,11 +45,13 @@ from .models import (
     Verdict,
 )
 from .plugins import PluginInfo, get_plugin_manager
+from .resolve import ResolvedSkill
 from .settings import Settings
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Activation",
     "ApprovalRequired",
     "CallRequest",
     "CallResult",
@@ -53,6 +59,7 @@ __all__ = [
     "ConfirmationRequired",
     "Decision",
     "Event",
+    "Instructions",
     "InvalidArguments",
     "LoadEvent",
     "LoadReport",
@@ -67,6 +74,10 @@ __all__ = [
     "PluginInfo",
     "PluginLoadError",
     "Problem",
+    "Requirements",
+    "ResolvedSkill",
+    "Resource",
+    "ResourceRefused",
     "Settings",
     "Skill",
     "SkillHost",

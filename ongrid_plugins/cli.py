@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "ongrid_plugins.commands.skills",
     "ongrid_plugins.commands.validate",
     "ongrid_plugins.commands.plugins",
+    "ongrid_plugins.commands.resolve",
     "ongrid_plugins.commands.packs",
     "ongrid_plugins.commands.new",
 )

@@ -30,6 +30,7 @@ __all__ = [
     "PackLoadError",
     "PermissionDenied",
     "PluginLoadError",
+    "ResourceRefused",
     "SkillUnavailable",
     "UnknownPersona",
     "UnknownSkill",
@@ -189,6 +190,18 @@ class ApprovalRequired(PermissionDenied):
     def __init__(self, tool: str, decision: Decision, ticket: Any = None, hint: str = "") -> None:
         self.ticket = ticket
         super().__init__(tool, decision, hint)
+
+
+class ResourceRefused(OngridError):
+    """A skill file may not be read: it escapes the skill folder, is missing or is not a regular file."""
+
+    exit_code = 2
+
+    def __init__(self, skill: str, path: str, reason: str) -> None:
+        self.skill = skill
+        self.path = path
+        self.reason = reason
+        super().__init__(f"skill {skill!r}: file {path!r} refused: {reason}")
 
 
 #: Exit codes of the CLI, by outcome. Kept here so the CLI and the docs agree.

@@ -17,6 +17,7 @@ enforce (raise for caller errors), run the executor, tell the
 
 from __future__ import annotations
 
+import difflib
 import getpass
 import itertools
 import logging
@@ -37,8 +38,10 @@ from .errors import (
     PermissionDenied,
     SkillUnavailable,
     UnknownPersona,
+    UnknownSkill,
 )
 from .executors import Executor
+from .instructions import Instructions, read_instructions
 from .models import (
     CallRequest,
     CallResult,
@@ -54,6 +57,7 @@ from .models import (
 )
 from .plugins import PluginInfo, PluginManager, get_plugin_manager
 from .registry import Registry, Snapshot
+from .resolve import ResolvedSkill, resolve
 from .settings import Settings
 
 __all__ = ["SkillHost"]
@@ -181,6 +185,30 @@ class SkillHost:
     def get(self, name: str) -> Tool:
         """The tool called ``name``; raises :class:`UnknownSkill` with suggestions."""
         return self._snapshot().get(name)
+
+    def skill(self, name: str) -> Skill:
+        """The skill called ``name``, or the skill declaring the tool ``name``."""
+        snapshot = self._snapshot()
+        found = snapshot.skills.get(name)
+        if found is None:
+            tool = snapshot.tools.get(name)
+            found = snapshot.skills.get(tool.skill) if tool is not None else None
+        if found is None:
+            close = difflib.get_close_matches(name, [*snapshot.skills, *snapshot.tools], n=3, cutoff=0.75)
+            raise UnknownSkill(name, sorted(set(close)))
+        return found
+
+    def instructions(self, name: str) -> Instructions:
+        """The body and files of skill ``name`` (or of the skill declaring tool ``name``), read now."""
+        return read_instructions(self.skill(name))
+
+    def resolve(self, query: str, persona: PersonaLike | None = None) -> list[ResolvedSkill]:
+        """The skills to mount for the user message ``query``, with the tools ``persona`` may call."""
+        skills = self._snapshot().list_skills()
+        if persona is None:
+            return resolve(skills, query)
+        who = self.persona(persona)
+        return resolve(skills, query, lambda tool: self.decide(tool, who).verdict is not Verdict.DENY)
 
     def persona(self, persona: PersonaLike) -> Persona:
         """Resolve a persona name (or pass a :class:`Persona` through)."""

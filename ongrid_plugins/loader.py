@@ -6,6 +6,7 @@ Loading follows the specification's ``LoadDirs``::
       walk(root)                        # recursive, symlinked folders not followed
         for each claimed file:          # names from ongrid_manifest_names
           skill = ongrid_load_manifest  # parse + build; errors logged, never fatal
+          availability                  # another OS: skipped; missing needs: unavailable
           ongrid_validate_skill         # any error-level problem rejects it
           first one of a name wins      # later ones logged and skipped
 
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .availability import Availability
 from .errors import ManifestBuildError, ManifestError, ManifestParseError, PluginLoadError
 from .models import LoadEvent, LoadReport, Problem, Skill, SkillRoot
 from .registry import RegistryBuilder, Snapshot
@@ -57,6 +59,7 @@ class _Load:
     settings: Settings
     builder: RegistryBuilder = attrs.field(factory=RegistryBuilder)
     events: list[LoadEvent] = attrs.field(factory=list)
+    availability: Availability = attrs.field(init=False)
     # Hooks nobody implements are skipped: two empty pluggy calls per manifest
     # cost more than the registry itself. Nothing registers plugins mid-load.
     validators: bool = attrs.field(init=False)
@@ -64,6 +67,7 @@ class _Load:
     load_manifest: Any = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
+        self.availability = Availability(self.pm, self.settings)
         self.load_manifest = self.pm.hook.ongrid_load_manifest
         self.validators = bool(self.pm.hook.ongrid_validate_skill.get_hookimpls())
         self.listeners = bool(self.pm.hook.ongrid_skill_registered.get_hookimpls())
@@ -205,7 +209,15 @@ def _load_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> None:
         _log_parse(state, path, f"loader raised {exc!r}")
         return
     if skill is not None:
+        _report_notices(state, skill)
         _register(state, skill, root)
+
+
+def _report_notices(state: _Load, skill: Skill) -> None:
+    """What a loader found around the skill (its pack): a log line and a ``warning`` event each."""
+    for notice in skill.notices:
+        logger.warning("skill loader: %s: %s", notice.path, notice.message)
+        state.event(notice.path, "warning", notice.message, skill.name)
 
 
 def check_symlinked_manifest(path: str, root: SkillRoot) -> str:
@@ -229,6 +241,12 @@ def check_symlinked_manifest(path: str, root: SkillRoot) -> str:
 
 
 def _register(state: _Load, skill: Skill, root: SkillRoot) -> None:
+    skip = state.availability.skip_reason(skill)
+    if skip is not None:
+        logger.info('skill loader: skill "%s" is %s, skipping %s', skill.name, skip, skill.path)
+        state.event(skill.path, "skipped", skip, skill.name)
+        return
+    skill = state.availability.apply(skill)
     problems = validate_skill(state.pm, skill, root) if state.validators else []
     errors = [p for p in problems if p.level == "error"]
     if errors:
@@ -245,6 +263,8 @@ def _register(state: _Load, skill: Skill, root: SkillRoot) -> None:
         return
     logger.info('skill loader: registered %s skill "%s" from %s', _kind(skill), skill.name, skill.path)
     state.event(skill.path, "registered", "", skill.name)
+    if skill.unavailable:
+        logger.info('skill loader: skill "%s" is unavailable: %s', skill.name, "; ".join(skill.unavailable))
     if state.listeners:
         state.pm.hook.ongrid_skill_registered(skill=skill)
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import attrs
 
 __all__ = [
+    "Activation",
     "CallRequest",
     "CallResult",
     "Decision",
@@ -26,6 +27,7 @@ __all__ = [
     "PermissionMode",
     "Persona",
     "Problem",
+    "Requirements",
     "Skill",
     "SkillRoot",
     "Tool",
@@ -158,6 +160,8 @@ class SkillRoot:
     """False for default roots that may simply not exist (no warning when missing)."""
     real: str = ""
     """The canonical path (symlinks resolved); set by the walker before loaders see it."""
+    cache: dict[str, Any] = attrs.field(factory=dict, init=False, eq=False, repr=False)
+    """Per-load memo of loaders (e.g. which folders are packs); a fresh one on every load."""
 
     @property
     def label(self) -> str:
@@ -205,6 +209,8 @@ class Tool:
     """Why the tool cannot run here; empty when it can."""
     extra: Mapping[str, Any] = attrs.field(factory=dict)
     """Unknown manifest keys, kept verbatim."""
+    native: Callable[..., Any] | None = attrs.field(default=None, repr=False)
+    """The Python implementation of a ``builtin:`` tool, bound at load time."""
     cache: dict[str, Any] = attrs.field(factory=dict, init=False, repr=False)
     """Per-tool memo (the compiled argument validator); not part of the value."""
 
@@ -237,6 +243,74 @@ class Tool:
         }
 
 
+@attrs.frozen
+class Activation:
+    """When a skill is mounted for a conversation (see ``SkillHost.resolve``)."""
+
+    mode: str = "always"
+    """``always`` (the default) or ``keyword``; any other mode behaves as ``always``."""
+    keywords: tuple[str, ...] = attrs.field(default=(), converter=_strs)
+    """For ``keyword`` mode: case-insensitive substrings of the user's message."""
+
+    def match(self, query: str) -> str | None:
+        """Why the skill is mounted for ``query`` (``always``, ``keyword "disk"``), or None."""
+        if self.mode != "keyword":
+            return "always"
+        lowered = query.casefold()
+        for keyword in self.keywords:
+            if keyword and keyword.casefold() in lowered:
+                return f'keyword "{keyword}"'
+        return None
+
+    def to_dict(self) -> JSON:
+        """A JSON-ready dict."""
+        return {"mode": self.mode, "keywords": list(self.keywords)}
+
+
+def _groups(value: Iterable[Iterable[str]]) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(group) for group in value)
+
+
+@attrs.frozen
+class Requirements:
+    """What a skill needs from the machine; checked at every load (empty: nothing)."""
+
+    os: tuple[str, ...] = attrs.field(default=(), converter=_strs)
+    """Operating systems it is for (``linux``, ``darwin``, ``windows``); empty means any."""
+    bins: tuple[str, ...] = attrs.field(default=(), converter=_strs)
+    """Executables that must all be on ``PATH``."""
+    any_bins: tuple[tuple[str, ...], ...] = attrs.field(default=(), converter=_groups)
+    """Groups of executables: at least one of each group must be on ``PATH``."""
+    env: tuple[str, ...] = attrs.field(default=(), converter=_strs)
+    """Environment variables that must be set and non-empty."""
+    config: tuple[str, ...] = attrs.field(default=(), converter=_strs)
+    """Dotted configuration keys that must be set (see ``docs/skill-md.md``)."""
+    min_version: str = ""
+    """The oldest ongrid-plugins version the skill works with."""
+    hints: Mapping[str, str] = attrs.field(factory=dict)
+    """How to install a missing executable, by name (openclaw ``install`` labels)."""
+
+    @property
+    def empty(self) -> bool:
+        """True when the skill needs nothing."""
+        return not (self.os or self.bins or self.any_bins or self.env or self.config or self.min_version)
+
+    def to_dict(self) -> JSON:
+        """A JSON-ready dict."""
+        return {
+            "os": list(self.os),
+            "bins": list(self.bins),
+            "any_bins": [list(group) for group in self.any_bins],
+            "env": list(self.env),
+            "config": list(self.config),
+            "min_version": self.min_version,
+        }
+
+
+_ALWAYS = Activation()
+_NOTHING_REQUIRED = Requirements()
+
+
 @attrs.frozen(eq=False)
 class Skill:
     """A loaded skill: one manifest and the tools it declares."""
@@ -256,6 +330,15 @@ class Skill:
     extra: Mapping[str, Any] = attrs.field(factory=dict)
     """Everything else the manifest said, unknown keys included."""
     unavailable: tuple[str, ...] = attrs.field(default=(), converter=_strs)
+    version: str = ""
+    # Shared immutable defaults: building two objects per skill.json skill
+    # would cost more than the rest of the Skill together.
+    activation: Activation = attrs.field(default=_ALWAYS)
+    requires: Requirements = attrs.field(default=_NOTHING_REQUIRED)
+    model_invocable: bool = True
+    """False for skills only a user may invoke (``disable-model-invocation``): never resolved."""
+    notices: tuple[Problem, ...] = attrs.field(default=(), converter=_problems)
+    """Findings about what surrounds the skill (its pack), reported once in the load report."""
 
     @property
     def provenance(self) -> str:
@@ -283,6 +366,10 @@ class Skill:
             "tools": [t.name for t in self.tools],
             "warnings": [w.to_dict() for w in self.warnings],
             "extra": dict(self.extra),
+            "version": self.version,
+            "activation": self.activation.to_dict(),
+            "requires": self.requires.to_dict(),
+            "model_invocable": self.model_invocable,
         }
 
 

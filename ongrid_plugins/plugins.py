@@ -1,14 +1,14 @@
 """The plugin manager: built-in plugins first, then entry points, every one guarded.
 
 Built-in plugins are plain modules registered exactly like third-party ones,
-under short names (``roots``, ``skill_json``, ``subprocess``, ``gate``), then
-``packs`` (:class:`~ongrid_plugins.packs.PackRoots`, the roots of the
-``ongrid_skills`` entry points). Then every entry point of the
+under short names (``roots``, ``skill_json``, ``skill_md``, ``subprocess``, ``native``,
+``gate``, ``builtin_tools``), then ``packs`` (:class:`~ongrid_plugins.packs.PackRoots`,
+the roots of the ``ongrid_skills`` entry points). Then every entry point of the
 ``ongrid_plugins`` group is loaded and registered under its entry-point name.
-Both groups come from one read of the installed distributions. A plugin that fails to import or to register
-(for example a hook implementation with a wrong signature) is logged with its
-distribution and cause and skipped, so the host always starts; in strict mode
-the failure raises :class:`~ongrid_plugins.errors.PluginLoadError` instead.
+Both groups come from one read of the installed distributions. A plugin that
+fails to import or to register (for example a hook implementation with a wrong
+signature) is logged with its distribution and cause and skipped, so the host
+always starts; in strict mode the failure raises :class:`~ongrid_plugins.errors.PluginLoadError` instead.
 
 Nothing here runs at import time: :func:`get_plugin_manager` builds a fresh
 manager every time it is called.
@@ -52,8 +52,11 @@ ENTRY_POINT_GROUP = "ongrid_plugins"
 BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("roots", "ongrid_plugins.roots"),
     ("skill_json", "ongrid_plugins.loaders.skill_json"),
+    ("skill_md", "ongrid_plugins.loaders.skill_md"),
     ("subprocess", "ongrid_plugins.executors.subprocess"),
+    ("native", "ongrid_plugins.executors.native"),
     ("gate", "ongrid_plugins.gate"),
+    ("builtin_tools", "ongrid_plugins.builtin_tools"),
 )
 
 #: Plugins that cannot be disabled: without them a safety rule would vanish.

@@ -47,6 +47,7 @@ __all__ = [
     "isolated_settings",
     "make_host",
     "make_skill",
+    "make_skill_md",
     "pack_host",
     "plugin_registered",
     "register_plugin",
@@ -104,6 +105,59 @@ def make_skill(
         target.write_text(json.dumps(data, indent=2), encoding="utf-8")
     if script is not None and not os.path.isabs(entry):
         write_executable(skill_dir / entry, script)
+    return skill_dir
+
+
+def make_skill_md(
+    root: Path | str,
+    name: str | None,
+    *,
+    folder: str | None = None,
+    description: str | None = None,
+    body: str | None = None,
+    tools: list[Mapping[str, Any]] | None = None,
+    files: Mapping[str, str | bytes] | None = None,
+    front: Mapping[str, Any] | None = None,
+    raw: str | bytes | None = None,
+    filename: str = "SKILL.md",
+    **fields: Any,
+) -> Path:
+    """Create ``root/<folder or name>/SKILL.md`` (and ``files``); return the skill folder.
+
+    The front matter holds ``name`` (left out when None), ``description`` (default
+    ``Test skill <name>.``), ``tools`` and every keyword in ``fields``, written as YAML;
+    pass ``front`` to replace it entirely, or ``raw`` for the file's exact bytes.
+    ``files`` maps paths relative to the skill folder to their content; those starting
+    with ``#!`` are made executable.
+    """
+    import yaml
+
+    skill_dir = Path(root) / (folder or name or "skill")
+    skill_dir.mkdir(parents=True, exist_ok=True)
+    target = skill_dir / filename
+    if raw is not None:
+        target.write_bytes(raw.encode("utf-8") if isinstance(raw, str) else raw)
+    else:
+        if front is None:
+            data: dict[str, Any] = {} if name is None else {"name": name}
+            data["description"] = description if description is not None else f"Test skill {name}."
+            if tools is not None:
+                data["tools"] = [dict(t) for t in tools]
+            data.update(fields)
+        else:
+            data = dict(front)
+        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        heading = f"# {name}\n"
+        target.write_text(f"---\n{text}---\n\n{heading if body is None else body}", encoding="utf-8")
+    for relative, content in (files or {}).items():
+        path = skill_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        elif content.startswith("#!"):
+            write_executable(path, content)
+        else:
+            path.write_text(content, encoding="utf-8")
     return skill_dir
 
 

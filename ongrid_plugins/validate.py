@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .availability import Availability
 from .errors import ManifestBuildError, ManifestError
 from .loader import check_symlinked_manifest, iter_manifests, validate_skill
 from .models import Problem, Skill, SkillRoot
@@ -66,14 +67,19 @@ def validate_paths(paths: Iterable[str], pm: pluggy.PluginManager, settings: Set
     names = frozenset(n for result in pm.hook.ongrid_manifest_names() if result for n in result)
     reports: list[FileReport] = []
     owners: dict[str, str] = {}
+    availability = Availability(pm, settings)
     for raw in paths:
-        for report in _validate_path(os.path.abspath(raw), names, pm, settings):
+        for report in _validate_path(os.path.abspath(raw), names, pm, settings, availability):
             reports.append(_with_duplicates(report, owners))
     return reports
 
 
 def _validate_path(
-    path: str, names: frozenset[str], pm: pluggy.PluginManager, settings: Settings
+    path: str,
+    names: frozenset[str],
+    pm: pluggy.PluginManager,
+    settings: Settings,
+    availability: Availability,
 ) -> Iterator[FileReport]:
     if not os.path.lexists(path):
         yield _fail(path, "path_missing", f"{path} does not exist")
@@ -94,11 +100,16 @@ def _validate_path(
             yield _fail(path, "no_manifest", f"no manifest ({', '.join(sorted(names))}) under {path}")
             return
     for manifest, is_link in manifests:
-        yield _inspect(pm, settings, root, manifest, is_link)
+        yield _inspect(pm, settings, root, manifest, is_link, availability)
 
 
 def _inspect(
-    pm: pluggy.PluginManager, settings: Settings, root: SkillRoot, path: str, is_link: bool
+    pm: pluggy.PluginManager,
+    settings: Settings,
+    root: SkillRoot,
+    path: str,
+    is_link: bool,
+    availability: Availability,
 ) -> FileReport:
     skill: Skill | None = None
     try:
@@ -114,7 +125,10 @@ def _inspect(
         return _fail(path, "loader_crashed", f"a loader raised {exc!r}")
     if skill is None:
         return _fail(path, "not_loaded", "no loader accepted this file")
-    found = [*skill.warnings, *validate_skill(pm, skill, root)]
+    # Natives are bound here too: a builtin: key no plugin provides is reported. The
+    # machine's other lacks (binaries, variables) are not problems of the manifest.
+    skill = availability.apply(skill)
+    found = [*skill.notices, *skill.warnings, *validate_skill(pm, skill, root)]
     return FileReport(path, found, skill.name, skill.format)
 
 

@@ -1,7 +1,10 @@
-"""The built-in skills under ``ongrid_plugins/skills``, run as real subprocesses.
+"""The built-in skills under ``ongrid_plugins/skills``: SKILL.md files with native tools.
 
-Each entry is started the way the host starts it: the skill folder as working
-directory, only ``PATH`` in the environment, the arguments as JSON on stdin.
+Behaviour is tested the way the host runs it: through ``SkillHost.call``, in-process,
+with the arguments checked against the SKILL.md schema first. The ``run.py`` scripts
+that hold the logic of ``disk_usage`` and ``system_info`` still run on their own (the
+skill.json wire protocol, Python >= 3.8); those script-level behaviours are tested by
+running them as real subprocesses.
 """
 
 from __future__ import annotations
@@ -22,14 +25,44 @@ from typing import Any
 import jsonschema
 import pytest
 
+from ongrid_plugins import InvalidArguments, SkillHost, Tool
+from ongrid_plugins.testing import isolated_settings
+
 SKILLS = Path(__file__).resolve().parent.parent / "ongrid_plugins" / "skills"
 NAMES = ("disk_usage", "system_info")
+TOOLS = ("disk_usage", "system_info", "tail_file", "find_large_files")
 NOBODY = 65534
 
 
-def manifest(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((SKILLS / name / "skill.json").read_text(encoding="utf-8"))
-    return data
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> SkillHost:
+    """A host loading only the built-in skills."""
+    base = tmp_path_factory.mktemp("builtin-host")
+    host = SkillHost(isolated_settings(base, include_defaults=True))
+    host.load()
+    return host
+
+
+def call(host: SkillHost, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The value of a successful call through the host."""
+    result = host.call(name, args)
+    assert result.ok, result.error
+    assert result.exit_code is None and result.status == ""
+    value: dict[str, Any] = result.value
+    json.dumps(value, allow_nan=False)  # plain JSON, as a subprocess would have printed
+    return value
+
+
+def failure(host: SkillHost, name: str, args: dict[str, Any]) -> str:
+    """The error of a failed call through the host."""
+    result = host.call(name, args)
+    assert not result.ok, result.value
+    assert result.error is not None
+    return result.error
+
+
+def tool(host: SkillHost, name: str) -> Tool:
+    return host.get(name)
 
 
 def run(
@@ -40,9 +73,9 @@ def run(
     env: dict[str, str] | None = None,
     **popen: Any,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run a skill's entry exactly like the host does."""
+    """Run a skill's ``run.py`` as a script, the way the skill.json wire protocol runs an entry."""
     skill_dir = SKILLS / name
-    entry = skill_dir / manifest(name)["entry"]
+    entry = skill_dir / "run.py"
     data = args if isinstance(args, bytes) else json.dumps(args).encode()
     return subprocess.run(
         [str(entry)],
@@ -114,18 +147,19 @@ def tree(tmp_path: Path) -> Path:
 # -- manifests ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_manifest_is_valid(name: str) -> None:
-    data = manifest(name)
-    assert data["name"] == name
-    assert re.fullmatch(r"[a-z0-9_]+", data["name"])
-    assert data["class"] == "safe"
-    assert data["category"] == "system"
-    assert "PATH" in data["env_allow"]  # the entry starts with #!/usr/bin/env python3
-    assert isinstance(data["description"], str) and len(data["description"]) > 40
-    assert 0 < data["timeout_seconds"] <= 60
+@pytest.mark.parametrize("name", TOOLS)
+def test_builtin_tools_are_native_safe_and_valid(host: SkillHost, name: str) -> None:
+    found = tool(host, name)
+    assert re.fullmatch(r"[a-z0-9_]+", found.name)
+    assert found.kind == "native" and found.impl == f"builtin:ongrid.{name}"
+    assert found.native is not None and found.available
+    assert found.tool_class.value == "safe"
+    assert found.category == "system"
+    assert found.provenance == "built-in"
+    assert isinstance(found.description, str) and len(found.description) > 40
+    assert 0 < found.timeout <= 60
 
-    schema = data["schema"]
+    schema = dict(found.schema)
     jsonschema.Draft202012Validator.check_schema(schema)
     assert schema["type"] == "object"
     assert schema["additionalProperties"] is False
@@ -139,8 +173,22 @@ def test_manifest_is_valid(name: str) -> None:
     required = {key: "/" for key in schema.get("required", [])}
     validator.validate({**defaults, **required})
 
-    entry = SKILLS / name / data["entry"]
-    assert entry.resolve().parent == (SKILLS / name).resolve()
+
+def test_builtin_skills_are_skill_md_named_after_their_folders_without_warnings(host: SkillHost) -> None:
+    skills = {skill.name: skill for skill in host.skills()}
+    assert set(skills) == {"disk_usage", "system_info", "host_files"}
+    for name, skill in skills.items():
+        assert skill.format == "SKILL.md"
+        assert Path(skill.path) == SKILLS / name / "SKILL.md"
+        assert skill.warnings == ()
+        assert skill.when_to_use and skill.version == "1.0.0"
+    assert [t.name for t in skills["host_files"].tools] == ["tail_file", "find_large_files"]
+    assert not list(SKILLS.rglob("skill.json")), "the built-ins are SKILL.md only: one definition per name"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scripts_are_still_runnable_entries(name: str) -> None:
+    entry = SKILLS / name / "run.py"
     assert os.access(entry, os.X_OK)
     assert stat.S_IMODE(entry.stat().st_mode) == 0o755
     assert entry.read_text(encoding="utf-8").startswith("#!/usr/bin/env python3\n")
@@ -185,8 +233,8 @@ def test_entry_runs_on_python_3_8(name: str, tmp_path: Path) -> None:
 # -- disk_usage -----------------------------------------------------------------
 
 
-def test_disk_usage_totals_and_largest(tree: Path) -> None:
-    out = result_of(run("disk_usage", {"path": str(tree), "apparent_size": True}))
+def test_disk_usage_totals_and_largest(host: SkillHost, tree: Path) -> None:
+    out = call(host, "disk_usage", {"path": str(tree), "apparent_size": True})
     assert out["path"] == str(tree.resolve())
     assert out["type"] == "dir"
     assert out["size_kind"] == "apparent"
@@ -228,14 +276,12 @@ def test_disk_usage_totals_and_largest(tree: Path) -> None:
     assert fs["mount_point"] and str(tree).startswith(fs["mount_point"])
 
 
-def test_disk_usage_top_and_depth(tree: Path) -> None:
-    out = result_of(run("disk_usage", {"path": str(tree), "top": 2, "apparent_size": True}))
+def test_disk_usage_top_and_depth(host: SkillHost, tree: Path) -> None:
+    out = call(host, "disk_usage", {"path": str(tree), "top": 2, "apparent_size": True})
     assert [Path(e["path"]).name for e in out["largest"]] == ["docs", "big.bin"]
     assert [Path(e["path"]).name for e in out["largest_files"]] == ["big.bin", "d.log"]
 
-    deep = result_of(
-        run("disk_usage", {"path": str(tree), "top": 100, "max_depth": 2, "apparent_size": True})
-    )
+    deep = call(host, "disk_usage", {"path": str(tree), "top": 100, "max_depth": 2, "apparent_size": True})
     ranked = {e["path"]: e["bytes"] for e in deep["largest"]}
     nested = tree / "docs" / "nested"
     assert ranked[str(nested)] == tree_usage(nested, apparent=True)
@@ -244,20 +290,20 @@ def test_disk_usage_top_and_depth(tree: Path) -> None:
     assert len(ranked) == 10 - 1
 
 
-def test_disk_usage_allocated_blocks_by_default(tree: Path) -> None:
-    out = result_of(run("disk_usage", {"path": str(tree)}))
+def test_disk_usage_allocated_blocks_by_default(host: SkillHost, tree: Path) -> None:
+    out = call(host, "disk_usage", {"path": str(tree)})
     assert out["size_kind"] == "allocated"
     assert out["total_bytes"] == tree_usage(tree, apparent=False)
 
 
-def test_disk_usage_hard_links_count_once(tree: Path) -> None:
+def test_disk_usage_hard_links_count_once(host: SkillHost, tree: Path) -> None:
     os.link(tree / "big.bin", tree / "logs" / "big-again.bin")
-    out = result_of(run("disk_usage", {"path": str(tree), "apparent_size": True}))
+    out = call(host, "disk_usage", {"path": str(tree), "apparent_size": True})
     assert out["files"] == 7
     assert out["total_bytes"] == tree_usage(tree, apparent=True) - 50_000
 
 
-def test_disk_usage_symlink_loops_are_not_followed(tree: Path) -> None:
+def test_disk_usage_symlink_loops_are_not_followed(host: SkillHost, tree: Path) -> None:
     (tree / "docs" / "nested" / "up").symlink_to("..")
     (tree / "self").symlink_to(".")
     (tree / "root-link").symlink_to(tree)
@@ -265,19 +311,13 @@ def test_disk_usage_symlink_loops_are_not_followed(tree: Path) -> None:
     (tree / "dangling").symlink_to(tree / "missing")
 
     started = time.monotonic()
-    out = result_of(run("disk_usage", {"path": str(tree), "apparent_size": True}, timeout=10))
+    out = call(host, "disk_usage", {"path": str(tree), "apparent_size": True})
     assert time.monotonic() - started < 10
     assert out["symlinks"] == 5 and out["dirs"] == 4 and out["files"] == 6
     assert out["total_bytes"] == tree_usage(tree, apparent=True)  # links count as themselves
     assert out["truncated"] is False
 
-    followed = result_of(
-        run(
-            "disk_usage",
-            {"path": str(tree), "apparent_size": True, "follow_symlinks": True},
-            timeout=10,
-        )
-    )
+    followed = call(host, "disk_usage", {"path": str(tree), "apparent_size": True, "follow_symlinks": True})
     # Every directory is entered once; the file link names a file already counted;
     # only the dangling link is left as a link.
     assert followed["dirs"] == 4 and followed["symlinks"] == 1
@@ -286,14 +326,14 @@ def test_disk_usage_symlink_loops_are_not_followed(tree: Path) -> None:
     assert followed["truncated"] is False
 
 
-def test_disk_usage_never_opens_a_fifo(tree: Path) -> None:
+def test_disk_usage_never_opens_a_fifo(host: SkillHost, tree: Path) -> None:
     fifo = tree / "logs" / "pipe"
     os.mkfifo(fifo)  # opening it for reading would block forever: no writer
-    out = result_of(run("disk_usage", {"path": str(tree), "apparent_size": True}, timeout=10))
+    out = call(host, "disk_usage", {"path": str(tree), "apparent_size": True})
     assert out["other"] == 1 and out["errors"] == 0
     assert out["total_bytes"] == tree_usage(tree, apparent=True)
 
-    direct = result_of(run("disk_usage", {"path": str(fifo)}, timeout=10))
+    direct = call(host, "disk_usage", {"path": str(fifo)})
     assert direct["type"] == "other" and direct["total_bytes"] == 0
 
 
@@ -357,25 +397,44 @@ def test_disk_usage_counts_unreadable_directories(shared_tmp: Path) -> None:
     assert out["total_bytes"] == expected + usage(locked, apparent=True)
 
 
-def test_disk_usage_missing_path_fails(tmp_path: Path) -> None:
+def test_disk_usage_missing_path_fails(host: SkillHost, tmp_path: Path) -> None:
     missing = tmp_path / "nope"
-    message = error_of(run("disk_usage", {"path": str(missing)}), 1)
+    message = failure(host, "disk_usage", {"path": str(missing)})
+    assert message.startswith("MeasureError: ")
     assert str(missing) in message and "No such file" in message
+    assert str(missing) in error_of(run("disk_usage", {"path": str(missing)}), 1)  # the script: exit 1
 
     afile = tmp_path / "plain"
     afile.write_text("hi")
-    message = error_of(run("disk_usage", {"path": str(afile / "below")}), 1)
-    assert "Not a directory" in message
-
-    assert "absolute" in error_of(run("disk_usage", {"path": "relative/dir"}), 1)
+    assert "Not a directory" in failure(host, "disk_usage", {"path": str(afile / "below")})
+    assert "absolute" in failure(host, "disk_usage", {"path": "relative/dir"})
 
 
-def test_disk_usage_of_a_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("args", "path"),
+    [
+        ({}, "$"),
+        ({"path": "/", "colour": "red"}, "$"),
+        ({"path": "/", "top": 0}, "$.top"),
+        ({"path": "/", "top": True}, "$.top"),
+        ({"path": "/", "one_filesystem": "yes"}, "$.one_filesystem"),
+        ({"path": ""}, "$.path"),
+    ],
+)
+def test_disk_usage_arguments_are_checked_against_the_schema_before_it_runs(
+    host: SkillHost, args: dict[str, Any], path: str
+) -> None:
+    with pytest.raises(InvalidArguments) as info:
+        host.call("disk_usage", args)
+    assert [p for p, _m in info.value.errors] == [path]
+
+
+def test_disk_usage_of_a_file(host: SkillHost, tmp_path: Path) -> None:
     afile = tmp_path / "data.bin"
     afile.write_bytes(b"y" * 12_345)
     link = tmp_path / "link"
     link.symlink_to(afile)
-    out = result_of(run("disk_usage", {"path": str(link), "apparent_size": True}))
+    out = call(host, "disk_usage", {"path": str(link), "apparent_size": True})
     assert out["path"] == str(afile.resolve())
     assert out["type"] == "file"
     assert (out["total_bytes"], out["files"], out["dirs"]) == (12_345, 1, 0)
@@ -384,12 +443,12 @@ def test_disk_usage_of_a_file(tmp_path: Path) -> None:
     ]
     assert out["truncated"] is False
 
-    blocks = result_of(run("disk_usage", {"path": str(afile)}))
+    blocks = call(host, "disk_usage", {"path": str(afile)})
     assert blocks["total_bytes"] == afile.stat().st_blocks * 512
 
 
-def test_disk_usage_bounds_its_work(tree: Path) -> None:
-    out = result_of(run("disk_usage", {"path": str(tree), "max_entries": 3}))
+def test_disk_usage_bounds_its_work(host: SkillHost, tree: Path) -> None:
+    out = call(host, "disk_usage", {"path": str(tree), "max_entries": 3})
     assert out["truncated"] is True
     assert "max_entries" in out["truncated_reason"]
     assert out["entries_scanned"] == 3
@@ -398,16 +457,16 @@ def test_disk_usage_bounds_its_work(tree: Path) -> None:
     many.mkdir()
     for i in range(1100):
         (many / f"f{i}").touch()
-    out = result_of(run("disk_usage", {"path": str(tree), "time_budget_seconds": 1e-6}))
+    out = call(host, "disk_usage", {"path": str(tree), "time_budget_seconds": 1e-6})
     assert out["truncated"] is True
     assert "time_budget_seconds" in out["truncated_reason"]
     assert out["entries_scanned"] <= 1024
 
 
-def test_disk_usage_of_root_finishes_in_time() -> None:
-    timeout = manifest("disk_usage")["timeout_seconds"]
+def test_disk_usage_of_root_finishes_in_time(host: SkillHost) -> None:
+    timeout = tool(host, "disk_usage").timeout
     started = time.monotonic()
-    out = result_of(run("disk_usage", {"path": "/"}, timeout=timeout))
+    out = call(host, "disk_usage", {"path": "/"})
     assert time.monotonic() - started < timeout
     assert out["path"] == "/" and out["type"] == "dir"
     assert out["total_bytes"] > 0 and out["files"] > 0 and out["dirs"] > 0
@@ -432,15 +491,15 @@ def test_disk_usage_of_root_finishes_in_time() -> None:
         (b'{"path": "/", "one_filesystem": "yes"}', "'one_filesystem'"),
     ],
 )
-def test_disk_usage_bad_arguments(stdin: bytes, needle: str) -> None:
+def test_disk_usage_script_rejects_bad_arguments(stdin: bytes, needle: str) -> None:
     assert needle in error_of(run("disk_usage", stdin), 2)
 
 
 # -- system_info ------------------------------------------------------------------
 
 
-def test_system_info_reports_this_machine() -> None:
-    out = result_of(run("system_info", b""))  # empty stdin means {}
+def test_system_info_reports_this_machine(host: SkillHost) -> None:
+    out = call(host, "system_info", {})  # empty stdin means {}
     assert list(out) == ["os", "cpu", "load", "memory", "swap", "uptime", "processes"]
 
     os_ = out["os"]
@@ -485,15 +544,15 @@ def test_system_info_reports_this_machine() -> None:
     assert processes["running"] >= 1
 
 
-def test_system_info_include_filter() -> None:
-    out = result_of(run("system_info", {"include": ["memory", "load"]}))
+def test_system_info_include_filter(host: SkillHost) -> None:
+    out = call(host, "system_info", {"include": ["memory", "load"]})
     assert list(out) == ["load", "memory"]
 
 
-def test_system_info_defaults_match_an_empty_call() -> None:
-    default = manifest("system_info")["schema"]["properties"]["include"]["default"]
-    assert list(result_of(run("system_info", {"include": default}))) == default
-    assert list(result_of(run("system_info", {}))) == default
+def test_system_info_defaults_match_an_empty_call(host: SkillHost) -> None:
+    default = tool(host, "system_info").schema["properties"]["include"]["default"]
+    assert list(call(host, "system_info", {"include": default})) == default
+    assert list(call(host, "system_info", {})) == default
 
 
 @pytest.mark.parametrize(
@@ -505,7 +564,7 @@ def test_system_info_defaults_match_an_empty_call() -> None:
         (b"nope", "not valid JSON"),
     ],
 )
-def test_system_info_bad_arguments(stdin: bytes, needle: str) -> None:
+def test_system_info_script_rejects_bad_arguments(stdin: bytes, needle: str) -> None:
     assert needle in error_of(run("system_info", stdin), 2)
 
 
@@ -544,3 +603,88 @@ def test_system_info_without_proc_degrades_to_nulls(tmp_path: Path) -> None:
     assert out["processes"] == {"count": None, "running": None}
     assert out["os"]["distro"] is None and out["os"]["system"]
     assert out["cpu"]["model"] is None and out["cpu"]["count"] >= 1
+
+
+# -- host_files -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "lines", "expected"),
+    [
+        ("a\nb\nc\n", 2, ["b", "c"]),
+        ("a\nb\nc", 2, ["b", "c"]),
+        ("a\nb\n", 10, ["a", "b"]),
+        ("", 5, []),
+        ("only\n", 1, ["only"]),
+        ("x\n\ny\n", 3, ["x", "", "y"]),
+    ],
+)
+def test_tail_file_returns_the_last_lines(
+    host: SkillHost, tmp_path: Path, content: str, lines: int, expected: list[str]
+) -> None:
+    path = tmp_path / "f.log"
+    path.write_text(content)
+    out = call(host, "tail_file", {"path": str(path), "lines": lines})
+    assert (out["lines"], out["line_count"], out["truncated"]) == (expected, len(expected), False)
+    assert out["size_bytes"] == len(content.encode()) and out["path"] == str(path.resolve())
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", out["modified"])
+
+
+def test_tail_file_reads_only_the_end_of_a_big_file(host: SkillHost, tmp_path: Path) -> None:
+    path = tmp_path / "big.log"
+    path.write_text("".join(f"line {i}\n" for i in range(200_000)))
+    out = call(host, "tail_file", {"path": str(path), "lines": 3})
+    assert out["lines"] == ["line 199997", "line 199998", "line 199999"]
+    cut = call(host, "tail_file", {"path": str(path), "lines": 100, "max_bytes": 40})
+    assert cut["truncated"] is True
+    assert cut["lines"] == ["line 199997", "line 199998", "line 199999"]  # 40 bytes: the cut line is dropped
+
+
+def test_tail_file_replaces_invalid_utf8(host: SkillHost, tmp_path: Path) -> None:
+    path = tmp_path / "bin.log"
+    path.write_bytes(b"ok\n\xff\xfe end\n")
+    assert call(host, "tail_file", {"path": str(path), "lines": 2})["lines"] == ["ok", "\ufffd\ufffd end"]
+
+
+def test_tail_file_refuses_what_is_not_a_regular_file_without_blocking(
+    host: SkillHost, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    assert failure(host, "tail_file", {"path": str(fifo)}) == f"ValueError: {fifo} is not a regular file"
+    assert time.monotonic() - started < 5
+    assert (
+        failure(host, "tail_file", {"path": str(tmp_path)}) == f"ValueError: {tmp_path} is not a regular file"
+    )
+    assert "must be absolute" in failure(host, "tail_file", {"path": "relative.log"})
+    assert "No such file" in failure(host, "tail_file", {"path": str(tmp_path / "missing")})
+
+
+def test_find_large_files_lists_big_files_largest_first(host: SkillHost, tree: Path) -> None:
+    out = call(host, "find_large_files", {"path": str(tree), "min_bytes": 20_000})
+    assert [(Path(f["path"]).name, f["bytes"]) for f in out["files"]] == [
+        ("big.bin", 50_000),
+        ("d.log", 40_000),
+        ("c.bin", 30_000),
+        ("a.txt", 20_000),
+    ]
+    assert out["count"] == 4 and out["truncated"] is False and out["entries_scanned"] == 10
+    assert all(f["modified"] and f["type"] == "file" for f in out["files"])
+    top = call(host, "find_large_files", {"path": str(tree), "min_bytes": 0, "top": 2})
+    assert [Path(f["path"]).name for f in top["files"]] == ["big.bin", "d.log"]
+
+
+def test_find_large_files_is_bounded_and_refuses_files(host: SkillHost, tree: Path) -> None:
+    out = call(host, "find_large_files", {"path": str(tree), "min_bytes": 0, "max_entries": 2})
+    assert out["truncated"] is True and "max_entries=2" in out["truncated_reason"]
+    assert failure(host, "find_large_files", {"path": str(tree / "big.bin")}) == (
+        f"NotADirectoryError: {tree / 'big.bin'} is not a directory"
+    )
+
+
+def test_a_short_call_timeout_shortens_the_scan_instead_of_timing_out(host: SkillHost) -> None:
+    result = host.call("disk_usage", {"path": "/", "one_filesystem": False}, timeout=1.0)
+    assert result.ok, result.error  # not timed_out: the scan budget was cut to fit the call
+    assert result.value["truncated"] is True
+    assert result.value["truncated_reason"] == "stopped when time_budget_seconds ran out"

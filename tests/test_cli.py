@@ -279,7 +279,7 @@ def test_validate_a_single_manifest_file_and_bad_paths(
         str(tmp_path / "skills" / "one" / "x"),
     )
     assert code == 1
-    assert "is not a manifest (expected one of: skill.json)" in out
+    assert "is not a manifest (expected one of: SKILL.md, skill.json, skill.md)" in out
     assert "does not exist" in out
 
 

@@ -9,9 +9,10 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, ConfirmationRequired
+from ..errors import ConfigError, ConfirmationRequired, UnknownSkill
 from ..gate import needs
 from ..models import CallResult, Event, Tool
+from . import listing
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -31,11 +32,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="only tools of this class",
     )
     p.add_argument("--persona", help="only tools this persona may call")
+    p.add_argument(
+        "--all", action="store_true", help="also unavailable tools (or skills), with what they are missing"
+    )
+    p.add_argument(
+        "--skills",
+        action="store_true",
+        help="list skills instead of tools, prompt skills (no tools) included",
+    )
     p.set_defaults(handler=cmd_list)
 
-    p = sub.add_parser("show", help="show one tool in full")
+    p = sub.add_parser("show", help="show one tool, or a skill without tools, in full")
     p.add_argument("name")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--body", action="store_true", help="print the skill's instructions and list its files (read now)"
+    )
+    p.add_argument("--file", metavar="PATH", help="print one file of the skill (e.g. references/api.md)")
     p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser("run", help="run a tool and print its JSON result")
@@ -56,25 +69,48 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_list(ctx: Context) -> int:
     args = ctx.args
-    tools = ctx.host.tools(args.persona, category=args.category, tool_class=args.tool_class)
+    if args.skills:
+        return listing.list_skills(ctx)
+    tools = ctx.host.tools(
+        args.persona, category=args.category, tool_class=args.tool_class, include_unavailable=args.all
+    )
     if args.json:
         _print_json({"items": [_summary(t) for t in tools], "total": len(tools)})
         return 0
     if not tools:
         print("no tools registered (see `ongrid-skills -v list` for what the loader did)")
-        return 0
-    rows = [(t.name, t.tool_class.value, t.category, t.provenance, _first_line(t.description)) for t in tools]
-    _print_table(("NAME", "CLASS", "CATEGORY", "FROM", "DESCRIPTION"), rows)
+    else:
+        header = ("NAME", "CLASS", "CATEGORY", "FROM", "DESCRIPTION")
+        rows = [
+            (
+                t.name,
+                t.tool_class.value,
+                t.category,
+                t.provenance,
+                listing.described(t.description, t.unavailable),
+            )
+            for t in tools
+        ]
+        _print_table(header, rows)
+    listing.prompt_skills_note(ctx)
     return 0
 
 
 def cmd_show(ctx: Context) -> int:
-    tool = ctx.host.get(ctx.args.name)
+    if ctx.args.body or ctx.args.file:
+        return listing.show_instructions(ctx)
+    try:
+        tool = ctx.host.get(ctx.args.name)
+    except UnknownSkill:
+        if ctx.args.name not in ctx.host.registry.snapshot.skills:
+            raise
+        return listing.show_skill(ctx)
     data = tool.to_dict()
     data["needs"] = needs(tool.tool_class)
     skill = ctx.host.registry.snapshot.skills.get(tool.skill)
     if skill is not None:
         data["warnings"] = [w.to_dict() for w in skill.warnings]
+        data["skill_details"] = skill.to_dict()
     if ctx.args.json:
         _print_json(data)
         return 0
@@ -198,6 +234,7 @@ def _summary(tool: Tool) -> dict[str, Any]:
         "provenance": tool.provenance,
         "source": tool.source,
         "available": tool.available,
+        "unavailable": list(tool.unavailable),
     }
 
 

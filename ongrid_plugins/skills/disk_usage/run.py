@@ -47,12 +47,18 @@ MAX_SKIPPED_MOUNTS = 50
 
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     # Directories still to scan: path, depth, ancestors ranked in ``largest``, (dev, ino).
     Queue = deque[tuple[str, int, tuple[int, ...], tuple[int, int]]]
 
 
 class UsageError(Exception):
     """The arguments are unusable (exit status 2)."""
+
+
+class MeasureError(Exception):
+    """The path cannot be measured (exit status 1)."""
 
 
 def fail(message: str, status: int = 1) -> NoReturn:
@@ -199,8 +205,17 @@ def kind_of(mode: int) -> str:
 class Scanner:
     """A breadth-first walk with bounded work; see the module docstring."""
 
-    def __init__(self, root: str, root_stat: os.stat_result, args: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        root: str,
+        root_stat: os.stat_result,
+        args: dict[str, Any],
+        log_line: Callable[[str], None] = log,
+        stop: Callable[[], bool] | None = None,
+    ) -> None:
         self.root = root
+        self.log = log_line
+        self.stop = stop
         self.root_dev = root_stat.st_dev
         self.top: int = args["top"]
         self.max_depth: int = args["max_depth"]
@@ -255,14 +270,18 @@ class Scanner:
         if self.entries >= self.max_entries:
             self.truncated_reason = f"stopped after max_entries={self.max_entries} entries"
             return True
-        if self.entries % CLOCK_EVERY == 0 and time.monotonic() >= self.deadline:
-            self.truncated_reason = "stopped when time_budget_seconds ran out"
-            return True
+        if self.entries % CLOCK_EVERY == 0:
+            if self.stop is not None and self.stop():
+                self.truncated_reason = "stopped because the call was cancelled"
+                return True
+            if time.monotonic() >= self.deadline:
+                self.truncated_reason = "stopped when time_budget_seconds ran out"
+                return True
         return False
 
     def progress(self) -> None:
         if self.entries % PROGRESS_EVERY == 0:
-            log(
+            self.log(
                 f"scanned {self.entries} entries ({human(self.total)}) "
                 f"in {time.monotonic() - self.started:.1f}s..."
             )
@@ -419,15 +438,22 @@ class Scanner:
         ]
 
 
-def measure(args: dict[str, Any]) -> dict[str, Any]:
+def measure(
+    args: dict[str, Any], log_line: Callable[[str], None] = log, stop: Callable[[], bool] | None = None
+) -> dict[str, Any]:
+    """Measure ``args["path"]``; raise :class:`MeasureError` when it cannot be measured.
+
+    ``log_line`` receives the progress lines, ``stop`` is polled with the clock and
+    ends the scan early (``truncated: true``) when it returns true.
+    """
     started = time.monotonic()
     given = os.path.expanduser(args["path"])
     if not os.path.isabs(given):
-        fail(f"path must be absolute (or start with ~), got {args['path']!r}")
+        raise MeasureError(f"path must be absolute (or start with ~), got {args['path']!r}")
     try:
         st = os.stat(given)  # the path itself may be a symlink: measure what it names
     except OSError as exc:
-        fail(f"cannot access {given}: {exc.strerror or exc}")
+        raise MeasureError(f"cannot access {given}: {exc.strerror or exc}") from None
     canonical = os.path.realpath(given)
     apparent = bool(args["apparent_size"])
     result: dict[str, Any] = {
@@ -464,8 +490,8 @@ def measure(args: dict[str, Any]) -> dict[str, Any]:
     try:
         os.scandir(canonical).close()
     except OSError as exc:
-        fail(f"cannot read directory {canonical}: {exc.strerror or exc}")
-    scanner = Scanner(canonical, st, args)
+        raise MeasureError(f"cannot read directory {canonical}: {exc.strerror or exc}") from None
+    scanner = Scanner(canonical, st, args, log_line, stop)
     scanner.run()
     result.update(
         {
@@ -489,7 +515,7 @@ def measure(args: dict[str, Any]) -> dict[str, Any]:
         }
     )
     if scanner.truncated_reason:
-        log(f"{scanner.truncated_reason}; totals are partial")
+        log_line(f"{scanner.truncated_reason}; totals are partial")
     return result
 
 
@@ -498,7 +524,10 @@ def main() -> int:
         args = parse_args(sys.stdin.read())
     except UsageError as exc:
         fail(str(exc), status=2)
-    result = measure(args)
+    try:
+        result = measure(args)
+    except MeasureError as exc:
+        fail(str(exc))
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
     return 0

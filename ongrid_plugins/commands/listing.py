@@ -1,0 +1,140 @@
+"""Skill-level views for ``list --skills``, ``show NAME`` (prompt skills) and ``show --body``."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError
+from ..models import Skill
+
+if TYPE_CHECKING:
+    from ..cli import Context
+
+__all__ = ["described", "list_skills", "prompt_skills_note", "show_instructions", "show_skill"]
+
+
+def described(description: str, unavailable: tuple[str, ...]) -> str:
+    """The first line of a description, or why the thing is unavailable."""
+    from .skills import _first_line
+
+    if unavailable:
+        return "UNAVAILABLE: " + "; ".join(unavailable)
+    return _first_line(description)
+
+
+def list_skills(ctx: Context) -> int:
+    """``list --skills``: every skill, its tools (none for prompt skills) and where it is from."""
+    from .skills import _print_json, _print_table
+
+    if ctx.args.persona or ctx.args.category or ctx.args.tool_class:
+        message = "--persona, --category and --class filter tools, not skills: drop --skills"
+        message += " (or see `ongrid-skills resolve QUERY --persona P`)"
+        raise ConfigError(message)
+    skills = [s for s in ctx.host.skills() if ctx.args.all or s.available]
+    if ctx.args.json:
+        _print_json({"items": [_summary(s) for s in skills], "total": len(skills)})
+        return 0
+    if not skills:
+        print("no skills registered (see `ongrid-skills -v list --skills` for what the loader did)")
+        return 0
+    rows = [
+        (
+            s.name,
+            ", ".join(t.name for t in s.tools) or "(prompt)",
+            s.provenance,
+            described(s.description, s.unavailable),
+        )
+        for s in skills
+    ]
+    _print_table(("SKILL", "TOOLS", "FROM", "DESCRIPTION"), rows)
+    return 0
+
+
+def prompt_skills_note(ctx: Context) -> None:
+    """Say on stderr that skills without tools exist (they are not tools, so not in the table)."""
+    if ctx.args.json or ctx.args.persona or ctx.args.category or ctx.args.tool_class:
+        return
+    prompts = [s for s in ctx.host.skills() if not s.tools and (ctx.args.all or s.available)]
+    if prompts:
+        print(
+            f"and {len(prompts)} prompt skill(s) without tools: see `ongrid-skills list --skills`",
+            file=sys.stderr,
+        )
+
+
+def show_skill(ctx: Context) -> int:
+    """``show NAME`` for a skill that is not also a tool (a prompt skill, say)."""
+    from .skills import _print_json
+
+    skill = ctx.host.skill(ctx.args.name)
+    data = skill.to_dict()
+    if ctx.args.json:
+        _print_json(data)
+        return 0
+    for key in (
+        "name",
+        "display_name",
+        "description",
+        "when_to_use",
+        "format",
+        "version",
+        "path",
+        "provenance",
+    ):
+        value = data.get(key)
+        if value not in (None, "", []) and not (key == "display_name" and value == skill.name):
+            print(f"{key + ':':17} {value}")
+    print(f"{'tools:':17} {', '.join(data['tools']) or '(none: a prompt skill)'}")
+    print(f"{'activation:':17} {_activation(skill)}")
+    if skill.unavailable:
+        print(f"{'unavailable:':17} {'; '.join(skill.unavailable)}")
+    for warning in skill.warnings:
+        print(f"{'warning:':17} {warning.message}")
+    print("see `ongrid-skills show " + skill.name + " --body` for its instructions")
+    return 0
+
+
+def show_instructions(ctx: Context) -> int:
+    """``show NAME --body`` / ``--file PATH``: read the instructions or one file now."""
+    from .skills import _print_json
+
+    instructions = ctx.host.instructions(ctx.args.name)
+    if ctx.args.file:
+        text = instructions.read_text(ctx.args.file)
+        if ctx.args.json:
+            _print_json({"skill": instructions.skill, "path": ctx.args.file, "text": text})
+        else:
+            sys.stdout.write(text)
+        return 0
+    if ctx.args.json:
+        _print_json(instructions.to_dict())
+        return 0
+    sys.stdout.write(instructions.body if instructions.body.endswith("\n") else instructions.body + "\n")
+    if instructions.resources:
+        print("\nfiles:", file=sys.stderr)
+        for res in instructions.resources:
+            state = f"REFUSED: {res.refused}" if res.refused else f"{res.size} bytes"
+            print(f"  {res.path}  ({state})", file=sys.stderr)
+    return 0
+
+
+def _activation(skill: Skill) -> str:
+    activation = skill.activation
+    if activation.mode == "keyword":
+        return "keyword: " + ", ".join(activation.keywords)
+    return activation.mode
+
+
+def _summary(skill: Skill) -> dict[str, Any]:
+    return {
+        "name": skill.name,
+        "display_name": skill.display_name or skill.name,
+        "description": skill.description,
+        "when_to_use": skill.when_to_use,
+        "format": skill.format,
+        "tools": [t.name for t in skill.tools],
+        "provenance": skill.provenance,
+        "available": skill.available,
+        "unavailable": list(skill.unavailable),
+    }

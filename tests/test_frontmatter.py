@@ -1,0 +1,168 @@
+"""Front matter: splitting tolerant of real files, YAML parsed safely, bombs refused unexpanded."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ongrid_plugins.frontmatter import (
+    MAX_ALIAS_NODES,
+    FrontMatterError,
+    first_paragraph,
+    parse_yaml,
+    quote_colon_values,
+    split,
+)
+
+
+def test_split_returns_front_matter_and_the_body_after_the_first_closing_fence() -> None:
+    doc = split("---\nname: x\n---\n# Title\n\n---\n\nmore\n")
+    assert doc.front == "name: x\n"
+    assert doc.body == "# Title\n\n---\n\nmore\n"
+    assert (doc.front_line, doc.bom, doc.blank_lines_before) == (2, False, 0)
+
+
+def test_split_tolerates_bom_crlf_blank_lines_and_trailing_blanks_on_fences() -> None:
+    doc = split("\ufeff\r\n \r\n---  \r\nname: x\r\ndescription: d\r\n--- \t\r\nbody\r\n")
+    assert doc.front == "name: x\ndescription: d\n"
+    assert doc.body == "body\n"
+    assert (doc.bom, doc.blank_lines_before, doc.front_line) == (True, 2, 4)
+
+
+def test_split_normalises_lone_cr_line_endings() -> None:
+    assert split("---\rname: x\r---\rbody\r").body == "body\n"
+
+
+def test_a_file_without_an_opening_fence_has_no_front_matter() -> None:
+    doc = split("# Canvas\n\nDisplay things.\n")
+    assert doc.front is None
+    assert doc.body == "# Canvas\n\nDisplay things.\n"
+
+
+@pytest.mark.parametrize("text", ["---\nname: x\n", "\n\n---\nname: x\n----\n", "---"])
+def test_an_opening_fence_that_never_closes_is_an_error_naming_its_line(text: str) -> None:
+    with pytest.raises(FrontMatterError) as info:
+        split(text)
+    line = text.count("\n", 0, text.index("---")) + 1
+    assert (
+        str(info.value) == f"the front matter opened on line {line} is never closed (no '---' line after it)"
+    )
+
+
+def test_empty_front_matter_and_a_closing_fence_at_end_of_file() -> None:
+    assert split("---\n---\n").front == ""
+    doc = split("---\nname: x\n---")
+    assert (doc.front, doc.body) == ("name: x\n", "")
+
+
+def test_yaml_is_parsed_with_timestamps_kept_as_strings() -> None:
+    data, quoted = parse_yaml("name: x\nreleased: 2024-01-02\nversion: 1.0.0\nflag: yes\ncount: 3\n")
+    assert data == {"name": "x", "released": "2024-01-02", "version": "1.0.0", "flag": True, "count": 3}
+    assert quoted == []
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "a: !!python/object/apply:os.system ['touch /tmp/pwned']\n",
+            "the YAML tag !!python/object/apply:os.system would build a Python object; "
+            "such tags are refused, never run (line 5, column 4)",
+        ),
+        (
+            "a: !!set {x, y}\n",
+            "the YAML tag !!set is not allowed (front matter must be plain JSON-like data)",
+        ),
+        ("a: !!binary aGk=\n", "the YAML tag !!binary is not allowed"),
+        ("a: !!timestamp 2024-01-01\n", "the YAML tag !!timestamp is not allowed"),
+        ("a: !custom x\n", "unknown YAML tag !custom"),
+    ],
+)
+def test_tags_that_build_objects_are_refused_with_their_name(text: str, message: str) -> None:
+    with pytest.raises(FrontMatterError) as info:
+        parse_yaml(text, first_line=5)
+    assert str(info.value).startswith("invalid YAML front matter: ")
+    assert message in str(info.value)
+
+
+def test_a_billion_laughs_is_refused_without_being_expanded() -> None:
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for level in range(1, 10):
+        prev, name = chr(ord("a") + level - 1), chr(ord("a") + level)
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    started = time.perf_counter()
+    with pytest.raises(FrontMatterError) as info:
+        parse_yaml("\n".join(lines))
+    assert time.perf_counter() - started < 0.5  # 9**10 nodes were never built
+    assert "YAML aliases would expand the front matter by" in str(info.value)
+    assert f"more than the {MAX_ALIAS_NODES} allowed" in str(info.value)
+
+
+def test_an_alias_to_its_own_container_is_refused() -> None:
+    with pytest.raises(FrontMatterError) as info:
+        parse_yaml("name: x\nloop: &l [1, *l]\n", first_line=2)
+    assert str(info.value) == (
+        "invalid YAML front matter: an alias refers to the node that contains it (line 3)"
+    )
+
+
+def test_modest_aliases_and_merge_keys_are_fine() -> None:
+    data, _ = parse_yaml("base: &b {x: 1}\nc: {<<: *b, y: 2}\ntools: 'Bash(git:*)'\nd: *b\n")
+    assert data == {"base": {"x": 1}, "c": {"x": 1, "y": 2}, "tools": "Bash(git:*)", "d": {"x": 1}}
+
+
+def test_tabs_used_for_indentation_get_a_hint_and_the_file_line() -> None:
+    with pytest.raises(FrontMatterError) as info:
+        parse_yaml("metadata:\n\tos: [linux]\n", first_line=2)
+    assert str(info.value) == (
+        "invalid YAML front matter: found character that cannot start any token "
+        "(YAML does not allow tabs for indentation: indent with spaces) (line 3, column 1)"
+    )
+
+
+def test_a_value_with_an_unquoted_colon_is_retried_quoted() -> None:
+    text = "name: discord\ndescription: Use the tool: send messages\nmetadata: {a: 1}\n"
+    data, quoted = parse_yaml(text)
+    assert data == {"name": "discord", "description": "Use the tool: send messages", "metadata": {"a": 1}}
+    assert quoted == ["description"]
+
+
+def test_the_quoting_retry_folds_continuation_lines_and_drops_comments() -> None:
+    text = 'description: Triggers: order food, "reorder" # note\n  and track ETA\nname: x\n'
+    fixed, keys = quote_colon_values(text) or ("", [])
+    assert keys == ["description"]
+    assert fixed == 'description: "Triggers: order food, \\"reorder\\" and track ETA"\nname: x\n'
+    assert parse_yaml(text)[0] == {
+        "description": 'Triggers: order food, "reorder" and track ETA',
+        "name": "x",
+    }
+
+
+def test_the_retry_leaves_quoted_and_structured_values_alone() -> None:
+    assert quote_colon_values("a: 'x: y'\nb: {c: d}\nc: plain\n") is None
+
+
+def test_an_error_the_retry_cannot_fix_reports_the_original_error() -> None:
+    with pytest.raises(FrontMatterError) as info:
+        parse_yaml("description: a: b\nlist: [1,\n", first_line=2)
+    assert "mapping values are not allowed" in str(info.value)
+    assert "(line 2, column 15)" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("# Canvas Skill\n\nDisplay HTML content.\nOn nodes.\n\n## More", "Display HTML content. On nodes."),
+        ("<!--\ncomment\n-->\n\n```\ncode\n```\nReal paragraph.\n", "Real paragraph."),
+        ("Title\n=====\n\nText.", "Text."),
+        ("# Only a heading\n", ""),
+        ("", ""),
+    ],
+)
+def test_first_paragraph_skips_headings_comments_and_code(body: str, expected: str) -> None:
+    assert first_paragraph(body) == expected
+
+
+def test_first_paragraph_is_cut_to_the_limit() -> None:
+    assert first_paragraph("x" * 50, limit=10) == "x" * 9 + "…"
