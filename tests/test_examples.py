@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,7 @@ from ongrid_plugins.testing import make_skill
 pytestmark = pytest.mark.slow
 
 PLUGINS = REPO / "plugins"
-EXAMPLES = ("ongrid-pack-disk", "ongrid-policy-window")
+EXAMPLES = ("ongrid-pack-disk", "ongrid-policy-window", "ongrid-pack-netcheck")
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +160,33 @@ def test_the_policy_window_plugin_end_to_end(installed, tmp_path: Path) -> None:
     assert (
         len(log.read_text().splitlines()) == 2
     )  # neither the disabled plugin nor the uninstalled one logged
+
+
+def test_the_netcheck_pack_end_to_end(installed, tmp_path: Path) -> None:
+    """A SKILL.md pack whose tools are builtin: keys of the distribution's own plugin; 127.0.0.1 only."""
+    net = installed("ongrid-pack-netcheck")
+    tools = {t["name"]: t for t in net.json("list", "--json")["items"]}
+    for name in ("tcp_probe", "http_probe", "dns_lookup"):
+        assert (tools[name]["provenance"], tools[name]["kind"]) == ("ongrid-pack-netcheck 0.1.0", "native")
+    kinds = {(p["name"], p["kind"]): p for p in net.json("plugins", "--json")}
+    assert kinds[("netcheck", "pack")]["status"] == kinds[("netcheck", "entrypoint")]["status"] == "active"
+    assert kinds[("netcheck", "entrypoint")]["hooks"] == ["ongrid_native_tools"]
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        value = net.json(
+            "run", "tcp_probe", json.dumps({"host": "127.0.0.1", "port": port}), "--persona", "viewer"
+        )
+    assert value["reachable"] is True
+    assert (
+        "127.0.0.1" in net.json("run", "dns_lookup", '{"name": "localhost", "family": "ipv4"}')["addresses"]
+    )
+    assert "Three read-only probes" in net.cli("show", "netcheck", "--body")
+    assert "0 with errors" in net.cli("validate", "ongrid-pack-netcheck")
+    assert "passed" in net.own_tests()
+
+    net.venv.uninstall("ongrid-pack-netcheck")
+    names = {t["name"] for t in net.json("list", "--json", "--all")["items"]}
+    assert not names & {"tcp_probe", "http_probe", "dns_lookup"}
+    assert "netcheck" not in {p["name"] for p in net.json("plugins", "--json")}

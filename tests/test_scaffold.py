@@ -23,15 +23,20 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.parametrize("fmt", ["json", "md"])
 @pytest.mark.parametrize(
     ("lang", "expected"),
     [("sh", {"ok": True, "args": {"who": "ada"}}), ("python", {"greeting": "hello, ada"})],
 )
 def test_a_scaffolded_skill_validates_and_runs(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], lang: str, expected: dict
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, lang: str, expected: dict
 ) -> None:
-    code, out, _err = run(capsys, "new", "greet", "--lang", lang, "--dir", str(tmp_path))
+    code, out, _err = run(capsys, "new", "greet", "--format", fmt, "--lang", lang, "--dir", str(tmp_path))
     assert code == 0 and f"created {tmp_path / 'greet'}" in out
+    manifest = "skill.json" if fmt == "json" else "SKILL.md"
+    assert sorted(p.name for p in (tmp_path / "greet").iterdir()) == sorted(
+        ["README.md", manifest, "run.sh" if lang == "sh" else "run.py"]
+    )
     assert run(capsys, "--no-defaults", "validate", "--strict", str(tmp_path / "greet"))[0] == 0
     code, out, err = run(capsys, "--no-defaults", "--dirs", str(tmp_path), "run", "greet", '{"who": "ada"}')
     assert code == 0, err
@@ -47,6 +52,25 @@ def test_new_refuses_bad_names_and_existing_folders(
     assert run(capsys, "new", "greet", "--dir", str(tmp_path))[0] == 0
     code, _out, err = run(capsys, "new", "greet", "--dir", str(tmp_path))
     assert code == 2 and "already exists" in err
+
+
+def test_a_native_pack_declares_its_plugin_and_is_unavailable_until_installed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        run(capsys, "new", "greet", "--pack", "--format", "md", "--lang", "python", "--dir", str(tmp_path))[0]
+        == 0
+    )
+    pack = tmp_path / "ongrid-pack-greet"
+    assert (
+        '[project.entry-points.ongrid_plugins]\ngreet = "ongrid_pack_greet.plugin"'
+        in (pack / "pyproject.toml").read_text()
+    )
+    assert "impl: builtin:greet.greet" in (pack / "ongrid_pack_greet" / "greet" / "SKILL.md").read_text()
+    code, out, _err = run(capsys, "--no-defaults", "validate", str(pack / "ongrid_pack_greet"))
+    assert (
+        code == 0 and "no plugin provides builtin:greet.greet" in out
+    )  # a warning: the plugin is not installed
 
 
 def test_a_scaffolded_pack_has_the_entry_point_a_readme_and_a_test(
@@ -65,12 +89,15 @@ def test_a_scaffolded_pack_has_the_entry_point_a_readme_and_a_test(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lang", ["sh", "python"])
+@pytest.mark.parametrize(
+    ("name", "fmt", "lang"),
+    [("greet", "json", "sh"), ("greet_python", "json", "python"), ("greet_native", "md", "python")],
+)
 def test_a_scaffolded_pack_builds_installs_and_passes_its_own_test(
-    tmp_path: Path, venv: Venv, lang: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, venv: Venv, name: str, fmt: str, lang: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    name = "greet" if lang == "sh" else f"greet_{lang}"
-    assert run(capsys, "new", name, "--pack", "--lang", lang, "--dir", str(tmp_path))[0] == 0
+    """A pack of each kind; greet_native is a SKILL.md tool implemented by the pack's own plugin."""
+    assert run(capsys, "new", name, "--pack", "--format", fmt, "--lang", lang, "--dir", str(tmp_path))[0] == 0
     dist = "ongrid-pack-" + name.replace("_", "-")
     wheel = build_wheels([tmp_path / dist], tmp_path / "dist")[dist]
     venv.install(wheel)
@@ -83,7 +110,8 @@ def test_a_scaffolded_pack_builds_installs_and_passes_its_own_test(
     out = venv.run("ongrid-skills", "run", name, '{"who": "ada"}', env=env, cwd=tmp_path, check=True).stdout
     assert "ada" in out
     listing = venv.run("ongrid-skills", "list", "--json", env=env, cwd=tmp_path, check=True).stdout
-    assert {i["name"]: i["provenance"] for i in json.loads(listing)["items"]}[name] == f"{dist} 0.1.0"
+    item = {i["name"]: i for i in json.loads(listing)["items"]}[name]
+    assert (item["provenance"], item["kind"]) == (f"{dist} 0.1.0", "native" if fmt == "md" else "subprocess")
     venv.uninstall(dist)
     listing = venv.run("ongrid-skills", "list", "--json", env=env, cwd=tmp_path, check=True).stdout
     assert name not in {i["name"] for i in json.loads(listing)["items"]}

@@ -38,6 +38,12 @@ def closed_port() -> int:
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
+    def do_HEAD(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", "1000")
+        self.end_headers()
+
     def do_GET(self) -> None:
         if self.path == "/moved":
             self.send_response(302)
