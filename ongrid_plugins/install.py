@@ -128,16 +128,21 @@ def uninstall_pack(name: str, settings: Settings) -> InstalledPack:
     """Remove the installed pack ``name``; raise :class:`InstallError` naming the installed ones if none."""
     user_dir = settings.user_skills_dir
     target = os.path.join(user_dir, name)
-    pack = read_marker(target) if NAME_RE.fullmatch(name) and os.path.isdir(target) else None
-    if pack is None:
-        known = ", ".join(p.name for p in installed_packs(user_dir)) or "none"
-        message = f"no pack named {name!r} was installed by `ongrid-skills install` (installed: {known})"
-        raise InstallError(message)
+    if not NAME_RE.fullmatch(name) or not os.path.isdir(user_dir):
+        raise InstallError(_not_installed(name, user_dir))
     with _locked(user_dir):
+        pack = read_marker(target) if os.path.isdir(target) and not os.path.islink(target) else None
+        if pack is None:
+            raise InstallError(_not_installed(name, user_dir))
         trash = tempfile.mkdtemp(prefix=".ongrid-trash-", dir=user_dir)
         os.rename(target, os.path.join(trash, name))  # gone for every reader at once
         shutil.rmtree(trash, ignore_errors=True)
     return pack
+
+
+def _not_installed(name: str, user_dir: str) -> str:
+    known = ", ".join(p.name for p in installed_packs(user_dir)) or "none"
+    return f"no pack named {name!r} was installed by `ongrid-skills install` (installed: {known})"
 
 
 def pack_identity(top: str, name: str | None, default_name: str) -> tuple[str, str, str]:
