@@ -1,7 +1,8 @@
 """The plugin manager: built-in plugins first, then entry points, every one guarded.
 
 Built-in plugins are plain modules registered exactly like third-party ones,
-under short names (``roots``, ``skill_json``, ``subprocess``, ``gate``). Then
+under short names (``roots``, ``skill_json``, ``subprocess``, ``gate``,
+``audit``; the host swaps the ``audit`` module for its own audit log object). Then
 every entry point of the ``ongrid_plugins`` group is loaded and registered
 under its entry-point name. A plugin that fails to import or to register
 (for example a hook implementation with a wrong signature) is logged with its
@@ -49,6 +50,7 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("skill_json", "ongrid_plugins.loaders.skill_json"),
     ("subprocess", "ongrid_plugins.executors.subprocess"),
     ("gate", "ongrid_plugins.gate"),
+    ("audit", "ongrid_plugins.audit"),
 )
 
 #: Plugins that cannot be disabled: without them a safety rule would vanish.

@@ -1,0 +1,647 @@
+"""Built-in plugin ``audit``: a tamper-evident, append-only log of every call attempt.
+
+One row per attempt — run, failed, denied, invalid, needing a confirmation or
+an approval — in ``<state_dir>/audit.db`` (SQLite, WAL). Each row stores the
+hash of the row before it and its own hash over all its columns, so
+:meth:`AuditLog.verify` finds the first row that was edited, deleted, inserted
+or moved. Arguments are stored with secrets redacted (:mod:`.redact`).
+
+Why a per-host object: the hooks need the host's state dir, and hooks are
+called without settings. ``BUILTIN_PLUGINS`` registers this module under the
+name ``audit`` like every built-in (so ``ONGRID_DISABLE_PLUGINS=audit`` blocks
+it, and ``ongrid-skills plugins`` shows it); the host then swaps that
+placeholder for its own :class:`AuditLog`, whose methods are the hooks
+(:func:`install`). A module never holds per-host state.
+
+Crash safety: ``ongrid_before_call`` writes the attempt to an ``inflight``
+table and ``ongrid_after_call`` moves it into the chain in one transaction.
+If the host dies in between, the next writer on the same machine finds the
+row of a process that no longer exists and chains it with outcome
+``interrupted``; nothing is half-written (SQLite transactions).
+
+Failing closed: when the attempt cannot be written, the failure is logged as an
+error and — unless ``Settings.audit_fail_closed`` is off — a mutating or
+dangerous call is refused with :class:`~ongrid_plugins.errors.AuditError`
+before it starts. Safe calls still run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from . import _sqlite
+from .errors import AuditError
+from .hookspecs import hookimpl
+from .models import JSON, ToolClass, canonical_json
+from .redact import has_secrets, redact
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    import pluggy
+
+    from .models import CallRequest, CallResult
+    from .settings import Settings
+
+__all__ = ["DB_NAME", "GENESIS", "PLUGIN_NAME", "AuditEntry", "AuditLog", "VerifyReport", "install"]
+
+logger = logging.getLogger(__name__)
+
+PLUGIN_NAME = "audit"
+DB_NAME = "audit.db"
+GENESIS = "0" * 64
+"""The ``prev_hash`` of the first row."""
+STDERR_LINES = 20
+MAX_TEXT = 2000
+
+#: Every column of a row, in the order they are hashed (``hash`` itself excluded).
+COLUMNS = (
+    "seq",
+    "time",
+    "call_id",
+    "tool",
+    "tool_class",
+    "persona",
+    "caller",
+    "args",
+    "args_digest",
+    "redacted",
+    "verdict",
+    "reason",
+    "plugin",
+    "outcome",
+    "error",
+    "exit_code",
+    "signal",
+    "duration",
+    "stderr_tail",
+    "result_size",
+    "result_digest",
+    "ticket",
+    "approvers",
+    "pid",
+    "hostname",
+    "prev_hash",
+)
+_JSON_COLUMNS = ("args", "redacted", "stderr_tail", "approvers")
+_REQUIRED = ("time", "call_id", "tool", "prev_hash")
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS entries (
+    seq INTEGER PRIMARY KEY,
+    {", ".join(c + " NOT NULL" if c in _REQUIRED else c for c in COLUMNS[1:])},
+    hash TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS head (
+    id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS inflight (
+    call_id TEXT PRIMARY KEY,
+    started REAL NOT NULL,
+    pid INTEGER NOT NULL,
+    pid_start TEXT NOT NULL,
+    hostname TEXT NOT NULL,
+    row TEXT NOT NULL
+);
+"""
+
+
+@attrs.frozen
+class AuditEntry:
+    """One row of the audit log: one call attempt."""
+
+    seq: int
+    time: float
+    """When the attempt started (seconds since the epoch)."""
+    call_id: str
+    tool: str
+    tool_class: str
+    persona: str
+    caller: str
+    args: Any
+    """The arguments with secrets replaced by ``"[redacted]"``."""
+    args_digest: str
+    """The call's args digest; empty when a secret was redacted (a digest could confirm a guess)."""
+    redacted: tuple[str, ...]
+    """JSON paths of the redacted values."""
+    verdict: str
+    reason: str
+    plugin: str
+    outcome: str
+    """ok, failed, timed_out, denied, invalid_arguments, needs_confirmation, needs_approval,
+    ticket_refused, unavailable, aborted, cancelled or interrupted."""
+    error: str | None
+    exit_code: int | None
+    signal: int | None
+    duration: float
+    stderr_tail: tuple[str, ...]
+    result_size: int
+    """Bytes of the canonical JSON of the result value (0 when there was none)."""
+    result_digest: str
+    ticket: str | None
+    approvers: tuple[str, ...]
+    pid: int
+    hostname: str
+    prev_hash: str
+    hash: str
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> AuditEntry:
+        """Build an entry from a database row (``COLUMNS`` then ``hash``)."""
+        values = dict(zip((*COLUMNS, "hash"), row, strict=True))
+        for column in _JSON_COLUMNS:
+            parsed = json.loads(values[column]) if values[column] else None
+            values[column] = parsed if column == "args" else tuple(parsed or ())
+        return cls(**values)
+
+    def to_dict(self) -> JSON:
+        """A JSON-ready dict (``audit list --json``, ``audit export``)."""
+        data = attrs.asdict(self)
+        for key in ("redacted", "stderr_tail", "approvers"):
+            data[key] = list(data[key])
+        return data
+
+
+def _dicts(value: Iterable[JSON]) -> tuple[JSON, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class VerifyReport:
+    """What :meth:`AuditLog.verify` found."""
+
+    ok: bool
+    entries: int
+    first_bad: int | None = None
+    """The seq of the first row that does not verify."""
+    problem: str = ""
+    head: str = GENESIS
+    """The hash of the last row: record it elsewhere to anchor the log (``verify(anchor=...)``)."""
+    inflight: tuple[JSON, ...] = attrs.field(default=(), converter=_dicts)
+    """Attempts started but not finished (running now, or their host died: see ``recover``)."""
+
+    def to_dict(self) -> JSON:
+        """A JSON-ready dict."""
+        return attrs.asdict(self)
+
+
+class AuditLog:
+    """The audit log of one state dir; as a plugin, it records every call of its host."""
+
+    def __init__(self, path: str, *, fail_closed: bool = True) -> None:
+        """Open (lazily) the log at ``path``; nothing is touched until the first use."""
+        self.path = path
+        self.fail_closed = fail_closed
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+        self._started: dict[str, tuple[float, dict[str, Any]]] = {}
+        self.write_failures = 0
+        """Rows that could not be written since this object was created."""
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> AuditLog:
+        """The log of a host: ``audit.db`` in ``settings.state_dir``."""
+        return cls(os.path.join(settings.state_dir, DB_NAME), fail_closed=settings.audit_fail_closed)
+
+    def __repr__(self) -> str:
+        return f"<AuditLog {self.path}>"
+
+    # ------------------------------------------------------------------ hooks
+
+    @hookimpl(tryfirst=True)
+    def ongrid_before_call(self, request: CallRequest) -> None:
+        """Journal the attempt before anything runs; refuse risky calls the log cannot record."""
+        try:
+            row = _start_row(request, time.time())
+            with self._lock:
+                self._started[request.call_id] = (time.monotonic(), row)
+            with self._transaction() as conn:
+                conn.execute(
+                    "INSERT OR REPLACE INTO inflight VALUES (?, ?, ?, ?, ?, ?)",
+                    (request.call_id, row["time"], _PID.pid, _PID.start, _HOST, _dumps(row)),
+                )
+        except Exception as exc:
+            self._failed("journal", request, exc)
+            if self.fail_closed and request.tool.tool_class is not ToolClass.SAFE:
+                message = (
+                    f"the audit log {self.path} cannot record the call to {request.tool.name!r} ({exc}); "
+                    f"{request.tool.tool_class.value} calls are refused until it can "
+                    "(ONGRID_AUDIT_FAIL_CLOSED=0 runs them unrecorded)"
+                )
+                raise AuditError(message) from exc
+
+    @hookimpl(tryfirst=True)
+    def ongrid_after_call(self, request: CallRequest, result: CallResult) -> None:
+        """Chain the attempt's row; a failure is logged as an error (the call already happened)."""
+        with self._lock:
+            started = self._started.pop(request.call_id, None)
+        try:
+            if started is None:  # no before_call (another plugin's before_call failed first)
+                started = (time.monotonic(), _start_row(request, time.time()))
+            mono, row = started
+            row = dict(row, ticket=request.ticket, approvers=_dumps(list(request.approvers)))
+            row = _finish_row(row, result, result.duration or (time.monotonic() - mono))
+            with self._transaction() as conn:
+                _append(conn, row)
+                conn.execute("DELETE FROM inflight WHERE call_id = ?", (request.call_id,))
+        except Exception as exc:
+            self._failed("record", request, exc)
+
+    def _failed(self, what: str, request: CallRequest, exc: Exception) -> None:
+        self.write_failures += 1
+        logger.error(
+            "audit log: cannot %s the call to %s (call %s) in %s: %s: %s",
+            what,
+            request.tool.name,
+            request.call_id,
+            self.path,
+            type(exc).__name__,
+            exc,
+        )
+
+    # ------------------------------------------------------------------ reading
+
+    def entries(
+        self,
+        *,
+        tool: str | None = None,
+        outcome: str | None = None,
+        since: int | None = None,
+        last: int | None = None,
+        limit: int | None = None,
+    ) -> list[AuditEntry]:
+        """Rows in order; ``since`` = only rows after that seq, ``last`` = only the final N."""
+        where: list[str] = []
+        params: list[Any] = []
+        for column, value in (("tool", tool), ("outcome", outcome)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if since is not None:
+            where.append("seq > ?")
+            params.append(since)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        order, count = ("DESC", last) if last is not None else ("ASC", limit)
+        sql = f"SELECT {', '.join(COLUMNS)}, hash FROM entries{clause} ORDER BY seq {order}"
+        if count is not None:
+            sql += f" LIMIT {int(count)}"
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(sql, params).fetchall()
+        entries = [AuditEntry.from_row(r) for r in rows]
+        return entries[::-1] if last is not None else entries
+
+    def tail(self, n: int = 10) -> list[AuditEntry]:
+        """The last ``n`` rows, oldest first."""
+        return self.entries(last=n)
+
+    def verify(self, anchor: str | None = None) -> VerifyReport:
+        """Check the whole chain; name the first row that does not verify.
+
+        :param anchor: A row hash recorded earlier (``head`` of a past report):
+            the chain must still contain it, so history before it cannot have
+            been rewritten wholesale.
+        """
+        with self._transaction(write=False) as conn:
+            report = _verify(conn.execute(f"SELECT {', '.join(COLUMNS)}, hash FROM entries ORDER BY seq"))
+            head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
+            inflight = conn.execute(
+                "SELECT call_id, started, pid, pid_start, hostname, row FROM inflight"
+            ).fetchall()
+        report = _check_head(report, head)
+        if report.ok and anchor is not None and anchor not in report.seen:
+            report = attrs.evolve(report, ok=False, problem=f"the anchor hash {anchor} is not in the chain")
+        return VerifyReport(
+            ok=report.ok,
+            entries=report.count,
+            first_bad=report.first_bad,
+            problem=report.problem,
+            head=report.last_hash,
+            inflight=[_inflight_dict(r) for r in inflight],
+        )
+
+    # ------------------------------------------------------------------ recovery
+
+    def recover(self) -> int:
+        """Chain, as ``interrupted``, the attempts of dead host processes on this machine; return how many."""
+        with self._transaction() as conn:
+            return _recover(conn)
+
+    # ------------------------------------------------------------------ sqlite
+
+    def _transaction(self, write: bool = True) -> Any:
+        return _Transaction(self, write)
+
+    def _connection(self) -> sqlite3.Connection:
+        """One connection per process (re-opened after a fork), used under ``self._lock``."""
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        # NORMAL in WAL mode: a killed process loses nothing committed; a power cut may
+        # drop the last commits but never breaks the chain.
+        conn: sqlite3.Connection = _sqlite.connect(
+            self.path, _SCHEMA, synchronous="NORMAL", check_same_thread=False
+        )
+        try:
+            self._conn, self._pid = conn, os.getpid()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                _recover(conn)
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+        except BaseException:
+            self._conn = None
+            conn.close()
+            raise
+        return conn
+
+    def close(self) -> None:
+        """Close this process's connection (it reopens on the next use)."""
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+
+class _Transaction:
+    """``with log._transaction() as conn``: the process lock, then BEGIN (IMMEDIATE for writes)."""
+
+    def __init__(self, log: AuditLog, write: bool) -> None:
+        self.log = log
+        self.write = write
+        self.conn: sqlite3.Connection | None = None
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.log._lock.acquire()
+        try:
+            self.conn = self.log._connection()
+            self.conn.execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
+        except BaseException:
+            self.log._lock.release()
+            raise
+        return self.conn
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        assert self.conn is not None
+        try:
+            if exc_type is None and self.write:
+                self.conn.commit()
+            else:
+                self.conn.rollback()
+        finally:
+            self.log._lock.release()
+
+
+def install(pm: pluggy.PluginManager, log: AuditLog) -> bool:
+    """Put the host's ``log`` where the ``audit`` placeholder module was registered.
+
+    Returns False (and logs a warning: unrecorded calls should never go
+    unnoticed) when the plugin is disabled by ``ONGRID_DISABLE_PLUGINS``.
+    """
+    if pm.is_blocked(PLUGIN_NAME):
+        logger.warning("audit log: disabled by ONGRID_DISABLE_PLUGINS; calls are not recorded")
+        return False
+    if pm.get_plugin(PLUGIN_NAME) is sys.modules[__name__]:
+        pm.unregister(name=PLUGIN_NAME)
+        pm.register(log, name=PLUGIN_NAME)
+        return True
+    return pm.get_plugin(PLUGIN_NAME) is log
+
+
+# ---------------------------------------------------------------------- rows
+
+
+def _start_row(request: CallRequest, started: float) -> dict[str, Any]:
+    """The columns known before the call runs (also what ``inflight`` keeps for recovery)."""
+    tool = request.tool
+    args: Any = request.args
+    redacted: list[str] = []
+    secret = tool.cache.get("audit_has_secrets")
+    if secret is None:
+        secret = tool.cache["audit_has_secrets"] = has_secrets(tool.schema)
+    if secret:
+        args, redacted = redact(tool.schema, args)
+    return {
+        "time": started,
+        "call_id": request.call_id,
+        "tool": tool.name,
+        "tool_class": tool.tool_class.value,
+        "persona": request.persona.name,
+        "caller": request.caller,
+        "args": _dumps(args),
+        "args_digest": "" if redacted else request.args_digest,
+        "redacted": _dumps(redacted),
+        "ticket": request.ticket,
+        "approvers": _dumps(list(request.approvers)),
+        "pid": _PID.pid,
+        "hostname": _HOST,
+    }
+
+
+def _dumps(value: Any) -> str:
+    """Canonical JSON, and never an exception: what cannot be JSON is kept as its repr."""
+    try:
+        return canonical_json(value)
+    except (TypeError, ValueError, RecursionError):
+        return json.dumps(repr(value)[:MAX_TEXT])
+
+
+def _finish_row(row: dict[str, Any], result: CallResult, duration: float) -> dict[str, Any]:
+    decision = result.decision
+    text = _dumps(result.value) if result.value is not None else ""
+    data = text.encode("utf-8")
+    row.update(
+        verdict=decision.verdict.value if decision else "",
+        reason=decision.reason if decision else "",
+        plugin=decision.plugin if decision else "",
+        outcome=result.outcome,
+        error=_clip(result.error) if result.error else None,
+        exit_code=result.exit_code,
+        signal=result.signal,
+        duration=float(duration),
+        stderr_tail=_dumps([_clip(str(line)) for line in result.stderr_tail[-STDERR_LINES:]]),
+        result_size=len(data),
+        result_digest=hashlib.sha256(data).hexdigest() if data else "",
+    )
+    return row
+
+
+def _append(conn: sqlite3.Connection, row: Mapping[str, Any]) -> int:
+    """Chain ``row`` after the current head (the caller holds a write transaction)."""
+    head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
+    seq, prev = (head[0] + 1, head[1]) if head else (1, GENESIS)
+    values = [row.get(c) for c in COLUMNS]
+    values[0], values[-1] = seq, prev
+    digest = row_hash(values)
+    conn.execute(
+        f"INSERT INTO entries ({', '.join(COLUMNS)}, hash) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})",
+        (*values, digest),
+    )
+    conn.execute("INSERT OR REPLACE INTO head (id, seq, hash) VALUES (1, ?, ?)", (seq, digest))
+    return seq
+
+
+def row_hash(values: Sequence[Any]) -> str:
+    """sha256 over the canonical JSON of a row's columns (``COLUMNS`` order, ``prev_hash`` last)."""
+    return hashlib.sha256(canonical_json(list(values)).encode("utf-8")).hexdigest()
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+
+
+# ---------------------------------------------------------------------- verify
+
+
+@attrs.frozen
+class _Walk:
+    ok: bool = True
+    count: int = 0
+    first_bad: int | None = None
+    problem: str = ""
+    last_seq: int = 0
+    last_hash: str = GENESIS
+    seen: frozenset[str] = frozenset()
+
+
+def _verify(rows: Iterator[Sequence[Any]]) -> _Walk:
+    count, last_seq, last_hash = 0, 0, GENESIS
+    seen: set[str] = set()
+    for row in rows:
+        seq, prev, stored = row[0], row[len(COLUMNS) - 1], row[len(COLUMNS)]
+        problem = ""
+        if row_hash(row[: len(COLUMNS)]) != stored:
+            problem = f"row {seq} was edited or moved: its contents do not match its hash"
+        elif seq != last_seq + 1:
+            missing = f"{last_seq + 1}" if seq == last_seq + 2 else f"{last_seq + 1}..{seq - 1}"
+            problem = f"row {seq}: row {missing} is missing (deleted)"
+        elif prev != last_hash:
+            problem = f"row {seq} does not follow row {last_seq}: a row was inserted, removed or replaced"
+        if problem:
+            return _Walk(False, count, seq, problem, last_seq, last_hash, frozenset(seen))
+        count, last_seq, last_hash = count + 1, seq, stored
+        seen.add(stored)
+    return _Walk(True, count, None, "", last_seq, last_hash, frozenset(seen))
+
+
+def _check_head(walk: _Walk, head: Sequence[Any] | None) -> _Walk:
+    if not walk.ok:
+        return walk
+    if head is None:
+        if walk.count:
+            return attrs.evolve(walk, ok=False, first_bad=1, problem="the head record is missing")
+        return walk
+    seq, digest = head
+    if seq > walk.last_seq:
+        problem = f"rows {walk.last_seq + 1}..{seq} after the last row were deleted (the head says {seq})"
+        return attrs.evolve(walk, ok=False, first_bad=walk.last_seq + 1, problem=problem)
+    if seq != walk.last_seq or digest != walk.last_hash:
+        problem = f"row {seq} is not the head the log recorded: rows were appended around the writer"
+        return attrs.evolve(walk, ok=False, first_bad=seq, problem=problem)
+    return walk
+
+
+# ---------------------------------------------------------------------- recovery
+
+
+def _recover(conn: sqlite3.Connection) -> int:
+    rows = conn.execute(
+        "SELECT call_id, started, pid, pid_start, row FROM inflight WHERE hostname = ? ORDER BY started",
+        (_HOST,),
+    ).fetchall()
+    recovered = 0
+    for call_id, _started, pid, pid_start, text in rows:
+        if _alive(pid, pid_start):
+            continue
+        row = json.loads(text)
+        row.update(
+            outcome="interrupted",
+            error=f"the host process {pid} ended before the outcome of this call was recorded",
+            duration=0.0,
+            stderr_tail="[]",
+            result_size=0,
+            result_digest="",
+        )
+        seq = _append(conn, row)
+        conn.execute("DELETE FROM inflight WHERE call_id = ?", (call_id,))
+        logger.warning("audit log: call %s of %s was interrupted (row %s)", call_id, row.get("tool"), seq)
+        recovered += 1
+    return recovered
+
+
+def _inflight_dict(row: Sequence[Any]) -> JSON:
+    call_id, started, pid, pid_start, hostname, text = row
+    data = json.loads(text)
+    alive = _alive(pid, pid_start) if hostname == _HOST else None
+    return {
+        "call_id": call_id,
+        "tool": data.get("tool"),
+        "started": started,
+        "pid": pid,
+        "host": hostname,
+        "alive": alive,
+    }
+
+
+def _pid_start(pid: int) -> str:
+    """The process's start time in clock ticks since boot: with the pid, it names one process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return ""
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+def _alive(pid: int, pid_start: str) -> bool:
+    if os.path.isdir("/proc/self"):
+        current = _pid_start(pid)
+        return bool(current) and (not pid_start or current == pid_start)
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+class _Process:
+    """This process's pid and start time, re-read after a fork."""
+
+    def __init__(self) -> None:
+        self._pid = -1
+        self._start = ""
+
+    @property
+    def pid(self) -> int:
+        self._refresh()
+        return self._pid
+
+    @property
+    def start(self) -> str:
+        self._refresh()
+        return self._start
+
+    def _refresh(self) -> None:
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._start = _pid_start(self._pid)
+
+
+_HOST = socket.gethostname()
+_PID = _Process()
