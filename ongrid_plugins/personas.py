@@ -47,6 +47,7 @@ from .settings import Settings
 __all__ = [
     "MAX_PERSONA_BYTES",
     "PersonaCatalog",
+    "PersonaFileError",
     "discover",
     "looks_like_path",
     "persona_dirs",
@@ -62,6 +63,15 @@ _validator: Any = None
 
 def _strs(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
+
+
+class PersonaFileError(ConfigError):
+    """A persona file cannot be used; ``path`` says which, ``message`` what is wrong with it."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"persona file {path}: {message}")
 
 
 @attrs.frozen
@@ -103,8 +113,8 @@ def discover(settings: Settings) -> PersonaCatalog:
 def _add(found: dict[str, Persona], path: str) -> str:
     try:
         persona = read_persona(path)
-    except ConfigError as exc:
-        return f"parse {path}: {exc.args[0] if exc.args else exc}"
+    except PersonaFileError as exc:
+        return f"parse {path}: {exc.message}"
     if persona.name in found:
         return f'persona "{persona.name}" already defined by {found[persona.name].path}, skipping {path}'
     found[persona.name] = persona
@@ -135,7 +145,7 @@ def _persona_files(folder: str, problems: list[str]) -> list[str]:
 
 
 def read_persona(path: str | os.PathLike[str]) -> Persona:
-    """Read one persona file; raise :class:`ConfigError` saying what is wrong with it."""
+    """Read one persona file; raise :class:`PersonaFileError` saying what is wrong with it."""
     where = os.path.abspath(os.path.expanduser(os.fspath(path)))
     text = _read_text(where)
     front, body = _split_front_matter(text, where)
@@ -144,10 +154,10 @@ def read_persona(path: str | os.PathLike[str]) -> Persona:
     name = data["name"]
     if name in BUILTIN_PERSONAS:
         message = (
-            f"{where}: {name!r} is a built-in persona and built-in names are reserved; "
+            f"{name!r} is a built-in persona and built-in names are reserved; "
             f"give this persona its own name (e.g. {name}-custom)"
         )
-        raise ConfigError(message)
+        raise PersonaFileError(where, message)
     return Persona(
         name=name,
         permission_mode=PermissionMode(data.get("permission_mode", PermissionMode.READ_ONLY.value)),
@@ -165,28 +175,28 @@ def _read_text(path: str) -> str:
         with open(path, "rb") as f:
             raw = f.read(MAX_PERSONA_BYTES + 1)
     except OSError as exc:
-        message = f"{path}: cannot read the persona file: {exc.strerror or exc}"
-        raise ConfigError(message) from None
+        message = f"cannot read the persona file: {exc.strerror or exc}"
+        raise PersonaFileError(path, message) from None
     if len(raw) > MAX_PERSONA_BYTES:
-        message = f"{path}: a persona file may be at most {MAX_PERSONA_BYTES} bytes"
-        raise ConfigError(message)
+        message = f"a persona file may be at most {MAX_PERSONA_BYTES} bytes"
+        raise PersonaFileError(path, message)
     try:
         return raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
-        message = f"{path}: not UTF-8 (invalid byte at offset {exc.start})"
-        raise ConfigError(message) from None
+        message = f"not UTF-8 (invalid byte at offset {exc.start})"
+        raise PersonaFileError(path, message) from None
 
 
 def _split_front_matter(text: str, path: str) -> tuple[str, str]:
     lines = text.splitlines(keepends=True)
     if not lines or lines[0].strip() != "---":
-        message = f"{path}: a persona file starts with a '---' line and YAML front matter"
-        raise ConfigError(message)
+        message = "a persona file starts with a '---' line and YAML front matter"
+        raise PersonaFileError(path, message)
     for index, line in enumerate(lines[1:], start=1):
         if line.rstrip("\r\n") in ("---", "..."):
             return "".join(lines[1:index]), "".join(lines[index + 1 :])
-    message = f"{path}: the front matter is not closed by a '---' line"
-    raise ConfigError(message)
+    message = "the front matter is not closed by a '---' line"
+    raise PersonaFileError(path, message)
 
 
 def _parse_yaml(front: str, path: str) -> dict[str, Any]:
@@ -199,11 +209,11 @@ def _parse_yaml(front: str, path: str) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2}, column {mark.column + 1})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        message = f"{path}: the front matter is not valid YAML{where}: {problem}"
-        raise ConfigError(message) from None
+        message = f"the front matter is not valid YAML{where}: {problem}"
+        raise PersonaFileError(path, message) from None
     if not isinstance(data, dict):
-        message = f"{path}: the front matter must be a mapping of keys to values"
-        raise ConfigError(message)
+        message = "the front matter must be a mapping of keys to values"
+        raise PersonaFileError(path, message)
     return data
 
 
@@ -216,9 +226,8 @@ def _check(data: Mapping[str, Any], path: str) -> None:
         _validator = Draft202012Validator(json.loads(text))
     errors = sorted(_validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
-        detail = "; ".join(f"{_field(e)}: {_short(e.message)}" for e in errors)
-        message = f"{path}: {detail}"
-        raise ConfigError(message)
+        message = "; ".join(f"{_field(e)}: {_short(e.message)}" for e in errors)
+        raise PersonaFileError(path, message)
 
 
 def _field(error: Any) -> str:
