@@ -31,16 +31,29 @@ import hashlib
 import json
 import logging
 import os
-import socket
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from . import _sqlite
+from ._auditchain import (
+    COLUMNS,
+    GENESIS,
+    HOST,
+    JSON_COLUMNS,
+    PID,
+    SCHEMA,
+    append,
+    check_head,
+    inflight_dict,
+    recover,
+    row_hash,
+    walk,
+)
 from .errors import AuditError
 from .hookspecs import hookimpl
 from .models import JSON, ToolClass, canonical_json
@@ -54,66 +67,24 @@ if TYPE_CHECKING:
     from .models import CallRequest, CallResult
     from .settings import Settings
 
-__all__ = ["DB_NAME", "GENESIS", "PLUGIN_NAME", "AuditEntry", "AuditLog", "VerifyReport", "install"]
+__all__ = [
+    "COLUMNS",
+    "DB_NAME",
+    "GENESIS",
+    "PLUGIN_NAME",
+    "AuditEntry",
+    "AuditLog",
+    "VerifyReport",
+    "install",
+    "row_hash",
+]
 
 logger = logging.getLogger(__name__)
 
 PLUGIN_NAME = "audit"
 DB_NAME = "audit.db"
-GENESIS = "0" * 64
-"""The ``prev_hash`` of the first row."""
 STDERR_LINES = 20
 MAX_TEXT = 2000
-
-#: Every column of a row, in the order they are hashed (``hash`` itself excluded).
-COLUMNS = (
-    "seq",
-    "time",
-    "call_id",
-    "tool",
-    "tool_class",
-    "persona",
-    "caller",
-    "args",
-    "args_digest",
-    "redacted",
-    "verdict",
-    "reason",
-    "plugin",
-    "outcome",
-    "error",
-    "exit_code",
-    "signal",
-    "duration",
-    "stderr_tail",
-    "result_size",
-    "result_digest",
-    "ticket",
-    "approvers",
-    "pid",
-    "hostname",
-    "prev_hash",
-)
-_JSON_COLUMNS = ("args", "redacted", "stderr_tail", "approvers")
-_REQUIRED = ("time", "call_id", "tool", "prev_hash")
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS entries (
-    seq INTEGER PRIMARY KEY,
-    {", ".join(c + " NOT NULL" if c in _REQUIRED else c for c in COLUMNS[1:])},
-    hash TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS head (
-    id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS inflight (
-    call_id TEXT PRIMARY KEY,
-    started REAL NOT NULL,
-    pid INTEGER NOT NULL,
-    pid_start TEXT NOT NULL,
-    hostname TEXT NOT NULL,
-    row TEXT NOT NULL
-);
-"""
 
 
 @attrs.frozen
@@ -159,7 +130,7 @@ class AuditEntry:
     def from_row(cls, row: Sequence[Any]) -> AuditEntry:
         """Build an entry from a database row (``COLUMNS`` then ``hash``)."""
         values = dict(zip((*COLUMNS, "hash"), row, strict=True))
-        for column in _JSON_COLUMNS:
+        for column in JSON_COLUMNS:
             parsed = json.loads(values[column]) if values[column] else None
             values[column] = parsed if column == "args" else tuple(parsed or ())
         return cls(**values)
@@ -229,7 +200,7 @@ class AuditLog:
             with self._transaction() as conn:
                 conn.execute(
                     "INSERT OR REPLACE INTO inflight VALUES (?, ?, ?, ?, ?, ?)",
-                    (request.call_id, row["time"], _PID.pid, _PID.start, _HOST, _dumps(row)),
+                    (request.call_id, row["time"], PID.pid, PID.start, HOST, _dumps(row)),
                 )
         except Exception as exc:
             self._failed("journal", request, exc)
@@ -253,7 +224,7 @@ class AuditLog:
             row = dict(row, ticket=request.ticket, approvers=_dumps(list(request.approvers)))
             row = _finish_row(row, result, result.duration or (time.monotonic() - mono))
             with self._transaction() as conn:
-                _append(conn, row)
+                append(conn, row)
                 conn.execute("DELETE FROM inflight WHERE call_id = ?", (request.call_id,))
         except Exception as exc:
             self._failed("record", request, exc)
@@ -313,12 +284,12 @@ class AuditLog:
             been rewritten wholesale.
         """
         with self._transaction(write=False) as conn:
-            report = _verify(conn.execute(f"SELECT {', '.join(COLUMNS)}, hash FROM entries ORDER BY seq"))
+            report = walk(conn.execute(f"SELECT {', '.join(COLUMNS)}, hash FROM entries ORDER BY seq"))
             head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
             inflight = conn.execute(
                 "SELECT call_id, started, pid, pid_start, hostname, row FROM inflight"
             ).fetchall()
-        report = _check_head(report, head)
+        report = check_head(report, head)
         if report.ok and anchor is not None and anchor not in report.seen:
             report = attrs.evolve(report, ok=False, problem=f"the anchor hash {anchor} is not in the chain")
         return VerifyReport(
@@ -327,7 +298,7 @@ class AuditLog:
             first_bad=report.first_bad,
             problem=report.problem,
             head=report.last_hash,
-            inflight=[_inflight_dict(r) for r in inflight],
+            inflight=[inflight_dict(r) for r in inflight],
         )
 
     # ------------------------------------------------------------------ recovery
@@ -335,7 +306,7 @@ class AuditLog:
     def recover(self) -> int:
         """Chain, as ``interrupted``, the attempts of dead host processes on this machine; return how many."""
         with self._transaction() as conn:
-            return _recover(conn)
+            return recover(conn)
 
     # ------------------------------------------------------------------ sqlite
 
@@ -349,13 +320,13 @@ class AuditLog:
         # NORMAL in WAL mode: a killed process loses nothing committed; a power cut may
         # drop the last commits but never breaks the chain.
         conn: sqlite3.Connection = _sqlite.connect(
-            self.path, _SCHEMA, synchronous="NORMAL", check_same_thread=False
+            self.path, SCHEMA, synchronous="NORMAL", check_same_thread=False
         )
         try:
             self._conn, self._pid = conn, os.getpid()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                _recover(conn)
+                recover(conn)
             except BaseException:
                 conn.rollback()
                 raise
@@ -444,8 +415,8 @@ def _start_row(request: CallRequest, started: float) -> dict[str, Any]:
         "redacted": _dumps(redacted),
         "ticket": request.ticket,
         "approvers": _dumps(list(request.approvers)),
-        "pid": _PID.pid,
-        "hostname": _HOST,
+        "pid": PID.pid,
+        "hostname": HOST,
     }
 
 
@@ -477,171 +448,5 @@ def _finish_row(row: dict[str, Any], result: CallResult, duration: float) -> dic
     return row
 
 
-def _append(conn: sqlite3.Connection, row: Mapping[str, Any]) -> int:
-    """Chain ``row`` after the current head (the caller holds a write transaction)."""
-    head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
-    seq, prev = (head[0] + 1, head[1]) if head else (1, GENESIS)
-    values = [row.get(c) for c in COLUMNS]
-    values[0], values[-1] = seq, prev
-    digest = row_hash(values)
-    conn.execute(
-        f"INSERT INTO entries ({', '.join(COLUMNS)}, hash) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})",
-        (*values, digest),
-    )
-    conn.execute("INSERT OR REPLACE INTO head (id, seq, hash) VALUES (1, ?, ?)", (seq, digest))
-    return seq
-
-
-def row_hash(values: Sequence[Any]) -> str:
-    """sha256 over the canonical JSON of a row's columns (``COLUMNS`` order, ``prev_hash`` last)."""
-    return hashlib.sha256(canonical_json(list(values)).encode("utf-8")).hexdigest()
-
-
 def _clip(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
-
-
-# ---------------------------------------------------------------------- verify
-
-
-@attrs.frozen
-class _Walk:
-    ok: bool = True
-    count: int = 0
-    first_bad: int | None = None
-    problem: str = ""
-    last_seq: int = 0
-    last_hash: str = GENESIS
-    seen: frozenset[str] = frozenset()
-
-
-def _verify(rows: Iterator[Sequence[Any]]) -> _Walk:
-    count, last_seq, last_hash = 0, 0, GENESIS
-    seen: set[str] = set()
-    for row in rows:
-        seq, prev, stored = row[0], row[len(COLUMNS) - 1], row[len(COLUMNS)]
-        problem = ""
-        if row_hash(row[: len(COLUMNS)]) != stored:
-            problem = f"row {seq} was edited or moved: its contents do not match its hash"
-        elif seq != last_seq + 1:
-            missing = f"{last_seq + 1}" if seq == last_seq + 2 else f"{last_seq + 1}..{seq - 1}"
-            problem = f"row {seq}: row {missing} is missing (deleted)"
-        elif prev != last_hash:
-            problem = f"row {seq} does not follow row {last_seq}: a row was inserted, removed or replaced"
-        if problem:
-            return _Walk(False, count, seq, problem, last_seq, last_hash, frozenset(seen))
-        count, last_seq, last_hash = count + 1, seq, stored
-        seen.add(stored)
-    return _Walk(True, count, None, "", last_seq, last_hash, frozenset(seen))
-
-
-def _check_head(walk: _Walk, head: Sequence[Any] | None) -> _Walk:
-    if not walk.ok:
-        return walk
-    if head is None:
-        if walk.count:
-            return attrs.evolve(walk, ok=False, first_bad=1, problem="the head record is missing")
-        return walk
-    seq, digest = head
-    if seq > walk.last_seq:
-        problem = f"rows {walk.last_seq + 1}..{seq} after the last row were deleted (the head says {seq})"
-        return attrs.evolve(walk, ok=False, first_bad=walk.last_seq + 1, problem=problem)
-    if seq != walk.last_seq or digest != walk.last_hash:
-        problem = f"row {seq} is not the head the log recorded: rows were appended around the writer"
-        return attrs.evolve(walk, ok=False, first_bad=seq, problem=problem)
-    return walk
-
-
-# ---------------------------------------------------------------------- recovery
-
-
-def _recover(conn: sqlite3.Connection) -> int:
-    rows = conn.execute(
-        "SELECT call_id, started, pid, pid_start, row FROM inflight WHERE hostname = ? ORDER BY started",
-        (_HOST,),
-    ).fetchall()
-    recovered = 0
-    for call_id, _started, pid, pid_start, text in rows:
-        if _alive(pid, pid_start):
-            continue
-        row = json.loads(text)
-        row.update(
-            outcome="interrupted",
-            error=f"the host process {pid} ended before the outcome of this call was recorded",
-            duration=0.0,
-            stderr_tail="[]",
-            result_size=0,
-            result_digest="",
-        )
-        seq = _append(conn, row)
-        conn.execute("DELETE FROM inflight WHERE call_id = ?", (call_id,))
-        logger.warning("audit log: call %s of %s was interrupted (row %s)", call_id, row.get("tool"), seq)
-        recovered += 1
-    return recovered
-
-
-def _inflight_dict(row: Sequence[Any]) -> JSON:
-    call_id, started, pid, pid_start, hostname, text = row
-    data = json.loads(text)
-    alive = _alive(pid, pid_start) if hostname == _HOST else None
-    return {
-        "call_id": call_id,
-        "tool": data.get("tool"),
-        "started": started,
-        "pid": pid,
-        "host": hostname,
-        "alive": alive,
-    }
-
-
-def _pid_start(pid: int) -> str:
-    """The process's start time in clock ticks since boot: with the pid, it names one process."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode("ascii", "replace")
-    except OSError:
-        return ""
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 else ""
-
-
-def _alive(pid: int, pid_start: str) -> bool:
-    if os.path.isdir("/proc/self"):
-        current = _pid_start(pid)
-        return bool(current) and (not pid_start or current == pid_start)
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
-class _Process:
-    """This process's pid and start time, re-read after a fork."""
-
-    def __init__(self) -> None:
-        self._pid = -1
-        self._start = ""
-
-    @property
-    def pid(self) -> int:
-        self._refresh()
-        return self._pid
-
-    @property
-    def start(self) -> str:
-        self._refresh()
-        return self._start
-
-    def _refresh(self) -> None:
-        if self._pid != os.getpid():
-            self._pid = os.getpid()
-            self._start = _pid_start(self._pid)
-
-
-_HOST = socket.gethostname()
-_PID = _Process()
