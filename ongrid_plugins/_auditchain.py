@@ -16,17 +16,19 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import socket
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ._auditjournal import HOST, PID, alive, journal_files
 from .models import JSON, canonical_json
+from .redact import has_secrets, redact
 
 if TYPE_CHECKING:
     import sqlite3
+
+    from .models import CallRequest, CallResult
 
 __all__ = [
     "COLUMNS",
@@ -35,14 +37,19 @@ __all__ = [
     "SCHEMA",
     "append",
     "check_head",
-    "inflight_dict",
+    "dumps",
+    "finish_row",
+    "inflight",
     "recover",
     "row_hash",
+    "start_row",
     "walk",
 ]
 
 logger = logging.getLogger("ongrid_plugins.audit")
 
+STDERR_LINES = 20
+MAX_TEXT = 2000
 GENESIS = "0" * 64
 """The ``prev_hash`` of the first row."""
 
@@ -86,14 +93,7 @@ CREATE TABLE IF NOT EXISTS entries (
 CREATE TABLE IF NOT EXISTS head (
     id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS inflight (
-    call_id TEXT PRIMARY KEY,
-    started REAL NOT NULL,
-    pid INTEGER NOT NULL,
-    pid_start TEXT NOT NULL,
-    hostname TEXT NOT NULL,
-    row TEXT NOT NULL
-);
+CREATE INDEX IF NOT EXISTS entries_call_id ON entries (call_id);
 """
 
 
@@ -171,93 +171,115 @@ def check_head(walk: Walk, head: Sequence[Any] | None) -> Walk:
 # ---------------------------------------------------------------------- recovery
 
 
-def recover(conn: sqlite3.Connection) -> int:
-    rows = conn.execute(
-        "SELECT call_id, started, pid, pid_start, row FROM inflight WHERE hostname = ? ORDER BY started",
-        (HOST,),
-    ).fetchall()
-    recovered = 0
-    for call_id, _started, pid, pid_start, text in rows:
-        if _alive(pid, pid_start):
+def recover(conn: sqlite3.Connection, folder: str) -> tuple[int, list[str]]:
+    """Chain what the journals of dead processes in ``folder`` still hold.
+
+    Finished calls are chained with their outcome, started ones as
+    ``interrupted``; a call already in the chain (its writer committed but did
+    not get to mark it) is skipped. Returns the number of rows chained and the
+    journal files to remove once the caller's transaction has committed.
+    """
+    done: list[str] = []
+    count = 0
+    for journal in journal_files(folder):
+        if journal.host != HOST or alive(journal.pid, journal.pid_start):
             continue
-        row = json.loads(text)
-        row.update(
-            outcome="interrupted",
-            error=f"the host process {pid} ended before the outcome of this call was recorded",
-            duration=0.0,
-            stderr_tail="[]",
-            result_size=0,
-            result_digest="",
-        )
-        seq = append(conn, row)
-        conn.execute("DELETE FROM inflight WHERE call_id = ?", (call_id,))
-        logger.warning("audit log: call %s of %s was interrupted (row %s)", call_id, row.get("tool"), seq)
-        recovered += 1
-    return recovered
+        done.append(journal.path)
+        for call_id, row, finished in journal.open_calls:
+            if conn.execute("SELECT 1 FROM entries WHERE call_id = ?", (call_id,)).fetchone():
+                continue
+            append(conn, dict(row, call_id=call_id) if finished else _interrupted(call_id, row, journal.pid))
+            count += 1
+    return count, done
 
 
-def inflight_dict(row: Sequence[Any]) -> JSON:
-    call_id, started, pid, pid_start, hostname, text = row
-    data = json.loads(text)
-    alive = _alive(pid, pid_start) if hostname == HOST else None
+def _interrupted(call_id: str, row: dict[str, Any], pid: int) -> dict[str, Any]:
+    row = dict(row, call_id=call_id, tool=row.get("tool") or "?", time=row.get("time") or 0.0)
+    row.update(
+        outcome="interrupted",
+        error=f"the host process {pid} ended before the outcome of this call was recorded",
+        duration=0.0,
+        stderr_tail="[]",
+        result_size=0,
+        result_digest="",
+    )
+    logger.warning("audit log: call %s of %s was interrupted (pid %s)", call_id, row["tool"], pid)
+    return row
+
+
+def inflight(folder: str) -> list[JSON]:
+    """The calls started and not recorded yet, from every journal in ``folder``."""
+    return [
+        {
+            "call_id": call_id,
+            "tool": row.get("tool"),
+            "started": row.get("time"),
+            "pid": journal.pid,
+            "host": journal.host,
+            "alive": alive(journal.pid, journal.pid_start) if journal.host == HOST else None,
+        }
+        for journal in journal_files(folder)
+        for call_id, row, _finished in journal.open_calls
+    ]
+
+
+# ---------------------------------------------------------------------- rows
+
+
+def start_row(request: CallRequest, started: float) -> dict[str, Any]:
+    """The columns known before the call runs (also what the journal keeps for recovery)."""
+    tool = request.tool
+    args: Any = request.args
+    redacted: list[str] = []
+    secret = tool.cache.get("audit_has_secrets")
+    if secret is None:
+        secret = tool.cache["audit_has_secrets"] = has_secrets(tool.schema)
+    if secret:
+        args, redacted = redact(tool.schema, args)
     return {
-        "call_id": call_id,
-        "tool": data.get("tool"),
-        "started": started,
-        "pid": pid,
-        "host": hostname,
-        "alive": alive,
+        "time": started,
+        "call_id": request.call_id,
+        "tool": tool.name,
+        "tool_class": tool.tool_class.value,
+        "persona": request.persona.name,
+        "caller": request.caller,
+        "args": dumps(args),
+        "args_digest": "" if redacted else request.args_digest,
+        "redacted": dumps(redacted),
+        "ticket": request.ticket,
+        "approvers": dumps(list(request.approvers)),
+        "pid": PID.pid,
+        "hostname": HOST,
     }
 
 
-def _pid_start(pid: int) -> str:
-    """The process's start time in clock ticks since boot: with the pid, it names one process."""
+def dumps(value: Any) -> str:
+    """Canonical JSON, and never an exception: what cannot be JSON is kept as its repr."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode("ascii", "replace")
-    except OSError:
-        return ""
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 else ""
+        return canonical_json(value)
+    except (TypeError, ValueError, RecursionError):
+        return json.dumps(repr(value)[:MAX_TEXT])
 
 
-def _alive(pid: int, pid_start: str) -> bool:
-    if os.path.isdir("/proc/self"):
-        current = _pid_start(pid)
-        return bool(current) and (not pid_start or current == pid_start)
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
+def finish_row(row: dict[str, Any], result: CallResult, duration: float) -> dict[str, Any]:
+    decision = result.decision
+    text = dumps(result.value) if result.value is not None else ""
+    data = text.encode("utf-8")
+    row.update(
+        verdict=decision.verdict.value if decision else "",
+        reason=decision.reason if decision else "",
+        plugin=decision.plugin if decision else "",
+        outcome=result.outcome,
+        error=clip(result.error) if result.error else None,
+        exit_code=result.exit_code,
+        signal=result.signal,
+        duration=float(duration),
+        stderr_tail=dumps([clip(str(line)) for line in result.stderr_tail[-STDERR_LINES:]]),
+        result_size=len(data),
+        result_digest=hashlib.sha256(data).hexdigest() if data else "",
+    )
+    return row
 
 
-class _Process:
-    """This process's pid and start time, re-read after a fork."""
-
-    def __init__(self) -> None:
-        self._pid = -1
-        self._start = ""
-
-    @property
-    def pid(self) -> int:
-        self._refresh()
-        return self._pid
-
-    @property
-    def start(self) -> str:
-        self._refresh()
-        return self._start
-
-    def _refresh(self) -> None:
-        if self._pid != os.getpid():
-            self._pid = os.getpid()
-            self._start = _pid_start(self._pid)
-
-
-HOST = socket.gethostname()
-PID = _Process()
+def clip(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."

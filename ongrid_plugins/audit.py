@@ -13,11 +13,12 @@ it, and ``ongrid-skills plugins`` shows it); the host then swaps that
 placeholder for its own :class:`AuditLog`, whose methods are the hooks
 (:func:`install`). A module never holds per-host state.
 
-Crash safety: ``ongrid_before_call`` writes the attempt to an ``inflight``
-table and ``ongrid_after_call`` moves it into the chain in one transaction.
-If the host dies in between, the next writer on the same machine finds the
-row of a process that no longer exists and chains it with outcome
-``interrupted``; nothing is half-written (SQLite transactions).
+Crash safety: ``ongrid_before_call`` appends the attempt to its process's
+journal file (:mod:`._auditjournal`, one ``write()``) and ``ongrid_after_call``
+chains the row in one SQLite transaction, then marks the journal entry done.
+If the host dies in between, the next process that opens the log on the same
+machine chains the calls of the dead process as ``interrupted``; nothing is
+ever half-written (SQLite transactions).
 
 Failing closed: when the attempt cannot be written, the failure is logged as an
 error and — unless ``Settings.audit_fail_closed`` is off — a mutating or
@@ -27,7 +28,7 @@ before it starts. Safe calls still run.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
 import logging
 import os
@@ -43,21 +44,22 @@ from . import _sqlite
 from ._auditchain import (
     COLUMNS,
     GENESIS,
-    HOST,
     JSON_COLUMNS,
-    PID,
     SCHEMA,
-    append,
     check_head,
-    inflight_dict,
+    dumps,
+    finish_row,
+    inflight,
     recover,
     row_hash,
+    start_row,
     walk,
 )
+from ._auditjournal import JOURNAL_DIR, Journal
+from ._auditwriter import Writer
 from .errors import AuditError
 from .hookspecs import hookimpl
-from .models import JSON, ToolClass, canonical_json
-from .redact import has_secrets, redact
+from .models import JSON, ToolClass
 
 if TYPE_CHECKING:
     import sqlite3
@@ -83,8 +85,6 @@ logger = logging.getLogger(__name__)
 
 PLUGIN_NAME = "audit"
 DB_NAME = "audit.db"
-STDERR_LINES = 20
-MAX_TEXT = 2000
 
 
 @attrs.frozen
@@ -177,8 +177,11 @@ class AuditLog:
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
         self._started: dict[str, tuple[float, dict[str, Any]]] = {}
-        self.write_failures = 0
-        """Rows that could not be written since this object was created."""
+        self.journal_dir = os.path.join(os.path.dirname(path) or ".", JOURNAL_DIR)
+        """Where each process journals the calls it has not chained yet (see :mod:`._auditjournal`)."""
+        self._journal = Journal(self.journal_dir)
+        self._writer = Writer(path, self._journal)
+        self._failures = 0
 
     @classmethod
     def for_settings(cls, settings: Settings) -> AuditLog:
@@ -194,14 +197,13 @@ class AuditLog:
     def ongrid_before_call(self, request: CallRequest) -> None:
         """Journal the attempt before anything runs; refuse risky calls the log cannot record."""
         try:
-            row = _start_row(request, time.time())
+            row = start_row(request, time.time())
             with self._lock:
                 self._started[request.call_id] = (time.monotonic(), row)
-            with self._transaction() as conn:
-                conn.execute(
-                    "INSERT OR REPLACE INTO inflight VALUES (?, ?, ?, ?, ?, ?)",
-                    (request.call_id, row["time"], PID.pid, PID.start, HOST, _dumps(row)),
-                )
+                self._connection()  # the first call opens the database: a broken one shows now
+            if self._writer.failing is not None:
+                raise self._writer.failing
+            self._journal.started(request.call_id, row)
         except Exception as exc:
             self._failed("journal", request, exc)
             if self.fail_closed and request.tool.tool_class is not ToolClass.SAFE:
@@ -214,23 +216,36 @@ class AuditLog:
 
     @hookimpl(tryfirst=True)
     def ongrid_after_call(self, request: CallRequest, result: CallResult) -> None:
-        """Chain the attempt's row; a failure is logged as an error (the call already happened)."""
+        """Journal the attempt's complete row and hand it to the writer thread to chain.
+
+        Once journaled the row survives the process being killed. A failure is
+        logged as an error (the call already happened); while rows cannot be
+        written, mutating and dangerous calls are refused (when failing closed).
+        """
         with self._lock:
             started = self._started.pop(request.call_id, None)
+        if started is None:  # no before_call (another plugin's before_call failed first)
+            started = (time.monotonic(), start_row(request, time.time()))
+        mono, row = started
+        row = dict(row, ticket=request.ticket, approvers=dumps(list(request.approvers)))
+        row = finish_row(row, result, result.duration or (time.monotonic() - mono))
         try:
-            if started is None:  # no before_call (another plugin's before_call failed first)
-                started = (time.monotonic(), _start_row(request, time.time()))
-            mono, row = started
-            row = dict(row, ticket=request.ticket, approvers=_dumps(list(request.approvers)))
-            row = _finish_row(row, result, result.duration or (time.monotonic() - mono))
-            with self._transaction() as conn:
-                append(conn, row)
-                conn.execute("DELETE FROM inflight WHERE call_id = ?", (request.call_id,))
+            self._journal.finished(request.call_id, row)
         except Exception as exc:
-            self._failed("record", request, exc)
+            self._failed("journal the outcome of", request, exc)
+        self._writer.put(request.call_id, row)
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Wait until every call this log's host finished is in the chain; False on timeout or failure."""
+        return self._writer.flush(timeout)
+
+    @property
+    def write_failures(self) -> int:
+        """Journal writes and batches that failed since this object was created."""
+        return self._failures + self._writer.failures
 
     def _failed(self, what: str, request: CallRequest, exc: Exception) -> None:
-        self.write_failures += 1
+        self._failures += 1
         logger.error(
             "audit log: cannot %s the call to %s (call %s) in %s: %s: %s",
             what,
@@ -265,6 +280,7 @@ class AuditLog:
         clause = f" WHERE {' AND '.join(where)}" if where else ""
         order, count = ("DESC", last) if last is not None else ("ASC", limit)
         sql = f"SELECT {', '.join(COLUMNS)}, hash FROM entries{clause} ORDER BY seq {order}"
+        self.flush()
         if count is not None:
             sql += f" LIMIT {int(count)}"
         with self._transaction(write=False) as conn:
@@ -283,12 +299,10 @@ class AuditLog:
             the chain must still contain it, so history before it cannot have
             been rewritten wholesale.
         """
+        self.flush()
         with self._transaction(write=False) as conn:
             report = walk(conn.execute(f"SELECT {', '.join(COLUMNS)}, hash FROM entries ORDER BY seq"))
             head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
-            inflight = conn.execute(
-                "SELECT call_id, started, pid, pid_start, hostname, row FROM inflight"
-            ).fetchall()
         report = check_head(report, head)
         if report.ok and anchor is not None and anchor not in report.seen:
             report = attrs.evolve(report, ok=False, problem=f"the anchor hash {anchor} is not in the chain")
@@ -298,15 +312,20 @@ class AuditLog:
             first_bad=report.first_bad,
             problem=report.problem,
             head=report.last_hash,
-            inflight=[inflight_dict(r) for r in inflight],
+            inflight=inflight(self.journal_dir),
         )
 
     # ------------------------------------------------------------------ recovery
 
     def recover(self) -> int:
-        """Chain, as ``interrupted``, the attempts of dead host processes on this machine; return how many."""
+        """Chain, as ``interrupted``, the open calls of dead processes on this machine; return how many.
+
+        Runs by itself whenever a process opens the log; call it to recover now.
+        """
         with self._transaction() as conn:
-            return recover(conn)
+            count, done = recover(conn, self.journal_dir)
+        _remove(done)
+        return count
 
     # ------------------------------------------------------------------ sqlite
 
@@ -326,11 +345,12 @@ class AuditLog:
             self._conn, self._pid = conn, os.getpid()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                recover(conn)
+                _count, done = recover(conn, self.journal_dir)
             except BaseException:
                 conn.rollback()
                 raise
             conn.commit()
+            _remove(done)
         except BaseException:
             self._conn = None
             conn.close()
@@ -338,7 +358,8 @@ class AuditLog:
         return conn
 
     def close(self) -> None:
-        """Close this process's connection (it reopens on the next use)."""
+        """Chain what is pending and close this process's connection (it reopens on the next use)."""
+        self.flush()
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
@@ -374,6 +395,12 @@ class _Transaction:
             self.log._lock.release()
 
 
+def _remove(paths: list[str]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
 def install(pm: pluggy.PluginManager, log: AuditLog) -> bool:
     """Put the host's ``log`` where the ``audit`` placeholder module was registered.
 
@@ -388,65 +415,3 @@ def install(pm: pluggy.PluginManager, log: AuditLog) -> bool:
         pm.register(log, name=PLUGIN_NAME)
         return True
     return pm.get_plugin(PLUGIN_NAME) is log
-
-
-# ---------------------------------------------------------------------- rows
-
-
-def _start_row(request: CallRequest, started: float) -> dict[str, Any]:
-    """The columns known before the call runs (also what ``inflight`` keeps for recovery)."""
-    tool = request.tool
-    args: Any = request.args
-    redacted: list[str] = []
-    secret = tool.cache.get("audit_has_secrets")
-    if secret is None:
-        secret = tool.cache["audit_has_secrets"] = has_secrets(tool.schema)
-    if secret:
-        args, redacted = redact(tool.schema, args)
-    return {
-        "time": started,
-        "call_id": request.call_id,
-        "tool": tool.name,
-        "tool_class": tool.tool_class.value,
-        "persona": request.persona.name,
-        "caller": request.caller,
-        "args": _dumps(args),
-        "args_digest": "" if redacted else request.args_digest,
-        "redacted": _dumps(redacted),
-        "ticket": request.ticket,
-        "approvers": _dumps(list(request.approvers)),
-        "pid": PID.pid,
-        "hostname": HOST,
-    }
-
-
-def _dumps(value: Any) -> str:
-    """Canonical JSON, and never an exception: what cannot be JSON is kept as its repr."""
-    try:
-        return canonical_json(value)
-    except (TypeError, ValueError, RecursionError):
-        return json.dumps(repr(value)[:MAX_TEXT])
-
-
-def _finish_row(row: dict[str, Any], result: CallResult, duration: float) -> dict[str, Any]:
-    decision = result.decision
-    text = _dumps(result.value) if result.value is not None else ""
-    data = text.encode("utf-8")
-    row.update(
-        verdict=decision.verdict.value if decision else "",
-        reason=decision.reason if decision else "",
-        plugin=decision.plugin if decision else "",
-        outcome=result.outcome,
-        error=_clip(result.error) if result.error else None,
-        exit_code=result.exit_code,
-        signal=result.signal,
-        duration=float(duration),
-        stderr_tail=_dumps([_clip(str(line)) for line in result.stderr_tail[-STDERR_LINES:]]),
-        result_size=len(data),
-        result_digest=hashlib.sha256(data).hexdigest() if data else "",
-    )
-    return row
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."

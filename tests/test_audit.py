@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -130,7 +131,7 @@ def test_a_before_call_hook_that_aborts_still_leaves_a_row(
         host.call("echo")
     (row,) = host.audit.entries()
     assert (row.outcome, row.error) == ("aborted", "maintenance window")
-    assert sql(tmp_path, "SELECT count(*) FROM inflight") == [(0,)]
+    assert host.audit.verify().inflight == ()
 
 
 def test_threads_and_async_calls_all_get_their_rows(make_host: Any, root: Path) -> None:
@@ -244,7 +245,7 @@ def test_no_secret_reaches_the_audit_log_or_the_ticket_database(
     assert "$.password" in row.redacted
     host.audit.close()
     state = tmp_path / ".ongrid-state"
-    blob = b"".join(p.read_bytes() for p in state.iterdir() if p.is_file())
+    blob = b"".join(p.read_bytes() for p in state.rglob("*") if p.is_file())
     assert b"ada" in blob  # the files are readable as plain text: the check below means something
     leaked = [s for s in SECRETS if s.encode() in blob]
     assert not leaked
@@ -441,18 +442,116 @@ def test_a_host_killed_mid_call_leaves_a_consistent_log_and_the_call_is_chained_
 
 
 def test_a_new_process_recovers_interrupted_calls_when_it_opens_the_log(tmp_path: Path) -> None:
-    log = AuditLog(str(tmp_path / "audit.db"))
-    log.verify()  # creates the database
-    row = {"time": 1.0, "call_id": "c1", "tool": "slow", "tool_class": "safe", "persona": "viewer"}
     dead = subprocess.run([PY, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    with sqlite3.connect(tmp_path / "audit.db") as conn:
-        conn.execute(
-            "INSERT INTO inflight VALUES (?, ?, ?, ?, ?, ?)",
-            ("c1", 1.0, int(dead.stdout), "1", __import__("socket").gethostname(), json.dumps(row)),
-        )
-    fresh = AuditLog(str(tmp_path / "audit.db"))
-    assert [(e.call_id, e.outcome) for e in fresh.entries()] == [("c1", "interrupted")]
-    assert fresh.verify().ok
+    journal = tmp_path / "audit-inflight" / f"{int(dead.stdout)}-1@{socket.gethostname()}.journal"
+    foreign = tmp_path / "audit-inflight" / f"{int(dead.stdout)}-1@elsewhere.journal"
+    journal.parent.mkdir()
+    row = {"time": 1.0, "tool": "slow", "tool_class": "safe", "persona": "viewer", "args": '{"a":1}'}
+    journal.write_text(
+        f"S c1 {json.dumps(row)}\nS c2 {json.dumps(row)}\nE c1\nS c3 {{broken json\n", encoding="utf-8"
+    )
+    foreign.write_text(f"S c9 {json.dumps(row)}\n", encoding="utf-8")
+    log = AuditLog(str(tmp_path / "audit.db"))
+    assert [(e.call_id, e.outcome, e.tool) for e in log.entries()] == [
+        ("c2", "interrupted", "slow"),
+        ("c3", "interrupted", "?"),
+    ]
+    assert log.entries()[0].args == {"a": 1}
+    assert not journal.exists() and foreign.exists()  # another machine's calls are not ours to judge
+    assert log.recover() == 0
+    report = log.verify()
+    assert report.ok and [(r["call_id"], r["alive"]) for r in report.inflight] == [("c9", None)]
+
+
+def test_a_journal_the_recoverer_could_not_remove_is_not_chained_twice(tmp_path: Path) -> None:
+    dead = subprocess.run([PY, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    journal = tmp_path / "audit-inflight" / f"{int(dead.stdout)}-1@{socket.gethostname()}.journal"
+    journal.parent.mkdir()
+    text = 'S c1 {"tool": "slow", "time": 1.0}\n'
+    journal.write_text(text, encoding="utf-8")
+    assert len(AuditLog(str(tmp_path / "audit.db")).entries()) == 1  # opening the log recovers
+    journal.write_text(text, encoding="utf-8")  # as if the unlink after the commit had failed
+    log = AuditLog(str(tmp_path / "audit.db"))
+    assert len(log.entries()) == 1 and not journal.exists()
+
+
+HARD_EXIT = r"""
+import os, sys
+from ongrid_plugins import SkillHost
+from ongrid_plugins.testing import isolated_settings
+tmp, root = sys.argv[1:3]
+host = SkillHost(isolated_settings(tmp, root))
+result = host.call("echo", {"last": "words"})
+print(result.call_id, flush=True)
+os._exit(0)  # no atexit: the writer thread never gets to chain the row
+"""
+
+
+def test_a_finished_call_whose_process_exits_at_once_is_chained_with_its_outcome(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    make_skill(root, "echo")
+    out = subprocess.run([PY, "-c", HARD_EXIT, str(tmp_path), str(root)], capture_output=True, text=True)
+    call_id = out.stdout.strip()
+    rows = make_host(root).audit.entries()  # opening the log recovers what the journal still holds
+    assert [(r.call_id, r.outcome, r.args) for r in rows] == [(call_id, "ok", {"last": "words"})]
+    assert rows[0].result_size == len(b'{"last":"words"}')
+    assert not list((tmp_path / ".ongrid-state" / "audit-inflight").iterdir())
+
+
+def test_the_journal_file_is_removed_once_everything_is_chained(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    make_skill(root, "echo")
+    host = make_host(root)
+    journal = tmp_path / ".ongrid-state" / "audit-inflight"
+    recorder = []
+
+    class Peek:
+        @hookimpl
+        def ongrid_before_call(self) -> None:
+            recorder.append([p.name for p in journal.iterdir()])
+
+    host.pm.add_plugin(Peek(), "peek")
+    host.call("echo")
+    assert len(recorder[0]) == 1 and recorder[0][0].startswith(f"{os.getpid()}-")
+    assert host.audit.flush()
+    assert list(journal.iterdir()) == []
+
+
+def test_a_log_that_breaks_refuses_risky_calls_then_catches_up_without_losing_rows(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    make_skill(root, "look")
+    make_skill(root, "change", class_="mutating")
+    host = make_host(root)
+    host.call("look")
+    assert host.audit.flush()
+    db = db_path(tmp_path)
+    moved = db.with_name("moved.db")
+    db.rename(moved)
+    db.mkdir()  # the database path is now unusable
+    try:
+        assert host.call("look", {"while": "broken"}).ok  # safe calls still run, their rows wait
+        assert not host.audit.flush(timeout=5)
+        with pytest.raises(AuditError, match="mutating calls are refused until it can"):
+            host.call("change", confirm=True)
+    finally:
+        db.rmdir()
+        moved.rename(db)
+    deadline = time.monotonic() + 15
+    while not host.audit.flush(timeout=0.5) and time.monotonic() < deadline:
+        time.sleep(0.05)  # flush does not wait out a failing log; the writer retries on its own
+    assert host.audit.flush()
+    assert host.call("change", confirm=True).ok
+    rows = host.audit.entries()
+    assert [(r.tool, r.outcome) for r in rows] == [
+        ("look", "ok"),
+        ("look", "ok"),
+        ("change", "aborted"),
+        ("change", "ok"),
+    ]
+    assert host.audit.verify().ok
 
 
 # ---------------------------------------------------------------- failing closed
