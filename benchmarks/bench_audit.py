@@ -5,8 +5,9 @@
    two hosts that differ only in ``ONGRID_DISABLE_PLUGINS=audit``. Rounds are
    interleaved (each round calls both hosts, in alternating order) so drift and
    noise hit both alike. Target: audit on within 1.15x of audit off.
-2. The audit log alone: rows per second appended by ``ongrid_before_call`` +
-   ``ongrid_after_call`` without running anything, from 1 and from 4 threads.
+2. The audit log alone: rows per second journaled by ``ongrid_before_call`` +
+   ``ongrid_after_call`` and chained by the writer thread (the clock stops after
+   ``flush()``), without running anything, from 1 and from 4 threads.
 3. Approvals per second: ``SkillHost.approve`` (each one a fsync'd SQLite
    transaction, plus the ``ongrid_verify_approval`` hooks), and whole ticket
    cycles (open, two approvals, claim) per second.
@@ -81,6 +82,7 @@ def audit_rows_per_second(base: Path, rows: int, threads: int) -> float:
         w.start()
     for w in workers:
         w.join()
+    assert log.flush()  # the rows are chained, not just journaled
     elapsed = time.perf_counter() - start
     assert log.verify().ok
     return per_thread * threads / elapsed

@@ -199,7 +199,9 @@ def ongrid_before_call(request: CallRequest) -> None:
 
     By then the arguments were checked against the schema and the gate has
     decided, but neither verdict has been acted on: audit plugins see invalid,
-    denied and approval-needing attempts too. Raising here aborts the call.
+    denied and approval-needing attempts too. Raising here aborts the call
+    (``ongrid_after_call`` still sees it, with outcome ``aborted``); a
+    two-person ticket is opened or spent only after every implementation passed.
 
     :param request: The call being attempted.
     """
