@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import threading
 import weakref
 from collections.abc import Iterator
@@ -233,5 +232,5 @@ class Process:
             self._start = pid_start(self._pid)
 
 
-HOST = socket.gethostname()
+HOST = os.uname().nodename
 PID = Process()

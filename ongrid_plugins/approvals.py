@@ -34,7 +34,6 @@ import datetime
 import json
 import logging
 import os
-import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -254,7 +253,7 @@ class ApprovalStore:
             ).fetchone()
             if row is not None:
                 return self._load(conn, row[0], now)
-            ticket_id = secrets.token_hex(8)
+            ticket_id = os.urandom(8).hex()
             conn.execute(
                 "INSERT INTO tickets (id, tool, args_digest, persona, requester, required, status, created,"
                 " expires, args, tool_class, reason) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",

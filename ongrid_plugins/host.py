@@ -21,14 +21,12 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import attrs
 
-from . import audit, gate, loader
-from . import personas as persona_files
-from .approvals import ApprovalStore, Ticket, os_identity, verify_with_plugins
+from . import gate, loader
 from .arguments import check_arguments
-from .audit import AuditLog
 from .errors import (
     ApprovalError,
     ApprovalRequired,
@@ -55,9 +53,14 @@ from .models import (
     args_digest,
 )
 from .plugins import PluginInfo, PluginManager, get_plugin_manager
-from .redact import redact
 from .registry import Registry, Snapshot
 from .settings import Settings
+
+if TYPE_CHECKING:
+    # Imported when first needed (the first call, load or persona file), not with the package.
+    from .approvals import ApprovalStore, Ticket
+    from .audit import AuditLog
+    from .personas import PersonaCatalog
 
 __all__ = ["SkillHost"]
 
@@ -102,12 +105,10 @@ class SkillHost:
         self._report: LoadReport | None = None
         self._lock = threading.Lock()
         self._load_lock = threading.RLock()
-        self._default_caller = os_identity()
-        self._personas: persona_files.PersonaCatalog | None = None
-        self.approvals = ApprovalStore.for_settings(self.settings)
-        """The two-person ticket store (``<state_dir>/approvals.db``)."""
-        self.audit = AuditLog.for_settings(self.settings)
-        """The audit log (``<state_dir>/audit.db``); records calls unless the ``audit`` plugin is disabled."""
+        self._default_caller = ""
+        self._personas: PersonaCatalog | None = None
+        self._approvals: ApprovalStore | None = None
+        self._audit: AuditLog | None = None
 
     def __repr__(self) -> str:
         state = "loaded" if self._report is not None else "not loaded"
@@ -122,11 +123,35 @@ class SkillHost:
             with self._lock:
                 if self._pm is None:
                     pm = get_plugin_manager(self.settings)
-                    audit.install(pm, self.audit)
+                    from .audit import install
+
+                    install(pm, self.audit)
                     for index, plugin in enumerate(self._extra):
                         pm.add_plugin(plugin, _plugin_name(plugin, index))
                     self._pm = pm
         return self._pm
+
+    @property
+    def audit(self) -> AuditLog:
+        """The audit log (``<state_dir>/audit.db``); records calls unless the ``audit`` plugin is disabled."""
+        if self._audit is None:
+            from .audit import AuditLog
+
+            self._audit = AuditLog.for_settings(self.settings)
+        return self._audit
+
+    @property
+    def approvals(self) -> ApprovalStore:
+        """The two-person ticket store (``<state_dir>/approvals.db``)."""
+        if self._approvals is None:
+            from .approvals import ApprovalStore
+
+            self._approvals = ApprovalStore.for_settings(self.settings)
+        return self._approvals
+
+    @approvals.setter
+    def approvals(self, store: ApprovalStore) -> None:
+        self._approvals = store
 
     def plugins(self) -> list[PluginInfo]:
         """Every plugin offered to the host, with its status and hooks."""
@@ -206,6 +231,8 @@ class SkillHost:
         builtin = gate.BUILTIN_PERSONAS.get(persona)
         if builtin is not None:
             return builtin
+        from . import personas as persona_files
+
         if persona_files.looks_like_path(persona):
             return persona_files.read_persona(persona)
         found = self._persona_catalog().personas.get(persona)
@@ -220,10 +247,12 @@ class SkillHost:
         files = self._persona_catalog(refresh=True).personas
         return [*gate.BUILTIN_PERSONAS.values(), *(files[name] for name in sorted(files))]
 
-    def _persona_catalog(self, refresh: bool = False) -> persona_files.PersonaCatalog:
+    def _persona_catalog(self, refresh: bool = False) -> PersonaCatalog:
         catalog = self._personas
         if catalog is None or refresh:
-            catalog = self._personas = persona_files.discover(self.settings)
+            from .personas import discover
+
+            catalog = self._personas = discover(self.settings)
         return catalog
 
     # ------------------------------------------------------------------ approvals
@@ -234,6 +263,8 @@ class SkillHost:
         Every ``ongrid_verify_approval`` plugin may refuse. Raises
         :class:`ApprovalError` naming the rule when the approval does not count.
         """
+        from .approvals import verify_with_plugins
+
         verify = verify_with_plugins(self.pm)
         return self.approvals.approve(ticket_id, approver=approver, note=note, sop=sop, verify=verify)
 
@@ -248,6 +279,13 @@ class SkillHost:
     def tickets(self, status: str | None = None) -> list[Ticket]:
         """Every ticket, newest first; ``status`` filters (pending, approved, rejected, executed, expired)."""
         return self.approvals.tickets(status)
+
+    def _os_user(self) -> str:
+        if not self._default_caller:
+            from .approvals import os_identity
+
+            self._default_caller = os_identity()
+        return self._default_caller
 
     def decide(self, tool: Tool, persona: PersonaLike, request: CallRequest | None = None) -> Decision:
         """The gate's decision for ``persona`` calling ``tool`` (with ``request``'s arguments)."""
@@ -334,7 +372,7 @@ class SkillHost:
             persona=who,
             call_id=uuid.uuid4().hex,
             args_digest=digest,
-            caller=caller or self._default_caller,
+            caller=caller or self._os_user(),
             confirm=confirm,
             ticket=ticket,
             on_event=on_event,
@@ -408,6 +446,8 @@ class SkillHost:
         return attrs.evolve(request, approvers=ticket.approvers), None
 
     def _open_ticket(self, request: CallRequest, decision: Decision) -> Ticket:
+        from .redact import redact
+
         tool = request.tool
         args, _paths = redact(tool.schema, request.args)
         return self.approvals.open_ticket(

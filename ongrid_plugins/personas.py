@@ -34,7 +34,6 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Mapping
-from importlib import resources
 from typing import Any
 
 import attrs
@@ -220,6 +219,8 @@ def _parse_yaml(front: str, path: str) -> dict[str, Any]:
 def _check(data: Mapping[str, Any], path: str) -> None:
     global _validator
     if _validator is None:
+        from importlib import resources
+
         from jsonschema import Draft202012Validator
 
         text = resources.files("ongrid_plugins").joinpath("schemas/persona.schema.json").read_text("utf-8")
