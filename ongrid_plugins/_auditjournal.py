@@ -1,8 +1,10 @@
 """The audit log's journal: the calls a process started or finished but has not chained yet.
 
-Each process appends to its own file, ``<state>/audit-inflight/<pid>-<start>@<host>.journal``
-(``start`` is the process's start time in clock ticks, so a reused pid names a
-different file), one line per event, each a single ``write()``:
+Each audit log object appends to its own file,
+``<state>/audit-inflight/<pid>-<start>-<n>@<host>.journal`` (``start`` is the
+process's start time in clock ticks, so a reused pid names a different file;
+``n`` tells apart the logs of several hosts in one process), one line per
+event, each a single ``write()``:
 
 * ``S <call_id> <row>`` before the call runs (what is known then);
 * ``F <call_id> <row>`` when it is over (the complete row, outcome included);
@@ -20,6 +22,7 @@ in the chain (:func:`ongrid_plugins._auditchain.recover`), and removes the file.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import threading
@@ -108,15 +111,16 @@ class Journal:
             self._active.add(call_id)
 
     def _open(self) -> int:
-        owner = (PID.pid, PID.start)
-        if self._fd >= 0 and self._owner == owner:
+        owner = PID.ident
+        if self._fd >= 0 and self._owner[0] == owner[0]:
             return self._fd
         if self._fd >= 0:  # a forked child: the parent's file is not ours (keep it)
             self._close(remove=False)
             self._active.clear()
         self._owner = owner
         os.makedirs(self.folder, mode=0o700, exist_ok=True)
-        self._path = os.path.join(self.folder, f"{owner[0]}-{owner[1]}@{HOST}{SUFFIX}")
+        number = next(_numbers)
+        self._path = os.path.join(self.folder, f"{owner[0]}-{owner[1]}-{number}@{HOST}{SUFFIX}")
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
         self._fd = os.open(self._path, flags, 0o600)
         self._finalizer = weakref.finalize(self, _close_fd, self._fd)
@@ -146,7 +150,8 @@ def _parse_name(name: str) -> tuple[int, str, str] | None:
     if not name.endswith(SUFFIX) or "@" not in name:
         return None
     ident, host = name[: -len(SUFFIX)].split("@", 1)
-    pid, _, start = ident.partition("-")
+    pid, _, rest = ident.partition("-")
+    start = rest.split("-")[0]
     return (int(pid), start, host) if pid.isdigit() else None
 
 
@@ -211,26 +216,28 @@ class Process:
     """This process's pid and start time, re-read after a fork (``PID.pid``, ``PID.start``)."""
 
     def __init__(self) -> None:
-        self._pid = -1
-        self._start = ""
+        self._ident = (-1, "")
+
+    @property
+    def ident(self) -> tuple[int, str]:
+        """(pid, start time in clock ticks since boot) of the calling process, read together."""
+        ident = self._ident
+        if ident[0] != os.getpid():
+            pid = os.getpid()
+            ident = self._ident = (pid, pid_start(pid))  # one assignment: threads see both or neither
+        return ident
 
     @property
     def pid(self) -> int:
         """The pid of the calling process."""
-        self._refresh()
-        return self._pid
+        return self.ident[0]
 
     @property
     def start(self) -> str:
         """Its start time in clock ticks since boot (empty without /proc)."""
-        self._refresh()
-        return self._start
-
-    def _refresh(self) -> None:
-        if self._pid != os.getpid():
-            self._pid = os.getpid()
-            self._start = pid_start(self._pid)
+        return self.ident[1]
 
 
 HOST = os.uname().nodename
+_numbers = itertools.count(1)
 PID = Process()

@@ -14,6 +14,7 @@ import pytest
 
 from ongrid_plugins import ApprovalRequired, PermissionMode, Persona, Settings, SkillHost, hookimpl
 from ongrid_plugins.approvals import Approval, ApprovalStore, Ticket, os_identity
+from ongrid_plugins.cli import main
 from ongrid_plugins.errors import ApprovalError
 from ongrid_plugins.testing import isolated_settings, make_skill
 
@@ -370,6 +371,7 @@ def test_the_same_approver_racing_from_two_processes_counts_once(
 
 
 def cli(root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """A real ``ongrid-skills`` process (its rows are chained when it exits)."""
     return subprocess.run(
         [PY, "-m", "ongrid_plugins", "--no-defaults", "--dirs", str(root), *argv],
         capture_output=True,
@@ -378,8 +380,15 @@ def cli(root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def cmd(capsys: pytest.CaptureFixture[str], root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The same command run in this process (faster, for everything that does not run a skill)."""
+    code = main(["--no-defaults", "--dirs", str(root), *argv])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, code, out, err)
+
+
 def test_cli_run_prints_the_ticket_and_the_commands_and_the_requester_cannot_approve(
-    root: Path, tmp_path: Path
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     make_skill(root, "wipe", class_="dangerous", script=WIPE_SH)
     args = json.dumps(ARGS)
@@ -393,13 +402,13 @@ def test_cli_run_prints_the_ticket_and_the_commands_and_the_requester_cannot_app
     assert f"run wipe '{args}' --persona admin --ticket {ticket.id}" in first.stderr
     assert f"two people other than {me} approve it" in first.stderr
     assert "ERROR: call to 'wipe' needs two-person approval, says ongrid.gate" in first.stderr
-    own = cli(root, "approvals", "approve", ticket.id)
+    own = cmd(capsys, root, "approvals", "approve", ticket.id)
     assert own.returncode == 3 and f"{me} requested ticket {ticket.id} and cannot approve it" in own.stderr
     host.approve(ticket.id, approver="bob")
     host.approve(ticket.id, approver="carol")
-    shown = json.loads(cli(root, "approvals", "show", ticket.id, "--json").stdout)
+    shown = json.loads(cmd(capsys, root, "approvals", "show", ticket.id, "--json").stdout)
     assert (shown["status"], shown["approvers"]) == ("approved", ["bob", "carol"])
-    listed = json.loads(cli(root, "approvals", "list", "--status", "approved", "--json").stdout)
+    listed = json.loads(cmd(capsys, root, "approvals", "list", "--status", "approved", "--json").stdout)
     assert [t["id"] for t in listed["items"]] == [ticket.id]
     ran = cli(root, "run", "wipe", args, "--persona", "admin", "--ticket", ticket.id)
     assert ran.returncode == 0 and json.loads(ran.stdout) == {"wiped": True}
@@ -408,20 +417,20 @@ def test_cli_run_prints_the_ticket_and_the_commands_and_the_requester_cannot_app
     assert len(runs(root)) == 1
 
 
-def test_cli_approve_reject_and_list(root: Path) -> None:
+def test_cli_approve_reject_and_list(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     make_skill(root, "wipe", class_="dangerous", script=WIPE_SH)
     host = SkillHost(Settings.from_env(skill_dirs=[str(root)], include_defaults=False))
     ticket = request(host, caller="somebody-else")
-    ok = cli(root, "approvals", "approve", ticket.id, "--note", "looks right", "--sop", "SOP-9")
+    ok = cmd(capsys, root, "approvals", "approve", ticket.id, "--note", "looks right", "--sop", "SOP-9")
     assert ok.returncode == 0 and f"approved ticket {ticket.id} (1 of 2 approvals)" in ok.stdout
-    again = cli(root, "approvals", "approve", ticket.id)
+    again = cmd(capsys, root, "approvals", "approve", ticket.id)
     assert again.returncode == 3 and "already approved" in again.stderr
-    table = cli(root, "approvals", "list").stdout.splitlines()
+    table = cmd(capsys, root, "approvals", "list").stdout.splitlines()
     assert table[0].split() == ["ID", "STATUS", "TOOL", "PERSONA", "REQUESTER", "APPROVALS", "EXPIRES"]
     assert table[1].split()[:6] == [ticket.id, "pending", "wipe", "admin", "somebody-else", "1/2"]
-    shown = cli(root, "approvals", "show", ticket.id).stdout
+    shown = cmd(capsys, root, "approvals", "show", ticket.id).stdout
     assert f"{os_identity()} note='looks right' sop='SOP-9'" in shown
-    rejected = cli(root, "approvals", "reject", ticket.id, "--note", "no", "--json")
+    rejected = cmd(capsys, root, "approvals", "reject", ticket.id, "--note", "no", "--json")
     assert json.loads(rejected.stdout)["status"] == "rejected"
-    unknown = cli(root, "approvals", "show", "nope")
+    unknown = cmd(capsys, root, "approvals", "show", "nope")
     assert unknown.returncode == 3 and "no approval ticket 'nope'" in unknown.stderr

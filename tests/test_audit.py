@@ -28,6 +28,7 @@ from ongrid_plugins import (
     hookimpl,
 )
 from ongrid_plugins.audit import AuditLog, row_hash
+from ongrid_plugins.cli import main
 from ongrid_plugins.errors import ApprovalError, AuditError
 from ongrid_plugins.redact import REDACTED, redact
 from ongrid_plugins.testing import isolated_settings, make_skill
@@ -443,8 +444,8 @@ def test_a_host_killed_mid_call_leaves_a_consistent_log_and_the_call_is_chained_
 
 def test_a_new_process_recovers_interrupted_calls_when_it_opens_the_log(tmp_path: Path) -> None:
     dead = subprocess.run([PY, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    journal = tmp_path / "audit-inflight" / f"{int(dead.stdout)}-1@{socket.gethostname()}.journal"
-    foreign = tmp_path / "audit-inflight" / f"{int(dead.stdout)}-1@elsewhere.journal"
+    journal = tmp_path / "audit-inflight" / f"{int(dead.stdout)}-1-1@{socket.gethostname()}.journal"
+    foreign = tmp_path / "audit-inflight" / f"{int(dead.stdout)}-1-1@elsewhere.journal"
     journal.parent.mkdir()
     row = {"time": 1.0, "tool": "slow", "tool_class": "safe", "persona": "viewer", "args": '{"a":1}'}
     journal.write_text(
@@ -516,6 +517,26 @@ def test_the_journal_file_is_removed_once_everything_is_chained(
     host.call("echo")
     assert len(recorder[0]) == 1 and recorder[0][0].startswith(f"{os.getpid()}-")
     assert host.audit.flush()
+    assert list(journal.iterdir()) == []
+
+
+def test_two_hosts_in_one_process_keep_separate_journals(make_host: Any, root: Path, tmp_path: Path) -> None:
+    make_skill(root, "echo")
+    one, two = make_host(root), make_host(root)
+    journal = tmp_path / ".ongrid-state" / "audit-inflight"
+    seen = []
+
+    class Peek:
+        @hookimpl
+        def ongrid_before_call(self) -> None:
+            seen.append(sorted(p.name for p in journal.iterdir()))
+
+    one.call("echo", {"host": 1})
+    two.pm.add_plugin(Peek(), "peek")
+    two.call("echo", {"host": 2})  # while one's row may still be waiting for its writer
+    assert len(seen[0]) in (1, 2) and all(name.startswith(f"{os.getpid()}-") for name in seen[0])
+    assert one.audit.flush() and two.audit.flush()
+    assert sorted(r.args["host"] for r in one.audit.entries()) == [1, 2]
     assert list(journal.iterdir()) == []
 
 
@@ -607,6 +628,7 @@ def test_the_plugin_listing_shows_the_audit_log_with_its_hooks(make_host: Any, r
 
 
 def cli(root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """A real ``ongrid-skills`` process (its rows are chained when it exits)."""
     return subprocess.run(
         [PY, "-m", "ongrid_plugins", "--no-defaults", "--dirs", str(root), *argv],
         capture_output=True,
@@ -615,8 +637,15 @@ def cli(root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def cmd(capsys: pytest.CaptureFixture[str], root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The same command run in this process (faster, for everything that does not run a skill)."""
+    code = main(["--no-defaults", "--dirs", str(root), *argv])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, code, out, err)
+
+
 def test_cli_audit_list_tail_export_and_verify(
-    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("ONGRID_STATE_DIR", str(tmp_path / ".ongrid-state"))
     make_skill(root, "echo")
@@ -624,26 +653,26 @@ def test_cli_audit_list_tail_export_and_verify(
     assert cli(root, "run", "echo", '{"a": 1}').returncode == 0
     assert cli(root, "run", "change").returncode == 3
     assert cli(root, "run", "change", "--yes").returncode == 0
-    table = cli(root, "audit", "list").stdout.splitlines()
+    table = cmd(capsys, root, "audit", "list").stdout.splitlines()
     assert table[0].split()[:6] == ["SEQ", "TIME", "TOOL", "PERSONA", "CALLER", "OUTCOME"]
     assert [line.split()[5] for line in table[1:]] == ["ok", "needs_confirmation", "ok"]
-    listed = json.loads(cli(root, "audit", "list", "--tool", "change", "--json").stdout)
+    listed = json.loads(cmd(capsys, root, "audit", "list", "--tool", "change", "--json").stdout)
     assert [i["outcome"] for i in listed["items"]] == ["needs_confirmation", "ok"]
-    tail = json.loads(cli(root, "audit", "tail", "-n", "1", "--json").stdout)
+    tail = json.loads(cmd(capsys, root, "audit", "tail", "-n", "1", "--json").stdout)
     assert [i["seq"] for i in tail["items"]] == [3]
     export = tmp_path / "audit.jsonl"
-    assert cli(root, "audit", "export", "-o", str(export)).returncode == 0
+    assert cmd(capsys, root, "audit", "export", "-o", str(export)).returncode == 0
     lines = [json.loads(line) for line in export.read_text().splitlines()]
     assert [line["seq"] for line in lines] == [1, 2, 3] and lines[1]["prev_hash"] == lines[0]["hash"]
-    document = json.loads(cli(root, "audit", "export", "--json").stdout)
+    document = json.loads(cmd(capsys, root, "audit", "export", "--json").stdout)
     assert document["verify"]["ok"] is True and len(document["entries"]) == 3
-    good = cli(root, "audit", "verify")
+    good = cmd(capsys, root, "audit", "verify")
     assert good.returncode == 0 and good.stdout.startswith("audit log OK: 3 rows, head ")
     sql(tmp_path, "UPDATE entries SET persona = 'admin' WHERE seq = 2")
-    bad = cli(root, "audit", "verify")
+    bad = cmd(capsys, root, "audit", "verify")
     assert bad.returncode == 1
     assert "audit log BROKEN at row 2: row 2 was edited or moved" in bad.stdout
-    assert json.loads(cli(root, "audit", "verify", "--json").stdout)["first_bad"] == 2
+    assert json.loads(cmd(capsys, root, "audit", "verify", "--json").stdout)["first_bad"] == 2
 
 
 def test_isolated_hosts_keep_their_audit_logs_apart(tmp_path: Path, root: Path) -> None:
