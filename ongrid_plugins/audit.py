@@ -13,17 +13,21 @@ it, and ``ongrid-skills plugins`` shows it); the host then swaps that
 placeholder for its own :class:`AuditLog`, whose methods are the hooks
 (:func:`install`). A module never holds per-host state.
 
-Crash safety: ``ongrid_before_call`` appends the attempt to its process's
-journal file (:mod:`._auditjournal`, one ``write()``) and ``ongrid_after_call``
-chains the row in one SQLite transaction, then marks the journal entry done.
-If the host dies in between, the next process that opens the log on the same
-machine chains the calls of the dead process as ``interrupted``; nothing is
-ever half-written (SQLite transactions).
+Crash safety and speed: ``ongrid_before_call`` appends the attempt to this
+log's journal file (:mod:`._auditjournal`, one ``write()``);
+``ongrid_after_call`` appends the finished row there too and hands it to a
+writer thread (:mod:`._auditwriter`) that chains rows in batches, so no call
+waits for an SQLite commit. Rows are visible within ~50 ms; readers of this
+object flush first. If the process dies, the next process that opens the log
+on the same machine chains what its journal still holds — finished calls with
+their outcome, started ones as ``interrupted`` — and nothing is ever
+half-written (SQLite transactions).
 
-Failing closed: when the attempt cannot be written, the failure is logged as an
-error and — unless ``Settings.audit_fail_closed`` is off — a mutating or
-dangerous call is refused with :class:`~ongrid_plugins.errors.AuditError`
-before it starts. Safe calls still run.
+Failing closed: when the log cannot be opened, journaled or written, the
+failure is logged as an error and — unless ``Settings.audit_fail_closed`` is
+off — mutating and dangerous calls are refused with
+:class:`~ongrid_plugins.errors.AuditError` before they start, until rows can be
+written again. Safe calls still run.
 """
 
 from __future__ import annotations

@@ -392,10 +392,13 @@ def test_cli_run_prints_the_ticket_and_the_commands_and_the_requester_cannot_app
 ) -> None:
     make_skill(root, "wipe", class_="dangerous", script=WIPE_SH)
     args = json.dumps(ARGS)
-    first = cli(root, "run", "wipe", args, "--persona", "admin")
+    first = cli(root, "run", "wipe", args, "--persona", "admin", "--json")
     assert first.returncode == 3
+    printed = json.loads(first.stdout)
+    assert (printed["status"], printed["ticket"]["status"]) == ("needs_approval", "pending")
     host = SkillHost(Settings.from_env(skill_dirs=[str(root)], include_defaults=False))
     (ticket,) = host.tickets()
+    assert printed["ticket"]["id"] == ticket.id
     me = os_identity()
     assert ticket.requester == me
     assert f"ongrid-skills approvals approve {ticket.id}" in first.stderr
