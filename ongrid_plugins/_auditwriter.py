@@ -60,7 +60,7 @@ class Writer:
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._schema = SCHEMA
-        atexit.register(_flush_at_exit, weakref.ref(self))
+        _WRITERS.add(self)
 
     def put(self, call_id: str, row: dict[str, Any]) -> None:
         """Queue a finished row; it is in the chain within ``LINGER`` seconds (or at the next flush)."""
@@ -141,7 +141,11 @@ class Writer:
         return None
 
 
-def _flush_at_exit(ref: weakref.ref[Writer]) -> None:
-    writer = ref()
-    if writer is not None and writer.failing is None:  # a failing log keeps its rows in the journal
-        writer.flush(10.0)
+_WRITERS: weakref.WeakSet[Writer] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for writer in list(_WRITERS):
+        if writer.failing is None:  # a failing log keeps its rows in the journal
+            writer.flush(10.0)
