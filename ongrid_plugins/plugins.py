@@ -2,7 +2,8 @@
 
 Built-in plugins are plain modules registered exactly like third-party ones,
 under short names (``roots``, ``skill_json``, ``skill_md``, ``subprocess``, ``native``,
-``gate``, ``builtin_tools``). Then
+``gate``, ``builtin_tools``, ``audit``; the host swaps the ``audit`` module for its own
+audit log object). Then
 every entry point of the ``ongrid_plugins`` group is loaded and registered
 under its entry-point name. A plugin that fails to import or to register
 (for example a hook implementation with a wrong signature) is logged with its
@@ -55,6 +56,7 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("native", "ongrid_plugins.executors.native"),
     ("gate", "ongrid_plugins.gate"),
     ("builtin_tools", "ongrid_plugins.builtin_tools"),
+    ("audit", "ongrid_plugins.audit"),
 )
 
 #: Plugins that cannot be disabled: without them a safety rule would vanish.
