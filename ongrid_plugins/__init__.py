@@ -7,7 +7,9 @@ The public API is what ``__all__`` lists; plugins write
 from __future__ import annotations
 
 from .errors import (
+    ApprovalError,
     ApprovalRequired,
+    AuditError,
     ConfigError,
     ConfirmationRequired,
     InvalidArguments,
@@ -52,7 +54,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Activation",
+    "ApprovalError",
     "ApprovalRequired",
+    "AuditError",
     "CallRequest",
     "CallResult",
     "ConfigError",

@@ -8,7 +8,8 @@ its parser and a handler returning an exit code. Library errors become
 0  ok
 1  the skill failed (non-zero exit, timeout, bad output), or validate found errors
 2  usage error or invalid arguments
-3  denied, or a confirmation or approval is needed
+3  denied, a confirmation or approval is needed, a ticket does not cover the
+   call, or the audit log cannot record a mutating/dangerous call
 4  unknown skill
 == ===================================================================
 """
@@ -35,6 +36,9 @@ COMMAND_MODULES = (
     "ongrid_plugins.commands.validate",
     "ongrid_plugins.commands.plugins",
     "ongrid_plugins.commands.resolve",
+    "ongrid_plugins.commands.personas",
+    "ongrid_plugins.commands.approvals",
+    "ongrid_plugins.commands.audit",
     "ongrid_plugins.commands.packs",
     "ongrid_plugins.commands.new",
 )

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from .models import Decision, Problem
 
 __all__ = [
+    "ApprovalError",
     "ApprovalRequired",
+    "AuditError",
     "ConfigError",
     "ConfirmationRequired",
     "InvalidArguments",
@@ -202,6 +204,48 @@ class ResourceRefused(OngridError):
         self.path = path
         self.reason = reason
         super().__init__(f"skill {skill!r}: file {path!r} refused: {reason}")
+
+
+class ApprovalError(OngridError):
+    """A two-person ticket could not be approved, rejected or executed.
+
+    ``reason`` is a stable code (one of :data:`APPROVAL_REASONS`) so hosts can
+    branch on it; ``ticket_id`` names the ticket. The message says what to do.
+    """
+
+    exit_code = 3
+
+    def __init__(self, reason: str, ticket_id: str, message: str) -> None:
+        self.reason = reason
+        self.ticket_id = ticket_id
+        super().__init__(message)
+
+
+#: Every ``ApprovalError.reason``: what went wrong with the ticket.
+APPROVAL_REASONS = (
+    "unknown",  # no ticket has this id
+    "expired",  # past its expiry: request a new one
+    "rejected",  # someone rejected it: it is dead
+    "executed",  # it already ran once (a replay)
+    "own_ticket",  # the requester tried to approve their own request
+    "duplicate_approver",  # this approver already approved it
+    "already_approved",  # it already has every approval it needs
+    "not_approved",  # executed before it had its approvals
+    "hook_refused",  # an ongrid_verify_approval plugin said no
+    "mismatch",  # the call's tool, arguments or persona differ from the ticket's
+    "no_identity",  # the approver's identity is empty
+    "store",  # the ticket database cannot be read or written
+)
+
+
+class AuditError(OngridError):
+    """The audit log cannot be written, so a mutating or dangerous call was refused.
+
+    Raised only when the audit log fails closed (the default, see
+    ``ONGRID_AUDIT_FAIL_CLOSED``); safe calls still run and the failure is logged.
+    """
+
+    exit_code = 3
 
 
 #: Exit codes of the CLI, by outcome. Kept here so the CLI and the docs agree.

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from .approvals import Approval, Ticket
     from .executors import Executor
     from .models import CallRequest, CallResult, Decision, Persona, Problem, Skill, SkillRoot, Tool
     from .settings import Settings
@@ -139,15 +140,20 @@ def ongrid_check_permission(tool: Tool, persona: Persona, request: CallRequest |
 
 
 @hookspec
-def ongrid_verify_approval(ticket: Any, approval: Mapping[str, Any]) -> bool | None:
+def ongrid_verify_approval(ticket: Ticket, approval: Approval) -> bool | None:
     """Require more of an approver than the built-in rules do.
 
-    Called before an approval of a two-person ticket is recorded, e.g. to check a
-    signed SOP document or group membership. Any ``False`` refuses the approval;
-    ``None`` abstains.
+    Called before an approval of a two-person ticket is recorded, after the
+    built-in rules passed (not the requester, not a second approval by the same
+    person, ticket still open), e.g. to check a signed SOP document or group
+    membership. Every implementation is asked; any ``False`` refuses the
+    approval (as does anything else that is not ``True`` or ``None``, or a
+    plugin that raises) and the error names the plugin. ``None`` abstains.
 
-    :param ticket: The approval ticket (tool, args digest, persona, requester).
-    :param approval: The approval being given: ``approver``, ``note``, ``sop``.
+    :param ticket: The :class:`~ongrid_plugins.approvals.Ticket` (tool, args
+        digest, redacted args, persona, requester, approvals so far).
+    :param approval: The :class:`~ongrid_plugins.approvals.Approval` being
+        given: ``approver``, ``note``, ``sop``, ``time``.
     :return: ``False`` to refuse, ``True`` or ``None`` to let it through.
     """
 
@@ -193,7 +199,9 @@ def ongrid_before_call(request: CallRequest) -> None:
 
     By then the arguments were checked against the schema and the gate has
     decided, but neither verdict has been acted on: audit plugins see invalid,
-    denied and approval-needing attempts too. Raising here aborts the call.
+    denied and approval-needing attempts too. Raising here aborts the call
+    (``ongrid_after_call`` still sees it, with outcome ``aborted``); a
+    two-person ticket is opened or spent only after every implementation passed.
 
     :param request: The call being attempted.
     """

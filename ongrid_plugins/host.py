@@ -18,18 +18,19 @@ enforce (raise for caller errors), run the executor, tell the
 from __future__ import annotations
 
 import difflib
-import getpass
 import itertools
 import logging
 import os
 import threading
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import attrs
 
 from . import gate, loader
 from .arguments import check_arguments
 from .errors import (
+    ApprovalError,
     ApprovalRequired,
     ConfigError,
     ConfirmationRequired,
@@ -60,6 +61,12 @@ from .registry import Registry, Snapshot
 from .resolve import ResolvedSkill, resolve
 from .settings import Settings
 
+if TYPE_CHECKING:
+    # Imported when first needed (the first call, load or persona file), not with the package.
+    from .approvals import ApprovalStore, Ticket
+    from .audit import AuditLog
+    from .personas import PersonaCatalog
+
 __all__ = ["SkillHost"]
 
 logger = logging.getLogger(__name__)
@@ -73,7 +80,7 @@ class _Attempt:
 
     request: CallRequest
     decision: Decision
-    refusal: OngridError | None
+    refusal: BaseException | None
     status: str
 
 
@@ -103,7 +110,10 @@ class SkillHost:
         self._report: LoadReport | None = None
         self._lock = threading.Lock()
         self._load_lock = threading.RLock()
-        self._default_caller = _os_user()
+        self._default_caller = ""
+        self._personas: PersonaCatalog | None = None
+        self._approvals: ApprovalStore | None = None
+        self._audit: AuditLog | None = None
 
     def __repr__(self) -> str:
         state = "loaded" if self._report is not None else "not loaded"
@@ -118,10 +128,35 @@ class SkillHost:
             with self._lock:
                 if self._pm is None:
                     pm = get_plugin_manager(self.settings)
+                    from .audit import install
+
+                    install(pm, self.audit)
                     for index, plugin in enumerate(self._extra):
                         pm.add_plugin(plugin, _plugin_name(plugin, index))
                     self._pm = pm
         return self._pm
+
+    @property
+    def audit(self) -> AuditLog:
+        """The audit log (``<state_dir>/audit.db``); records calls unless the ``audit`` plugin is disabled."""
+        if self._audit is None:
+            from .audit import AuditLog
+
+            self._audit = AuditLog.for_settings(self.settings)
+        return self._audit
+
+    @property
+    def approvals(self) -> ApprovalStore:
+        """The two-person ticket store (``<state_dir>/approvals.db``)."""
+        if self._approvals is None:
+            from .approvals import ApprovalStore
+
+            self._approvals = ApprovalStore.for_settings(self.settings)
+        return self._approvals
+
+    @approvals.setter
+    def approvals(self, store: ApprovalStore) -> None:
+        self._approvals = store
 
     def plugins(self) -> list[PluginInfo]:
         """Every plugin offered to the host, with its status and hooks."""
@@ -139,6 +174,7 @@ class SkillHost:
             snapshot, report = loader.load(self.pm, self.settings)
             self.registry.swap(snapshot)
             self._report = report
+            self._personas = None  # persona files are read again on next use
         return report
 
     def reload(self) -> LoadReport:
@@ -211,13 +247,74 @@ class SkillHost:
         return resolve(skills, query, lambda tool: self.decide(tool, who).verdict is not Verdict.DENY)
 
     def persona(self, persona: PersonaLike) -> Persona:
-        """Resolve a persona name (or pass a :class:`Persona` through)."""
+        """Resolve a persona: a :class:`Persona`, a built-in or persona-file name, or a file path.
+
+        :raises UnknownPersona: no persona has that name (there is no fallback).
+        :raises ConfigError: the persona file named by path is broken.
+        """
         if isinstance(persona, Persona):
             return persona
-        try:
-            return gate.BUILTIN_PERSONAS[persona]
-        except KeyError:
-            raise UnknownPersona(persona, sorted(gate.BUILTIN_PERSONAS)) from None
+        if not isinstance(persona, str):
+            message = f"persona must be a name, a path or a Persona, got {type(persona).__name__}"
+            raise ConfigError(message)
+        builtin = gate.BUILTIN_PERSONAS.get(persona)
+        if builtin is not None:
+            return builtin
+        from . import personas as persona_files
+
+        if persona_files.looks_like_path(persona):
+            return persona_files.read_persona(persona)
+        found = self._persona_catalog().personas.get(persona)
+        if found is None:  # a file added since the last look: read the folders again, once
+            found = self._persona_catalog(refresh=True).personas.get(persona)
+        if found is None:
+            raise UnknownPersona(persona, self._persona_catalog().names())
+        return found
+
+    def personas(self) -> list[Persona]:
+        """Every persona: the three built-ins, then the persona files, sorted by name."""
+        files = self._persona_catalog(refresh=True).personas
+        return [*gate.BUILTIN_PERSONAS.values(), *(files[name] for name in sorted(files))]
+
+    def _persona_catalog(self, refresh: bool = False) -> PersonaCatalog:
+        catalog = self._personas
+        if catalog is None or refresh:
+            from .personas import discover
+
+            catalog = self._personas = discover(self.settings)
+        return catalog
+
+    # ------------------------------------------------------------------ approvals
+
+    def approve(self, ticket_id: str, *, approver: str, note: str = "", sop: str | None = None) -> Ticket:
+        """Approve a two-person ticket as ``approver`` (an identity the host vouches for).
+
+        Every ``ongrid_verify_approval`` plugin may refuse. Raises
+        :class:`ApprovalError` naming the rule when the approval does not count.
+        """
+        from .approvals import verify_with_plugins
+
+        verify = verify_with_plugins(self.pm)
+        return self.approvals.approve(ticket_id, approver=approver, note=note, sop=sop, verify=verify)
+
+    def reject(self, ticket_id: str, *, approver: str, note: str = "") -> Ticket:
+        """Reject a ticket: it can never be approved or executed again."""
+        return self.approvals.reject(ticket_id, approver=approver, note=note)
+
+    def ticket(self, ticket_id: str) -> Ticket:
+        """The ticket ``ticket_id`` (raises ``ApprovalError(reason="unknown")``)."""
+        return self.approvals.ticket(ticket_id)
+
+    def tickets(self, status: str | None = None) -> list[Ticket]:
+        """Every ticket, newest first; ``status`` filters (pending, approved, rejected, executed, expired)."""
+        return self.approvals.tickets(status)
+
+    def _os_user(self) -> str:
+        if not self._default_caller:
+            from .approvals import os_identity
+
+            self._default_caller = os_identity()
+        return self._default_caller
 
     def decide(self, tool: Tool, persona: PersonaLike, request: CallRequest | None = None) -> Decision:
         """The gate's decision for ``persona`` calling ``tool`` (with ``request``'s arguments)."""
@@ -239,17 +336,22 @@ class SkillHost:
     ) -> CallResult:
         """Run tool ``name`` with ``args`` (a JSON object) and wait for the result.
 
-        :param persona: Who is asking (a built-in persona name or a :class:`Persona`).
+        :param persona: Who is asking: a persona name (built-in or from a persona
+            file), the path of a persona file, or a :class:`Persona`.
         :param confirm: True (or the call's ``args_digest``) to confirm a call
             that needs a confirmation.
-        :param caller: The identity of whoever asked, for the audit log.
-        :param ticket: The approved ticket id for a call needing two-person approval.
+        :param caller: The identity of whoever asked (audit log, ticket requester);
+            the OS user by default.
+        :param ticket: The id of an approved two-person ticket for exactly this
+            call (tool, arguments, persona); it is spent by this call.
         :param on_event: Receives :class:`Event`\\ s (stderr lines, start, exit) as they happen.
         :param timeout: A shorter timeout than the tool's, in seconds.
-        :raises UnknownSkill, InvalidArguments, PermissionDenied: for caller errors.
+        :raises UnknownSkill, InvalidArguments, PermissionDenied: for caller errors;
+            ``ApprovalRequired`` carries the ticket to approve, ``ApprovalError``
+            says why a ticket does not cover the call, ``AuditError`` that the
+            audit log cannot record a risky call.
         """
-        attempt = self._begin(name, args, persona, confirm, caller, ticket, on_event, timeout)
-        executor = self._executor(attempt)
+        attempt, executor = self._begin(name, args, persona, confirm, caller, ticket, on_event, timeout)
         try:
             result = executor.run(attempt.request)
         except BaseException as exc:
@@ -270,8 +372,7 @@ class SkillHost:
         timeout: float | None = None,
     ) -> CallResult:
         """Like :meth:`call`, without blocking the event loop. Cancelling kills the skill."""
-        attempt = self._begin(name, args, persona, confirm, caller, ticket, on_event, timeout)
-        executor = self._executor(attempt)
+        attempt, executor = self._begin(name, args, persona, confirm, caller, ticket, on_event, timeout)
         try:
             result = await executor.arun(attempt.request)
         except BaseException as exc:
@@ -289,7 +390,7 @@ class SkillHost:
         ticket: str | None,
         on_event: EventCallback | None,
         timeout: float | None,
-    ) -> _Attempt:
+    ) -> tuple[_Attempt, Executor]:
         tool = self.get(name)
         who = self.persona(persona)
         data, text, errors = check_arguments(tool, args)
@@ -300,7 +401,7 @@ class SkillHost:
             call_id=_next_call_id(),
             args_digest=digest_json(tool.name, text) if text else "",
             args_json=text,
-            caller=caller or self._default_caller,
+            caller=caller or self._os_user(),
             confirm=confirm,
             ticket=ticket,
             on_event=on_event,
@@ -308,14 +409,27 @@ class SkillHost:
         )
         decision = gate.decide(self.pm, tool, who, request)
         refusal, status = self._refusal(request, decision, errors)
-        attempt = _Attempt(request, decision, refusal, status)
         before = self.pm.hook.ongrid_before_call
-        if before.get_hookimpls():
-            before(request=request)
-        if refusal is not None:
-            self._after(request, self._refused(attempt))
-            raise refusal
-        return attempt
+        try:
+            if before.get_hookimpls():
+                before(request=request)
+        except BaseException as exc:
+            self._after(request, self._refused(_Attempt(request, decision, exc, "aborted")))
+            raise
+        if decision.verdict is Verdict.DUAL_SIGN and refusal is None and ticket is None:
+            request, refusal, status = self._request_approval(request, decision)
+        self._raise_refused(_Attempt(request, decision, refusal, status))
+        executor = self._executor(_Attempt(request, decision, None, ""))
+        if decision.verdict is Verdict.DUAL_SIGN:
+            # Claimed last, once nothing else can stop the call: a claimed ticket is spent.
+            request, refusal = self._claim_ticket(request)
+            self._raise_refused(_Attempt(request, decision, refusal, "ticket_refused"))
+        return _Attempt(request, decision, None, ""), executor
+
+    def _raise_refused(self, attempt: _Attempt) -> None:
+        if attempt.refusal is not None:
+            self._after(attempt.request, self._refused(attempt))
+            raise attempt.refusal
 
     def _refusal(
         self, request: CallRequest, decision: Decision, errors: list[tuple[str, str]]
@@ -329,10 +443,53 @@ class SkillHost:
             return InvalidArguments(tool.name, errors), "invalid_arguments"
         if decision.verdict is Verdict.CONFIRM and not _confirmed(request):
             return ConfirmationRequired(tool.name, decision, request.args_digest), "needs_confirmation"
-        if decision.verdict is Verdict.DUAL_SIGN:
-            hint = "two-person approval is not available in this version; the call is refused"
-            return ApprovalRequired(tool.name, decision, None, hint), "needs_approval"
         return None, ""
+
+    def _request_approval(
+        self, request: CallRequest, decision: Decision
+    ) -> tuple[CallRequest, OngridError, str]:
+        """Open (or find) the ticket for this call and refuse it with ``ApprovalRequired``.
+
+        Runs after ``ongrid_before_call``, so a call the audit log refuses opens no ticket.
+        """
+        try:
+            ticket = self._open_ticket(request, decision)
+        except ApprovalError as exc:
+            return request, exc, "needs_approval"
+        request = attrs.evolve(request, ticket=ticket.id)
+        refusal = ApprovalRequired(request.tool.name, decision, ticket, _approval_hint(ticket))
+        return request, refusal, "needs_approval"
+
+    def _claim_ticket(self, request: CallRequest) -> tuple[CallRequest, OngridError | None]:
+        """Spend the call's approved ticket, or say why it does not cover this call."""
+        assert request.ticket is not None
+        try:
+            ticket = self.approvals.claim(
+                request.ticket,
+                tool=request.tool.name,
+                args_digest=request.args_digest,
+                persona=request.persona.name,
+                caller=request.caller,
+                call_id=request.call_id,
+            )
+        except ApprovalError as exc:
+            return request, exc
+        return attrs.evolve(request, approvers=ticket.approvers), None
+
+    def _open_ticket(self, request: CallRequest, decision: Decision) -> Ticket:
+        from .redact import redact
+
+        tool = request.tool
+        args, _paths = redact(tool.schema, request.args)
+        return self.approvals.open_ticket(
+            tool=tool.name,
+            args_digest=request.args_digest,
+            persona=request.persona.name,
+            requester=request.caller,
+            args=args,
+            tool_class=tool.tool_class.value,
+            reason=decision.reason,
+        )
 
     def _refused(self, attempt: _Attempt) -> CallResult:
         request = attempt.request
@@ -415,8 +572,15 @@ def _plugin_name(plugin: object, index: int) -> str:
     return f"{name}#{index}"
 
 
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
+def _approval_hint(ticket: Ticket) -> str:
+    expires = ticket.to_dict()["expires"]
+    if ticket.status == "approved":
+        return (
+            f"ticket {ticket.id} is approved by {', '.join(ticket.approvers)}: run the same call again "
+            f"with ticket={ticket.id!r} (--ticket {ticket.id}) before {expires}"
+        )
+    return (
+        f"ticket {ticket.id} has {len(ticket.approvals)} of {ticket.required} approvals: two people other "
+        f"than {ticket.requester} approve it with `ongrid-skills approvals approve {ticket.id}`, then run "
+        f"the same call again with ticket={ticket.id!r} (--ticket {ticket.id}) before {expires}"
+    )

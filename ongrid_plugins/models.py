@@ -429,6 +429,22 @@ class Persona:
     path: str = ""
     """The persona file, empty for built-ins."""
     extra: Mapping[str, Any] = attrs.field(factory=dict)
+    """Front-matter keys this package does not know (``model``, ``color``...), kept verbatim."""
+    instructions: str = ""
+    """The Markdown body of the persona file (its system prompt), empty for built-ins."""
+
+    def to_dict(self) -> JSON:
+        """A JSON-ready dict (``personas --json``)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "permission_mode": self.permission_mode.value,
+            "tools": list(self.tools),
+            "disallowed_tools": list(self.disallowed_tools),
+            "path": self.path,
+            "builtin": not self.path,
+            "extra": dict(self.extra),
+        }
 
 
 @attrs.frozen
@@ -490,6 +506,9 @@ class CallRequest:
     confirm: bool | str = False
     """True, or the ``args_digest`` the confirmation was given for (then it must match)."""
     ticket: str | None = None
+    """The two-person ticket this call executes (or, once refused, the ticket it opened)."""
+    approvers: tuple[str, ...] = attrs.field(default=(), converter=_strs)
+    """Who approved ``ticket``; set by the host once the ticket is claimed for this call."""
     on_event: EventCallback | None = None
     timeout: float | None = None
     """Overrides the tool's timeout for this call (never longer than the tool's)."""
@@ -527,7 +546,8 @@ class CallResult:
     call_id: str = ""
     status: str = ""
     """ok, failed, timed_out, invalid_arguments, denied, needs_confirmation,
-    needs_approval or unavailable; empty means derive it from ``ok``."""
+    needs_approval, ticket_refused, unavailable, aborted or cancelled; empty means
+    derive it from ``ok``."""
     decision: Decision | None = None
     """The gate's decision for this call."""
 

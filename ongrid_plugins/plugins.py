@@ -2,13 +2,15 @@
 
 Built-in plugins are plain modules registered exactly like third-party ones,
 under short names (``roots``, ``skill_json``, ``skill_md``, ``subprocess``, ``native``,
-``gate``, ``builtin_tools``), then ``packs`` (:class:`~ongrid_plugins.packs.PackRoots`,
-the roots of the ``ongrid_skills`` entry points). Then every entry point of the
+``gate``, ``builtin_tools``, ``audit``; the host swaps the ``audit`` module for its own
+audit log object), then ``packs`` (:class:`~ongrid_plugins.packs.PackRoots`, the
+roots of the ``ongrid_skills`` entry points). Then every entry point of the
 ``ongrid_plugins`` group is loaded and registered under its entry-point name.
 Both groups come from one read of the installed distributions. A plugin that
 fails to import or to register (for example a hook implementation with a wrong
 signature) is logged with its distribution and cause and skipped, so the host
-always starts; in strict mode the failure raises :class:`~ongrid_plugins.errors.PluginLoadError` instead.
+always starts; in strict mode the failure raises
+:class:`~ongrid_plugins.errors.PluginLoadError` instead.
 
 Nothing here runs at import time: :func:`get_plugin_manager` builds a fresh
 manager every time it is called.
@@ -57,6 +59,7 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("native", "ongrid_plugins.executors.native"),
     ("gate", "ongrid_plugins.gate"),
     ("builtin_tools", "ongrid_plugins.builtin_tools"),
+    ("audit", "ongrid_plugins.audit"),
 )
 
 #: Plugins that cannot be disabled: without them a safety rule would vanish.

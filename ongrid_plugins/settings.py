@@ -16,6 +16,9 @@ variable                        meaning
 ``ONGRID_CACHE_DIR``            cache directory; ``off`` disables the cache
 ``ONGRID_STATE_DIR``            state directory (approvals, audit log)
 ``ONGRID_CONFIG_DIR``           configuration directory (personas)
+``ONGRID_PERSONAS_DIRS``        persona folders searched before ``<config>/personas``, split on ``:,;``
+``ONGRID_APPROVAL_TTL``         seconds a two-person ticket stays valid (default 900)
+``ONGRID_AUDIT_FAIL_CLOSED``    ``1`` (default): refuse mutating/dangerous calls the audit log cannot record
 ``ONGRID_USER_SKILLS_DIR``      the per-user skills root (default: platformdirs)
 ``ONGRID_SYSTEM_SKILLS_DIR``    the system skills root (default ``/etc/ongrid/skills``)
 =============================== ==================================================
@@ -41,6 +44,7 @@ DEFAULT_TIMEOUT = 30.0
 DEFAULT_STDOUT_CAP = 16 * 1024 * 1024
 DEFAULT_KILL_GRACE = 2.0
 SYSTEM_SKILLS_DIR = "/etc/ongrid/skills"
+DEFAULT_APPROVAL_TTL = 15 * 60.0
 
 _SPLIT_DIRS = re.compile(r"[:,;]")
 _TRUE = {"1", "true", "yes", "on"}
@@ -90,6 +94,14 @@ def _nonneg_float(name: str, raw: str) -> float:
     return value
 
 
+def _positive_float(name: str, raw: str) -> float:
+    value = _nonneg_float(name, raw)
+    if value == 0:
+        message = f"{name} must be a number of seconds > 0, got {raw!r}"
+        raise ConfigError(message)
+    return value
+
+
 def _flag(name: str, raw: str) -> bool:
     lowered = raw.strip().lower()
     if lowered in _TRUE:
@@ -131,6 +143,18 @@ class Settings:
     config_dir: str = attrs.field(factory=_user_config_dir)
     user_skills_dir: str = attrs.field(factory=_user_data_dir)
     system_skills_dir: str = SYSTEM_SKILLS_DIR
+    persona_dirs: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    """Persona folders from ``ONGRID_PERSONAS_DIRS``, searched before ``<config_dir>/personas``."""
+    approval_ttl: float = attrs.field(default=DEFAULT_APPROVAL_TTL)
+    """Seconds a two-person ticket stays valid, from its request to its execution."""
+    audit_fail_closed: bool = True
+    """Refuse mutating and dangerous calls when the audit log cannot record them."""
+
+    @approval_ttl.validator
+    def _check_ttl(self, _attribute: attrs.Attribute[float], value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+            message = f"approval_ttl must be a positive number of seconds, got {value!r}"
+            raise ConfigError(message)
 
     @stdout_cap.validator
     def _check_cap(self, _attribute: attrs.Attribute[int], value: int) -> None:
@@ -163,6 +187,12 @@ class Settings:
         if "ONGRID_CACHE_DIR" in env:
             raw = env["ONGRID_CACHE_DIR"].strip()
             values["cache_dir"] = None if raw.lower() in ("off", "none", "") else raw
+        if "ONGRID_PERSONAS_DIRS" in env:
+            values["persona_dirs"] = split_dirs(env["ONGRID_PERSONAS_DIRS"])
+        if env.get("ONGRID_APPROVAL_TTL", "").strip():
+            values["approval_ttl"] = _positive_float("ONGRID_APPROVAL_TTL", env["ONGRID_APPROVAL_TTL"])
+        if "ONGRID_AUDIT_FAIL_CLOSED" in env:
+            values["audit_fail_closed"] = _flag("ONGRID_AUDIT_FAIL_CLOSED", env["ONGRID_AUDIT_FAIL_CLOSED"])
         for var, field in (
             ("ONGRID_STATE_DIR", "state_dir"),
             ("ONGRID_CONFIG_DIR", "config_dir"),

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, ConfirmationRequired, UnknownSkill
+from ..errors import ApprovalRequired, ConfigError, ConfirmationRequired, UnknownSkill
 from ..gate import needs
 from ..models import CallResult, Event, Tool
 from . import listing
@@ -31,7 +32,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=["safe", "mutating", "dangerous"],
         help="only tools of this class",
     )
-    p.add_argument("--persona", help="only tools this persona may call")
+    p.add_argument(
+        "--persona", metavar="NAME|PATH", help="only tools this persona may call, with what each would need"
+    )
     p.add_argument(
         "--all", action="store_true", help="also unavailable tools (or skills), with what they are missing"
     )
@@ -60,8 +63,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the arguments as a JSON object, or - to read them from stdin",
     )
     p.add_argument("--args-file", metavar="FILE", help="read the arguments from this JSON file")
-    p.add_argument("--persona", default="operator", help="who is asking (default: operator)")
+    p.add_argument(
+        "--persona", default="operator", metavar="NAME|PATH", help="who is asking (default: operator)"
+    )
     p.add_argument("--yes", "-y", action="store_true", help="confirm a call that needs a confirmation")
+    p.add_argument(
+        "--ticket", metavar="ID", help="run a dangerous call with its approved two-person ticket (spends it)"
+    )
     p.add_argument("--timeout", type=float, help="a shorter timeout than the tool's, in seconds")
     p.add_argument("--json", action="store_true", help="print the whole call result as JSON")
     p.set_defaults(handler=cmd_run)
@@ -74,6 +82,8 @@ def cmd_list(ctx: Context) -> int:
     tools = ctx.host.tools(
         args.persona, category=args.category, tool_class=args.tool_class, include_unavailable=args.all
     )
+    if args.persona:
+        return _list_for_persona(ctx, tools)
     if args.json:
         _print_json({"items": [_summary(t) for t in tools], "total": len(tools)})
         return 0
@@ -93,6 +103,26 @@ def cmd_list(ctx: Context) -> int:
         ]
         _print_table(header, rows)
     listing.prompt_skills_note(ctx)
+    return 0
+
+
+def _list_for_persona(ctx: Context, tools: list[Tool]) -> int:
+    from .personas import tool_needs
+
+    persona = ctx.host.persona(ctx.args.persona)
+    needs = {t.name: tool_needs(ctx.host, t, persona) for t in tools}
+    if ctx.args.json:
+        items = [{**_summary(t), "needs": needs[t.name]} for t in tools]
+        _print_json({"persona": persona.name, "items": items, "total": len(tools)})
+        return 0
+    if not tools:
+        print(f"persona {persona.name} may call none of the registered tools")
+        return 0
+    rows = [
+        (t.name, t.tool_class.value, needs[t.name]["needs"], t.category, _first_line(t.description))
+        for t in tools
+    ]
+    _print_table(("NAME", "CLASS", "NEEDS", "CATEGORY", "DESCRIPTION"), rows)
     return 0
 
 
@@ -151,9 +181,13 @@ def cmd_run(ctx: Context) -> int:
             call_args,
             persona=args.persona,
             confirm=args.yes,
+            ticket=args.ticket,
             on_event=on_event,
             timeout=args.timeout,
         )
+    except ApprovalRequired as exc:
+        _explain_ticket(ctx, exc)
+        raise
     except ConfirmationRequired as exc:
         if not _can_prompt(args) or not _prompt(host.get(args.name), call_args, exc):
             raise
@@ -166,6 +200,53 @@ def cmd_run(ctx: Context) -> int:
             timeout=args.timeout,
         )
     return _report(result, args.json)
+
+
+def _explain_ticket(ctx: Context, exc: ApprovalRequired) -> None:
+    """Say exactly how to get the call approved and run: the ticket, the commands."""
+    from ..approvals import Ticket
+
+    ticket = exc.ticket
+    if not isinstance(ticket, Ticket):
+        return
+    if ctx.args.json:
+        _print_json(
+            {"tool": ticket.tool, "ok": False, "status": "needs_approval", "ticket": ticket.to_dict()}
+        )
+    rerun = _rerun_command(ctx, ticket.id)
+    lines = [
+        f"ticket {ticket.id}: {ticket.tool} as persona {ticket.persona}, requested by {ticket.requester}, "
+        f"{len(ticket.approvals)} of {ticket.required} approvals, expires {ticket.to_dict()['expires']}",
+        f"arguments (secrets redacted): {json.dumps(dict(ticket.args), ensure_ascii=False)}",
+    ]
+    if ticket.status != "approved":
+        lines += [
+            f"two people other than {ticket.requester} approve it, each logged in as themselves:",
+            f"  ongrid-skills approvals approve {ticket.id} --note 'why'",
+            f"(or reject it: ongrid-skills approvals reject {ticket.id} --note 'why')",
+            "then run the call again with the ticket:",
+        ]
+    else:
+        lines.append("it is approved; run the call again with the ticket:")
+    lines.append(f"  {rerun}")
+    print("\n".join(lines), file=sys.stderr)
+
+
+def _rerun_command(ctx: Context, ticket_id: str) -> str:
+    args = ctx.args
+    argv = ["ongrid-skills"]
+    for raw in args.dirs or ():
+        argv += ["--dirs", raw]
+    if args.no_defaults:
+        argv.append("--no-defaults")
+    argv += ["run", args.name]
+    if args.args_file:
+        argv += ["--args-file", args.args_file]
+    elif args.args_json is not None:
+        argv.append(args.args_json)
+    argv += ["--persona", args.persona, "--ticket", ticket_id]
+    command = shlex.join(argv)
+    return command + "   (same arguments on stdin)" if args.args_json == "-" else command
 
 
 def _read_args(args: argparse.Namespace) -> Any:
@@ -253,3 +334,8 @@ def _print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> No
     for row in [header, *rows]:
         line = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
         print(line[:width] if len(line) > width else line)
+
+
+#: Shared with the other command modules.
+print_table = _print_table
+print_json = _print_json

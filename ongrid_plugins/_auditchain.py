@@ -1,0 +1,285 @@
+"""The audit log's storage: the hash chain, its verification, and crash recovery.
+
+Kept apart from :mod:`ongrid_plugins.audit` (the plugin and its public API) so
+each stays readable. Everything here works on an open ``sqlite3`` connection
+inside a transaction the caller holds.
+
+A row's hash is sha256 over the canonical JSON of all its columns in
+:data:`COLUMNS` order, ``prev_hash`` (the previous row's hash) included, so
+changing, removing, inserting or moving any row breaks either its own hash or
+the link from the row after it. The ``head`` table remembers the last row so
+removing rows at the end shows too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ._auditjournal import HOST, PID, alive, journal_files
+from .models import JSON, canonical_json
+from .redact import has_secrets, redact
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from .models import CallRequest, CallResult
+
+__all__ = [
+    "COLUMNS",
+    "GENESIS",
+    "JSON_COLUMNS",
+    "SCHEMA",
+    "append",
+    "check_head",
+    "dumps",
+    "finish_row",
+    "inflight",
+    "recover",
+    "row_hash",
+    "start_row",
+    "walk",
+]
+
+logger = logging.getLogger("ongrid_plugins.audit")
+
+STDERR_LINES = 20
+MAX_TEXT = 2000
+GENESIS = "0" * 64
+"""The ``prev_hash`` of the first row."""
+
+#: Every column of a row, in the order they are hashed (``hash`` itself excluded).
+COLUMNS = (
+    "seq",
+    "time",
+    "call_id",
+    "tool",
+    "tool_class",
+    "persona",
+    "caller",
+    "args",
+    "args_digest",
+    "redacted",
+    "verdict",
+    "reason",
+    "plugin",
+    "outcome",
+    "error",
+    "exit_code",
+    "signal",
+    "duration",
+    "stderr_tail",
+    "result_size",
+    "result_digest",
+    "ticket",
+    "approvers",
+    "pid",
+    "hostname",
+    "prev_hash",
+)
+JSON_COLUMNS = ("args", "redacted", "stderr_tail", "approvers")
+_REQUIRED = ("time", "call_id", "tool", "prev_hash")
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS entries (
+    seq INTEGER PRIMARY KEY,
+    {", ".join(c + " NOT NULL" if c in _REQUIRED else c for c in COLUMNS[1:])},
+    hash TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS head (
+    id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_call_id ON entries (call_id);
+"""
+
+
+def append(conn: sqlite3.Connection, row: Mapping[str, Any]) -> int:
+    """Chain ``row`` after the current head (the caller holds a write transaction)."""
+    head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
+    seq, prev = (head[0] + 1, head[1]) if head else (1, GENESIS)
+    values = [row.get(c) for c in COLUMNS]
+    values[0], values[-1] = seq, prev
+    digest = row_hash(values)
+    conn.execute(
+        f"INSERT INTO entries ({', '.join(COLUMNS)}, hash) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})",
+        (*values, digest),
+    )
+    conn.execute("INSERT OR REPLACE INTO head (id, seq, hash) VALUES (1, ?, ?)", (seq, digest))
+    return seq
+
+
+def row_hash(values: Sequence[Any]) -> str:
+    """sha256 over the canonical JSON of a row's columns (``COLUMNS`` order, ``prev_hash`` last)."""
+    return hashlib.sha256(canonical_json(list(values)).encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------- verify
+
+
+@attrs.frozen
+class Walk:
+    ok: bool = True
+    count: int = 0
+    first_bad: int | None = None
+    problem: str = ""
+    last_seq: int = 0
+    last_hash: str = GENESIS
+    seen: frozenset[str] = frozenset()
+
+
+def walk(rows: Iterator[Sequence[Any]]) -> Walk:
+    count, last_seq, last_hash = 0, 0, GENESIS
+    seen: set[str] = set()
+    for row in rows:
+        seq, prev, stored = row[0], row[len(COLUMNS) - 1], row[len(COLUMNS)]
+        problem = ""
+        if row_hash(row[: len(COLUMNS)]) != stored:
+            problem = f"row {seq} was edited or moved: its contents do not match its hash"
+        elif seq != last_seq + 1:
+            missing = f"{last_seq + 1}" if seq == last_seq + 2 else f"{last_seq + 1}..{seq - 1}"
+            problem = f"row {seq}: row {missing} is missing (deleted)"
+        elif prev != last_hash:
+            problem = f"row {seq} does not follow row {last_seq}: a row was inserted, removed or replaced"
+        if problem:
+            return Walk(False, count, seq, problem, last_seq, last_hash, frozenset(seen))
+        count, last_seq, last_hash = count + 1, seq, stored
+        seen.add(stored)
+    return Walk(True, count, None, "", last_seq, last_hash, frozenset(seen))
+
+
+def check_head(walk: Walk, head: Sequence[Any] | None) -> Walk:
+    if not walk.ok:
+        return walk
+    if head is None:
+        if walk.count:
+            return attrs.evolve(walk, ok=False, first_bad=1, problem="the head record is missing")
+        return walk
+    seq, digest = head
+    if seq > walk.last_seq:
+        problem = f"rows {walk.last_seq + 1}..{seq} after the last row were deleted (the head says {seq})"
+        return attrs.evolve(walk, ok=False, first_bad=walk.last_seq + 1, problem=problem)
+    if seq != walk.last_seq or digest != walk.last_hash:
+        problem = f"row {seq} is not the head the log recorded: rows were appended around the writer"
+        return attrs.evolve(walk, ok=False, first_bad=seq, problem=problem)
+    return walk
+
+
+# ---------------------------------------------------------------------- recovery
+
+
+def recover(conn: sqlite3.Connection, folder: str) -> tuple[int, list[str]]:
+    """Chain what the journals of dead processes in ``folder`` still hold.
+
+    Finished calls are chained with their outcome, started ones as
+    ``interrupted``; a call already in the chain (its writer committed but did
+    not get to mark it) is skipped. Returns the number of rows chained and the
+    journal files to remove once the caller's transaction has committed.
+    """
+    done: list[str] = []
+    count = 0
+    for journal in journal_files(folder):
+        if journal.host != HOST or alive(journal.pid, journal.pid_start):
+            continue
+        done.append(journal.path)
+        for call_id, row, finished in journal.open_calls:
+            if conn.execute("SELECT 1 FROM entries WHERE call_id = ?", (call_id,)).fetchone():
+                continue
+            append(conn, dict(row, call_id=call_id) if finished else _interrupted(call_id, row, journal.pid))
+            count += 1
+    return count, done
+
+
+def _interrupted(call_id: str, row: dict[str, Any], pid: int) -> dict[str, Any]:
+    row = dict(row, call_id=call_id, tool=row.get("tool") or "?", time=row.get("time") or 0.0)
+    row.update(
+        outcome="interrupted",
+        error=f"the host process {pid} ended before the outcome of this call was recorded",
+        duration=0.0,
+        stderr_tail="[]",
+        result_size=0,
+        result_digest="",
+    )
+    logger.warning("audit log: call %s of %s was interrupted (pid %s)", call_id, row["tool"], pid)
+    return row
+
+
+def inflight(folder: str) -> list[JSON]:
+    """The calls started and not recorded yet, from every journal in ``folder``."""
+    return [
+        {
+            "call_id": call_id,
+            "tool": row.get("tool"),
+            "started": row.get("time"),
+            "pid": journal.pid,
+            "host": journal.host,
+            "alive": alive(journal.pid, journal.pid_start) if journal.host == HOST else None,
+        }
+        for journal in journal_files(folder)
+        for call_id, row, _finished in journal.open_calls
+    ]
+
+
+# ---------------------------------------------------------------------- rows
+
+
+def start_row(request: CallRequest, started: float) -> dict[str, Any]:
+    """The columns known before the call runs (also what the journal keeps for recovery)."""
+    tool = request.tool
+    args: Any = request.args
+    redacted: list[str] = []
+    secret = tool.cache.get("audit_has_secrets")
+    if secret is None:
+        secret = tool.cache["audit_has_secrets"] = has_secrets(tool.schema)
+    if secret:
+        args, redacted = redact(tool.schema, args)
+    return {
+        "time": started,
+        "call_id": request.call_id,
+        "tool": tool.name,
+        "tool_class": tool.tool_class.value,
+        "persona": request.persona.name,
+        "caller": request.caller,
+        "args": dumps(args),
+        "args_digest": "" if redacted else request.args_digest,
+        "redacted": dumps(redacted),
+        "ticket": request.ticket,
+        "approvers": dumps(list(request.approvers)),
+        "pid": PID.pid,
+        "hostname": HOST,
+    }
+
+
+def dumps(value: Any) -> str:
+    """Canonical JSON, and never an exception: what cannot be JSON is kept as its repr."""
+    try:
+        return canonical_json(value)
+    except (TypeError, ValueError, RecursionError):
+        return json.dumps(repr(value)[:MAX_TEXT])
+
+
+def finish_row(row: dict[str, Any], result: CallResult, duration: float) -> dict[str, Any]:
+    decision = result.decision
+    text = dumps(result.value) if result.value is not None else ""
+    data = text.encode("utf-8")
+    row.update(
+        verdict=decision.verdict.value if decision else "",
+        reason=decision.reason if decision else "",
+        plugin=decision.plugin if decision else "",
+        outcome=result.outcome,
+        error=clip(result.error) if result.error else None,
+        exit_code=result.exit_code,
+        signal=result.signal,
+        duration=float(duration),
+        stderr_tail=dumps([clip(str(line)) for line in result.stderr_tail[-STDERR_LINES:]]),
+        result_size=len(data),
+        result_digest=hashlib.sha256(data).hexdigest() if data else "",
+    )
+    return row
+
+
+def clip(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."

@@ -1,0 +1,151 @@
+"""The audit log's writer thread: chains finished rows in batches (group commit).
+
+A call only appends its row to the journal (one ``write()``); this thread then
+chains the rows into SQLite, many per transaction, so no call waits for a
+commit. The thread starts with the first row, lingers ``LINGER`` seconds to
+gather more, and stops after a second of idleness; a reader that needs the rows
+(:meth:`Writer.flush`) cuts the lingering short. Each batch opens its own
+connection and closes it, so an idle log holds no file open.
+
+A failed batch is retried, with a growing pause, until it goes through; its
+rows are in the journal meanwhile, so even a process that dies before then
+loses nothing. While it fails, :attr:`Writer.failing` holds the error (the log
+refuses risky calls). At interpreter exit, pending rows are flushed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+import weakref
+from typing import Any
+
+from . import _sqlite
+from ._auditchain import SCHEMA, append
+from ._auditjournal import Journal
+
+__all__ = ["Writer"]
+
+logger = logging.getLogger("ongrid_plugins.audit")
+
+Row = tuple[str, dict[str, Any]]
+
+
+class Writer:
+    """Chains the rows of one audit log from a background thread."""
+
+    BATCH = 256
+    LINGER = 0.05
+    """Seconds the thread waits for more rows before it commits."""
+    IDLE = 1.0
+    """Seconds without rows after which the thread ends (a new one starts with the next row)."""
+    MAX_PENDING = 10_000
+    """Callers wait (back-pressure) beyond this many unwritten rows."""
+
+    def __init__(self, path: str, journal: Journal) -> None:
+        """Chain rows into the database at ``path``; mark them done in ``journal``."""
+        self.path = path
+        self.journal = journal
+        self.failing: Exception | None = None
+        """The error of the last batch while it could not be written, else None."""
+        self.failures = 0
+        """Batches that failed (each retry counts)."""
+        self._cond = threading.Condition()
+        self._pending: list[Row] = []
+        self._busy = False
+        self._flushing = 0
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+        self._schema = SCHEMA
+        _WRITERS.add(self)
+
+    def put(self, call_id: str, row: dict[str, Any]) -> None:
+        """Queue a finished row; it is in the chain within ``LINGER`` seconds (or at the next flush)."""
+        with self._cond:
+            if self._pid != os.getpid():  # forked: the parent's rows and thread are not ours
+                self._pending, self._busy, self._thread, self._pid = [], False, None, os.getpid()
+            self._pending.append((call_id, row))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ongrid-audit-writer", daemon=True)
+                self._thread.start()
+            elif len(self._pending) in (1, self.BATCH):  # wake the thread only when it matters
+                self._cond.notify_all()
+            while len(self._pending) > self.MAX_PENDING and self.failing is None:
+                self._cond.wait(1.0)
+
+    def flush(self, timeout: float | None) -> bool:
+        """Wait until every queued row is chained; False on timeout or while writes fail."""
+        with self._cond:
+            if self._pid != os.getpid():
+                return True
+            self._flushing += 1
+            self._cond.notify_all()
+            try:
+                # A failing log does not make readers wait: its rows are safe in the journal.
+                done = self._cond.wait_for(
+                    lambda: self.failing is not None or not (self._pending or self._busy), timeout
+                )
+            finally:
+                self._flushing -= 1
+            return bool(done) and self.failing is None
+
+    def _run(self) -> None:
+        pause = 0.0
+        while True:
+            with self._cond:
+                if not self._cond.wait_for(lambda: self._pending, self.IDLE):
+                    self._thread = None
+                    return
+                self._cond.wait_for(lambda: self._flushing or len(self._pending) >= self.BATCH, self.LINGER)
+                batch, self._pending = self._pending[: self.BATCH], self._pending[self.BATCH :]
+                self._busy = True
+            error = self._write(batch)
+            with self._cond:
+                if error is not None:
+                    self._pending[:0] = batch
+                self.failing = error
+                self._busy = False
+                self._cond.notify_all()
+            pause = 0.0 if error is None else min(max(pause * 2, 0.05), 2.0)
+            time.sleep(pause)
+
+    def _write(self, batch: list[Row]) -> Exception | None:
+        try:
+            conn = _sqlite.connect(self.path, self._schema, synchronous="NORMAL")
+            try:
+                self._schema = ""  # created: later batches skip the script
+                conn.execute("BEGIN IMMEDIATE")
+                for _call_id, row in batch:
+                    append(conn, row)
+                conn.commit()
+            finally:
+                conn.close()
+        except Exception as exc:
+            self.failures += 1
+            if self.failing is None:
+                logger.error(
+                    "audit log: cannot write %d row(s) to %s: %s: %s; retrying, and refusing mutating "
+                    "and dangerous calls meanwhile",
+                    len(batch),
+                    self.path,
+                    type(exc).__name__,
+                    exc,
+                )
+            return exc
+        if self.failing is not None:
+            logger.warning("audit log: %s is writable again", self.path)
+        self.journal.chained([call_id for call_id, _row in batch])
+        return None
+
+
+_WRITERS: weakref.WeakSet[Writer] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    for writer in list(_WRITERS):
+        if writer.failing is None:  # a failing log keeps its rows in the journal
+            writer.flush(10.0)

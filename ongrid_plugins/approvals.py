@@ -1,0 +1,537 @@
+"""Two-person approval tickets for dangerous calls, kept in SQLite in the state dir.
+
+The life of a ticket::
+
+    host.call("wipe", args, persona="admin")          -> ApprovalRequired(ticket=<pending>)
+    host.approve(ticket.id, approver="bob")            -> 1 of 2
+    host.approve(ticket.id, approver="carol")          -> approved
+    host.call("wipe", args, persona="admin", ticket=ticket.id)   -> runs, once
+
+Rules (each enforced here, inside one ``BEGIN IMMEDIATE`` transaction, so two
+processes racing on the same ticket are serialised by SQLite):
+
+* two distinct approvers, neither of them the requester (identities compare
+  case-insensitively, surrounding blanks ignored);
+* a ticket is bound to the exact tool, arguments digest and persona it was
+  opened for: any difference at execution is a ``mismatch`` (changed
+  arguments need a new ticket);
+* it expires ``Settings.approval_ttl`` seconds (15 min) after it was opened,
+  approved or not; a rejected ticket is dead; it executes once (claiming it
+  marks it ``executed`` before the tool starts, so a crash never re-opens it);
+* every ``ongrid_verify_approval`` plugin may refuse an approval.
+
+The same requester repeating the same request (tool, digest, persona) while a
+ticket for it is still open gets that ticket back instead of a new one, so a
+model retrying in a loop does not bury approvers in duplicates.
+
+``sqlite3`` is imported on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from . import _sqlite
+from .errors import ApprovalError
+from .models import JSON
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    import pluggy
+
+    from .settings import Settings
+
+__all__ = [
+    "DB_NAME",
+    "REQUIRED_APPROVALS",
+    "STATUSES",
+    "Approval",
+    "ApprovalStore",
+    "Ticket",
+    "os_identity",
+    "verify_with_plugins",
+]
+
+logger = logging.getLogger(__name__)
+
+DB_NAME = "approvals.db"
+REQUIRED_APPROVALS = 2
+STATUSES = ("pending", "approved", "rejected", "executed", "expired")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tickets (
+    id TEXT PRIMARY KEY,
+    tool TEXT NOT NULL,
+    args_digest TEXT NOT NULL,
+    persona TEXT NOT NULL,
+    requester TEXT NOT NULL,
+    required INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    created REAL NOT NULL,
+    expires REAL NOT NULL,
+    rejected_by TEXT,
+    note TEXT NOT NULL DEFAULT '',
+    args TEXT NOT NULL DEFAULT '{}',
+    tool_class TEXT NOT NULL DEFAULT '',
+    reason TEXT NOT NULL DEFAULT '',
+    executed REAL,
+    executed_by TEXT,
+    call_id TEXT
+);
+CREATE INDEX IF NOT EXISTS tickets_request ON tickets (requester, tool, args_digest, persona, status);
+CREATE TABLE IF NOT EXISTS approvals (
+    ticket_id TEXT NOT NULL REFERENCES tickets (id),
+    approver_key TEXT NOT NULL,
+    approver TEXT NOT NULL,
+    note TEXT NOT NULL DEFAULT '',
+    sop TEXT,
+    time REAL NOT NULL,
+    PRIMARY KEY (ticket_id, approver_key)
+);
+"""
+
+VerifyApproval = Callable[["Ticket", "Approval"], "str | None"]
+"""Returns the name of whoever refuses the approval, or None to let it through."""
+
+
+@attrs.frozen
+class Approval:
+    """One approver's signature on a ticket."""
+
+    approver: str
+    note: str = ""
+    sop: str | None = None
+    """A reference to the SOP document the approver followed (a URL, a document id)."""
+    time: float = 0.0
+
+    def to_dict(self) -> JSON:
+        """A JSON-ready dict."""
+        return {"approver": self.approver, "note": self.note, "sop": self.sop, "time": _iso(self.time)}
+
+
+def _approvals(value: Any) -> tuple[Approval, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class Ticket:
+    """A request for two-person approval of one exact call."""
+
+    id: str
+    tool: str
+    args_digest: str
+    """sha256 of the tool name and canonical arguments: the call the approvals are for."""
+    persona: str
+    requester: str
+    required: int = REQUIRED_APPROVALS
+    approvals: tuple[Approval, ...] = attrs.field(default=(), converter=_approvals)
+    status: str = "pending"
+    """pending, approved, rejected, executed or expired."""
+    created: float = 0.0
+    expires: float = 0.0
+    rejected_by: str | None = None
+    note: str = ""
+    """Why it was rejected (the rejecter's note)."""
+    args: Mapping[str, Any] = attrs.field(factory=dict)
+    """The call's arguments with secrets redacted, for approvers to read."""
+    tool_class: str = ""
+    reason: str = ""
+    """Why the gate asked for approval."""
+    executed: float | None = None
+    executed_by: str | None = None
+    call_id: str | None = None
+    """The call that executed it (its audit log row)."""
+
+    @property
+    def approvers(self) -> tuple[str, ...]:
+        """Who approved, in order."""
+        return tuple(a.approver for a in self.approvals)
+
+    @property
+    def is_open(self) -> bool:
+        """Still pending or approved-but-not-executed, and not expired."""
+        return self.status in ("pending", "approved")
+
+    def to_dict(self) -> JSON:
+        """A JSON-ready dict (``approvals show --json``)."""
+        data = attrs.asdict(self, recurse=False)
+        data.update(
+            approvals=[a.to_dict() for a in self.approvals],
+            approvers=list(self.approvers),
+            args=dict(self.args),
+            created=_iso(self.created),
+            expires=_iso(self.expires),
+            executed=_iso(self.executed) if self.executed else None,
+        )
+        return data
+
+
+def os_identity() -> str:
+    """The OS user running this process, from the real uid (not ``$USER``, which anyone can set)."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError, OSError):
+        return f"uid:{os.getuid()}" if hasattr(os, "getuid") else "unknown"
+
+
+class ApprovalStore:
+    """The ticket database: ``<state_dir>/approvals.db``. Safe across threads and processes."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        ttl: float = 15 * 60.0,
+        required: int = REQUIRED_APPROVALS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """Open (lazily) the database at ``path``; nothing is touched until the first use."""
+        self.path = path
+        self.ttl = ttl
+        self.required = required
+        self._clock = clock
+        self._ready = False
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> ApprovalStore:
+        """The store of a host: ``approvals.db`` in ``settings.state_dir``, ``approval_ttl`` expiry."""
+        return cls(os.path.join(settings.state_dir, DB_NAME), ttl=settings.approval_ttl)
+
+    def __repr__(self) -> str:
+        return f"<ApprovalStore {self.path}>"
+
+    # ------------------------------------------------------------------ reading
+
+    def ticket(self, ticket_id: str) -> Ticket:
+        """The ticket ``ticket_id``; raises ``ApprovalError(reason="unknown")``."""
+        with self._read() as conn:
+            return self._load(conn, ticket_id, self._clock())
+
+    def tickets(self, status: str | None = None) -> list[Ticket]:
+        """Every ticket, newest first; with ``status``, only those in that state right now."""
+        if status is not None and status not in STATUSES:
+            message = f"unknown ticket status {status!r}; use one of {', '.join(STATUSES)}"
+            raise ApprovalError("unknown", "", message)
+        now = self._clock()
+        with self._read() as conn:
+            ids = [row[0] for row in conn.execute("SELECT id FROM tickets ORDER BY created DESC, id")]
+            tickets = [self._load(conn, i, now) for i in ids]
+        return [t for t in tickets if status is None or t.status == status]
+
+    # ------------------------------------------------------------------ writing
+
+    def open_ticket(
+        self,
+        *,
+        tool: str,
+        args_digest: str,
+        persona: str,
+        requester: str,
+        args: Mapping[str, Any],
+        tool_class: str = "",
+        reason: str = "",
+    ) -> Ticket:
+        """A ticket for this call: the requester's open one for the same call, else a new one."""
+        now = self._clock()
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT id FROM tickets WHERE requester = ? AND tool = ? AND args_digest = ? AND persona = ?"
+                " AND status IN ('pending', 'approved') AND expires > ? ORDER BY created DESC LIMIT 1",
+                (requester, tool, args_digest, persona, now),
+            ).fetchone()
+            if row is not None:
+                return self._load(conn, row[0], now)
+            ticket_id = os.urandom(8).hex()
+            conn.execute(
+                "INSERT INTO tickets (id, tool, args_digest, persona, requester, required, status, created,"
+                " expires, args, tool_class, reason) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
+                (
+                    ticket_id,
+                    tool,
+                    args_digest,
+                    persona,
+                    requester,
+                    self.required,
+                    now,
+                    now + self.ttl,
+                    json.dumps(dict(args), sort_keys=True, ensure_ascii=False),
+                    tool_class,
+                    reason,
+                ),
+            )
+            return self._load(conn, ticket_id, now)
+
+    def approve(
+        self,
+        ticket_id: str,
+        *,
+        approver: str,
+        note: str = "",
+        sop: str | None = None,
+        verify: VerifyApproval | None = None,
+    ) -> Ticket:
+        """Record ``approver``'s approval; the ticket is ``approved`` once it has ``required`` of them.
+
+        ``verify`` (the ``ongrid_verify_approval`` plugins) may refuse it. Raises
+        :class:`ApprovalError` naming the rule that refused.
+        """
+        approver = _identity(approver, ticket_id)
+        ticket = self.ticket(ticket_id)
+        approval = Approval(approver, note, sop, self._clock())
+        _check_approvable(ticket, approver)
+        if verify is not None:
+            refused_by = verify(ticket, approval)
+            if refused_by:
+                message = f"the approval of ticket {ticket_id} by {approver} was refused by {refused_by}"
+                raise ApprovalError("hook_refused", ticket_id, message)
+        now = self._clock()
+        with self._write() as conn:
+            ticket = self._load(conn, ticket_id, now)
+            _check_approvable(ticket, approver)  # again: someone may have been faster
+            conn.execute(
+                "INSERT INTO approvals (ticket_id, approver_key, approver, note, sop, time)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (ticket_id, _key(approver), approver, note, sop, now),
+            )
+            if len(ticket.approvals) + 1 >= ticket.required:
+                conn.execute("UPDATE tickets SET status = 'approved' WHERE id = ?", (ticket_id,))
+            ticket = self._load(conn, ticket_id, now)
+        logger.info("approvals: %s approved ticket %s (%s)", approver, ticket_id, ticket.status)
+        return ticket
+
+    def reject(self, ticket_id: str, *, approver: str, note: str = "") -> Ticket:
+        """Kill the ticket (anyone may, the requester included, to withdraw it)."""
+        approver = _identity(approver, ticket_id)
+        now = self._clock()
+        with self._write() as conn:
+            ticket = self._load(conn, ticket_id, now)
+            if not ticket.is_open:
+                raise _closed(ticket)
+            conn.execute(
+                "UPDATE tickets SET status = 'rejected', rejected_by = ?, note = ? WHERE id = ?",
+                (approver, note, ticket_id),
+            )
+            ticket = self._load(conn, ticket_id, now)
+        logger.info("approvals: %s rejected ticket %s", approver, ticket_id)
+        return ticket
+
+    def claim(
+        self, ticket_id: str, *, tool: str, args_digest: str, persona: str, caller: str, call_id: str
+    ) -> Ticket:
+        """Mark an approved ticket executed by this call, or raise why it may not run.
+
+        Exactly one of any number of racing claims succeeds: the check and the
+        update happen in one write transaction.
+        """
+        now = self._clock()
+        with self._write() as conn:
+            ticket = self._load(conn, ticket_id, now)
+            _check_matches(ticket, tool, args_digest, persona)
+            if ticket.status != "approved":
+                raise _closed(ticket)
+            updated = conn.execute(
+                "UPDATE tickets SET status = 'executed', executed = ?, executed_by = ?, call_id = ?"
+                " WHERE id = ? AND status = 'approved'",
+                (now, caller, call_id, ticket_id),
+            ).rowcount
+            if updated != 1:  # cannot happen inside BEGIN IMMEDIATE; refuse rather than run twice
+                raise _closed(self._load(conn, ticket_id, now))
+            ticket = self._load(conn, ticket_id, now)
+        logger.info("approvals: ticket %s executed by %s (call %s)", ticket_id, caller, call_id)
+        return ticket
+
+    # ------------------------------------------------------------------ sqlite
+
+    def _load(self, conn: sqlite3.Connection, ticket_id: str, now: float) -> Ticket:
+        row = conn.execute(
+            "SELECT id, tool, args_digest, persona, requester, required, status, created, expires,"
+            " rejected_by, note, args, tool_class, reason, executed, executed_by, call_id"
+            " FROM tickets WHERE id = ?",
+            (str(ticket_id),),
+        ).fetchone()
+        if row is None:
+            message = f"no approval ticket {ticket_id!r} (see `ongrid-skills approvals list`)"
+            raise ApprovalError("unknown", str(ticket_id), message)
+        approvals = [
+            Approval(approver, note, sop, when)
+            for approver, note, sop, when in conn.execute(
+                "SELECT approver, note, sop, time FROM approvals WHERE ticket_id = ? ORDER BY time, rowid",
+                (ticket_id,),
+            )
+        ]
+        (tid, tool, digest, persona, requester, required, status, created, expires) = row[:9]
+        if status in ("pending", "approved") and now >= expires:
+            status = "expired"
+        return Ticket(
+            tid,
+            tool,
+            digest,
+            persona,
+            requester,
+            required,
+            approvals,
+            status,
+            created,
+            expires,
+            row[9],
+            row[10],
+            json.loads(row[11]),
+            row[12],
+            row[13],
+            row[14],
+            row[15],
+            row[16],
+        )
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._connection() as conn:
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.rollback()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        import sqlite3
+
+        try:
+            conn = self._connect(sqlite3)
+        except sqlite3.Error as exc:
+            raise self._store_error(exc) from exc
+        try:
+            yield conn
+        except sqlite3.Error as exc:
+            raise self._store_error(exc) from exc
+        finally:
+            conn.close()
+
+    def _connect(self, sqlite3: Any) -> Any:
+        # Approvals are rare and losing one could re-open an executed ticket: fsync each commit.
+        conn = _sqlite.connect(self.path, "" if self._ready else _SCHEMA, synchronous="FULL")
+        self._ready = True
+        return conn
+
+    def _store_error(self, exc: Exception) -> ApprovalError:
+        message = f"the approval database {self.path} cannot be used: {exc}"
+        logger.error("approvals: %s", message)
+        return ApprovalError("store", "", message)
+
+
+def verify_with_plugins(pm: pluggy.PluginManager) -> VerifyApproval:
+    """A ``verify`` callback asking every ``ongrid_verify_approval`` plugin, naming the first to refuse.
+
+    Anything but ``True`` or ``None`` refuses (fail closed), and so does a plugin that raises.
+    """
+
+    def verify(ticket: Ticket, approval: Approval) -> str | None:
+        kwargs = {"ticket": ticket, "approval": approval}
+        for impl in reversed(pm.hook.ongrid_verify_approval.get_hookimpls()):
+            if impl.hookwrapper or impl.wrapper:
+                continue
+            try:
+                vote = impl.function(*(kwargs[name] for name in impl.argnames))
+            except Exception as exc:
+                logger.exception("approvals: plugin %s failed to verify an approval", impl.plugin_name)
+                return f"plugin {impl.plugin_name} (it raised {type(exc).__name__}: {exc})"
+            if vote is not None and vote is not True:
+                return f"plugin {impl.plugin_name}"
+        return None
+
+    return verify
+
+
+def _check_approvable(ticket: Ticket, approver: str) -> None:
+    if not ticket.is_open:
+        raise _closed(ticket)
+    if ticket.status == "approved":
+        message = (
+            f"ticket {ticket.id} already has its {ticket.required} approvals ({', '.join(ticket.approvers)})"
+        )
+        raise ApprovalError("already_approved", ticket.id, message)
+    if _key(approver) == _key(ticket.requester):
+        message = (
+            f"{approver} requested ticket {ticket.id} and cannot approve it: "
+            f"two people other than the requester must approve"
+        )
+        raise ApprovalError("own_ticket", ticket.id, message)
+    if _key(approver) in {_key(a) for a in ticket.approvers}:
+        message = f"{approver} already approved ticket {ticket.id}: a second, different approver is needed"
+        raise ApprovalError("duplicate_approver", ticket.id, message)
+
+
+def _check_matches(ticket: Ticket, tool: str, args_digest: str, persona: str) -> None:
+    if ticket.tool != tool:
+        detail = f"it is for tool {ticket.tool!r}, not {tool!r}"
+    elif ticket.persona != persona:
+        detail = f"it is for persona {ticket.persona!r}, not {persona!r}"
+    elif ticket.args_digest != args_digest:
+        detail = "the arguments differ from the ones it was approved for; changed arguments need a new ticket"
+    else:
+        return
+    message = f"ticket {ticket.id} does not cover this call: {detail} (call without a ticket to open one)"
+    raise ApprovalError("mismatch", ticket.id, message)
+
+
+def _closed(ticket: Ticket) -> ApprovalError:
+    if ticket.status == "rejected":
+        why = f": {ticket.note}" if ticket.note else ""
+        message = f"ticket {ticket.id} was rejected by {ticket.rejected_by}{why}; it is dead, open a new one"
+    elif ticket.status == "executed":
+        message = (
+            f"ticket {ticket.id} already ran at {_iso(ticket.executed)} (call {ticket.call_id}); "
+            "a ticket executes once"
+        )
+    elif ticket.status == "expired":
+        message = f"ticket {ticket.id} expired at {_iso(ticket.expires)}; open a new one"
+    else:
+        message = (
+            f"ticket {ticket.id} has {len(ticket.approvals)} of its {ticket.required} approvals; "
+            f"it cannot run yet (`ongrid-skills approvals approve {ticket.id}`)"
+        )
+        return ApprovalError("not_approved", ticket.id, message)
+    return ApprovalError(ticket.status, ticket.id, message)
+
+
+def _identity(name: object, ticket_id: str) -> str:
+    text = name.strip() if isinstance(name, str) else ""
+    if not text:
+        message = f"an approver identity is needed to approve or reject ticket {ticket_id} (got {name!r})"
+        raise ApprovalError("no_identity", str(ticket_id), message)
+    return text
+
+
+def _key(identity: str) -> str:
+    return identity.strip().casefold()
+
+
+def _iso(ts: float | None) -> str:
+    if not ts:
+        return ""
+    return (
+        datetime.datetime.fromtimestamp(ts, datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    )

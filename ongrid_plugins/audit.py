@@ -1,0 +1,421 @@
+"""Built-in plugin ``audit``: a tamper-evident, append-only log of every call attempt.
+
+One row per attempt — run, failed, denied, invalid, needing a confirmation or
+an approval — in ``<state_dir>/audit.db`` (SQLite, WAL). Each row stores the
+hash of the row before it and its own hash over all its columns, so
+:meth:`AuditLog.verify` finds the first row that was edited, deleted, inserted
+or moved. Arguments are stored with secrets redacted (:mod:`.redact`).
+
+Why a per-host object: the hooks need the host's state dir, and hooks are
+called without settings. ``BUILTIN_PLUGINS`` registers this module under the
+name ``audit`` like every built-in (so ``ONGRID_DISABLE_PLUGINS=audit`` blocks
+it, and ``ongrid-skills plugins`` shows it); the host then swaps that
+placeholder for its own :class:`AuditLog`, whose methods are the hooks
+(:func:`install`). A module never holds per-host state.
+
+Crash safety and speed: ``ongrid_before_call`` appends the attempt to this
+log's journal file (:mod:`._auditjournal`, one ``write()``);
+``ongrid_after_call`` appends the finished row there too and hands it to a
+writer thread (:mod:`._auditwriter`) that chains rows in batches, so no call
+waits for an SQLite commit. Rows are visible within ~50 ms; readers of this
+object flush first. If the process dies, the next process that opens the log
+on the same machine chains what its journal still holds — finished calls with
+their outcome, started ones as ``interrupted`` — and nothing is ever
+half-written (SQLite transactions).
+
+Failing closed: when the log cannot be opened, journaled or written, the
+failure is logged as an error and — unless ``Settings.audit_fail_closed`` is
+off — mutating and dangerous calls are refused with
+:class:`~ongrid_plugins.errors.AuditError` before they start, until rows can be
+written again. Safe calls still run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from . import _sqlite
+from ._auditchain import (
+    COLUMNS,
+    GENESIS,
+    JSON_COLUMNS,
+    SCHEMA,
+    check_head,
+    dumps,
+    finish_row,
+    inflight,
+    recover,
+    row_hash,
+    start_row,
+    walk,
+)
+from ._auditjournal import JOURNAL_DIR, Journal
+from ._auditwriter import Writer
+from .errors import AuditError
+from .hookspecs import hookimpl
+from .models import JSON, ToolClass
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    import pluggy
+
+    from .models import CallRequest, CallResult
+    from .settings import Settings
+
+__all__ = [
+    "COLUMNS",
+    "DB_NAME",
+    "GENESIS",
+    "PLUGIN_NAME",
+    "AuditEntry",
+    "AuditLog",
+    "VerifyReport",
+    "install",
+    "row_hash",
+]
+
+logger = logging.getLogger(__name__)
+
+PLUGIN_NAME = "audit"
+DB_NAME = "audit.db"
+
+
+@attrs.frozen
+class AuditEntry:
+    """One row of the audit log: one call attempt."""
+
+    seq: int
+    time: float
+    """When the attempt started (seconds since the epoch)."""
+    call_id: str
+    tool: str
+    tool_class: str
+    persona: str
+    caller: str
+    args: Any
+    """The arguments with secrets replaced by ``"[redacted]"``."""
+    args_digest: str
+    """The call's args digest; empty when a secret was redacted (a digest could confirm a guess)."""
+    redacted: tuple[str, ...]
+    """JSON paths of the redacted values."""
+    verdict: str
+    reason: str
+    plugin: str
+    outcome: str
+    """ok, failed, timed_out, denied, invalid_arguments, needs_confirmation, needs_approval,
+    ticket_refused, unavailable, aborted, cancelled or interrupted."""
+    error: str | None
+    exit_code: int | None
+    signal: int | None
+    duration: float
+    stderr_tail: tuple[str, ...]
+    result_size: int
+    """Bytes of the canonical JSON of the result value (0 when there was none)."""
+    result_digest: str
+    ticket: str | None
+    approvers: tuple[str, ...]
+    pid: int
+    hostname: str
+    prev_hash: str
+    hash: str
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> AuditEntry:
+        """Build an entry from a database row (``COLUMNS`` then ``hash``)."""
+        values = dict(zip((*COLUMNS, "hash"), row, strict=True))
+        for column in JSON_COLUMNS:
+            parsed = json.loads(values[column]) if values[column] else None
+            values[column] = parsed if column == "args" else tuple(parsed or ())
+        return cls(**values)
+
+    def to_dict(self) -> JSON:
+        """A JSON-ready dict (``audit list --json``, ``audit export``)."""
+        data = attrs.asdict(self)
+        for key in ("redacted", "stderr_tail", "approvers"):
+            data[key] = list(data[key])
+        return data
+
+
+def _dicts(value: Iterable[JSON]) -> tuple[JSON, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class VerifyReport:
+    """What :meth:`AuditLog.verify` found."""
+
+    ok: bool
+    entries: int
+    first_bad: int | None = None
+    """The seq of the first row that does not verify."""
+    problem: str = ""
+    head: str = GENESIS
+    """The hash of the last row: record it elsewhere to anchor the log (``verify(anchor=...)``)."""
+    inflight: tuple[JSON, ...] = attrs.field(default=(), converter=_dicts)
+    """Attempts started but not finished (running now, or their host died: see ``recover``)."""
+
+    def to_dict(self) -> JSON:
+        """A JSON-ready dict."""
+        return attrs.asdict(self)
+
+
+class AuditLog:
+    """The audit log of one state dir; as a plugin, it records every call of its host."""
+
+    def __init__(self, path: str, *, fail_closed: bool = True) -> None:
+        """Open (lazily) the log at ``path``; nothing is touched until the first use."""
+        self.path = path
+        self.fail_closed = fail_closed
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+        self._started: dict[str, tuple[float, dict[str, Any]]] = {}
+        self.journal_dir = os.path.join(os.path.dirname(path) or ".", JOURNAL_DIR)
+        """Where each process journals the calls it has not chained yet (see :mod:`._auditjournal`)."""
+        self._journal = Journal(self.journal_dir)
+        self._writer = Writer(path, self._journal)
+        self._failures = 0
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> AuditLog:
+        """The log of a host: ``audit.db`` in ``settings.state_dir``."""
+        return cls(os.path.join(settings.state_dir, DB_NAME), fail_closed=settings.audit_fail_closed)
+
+    def __repr__(self) -> str:
+        return f"<AuditLog {self.path}>"
+
+    # ------------------------------------------------------------------ hooks
+
+    @hookimpl(tryfirst=True)
+    def ongrid_before_call(self, request: CallRequest) -> None:
+        """Journal the attempt before anything runs; refuse risky calls the log cannot record."""
+        try:
+            row = start_row(request, time.time())
+            with self._lock:
+                self._started[request.call_id] = (time.monotonic(), row)
+                self._connection()  # the first call opens the database: a broken one shows now
+            if self._writer.failing is not None:
+                raise self._writer.failing
+            self._journal.started(request.call_id, row)
+        except Exception as exc:
+            self._failed("journal", request, exc)
+            if self.fail_closed and request.tool.tool_class is not ToolClass.SAFE:
+                message = (
+                    f"the audit log {self.path} cannot record the call to {request.tool.name!r} ({exc}); "
+                    f"{request.tool.tool_class.value} calls are refused until it can "
+                    "(ONGRID_AUDIT_FAIL_CLOSED=0 runs them unrecorded)"
+                )
+                raise AuditError(message) from exc
+
+    @hookimpl(tryfirst=True)
+    def ongrid_after_call(self, request: CallRequest, result: CallResult) -> None:
+        """Journal the attempt's complete row and hand it to the writer thread to chain.
+
+        Once journaled the row survives the process being killed. A failure is
+        logged as an error (the call already happened); while rows cannot be
+        written, mutating and dangerous calls are refused (when failing closed).
+        """
+        with self._lock:
+            started = self._started.pop(request.call_id, None)
+        if started is None:  # no before_call (another plugin's before_call failed first)
+            started = (time.monotonic(), start_row(request, time.time()))
+        mono, row = started
+        row = dict(row, ticket=request.ticket, approvers=dumps(list(request.approvers)))
+        row = finish_row(row, result, result.duration or (time.monotonic() - mono))
+        try:
+            self._journal.finished(request.call_id, row)
+        except Exception as exc:
+            self._failed("journal the outcome of", request, exc)
+        self._writer.put(request.call_id, row)
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Wait until every call this log's host finished is in the chain; False on timeout or failure."""
+        return self._writer.flush(timeout)
+
+    @property
+    def write_failures(self) -> int:
+        """Journal writes and batches that failed since this object was created."""
+        return self._failures + self._writer.failures
+
+    def _failed(self, what: str, request: CallRequest, exc: Exception) -> None:
+        self._failures += 1
+        logger.error(
+            "audit log: cannot %s the call to %s (call %s) in %s: %s: %s",
+            what,
+            request.tool.name,
+            request.call_id,
+            self.path,
+            type(exc).__name__,
+            exc,
+        )
+
+    # ------------------------------------------------------------------ reading
+
+    def entries(
+        self,
+        *,
+        tool: str | None = None,
+        outcome: str | None = None,
+        since: int | None = None,
+        last: int | None = None,
+        limit: int | None = None,
+    ) -> list[AuditEntry]:
+        """Rows in order; ``since`` = only rows after that seq, ``last`` = only the final N."""
+        where: list[str] = []
+        params: list[Any] = []
+        for column, value in (("tool", tool), ("outcome", outcome)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if since is not None:
+            where.append("seq > ?")
+            params.append(since)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        order, count = ("DESC", last) if last is not None else ("ASC", limit)
+        sql = f"SELECT {', '.join(COLUMNS)}, hash FROM entries{clause} ORDER BY seq {order}"
+        self.flush()
+        if count is not None:
+            sql += f" LIMIT {int(count)}"
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(sql, params).fetchall()
+        entries = [AuditEntry.from_row(r) for r in rows]
+        return entries[::-1] if last is not None else entries
+
+    def tail(self, n: int = 10) -> list[AuditEntry]:
+        """The last ``n`` rows, oldest first."""
+        return self.entries(last=n)
+
+    def verify(self, anchor: str | None = None) -> VerifyReport:
+        """Check the whole chain; name the first row that does not verify.
+
+        :param anchor: A row hash recorded earlier (``head`` of a past report):
+            the chain must still contain it, so history before it cannot have
+            been rewritten wholesale.
+        """
+        self.flush()
+        with self._transaction(write=False) as conn:
+            report = walk(conn.execute(f"SELECT {', '.join(COLUMNS)}, hash FROM entries ORDER BY seq"))
+            head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
+        report = check_head(report, head)
+        if report.ok and anchor is not None and anchor not in report.seen:
+            report = attrs.evolve(report, ok=False, problem=f"the anchor hash {anchor} is not in the chain")
+        return VerifyReport(
+            ok=report.ok,
+            entries=report.count,
+            first_bad=report.first_bad,
+            problem=report.problem,
+            head=report.last_hash,
+            inflight=inflight(self.journal_dir),
+        )
+
+    # ------------------------------------------------------------------ recovery
+
+    def recover(self) -> int:
+        """Chain, as ``interrupted``, the open calls of dead processes on this machine; return how many.
+
+        Runs by itself whenever a process opens the log; call it to recover now.
+        """
+        with self._transaction() as conn:
+            count, done = recover(conn, self.journal_dir)
+        _remove(done)
+        return count
+
+    # ------------------------------------------------------------------ sqlite
+
+    def _transaction(self, write: bool = True) -> Any:
+        return _Transaction(self, write)
+
+    def _connection(self) -> sqlite3.Connection:
+        """One connection per process (re-opened after a fork), used under ``self._lock``."""
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        # NORMAL in WAL mode: a killed process loses nothing committed; a power cut may
+        # drop the last commits but never breaks the chain.
+        conn: sqlite3.Connection = _sqlite.connect(
+            self.path, SCHEMA, synchronous="NORMAL", check_same_thread=False
+        )
+        try:
+            self._conn, self._pid = conn, os.getpid()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                _count, done = recover(conn, self.journal_dir)
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+            _remove(done)
+        except BaseException:
+            self._conn = None
+            conn.close()
+            raise
+        return conn
+
+    def close(self) -> None:
+        """Chain what is pending and close this process's connection (it reopens on the next use)."""
+        self.flush()
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+
+class _Transaction:
+    """``with log._transaction() as conn``: the process lock, then BEGIN (IMMEDIATE for writes)."""
+
+    def __init__(self, log: AuditLog, write: bool) -> None:
+        self.log = log
+        self.write = write
+        self.conn: sqlite3.Connection | None = None
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.log._lock.acquire()
+        try:
+            self.conn = self.log._connection()
+            self.conn.execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
+        except BaseException:
+            self.log._lock.release()
+            raise
+        return self.conn
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        assert self.conn is not None
+        try:
+            if exc_type is None and self.write:
+                self.conn.commit()
+            else:
+                self.conn.rollback()
+        finally:
+            self.log._lock.release()
+
+
+def _remove(paths: list[str]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def install(pm: pluggy.PluginManager, log: AuditLog) -> bool:
+    """Put the host's ``log`` where the ``audit`` placeholder module was registered.
+
+    Returns False (and logs a warning: unrecorded calls should never go
+    unnoticed) when the plugin is disabled by ``ONGRID_DISABLE_PLUGINS``.
+    """
+    if pm.is_blocked(PLUGIN_NAME):
+        logger.warning("audit log: disabled by ONGRID_DISABLE_PLUGINS; calls are not recorded")
+        return False
+    if pm.get_plugin(PLUGIN_NAME) is sys.modules[__name__]:
+        pm.unregister(name=PLUGIN_NAME)
+        pm.register(log, name=PLUGIN_NAME)
+        return True
+    return pm.get_plugin(PLUGIN_NAME) is log

@@ -1,0 +1,123 @@
+"""``approvals``: list, show, approve and reject two-person tickets.
+
+The approver is the OS user running the command, read from the real uid
+(``approvals.os_identity``), not from ``$USER``/``$LOGNAME`` (which anyone can
+set) and not from a flag: a ``--as NAME`` option would let one person sign
+twice under two names and defeat the two-person rule. Hosts that vouch for
+identities themselves (a server with per-user tokens) call
+``SkillHost.approve(..., approver=...)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING
+
+from ..approvals import STATUSES, Ticket, os_identity
+from .skills import print_table
+
+if TYPE_CHECKING:
+    from ..cli import Context
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``approvals`` sub-command and its ``list``, ``show``, ``approve`` and ``reject``."""
+    p = sub.add_parser("approvals", help="two-person approval tickets: list, show, approve, reject")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    a = actions.add_parser("list", help="list tickets, newest first")
+    a.add_argument("--status", choices=STATUSES, help="only tickets in this state")
+    a.add_argument("--json", action="store_true", help="print JSON")
+    a.set_defaults(handler=cmd_list)
+
+    a = actions.add_parser("show", help="show one ticket: the call, its arguments, who approved")
+    a.add_argument("ticket_id", metavar="ID")
+    a.add_argument("--json", action="store_true", help="print JSON")
+    a.set_defaults(handler=cmd_show)
+
+    a = actions.add_parser("approve", help="approve a ticket as the OS user running this command")
+    a.add_argument("ticket_id", metavar="ID")
+    a.add_argument("--note", default="", help="why you approve (kept with the ticket)")
+    a.add_argument("--sop", metavar="REF", help="the SOP document you followed (URL or id)")
+    a.add_argument("--json", action="store_true", help="print the ticket as JSON")
+    a.set_defaults(handler=cmd_approve)
+
+    a = actions.add_parser("reject", help="reject a ticket (the requester may withdraw their own)")
+    a.add_argument("ticket_id", metavar="ID")
+    a.add_argument("--note", default="", help="why you reject it")
+    a.add_argument("--json", action="store_true", help="print the ticket as JSON")
+    a.set_defaults(handler=cmd_reject)
+
+
+def cmd_list(ctx: Context) -> int:
+    tickets = ctx.host.tickets(ctx.args.status)
+    if ctx.args.json:
+        print(json.dumps({"items": [t.to_dict() for t in tickets], "total": len(tickets)}, indent=2))
+        return 0
+    if not tickets:
+        print("no tickets" + (f" with status {ctx.args.status}" if ctx.args.status else ""))
+        return 0
+    rows = [
+        (
+            t.id,
+            t.status,
+            t.tool,
+            t.persona,
+            t.requester,
+            f"{len(t.approvals)}/{t.required}",
+            t.to_dict()["expires"],
+        )
+        for t in tickets
+    ]
+    print_table(("ID", "STATUS", "TOOL", "PERSONA", "REQUESTER", "APPROVALS", "EXPIRES"), rows)
+    return 0
+
+
+def cmd_show(ctx: Context) -> int:
+    return _print(ctx.host.ticket(ctx.args.ticket_id), ctx.args.json)
+
+
+def cmd_approve(ctx: Context) -> int:
+    args = ctx.args
+    ticket = ctx.host.approve(args.ticket_id, approver=os_identity(), note=args.note, sop=args.sop)
+    if args.json:
+        return _print(ticket, True)
+    if ticket.status == "approved":
+        print(
+            f"ticket {ticket.id} is approved by {', '.join(ticket.approvers)}; "
+            f"{ticket.requester} can now run it once with --ticket {ticket.id}"
+        )
+    else:
+        print(f"approved ticket {ticket.id} ({len(ticket.approvals)} of {ticket.required} approvals)")
+    return 0
+
+
+def cmd_reject(ctx: Context) -> int:
+    ticket = ctx.host.reject(ctx.args.ticket_id, approver=os_identity(), note=ctx.args.note)
+    if ctx.args.json:
+        return _print(ticket, True)
+    print(f"rejected ticket {ticket.id}: it can never run")
+    return 0
+
+
+def _print(ticket: Ticket, as_json: bool) -> int:
+    data = ticket.to_dict()
+    if as_json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return 0
+    for key in ("id", "status", "tool", "tool_class", "persona", "requester", "reason", "created", "expires"):
+        print(f"{key + ':':13} {data[key]}")
+    print(f"{'args_digest:':13} {ticket.args_digest}")
+    print(f"{'arguments:':13} {json.dumps(data['args'], ensure_ascii=False)}")
+    print(f"{'approvals:':13} {len(ticket.approvals)} of {ticket.required}")
+    for approval in data["approvals"]:
+        extra = "".join(f" {k}={approval[k]!r}" for k in ("note", "sop") if approval[k])
+        print(f"  {approval['time']}  {approval['approver']}{extra}")
+    if ticket.rejected_by:
+        print(f"{'rejected by:':13} {ticket.rejected_by}" + (f" ({ticket.note})" if ticket.note else ""))
+    if ticket.executed:
+        print(f"{'executed:':13} {data['executed']} by {ticket.executed_by} (call {ticket.call_id})")
+    return 0

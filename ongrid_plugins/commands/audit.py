@@ -1,0 +1,125 @@
+"""``audit``: read, export and verify the audit log."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .skills import print_table
+
+if TYPE_CHECKING:
+    from ..audit import AuditEntry
+    from ..cli import Context
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``audit`` sub-command and its ``list``, ``tail``, ``export`` and ``verify``."""
+    p = sub.add_parser("audit", help="the audit log: list, tail, export, verify")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    a = actions.add_parser("list", help="list recorded call attempts, oldest first")
+    a.add_argument("--tool", help="only attempts to call this tool")
+    a.add_argument("--outcome", help="only this outcome (ok, failed, denied, needs_approval, ...)")
+    a.add_argument("--since", type=int, metavar="SEQ", help="only rows after this row number")
+    a.add_argument("--limit", type=int, metavar="N", help="at most N rows")
+    a.add_argument("--json", action="store_true", help="print JSON")
+    a.set_defaults(handler=cmd_list)
+
+    a = actions.add_parser("tail", help="the last rows")
+    a.add_argument("-n", type=int, default=10, metavar="N", help="how many rows (default 10)")
+    a.add_argument("--json", action="store_true", help="print JSON")
+    a.set_defaults(handler=cmd_tail)
+
+    a = actions.add_parser(
+        "export", help="every row with its hashes, as JSON Lines (re-verifiable elsewhere)"
+    )
+    a.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    a.add_argument("--json", action="store_true", help="one JSON document with the rows and the verification")
+    a.set_defaults(handler=cmd_export)
+
+    a = actions.add_parser("verify", help="check the hash chain; exit 1 naming the first bad row")
+    a.add_argument("--anchor", metavar="HASH", help="a head hash recorded earlier that must still be there")
+    a.add_argument("--json", action="store_true", help="print JSON")
+    a.set_defaults(handler=cmd_verify)
+
+
+def cmd_list(ctx: Context) -> int:
+    args = ctx.args
+    entries = ctx.host.audit.entries(tool=args.tool, outcome=args.outcome, since=args.since, limit=args.limit)
+    return _print_entries(entries, args.json)
+
+
+def cmd_tail(ctx: Context) -> int:
+    return _print_entries(ctx.host.audit.tail(max(ctx.args.n, 0)), ctx.args.json)
+
+
+def cmd_export(ctx: Context) -> int:
+    log = ctx.host.audit
+    entries = log.entries()
+    if ctx.args.output:
+        with open(ctx.args.output, "w", encoding="utf-8") as out:
+            _export(out, entries, log.verify().to_dict() if ctx.args.json else None)
+    else:
+        _export(sys.stdout, entries, log.verify().to_dict() if ctx.args.json else None)
+    return 0
+
+
+def cmd_verify(ctx: Context) -> int:
+    report = ctx.host.audit.verify(anchor=ctx.args.anchor)
+    if ctx.args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    elif report.ok:
+        print(f"audit log OK: {report.entries} rows, head {report.head}")
+    else:
+        where = f" at row {report.first_bad}" if report.first_bad is not None else ""
+        print(f"audit log BROKEN{where}: {report.problem} ({report.entries} rows verified before it)")
+    if not ctx.args.json:
+        for row in report.inflight:
+            state = {True: "running", False: "host gone", None: "other host"}[row["alive"]]
+            print(f"in flight: call {row['call_id']} of {row['tool']} (pid {row['pid']}, {state})")
+    return 0 if report.ok else 1
+
+
+def _export(out: TextIO, entries: list[AuditEntry], verified: dict[str, Any] | None) -> None:
+    if verified is not None:
+        json.dump({"entries": [e.to_dict() for e in entries], "verify": verified}, out, indent=2)
+        out.write("\n")
+        return
+    for entry in entries:
+        out.write(json.dumps(entry.to_dict(), ensure_ascii=False) + "\n")
+
+
+def _print_entries(entries: list[AuditEntry], as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"items": [e.to_dict() for e in entries], "total": len(entries)}, indent=2))
+        return 0
+    if not entries:
+        print("no audit rows")
+        return 0
+    rows = [
+        (
+            str(e.seq),
+            _time(e.time),
+            e.tool,
+            e.persona,
+            e.caller,
+            e.outcome,
+            e.verdict or "-",
+            e.ticket or "-",
+            ", ".join(e.approvers) or "-",
+        )
+        for e in entries
+    ]
+    print_table(
+        ("SEQ", "TIME", "TOOL", "PERSONA", "CALLER", "OUTCOME", "DECISION", "TICKET", "APPROVERS"), rows
+    )
+    return 0
+
+
+def _time(ts: float) -> str:
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,683 @@
+"""The audit log: one row per attempt, secrets redacted, the hash chain, writers, crashes, failing closed."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ongrid_plugins import (
+    ApprovalRequired,
+    ConfirmationRequired,
+    InvalidArguments,
+    PermissionDenied,
+    SkillHost,
+    hookimpl,
+)
+from ongrid_plugins.audit import AuditLog, row_hash
+from ongrid_plugins.cli import main
+from ongrid_plugins.errors import ApprovalError, AuditError
+from ongrid_plugins.redact import REDACTED, redact
+from ongrid_plugins.testing import isolated_settings, make_skill
+
+PY = sys.executable
+FAIL_SH = "#!/bin/sh\necho 'step 1' >&2\necho 'disk full' >&2\nexit 3\n"
+
+
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / ".ongrid-state" / "audit.db"
+
+
+def sql(tmp_path: Path, statement: str, *params: Any) -> list[Any]:
+    with sqlite3.connect(db_path(tmp_path)) as conn:
+        return conn.execute(statement, params).fetchall()
+
+
+# ---------------------------------------------------------------- one row per attempt
+
+
+def test_every_attempt_gets_one_row_with_its_decision_and_outcome(make_host: Any, root: Path) -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    make_skill(root, "echo", schema=schema)
+    make_skill(root, "fail", script=FAIL_SH)
+    make_skill(root, "change", class_="mutating")
+    make_skill(root, "wipe", class_="dangerous")
+    host = make_host(root)
+    ok = host.call("echo", {"n": 1}, caller="ada")
+    failed = host.call("fail")
+    with pytest.raises(InvalidArguments):
+        host.call("echo", {"n": "x"})
+    with pytest.raises(ConfirmationRequired):
+        host.call("change")
+    with pytest.raises(PermissionDenied):
+        host.call("change", persona="viewer")
+    with pytest.raises(ApprovalRequired) as info:
+        host.call("wipe", {"a": 1}, persona="admin", caller="alice")
+    with pytest.raises(ApprovalError):
+        host.call("wipe", {"a": 1}, persona="admin", caller="alice", ticket=info.value.ticket.id)
+    rows = host.audit.entries()
+    assert [(r.seq, r.tool, r.outcome, r.verdict) for r in rows] == [
+        (1, "echo", "ok", "allow"),
+        (2, "fail", "failed", "allow"),
+        (3, "echo", "invalid_arguments", "allow"),
+        (4, "change", "needs_confirmation", "confirm"),
+        (5, "change", "denied", "deny"),
+        (6, "wipe", "needs_approval", "dual_sign"),
+        (7, "wipe", "ticket_refused", "dual_sign"),
+    ]
+    first = rows[0]
+    assert (first.call_id, first.caller, first.persona, first.tool_class) == (
+        ok.call_id,
+        "ada",
+        "operator",
+        "safe",
+    )
+    assert first.args == {"n": 1} and len(first.args_digest) == 64 and first.redacted == ()
+    assert first.result_size == len(b'{"n":1}')
+    assert first.result_digest == hashlib.sha256(b'{"n":1}').hexdigest()
+    assert first.duration > 0 and first.exit_code == 0 and first.plugin == "ongrid.gate"
+    assert first.pid == os.getpid() and first.reason == "safe tools run for any persona"
+    fail = rows[1]
+    assert (fail.exit_code, fail.stderr_tail, fail.call_id) == (3, ("step 1", "disk full"), failed.call_id)
+    assert "exited with status 3" in (fail.error or "")
+    assert rows[2].args == {"n": "x"} and "invalid arguments" in (rows[2].error or "")
+    assert "persona viewer is read-only" in rows[4].reason
+    assert rows[5].ticket == rows[6].ticket == info.value.ticket.id
+    assert "has 0 of its 2 approvals" in (rows[6].error or "")
+    assert host.audit.verify().ok
+
+
+def test_an_executed_ticket_is_recorded_with_its_approvers(make_host: Any, root: Path) -> None:
+    make_skill(root, "wipe", class_="dangerous")
+    host = make_host(root)
+    with pytest.raises(ApprovalRequired) as info:
+        host.call("wipe", persona="admin", caller="alice")
+    ticket = info.value.ticket.id
+    host.approve(ticket, approver="bob")
+    host.approve(ticket, approver="carol")
+    result = host.call("wipe", persona="admin", caller="alice", ticket=ticket)
+    last = host.audit.tail(1)[0]
+    assert (last.outcome, last.ticket, last.approvers, last.call_id) == (
+        "ok",
+        ticket,
+        ("bob", "carol"),
+        result.call_id,
+    )
+
+
+def test_a_before_call_hook_that_aborts_still_leaves_a_row(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    class Veto:
+        @hookimpl
+        def ongrid_before_call(self, request: Any) -> None:
+            raise RuntimeError("maintenance window")
+
+    make_skill(root, "echo")
+    host = make_host(root, plugins=(Veto(),))
+    with pytest.raises(RuntimeError):
+        host.call("echo")
+    (row,) = host.audit.entries()
+    assert (row.outcome, row.error) == ("aborted", "maintenance window")
+    assert host.audit.verify().inflight == ()
+
+
+def test_threads_and_async_calls_all_get_their_rows(make_host: Any, root: Path) -> None:
+    make_skill(root, "echo")
+    host = make_host(root)
+    threads = [
+        threading.Thread(target=lambda: [host.call("echo", {"i": i}) for i in range(10)]) for _ in range(6)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    import asyncio
+
+    async def many() -> None:
+        await asyncio.gather(*(host.acall("echo", {"a": i}) for i in range(10)))
+
+    asyncio.run(many())
+    report = host.audit.verify()
+    assert (report.ok, report.entries) == (True, 70)
+    assert len({r.call_id for r in host.audit.entries()}) == 70
+
+
+# ---------------------------------------------------------------- secrets
+
+
+SECRET_SCHEMA = {
+    "type": "object",
+    "$defs": {"cred": {"type": "object", "properties": {"key": {"x-ongrid-secret": True}}}},
+    "properties": {
+        "user": {"type": "string"},
+        "password": {"type": "string", "format": "password"},
+        "token": {"type": "string", "writeOnly": True},
+        "conn": {
+            "type": "object",
+            "properties": {"host": {"type": "string"}, "dsn": {"x-ongrid-secret": True}},
+        },
+        "keys": {"type": "array", "items": {"$ref": "#/$defs/cred"}},
+        "pair": {"type": "array", "prefixItems": [{"type": "string"}, {"writeOnly": True}]},
+        "env": {"type": "object", "additionalProperties": {"type": "string", "writeOnly": True}},
+        "either": {"anyOf": [{"type": "integer"}, {"type": "string", "format": "password"}]},
+        "vault": {"type": "object", "x-ongrid-secret": True},
+    },
+}
+SECRET_ARGS = {
+    "user": "ada",
+    "password": "hunter2-pw",
+    "token": "tok-XYZZY",
+    "conn": {"host": "db1", "dsn": "postgres://ada:pw-in-dsn@db1"},
+    "keys": [{"key": "key-one", "id": 1}, {"key": "key-two"}],
+    "pair": ["visible", "pair-secret"],
+    "env": {"API_KEY": "env-secret"},
+    "either": "either-secret",
+    "vault": {"anything": "vault-secret"},
+}
+SECRETS = [
+    "hunter2-pw",
+    "tok-XYZZY",
+    "pw-in-dsn",
+    "key-one",
+    "key-two",
+    "pair-secret",
+    "env-secret",
+    "either-secret",
+    "vault-secret",
+]
+
+
+def test_redaction_follows_the_schema_into_nested_values() -> None:
+    redacted, paths = redact(SECRET_SCHEMA, SECRET_ARGS)
+    assert redacted == {
+        "user": "ada",
+        "password": REDACTED,
+        "token": REDACTED,
+        "conn": {"host": "db1", "dsn": REDACTED},
+        "keys": [{"key": REDACTED, "id": 1}, {"key": REDACTED}],
+        "pair": ["visible", REDACTED],
+        "env": {"API_KEY": REDACTED},
+        "either": REDACTED,
+        "vault": REDACTED,
+    }
+    assert sorted(paths) == sorted(
+        [
+            "$.password",
+            "$.token",
+            "$.conn.dsn",
+            "$.keys[0].key",
+            "$.keys[1].key",
+            "$.pair[1]",
+            "$.env.API_KEY",
+            "$.either",
+            "$.vault",
+        ]
+    )
+    assert SECRET_ARGS["password"] == "hunter2-pw"  # the caller's arguments are not touched
+
+
+def test_no_secret_reaches_the_audit_log_or_the_ticket_database(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    make_skill(root, "login", schema=SECRET_SCHEMA, script="#!/bin/sh\necho '{\"done\": true}'\n")
+    make_skill(root, "rotate", schema=SECRET_SCHEMA, class_="dangerous")
+    host = make_host(root)
+    host.call("login", SECRET_ARGS)
+    with pytest.raises(ApprovalRequired) as info:
+        host.call("rotate", SECRET_ARGS, persona="admin")
+    assert info.value.ticket.args["password"] == REDACTED
+    row = host.audit.entries()[0]
+    assert row.args["conn"] == {"host": "db1", "dsn": REDACTED}
+    assert row.args_digest == ""  # a digest of the full arguments could confirm a guessed secret
+    assert "$.password" in row.redacted
+    host.audit.close()
+    state = tmp_path / ".ongrid-state"
+    blob = b"".join(p.read_bytes() for p in state.rglob("*") if p.is_file())
+    assert b"ada" in blob  # the files are readable as plain text: the check below means something
+    leaked = [s for s in SECRETS if s.encode() in blob]
+    assert not leaked
+
+
+# ---------------------------------------------------------------- the chain
+
+
+@pytest.fixture
+def chained(make_host: Any, root: Path) -> SkillHost:
+    make_skill(root, "echo")
+    host: SkillHost = make_host(root)
+    for i in range(6):
+        host.call("echo", {"i": i})
+    assert host.audit.verify().ok
+    host.audit.close()
+    return host
+
+
+def shift(tmp_path: Path, first: int) -> None:
+    """Renumber rows ``first``.. one up (two steps: seq is unique at every moment)."""
+    sql(tmp_path, "UPDATE entries SET seq = -(seq + 1) WHERE seq >= ?", first)
+    sql(tmp_path, "UPDATE entries SET seq = -seq WHERE seq < 0")
+
+
+def rehash(tmp_path: Path, seq: int, prev: str | None = None) -> str:
+    """Recompute a row's hash after editing it, as a careful forger would."""
+    with sqlite3.connect(db_path(tmp_path)) as conn:
+        cols = [c[1] for c in conn.execute("PRAGMA table_info(entries)")][:-1]
+        if prev is not None:
+            conn.execute("UPDATE entries SET prev_hash = ? WHERE seq = ?", (prev, seq))
+        row = conn.execute(f"SELECT {', '.join(cols)} FROM entries WHERE seq = ?", (seq,)).fetchone()
+        digest = row_hash(row)
+        conn.execute("UPDATE entries SET hash = ? WHERE seq = ?", (digest, seq))
+        return digest
+
+
+@pytest.mark.parametrize(
+    ("tamper", "first_bad", "problem"),
+    [
+        ("UPDATE entries SET outcome = 'failed' WHERE seq = 3", 3, "row 3 was edited or moved"),
+        ("UPDATE entries SET args = '{\"i\":99}' WHERE seq = 1", 1, "row 1 was edited or moved"),
+        ("DELETE FROM entries WHERE seq = 4", 5, "row 5: row 4 is missing (deleted)"),
+        ("DELETE FROM entries WHERE seq IN (2, 3)", 4, "row 4: row 2..3 is missing"),
+        ("DELETE FROM entries WHERE seq = 1", 2, "row 2: row 1 is missing"),
+        ("DELETE FROM entries WHERE seq = 6", 6, "rows 6..6 after the last row were deleted"),
+        ("shift 4", 5, "row 5 was edited or moved"),
+        ("UPDATE entries SET seq = -seq WHERE seq IN (2, 5)", 2, "row 2"),
+    ],
+    ids=["edit", "edit_args", "delete", "delete_two", "delete_first", "delete_last", "insert_gap", "reorder"],
+)
+def test_tampering_is_found_at_the_first_bad_row(
+    chained: SkillHost, tmp_path: Path, tamper: str, first_bad: int, problem: str
+) -> None:
+    if tamper == "shift 4":  # leave a gap for an inserted row
+        shift(tmp_path, 4)
+    elif tamper.startswith("UPDATE entries SET seq = -seq"):  # swap rows 2 and 5
+        sql(tmp_path, tamper)
+        sql(tmp_path, "UPDATE entries SET seq = 5 WHERE seq = -2")
+        sql(tmp_path, "UPDATE entries SET seq = 2 WHERE seq = -5")
+    else:
+        sql(tmp_path, tamper)
+    report = chained.audit.verify()
+    assert not report.ok
+    assert report.first_bad == first_bad
+    assert problem in report.problem
+
+
+def test_an_inserted_row_is_found_even_with_a_correct_looking_hash(
+    chained: SkillHost, tmp_path: Path
+) -> None:
+    shift(tmp_path, 4)
+    # a plausible row 4 chained to row 3, as a forger who knows the format would build it
+    row3 = sql(tmp_path, "SELECT * FROM entries WHERE seq = 3")[0]
+    forged = list(row3)
+    forged[0], forged[2] = 4, "forged-call"
+    sql(tmp_path, f"INSERT INTO entries VALUES ({', '.join('?' * len(forged))})", *forged)
+    rehash(tmp_path, 4, prev=row3[-1])
+    report = chained.audit.verify()
+    assert (report.ok, report.first_bad) == (False, 5)
+    assert "row 5 was edited or moved" in report.problem  # the old row 4, renumbered, no longer matches
+
+
+def test_an_edit_with_a_recomputed_hash_breaks_the_link_to_the_next_row(
+    chained: SkillHost, tmp_path: Path
+) -> None:
+    sql(tmp_path, "UPDATE entries SET caller = 'someone-else' WHERE seq = 2")
+    rehash(tmp_path, 2)
+    report = chained.audit.verify()
+    assert (report.ok, report.first_bad) == (False, 3)
+    assert "row 3 does not follow row 2" in report.problem
+
+
+def test_an_anchor_catches_a_history_rewritten_from_scratch(chained: SkillHost, tmp_path: Path) -> None:
+    anchor = chained.audit.verify().head
+    sql(tmp_path, "UPDATE entries SET caller = 'x' WHERE seq = 1")
+    prev = rehash(tmp_path, 1)
+    for seq in range(2, 7):
+        prev = rehash(tmp_path, seq, prev=prev)
+    sql(tmp_path, "UPDATE head SET hash = ?", prev)
+    assert chained.audit.verify().ok  # consistent: only an outside anchor can tell
+    report = chained.audit.verify(anchor=anchor)
+    assert not report.ok and f"the anchor hash {anchor} is not in the chain" in report.problem
+
+
+# ---------------------------------------------------------------- many processes
+
+
+WRITER = r"""
+import sys, threading
+from ongrid_plugins import SkillHost
+from ongrid_plugins.testing import isolated_settings
+tmp, root, tag = sys.argv[1:4]
+host = SkillHost(isolated_settings(tmp, root))
+def work(t):
+    for i in range(12):
+        host.call("echo", {"p": tag, "t": t, "i": i})
+threads = [threading.Thread(target=work, args=(t,)) for t in range(2)]
+for t in threads: t.start()
+for t in threads: t.join()
+"""
+
+
+def test_writers_in_many_processes_and_threads_lose_nothing(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    make_skill(root, "echo")
+    procs = [subprocess.Popen([PY, "-c", WRITER, str(tmp_path), str(root), str(p)]) for p in range(4)]
+    host = make_host(root)
+    for i in range(12):
+        host.call("echo", {"p": "main", "i": i})
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    report = host.audit.verify()
+    assert (report.ok, report.entries, report.inflight) == (True, 4 * 2 * 12 + 12, ())
+    rows = host.audit.entries()
+    assert [r.seq for r in rows] == list(range(1, 109))
+    assert len({r.call_id for r in rows}) == 108
+    assert len({r.pid for r in rows}) == 5
+
+
+# ---------------------------------------------------------------- a host killed mid-call
+
+SLOW_SH = """#!/bin/sh
+echo $$ > child.pid
+sleep 30
+echo '{}'
+"""
+
+KILLED_HOST = r"""
+import sys
+from ongrid_plugins import SkillHost
+from ongrid_plugins.testing import isolated_settings
+tmp, root = sys.argv[1:3]
+SkillHost(isolated_settings(tmp, root)).call("slow", {"x": 1}, confirm=True)
+"""
+
+
+def test_a_host_killed_mid_call_leaves_a_consistent_log_and_the_call_is_chained_as_interrupted(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    make_skill(root, "slow", script=SLOW_SH, class_="mutating")
+    make_skill(root, "echo")
+    host = make_host(root)
+    host.call("echo")
+    victim = subprocess.Popen([PY, "-c", KILLED_HOST, str(tmp_path), str(root)])
+    pid_file = root / "slow" / "child.pid"
+    try:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert pid_file.exists(), "the call never started"
+        inflight = host.audit.verify().inflight
+        assert [(r["tool"], r["pid"], r["alive"]) for r in inflight] == [("slow", victim.pid, True)]
+        assert host.audit.recover() == 0  # a live call is left alone
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=10)
+    finally:
+        victim.kill()
+        time.sleep(0.05)
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert sql(tmp_path, "PRAGMA integrity_check") == [("ok",)]
+    assert [r["alive"] for r in host.audit.verify().inflight] == [False]
+    assert host.audit.recover() == 1
+    rows = host.audit.entries()
+    assert [(r.tool, r.outcome) for r in rows] == [("echo", "ok"), ("slow", "interrupted")]
+    assert rows[1].args == {"x": 1} and rows[1].pid == victim.pid
+    assert f"host process {victim.pid} ended before the outcome" in (rows[1].error or "")
+    report = host.audit.verify()
+    assert (report.ok, report.entries, report.inflight) == (True, 2, ())
+    host.call("echo")
+    assert host.audit.verify().entries == 3
+
+
+def test_a_new_process_recovers_interrupted_calls_when_it_opens_the_log(tmp_path: Path) -> None:
+    dead = subprocess.run([PY, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    journal = tmp_path / "audit-inflight" / f"{int(dead.stdout)}-1-1@{socket.gethostname()}.journal"
+    foreign = tmp_path / "audit-inflight" / f"{int(dead.stdout)}-1-1@elsewhere.journal"
+    journal.parent.mkdir()
+    row = {"time": 1.0, "tool": "slow", "tool_class": "safe", "persona": "viewer", "args": '{"a":1}'}
+    journal.write_text(
+        f"S c1 {json.dumps(row)}\nS c2 {json.dumps(row)}\nE c1\nS c3 {{broken json\n", encoding="utf-8"
+    )
+    foreign.write_text(f"S c9 {json.dumps(row)}\n", encoding="utf-8")
+    log = AuditLog(str(tmp_path / "audit.db"))
+    assert [(e.call_id, e.outcome, e.tool) for e in log.entries()] == [
+        ("c2", "interrupted", "slow"),
+        ("c3", "interrupted", "?"),
+    ]
+    assert log.entries()[0].args == {"a": 1}
+    assert not journal.exists() and foreign.exists()  # another machine's calls are not ours to judge
+    assert log.recover() == 0
+    report = log.verify()
+    assert report.ok and [(r["call_id"], r["alive"]) for r in report.inflight] == [("c9", None)]
+
+
+def test_a_journal_the_recoverer_could_not_remove_is_not_chained_twice(tmp_path: Path) -> None:
+    dead = subprocess.run([PY, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    journal = tmp_path / "audit-inflight" / f"{int(dead.stdout)}-1@{socket.gethostname()}.journal"
+    journal.parent.mkdir()
+    text = 'S c1 {"tool": "slow", "time": 1.0}\n'
+    journal.write_text(text, encoding="utf-8")
+    assert len(AuditLog(str(tmp_path / "audit.db")).entries()) == 1  # opening the log recovers
+    journal.write_text(text, encoding="utf-8")  # as if the unlink after the commit had failed
+    log = AuditLog(str(tmp_path / "audit.db"))
+    assert len(log.entries()) == 1 and not journal.exists()
+
+
+HARD_EXIT = r"""
+import os, sys
+from ongrid_plugins import SkillHost
+from ongrid_plugins.testing import isolated_settings
+tmp, root = sys.argv[1:3]
+host = SkillHost(isolated_settings(tmp, root))
+result = host.call("echo", {"last": "words"})
+print(result.call_id, flush=True)
+os._exit(0)  # no atexit: the writer thread never gets to chain the row
+"""
+
+
+def test_a_finished_call_whose_process_exits_at_once_is_chained_with_its_outcome(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    make_skill(root, "echo")
+    out = subprocess.run([PY, "-c", HARD_EXIT, str(tmp_path), str(root)], capture_output=True, text=True)
+    call_id = out.stdout.strip()
+    rows = make_host(root).audit.entries()  # opening the log recovers what the journal still holds
+    assert [(r.call_id, r.outcome, r.args) for r in rows] == [(call_id, "ok", {"last": "words"})]
+    assert rows[0].result_size == len(b'{"last":"words"}')
+    assert not list((tmp_path / ".ongrid-state" / "audit-inflight").iterdir())
+
+
+def test_the_journal_file_is_removed_once_everything_is_chained(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    make_skill(root, "echo")
+    host = make_host(root)
+    journal = tmp_path / ".ongrid-state" / "audit-inflight"
+    recorder = []
+
+    class Peek:
+        @hookimpl
+        def ongrid_before_call(self) -> None:
+            recorder.append([p.name for p in journal.iterdir()])
+
+    host.pm.add_plugin(Peek(), "peek")
+    host.call("echo")
+    assert len(recorder[0]) == 1 and recorder[0][0].startswith(f"{os.getpid()}-")
+    assert host.audit.flush()
+    assert list(journal.iterdir()) == []
+
+
+def test_two_hosts_in_one_process_keep_separate_journals(make_host: Any, root: Path, tmp_path: Path) -> None:
+    make_skill(root, "echo")
+    one, two = make_host(root), make_host(root)
+    journal = tmp_path / ".ongrid-state" / "audit-inflight"
+    seen = []
+
+    class Peek:
+        @hookimpl
+        def ongrid_before_call(self) -> None:
+            seen.append(sorted(p.name for p in journal.iterdir()))
+
+    one.call("echo", {"host": 1})
+    two.pm.add_plugin(Peek(), "peek")
+    two.call("echo", {"host": 2})  # while one's row may still be waiting for its writer
+    assert len(seen[0]) in (1, 2) and all(name.startswith(f"{os.getpid()}-") for name in seen[0])
+    assert one.audit.flush() and two.audit.flush()
+    assert sorted(r.args["host"] for r in one.audit.entries()) == [1, 2]
+    assert list(journal.iterdir()) == []
+
+
+def test_a_log_that_breaks_refuses_risky_calls_then_catches_up_without_losing_rows(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    make_skill(root, "look")
+    make_skill(root, "change", class_="mutating")
+    host = make_host(root)
+    host.call("look")
+    assert host.audit.flush()
+    db = db_path(tmp_path)
+    moved = db.with_name("moved.db")
+    db.rename(moved)
+    db.mkdir()  # the database path is now unusable
+    try:
+        assert host.call("look", {"while": "broken"}).ok  # safe calls still run, their rows wait
+        assert not host.audit.flush(timeout=5)
+        with pytest.raises(AuditError, match="mutating calls are refused until it can"):
+            host.call("change", confirm=True)
+    finally:
+        db.rmdir()
+        moved.rename(db)
+    deadline = time.monotonic() + 15
+    while not host.audit.flush(timeout=0.5) and time.monotonic() < deadline:
+        time.sleep(0.05)  # flush does not wait out a failing log; the writer retries on its own
+    assert host.audit.flush()
+    assert host.call("change", confirm=True).ok
+    rows = host.audit.entries()
+    assert [(r.tool, r.outcome) for r in rows] == [
+        ("look", "ok"),
+        ("look", "ok"),
+        ("change", "aborted"),
+        ("change", "ok"),
+    ]
+    assert host.audit.verify().ok
+
+
+# ---------------------------------------------------------------- failing closed
+
+
+def test_an_unwritable_log_blocks_risky_calls_loudly_but_not_safe_ones(
+    make_host: Any, root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    make_skill(root, "look")
+    make_skill(root, "change", class_="mutating", script="#!/bin/sh\n: > ran\necho '{}'\n")
+    (tmp_path / "not-a-dir").write_text("")
+    host = make_host(root, state_dir=str(tmp_path / "not-a-dir" / "state"))
+    with caplog.at_level(logging.ERROR, logger="ongrid_plugins.audit"):
+        assert host.call("look").ok
+        with pytest.raises(AuditError, match="mutating calls are refused until it can"):
+            host.call("change", confirm=True)
+    assert any("audit log: cannot journal the call to change" in r.getMessage() for r in caplog.records)
+    assert host.audit.write_failures >= 3
+    assert not (root / "change" / "ran").exists()
+
+
+def test_failing_open_is_a_setting(make_host: Any, root: Path, tmp_path: Path) -> None:
+    make_skill(root, "change", class_="mutating")
+    (tmp_path / "not-a-dir").write_text("")
+    host = make_host(root, state_dir=str(tmp_path / "not-a-dir" / "state"), audit_fail_closed=False)
+    assert host.call("change", confirm=True).ok
+    from ongrid_plugins import Settings
+
+    assert Settings.from_env({"ONGRID_AUDIT_FAIL_CLOSED": "0"}).audit_fail_closed is False
+
+
+def test_the_audit_plugin_can_be_disabled_and_says_so(
+    make_host: Any, root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    make_skill(root, "echo")
+    host = make_host(root, disable_plugins=("audit",))
+    with caplog.at_level(logging.WARNING, logger="ongrid_plugins.audit"):
+        assert host.call("echo").ok
+    assert any(
+        "disabled by ONGRID_DISABLE_PLUGINS; calls are not recorded" in r.getMessage() for r in caplog.records
+    )
+    assert {i.name: i.status for i in host.plugins()}["audit"] == "blocked"
+    assert not db_path(tmp_path).exists()
+
+
+def test_the_plugin_listing_shows_the_audit_log_with_its_hooks(make_host: Any, root: Path) -> None:
+    infos = {i.name: i for i in make_host(root).plugins()}
+    assert infos["audit"].status == "active" and infos["audit"].kind == "builtin"
+    assert infos["audit"].hooks == ("ongrid_after_call", "ongrid_before_call")
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def cli(root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """A real ``ongrid-skills`` process (its rows are chained when it exits)."""
+    return subprocess.run(
+        [PY, "-m", "ongrid_plugins", "--no-defaults", "--dirs", str(root), *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def cmd(capsys: pytest.CaptureFixture[str], root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The same command run in this process (faster, for everything that does not run a skill)."""
+    code = main(["--no-defaults", "--dirs", str(root), *argv])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, code, out, err)
+
+
+def test_cli_audit_list_tail_export_and_verify(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(tmp_path / ".ongrid-state"))
+    make_skill(root, "echo")
+    make_skill(root, "change", class_="mutating")
+    assert cli(root, "run", "echo", '{"a": 1}').returncode == 0
+    assert cli(root, "run", "change").returncode == 3
+    assert cli(root, "run", "change", "--yes").returncode == 0
+    table = cmd(capsys, root, "audit", "list").stdout.splitlines()
+    assert table[0].split()[:6] == ["SEQ", "TIME", "TOOL", "PERSONA", "CALLER", "OUTCOME"]
+    assert [line.split()[5] for line in table[1:]] == ["ok", "needs_confirmation", "ok"]
+    listed = json.loads(cmd(capsys, root, "audit", "list", "--tool", "change", "--json").stdout)
+    assert [i["outcome"] for i in listed["items"]] == ["needs_confirmation", "ok"]
+    tail = json.loads(cmd(capsys, root, "audit", "tail", "-n", "1", "--json").stdout)
+    assert [i["seq"] for i in tail["items"]] == [3]
+    export = tmp_path / "audit.jsonl"
+    assert cmd(capsys, root, "audit", "export", "-o", str(export)).returncode == 0
+    lines = [json.loads(line) for line in export.read_text().splitlines()]
+    assert [line["seq"] for line in lines] == [1, 2, 3] and lines[1]["prev_hash"] == lines[0]["hash"]
+    document = json.loads(cmd(capsys, root, "audit", "export", "--json").stdout)
+    assert document["verify"]["ok"] is True and len(document["entries"]) == 3
+    good = cmd(capsys, root, "audit", "verify")
+    assert good.returncode == 0 and good.stdout.startswith("audit log OK: 3 rows, head ")
+    sql(tmp_path, "UPDATE entries SET persona = 'admin' WHERE seq = 2")
+    bad = cmd(capsys, root, "audit", "verify")
+    assert bad.returncode == 1
+    assert "audit log BROKEN at row 2: row 2 was edited or moved" in bad.stdout
+    assert json.loads(cmd(capsys, root, "audit", "verify", "--json").stdout)["first_bad"] == 2
+
+
+def test_isolated_hosts_keep_their_audit_logs_apart(tmp_path: Path, root: Path) -> None:
+    make_skill(root, "echo")
+    one = SkillHost(isolated_settings(tmp_path / "one", root))
+    two = SkillHost(isolated_settings(tmp_path / "two", root))
+    one.call("echo")
+    assert (len(one.audit.entries()), len(two.audit.entries())) == (1, 0)

@@ -1,0 +1,245 @@
+"""Persona files: parsing, discovery order, broken files, reserved names, and their use in calls."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ongrid_plugins import (
+    ConfigError,
+    ConfirmationRequired,
+    PermissionDenied,
+    PermissionMode,
+    Persona,
+    Settings,
+    UnknownPersona,
+)
+from ongrid_plugins.cli import main
+from ongrid_plugins.personas import PersonaFileError, discover, looks_like_path, read_persona
+from ongrid_plugins.testing import isolated_settings, make_skill
+
+ONCALL = """---
+name: oncall
+description: Night shift. Restarts things, never deletes them.
+permission_mode: mutating-with-confirm
+tools: ["svc_*", "look"]
+disallowed_tools: svc_delete, svc_purge
+model: opus
+color: blue
+since: 2024-05-01
+---
+You are the on-call assistant.
+
+Be careful.
+"""
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def persona_text(name: str, mode: str = "read-only", **extra: str) -> str:
+    lines = [f"name: {name}", f"permission_mode: {mode}", *(f"{k}: {v}" for k, v in extra.items())]
+    return "---\n" + "\n".join(lines) + "\n---\nbody\n"
+
+
+# ---------------------------------------------------------------- one file
+
+
+def test_a_persona_file_keeps_every_field_and_the_unknown_keys(tmp_path: Path) -> None:
+    persona = read_persona(write(tmp_path, "oncall.md", ONCALL))
+    assert persona.name == "oncall"
+    assert persona.permission_mode is PermissionMode.MUTATING_WITH_CONFIRM
+    assert persona.description == "Night shift. Restarts things, never deletes them."
+    assert persona.tools == ("svc_*", "look")
+    assert persona.disallowed_tools == ("svc_delete", "svc_purge")
+    assert persona.extra == {"model": "opus", "color": "blue", "since": "2024-05-01"}
+    assert persona.instructions == "You are the on-call assistant.\n\nBe careful."
+    assert persona.path == str(tmp_path / "oncall.md")
+    json.dumps(persona.to_dict())  # YAML dates and such are kept as JSON-ready text
+
+
+def test_defaults_are_least_privilege_mode_and_every_tool(tmp_path: Path) -> None:
+    persona = read_persona(write(tmp_path, "p.md", "---\nname: plain\n---\n"))
+    assert (persona.permission_mode, persona.tools, persona.disallowed_tools) == (
+        PermissionMode.READ_ONLY,
+        ("*",),
+        (),
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: x\n", "starts with a '---' line"),
+        ("---\nname: x\n", "not closed by a '---' line"),
+        ("---\nname: x: y\n---\n", "not valid YAML (line 2, column 8): mapping values are not allowed"),
+        ("---\n- a\n- b\n---\n", "must be a mapping"),
+        ("---\ndescription: no name\n---\n", "'name' is a required property"),
+        ("---\nname: Has Spaces\n---\n", "name: 'Has Spaces' does not match"),
+        ("---\nname: x\npermission_mode: root\n---\n", "permission_mode: 'root' is not one of"),
+        ("---\nname: x\ntools: 5\n---\n", "tools: 5 is not valid"),
+        ("---\nname: viewer\n---\n", "'viewer' is a built-in persona and built-in names are reserved"),
+    ],
+    ids=[
+        "no_front_matter",
+        "unclosed",
+        "yaml",
+        "not_mapping",
+        "no_name",
+        "bad_name",
+        "mode",
+        "tools",
+        "builtin",
+    ],
+)
+def test_a_broken_file_says_what_is_wrong(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, "bad.md", text)
+    with pytest.raises(PersonaFileError) as info:
+        read_persona(path)
+    assert message in str(info.value)
+    assert info.value.path == str(path)
+
+
+def test_names_and_paths_are_told_apart() -> None:
+    assert not looks_like_path("oncall")
+    assert looks_like_path("./oncall.md") and looks_like_path("oncall.md") and looks_like_path("/etc/p")
+
+
+# ---------------------------------------------------------------- discovery
+
+
+def test_discovery_order_first_name_wins_broken_and_reserved_files_are_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    config = tmp_path / "config"
+    write(first, "a.md", persona_text("ops", "mutating-with-confirm"))
+    write(second, "b.md", persona_text("ops", "dual-sign-required"))
+    write(second, "broken.md", "---\nname: [\n---\n")
+    write(second, "README.md", "# not a persona")
+    write(config / "personas", "admin.md", persona_text("admin", "read-only"))
+    write(config / "personas", "lead.md", persona_text("lead", "dual-sign-required"))
+    settings = Settings(persona_dirs=(str(first), str(second), "relative/dir"), config_dir=str(config))
+    with caplog.at_level(logging.INFO, logger="ongrid_plugins.personas"):
+        catalog = discover(settings)
+    assert sorted(catalog.personas) == ["lead", "ops"]
+    assert catalog.personas["ops"].path == str(first / "a.md")
+    messages = [r.getMessage() for r in caplog.records]
+    assert (
+        f'persona loader: persona "ops" already defined by {first / "a.md"}, skipping {second / "b.md"}'
+        in messages
+    )
+    assert any(
+        m.startswith(f"persona loader: parse {second / 'broken.md'}: the front matter is not valid YAML")
+        for m in messages
+    )
+    assert any("'admin' is a built-in persona" in m for m in messages)
+    assert any("'relative/dir' is not an absolute path" in m for m in messages)
+    assert not any("README" in m for m in messages)
+    assert len(catalog.problems) == 4
+    assert catalog.names() == ["admin", "lead", "operator", "ops", "viewer"]
+
+
+def test_the_personas_dirs_variable_is_split_like_the_skill_dirs(tmp_path: Path) -> None:
+    settings = Settings.from_env({"ONGRID_PERSONAS_DIRS": f"{tmp_path}/a:{tmp_path}/b,{tmp_path}/c"})
+    assert settings.persona_dirs == (f"{tmp_path}/a", f"{tmp_path}/b", f"{tmp_path}/c")
+
+
+# ---------------------------------------------------------------- the host
+
+
+@pytest.fixture
+def host_with_personas(make_host: Any, root: Path, tmp_path: Path) -> Any:
+    make_skill(root, "look")
+    make_skill(root, "svc_restart", class_="mutating")
+    make_skill(root, "svc_delete", class_="mutating")
+    make_skill(root, "wipe", class_="dangerous")
+    write(tmp_path / ".ongrid-config" / "personas", "oncall.md", ONCALL)
+    return make_host(root)
+
+
+def test_host_resolves_builtin_file_path_and_object_personas(host_with_personas: Any, tmp_path: Path) -> None:
+    host = host_with_personas
+    assert host.persona("viewer").permission_mode is PermissionMode.READ_ONLY
+    assert host.persona("oncall").path.endswith("oncall.md")
+    path = write(tmp_path / "elsewhere", "solo.md", persona_text("solo", "dual-sign-required"))
+    assert host.persona(str(path)).name == "solo"
+    custom = Persona("custom", PermissionMode.READ_ONLY)
+    assert host.persona(custom) is custom
+    assert [p.name for p in host.personas()] == ["viewer", "operator", "admin", "oncall"]
+
+
+def test_an_unknown_persona_is_an_error_listing_the_known_ones(host_with_personas: Any) -> None:
+    with pytest.raises(
+        UnknownPersona, match="unknown persona 'root'; known personas: admin, oncall, operator, viewer"
+    ):
+        host_with_personas.call("look", persona="root")
+    with pytest.raises(ConfigError, match="persona file"):
+        host_with_personas.call("look", persona="/nonexistent/p.md")
+
+
+def test_a_file_added_later_is_found_without_a_reload(host_with_personas: Any, tmp_path: Path) -> None:
+    host = host_with_personas
+    with pytest.raises(UnknownPersona):
+        host.persona("late")
+    write(tmp_path / ".ongrid-config" / "personas", "late.md", persona_text("late"))
+    assert host.persona("late").name == "late"
+
+
+def test_a_file_persona_gates_calls_by_its_globs_and_mode(host_with_personas: Any) -> None:
+    host = host_with_personas
+    assert [t.name for t in host.tools("oncall")] == ["look", "svc_restart"]
+    assert host.call("look", persona="oncall").ok
+    with pytest.raises(ConfirmationRequired):
+        host.call("svc_restart", persona="oncall")
+    assert host.call("svc_restart", persona="oncall", confirm=True).ok
+    with pytest.raises(PermissionDenied, match="persona oncall does not allow tool svc_delete"):
+        host.call("svc_delete", persona="oncall", confirm=True)
+    with pytest.raises(PermissionDenied, match="persona oncall does not allow tool wipe"):
+        host.call("wipe", persona="oncall")
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_personas_lists_and_shows_what_each_tool_needs(
+    host_with_personas: Any, root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    monkeypatch.setenv("ONGRID_CONFIG_DIR", str(tmp_path / ".ongrid-config"))
+    base = ["--no-defaults", "--dirs", str(root)]
+    assert main([*base, "personas", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [p["name"] for p in data["items"]] == ["viewer", "operator", "admin", "oncall"]
+    admin = data["items"][2]
+    assert {t["name"]: t["needs"] for t in admin["tools_allowed"]} == {
+        "look": "-",
+        "svc_delete": "confirmation",
+        "svc_restart": "confirmation",
+        "wipe": "two-person approval",
+    }
+    assert main([*base, "personas", "oncall"]) == 0
+    out = capsys.readouterr().out
+    assert "permission mode:  mutating-with-confirm" in out
+    assert "svc_restart  mutating  confirmation" in out and "wipe" not in out
+    assert main([*base, "list", "--persona", "admin"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["NAME", "CLASS", "NEEDS"]
+    assert lines[-1].split()[:4] == ["wipe", "dangerous", "two-person", "approval"]
+    assert main([*base, "list", "--persona", "viewer", "--json"]) == 0
+    items = json.loads(capsys.readouterr().out)["items"]
+    assert [(i["name"], i["needs"]["verdict"]) for i in items] == [("look", "allow")]
+    assert main([*base, "personas", "nobody"]) == 2
+    assert "unknown persona 'nobody'" in capsys.readouterr().err
+
+
+def test_isolated_settings_keep_persona_files_under_tmp(tmp_path: Path) -> None:
+    settings = isolated_settings(tmp_path)
+    assert settings.config_dir.startswith(str(tmp_path)) and settings.persona_dirs == ()
