@@ -230,3 +230,17 @@ def test_install_of_a_missing_path_is_a_usage_error(
 def test_installed_with_nothing_installed(user_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _err = run(capsys, "--no-defaults", "installed")
     assert code == 0 and "no packs installed" in out
+
+
+def test_the_cli_loads_the_install_machinery_only_when_asked() -> None:
+    """Every command builds the full parser; archives and hashing must not cost `list` its start-up."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ongrid_plugins.cli as cli; cli.build_parser(); "
+        "print(sorted(m for m in ('tarfile', 'zipfile', 'ongrid_plugins.install', 'ongrid_plugins.sources',"
+        " 'ongrid_plugins.archive') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -6,11 +6,14 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..install import InstallError, InstallResult, install_pack, uninstall_pack
 from ..packs import PackInfo, PackRoots, installed_packs
 
 if TYPE_CHECKING:
     from ..cli import Context
+    from ..install import InstallResult
+
+# ..install (tarfile, zipfile, hashlib, tempfile: ~10 ms) is imported by the
+# handlers that need it, not whenever the CLI builds its parser.
 
 __all__ = ["register"]
 
@@ -40,6 +43,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_install(ctx: Context) -> int:
+    from ..install import install_pack
+
     args = ctx.args
     host = ctx.host
     result = install_pack(args.path, host.pm, host.settings, name=args.name, strict=args.strict)
@@ -72,6 +77,8 @@ def _shadowed(ctx: Context, result: InstallResult) -> list[str]:
 
 
 def cmd_uninstall(ctx: Context) -> int:
+    from ..install import InstallError, uninstall_pack
+
     name = ctx.args.name
     try:
         pack = uninstall_pack(name, ctx.host.settings)

@@ -6,11 +6,9 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from ..sources import validate_sources
-from ..validate import FileReport
-
 if TYPE_CHECKING:
     from ..cli import Context
+    from ..validate import FileReport
 
 __all__ = ["register"]
 
@@ -37,6 +35,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_validate(ctx: Context) -> int:
     host = ctx.host
+    from ..sources import validate_sources  # archives and distributions: imported only when validating
+
     reports = validate_sources(ctx.args.paths, host.pm, host.settings)
     failed = [r for r in reports if not r.ok or (ctx.args.strict and r.problems)]
     if ctx.args.json:
