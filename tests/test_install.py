@@ -9,10 +9,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from clirun import run
 
 from ongrid_plugins import SkillHost
 from ongrid_plugins import install as install_mod
-from ongrid_plugins.cli import main
 from ongrid_plugins.install import InstallError, install_pack, uninstall_pack
 from ongrid_plugins.packs import MARKER, installed_packs
 from ongrid_plugins.testing import isolated_settings, make_skill
@@ -48,12 +48,6 @@ def zip_of(folder: Path, archive: Path) -> Path:
             info = zipfile.ZipInfo.from_file(path, str(path.relative_to(folder)))
             zf.writestr(info, "" if path.is_dir() else path.read_bytes())
     return archive
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("form", ["folder", "tar.gz", "zip"])

@@ -6,21 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from clirun import run
 from venvs import REPO, Venv, build_wheels, clean_env
-
-from ongrid_plugins.cli import main
 
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory, ongrid_wheel: Path) -> Venv:
     """One venv for the module: this tree's wheel and pytest; each test installs its pack and removes it."""
     return Venv.create(tmp_path_factory.mktemp("scaffold") / "venv", ongrid_wheel)
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("fmt", ["json", "md"])

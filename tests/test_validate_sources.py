@@ -7,16 +7,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from clirun import run
 from distributions import install_dist, skill_files
 
-from ongrid_plugins.cli import main
 from ongrid_plugins.testing import make_skill
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def tarball(folder: Path, archive: Path, *extra: tarfile.TarInfo) -> Path:
