@@ -50,6 +50,24 @@ MAX_DEPTH = 32
 
 _BY_NAME = operator.attrgetter("name")
 
+#: Warnings that describe how a valid file of another dialect was read (a
+#: hyphenated Agent Skills name made lower_snake, a description over the Agent
+#: Skills limit...): logged at INFO, not WARNING, so loading a folder of
+#: Claude Code skills is quiet. ``ongrid-skills validate`` still lists them.
+INTEROP_NOTES = frozenset(
+    {
+        "name_normalized",
+        "spec_name",
+        "spec_name_folder",
+        "spec_description_length",
+        "spec_body_length",
+        "spec_compatibility_length",
+        "coerced",
+        "blank_before_fence",
+        "description_from_body",
+    }
+)
+
 
 @attrs.define
 class _Load:
@@ -255,7 +273,8 @@ def _register(state: _Load, skill: Skill, root: SkillRoot) -> None:
     if problems:
         skill = attrs.evolve(skill, warnings=skill.warnings + tuple(problems))
     for warning in skill.warnings:
-        logger.warning('skill loader: skill "%s" at %s: %s', skill.name, skill.path, warning.message)
+        level = logging.INFO if warning.code in INTEROP_NOTES else logging.WARNING
+        logger.log(level, 'skill loader: skill "%s" at %s: %s', skill.name, skill.path, warning.message)
     clash = state.builder.add(skill)
     if clash is not None:
         logger.warning('skill loader: skill "%s" already registered, skipping %s', clash, skill.path)
