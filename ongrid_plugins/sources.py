@@ -19,6 +19,8 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+import attrs
+
 from .archive import UnsafeArchive, archive_kind, unpack
 from .models import Problem
 from .packs import PACK_GROUP, PackError, pack_folder
@@ -58,7 +60,6 @@ def archive_label(source: str) -> str:
 
 def relabel(report: FileReport, staged: str, shown: str) -> FileReport:
     """The report with the folder ``staged`` replaced by ``shown`` in every path, message and hint."""
-    import attrs
 
     def fix(text: str) -> str:
         return text.replace(staged, shown) if text else text
