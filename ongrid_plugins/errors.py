@@ -29,6 +29,7 @@ __all__ = [
     "ManifestError",
     "ManifestParseError",
     "OngridError",
+    "PackLoadError",
     "PermissionDenied",
     "PluginLoadError",
     "ResourceRefused",
@@ -61,6 +62,16 @@ class PluginLoadError(OngridError):
         self.cause = cause
         message = f"plugin {plugin!r} could not be loaded: {cause}"
         super().__init__(message)
+
+
+class PackLoadError(PluginLoadError):
+    """An ``ongrid_skills`` entry point names no usable folder (raised only in strict mode)."""
+
+    def __init__(self, pack: str, cause: str) -> None:
+        self.plugin = pack
+        self.cause = cause
+        message = f"skill pack {pack!r} could not be loaded: {cause}"
+        OngridError.__init__(self, message)
 
 
 class ManifestError(OngridError):

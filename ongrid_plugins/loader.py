@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 #: Folders never descended into: version control, dependency caches.
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__"})
+#: Folders of this prefix are ``ongrid-skills install``'s staging and trash: half-written packs.
+SKIP_PREFIX = ".ongrid-"
 #: Deeper folders are not walked (and a warning says so once per root).
 MAX_DEPTH = 32
 
@@ -118,7 +120,11 @@ def iter_manifests(
                 is_link = entry.is_symlink()
                 if is_link or entry.is_file(follow_symlinks=False):
                     yield entry.path, is_link
-            elif name not in SKIP_DIRS and entry.is_dir(follow_symlinks=False):
+            elif (
+                name not in SKIP_DIRS
+                and not name.startswith(SKIP_PREFIX)
+                and entry.is_dir(follow_symlinks=False)
+            ):
                 subdirs.append(entry.path)
         if depth >= MAX_DEPTH:
             if subdirs and not warned:
@@ -161,7 +167,8 @@ def _check_root(root: SkillRoot, events: list[LoadEvent]) -> str | None:
                 reason = "is not a directory"
     if not reason:
         return real
-    message = f"skill loader: root {path} {reason}, skipping"
+    origin = f" (from {root.provenance})" if root.source == "pack" else ""
+    message = f"skill loader: root {path}{origin} {reason}, skipping"
     quiet = reason == "does not exist" and not root.required
     logger.log(logging.DEBUG if quiet else logging.WARNING, "%s", message)
     events.append(LoadEvent(path, "root_skipped", message))

@@ -3,12 +3,14 @@
 Built-in plugins are plain modules registered exactly like third-party ones,
 under short names (``roots``, ``skill_json``, ``skill_md``, ``subprocess``, ``native``,
 ``gate``, ``builtin_tools``, ``audit``; the host swaps the ``audit`` module for its own
-audit log object). Then
-every entry point of the ``ongrid_plugins`` group is loaded and registered
-under its entry-point name. A plugin that fails to import or to register
-(for example a hook implementation with a wrong signature) is logged with its
-distribution and cause and skipped, so the host always starts; in strict mode
-the failure raises :class:`~ongrid_plugins.errors.PluginLoadError` instead.
+audit log object), then ``packs`` (:class:`~ongrid_plugins.packs.PackRoots`, the
+roots of the ``ongrid_skills`` entry points). Then every entry point of the
+``ongrid_plugins`` group is loaded and registered under its entry-point name.
+Both groups come from one read of the installed distributions. A plugin that
+fails to import or to register (for example a hook implementation with a wrong
+signature) is logged with its distribution and cause and skipped, so the host
+always starts; in strict mode the failure raises
+:class:`~ongrid_plugins.errors.PluginLoadError` instead.
 
 Nothing here runs at import time: :func:`get_plugin_manager` builds a fresh
 manager every time it is called.
@@ -29,6 +31,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import PluginLoadError
+from .packs import PACK_GROUP, PackRoots, dist_name_version
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -73,7 +76,8 @@ class PluginInfo:
 
     name: str
     kind: str
-    """``builtin``, ``entrypoint`` or ``manual`` (registered by the host)."""
+    """``builtin``, ``entrypoint``, ``manual`` (registered by the host) or ``pack`` (an
+    ``ongrid_skills`` entry point: a folder of skills, no hooks)."""
     status: str
     """``active``, ``blocked`` (disabled by name) or ``failed``."""
     module: str = ""
@@ -109,7 +113,7 @@ class PluginManager(pluggy.PluginManager):
         """Every plugin offered so far, with the hooks it implements right now."""
         infos = []
         for info in self.plugin_infos:
-            plugin = self.get_plugin(info.name)
+            plugin = self.get_plugin(info.name) if info.kind != "pack" else None
             if plugin is not None:
                 hooks = sorted(h.name for h in self.get_hookcallers(plugin) or ())
                 info = attrs.evolve(info, hooks=hooks)
@@ -128,22 +132,26 @@ def get_plugin_manager(settings: Settings | None = None) -> PluginManager:
             pm.set_blocked(name)
     for name, module in BUILTIN_PLUGINS:
         _register(pm, settings, name, "builtin", module, functools.partial(importlib.import_module, module))
-    if settings.load_entry_points:
-        for ep in _entry_points(ENTRY_POINT_GROUP):
-            _register(pm, settings, ep.name, "entrypoint", ep.value, ep.load, ep)
+    groups = _entry_points(ENTRY_POINT_GROUP, PACK_GROUP) if settings.load_entry_points else {}
+    packs = PackRoots(pm, settings, groups.get(PACK_GROUP, ()))
+    _register(pm, settings, "packs", "builtin", "ongrid_plugins.packs", lambda: packs)
+    for ep in groups.get(ENTRY_POINT_GROUP, ()):
+        _register(pm, settings, ep.name, "entrypoint", ep.value, ep.load, ep)
     if settings.trace_plugins:
         enable_tracing(pm)
     return pm
 
 
-def _entry_points(group: str) -> list[EntryPoint]:
+def _entry_points(*groups: str) -> dict[str, list[EntryPoint]]:
+    """The entry points of ``groups``, each sorted by name, from one scan of the installed distributions."""
     from importlib.metadata import entry_points  # ~15 ms of imports: only when asked
 
     try:
-        return sorted(entry_points(group=group), key=lambda ep: ep.name)
+        found = entry_points()  # every distribution's entry_points.txt is read once for all groups
+        return {group: sorted(found.select(group=group), key=lambda ep: ep.name) for group in groups}
     except Exception as exc:  # a broken dist-info must not stop the host
-        logger.warning("plugins: cannot read entry points of group %s: %r", group, exc)
-        return []
+        logger.warning("plugins: cannot read entry points of groups %s: %r", ", ".join(groups), exc)
+        return {}
 
 
 def _register(
@@ -193,10 +201,7 @@ def _check_known_hooks(pm: PluginManager, plugin: object, name: str) -> None:
 def _distribution(ep: EntryPoint | None) -> tuple[str, str]:
     if ep is None:
         return "ongrid-plugins", _own_version()
-    dist = getattr(ep, "dist", None)
-    if dist is None:
-        return "", ""
-    return str(dist.name), str(dist.version)
+    return dist_name_version(ep)
 
 
 def _own_version() -> str:

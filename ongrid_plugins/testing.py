@@ -19,25 +19,39 @@ are no mocks in here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import attrs
 import pytest
 
 from .host import SkillHost
 from .models import CallResult, Event
 from .settings import Settings
 
+if TYPE_CHECKING:
+    import pluggy
+
 __all__ = [
     "ECHO_SH",
     "EventRecorder",
+    "HookCall",
+    "HookRecorder",
+    "assert_failed",
+    "assert_ok",
+    "hook_recorder",
     "isolated_settings",
     "make_host",
     "make_skill",
     "make_skill_md",
+    "pack_host",
+    "plugin_registered",
+    "register_plugin",
+    "run_skill",
     "write_executable",
 ]
 
@@ -196,3 +210,147 @@ def make_host(tmp_path: Path) -> Iterator[Callable[..., SkillHost]]:
         return SkillHost(isolated_settings(tmp_path, *roots, **overrides), plugins=plugins)
 
     yield factory
+
+
+# -------------------------------------------------------------------------
+# Installed packs, plugins for one test, hook calls, running a skill
+# -------------------------------------------------------------------------
+
+
+def pack_host(tmp_path: Path | str, distribution: str | None = None, **overrides: Any) -> SkillHost:
+    """A host that loads installed distributions (packs and plugins) the way production does.
+
+    Entry points and the built-in skills are on; the system and user skill
+    folders, cache and state live under ``tmp_path``. With ``distribution``,
+    fails at once (naming the cause) unless every pack and plugin of that
+    distribution loaded — a pack author's test then tests the installed copy.
+    """
+    values: dict[str, Any] = {"include_defaults": True, "load_entry_points": True, **overrides}
+    host = SkillHost(isolated_settings(tmp_path, **values))
+    if distribution is not None:
+        mine = [i for i in host.plugins() if _same_dist(i.distribution, distribution)]
+        assert mine, f"no plugin or pack of distribution {distribution!r} is installed here"
+        broken = [f"{i.kind} {i.name}: {i.status} {i.error}".strip() for i in mine if i.status != "active"]
+        assert not broken, f"{distribution}: " + "; ".join(broken)
+    return host
+
+
+def _same_dist(a: str, b: str) -> bool:
+    return a.replace("_", "-").lower() == b.replace("_", "-").lower()
+
+
+def run_skill(
+    host: SkillHost, name: str, args: object = None, **call: Any
+) -> tuple[CallResult, EventRecorder]:
+    """Call tool ``name`` and record its events: ``result, events = run_skill(host, "greet", {...})``.
+
+    Keyword arguments go to :meth:`SkillHost.call` (``persona``, ``confirm``, ``timeout``...).
+    """
+    events = EventRecorder()
+    return host.call(name, args, on_event=events, **call), events
+
+
+def assert_failed(result: CallResult, match: str = "", *, status: str | None = None) -> str:
+    """Assert the call failed (with ``match`` in its error, and ``status`` if given); return the error."""
+    assert not result.ok, f"{result.tool} unexpectedly succeeded with {result.value!r}"
+    error = result.error or ""
+    assert match in error, f"{result.tool} failed with {error!r}, not with {match!r}"
+    if status is not None:
+        assert result.outcome == status, f"{result.tool}: outcome {result.outcome!r}, expected {status!r}"
+    return error
+
+
+@contextlib.contextmanager
+def plugin_registered(host: SkillHost, plugin: object, name: str | None = None) -> Iterator[object]:
+    """Register ``plugin`` on ``host`` for the ``with`` block, then unregister it; reloads both times.
+
+    The host's registry is rebuilt on entry and exit, so a plugin contributing
+    roots, loaders or validation takes effect (and stops) at once.
+    """
+    pm = host.pm
+    label = name or f"{getattr(plugin, '__name__', type(plugin).__name__)}@test"
+    pm.add_plugin(plugin, label)
+    host.reload()
+    try:
+        yield plugin
+    finally:
+        pm.unregister(plugin)
+        pm.plugin_infos[:] = [i for i in pm.plugin_infos if i.name != label]
+        host.reload()
+
+
+@pytest.fixture
+def register_plugin() -> Iterator[Callable[..., object]]:
+    """``register_plugin(host, plugin)``: the plugin stays registered until the test ends."""
+    with contextlib.ExitStack() as stack:
+
+        def register(host: SkillHost, plugin: object, name: str | None = None) -> object:
+            return stack.enter_context(plugin_registered(host, plugin, name))
+
+        yield register
+
+
+@attrs.frozen
+class HookCall:
+    """One call of a hook, as :class:`HookRecorder` saw it."""
+
+    name: str
+    kwargs: Mapping[str, Any]
+    plugins: tuple[str, ...]
+    """The plugins whose implementations were called, in call order."""
+    result: Any = None
+    error: BaseException | None = None
+
+
+class HookRecorder:
+    """Records every hook call of a plugin manager: ``with HookRecorder(host.pm) as rec: ...``.
+
+    Hooks the host skips because nobody implements them (or, for the
+    permission hook, only the built-in rule) are not called, so not recorded.
+    """
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self.calls: list[HookCall] = []
+        self._pending: list[tuple[str, Mapping[str, Any], tuple[str, ...]]] = []
+        self._undo = pm.add_hookcall_monitoring(self._before, self._after)
+
+    def _before(self, name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        self._pending.append((name, dict(kwargs), tuple(i.plugin_name for i in reversed(impls))))
+
+    def _after(self, outcome: Any, name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        hook, args, plugins = self._pending.pop()
+        error = outcome.exception
+        result = None if error is not None else outcome.get_result()
+        self.calls.append(HookCall(hook, args, plugins, result, error))
+
+    def names(self) -> list[str]:
+        """The names of the hooks called, in order."""
+        return [c.name for c in self.calls]
+
+    def calls_of(self, name: str) -> list[HookCall]:
+        """The calls of hook ``name``, in order."""
+        return [c for c in self.calls if c.name == name]
+
+    def stop(self) -> None:
+        """Stop recording (the calls recorded so far stay)."""
+        self._undo()
+
+    def __enter__(self) -> HookRecorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@pytest.fixture
+def hook_recorder() -> Iterator[Callable[[SkillHost], HookRecorder]]:
+    """``rec = hook_recorder(host)``: records ``host``'s hook calls until the test ends."""
+    recorders: list[HookRecorder] = []
+
+    def start(host: SkillHost) -> HookRecorder:
+        recorders.append(HookRecorder(host.pm))
+        return recorders[-1]
+
+    yield start
+    for recorder in recorders:
+        recorder.stop()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+import logging
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,3 +40,32 @@ def root(tmp_path: Path) -> Path:
     path = tmp_path / "skills"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A folder on sys.path where tests install distributions; their packages are named ongrid_test_*."""
+    path = tmp_path / "site"
+    path.mkdir()
+    monkeypatch.syspath_prepend(str(path))
+    importlib.invalidate_caches()
+    yield path
+    for name in [n for n in sys.modules if n.startswith("ongrid_test_")]:
+        del sys.modules[name]
+
+
+@pytest.fixture(autouse=True)
+def _restore_package_logger() -> Iterator[None]:
+    """``cli.main()`` points the package logger at the (captured) stderr; undo that after each test."""
+    logger = logging.getLogger("ongrid_plugins")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+
+
+@pytest.fixture(scope="session")
+def ongrid_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel of this tree, built once per session for every test that installs it into a venv."""
+    from venvs import build_wheels
+
+    return build_wheels([REPO], tmp_path_factory.mktemp("ongrid-wheel"))["ongrid-plugins"]

@@ -46,3 +46,9 @@ def test_every_hookspec_has_a_pytest_style_docstring() -> None:
         spec = getattr(getattr(hookspecs, name), "ongrid_spec", {})
         if spec.get("firstresult"):
             assert "Stops at first non-None result." in doc, name
+
+
+def test_the_complete_plugin_of_writing_plugins_md_implements_every_hook() -> None:
+    text = (DOCS / "writing-plugins.md").read_text()
+    missing = [name for name in hook_names() if f"def {name}(" not in text]
+    assert not missing, f"docs/writing-plugins.md's complete example lacks {missing}"

@@ -20,15 +20,10 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with the wheel of this tree installed; returns its bin folder."""
+def installed(tmp_path_factory: pytest.TempPathFactory, ongrid_wheel: Path) -> Path:
+    """A fresh venv with the wheel of this tree (built once per session) installed; returns its bin folder."""
     base = tmp_path_factory.mktemp("pkg")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(base / "dist"), str(REPO)],
-        check=True,
-        capture_output=True,
-    )
-    [wheel] = list((base / "dist").glob("ongrid_plugins-*.whl"))
+    wheel = ongrid_wheel
     subprocess.run([sys.executable, "-m", "venv", str(base / "venv")], check=True)
     bin_dir = base / "venv" / "bin"
     subprocess.run([str(bin_dir / "pip"), "install", "-q", str(wheel)], check=True, capture_output=True)

@@ -63,7 +63,8 @@ def test_builtins_are_registered_as_modules_under_short_names(tmp_path: Path) ->
     pm = get_plugin_manager(isolated_settings(tmp_path))
     for name, module in BUILTIN_PLUGINS:
         assert pm.get_plugin(name) is importlib.import_module(module)
-    assert [i.kind for i in pm.plugin_infos] == ["builtin"] * len(BUILTIN_PLUGINS)
+    assert [i.kind for i in pm.plugin_infos] == ["builtin"] * (len(BUILTIN_PLUGINS) + 1)
+    assert pm.plugin_infos[-1].name == "packs"  # the roots of ongrid_skills entry points, one object per host
 
 
 def test_each_call_builds_a_fresh_manager(tmp_path: Path) -> None:

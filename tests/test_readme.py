@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -25,8 +26,20 @@ def python_blocks(path: Path) -> list[tuple[int, str]]:
 EXAMPLES = [(path, line, code) for path in DOC_FILES for line, code in python_blocks(path)]
 
 
+def shell_blocks(path: Path) -> list[tuple[int, str]]:
+    """```sh blocks marked runnable with a ``<!-- test: sh -->`` line just above them."""
+    text = path.read_text()
+    blocks = []
+    for match in re.finditer(r"^<!-- test: sh -->\n```sh\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+        blocks.append((text[: match.start()].count("\n") + 2, match.group(1)))
+    return blocks
+
+
+SHELL_EXAMPLES = [(path, line, code) for path in DOC_FILES for line, code in shell_blocks(path)]
+
+
 def test_there_are_examples_to_run() -> None:
-    assert len(EXAMPLES) >= 2
+    assert len(EXAMPLES) >= 2 and len(SHELL_EXAMPLES) >= 2
 
 
 @pytest.mark.parametrize(
@@ -38,6 +51,30 @@ def test_python_example_runs(path: Path, line: int, code: str, tmp_path: Path) -
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, f"{path.name}:{line} failed:\n{result.stderr}"
+
+
+@pytest.mark.parametrize(
+    ("path", "line", "code"),
+    SHELL_EXAMPLES,
+    ids=[f"{p.relative_to(REPO)}:{line}" for p, line, _c in SHELL_EXAMPLES],
+)
+def test_shell_example_runs(path: Path, line: int, code: str, tmp_path: Path) -> None:
+    """Each runnable ```sh block runs with bash -e in an empty folder, as a fresh user would type it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ONGRID_", "XDG_"))}
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env.update({f"XDG_{k}_HOME": str(tmp_path / k.lower()) for k in ("DATA", "CACHE", "STATE", "CONFIG")})
+    env["ONGRID_SYSTEM_SKILLS_DIR"] = str(tmp_path / "etc")
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", code],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, f"{path.name}:{line} failed:\n{result.stdout}\n{result.stderr}"
 
 
 def test_readme_opens_with_the_two_quick_start_commands() -> None:

@@ -6,10 +6,9 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from ..validate import FileReport, validate_paths
-
 if TYPE_CHECKING:
     from ..cli import Context
+    from ..validate import FileReport
 
 __all__ = ["register"]
 
@@ -19,10 +18,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "validate",
         help="check manifests without registering them",
-        description="Check skill folders or manifest files. Exit 1 if any has an error "
+        description="Check skill folders, pack folders, manifest files, pack archives (.tar.gz, "
+        ".zip) and installed distributions (by name). Exit 1 if any has an error "
         "(or, with --strict, a warning).",
     )
-    p.add_argument("paths", nargs="+", metavar="PATH", help="a skill folder, a pack or a manifest file")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="a skill or pack folder, a manifest file, a pack archive, or an installed distribution's name",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
     p.set_defaults(handler=cmd_validate)
@@ -30,7 +35,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_validate(ctx: Context) -> int:
     host = ctx.host
-    reports = validate_paths(ctx.args.paths, host.pm, host.settings)
+    from ..sources import validate_sources  # archives and distributions: imported only when validating
+
+    reports = validate_sources(ctx.args.paths, host.pm, host.settings)
     failed = [r for r in reports if not r.ok or (ctx.args.strict and r.problems)]
     if ctx.args.json:
         data = {"ok": not failed, "files": [r.to_dict() for r in reports]}

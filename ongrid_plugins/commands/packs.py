@@ -1,0 +1,117 @@
+"""``install``, ``uninstall`` and ``installed``: packs in the user skills dir, and pip packs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..packs import PackInfo, PackRoots, installed_packs
+
+if TYPE_CHECKING:
+    from ..cli import Context
+    from ..install import InstallResult
+
+# ..install (tarfile, zipfile, hashlib, tempfile: ~10 ms) is imported by the
+# handlers that need it, not whenever the CLI builds its parser.
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``install``, ``uninstall`` and ``installed`` sub-commands."""
+    p = sub.add_parser(
+        "install",
+        help="install a pack (folder, .tar.gz or .zip) into the user skills dir",
+        description="Unpack, validate and atomically install a pack of skills into the user skills "
+        "dir. Over an installed pack of the same name, the old one stays until the new one is valid.",
+    )
+    p.add_argument("path", metavar="PATH", help="a pack folder, or a .tar.gz / .tgz / .tar / .zip of one")
+    p.add_argument("--name", help="install under this name (default: pack.json's name, else the folder's)")
+    p.add_argument("--strict", action="store_true", help="refuse a pack with warnings too")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_install)
+
+    p = sub.add_parser("uninstall", help="remove a pack installed with `install`")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_uninstall)
+
+    p = sub.add_parser("installed", help="list installed packs: from `install` and from pip")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_installed)
+
+
+def cmd_install(ctx: Context) -> int:
+    from ..install import install_pack
+
+    args = ctx.args
+    host = ctx.host
+    result = install_pack(args.path, host.pm, host.settings, name=args.name, strict=args.strict)
+    shadowed = _shadowed(ctx, result)
+    if args.json:
+        print(json.dumps({**result.to_dict(), "shadowed": shadowed}, indent=2, ensure_ascii=False))
+        return 0
+    pack = result.pack
+    how = "new" if result.replaced is None else f"replacing {result.replaced or 'the unversioned pack'}"
+    skills = ", ".join(pack.meta.get("skills", ())) or "none"
+    print(f"installed {pack.name} {pack.version}".rstrip() + f" into {pack.path} ({how}; skills: {skills})")
+    for report in result.reports:
+        for problem in report.problems:
+            print(f"  warning: {problem}")
+    for line in shadowed:
+        print(f"  warning: {line}")
+    return 0
+
+
+def _shadowed(ctx: Context, result: InstallResult) -> list[str]:
+    """Skills of the new pack that will not load because another root already provides the name."""
+    ctx.host.reload()
+    skills = ctx.host.registry.snapshot.skills
+    lines = []
+    for name in result.pack.meta.get("skills", ()):
+        skill = skills.get(name)
+        if skill is not None and not skill.path.startswith(result.pack.path + "/"):
+            lines.append(f'skill "{name}" is not loaded: {skill.provenance} provides it first ({skill.path})')
+    return lines
+
+
+def cmd_uninstall(ctx: Context) -> int:
+    from ..install import InstallError, uninstall_pack
+
+    name = ctx.args.name
+    try:
+        pack = uninstall_pack(name, ctx.host.settings)
+    except InstallError as exc:
+        pip = [p for p in _pip_packs(ctx) if name in (p.name, p.distribution)]
+        if pip:
+            raise InstallError(
+                f"{exc}; {name} is a pip pack: run `pip uninstall {pip[0].distribution}`"
+            ) from None
+        raise
+    if ctx.args.json:
+        print(json.dumps({"uninstalled": pack.to_dict()}, indent=2, ensure_ascii=False))
+    else:
+        print(f"uninstalled {pack.name} {pack.version}".rstrip() + f" from {pack.path}")
+    return 0
+
+
+def _pip_packs(ctx: Context) -> list[PackInfo]:
+    roots = ctx.host.pm.get_plugin("packs")
+    return roots.packs if isinstance(roots, PackRoots) else []
+
+
+def cmd_installed(ctx: Context) -> int:
+    host = ctx.host
+    items: list[dict[str, Any]] = [p.to_dict() for p in installed_packs(host.settings.user_skills_dir)]
+    items += [info.to_dict() for info in _pip_packs(ctx)]
+    if ctx.args.json:
+        print(json.dumps({"items": items, "total": len(items)}, indent=2, ensure_ascii=False))
+        return 0
+    if not items:
+        print(f"no packs installed (user skills dir: {host.settings.user_skills_dir})")
+        return 0
+    for item in items:
+        status = item.get("status", "active")
+        print(f"{item['provenance']:40} {item['kind']:9} {status:8} {item.get('path') or item.get('error')}")
+    return 0

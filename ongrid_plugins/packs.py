@@ -1,0 +1,274 @@
+"""Skill packs: pip-installed distributions and packs installed by ``ongrid-skills install``.
+
+Two kinds of pack become allow-list roots, after every configured root:
+
+* **pip packs** — an entry point of group ``ongrid_skills`` names a package (or a
+  module) whose folder holds skill manifests (skill.json and SKILL.md alike)::
+
+      [project.entry-points.ongrid_skills]
+      disk = "ongrid_pack_disk"
+
+  The folder is found with :func:`importlib.util.find_spec`, without running the
+  package's code. Skills found there show ``"<distribution> <version>"`` as
+  their provenance. A pack whose module is missing, whose folder does not
+  exist, or whose lookup raises is logged with its distribution and skipped
+  (``--strict`` raises :class:`~ongrid_plugins.errors.PackLoadError`).
+* **installed packs** — folders of the user skills dir holding the marker
+  :data:`MARKER` written by ``ongrid-skills install``; their provenance is
+  ``"<name> <version> (installed)"``.
+
+Entry points are read once per plugin manager (so once per host), by
+:class:`PackRoots`, the built-in plugin ``packs``; installed packs are listed
+again at every load, so a reload sees what was installed meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .errors import PackLoadError
+from .hookspecs import hookimpl
+from .models import SkillRoot
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
+    from .plugins import PluginManager
+    from .settings import Settings
+
+__all__ = [
+    "MARKER",
+    "PACK_GROUP",
+    "InstalledPack",
+    "PackError",
+    "PackInfo",
+    "PackRoots",
+    "installed_packs",
+    "pack_folder",
+]
+
+logger = logging.getLogger(__name__)
+
+PACK_GROUP = "ongrid_skills"
+#: The file ``ongrid-skills install`` writes into every pack it installs.
+MARKER = ".ongrid-pack.json"
+
+
+class PackError(Exception):
+    """Why an ``ongrid_skills`` entry point does not name a usable folder."""
+
+
+@attrs.frozen
+class PackInfo:
+    """What became of one pip pack (an ``ongrid_skills`` entry point)."""
+
+    name: str
+    """The entry point's name."""
+    value: str
+    """What the entry point names: a package or module."""
+    distribution: str = ""
+    version: str = ""
+    path: str = ""
+    """The pack's folder (empty when it could not be found)."""
+    status: str = "active"
+    """``active``, ``blocked`` or ``failed``."""
+    error: str = ""
+
+    @property
+    def provenance(self) -> str:
+        """What listings show for skills of this pack."""
+        return f"{self.distribution} {self.version}".strip() or self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"kind": "pip", "provenance": self.provenance, **attrs.asdict(self)}
+
+
+@attrs.frozen
+class InstalledPack:
+    """A pack that ``ongrid-skills install`` put into the user skills dir."""
+
+    name: str
+    version: str
+    path: str
+    meta: dict[str, Any] = attrs.field(factory=dict, eq=False)
+    """Everything the marker file records (source, digest, skills, sizes)."""
+
+    @property
+    def provenance(self) -> str:
+        """What listings show for skills of this pack."""
+        return f"{self.name} {self.version} (installed)".replace("  ", " ")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "kind": "installed",
+            "name": self.name,
+            "version": self.version,
+            "path": self.path,
+            "provenance": self.provenance,
+            **{k: v for k, v in self.meta.items() if k not in ("name", "version")},
+        }
+
+
+def pack_folder(value: str) -> str:
+    """The folder an ``ongrid_skills`` entry point names; raise :class:`PackError` saying why not.
+
+    A package (regular or namespace, or a plain data folder inside a package)
+    gives its own folder; a module inside a package gives the package's folder.
+    A top-level module is refused: its folder would be ``site-packages`` itself.
+    """
+    import importlib.util
+
+    module, _, attr = value.partition(":")
+    module = module.strip()
+    if attr.strip():
+        message = f"{value!r} names an attribute; an ongrid_skills entry point names a package ({module!r})"
+        raise PackError(message)
+    try:
+        spec = importlib.util.find_spec(module)
+    except ModuleNotFoundError as exc:
+        raise PackError(f"module {module} is not installed ({exc})") from exc
+    except Exception as exc:  # a parent package raised while importing
+        raise PackError(f"looking up {module} raised {type(exc).__name__}: {exc}") from exc
+    if spec is None:
+        raise PackError(f"module {module} is not installed")
+    locations = list(spec.submodule_search_locations or ())
+    if len(locations) > 1:
+        raise PackError(f"package {module} spans several folders ({', '.join(locations)}); name one")
+    if locations:
+        folder = locations[0]
+    elif spec.origin and spec.has_location:
+        folder = os.path.dirname(spec.origin)
+        if "." not in module:
+            message = f"{module} is a top-level module: its folder {folder} holds other packages too"
+            raise PackError(message + "; name a package instead")
+    else:
+        raise PackError(f"module {module} has no folder on disk")
+    if not os.path.isdir(folder):
+        raise PackError(f"folder {folder} of {module} does not exist (is the distribution zipped?)")
+    return folder
+
+
+def dist_name_version(ep: EntryPoint) -> tuple[str, str]:
+    """The name and version of the distribution declaring ``ep`` (empty strings if unknown).
+
+    Reads only the header lines of METADATA: ``Distribution.name`` and
+    ``.version`` each parse the whole file as an e-mail message, ~0.1 ms apiece,
+    which adds up with dozens of packs.
+    """
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return "", ""
+    fields = {"name": "", "version": ""}
+    for line in (dist.read_text("METADATA") or dist.read_text("PKG-INFO") or "").splitlines():
+        if not line.strip():
+            break  # the headers end at the first blank line
+        key, _, value = line.partition(":")
+        if key.lower() in fields and not fields[key.lower()]:
+            fields[key.lower()] = value.strip()
+    if not fields["name"]:
+        return str(dist.name), str(dist.version)
+    return fields["name"], fields["version"]
+
+
+def resolve_pack(ep: EntryPoint, blocked: bool = False) -> PackInfo:
+    """Look one entry point up: a :class:`PackInfo` with its folder, or the reason it has none."""
+    dist, version = dist_name_version(ep)
+    info = PackInfo(ep.name, ep.value, dist, version)
+    if blocked:
+        return attrs.evolve(info, status="blocked")
+    try:
+        folder = pack_folder(ep.value)
+    except PackError as exc:
+        return attrs.evolve(info, status="failed", error=str(exc))
+    return attrs.evolve(info, path=folder)
+
+
+def installed_packs(user_dir: str) -> list[InstalledPack]:
+    """The packs ``ongrid-skills install`` put into ``user_dir``, sorted by name."""
+    try:
+        with os.scandir(user_dir) as it:
+            folders = sorted(e.path for e in it if e.name[0] != "." and e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+    packs = []
+    for folder in folders:
+        pack = read_marker(folder)
+        if pack is not None:
+            packs.append(pack)
+    return packs
+
+
+def read_marker(folder: str) -> InstalledPack | None:
+    """The installed pack in ``folder``, or None when it holds no readable marker."""
+    try:
+        with open(os.path.join(folder, MARKER), encoding="utf-8") as f:
+            meta = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        logger.warning("skill packs: unreadable %s in %s: %s", MARKER, folder, exc)
+        return None
+    if not isinstance(meta, dict):
+        return None
+    name = str(meta.get("name") or os.path.basename(folder))
+    return InstalledPack(name, str(meta.get("version") or ""), folder, meta)
+
+
+class PackRoots:
+    """The built-in plugin ``packs``: one allow-list root per pip pack and installed pack.
+
+    Built once per plugin manager from the ``ongrid_skills`` entry points it is
+    given; failures are logged (and recorded as ``kind="pack"`` plugin infos,
+    which ``ongrid-skills plugins`` shows) and skipped, or raised in strict mode.
+    """
+
+    def __init__(self, pm: PluginManager, settings: Settings, entry_points: Iterable[EntryPoint]) -> None:
+        self.packs: list[PackInfo] = []
+        if settings.include_defaults:
+            for ep in entry_points:
+                self.packs.append(self._resolve(pm, settings, ep))
+
+    def __repr__(self) -> str:
+        return f"<PackRoots packs={len(self.packs)}>"
+
+    @staticmethod
+    def _resolve(pm: PluginManager, settings: Settings, ep: EntryPoint) -> PackInfo:
+        from .plugins import PluginInfo
+
+        info = resolve_pack(ep, blocked=pm.is_blocked(ep.name))
+        where = f" (distribution {info.distribution} {info.version})" if info.distribution else ""
+        if info.status == "blocked":
+            logger.info("skill packs: %s is disabled by ONGRID_DISABLE_PLUGINS", ep.name)
+        elif info.status == "failed":
+            logger.warning("skill packs: cannot load pack %s%s: %s", ep.name, where, info.error)
+            if settings.strict:
+                raise PackLoadError(ep.name, info.error + where)
+        status = PluginInfo(
+            ep.name, "pack", info.status, ep.value, info.distribution, info.version, error=info.error
+        )
+        pm.plugin_infos.append(status)
+        return info
+
+    @hookimpl(trylast=True)
+    def ongrid_skill_roots(self, settings: Settings) -> list[SkillRoot]:
+        """Installed packs (user skills dir), then pip packs; nothing without ``include_defaults``."""
+        if not settings.include_defaults:
+            return []
+        roots = [
+            SkillRoot(pack.path, source="installed", provenance=pack.provenance)
+            for pack in installed_packs(settings.user_skills_dir)
+        ]
+        roots += [
+            SkillRoot(info.path, source="pack", provenance=info.provenance)
+            for info in self.packs
+            if info.status == "active"
+        ]
+        return roots

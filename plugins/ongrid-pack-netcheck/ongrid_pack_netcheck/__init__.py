@@ -1,0 +1,1 @@
+"""The netcheck pack: ``netcheck/SKILL.md`` declares the tools, :mod:`.tools` implements them."""

@@ -1,0 +1,240 @@
+"""``ongrid-skills install / uninstall / installed``: packs as a unit in the user skills dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from clirun import run
+
+from ongrid_plugins import SkillHost
+from ongrid_plugins import install as install_mod
+from ongrid_plugins.install import InstallError, install_pack, uninstall_pack
+from ongrid_plugins.packs import MARKER, installed_packs
+from ongrid_plugins.testing import isolated_settings, make_skill
+
+
+@pytest.fixture
+def user_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "user-skills"
+    monkeypatch.setenv("ONGRID_USER_SKILLS_DIR", str(path))
+    return path
+
+
+def make_pack(
+    base: Path, name: str = "tools", version: str = "1.0", skills: tuple[str, ...] = ("hello",)
+) -> Path:
+    pack = base / name
+    for skill in skills:
+        make_skill(pack, skill)
+    if version:
+        (pack / "pack.json").write_text(json.dumps({"name": name, "version": version}))
+    return pack
+
+
+def tar_of(folder: Path, archive: Path) -> Path:
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(folder, arcname=folder.name)
+    return archive
+
+
+def zip_of(folder: Path, archive: Path) -> Path:
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(folder.rglob("*")):
+            info = zipfile.ZipInfo.from_file(path, str(path.relative_to(folder)))
+            zf.writestr(info, "" if path.is_dir() else path.read_bytes())
+    return archive
+
+
+@pytest.mark.parametrize("form", ["folder", "tar.gz", "zip"])
+def test_install_then_list_run_and_uninstall(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str], form: str
+) -> None:
+    pack = make_pack(tmp_path / "src")
+    source = {"folder": pack, "tar.gz": tar_of(pack, tmp_path / "tools-1.0.tar.gz")}.get(form)
+    source = source or zip_of(pack, tmp_path / "tools.zip")
+    code, out, _err = run(capsys, "install", str(source))
+    assert code == 0, out
+    assert f"installed tools 1.0 into {user_dir / 'tools'} (new; skills: hello)" in out
+    marker = json.loads((user_dir / "tools" / MARKER).read_text())
+    assert (marker["name"], marker["version"], marker["skills"]) == ("tools", "1.0", ["hello"])
+    assert (marker["sha256"] is None) == (form == "folder")
+    code, out, _err = run(capsys, "list", "--json")
+    items = {i["name"]: i for i in json.loads(out)["items"]}
+    assert items["hello"]["provenance"] == "tools 1.0 (installed)"
+    assert run(capsys, "run", "hello", '{"x": 1}')[1].strip().replace(" ", "").replace("\n", "") == '{"x":1}'
+    code, out, _err = run(capsys, "installed", "--json")
+    assert [i["name"] for i in json.loads(out)["items"] if i["kind"] == "installed"] == ["tools"]
+    assert run(capsys, "uninstall", "tools")[0] == 0
+    assert not (user_dir / "tools").exists()
+    assert "hello" not in json.loads(run(capsys, "list", "--json")[1])["items"]
+    assert sorted(os.listdir(user_dir)) == [".ongrid-install.lock"]  # no staging or trash left behind
+
+
+def test_a_pack_name_comes_from_pack_json_then_the_folder_then_the_option(tmp_path: Path) -> None:
+    settings = isolated_settings(tmp_path)
+    pm = SkillHost(settings).pm
+    named = make_pack(tmp_path / "a", name="folder-name", version="")
+    (named / "pack.json").write_text('{"name": "from-json", "version": "2.1"}')
+    assert install_pack(str(named), pm, settings).pack.name == "from-json"
+    plain = make_pack(tmp_path / "b", name="plain", version="", skills=("other",))
+    assert install_pack(str(plain), pm, settings).pack.name == "plain"
+    assert install_pack(str(plain), pm, settings, name="chosen").pack.name == "chosen"
+    with pytest.raises(InstallError, match="not usable as a folder name"):
+        install_pack(str(plain), pm, settings, name="../up")
+
+
+def test_an_archive_without_a_top_folder_is_named_after_the_file(tmp_path: Path) -> None:
+    settings = isolated_settings(tmp_path)
+    pack = make_pack(tmp_path / "src", version="")
+    archive = zip_of(pack, tmp_path / "flat-pack.zip")
+    result = install_pack(str(archive), SkillHost(settings).pm, settings)
+    assert result.pack.name == "flat-pack" and (Path(result.pack.path) / "hello" / "skill.json").is_file()
+
+
+def test_an_invalid_pack_is_refused_with_file_pointer_and_hint_and_nothing_is_installed(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pack = make_pack(tmp_path / "src")
+    make_skill(pack, "broken", timeout_seconds="30s")
+    archive = tar_of(pack, tmp_path / "tools.tar.gz")
+    code, _out, err = run(capsys, "install", str(archive))
+    assert code == 1
+    assert f"{archive}!/tools/broken/skill.json#/timeout_seconds" in err
+    assert "0 means the default of 30 s" in err  # the hint
+    assert not (user_dir / "tools").exists()
+    assert [p for p in os.listdir(user_dir) if p.startswith(".ongrid-staging")] == []
+
+
+def test_a_pack_without_any_manifest_is_refused(tmp_path: Path, user_dir: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "README.md").write_text("nothing here")
+    settings = isolated_settings(tmp_path, user_skills_dir=str(user_dir))
+    with pytest.raises(InstallError, match="no manifest"):
+        install_pack(str(empty), SkillHost(settings).pm, settings)
+
+
+def test_strict_refuses_warnings_too(tmp_path: Path) -> None:
+    settings = isolated_settings(tmp_path)
+    pack = make_pack(tmp_path / "src")
+    make_skill(pack, "typo", timeout=5)
+    pm = SkillHost(settings).pm
+    with pytest.raises(InstallError, match='unknown field "timeout"'):
+        install_pack(str(pack), pm, settings, strict=True)
+    assert install_pack(str(pack), pm, settings).reports
+
+
+def test_a_hostile_archive_is_refused_and_nothing_is_installed(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    archive = tmp_path / "slip.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        info = tarfile.TarInfo("../../escaped.sh")
+        tf.addfile(info)
+    code, _out, err = run(capsys, "install", str(archive))
+    assert code == 1 and 'contains ".."' in err
+    assert not (tmp_path / "escaped.sh").exists() and not (user_dir.parent / "escaped.sh").exists()
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "two_renames"])
+def test_reinstalling_replaces_the_pack_and_a_bad_new_version_keeps_the_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exchange: bool
+) -> None:
+    if not exchange:
+        monkeypatch.setattr(install_mod, "_exchange", lambda a, b: False)
+    settings = isolated_settings(tmp_path, include_defaults=True)
+    host = SkillHost(settings)
+    v1 = make_pack(tmp_path / "v1", version="1.0", skills=("hello", "old_only"))
+    install_pack(str(v1), host.pm, settings)
+    assert host.get("old_only").provenance == "tools 1.0 (installed)"
+
+    bad = make_pack(tmp_path / "bad", version="3.0")
+    make_skill(bad, "broken", entry="missing.sh", script=None)
+    with pytest.raises(InstallError, match="is not a valid pack"):
+        install_pack(str(bad), host.pm, settings)
+    assert host.reload().registered and host.get("old_only").provenance == "tools 1.0 (installed)"
+
+    v2 = make_pack(tmp_path / "v2", version="2.0", skills=("hello",))
+    result = install_pack(str(v2), host.pm, settings)
+    assert result.replaced == "1.0"
+    host.reload()
+    assert host.get("hello").provenance == "tools 2.0 (installed)"
+    assert "old_only" not in [t.name for t in host.tools()]
+    assert sorted(p.name for p in Path(settings.user_skills_dir).iterdir()) == [
+        ".ongrid-install.lock",
+        "tools",
+    ]
+
+
+def test_install_refuses_to_replace_a_folder_it_did_not_install(tmp_path: Path) -> None:
+    settings = isolated_settings(tmp_path)
+    make_skill(Path(settings.user_skills_dir) / "tools", "mine")
+    with pytest.raises(InstallError, match="was not installed by `ongrid-skills install`"):
+        install_pack(str(make_pack(tmp_path / "src")), SkillHost(settings).pm, settings)
+    assert (Path(settings.user_skills_dir) / "tools" / "mine" / "skill.json").exists()
+
+
+def test_uninstall_refuses_folders_it_did_not_install_and_names_the_installed_ones(tmp_path: Path) -> None:
+    settings = isolated_settings(tmp_path)
+    install_pack(str(make_pack(tmp_path / "src")), SkillHost(settings).pm, settings)
+    make_skill(Path(settings.user_skills_dir), "manual")
+    with pytest.raises(InstallError, match=r"no pack named 'manual' .* \(installed: tools\)"):
+        uninstall_pack("manual", settings)
+    with pytest.raises(InstallError, match=r"no pack named '\.\.'"):
+        uninstall_pack("..", settings)
+    assert uninstall_pack("tools", settings).version == "1.0"
+    assert installed_packs(settings.user_skills_dir) == []
+
+
+def test_the_walker_never_reads_a_staging_folder(tmp_path: Path) -> None:
+    settings = isolated_settings(tmp_path, include_defaults=True)
+    make_skill(Path(settings.user_skills_dir) / ".ongrid-staging-abc" / "unpacked", "half_written")
+    assert "half_written" not in [t.name for t in SkillHost(settings).tools()]
+
+
+def test_install_warns_when_a_skill_is_shadowed(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pack = make_pack(tmp_path / "src", skills=("disk_usage",))
+    code, out, _err = run(capsys, "install", str(pack))
+    assert code == 0
+    assert 'skill "disk_usage" is not loaded: built-in provides it first' in out
+
+
+def test_install_json_output(tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run(capsys, "install", "--json", str(make_pack(tmp_path / "src")))
+    data = json.loads(out)
+    assert code == 0 and data["name"] == "tools" and data["replaced"] is None and data["shadowed"] == []
+    code, out, _err = run(capsys, "uninstall", "--json", "tools")
+    assert json.loads(out)["uninstalled"]["name"] == "tools"
+
+
+def test_install_of_a_missing_path_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _out, err = run(capsys, "install", str(tmp_path / "nope"))
+    assert code == 2 and "does not exist" in err
+
+
+def test_installed_with_nothing_installed(user_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run(capsys, "--no-defaults", "installed")
+    assert code == 0 and "no packs installed" in out
+
+
+def test_the_cli_loads_the_install_machinery_only_when_asked() -> None:
+    """Every command builds the full parser; archives and hashing must not cost `list` its start-up."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ongrid_plugins.cli as cli; cli.build_parser(); "
+        "print(sorted(m for m in ('tarfile', 'zipfile', 'ongrid_plugins.install', 'ongrid_plugins.sources',"
+        " 'ongrid_plugins.archive') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,119 @@
+"""``ongrid-skills new``: scaffolds validate and run; a scaffolded pack builds, installs, passes its test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from clirun import run
+from venvs import REPO, Venv, build_wheels, clean_env
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory, ongrid_wheel: Path) -> Venv:
+    """One venv for the module: this tree's wheel and pytest; each test installs its pack and removes it."""
+    return Venv.create(tmp_path_factory.mktemp("scaffold") / "venv", ongrid_wheel)
+
+
+@pytest.mark.parametrize("fmt", ["json", "md"])
+@pytest.mark.parametrize(
+    ("lang", "expected"),
+    [("sh", {"ok": True, "args": {"who": "ada"}}), ("python", {"greeting": "hello, ada"})],
+)
+def test_a_scaffolded_skill_validates_and_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, lang: str, expected: dict
+) -> None:
+    code, out, _err = run(capsys, "new", "greet", "--format", fmt, "--lang", lang, "--dir", str(tmp_path))
+    assert code == 0 and f"created {tmp_path / 'greet'}" in out
+    manifest = "skill.json" if fmt == "json" else "SKILL.md"
+    assert sorted(p.name for p in (tmp_path / "greet").iterdir()) == sorted(
+        ["README.md", manifest, "run.sh" if lang == "sh" else "run.py"]
+    )
+    assert run(capsys, "--no-defaults", "validate", "--strict", str(tmp_path / "greet"))[0] == 0
+    code, out, err = run(capsys, "--no-defaults", "--dirs", str(tmp_path), "run", "greet", '{"who": "ada"}')
+    assert code == 0, err
+    assert json.loads(out) == expected
+    assert "greet:" in err  # the entry's log line, streamed from stderr
+    assert "ongrid-skills validate ." in (tmp_path / "greet" / "README.md").read_text()
+
+
+def test_new_refuses_bad_names_and_existing_folders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "new", "Bad-Name", "--dir", str(tmp_path))[0] == 2
+    assert run(capsys, "new", "greet", "--dir", str(tmp_path))[0] == 0
+    code, _out, err = run(capsys, "new", "greet", "--dir", str(tmp_path))
+    assert code == 2 and "already exists" in err
+
+
+def test_a_native_pack_declares_its_plugin_and_is_unavailable_until_installed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        run(capsys, "new", "greet", "--pack", "--format", "md", "--lang", "python", "--dir", str(tmp_path))[0]
+        == 0
+    )
+    pack = tmp_path / "ongrid-pack-greet"
+    assert (
+        '[project.entry-points.ongrid_plugins]\ngreet = "ongrid_pack_greet.plugin"'
+        in (pack / "pyproject.toml").read_text()
+    )
+    assert "impl: builtin:greet.greet" in (pack / "ongrid_pack_greet" / "greet" / "SKILL.md").read_text()
+    code, out, _err = run(capsys, "--no-defaults", "validate", str(pack / "ongrid_pack_greet"))
+    assert (
+        code == 0 and "no plugin provides builtin:greet.greet" in out
+    )  # a warning: the plugin is not installed
+
+
+def test_a_scaffolded_pack_has_the_entry_point_a_readme_and_a_test(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "new", "greet", "--pack", "--dir", str(tmp_path))[0] == 0
+    pack = tmp_path / "ongrid-pack-greet"
+    assert (
+        '[project.entry-points.ongrid_skills]\ngreet = "ongrid_pack_greet"'
+        in (pack / "pyproject.toml").read_text()
+    )
+    assert (pack / "ongrid_pack_greet" / "greet" / "run.sh").stat().st_mode & 0o111
+    assert "pip install ." in (pack / "README.md").read_text()
+    assert "pack_host" in (pack / "tests" / "test_greet.py").read_text()
+    assert run(capsys, "--no-defaults", "validate", str(pack / "ongrid_pack_greet"))[0] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "fmt", "lang"),
+    [("greet", "json", "sh"), ("greet_python", "json", "python"), ("greet_native", "md", "python")],
+)
+def test_a_scaffolded_pack_builds_installs_and_passes_its_own_test(
+    tmp_path: Path, venv: Venv, name: str, fmt: str, lang: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pack of each kind; greet_native is a SKILL.md tool implemented by the pack's own plugin."""
+    assert run(capsys, "new", name, "--pack", "--format", fmt, "--lang", lang, "--dir", str(tmp_path))[0] == 0
+    dist = "ongrid-pack-" + name.replace("_", "-")
+    wheel = build_wheels([tmp_path / dist], tmp_path / "dist")[dist]
+    venv.install(wheel)
+    env = clean_env(tmp_path / "home")
+    tests = tmp_path / dist / "tests"
+    result = venv.run(
+        "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests), env=env, cwd=tmp_path
+    )
+    assert result.returncode == 0 and "2 passed" in result.stdout, result.stdout + result.stderr
+    out = venv.run("ongrid-skills", "run", name, '{"who": "ada"}', env=env, cwd=tmp_path, check=True).stdout
+    assert "ada" in out
+    listing = venv.run("ongrid-skills", "list", "--json", env=env, cwd=tmp_path, check=True).stdout
+    item = {i["name"]: i for i in json.loads(listing)["items"]}[name]
+    assert (item["provenance"], item["kind"]) == (f"{dist} 0.1.0", "native" if fmt == "md" else "subprocess")
+    venv.uninstall(dist)
+    listing = venv.run("ongrid-skills", "list", "--json", env=env, cwd=tmp_path, check=True).stdout
+    assert name not in {i["name"] for i in json.loads(listing)["items"]}
+
+
+def test_docs_testing_md_shows_the_scaffolded_test_verbatim(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The test in docs/testing.md is the one the slow test above runs against an installed pack."""
+    assert run(capsys, "new", "greet", "--pack", "--dir", str(tmp_path))[0] == 0
+    written = (tmp_path / "ongrid-pack-greet" / "tests" / "test_greet.py").read_text()
+    assert f"```py\n{written}```" in (REPO / "docs" / "testing.md").read_text()

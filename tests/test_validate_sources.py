@@ -1,0 +1,114 @@
+"""``ongrid-skills validate`` on pack archives and installed distributions."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from clirun import run
+from distributions import install_dist, skill_files
+
+from ongrid_plugins.testing import make_skill
+
+
+def tarball(folder: Path, archive: Path, *extra: tarfile.TarInfo) -> Path:
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(folder, arcname=folder.name)
+        for info in extra:
+            tf.addfile(info)
+    return archive
+
+
+def test_a_good_archive_validates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_skill(tmp_path / "pack", "hello")
+    archive = tarball(tmp_path / "pack", tmp_path / "pack.tar.gz")
+    code, out, _err = run(capsys, "--no-defaults", "validate", str(archive))
+    assert code == 0
+    assert f"{archive}!/pack/hello/skill.json (hello): ok" in out
+
+
+def test_an_archive_problem_names_the_file_inside_the_archive_its_pointer_and_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_skill(tmp_path / "pack", "slow", timeout_seconds=-1)
+    archive = tarball(tmp_path / "pack", tmp_path / "pack.tar.gz")
+    code, out, _err = run(capsys, "--no-defaults", "validate", "--json", str(archive))
+    assert code == 1
+    [problem] = json.loads(out)["files"][0]["problems"]
+    assert problem["path"] == f"{archive}!/pack/slow/skill.json"
+    assert (problem["pointer"], problem["hint"]) == ("/timeout_seconds", "0 means the default of 30 s")
+    assert "/tmp/ongrid-validate" not in out
+
+
+def test_an_unsafe_archive_member_is_an_error_naming_the_member(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_skill(tmp_path / "pack", "hello")
+    link = tarfile.TarInfo("pack/hello/passwd")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    archive = tarball(tmp_path / "pack", tmp_path / "pack.tar.gz", link)
+    code, out, _err = run(capsys, "--no-defaults", "validate", "--json", str(archive))
+    assert code == 1
+    [problem] = json.loads(out)["files"][0]["problems"]
+    assert problem["code"] == "unsafe_archive" and problem["path"] == f"{archive}!/pack/hello/passwd"
+    assert "only relative links" in problem["message"] and problem["hint"]
+
+
+def test_an_installed_distribution_validates_by_name(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = skill_files("ongrid_test_val", "val_ok", "val_bad")
+    files["ongrid_test_val/val_bad/skill.json"] = '{"name": "val_bad", "description": "", "entry": "run.sh"}'
+    install_dist(site, "ongrid-pack-val", "3.1", {"ongrid_skills": {"val": "ongrid_test_val"}}, files)
+    code, out, _err = run(capsys, "validate", "ongrid-pack-val")
+    assert code == 1
+    assert f"{site}/ongrid_test_val/val_ok/skill.json (val_ok): ok" in out
+    assert '  error at /description: "description" must not be empty' in out
+    assert run(capsys, "validate", "--json", "ongrid_pack_val")[0] == 1  # the normalised name too
+
+
+def test_a_distribution_whose_plugin_or_pack_is_broken_fails_validation(
+    site: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    groups = {"ongrid_skills": {"gone": "ongrid_test_gone"}, "ongrid_plugins": {"boom": "ongrid_test_boom"}}
+    install_dist(
+        site, "ongrid-pack-broken", "0.1", groups, {"ongrid_test_boom.py": "raise ImportError('no')"}
+    )
+    code, out, _err = run(capsys, "validate", "--json", "ongrid-pack-broken")
+    assert code == 1
+    problems = {p["code"]: p for f in json.loads(out)["files"] for p in f["problems"]}
+    assert "ImportError: no" in problems["plugin_failed"]["message"]
+    assert "module ongrid_test_gone is not installed" in problems["pack_unusable"]["message"]
+
+
+def test_a_distribution_without_packs_and_an_unknown_name(
+    site: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    install_dist(site, "ongrid-nothing", "1.0", {"console_scripts": {"x": "y:z"}})
+    code, out, _err = run(capsys, "validate", "--json", "ongrid-nothing", "no-such-thing")
+    assert code == 1
+    files = json.loads(out)["files"]
+    assert (
+        files[0]["problems"][0]["code"] == "no_pack"
+        and "entry-points.ongrid_skills" in files[0]["problems"][0]["hint"]
+    )
+    assert (
+        files[1]["problems"][0]["message"] == "no-such-thing is neither a path nor an installed distribution"
+    )
+
+
+def test_folders_archives_and_distributions_mix_in_one_call(
+    site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    install_dist(
+        site,
+        "ongrid-pack-mix",
+        "1.0",
+        {"ongrid_skills": {"m": "ongrid_test_mix"}},
+        skill_files("ongrid_test_mix", "mix_a"),
+    )
+    make_skill(tmp_path / "folder", "mix_b")
+    make_skill(tmp_path / "pack", "mix_c")
+    archive = tarball(tmp_path / "pack", tmp_path / "pack.tgz")
+    code, out, _err = run(capsys, "validate", str(tmp_path / "folder"), "ongrid-pack-mix", str(archive))
+    assert code == 0 and "3 manifest(s) checked, 0 with errors" in out
