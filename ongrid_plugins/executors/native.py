@@ -19,7 +19,6 @@ events, :class:`~ongrid_plugins.models.CallResult` — and this executor:
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import inspect
 import json
@@ -168,6 +167,8 @@ class NativeExecutor:
 
     async def arun(self, request: CallRequest) -> CallResult:
         """Await the call (a sync tool runs in a worker thread); cancelling the task cancels it."""
+        import asyncio  # not at module level: the CLI loads this plugin without any async call
+
         fn, timeout, refusal = _prepare(request)
         if fn is None:
             return refusal
@@ -218,6 +219,8 @@ def _call_blocking(
     fn: Callable[..., Any], args: Mapping[str, Any], ctx: NativeContext, timeout: float
 ) -> Outcome:
     """Run in a worker thread: the tool's outcome, never an exception."""
+    import asyncio
+
     try:
         if _is_async(fn):
             return asyncio.run(_await_async(fn, args, ctx, timeout))
@@ -232,6 +235,8 @@ def _call_blocking(
 async def _await_async(
     fn: Callable[..., Any], args: Mapping[str, Any], ctx: NativeContext, timeout: float
 ) -> Outcome:
+    import asyncio
+
     try:
         return await asyncio.wait_for(_guarded(fn, args, ctx), timeout)
     except TimeoutError:  # ours: the tool's own TimeoutError is an "error" outcome of _guarded
