@@ -52,8 +52,8 @@ def show(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def type_name(value: object) -> str:
-    """The JSON/YAML name of a value's type, with an article."""
+def type_name(value: object, *, json: bool = False) -> str:
+    """The YAML (or, with ``json=True``, JSON) name of a value's type, with an article."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -63,9 +63,9 @@ def type_name(value: object) -> str:
     if isinstance(value, str):
         return "a string"
     if isinstance(value, list):
-        return "a list"
+        return "an array" if json else "a list"
     if isinstance(value, dict):
-        return "a mapping"
+        return "an object" if json else "a mapping"
     return type(value).__name__
 
 

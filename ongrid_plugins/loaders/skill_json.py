@@ -22,6 +22,8 @@ from ..errors import ManifestBuildError, ManifestParseError
 from ..hookspecs import hookimpl
 from ..models import Problem, Skill, SkillRoot, Tool, ToolClass
 from ..roots import is_executable_file, is_within, resolve_file
+from ._fields import show as _show
+from ._fields import type_name
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -147,26 +149,7 @@ def _is_regular(mode: int) -> bool:
 
 
 def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
-def _show(value: object, limit: int = 60) -> str:
-    text = json.dumps(value, ensure_ascii=False) if _jsonable(value) else repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _jsonable(value: object) -> bool:
-    return value is None or isinstance(value, str | int | float | bool | list | dict)
+    return type_name(value, json=True)
 
 
 class _Checker:
