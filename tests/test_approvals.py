@@ -437,3 +437,10 @@ def test_cli_approve_reject_and_list(root: Path, capsys: pytest.CaptureFixture[s
     assert json.loads(rejected.stdout)["status"] == "rejected"
     unknown = cmd(capsys, root, "approvals", "show", "nope")
     assert unknown.returncode == 3 and "no approval ticket 'nope'" in unknown.stderr
+
+
+def test_the_cli_knows_every_ticket_status() -> None:
+    from ongrid_plugins.approvals import STATUSES
+    from ongrid_plugins.commands.approvals import TICKET_STATUSES
+
+    assert TICKET_STATUSES == STATUSES

@@ -14,10 +14,14 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from ..approvals import STATUSES, Ticket, os_identity
 from .skills import print_table
 
+#: Kept in step with ``approvals.STATUSES`` by a test; importing ``approvals``
+#: here would load it (and datetime, sqlite glue) for every CLI command.
+TICKET_STATUSES = ("pending", "approved", "rejected", "executed", "expired")
+
 if TYPE_CHECKING:
+    from ..approvals import Ticket
     from ..cli import Context
 
 __all__ = ["register"]
@@ -29,7 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     a = actions.add_parser("list", help="list tickets, newest first")
-    a.add_argument("--status", choices=STATUSES, help="only tickets in this state")
+    a.add_argument("--status", choices=TICKET_STATUSES, help="only tickets in this state")
     a.add_argument("--json", action="store_true", help="print JSON")
     a.set_defaults(handler=cmd_list)
 
@@ -82,6 +86,8 @@ def cmd_show(ctx: Context) -> int:
 
 def cmd_approve(ctx: Context) -> int:
     args = ctx.args
+    from ..approvals import os_identity
+
     ticket = ctx.host.approve(args.ticket_id, approver=os_identity(), note=args.note, sop=args.sop)
     if args.json:
         return _print(ticket, True)
@@ -96,6 +102,8 @@ def cmd_approve(ctx: Context) -> int:
 
 
 def cmd_reject(ctx: Context) -> int:
+    from ..approvals import os_identity
+
     ticket = ctx.host.reject(ctx.args.ticket_id, approver=os_identity(), note=ctx.args.note)
     if ctx.args.json:
         return _print(ticket, True)

@@ -29,14 +29,14 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, Tool
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     import pluggy
 
     from ..settings import Settings
@@ -161,7 +161,7 @@ class NativeExecutor:
         future = _POOL.submit(_call_blocking, fn, request.args, ctx, timeout)
         try:
             outcome = future.result(timeout=timeout + (_ASYNC_GRACE if _is_async(fn) else 0.0))
-        except FutureTimeout:
+        except TimeoutError:  # concurrent.futures.TimeoutError is TimeoutError since 3.11
             outcome = ("not_started", None) if future.cancel() else ("timeout", None)
         return _finish(request, ctx, outcome, started, sync=not _is_async(fn))
 
@@ -325,6 +325,8 @@ class _WorkerPool:
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         """Schedule ``fn(*args)``; a new worker starts unless one is idle or the pool is full."""
+        from concurrent.futures import Future  # first native call only: ~7 ms of imports
+
         future: Future[Any] = Future()
         self._queue.put((future, fn, args))
         if not self._idle.acquire(blocking=False):
