@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -161,19 +165,52 @@ def test_folders_nested_deeper_than_the_limit_are_not_walked(
     assert any("nests deeper than" in line for line in loader_lines(caplog))
 
 
-def test_unreadable_folder_is_logged_and_the_walk_goes_on(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root reads every folder")
-    make_skill(tmp_path, "fine")
-    locked = tmp_path / "locked"
-    make_skill(locked, "hidden")
-    locked.chmod(0)
+def test_unreadable_folder_is_logged_and_the_walk_goes_on(tmp_path: Path) -> None:
+    # root reads every folder, so the walk runs as an unprivileged user when we are root.
+    base = Path(tempfile.mkdtemp(prefix="ongrid-unreadable-"))
     try:
-        assert [s.name for s in load_dirs([str(tmp_path)])] == ["fine"]
+        make_skill(base, "fine")
+        make_skill(base / "locked", "hidden")
+        for path in [base, *base.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() or path.suffix == ".sh" else 0o644)
+        (base / "locked").chmod(0)
+        code = (
+            "import logging, sys; sys.path[:0] = sys.argv[2:]\n"
+            "logging.basicConfig(format='%(message)s')\n"
+            "from ongrid_plugins.loader import load_dirs\n"
+            "print(sorted(s.name for s in load_dirs([sys.argv[1]])))"
+        )
+        site = next(p for p in sys.path if p.endswith("site-packages"))
+        repo = str(Path(__file__).resolve().parent.parent)
+        python, user = (_unprivileged_python(), 65534) if os.geteuid() == 0 else (sys.executable, None)
+        env = {"HOME": str(base), "XDG_CACHE_HOME": str(base / ".cache")}
+        result = subprocess.run(
+            [python, "-c", code, str(base), repo, site],
+            capture_output=True,
+            text=True,
+            user=user,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "['fine']"
+        assert f"skill loader: cannot read {base}/locked: Permission denied" in result.stderr
     finally:
-        locked.chmod(0o755)
+        (base / "locked").chmod(0o755)
+        shutil.rmtree(base)
+
+
+def _unprivileged_python() -> str:
+    """A Python the ``nobody`` user may run (ours may live under root's 0700 home)."""
+    for candidate in (sys.executable, f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"):
+        try:
+            probe = subprocess.run([candidate, "-c", "pass"], user=65534, capture_output=True, check=False)
+        except OSError:
+            continue
+        if probe.returncode == 0:
+            return candidate
+    raise AssertionError("no Python runnable by nobody; cannot test unreadable folders as root")
 
 
 def test_a_crashing_third_party_loader_is_contained(make_host: Any, root: Path) -> None:
