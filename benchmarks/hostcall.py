@@ -18,6 +18,8 @@ from ongrid_plugins import CallResult, SkillHost
 from ongrid_plugins.testing import isolated_settings
 
 _HOSTS: dict[str, tuple[SkillHost, str]] = {}
+#: Plugins to leave out, from ONGRID_BENCH_DISABLE (e.g. "audit" to time the call without the audit log).
+DISABLED = tuple(p for p in os.environ.get("ONGRID_BENCH_DISABLE", "").split(",") if p)
 
 
 def _host_for(entry: str) -> tuple[SkillHost, str]:
@@ -32,7 +34,7 @@ def _host_for(entry: str) -> tuple[SkillHost, str]:
     manifest = {"name": name, "description": "benchmark entry", "entry": "entry", "timeout_seconds": 30}
     with open(os.path.join(folder, "skill.json"), "w") as f:
         json.dump(manifest, f)
-    host = SkillHost(isolated_settings(base, os.path.join(base, "skills")))
+    host = SkillHost(isolated_settings(base, os.path.join(base, "skills"), disable_plugins=DISABLED))
     host.load()
     _HOSTS[entry] = (host, name)
     return host, name
