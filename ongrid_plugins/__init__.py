@@ -21,6 +21,7 @@ from .errors import (
     PluginLoadError,
     ResourceRefused,
     SkillUnavailable,
+    StrictSchemaError,
     UnknownPersona,
     UnknownSkill,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "SkillHost",
     "SkillRoot",
     "SkillUnavailable",
+    "StrictSchemaError",
     "Tool",
     "ToolClass",
     "UnknownPersona",

@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "ongrid_plugins.commands.personas",
     "ongrid_plugins.commands.approvals",
     "ongrid_plugins.commands.audit",
+    "ongrid_plugins.commands.export",
 )
 
 

@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -320,6 +320,24 @@ class SkillHost:
         """The gate's decision for ``persona`` calling ``tool`` (with ``request``'s arguments)."""
         return gate.decide(self.pm, tool, self.persona(persona), request)
 
+    # ------------------------------------------------------------------ model APIs
+
+    def export(
+        self, format: str, *, persona: PersonaLike = "operator", strict: bool = False
+    ) -> list[dict[str, Any]]:
+        """The tools ``persona`` may call, in the function-calling shape of ``format``.
+
+        ``format`` is ``openai``, ``anthropic`` or ``mcp`` (see :mod:`ongrid_plugins.export`);
+        ``strict`` rewrites the schemas for the strict modes and raises
+        :class:`StrictSchemaError` naming, per tool, why one cannot be made strict.
+        """
+        from .export import export_tools, raise_for_problems
+
+        who = self.persona(persona)
+        tools = self.tools(who)
+        notes = {t.name: _call_note(self.decide(t, who).verdict) for t in tools}
+        return raise_for_problems(export_tools(tools, format, strict=strict, notes=notes))
+
     # ------------------------------------------------------------------ calling
 
     def call(
@@ -570,6 +588,15 @@ def _crashed(attempt: _Attempt, exc: BaseException) -> CallResult:
 def _plugin_name(plugin: object, index: int) -> str:
     name = getattr(plugin, "__name__", None) or type(plugin).__name__
     return f"{name}#{index}"
+
+
+def _call_note(verdict: Verdict) -> str:
+    """What a model is told about calling a tool, beyond its description."""
+    if verdict is Verdict.CONFIRM:
+        return "Each call needs the user's confirmation before it runs."
+    if verdict is Verdict.DUAL_SIGN:
+        return "Each call needs two-person approval: the first call returns a ticket for people to approve."
+    return ""
 
 
 def _approval_hint(ticket: Ticket) -> str:
