@@ -338,6 +338,21 @@ class SkillHost:
         notes = {t.name: _call_note(self.decide(t, who).verdict) for t in tools}
         return raise_for_problems(export_tools(tools, format, strict=strict, notes=notes))
 
+    def dispatch(self, tool_call: object, **options: Any) -> dict[str, Any]:
+        """Run a model's tool call and return the tool-result message for it (never raising for
+        the model's mistakes). Options as :func:`ongrid_plugins.dispatch.dispatch`:
+        ``persona``, ``caller``, ``confirm`` (True or a callback asking the user), ``ticket``,
+        ``on_event``, ``timeout``."""
+        from .dispatch import dispatch
+
+        return dispatch(self, tool_call, **options).message
+
+    async def adispatch(self, tool_call: object, **options: Any) -> dict[str, Any]:
+        """Like :meth:`dispatch`, without blocking the event loop (``confirm`` may be async)."""
+        from .dispatch import adispatch
+
+        return (await adispatch(self, tool_call, **options)).message
+
     # ------------------------------------------------------------------ calling
 
     def call(
