@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "ongrid_plugins.commands.approvals",
     "ongrid_plugins.commands.audit",
     "ongrid_plugins.commands.export",
+    "ongrid_plugins.commands.serve",
 )
 
 
