@@ -29,22 +29,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from ..approvals import STATUSES
-from ..errors import (
-    ApprovalError,
-    ApprovalRequired,
-    AuditError,
-    ConfigError,
-    ConfirmationRequired,
-    InvalidArguments,
-    OngridError,
-    PermissionDenied,
-    SkillUnavailable,
-    UnknownPersona,
-    UnknownSkill,
-)
+from ..errors import ConfigError, OngridError, UnknownSkill
 from ..host import SkillHost
 from ..models import CallResult, Event, PermissionMode, Tool
 from . import missing_extra
+from .responses import ApiError, api_error, result_body, sse
 from .tokens import Principal, TokenStore
 
 try:
@@ -65,32 +54,9 @@ DEFAULT_MAX_BODY = 1024 * 1024
 DEFAULT_MAX_CONCURRENT = 16
 MAX_AUDIT_LIMIT = 1000
 MAX_SEQ = 2**63 - 1  # SQLite's largest integer
-_EXECUTE_KEYS = {"params", "confirm", "ticket", "timeout"}
 _NEEDS = {"allow": "-", "confirm": "confirmation", "dual_sign": "two-person approval", "deny": "denied"}
-_APPROVAL_STATUS = {"unknown": 404, "own_ticket": 403, "duplicate_approver": 403, "hook_refused": 403}
-_APPROVAL_STATUS.update(no_identity=403, store=503)
-_EXIT_KEYS = {"ok", "exit_code", "signal", "timed_out"}
 
 Endpoint = Callable[[Request], Awaitable[Response]]
-
-
-class ApiError(Exception):
-    """An error response: ``status``, a stable ``code``, a message and details."""
-
-    def __init__(
-        self, status: int, code: str, message: str, headers: dict[str, str] | None = None, **details: Any
-    ) -> None:
-        self.status = status
-        self.code = code
-        self.message = message
-        self.headers = headers or {}
-        self.details = details
-        super().__init__(message)
-
-    def response(self) -> JSONResponse:
-        """The JSON error response."""
-        body = {"error": self.message, "code": self.code, **self.details}
-        return JSONResponse(body, status_code=self.status, headers=self.headers)
 
 
 def create_app(
@@ -237,7 +203,7 @@ class _Api:
         try:
             return self.host.get(name)
         except UnknownSkill as exc:
-            raise _error(exc) from None
+            raise api_error(exc) from None
 
     async def execute(self, request: Request, who: Principal) -> Response:
         name = request.path_params["name"]
@@ -247,7 +213,7 @@ class _Api:
             result = await self._call(name, body, who, None)
         finally:
             self.running -= 1
-        return JSONResponse(_result_body(result))
+        return JSONResponse(result_body(result))
 
     async def execute_stream(self, request: Request, who: Principal) -> Response:
         name = request.path_params["name"]
@@ -264,7 +230,7 @@ class _Api:
         first = await queue.get()
         if first[0] == "done" and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]  # refused before it started: a plain error
-        return StreamingResponse(_sse(first, queue, task), media_type="text/event-stream")
+        return StreamingResponse(sse(first, queue, task), media_type="text/event-stream")
 
     def _release_after(self, queue: asyncio.Queue[tuple[str, Any]]) -> None:
         self.running -= 1
@@ -291,7 +257,7 @@ class _Api:
                 on_event=on_event,
             )
         except OngridError as exc:
-            raise _error(exc) from None
+            raise api_error(exc) from None
 
     # ------------------------------------------------------------------ approvals
 
@@ -341,7 +307,7 @@ class _Api:
         try:
             return await run_in_threadpool(function, *args)  # SQLite and fsync: not on the event loop
         except OngridError as exc:
-            raise _error(exc) from None
+            raise api_error(exc) from None
 
     # ------------------------------------------------------------------ audit
 
@@ -449,105 +415,3 @@ def _int(raw: str | None, name: str, low: int, high: int) -> int | None:
 
 def _digits(text: str) -> bool:
     return text.isascii() and text.isdigit() and len(text) <= 19
-
-
-def _result_body(result: CallResult) -> dict[str, Any]:
-    common = {"status": result.outcome, "call_id": result.call_id, "duration": round(result.duration, 6)}
-    if result.ok:
-        return {"result": result.value, **common}
-    return {
-        "error": result.error or "the skill failed",
-        "code": result.outcome,
-        **common,
-        "exit_code": result.exit_code,
-        "signal": result.signal,
-        "timed_out": result.timed_out,
-        "stderr_tail": list(result.stderr_tail),
-        "value": result.value,
-    }
-
-
-def _error(exc: OngridError) -> ApiError:
-    """The HTTP status, code and details for a refusal (most specific class first)."""
-    if isinstance(exc, UnknownSkill):
-        return ApiError(404, "unknown_skill", str(exc), suggestions=list(exc.suggestions))
-    if isinstance(exc, InvalidArguments):
-        errors = [{"path": path, "message": message} for path, message in exc.errors]
-        return ApiError(422, "invalid_arguments", str(exc), errors=errors)
-    if isinstance(exc, ConfirmationRequired):
-        message = f"the call to {exc.tool!r} needs a confirmation: {exc.decision.reason}"
-        hint = 'send it again with "confirm": true, or "confirm": the args_digest you were shown'
-        return ApiError(409, "needs_confirmation", message, args_digest=exc.args_digest, hint=hint)
-    if isinstance(exc, ApprovalRequired):
-        return _needs_approval(exc)
-    if isinstance(exc, PermissionDenied):
-        return ApiError(403, "denied", str(exc), reason=exc.decision.reason, plugin=exc.decision.plugin)
-    if isinstance(exc, ApprovalError):
-        status = _APPROVAL_STATUS.get(exc.reason, 409)
-        return ApiError(status, "ticket_refused", str(exc), reason=exc.reason, ticket=exc.ticket_id)
-    if isinstance(exc, SkillUnavailable):
-        return ApiError(409, "unavailable", str(exc), reasons=list(exc.reasons))
-    if isinstance(exc, AuditError):
-        return ApiError(503, "audit_unavailable", str(exc))
-    if isinstance(exc, UnknownPersona):
-        logger.error("rest: a token names a persona that is gone: %s", exc)
-        return ApiError(500, "internal", "the token's persona does not exist on this server")
-    return ApiError(400, "bad_request", str(exc))
-
-
-def _needs_approval(exc: ApprovalRequired) -> ApiError:
-    message = f"the call to {exc.tool!r} needs two-person approval: {exc.decision.reason}"
-    ticket = exc.ticket
-    if ticket is None:
-        return ApiError(409, "needs_approval", message, ticket=None, reason=exc.decision.reason)
-    if ticket.status == "approved":
-        hint = f'the ticket is approved: send the same call again with "ticket": "{ticket.id}"'
-    else:
-        hint = (
-            f"two identities other than {ticket.requester} approve it (POST /v1/approvals/{ticket.id}/approve"
-            f' or `ongrid-skills approvals approve {ticket.id}`), then send the same call with "ticket": '
-            f'"{ticket.id}" before {ticket.to_dict()["expires"]}'
-        )
-    return ApiError(
-        409, "needs_approval", message, ticket=ticket.to_dict(), reason=exc.decision.reason, hint=hint
-    )
-
-
-async def _sse(
-    first: tuple[str, Any], queue: asyncio.Queue[tuple[str, Any]], task: asyncio.Future[CallResult]
-) -> AsyncIterator[str]:
-    """Server-sent events: ``start``, one ``log`` per stderr line, ``exit``, then ``result`` or ``error``."""
-    item = first
-    try:
-        while item[0] != "done":
-            event: Event = item[1]
-            yield _event_text(event)
-            item = await queue.get()
-        while not queue.empty():  # events that raced the end of the call
-            late = queue.get_nowait()
-            if late[0] == "event":
-                yield _event_text(late[1])
-        exc = task.exception()
-        if exc is None:
-            yield _sse_text("result", _result_body(task.result()))
-        else:
-            error = exc if isinstance(exc, ApiError) else ApiError(500, "internal", repr(exc))
-            yield _sse_text("error", {"error": error.message, "code": error.code, **error.details})
-    finally:
-        if not task.done():
-            task.cancel()  # the client went away: kill the skill
-
-
-def _event_text(event: Event) -> str:
-    if event.kind == "stderr":
-        return _sse_text("log", {"line": event.data})
-    data: dict[str, Any] = {"tool": event.tool, "call_id": event.call_id}
-    if event.kind == "exit" and isinstance(event.data, dict):  # not "start": its data names server paths
-        data.update({k: v for k, v in event.data.items() if k in _EXIT_KEYS})
-    elif event.kind not in ("start", "exit"):
-        data["data"] = event.data
-    return _sse_text(event.kind, data)
-
-
-def _sse_text(kind: str, data: Any) -> str:
-    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"
