@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     # Imported when first needed (the first call, load or persona file), not with the package.
     from .approvals import ApprovalStore, Ticket
     from .audit import AuditLog
+    from .dispatch import ConfirmFn
     from .personas import PersonaCatalog
 
 __all__ = ["SkillHost"]
@@ -338,20 +339,62 @@ class SkillHost:
         notes = {t.name: _call_note(self.decide(t, who).verdict) for t in tools}
         return raise_for_problems(export_tools(tools, format, strict=strict, notes=notes))
 
-    def dispatch(self, tool_call: object, **options: Any) -> dict[str, Any]:
-        """Run a model's tool call and return the tool-result message for it (never raising for
-        the model's mistakes). Options as :func:`ongrid_plugins.dispatch.dispatch`:
-        ``persona``, ``caller``, ``confirm`` (True or a callback asking the user), ``ticket``,
-        ``on_event``, ``timeout``."""
+    def dispatch(
+        self,
+        tool_call: object,
+        *,
+        persona: PersonaLike = "operator",
+        caller: str | None = None,
+        confirm: bool | str | ConfirmFn = False,
+        ticket: str | None = None,
+        on_event: EventCallback | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Run a model's tool call; return the tool-result message for it, in the call's format.
+
+        Never raises for the model's mistakes (see :mod:`ongrid_plugins.dispatch`): they
+        come back as error results. ``confirm`` is the host's answer (True, the args
+        digest) or a callback asking the user; ``caller`` the identity the host vouches for.
+        """
         from .dispatch import dispatch
 
-        return dispatch(self, tool_call, **options).message
+        outcome = dispatch(
+            self,
+            tool_call,
+            persona=persona,
+            caller=caller,
+            confirm=confirm,
+            ticket=ticket,
+            on_event=on_event,
+            timeout=timeout,
+        )
+        return outcome.message
 
-    async def adispatch(self, tool_call: object, **options: Any) -> dict[str, Any]:
+    async def adispatch(
+        self,
+        tool_call: object,
+        *,
+        persona: PersonaLike = "operator",
+        caller: str | None = None,
+        confirm: bool | str | ConfirmFn = False,
+        ticket: str | None = None,
+        on_event: EventCallback | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
         """Like :meth:`dispatch`, without blocking the event loop (``confirm`` may be async)."""
         from .dispatch import adispatch
 
-        return (await adispatch(self, tool_call, **options)).message
+        outcome = await adispatch(
+            self,
+            tool_call,
+            persona=persona,
+            caller=caller,
+            confirm=confirm,
+            ticket=ticket,
+            on_event=on_event,
+            timeout=timeout,
+        )
+        return outcome.message
 
     # ------------------------------------------------------------------ calling
 
