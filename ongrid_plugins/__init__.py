@@ -22,6 +22,7 @@ from .errors import (
     PluginLoadError,
     ResourceRefused,
     SkillUnavailable,
+    StrictSchemaError,
     UnknownPersona,
     UnknownSkill,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "SkillHost",
     "SkillRoot",
     "SkillUnavailable",
+    "StrictSchemaError",
     "Tool",
     "ToolClass",
     "UnknownPersona",

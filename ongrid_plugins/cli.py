@@ -41,6 +41,9 @@ COMMAND_MODULES = (
     "ongrid_plugins.commands.audit",
     "ongrid_plugins.commands.packs",
     "ongrid_plugins.commands.new",
+    "ongrid_plugins.commands.export",
+    "ongrid_plugins.commands.serve",
+    "ongrid_plugins.commands.mcp",
 )
 
 

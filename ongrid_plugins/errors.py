@@ -12,7 +12,7 @@ call, a call that needs confirmation or approval) raise.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ __all__ = [
     "PluginLoadError",
     "ResourceRefused",
     "SkillUnavailable",
+    "StrictSchemaError",
     "UnknownPersona",
     "UnknownSkill",
 ]
@@ -192,6 +193,20 @@ class ApprovalRequired(PermissionDenied):
     def __init__(self, tool: str, decision: Decision, ticket: Any = None, hint: str = "") -> None:
         self.ticket = ticket
         super().__init__(tool, decision, hint)
+
+
+class StrictSchemaError(ConfigError):
+    """Some tools' schemas cannot be made strict; ``problems`` maps each tool to its reasons."""
+
+    def __init__(self, fmt: str, problems: Mapping[str, Sequence[str]]) -> None:
+        self.format = fmt
+        self.problems = {name: tuple(reasons) for name, reasons in problems.items()}
+        lines = "; ".join(f"{name}: {' / '.join(reasons)}" for name, reasons in self.problems.items())
+        message = (
+            f"{len(self.problems)} tool(s) cannot be exported in {fmt} strict mode: {lines} "
+            "(export without --strict, or fix the schemas)"
+        )
+        super().__init__(message)
 
 
 class ResourceRefused(OngridError):

@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     # Imported when first needed (the first call, load or persona file), not with the package.
     from .approvals import ApprovalStore, Ticket
     from .audit import AuditLog
+    from .dispatch import ConfirmFn
     from .personas import PersonaCatalog
 
 __all__ = ["SkillHost"]
@@ -320,6 +321,81 @@ class SkillHost:
         """The gate's decision for ``persona`` calling ``tool`` (with ``request``'s arguments)."""
         return gate.decide(self.pm, tool, self.persona(persona), request)
 
+    # ------------------------------------------------------------------ model APIs
+
+    def export(
+        self, format: str, *, persona: PersonaLike = "operator", strict: bool = False
+    ) -> list[dict[str, Any]]:
+        """The tools ``persona`` may call, in the function-calling shape of ``format``.
+
+        ``format`` is ``openai``, ``anthropic`` or ``mcp`` (see :mod:`ongrid_plugins.export`);
+        ``strict`` rewrites the schemas for the strict modes and raises
+        :class:`StrictSchemaError` naming, per tool, why one cannot be made strict.
+        """
+        from .export import export_tools, raise_for_problems
+
+        who = self.persona(persona)
+        tools = self.tools(who)
+        notes = {t.name: _call_note(self.decide(t, who).verdict) for t in tools}
+        return raise_for_problems(export_tools(tools, format, strict=strict, notes=notes))
+
+    def dispatch(
+        self,
+        tool_call: object,
+        *,
+        persona: PersonaLike = "operator",
+        caller: str | None = None,
+        confirm: bool | str | ConfirmFn = False,
+        ticket: str | None = None,
+        on_event: EventCallback | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Run a model's tool call; return the tool-result message for it, in the call's format.
+
+        Never raises for the model's mistakes (see :mod:`ongrid_plugins.dispatch`): they
+        come back as error results. ``confirm`` is the host's answer (True, the args
+        digest) or a callback asking the user; ``caller`` the identity the host vouches for.
+        """
+        from .dispatch import dispatch
+
+        outcome = dispatch(
+            self,
+            tool_call,
+            persona=persona,
+            caller=caller,
+            confirm=confirm,
+            ticket=ticket,
+            on_event=on_event,
+            timeout=timeout,
+        )
+        return outcome.message
+
+    async def adispatch(
+        self,
+        tool_call: object,
+        *,
+        persona: PersonaLike = "operator",
+        caller: str | None = None,
+        confirm: bool | str | ConfirmFn = False,
+        ticket: str | None = None,
+        on_event: EventCallback | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Like :meth:`dispatch`, without blocking the event loop (``confirm`` may be async)."""
+        from .dispatch import adispatch
+
+        outcome = await adispatch(
+            self,
+            tool_call,
+            persona=persona,
+            caller=caller,
+            confirm=confirm,
+            ticket=ticket,
+            on_event=on_event,
+            timeout=timeout,
+        )
+        return outcome.message
+
     # ------------------------------------------------------------------ calling
 
     def call(
@@ -570,6 +646,15 @@ def _crashed(attempt: _Attempt, exc: BaseException) -> CallResult:
 def _plugin_name(plugin: object, index: int) -> str:
     name = getattr(plugin, "__name__", None) or type(plugin).__name__
     return f"{name}#{index}"
+
+
+def _call_note(verdict: Verdict) -> str:
+    """What a model is told about calling a tool, beyond its description."""
+    if verdict is Verdict.CONFIRM:
+        return "Each call needs the user's confirmation before it runs."
+    if verdict is Verdict.DUAL_SIGN:
+        return "Each call needs two-person approval: the first call returns a ticket for people to approve."
+    return ""
 
 
 def _approval_hint(ticket: Ticket) -> str:

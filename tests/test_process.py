@@ -9,6 +9,7 @@ import os
 import resource
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +29,18 @@ from ongrid_plugins.executors._process import (
 ENV = {"PATH": "/usr/bin:/bin"}
 MIB = 1024 * 1024
 Runner = Callable[..., ProcessOutcome]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _earlier_hosts_settled() -> None:
+    """Tests here count this process's open files. Hosts of earlier test modules close their
+    audit files later -- their writer threads idle out after a second, their journals go when
+    the host is collected -- so let them settle first, or a count drops mid-test."""
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while any(t.name == "ongrid-audit-writer" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gc.collect()
 
 
 @pytest.fixture(autouse=True, params=["posix_spawn", "popen"])

@@ -1,0 +1,57 @@
+"""``export``: the tool list in a model API's function-calling shape (OpenAI, Anthropic, MCP)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from ..errors import StrictSchemaError
+from ..export import FORMATS
+
+if TYPE_CHECKING:
+    from ..cli import Context
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``export`` sub-command."""
+    p = sub.add_parser("export", help="print the tools a persona may call as model-API tool definitions")
+    p.add_argument("--format", required=True, choices=FORMATS, help="the model API's tool shape")
+    p.add_argument(
+        "--persona",
+        default="operator",
+        metavar="NAME|PATH",
+        help="only the tools it may call (default: operator)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="rewrite the schemas for OpenAI/Anthropic strict mode, or say per tool why one cannot be",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.add_argument("--compact", action="store_true", help="one line of JSON, no indentation")
+    p.set_defaults(handler=cmd_export)
+
+
+def cmd_export(ctx: Context) -> int:
+    args = ctx.args
+    try:
+        tools = ctx.host.export(args.format, persona=args.persona, strict=args.strict)
+    except StrictSchemaError as exc:
+        count = len(exc.problems)
+        print(f"ERROR: {count} tool(s) cannot be exported in {exc.format} strict mode:", file=sys.stderr)
+        for name, reasons in exc.problems.items():
+            for reason in reasons:
+                print(f"  {'(all tools)' if name == '*' else name}: {reason}", file=sys.stderr)
+        print("export without --strict, or fix those schemas", file=sys.stderr)
+        return exc.exit_code
+    text = json.dumps(tools, ensure_ascii=False, indent=None if args.compact else 2)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+    return 0

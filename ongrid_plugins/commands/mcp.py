@@ -1,0 +1,40 @@
+"""``mcp``: serve the registry to an MCP client over stdio (extra ``[mcp]``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..cli import Context
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``mcp`` sub-command."""
+    p = sub.add_parser(
+        "mcp", help="serve the tools a persona may call over MCP (stdio); needs the [mcp] extra"
+    )
+    p.add_argument(
+        "--persona",
+        default="operator",
+        metavar="NAME|PATH",
+        help="who the client acts as (default: operator)",
+    )
+    p.set_defaults(handler=cmd_mcp)
+
+
+def cmd_mcp(ctx: Context) -> int:
+    try:
+        import anyio
+
+        from ..server.mcp import serve_stdio
+    except ImportError as exc:
+        from ..server import missing_extra
+
+        raise missing_extra("mcp", exc.name or "mcp") from None
+    host = ctx.host
+    host.persona(ctx.args.persona)  # an unknown persona is an error before the client connects
+    anyio.run(lambda: serve_stdio(host, persona=ctx.args.persona))
+    return 0

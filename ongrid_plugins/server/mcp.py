@@ -1,0 +1,348 @@
+"""An MCP server over stdio for one persona (extra ``[mcp]``, the official ``mcp`` SDK).
+
+``ongrid-skills mcp --persona operator`` serves:
+
+* ``tools/list``: the tools the persona may call (``host.export("mcp")``);
+* ``tools/call``: :func:`~ongrid_plugins.dispatch.adispatch`, so the same gate, checks and
+  runner as every other surface; the skill's stderr lines go out as progress
+  notifications (when the client sent a progress token) and as log messages;
+* ``prompts/list`` / ``prompts/get``: each SKILL.md skill's instructions, and
+  ``resources/list`` / ``resources/read``: ``skill://<skill>/SKILL.md`` and the skill's
+  files (``skill://<skill>/references/api.md``), read only when asked for.
+
+A call that needs a confirmation asks the user through MCP elicitation: a
+``elicitation/create`` request on handshake-era connections, an ``InputRequiredResult``
+on 2026-07-28 ones. A client without elicitation gets the call refused with a message
+saying so. A dangerous call returns its two-person ticket for people to approve out of
+band (``ongrid-skills approvals approve ID``); the same call made again after that runs.
+
+The caller (requester of tickets, ``caller`` in the audit log) is the OS user running
+the server; there is no flag to claim another name, for the reason ``approvals`` has none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import mimetypes
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+from ..dispatch import Confirmation, Dispatched, adispatch
+from ..errors import ConfirmationRequired, ResourceRefused
+from ..host import PersonaLike, SkillHost
+from ..models import Event, Skill, Verdict
+from . import missing_extra
+
+try:
+    import anyio
+    import mcp.types as types
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise missing_extra("mcp", "mcp") from exc
+
+__all__ = ["create_server", "serve_stdio"]
+
+_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+_CONFIRM_SCHEMA = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean", "title": "Run it", "description": "Run this call now?"}},
+    "required": ["confirm"],
+}
+_URI = "skill://"
+
+
+def create_server(
+    host: SkillHost, *, persona: PersonaLike = "operator", caller: str | None = None
+) -> Server[Any]:
+    """The low-level MCP server (run it with :func:`serve_stdio`, or over any SDK transport)."""
+    who = host.persona(persona)
+    handlers = _Handlers(host, who.name if not who.path else who.path, caller)
+    server: Server[Any] = Server(
+        "ongrid-plugins",
+        version=_version(),
+        instructions=(
+            f"Tools run through ongrid-plugins' permission gate as persona {who.name}: "
+            "changes ask the user for a confirmation; dangerous calls need two-person approval "
+            "(the result names a ticket)."
+        ),
+        on_list_tools=handlers.list_tools,
+        on_call_tool=handlers.call_tool,
+        on_list_prompts=handlers.list_prompts,
+        on_get_prompt=handlers.get_prompt,
+        on_list_resources=handlers.list_resources,
+        on_read_resource=handlers.read_resource,
+    )
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, handlers.set_level)
+    return server
+
+
+async def serve_stdio(
+    host: SkillHost, *, persona: PersonaLike = "operator", caller: str | None = None
+) -> None:
+    """Serve MCP on this process's stdin/stdout until the client closes them."""
+    # Log lines are what this server is for; the SDK warns that the logging capability is
+    # deprecated in 2026-07-28 (where it is opt-in per request and delivered as such).
+    warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+    server = create_server(host, persona=persona, caller=caller)
+    await anyio.to_thread.run_sync(host.tools)  # load before the first request
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+class _Handlers:
+    def __init__(self, host: SkillHost, persona: str, caller: str | None) -> None:
+        self.host = host
+        self.persona = persona
+        self.caller = caller
+        self.level = "info"
+
+    # ------------------------------------------------------------------ tools
+
+    async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        tools = await anyio.to_thread.run_sync(lambda: self.host.export("mcp", persona=self.persona))
+        return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
+
+    async def call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        call = {"name": params.name, "arguments": params.arguments or {}}
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        can_ask = _can_elicit(ctx)
+        asked = {"declined": False}
+        confirm: Any = False
+        if modern and params.input_responses and "confirm" in params.input_responses:
+            if not _accepted(params.input_responses["confirm"]):
+                return _declined(params.name)
+            confirm = params.request_state or False  # the args digest the user was asked about
+        elif can_ask and not modern:
+            confirm = _asker(ctx, asked)
+        outcome = await self._run(ctx, call, confirm)
+        if asked["declined"]:
+            return _declined(params.name)
+        if outcome.status == "needs_confirmation" and isinstance(outcome.error, ConfirmationRequired):
+            if modern and can_ask and confirm is False:
+                return _input_required(outcome.error, outcome.call.arguments or {})
+            if not can_ask:
+                return _cannot_ask(outcome)
+        return types.CallToolResult.model_validate(outcome.message)
+
+    async def _run(self, ctx: Any, call: dict[str, Any], confirm: Any) -> Dispatched:
+        relay = _Relay(ctx, self)
+        async with anyio.create_task_group() as group:
+            group.start_soon(relay.pump)
+            try:
+                outcome = await adispatch(
+                    self.host,
+                    call,
+                    persona=self.persona,
+                    caller=self.caller,
+                    confirm=confirm,
+                    on_event=relay.put,
+                )
+            finally:
+                relay.close()
+        return outcome
+
+    async def set_level(self, ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        self.level = params.level
+        return types.EmptyResult()
+
+    # ------------------------------------------------------------------ prompts and resources
+
+    def _skills(self) -> list[Skill]:
+        """Skills with instructions the persona may use: a prompt skill, or one with a tool it may call."""
+        who = self.host.persona(self.persona)
+        allowed = []
+        for skill in self.host.skills():
+            if skill.format != "SKILL.md" or not skill.model_invocable or not skill.available:
+                continue
+            tools = [t for t in skill.tools if t.available]
+            if not skill.tools or any(self.host.decide(t, who).verdict is not Verdict.DENY for t in tools):
+                allowed.append(skill)
+        return allowed
+
+    async def list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
+        skills = await anyio.to_thread.run_sync(self._skills)
+        prompts = [
+            types.Prompt(name=s.name, title=s.display_name or None, description=s.description) for s in skills
+        ]
+        return types.ListPromptsResult(prompts=prompts)
+
+    async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        skill = await self._skill(params.name)
+        body = (await anyio.to_thread.run_sync(self.host.instructions, skill.name)).body
+        message = types.PromptMessage(role="user", content=types.TextContent(type="text", text=body))
+        return types.GetPromptResult(description=skill.description, messages=[message])
+
+    async def list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
+        resources = await anyio.to_thread.run_sync(lambda: list(self._resources()))
+        return types.ListResourcesResult(resources=resources)
+
+    def _resources(self) -> Iterator[types.Resource]:
+        for skill in self._skills():
+            instructions = self.host.instructions(skill.name)
+            yield types.Resource(
+                uri=f"{_URI}{skill.name}/SKILL.md",
+                name=f"{skill.name}/SKILL.md",
+                description=skill.description,
+                mime_type="text/markdown",
+            )
+            for item in instructions.resources:
+                if not item.refused:
+                    yield types.Resource(
+                        uri=f"{_URI}{skill.name}/{item.path}",
+                        name=f"{skill.name}/{item.path}",
+                        mime_type=mimetypes.guess_type(item.path)[0] or "application/octet-stream",
+                        size=item.size,
+                    )
+
+    async def read_resource(
+        self, ctx: Any, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        name, _, path = uri.removeprefix(_URI).partition("/")
+        if not uri.startswith(_URI) or not path:
+            raise MCPError(types.INVALID_PARAMS, f"not a skill resource: {uri} (use skill://<skill>/<path>)")
+        skill = await self._skill(name)
+        instructions = await anyio.to_thread.run_sync(self.host.instructions, skill.name)
+        if path == "SKILL.md":
+            contents: Any = types.TextResourceContents(
+                uri=uri, mime_type="text/markdown", text=instructions.body
+            )
+            return types.ReadResourceResult(contents=[contents])
+        try:
+            data = await anyio.to_thread.run_sync(instructions.read, path)
+        except ResourceRefused as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        mime = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        try:
+            contents = types.TextResourceContents(uri=uri, mime_type=mime, text=data.decode("utf-8"))
+        except UnicodeDecodeError:
+            contents = types.BlobResourceContents(
+                uri=uri, mime_type=mime, blob=base64.b64encode(data).decode()
+            )
+        return types.ReadResourceResult(contents=[contents])
+
+    async def _skill(self, name: str) -> Skill:
+        skills = {s.name: s for s in await anyio.to_thread.run_sync(self._skills)}
+        if name not in skills:
+            raise MCPError(types.INVALID_PARAMS, f"no skill instructions named {name!r} for this persona")
+        return skills[name]
+
+
+class _Relay:
+    """Sends a call's events to the client, in order, from whichever thread emitted them."""
+
+    def __init__(self, ctx: Any, handlers: _Handlers) -> None:
+        self.ctx = ctx
+        self.handlers = handlers
+        self.loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self.lines = 0
+
+    def put(self, event: Event) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, None)
+
+    async def pump(self) -> None:
+        while (event := await self.queue.get()) is not None:
+            if event.kind != "stderr":
+                continue
+            self.lines += 1
+            line = str(event.data)
+            try:
+                await self.ctx.session.report_progress(self.lines, None, line)
+                if _LEVELS.index(self.handlers.level) <= _LEVELS.index("info"):
+                    await self.ctx.session.send_log_message(
+                        "info",
+                        {"tool": event.tool, "line": line},
+                        logger=f"ongrid.{event.tool}",
+                        related_request_id=self.ctx.request_id,
+                    )
+            except Exception:  # a client that went away must not break the call
+                continue
+
+
+def _asker(ctx: Any, asked: dict[str, bool]) -> Any:
+    """A ``confirm`` callback asking the user with an ``elicitation/create`` request (handshake era)."""
+
+    async def ask(question: Confirmation) -> bool:
+        answer = await ctx.session.elicit_form(
+            _question(question), _CONFIRM_SCHEMA, related_request_id=ctx.request_id
+        )
+        yes = _accepted(answer)
+        asked["declined"] = not yes
+        return yes
+
+    return ask
+
+
+def _can_elicit(ctx: Any) -> bool:
+    """Whether the client can show a form (an empty elicitation capability means form, by the spec)."""
+    elicitation = getattr(ctx.session.client_capabilities, "elicitation", None)
+    if elicitation is None:
+        return False
+    return getattr(elicitation, "form", None) is not None or getattr(elicitation, "url", None) is None
+
+
+def _accepted(answer: Any) -> bool:
+    content = getattr(answer, "content", None) or {}
+    return getattr(answer, "action", None) == "accept" and content.get("confirm") is True
+
+
+def _question(question: Confirmation) -> str:
+    arguments = json.dumps(dict(question.arguments), ensure_ascii=False, sort_keys=True)
+    return (
+        f"Run {question.tool.name} ({question.tool.tool_class.value})? {question.tool.description.strip()}\n"
+        f"Arguments: {arguments}\nWhy you are asked: {question.reason}"
+    )
+
+
+def _input_required(exc: ConfirmationRequired, arguments: dict[str, Any]) -> types.InputRequiredResult:
+    """Ask through the 2026-07-28 multi-round flow; the digest travels in the request state."""
+    shown = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    message = (
+        f"Run {exc.tool}? It changes things.\nArguments: {shown}\nWhy you are asked: {exc.decision.reason}"
+    )
+    request = types.ElicitRequest(
+        params=types.ElicitRequestFormParams(message=message, requested_schema=_CONFIRM_SCHEMA)
+    )
+    return types.InputRequiredResult(input_requests={"confirm": request}, request_state=exc.args_digest)
+
+
+def _cannot_ask(outcome: Dispatched) -> types.CallToolResult:
+    payload = dict(outcome.payload)
+    payload["error"] = (
+        f"the call to {outcome.call.name!r} changes things and needs the user's confirmation, but this MCP "
+        "client cannot ask for one (it does not support elicitation), so it was not run"
+    )
+    payload["hint"] = "tell the user; they can run it themselves with `ongrid-skills run ... --yes`"
+    return _error_result(payload)
+
+
+def _declined(name: str) -> types.CallToolResult:
+    payload = {
+        "error": f"the user declined the call to {name!r}; it was not run",
+        "code": "declined",
+        "hint": "do not call it again unless the user asks you to",
+    }
+    return _error_result(payload)
+
+
+def _error_result(payload: dict[str, Any]) -> types.CallToolResult:
+    text = json.dumps(payload, ensure_ascii=False)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)

@@ -1,0 +1,335 @@
+"""The OpenAPI 3.1 document of the REST API (served at ``/openapi.json``).
+
+Written by hand next to the routes in :mod:`.rest`; ``tests/test_rest.py`` fuzzes a
+running server from it (schemathesis), which fails when a route answers with a status or
+a body this document does not describe.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["document"]
+
+_STR = {"type": "string"}
+_NULLABLE_STR = {"type": ["string", "null"]}
+_INT = {"type": "integer"}
+_NULLABLE_INT = {"type": ["integer", "null"]}
+_STRS = {"type": "array", "items": _STR}
+_CLASS = {"type": "string", "enum": ["safe", "mutating", "dangerous"]}
+_TICKET_STATUS = ["pending", "approved", "rejected", "executed", "expired"]
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(
+    properties: dict[str, Any], required: list[str] | None = None, closed: bool = False
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "properties": properties}
+    out["required"] = list(properties) if required is None else required
+    if closed:
+        out["additionalProperties"] = False
+    return out
+
+
+def _list_of(name: str) -> dict[str, Any]:
+    return _obj({"items": {"type": "array", "items": _ref(name)}, "total": _INT})
+
+
+_SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "properties": {"error": _STR, "code": _STR},
+        "required": ["error", "code"],
+        "description": "Every error: a message, a stable code, and details that depend on the code.",
+    },
+    "Decision": _obj(
+        {
+            "verdict": {"type": "string", "enum": ["allow", "confirm", "dual_sign", "deny"]},
+            "reason": _STR,
+            "plugin": _STR,
+            "needs": {"type": "string", "enum": ["-", "confirmation", "two-person approval", "denied"]},
+        }
+    ),
+    "ToolSummary": _obj(
+        {
+            "name": _STR,
+            "display_name": _STR,
+            "description": _STR,
+            "when_to_use": _STR,
+            "class": _CLASS,
+            "category": _STR,
+            "skill": _STR,
+            "available": {"type": "boolean"},
+            "decision": _ref("Decision"),
+        }
+    ),
+    "Tool": {
+        "allOf": [
+            _ref("ToolSummary"),
+            _obj(
+                {
+                    "kind": _STR,
+                    "schema": {"type": "object", "description": "JSON Schema of the params object"},
+                    "timeout_seconds": {"type": "number"},
+                    "unavailable": _STRS,
+                    "provenance": _STR,
+                }
+            ),
+        ]
+    },
+    "ToolList": _list_of("ToolSummary"),
+    "ExecuteRequest": _obj(
+        {
+            "params": {"type": "object", "description": "The skill's arguments (checked against its schema)"},
+            "confirm": {
+                "type": ["boolean", "string"],
+                "description": "true, or the args_digest of a needs_confirmation error, to confirm a change",
+            },
+            "ticket": {**_NULLABLE_STR, "description": "an approved two-person ticket for exactly this call"},
+            "timeout": {
+                "type": ["number", "null"],
+                "exclusiveMinimum": 0,
+                "description": "seconds; can only shorten the skill's own timeout",
+            },
+        },
+        required=[],
+        closed=True,
+    ),
+    "ExecuteResult": {
+        "anyOf": [
+            _obj({"result": {}, "status": {"const": "ok"}, "call_id": _STR, "duration": {"type": "number"}}),
+            {
+                **_obj(
+                    {
+                        "error": _STR,
+                        "code": _STR,
+                        "status": _STR,
+                        "call_id": _STR,
+                        "duration": {"type": "number"},
+                        "exit_code": _NULLABLE_INT,
+                        "signal": _NULLABLE_INT,
+                        "timed_out": {"type": "boolean"},
+                        "stderr_tail": _STRS,
+                        "value": {},
+                    }
+                ),
+                "description": "The skill ran and failed (exit status, timeout, bad output).",
+            },
+        ]
+    },
+    "Approval": _obj({"approver": _STR, "note": _STR, "sop": _NULLABLE_STR, "time": _STR}),
+    "Ticket": _obj(
+        {
+            "id": _STR,
+            "tool": _STR,
+            "args_digest": _STR,
+            "persona": _STR,
+            "requester": _STR,
+            "required": _INT,
+            "approvals": {"type": "array", "items": _ref("Approval")},
+            "approvers": _STRS,
+            "status": {"type": "string", "enum": _TICKET_STATUS},
+            "created": _STR,
+            "expires": _STR,
+            "rejected_by": _NULLABLE_STR,
+            "note": _STR,
+            "args": {"type": "object", "description": "the call's arguments, secrets redacted"},
+            "tool_class": _STR,
+            "reason": _STR,
+            "executed": _NULLABLE_STR,
+            "executed_by": _NULLABLE_STR,
+            "call_id": _NULLABLE_STR,
+        }
+    ),
+    "TicketList": _list_of("Ticket"),
+    "ApproveRequest": _obj({"note": _STR, "sop": _NULLABLE_STR}, required=[], closed=True),
+    "RejectRequest": _obj({"note": _STR}, required=[], closed=True),
+    "AuditEntry": _obj(
+        {
+            "seq": _INT,
+            "time": {"type": "number"},
+            "call_id": _STR,
+            "tool": _STR,
+            "persona": _STR,
+            "caller": _STR,
+            "outcome": _STR,
+            "verdict": _STR,
+            "hash": _STR,
+            "prev_hash": _STR,
+        }
+    ),
+    "AuditList": _list_of("AuditEntry"),
+}
+
+
+def _json(name: str, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _ref(name)}}}
+
+
+_ERRORS = {
+    "400": "the body or a query parameter is malformed",
+    "401": "no token, or not a valid one",
+    "403": "the persona may not do this (the reason says why)",
+    "404": "no such skill or ticket",
+    "409": "needs a confirmation (args_digest) or a two-person approval (ticket), or the ticket does not fit",
+    "413": "the body is too large",
+    "422": "the params do not match the skill's schema (errors: path and message)",
+    "429": "too many calls are running; retry after Retry-After seconds",
+    "503": "the audit log or the ticket store cannot be written",
+}
+
+
+def _responses(ok: dict[str, Any], *codes: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"200": ok}
+    for code in codes:
+        out[code] = _json("Error", _ERRORS[code])
+    return out
+
+
+def _name(param: str) -> list[dict[str, Any]]:
+    return [
+        {"name": param, "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[^/]+$"}}
+    ]
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
+
+
+def _body(name: str) -> dict[str, Any]:
+    return {"required": False, "content": {"application/json": {"schema": _ref(name)}}}
+
+
+_CALL_ERRORS = ("400", "401", "403", "404", "409", "413", "422", "429", "503")
+_TICKET_ERRORS = ("400", "401", "403", "404", "409", "413", "503")
+
+
+def _paths() -> dict[str, Any]:
+    sse: dict[str, Any] = {
+        "description": "server-sent events: start, log (one per stderr line), exit, then result or error",
+        "content": {"text/event-stream": {"schema": _STR}},
+    }
+    return {
+        "/healthz": {
+            "get": {
+                "summary": "Liveness (no token needed)",
+                "security": [],
+                "responses": {
+                    "200": {
+                        "description": "alive",
+                        "content": {"application/json": {"schema": _obj({"status": {"const": "ok"}})}},
+                    }
+                },
+            }
+        },
+        "/v1/skills": {
+            "get": {
+                "summary": "The tools the token's persona may call",
+                "parameters": [
+                    _query("category", _STR, "only this category"),
+                    _query("class", _CLASS, "only this class"),
+                ],
+                "responses": _responses(_json("ToolList", "the tools"), "400", "401"),
+            }
+        },
+        "/v1/skills/{name}": {
+            "get": {
+                "summary": "One tool: its schema, class and what the persona needs to call it",
+                "parameters": _name("name"),
+                "responses": _responses(_json("Tool", "the tool"), "401", "404"),
+            }
+        },
+        "/v1/skills/{name}/execute": {
+            "post": {
+                "summary": "Run a tool as the token's persona and identity",
+                "parameters": _name("name"),
+                "requestBody": _body("ExecuteRequest"),
+                "responses": _responses(
+                    _json("ExecuteResult", "the result, or the skill's failure"), *_CALL_ERRORS
+                ),
+            }
+        },
+        "/v1/skills/{name}/execute/stream": {
+            "post": {
+                "summary": "Run a tool, streaming its log lines, then the result (server-sent events)",
+                "parameters": _name("name"),
+                "requestBody": _body("ExecuteRequest"),
+                "responses": _responses(sse, *_CALL_ERRORS),
+            }
+        },
+        "/v1/approvals": {
+            "get": {
+                "summary": "Two-person approval tickets, newest first",
+                "parameters": [
+                    _query("status", {"type": "string", "enum": _TICKET_STATUS}, "only this status")
+                ],
+                "responses": _responses(_json("TicketList", "the tickets"), "400", "401", "503"),
+            }
+        },
+        "/v1/approvals/{ticket_id}": {
+            "get": {
+                "summary": "One ticket",
+                "parameters": _name("ticket_id"),
+                "responses": _responses(_json("Ticket", "the ticket"), "401", "404", "503"),
+            }
+        },
+        "/v1/approvals/{ticket_id}/approve": {
+            "post": {
+                "summary": "Approve a ticket as the token's identity (a dual-sign-required persona)",
+                "parameters": _name("ticket_id"),
+                "requestBody": _body("ApproveRequest"),
+                "responses": _responses(_json("Ticket", "the ticket, approved by one more"), *_TICKET_ERRORS),
+            }
+        },
+        "/v1/approvals/{ticket_id}/reject": {
+            "post": {
+                "summary": "Reject a ticket (a dual-sign-required persona, or its requester withdrawing it)",
+                "parameters": _name("ticket_id"),
+                "requestBody": _body("RejectRequest"),
+                "responses": _responses(_json("Ticket", "the rejected ticket"), *_TICKET_ERRORS),
+            }
+        },
+        "/v1/audit": {
+            "get": {
+                "summary": "Rows of the audit log (a dual-sign-required persona)",
+                "parameters": [
+                    _query("tool", _STR, "only calls of this tool"),
+                    _query("outcome", _STR, "only this outcome (ok, failed, denied, ...)"),
+                    _query(
+                        "since",
+                        {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+                        "only rows after this seq",
+                    ),
+                    _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "at most this many"),
+                ],
+                "responses": _responses(
+                    _json("AuditList", "the rows, oldest first"), "400", "401", "403", "503"
+                ),
+            }
+        },
+    }
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI document (a fresh dict)."""
+    from .. import __version__
+
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "ongrid-plugins skills API",
+            "version": __version__,
+            "description": "Skills of one SkillHost over HTTP: list, run (gated by the token's persona), "
+            "two-person approvals, the audit log. Errors are JSON {error, code}.",
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"bearer": []}],
+        "paths": _paths(),
+        "components": {
+            "schemas": _SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }

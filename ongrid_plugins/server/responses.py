@@ -1,0 +1,159 @@
+"""The answers of the REST API: errors with their status, call results, server-sent events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..errors import (
+    ApprovalError,
+    ApprovalRequired,
+    AuditError,
+    ConfirmationRequired,
+    InvalidArguments,
+    OngridError,
+    PermissionDenied,
+    SkillUnavailable,
+    UnknownPersona,
+    UnknownSkill,
+)
+from ..models import CallResult, Event
+from . import missing_extra
+
+try:
+    from starlette.responses import JSONResponse
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise missing_extra("server", "starlette") from exc
+
+__all__ = ["ApiError", "api_error", "result_body", "sse"]
+
+logger = logging.getLogger(__name__)
+
+_APPROVAL_STATUS = {"unknown": 404, "own_ticket": 403, "duplicate_approver": 403, "hook_refused": 403}
+_APPROVAL_STATUS.update(no_identity=403, store=503)
+_EXIT_KEYS = {"ok", "exit_code", "signal", "timed_out"}
+
+
+class ApiError(Exception):
+    """An error response: ``status``, a stable ``code``, a message and details."""
+
+    def __init__(
+        self, status: int, code: str, message: str, headers: dict[str, str] | None = None, **details: Any
+    ) -> None:
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers or {}
+        self.details = details
+        super().__init__(message)
+
+    def response(self) -> JSONResponse:
+        """The JSON error response."""
+        body = {"error": self.message, "code": self.code, **self.details}
+        return JSONResponse(body, status_code=self.status, headers=self.headers)
+
+
+def result_body(result: CallResult) -> dict[str, Any]:
+    """The body of a call that ran: ``result`` on success, ``error`` and ``code`` when the skill failed."""
+    common = {"status": result.outcome, "call_id": result.call_id, "duration": round(result.duration, 6)}
+    if result.ok:
+        return {"result": result.value, **common}
+    return {
+        "error": result.error or "the skill failed",
+        "code": result.outcome,
+        **common,
+        "exit_code": result.exit_code,
+        "signal": result.signal,
+        "timed_out": result.timed_out,
+        "stderr_tail": list(result.stderr_tail),
+        "value": result.value,
+    }
+
+
+def api_error(exc: OngridError) -> ApiError:
+    """The HTTP status, code and details for a refusal (most specific class first)."""
+    if isinstance(exc, UnknownSkill):
+        return ApiError(404, "unknown_skill", str(exc), suggestions=list(exc.suggestions))
+    if isinstance(exc, InvalidArguments):
+        errors = [{"path": path, "message": message} for path, message in exc.errors]
+        return ApiError(422, "invalid_arguments", str(exc), errors=errors)
+    if isinstance(exc, ConfirmationRequired):
+        message = f"the call to {exc.tool!r} needs a confirmation: {exc.decision.reason}"
+        hint = 'send it again with "confirm": true, or "confirm": the args_digest you were shown'
+        return ApiError(409, "needs_confirmation", message, args_digest=exc.args_digest, hint=hint)
+    if isinstance(exc, ApprovalRequired):
+        return _needs_approval(exc)
+    if isinstance(exc, PermissionDenied):
+        return ApiError(403, "denied", str(exc), reason=exc.decision.reason, plugin=exc.decision.plugin)
+    if isinstance(exc, ApprovalError):
+        status = _APPROVAL_STATUS.get(exc.reason, 409)
+        return ApiError(status, "ticket_refused", str(exc), reason=exc.reason, ticket=exc.ticket_id)
+    if isinstance(exc, SkillUnavailable):
+        return ApiError(409, "unavailable", str(exc), reasons=list(exc.reasons))
+    if isinstance(exc, AuditError):
+        return ApiError(503, "audit_unavailable", str(exc))
+    if isinstance(exc, UnknownPersona):
+        logger.error("rest: a token names a persona that is gone: %s", exc)
+        return ApiError(500, "internal", "the token's persona does not exist on this server")
+    return ApiError(400, "bad_request", str(exc))
+
+
+def _needs_approval(exc: ApprovalRequired) -> ApiError:
+    message = f"the call to {exc.tool!r} needs two-person approval: {exc.decision.reason}"
+    ticket = exc.ticket
+    if ticket is None:
+        return ApiError(409, "needs_approval", message, ticket=None, reason=exc.decision.reason)
+    if ticket.status == "approved":
+        hint = f'the ticket is approved: send the same call again with "ticket": "{ticket.id}"'
+    else:
+        hint = (
+            f"two identities other than {ticket.requester} approve it (POST /v1/approvals/{ticket.id}/approve"
+            f' or `ongrid-skills approvals approve {ticket.id}`), then send the same call with "ticket": '
+            f'"{ticket.id}" before {ticket.to_dict()["expires"]}'
+        )
+    return ApiError(
+        409, "needs_approval", message, ticket=ticket.to_dict(), reason=exc.decision.reason, hint=hint
+    )
+
+
+async def sse(
+    first: tuple[str, Any], queue: asyncio.Queue[tuple[str, Any]], task: asyncio.Future[CallResult]
+) -> AsyncIterator[str]:
+    """Server-sent events: ``start``, one ``log`` per stderr line, ``exit``, then ``result`` or ``error``."""
+    item = first
+    try:
+        while item[0] != "done":
+            event: Event = item[1]
+            yield _event_text(event)
+            item = await queue.get()
+        while not queue.empty():  # events that raced the end of the call
+            late = queue.get_nowait()
+            if late[0] == "event":
+                yield _event_text(late[1])
+        exc = task.exception()
+        if exc is None:
+            yield _sse_text("result", result_body(task.result()))
+        else:
+            error = exc if isinstance(exc, ApiError) else ApiError(500, "internal", repr(exc))
+            yield _sse_text("error", {"error": error.message, "code": error.code, **error.details})
+    finally:
+        if not task.done():
+            task.cancel()  # the client went away: kill the skill
+
+
+def _event_text(event: Event) -> str:
+    if event.kind == "stderr":
+        return _sse_text("log", {"line": event.data})
+    data: dict[str, Any] = {"tool": event.tool, "call_id": event.call_id}
+    if event.kind == "exit" and isinstance(event.data, dict):  # not "start": its data names server paths
+        data.update({k: v for k, v in event.data.items() if k in _EXIT_KEYS})
+    elif event.kind not in ("start", "exit"):
+        data["data"] = event.data
+    return _sse_text(event.kind, data)
+
+
+def _sse_text(kind: str, data: Any) -> str:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n"

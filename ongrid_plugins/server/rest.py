@@ -1,0 +1,417 @@
+"""The REST API: ``/v1/skills``, approvals and the audit log over a :class:`SkillHost` (extra ``[server]``).
+
+::
+
+    from ongrid_plugins.server.rest import create_app
+    from ongrid_plugins.server.tokens import TokenStore
+
+    app = create_app(host, TokenStore.from_file("/etc/ongrid/tokens.json"))   # any ASGI server
+
+Every route but ``/healthz`` and ``/openapi.json`` needs ``Authorization: Bearer
+<token>``; the token names an identity and a persona. Calls run as that persona
+(the gate decides) and are recorded under that identity (``caller``); approvals are
+signed by it (``approver``), so the approval store's rules -- never your own ticket,
+never twice -- hold between tokens. Nothing of the gate, the checks or the runner is
+re-implemented here: each route is a thin call into the host.
+
+Errors are JSON ``{"error": message, "code": code, ...details}`` with the status the
+problem deserves (``docs/rest.md`` has the table). A skill that ran and failed is not an
+HTTP error: its call returns 200 with ``error`` and ``code`` (``failed``, ``timed_out``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from ..approvals import STATUSES
+from ..errors import ConfigError, OngridError, UnknownSkill
+from ..host import SkillHost
+from ..models import CallResult, Event, PermissionMode, Tool
+from . import missing_extra
+from .responses import ApiError, api_error, result_body, sse
+from .tokens import Principal, TokenStore
+
+try:
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise missing_extra("server", "starlette") from exc
+
+__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_CONCURRENT", "ApiError", "create_app"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY = 1024 * 1024
+DEFAULT_MAX_CONCURRENT = 16
+MAX_AUDIT_LIMIT = 1000
+MAX_SEQ = 2**63 - 1  # SQLite's largest integer
+_NEEDS = {"allow": "-", "confirm": "confirmation", "dual_sign": "two-person approval", "deny": "denied"}
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def create_app(
+    host: SkillHost,
+    tokens: TokenStore,
+    *,
+    max_body: int = DEFAULT_MAX_BODY,
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+) -> Starlette:
+    """The ASGI app: mount it in your own app, or run it with ``ongrid-skills serve``.
+
+    :param tokens: Who may call: each token maps to an identity and a persona.
+    :param max_body: Larger request bodies are refused with 413.
+    :param max_concurrent: More calls running at once are refused with 429.
+    """
+    if max_body < 1 or max_concurrent < 1:
+        message = "max_body and max_concurrent must be at least 1"
+        raise ConfigError(message)
+    for principal in tokens.principals():
+        host.persona(principal.persona)  # an unknown persona is a start-up error, not a 500 later
+    api = _Api(host, tokens, max_body, max_concurrent)
+    routes = [
+        Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/openapi.json", api.openapi, methods=["GET"]),
+        Route("/v1/skills", api.authed(api.list_skills), methods=["GET"]),
+        Route("/v1/skills/{name}", api.authed(api.get_skill), methods=["GET"]),
+        Route("/v1/skills/{name}/execute", api.authed(api.execute), methods=["POST"]),
+        Route("/v1/skills/{name}/execute/stream", api.authed(api.execute_stream), methods=["POST"]),
+        Route("/v1/approvals", api.authed(api.list_approvals), methods=["GET"]),
+        Route("/v1/approvals/{ticket_id}", api.authed(api.get_approval), methods=["GET"]),
+        Route("/v1/approvals/{ticket_id}/approve", api.authed(api.approve), methods=["POST"]),
+        Route("/v1/approvals/{ticket_id}/reject", api.authed(api.reject), methods=["POST"]),
+        Route("/v1/audit", api.authed(api.audit), methods=["GET"]),
+    ]
+    handlers: dict[Any, Any] = {ApiError: _api_error, HTTPException: _http_error, Exception: _server_error}
+    return Starlette(routes=routes, exception_handlers=handlers, lifespan=api.lifespan)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return exc.response()
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    codes = {404: "not_found", 405: "method_not_allowed"}
+    headers = dict(exc.headers or {})
+    body = {"error": str(exc.detail), "code": codes.get(exc.status_code, "http_error")}
+    return JSONResponse(body, status_code=exc.status_code, headers=headers)
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    logger.error("rest: %s %s failed: %r", request.method, request.url.path, exc)
+    return JSONResponse(
+        {"error": "internal error (see the server's log)", "code": "internal"}, status_code=500
+    )
+
+
+class _Api:
+    """The route handlers, sharing the host, the tokens and the limits."""
+
+    def __init__(self, host: SkillHost, tokens: TokenStore, max_body: int, max_concurrent: int) -> None:
+        self.host = host
+        self.tokens = tokens
+        self.max_body = max_body
+        self.max_concurrent = max_concurrent
+        self.running = 0
+        self._openapi: dict[str, Any] | None = None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        await run_in_threadpool(self.host.tools)  # load the registry before the first request
+        yield
+
+    def authed(self, endpoint: Callable[[Request, Principal], Awaitable[Response]]) -> Endpoint:
+        async def wrapped(request: Request) -> Response:
+            return await endpoint(request, self.principal(request))
+
+        return wrapped
+
+    def principal(self, request: Request) -> Principal:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        challenge = {"WWW-Authenticate": 'Bearer realm="ongrid"'}
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(401, "unauthorized", "send Authorization: Bearer <token>", challenge)
+        principal = self.tokens.authenticate(token.strip())
+        if principal is None:
+            challenge["WWW-Authenticate"] += ', error="invalid_token"'
+            raise ApiError(401, "unauthorized", "the token is not valid", challenge)
+        return principal
+
+    # ------------------------------------------------------------------ open routes
+
+    async def healthz(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def openapi(self, request: Request) -> Response:
+        if self._openapi is None:
+            from .openapi import document
+
+            self._openapi = document()
+        return JSONResponse(self._openapi)
+
+    # ------------------------------------------------------------------ skills
+
+    async def list_skills(self, request: Request, who: Principal) -> Response:
+        query = _query(request, "category", "class")
+        tool_class = query.get("class")
+        if tool_class is not None and tool_class not in ("safe", "mutating", "dangerous"):
+            raise ApiError(400, "bad_request", "class must be safe, mutating or dangerous")
+        persona = self.host.persona(who.persona)
+        tools = self.host.tools(persona, category=query.get("category"), tool_class=tool_class)
+        items = [self._summary(tool, who) for tool in tools]
+        return JSONResponse({"items": items, "total": len(items)})
+
+    async def get_skill(self, request: Request, who: Principal) -> Response:
+        _query(request)
+        tool = self._tool(request.path_params["name"])
+        data = self._summary(tool, who)
+        data.update(
+            kind=tool.kind,
+            schema=tool.schema,
+            timeout_seconds=tool.timeout,
+            unavailable=list(tool.unavailable),
+            provenance=tool.provenance,
+        )
+        return JSONResponse(data)
+
+    def _summary(self, tool: Tool, who: Principal) -> dict[str, Any]:
+        decision = self.host.decide(tool, who.persona).to_dict()
+        return {
+            "name": tool.name,
+            "display_name": tool.display_name or tool.name,
+            "description": tool.description,
+            "when_to_use": tool.when_to_use,
+            "class": tool.tool_class.value,
+            "category": tool.category,
+            "skill": tool.skill,
+            "available": tool.available,
+            "decision": {**decision, "needs": _NEEDS[decision["verdict"]]},
+        }
+
+    def _tool(self, name: str) -> Tool:
+        try:
+            return self.host.get(name)
+        except UnknownSkill as exc:
+            raise api_error(exc) from None
+
+    async def execute(self, request: Request, who: Principal) -> Response:
+        name = request.path_params["name"]
+        body = _execute_body(await self._json(request))
+        self._reserve()
+        try:
+            result = await self._call(name, body, who, None)
+        finally:
+            self.running -= 1
+        return JSONResponse(result_body(result))
+
+    async def execute_stream(self, request: Request, who: Principal) -> Response:
+        name = request.path_params["name"]
+        body = _execute_body(await self._json(request))
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+        def on_event(event: Event) -> None:  # may be called from an executor's thread
+            loop.call_soon_threadsafe(queue.put_nowait, ("event", event))
+
+        self._reserve()
+        task = asyncio.ensure_future(self._call(name, body, who, on_event))
+        task.add_done_callback(lambda _task: self._release_after(queue))
+        first = await queue.get()
+        if first[0] == "done" and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]  # refused before it started: a plain error
+        return StreamingResponse(sse(first, queue, task), media_type="text/event-stream")
+
+    def _release_after(self, queue: asyncio.Queue[tuple[str, Any]]) -> None:
+        self.running -= 1
+        queue.put_nowait(("done", None))
+
+    def _reserve(self) -> None:
+        if self.running >= self.max_concurrent:
+            message = f"{self.running} calls are running, the most this server runs at once; retry shortly"
+            raise ApiError(429, "busy", message, {"Retry-After": "1"})
+        self.running += 1
+
+    async def _call(
+        self, name: str, body: dict[str, Any], who: Principal, on_event: Callable[[Event], None] | None
+    ) -> CallResult:
+        try:
+            return await self.host.acall(
+                name,
+                body["params"],
+                persona=who.persona,
+                caller=who.identity,
+                confirm=body["confirm"],
+                ticket=body["ticket"],
+                timeout=body["timeout"],
+                on_event=on_event,
+            )
+        except OngridError as exc:
+            raise api_error(exc) from None
+
+    # ------------------------------------------------------------------ approvals
+
+    async def list_approvals(self, request: Request, who: Principal) -> Response:
+        status = _query(request, "status").get("status")
+        if status is not None and status not in STATUSES:
+            raise ApiError(400, "bad_request", f"status must be one of {', '.join(STATUSES)}")
+        tickets = await self._approvals(self.host.tickets, status)
+        return JSONResponse({"items": [t.to_dict() for t in tickets], "total": len(tickets)})
+
+    async def get_approval(self, request: Request, who: Principal) -> Response:
+        _query(request)
+        ticket = await self._approvals(self.host.ticket, request.path_params["ticket_id"])
+        return JSONResponse(ticket.to_dict())
+
+    async def approve(self, request: Request, who: Principal) -> Response:
+        ticket_id = request.path_params["ticket_id"]
+        body = _fields(await self._json(request), {"note": str, "sop": (str, type(None))})
+        if not self._signs(who):
+            message = f"persona {who.persona} may not approve: approving needs a dual-sign-required persona"
+            raise ApiError(403, "forbidden", message)
+        ticket = await self._approvals(
+            lambda: self.host.approve(
+                ticket_id, approver=who.identity, note=body.get("note", ""), sop=body.get("sop")
+            )
+        )
+        return JSONResponse(ticket.to_dict())
+
+    async def reject(self, request: Request, who: Principal) -> Response:
+        ticket_id = request.path_params["ticket_id"]
+        body = _fields(await self._json(request), {"note": str})
+        ticket = await self._approvals(self.host.ticket, ticket_id)
+        if not self._signs(who) and ticket.requester != who.identity:
+            message = (
+                "only a dual-sign-required persona, or its requester (withdrawing it), may reject a ticket"
+            )
+            raise ApiError(403, "forbidden", message)
+        ticket = await self._approvals(
+            lambda: self.host.reject(ticket_id, approver=who.identity, note=body.get("note", ""))
+        )
+        return JSONResponse(ticket.to_dict())
+
+    def _signs(self, who: Principal) -> bool:
+        return self.host.persona(who.persona).permission_mode is PermissionMode.DUAL_SIGN_REQUIRED
+
+    async def _approvals(self, function: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return await run_in_threadpool(function, *args)  # SQLite and fsync: not on the event loop
+        except OngridError as exc:
+            raise api_error(exc) from None
+
+    # ------------------------------------------------------------------ audit
+
+    async def audit(self, request: Request, who: Principal) -> Response:
+        if not self._signs(who):
+            message = (
+                f"persona {who.persona} may not read the audit log: that needs a dual-sign-required persona"
+            )
+            raise ApiError(403, "forbidden", message)
+        query = _query(request, "tool", "outcome", "since", "limit")
+        since = _int(query.get("since"), "since", 0, MAX_SEQ)
+        limit = _int(query.get("limit"), "limit", 1, MAX_AUDIT_LIMIT) or 100
+        log = self.host.audit
+        entries = await run_in_threadpool(
+            lambda: log.entries(
+                tool=query.get("tool"), outcome=query.get("outcome"), since=since, limit=limit
+            )
+        )
+        return JSONResponse({"items": [e.to_dict() for e in entries], "total": len(entries)})
+
+    # ------------------------------------------------------------------ bodies
+
+    async def _json(self, request: Request) -> Any:
+        _query(request)
+        length = request.headers.get("content-length")
+        if length is not None and (not _digits(length) or int(length) > self.max_body):
+            raise ApiError(413, "too_large", f"the request body is larger than {self.max_body} bytes")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body:
+                raise ApiError(413, "too_large", f"the request body is larger than {self.max_body} bytes")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        if not raw.strip():
+            return {}
+        try:
+            return json.loads(raw, parse_constant=_no_constant)
+        except (ValueError, RecursionError) as exc:
+            raise ApiError(400, "bad_request", f"the body is not valid JSON: {exc}") from None
+
+
+def _query(request: Request, *allowed: str) -> dict[str, str]:
+    """The query parameters, each at most once; an unknown one is a 400 (a typo must not widen a listing)."""
+    params = request.query_params
+    for key in params:
+        if key not in allowed:
+            names = ", ".join(allowed) or "none"
+            raise ApiError(400, "bad_request", f"unknown query parameter {key!r}; this route takes: {names}")
+        if len(params.getlist(key)) > 1:
+            raise ApiError(400, "bad_request", f"query parameter {key!r} given more than once")
+    return dict(params)
+
+
+def _no_constant(name: str) -> Any:
+    message = f"{name} is not JSON"
+    raise ValueError(message)
+
+
+def _fields(body: Any, allowed: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise ApiError(400, "bad_request", "the body must be a JSON object")
+    for key, value in body.items():
+        if key not in allowed:
+            message = f"unknown field {key!r}; allowed: {', '.join(sorted(allowed))}"
+            raise ApiError(400, "bad_request", message)
+        kinds = allowed[key]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in _tuple(kinds)):
+            raise ApiError(400, "bad_request", f"field {key!r} has the wrong type")
+    return body
+
+
+def _tuple(kinds: Any) -> tuple[Any, ...]:
+    return kinds if isinstance(kinds, tuple) else (kinds,)
+
+
+def _execute_body(body: Any) -> dict[str, Any]:
+    checked = _fields(
+        body,
+        {
+            "params": dict,
+            "confirm": (bool, str),
+            "ticket": (str, type(None)),
+            "timeout": (int, float, type(None)),
+        },
+    )
+    timeout = checked.get("timeout")
+    if timeout is not None and not timeout > 0:
+        raise ApiError(400, "bad_request", "timeout must be a positive number of seconds")
+    return {
+        "params": checked.get("params", {}),
+        "confirm": checked.get("confirm", False),
+        "ticket": checked.get("ticket"),
+        "timeout": float(timeout) if timeout is not None else None,
+    }
+
+
+def _int(raw: str | None, name: str, low: int, high: int) -> int | None:
+    if raw is None:
+        return None
+    if not _digits(raw) or not low <= int(raw) <= high:
+        raise ApiError(400, "bad_request", f"{name} must be an integer from {low} to {high}")
+    return int(raw)
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 19

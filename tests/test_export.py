@@ -1,0 +1,184 @@
+"""Export: the tool list in OpenAI, Anthropic and MCP shapes, checked against each provider's format."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from ongrid_plugins import ConfigError, SkillHost, StrictSchemaError
+from ongrid_plugins.export import export_tools
+from ongrid_plugins.testing import make_skill, make_skill_md
+
+SCHEMAS = Path(__file__).parent / "provider_schemas"
+
+
+def provider(name: str) -> dict[str, Any]:
+    return json.loads((SCHEMAS / f"{name}.json").read_text())
+
+
+SEARCH_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "minLength": 1, "description": "What to look for."},
+        "limit": {"type": "integer", "minimum": 1, "default": 10},
+        "where": {"type": "object", "properties": {"path": {"type": "string"}}},
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture
+def host(root: Path, make_host: Any) -> SkillHost:
+    make_skill(root, "search", schema=SEARCH_SCHEMA)
+    make_skill(
+        root,
+        "restart",
+        class_="mutating",
+        schema={"type": "object", "properties": {"unit": {"type": "string"}}},
+    )
+    make_skill(root, "wipe", class_="dangerous")
+    make_skill(root, "tagger", schema={"type": "object", "additionalProperties": {"type": "string"}})
+    make_skill_md(
+        root,
+        "notes",
+        description="Take notes.",
+        tools=[
+            {
+                "name": "Note Add",
+                "description": "Add a note.",
+                "when_to_use": "When the user wants something remembered.",
+                "class": "write",
+                "impl": "exec:scripts/add.sh",
+            }
+        ],
+        files={"scripts/add.sh": "#!/bin/sh\necho '{}'\n"},
+    )
+    return make_host(root)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "schema"), [("openai", "openai_tool"), ("anthropic", "anthropic_tool"), ("mcp", "mcp_tool")]
+)
+def test_every_exported_tool_matches_the_provider_format(host: SkillHost, fmt: str, schema: str) -> None:
+    tools = host.export(fmt, persona="admin")
+    assert len(tools) == 5
+    for tool in tools:
+        jsonschema.validate(tool, provider(schema))
+
+
+def test_openai_shape(host: SkillHost) -> None:
+    [search] = [t for t in host.export("openai", persona="viewer") if t["function"]["name"] == "search"]
+    assert search == {
+        "type": "function",
+        "function": {"name": "search", "description": "Test skill search.", "parameters": SEARCH_SCHEMA},
+    }
+
+
+def test_anthropic_shape(host: SkillHost) -> None:
+    [search] = [t for t in host.export("anthropic", persona="viewer") if t["name"] == "search"]
+    assert search == {"name": "search", "description": "Test skill search.", "input_schema": SEARCH_SCHEMA}
+
+
+def test_mcp_annotations_follow_the_class(host: SkillHost) -> None:
+    tools = {t["name"]: t for t in host.export("mcp", persona="admin")}
+    assert tools["search"]["annotations"] == {"readOnlyHint": True}
+    assert tools["restart"]["annotations"] == {"readOnlyHint": False, "destructiveHint": False}
+    assert tools["wipe"]["annotations"] == {"readOnlyHint": False, "destructiveHint": True}
+    assert (
+        tools["note_add"]["title"] == "Note Add" and tools["note_add"]["annotations"]["title"] == "Note Add"
+    )
+
+
+def test_mcp_tools_are_valid_for_the_official_sdk(host: SkillHost) -> None:
+    import mcp.types as types
+
+    for data in host.export("mcp", persona="admin"):
+        tool = types.Tool.model_validate(data)
+        assert tool.model_dump(by_alias=True, exclude_none=True) == data
+
+
+def test_only_what_the_persona_may_call(host: SkillHost) -> None:
+    def names(persona: str) -> list[str]:
+        return [t["name"] for t in host.export("anthropic", persona=persona)]
+
+    assert names("viewer") == ["search", "tagger"]
+    assert names("operator") == ["note_add", "restart", "search", "tagger"]
+    assert names("admin") == ["note_add", "restart", "search", "tagger", "wipe"]
+
+
+def test_descriptions_carry_when_to_use_and_what_a_call_needs(host: SkillHost) -> None:
+    tools = {t["name"]: t["description"] for t in host.export("anthropic", persona="admin")}
+    assert "When to use: When the user wants something remembered." in tools["note_add"]
+    assert "needs the user's confirmation" in tools["restart"]
+    assert "two-person approval" in tools["wipe"]
+    assert tools["search"] == "Test skill search."
+
+
+def test_exported_schemas_are_copies(host: SkillHost) -> None:
+    tool = host.export("openai", persona="viewer")[0]
+    tool["function"]["parameters"]["properties"]["query"]["type"] = "integer"
+    assert host.get("search").schema["properties"]["query"]["type"] == "string"
+
+
+def test_strict_openai(host: SkillHost) -> None:
+    with pytest.raises(StrictSchemaError) as caught:
+        host.export("openai", persona="viewer", strict=True)
+    assert list(caught.value.problems) == ["tagger"]
+    assert "open map" in caught.value.problems["tagger"][0]
+    result = export_tools([host.get("search")], "openai", strict=True)
+    [tool] = result.tools
+    assert result.ok and tool["function"]["strict"] is True
+    parameters = tool["function"]["parameters"]
+    jsonschema.validate(tool, provider("openai_tool"))
+    jsonschema.validate(parameters, provider("openai_strict_schema"))
+    assert parameters["required"] == ["query", "limit", "where"]
+    assert parameters["properties"]["where"]["type"] == ["object", "null"]
+    assert parameters["properties"]["where"]["additionalProperties"] is False
+
+
+def test_strict_anthropic_and_its_request_limits(host: SkillHost, root: Path, make_host: Any) -> None:
+    [tool] = export_tools([host.get("search")], "anthropic", strict=True).tools
+    jsonschema.validate(tool, provider("anthropic_tool"))
+    jsonschema.validate(tool["input_schema"], provider("anthropic_strict_schema"))
+    assert tool["strict"] is True and tool["input_schema"]["required"] == ["query"]
+    many = root / "many"
+    for i in range(3):
+        props = {f"p{j}": {"type": "string"} for j in range(10)}
+        make_skill(many, f"wide{i}", schema={"type": "object", "properties": props})
+    wide = make_host(many)
+    result = export_tools(wide.tools(), "anthropic", strict=True)
+    assert "30 optional properties" in result.problems["*"][0]
+    assert len(result.tools) == 3  # each tool is fine alone: the limit is per request
+
+
+def test_bad_requests_are_config_errors(host: SkillHost) -> None:
+    with pytest.raises(ConfigError, match="unknown export format"):
+        host.export("gemini")
+    with pytest.raises(ConfigError, match="MCP has no strict mode"):
+        host.export("mcp", strict=True)
+
+
+def test_cli_export(host: SkillHost, root: Path, tmp_path: Path) -> None:
+    base = [sys.executable, "-m", "ongrid_plugins", "--no-defaults", "--dirs", str(root), "export"]
+    env = {"ONGRID_STATE_DIR": str(tmp_path / "state"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [*base, "--format", "mcp", "--persona", "viewer"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert [t["name"] for t in json.loads(done.stdout)] == ["search", "tagger"]
+    done = subprocess.run([*base, "--format", "openai", "--strict"], capture_output=True, text=True, env=env)
+    assert done.returncode == 2
+    assert "ERROR: 1 tool(s) cannot be exported in openai strict mode:" in done.stderr
+    assert "  tagger: $: an open map" in done.stderr
+    out = tmp_path / "tools.json"
+    args = ["--format", "anthropic", "--persona", "admin", "-o", str(out), "--compact"]
+    done = subprocess.run([*base, *args], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and done.stdout == ""
+    assert len(out.read_text().splitlines()) == 1 and len(json.loads(out.read_text())) == 5

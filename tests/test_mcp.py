@@ -1,0 +1,271 @@
+"""The MCP server, driven by the official SDK's client over stdio (``python -m ongrid_plugins mcp``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import mcp.types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from ongrid_plugins import SkillHost
+from ongrid_plugins.approvals import os_identity
+from ongrid_plugins.testing import isolated_settings, make_skill, make_skill_md
+
+SCHEMAS = Path(__file__).parent / "provider_schemas"
+LOUD_SH = """#!/bin/sh
+read -r args
+echo "checking $args" >&2
+echo "all good" >&2
+printf '%s\\n' "$args"
+"""
+MARK_SH = """#!/bin/sh
+read -r args
+touch "$(dirname "$0")/ran"
+printf '%s\\n' "$args"
+"""
+Session = Callable[[Client], Awaitable[None]]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    skills = tmp_path / "skills"
+    make_skill(skills, "echo", schema={"type": "object", "properties": {"n": {"type": "integer"}}})
+    make_skill(skills, "loud", script=LOUD_SH)
+    make_skill(skills, "restart", script=MARK_SH, class_="mutating")
+    make_skill(skills, "wipe", script=MARK_SH, class_="dangerous")
+    make_skill_md(
+        skills,
+        "runbook",
+        description="How to handle a full disk.",
+        body="# Full disk\n\nRun `echo` first, then ask.\n",
+        files={"references/checklist.md": "- look\n- ask\n", "assets/logo.bin": b"\x89\xff\x00"},
+    )
+    return tmp_path
+
+
+def run(
+    workspace: Path, session: Session, *, persona: str = "operator", mode: str = "auto", **client: Any
+) -> None:
+    """Start ``ongrid-skills mcp`` as a subprocess and run ``session`` against it with the SDK client."""
+    env = {**os.environ, "ONGRID_STATE_DIR": str(workspace / "state")}
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "ongrid_plugins",
+            "--no-defaults",
+            "--dirs",
+            str(workspace / "skills"),
+            "mcp",
+            "--persona",
+            persona,
+        ],
+        env=env,
+    )
+
+    async def main() -> None:
+        async with Client(params, mode=mode, read_timeout_seconds=30, **client) as connected:
+            await session(connected)
+
+    anyio.run(main)
+
+
+def text(result: types.CallToolResult) -> Any:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return json.loads(block.text)
+
+
+def host_for(workspace: Path) -> SkillHost:
+    return SkillHost(isolated_settings(workspace, workspace / "skills", state_dir=str(workspace / "state")))
+
+
+# ---------------------------------------------------------------------- tools
+
+
+def test_list_and_call(workspace: Path) -> None:
+    async def session(client: Client) -> None:
+        listed = (await client.list_tools()).tools
+        assert [t.name for t in listed] == ["echo", "loud"]
+        for tool in listed:
+            jsonschema.validate(
+                tool.model_dump(by_alias=True, exclude_none=True),
+                json.loads((SCHEMAS / "mcp_tool.json").read_text()),
+            )
+            assert tool.annotations is not None and tool.annotations.read_only_hint is True
+        ok = await client.call_tool("echo", {"n": 3})
+        assert not ok.is_error and ok.structured_content == {"n": 3} and text(ok) == {"n": 3}
+        bad = await client.call_tool("echo", {"n": "three"})
+        assert bad.is_error and text(bad)["errors"] == [
+            {"path": "$.n", "message": "'three' is not of type 'integer'"}
+        ]
+        unknown = await client.call_tool("ecco", {})
+        assert unknown.is_error and text(unknown)["suggestions"] == ["echo"]
+        denied = await client.call_tool("restart", {})
+        assert denied.is_error and text(denied)["code"] == "denied"
+
+    run(workspace, session, persona="viewer")
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_stderr_lines_arrive_as_progress_and_log_messages(workspace: Path, mode: str) -> None:
+    progress: list[tuple[float, str | None]] = []
+    logs: list[Any] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, message))
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params.data)
+
+    async def session(client: Client) -> None:
+        result = await client.call_tool("loud", {"disk": "/"}, progress_callback=on_progress)
+        assert result.structured_content == {"disk": "/"}
+
+    run(workspace, session, mode=mode, logging_callback=on_log, log_level="info")
+    assert progress == [(1.0, 'checking {"disk":"/"}'), (2.0, "all good")]
+    assert logs == [{"tool": "loud", "line": 'checking {"disk":"/"}'}, {"tool": "loud", "line": "all good"}]
+
+
+# ---------------------------------------------------------------------- confirmations
+
+
+def answer(action: str, confirm: bool = True) -> Any:
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        asked.append(params.message)
+        return types.ElicitResult(action=action, content={"confirm": confirm} if action == "accept" else None)
+
+    elicit.asked = asked  # type: ignore[attr-defined]
+    return elicit
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_change_is_confirmed_through_elicitation(workspace: Path, mode: str) -> None:
+    elicit = answer("accept")
+
+    async def session(client: Client) -> None:
+        result = await client.call_tool("restart", {"unit": "nginx"})
+        assert not result.is_error and result.structured_content == {"unit": "nginx"}
+
+    run(workspace, session, mode=mode, elicitation_callback=elicit)
+    assert len(elicit.asked) == 1 and "restart" in elicit.asked[0] and '"unit": "nginx"' in elicit.asked[0]
+    assert (workspace / "skills" / "restart" / "ran").exists()
+
+
+@pytest.mark.parametrize(
+    ("mode", "action", "confirm"),
+    [("auto", "decline", True), ("legacy", "cancel", True), ("auto", "accept", False)],
+)
+def test_a_declined_change_does_not_run(workspace: Path, mode: str, action: str, confirm: bool) -> None:
+    async def session(client: Client) -> None:
+        result = await client.call_tool("restart", {"unit": "nginx"})
+        assert result.is_error and text(result)["code"] == "declined"
+        assert "the user declined" in text(result)["error"]
+
+    run(workspace, session, mode=mode, elicitation_callback=answer(action, confirm))
+    assert not (workspace / "skills" / "restart" / "ran").exists()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_client_without_elicitation_gets_a_clear_refusal(workspace: Path, mode: str) -> None:
+    async def session(client: Client) -> None:
+        result = await client.call_tool("restart", {"unit": "nginx"})
+        assert result.is_error
+        body = text(result)
+        assert body["code"] == "needs_confirmation"
+        assert "cannot ask for one (it does not support elicitation)" in body["error"]
+
+    run(workspace, session, mode=mode)
+    assert not (workspace / "skills" / "restart" / "ran").exists()
+
+
+# ---------------------------------------------------------------------- approvals
+
+
+def test_a_dangerous_call_returns_its_ticket_and_runs_once_approved(workspace: Path) -> None:
+    tickets: list[str] = []
+
+    async def first(client: Client) -> None:
+        result = await client.call_tool("wipe", {"path": "/srv/old"})
+        body = text(result)
+        assert result.is_error and body["code"] == "needs_approval"
+        assert body["ticket"]["requester"] == os_identity() and body["ticket"]["status"] == "pending"
+        assert f"ongrid-skills approvals approve {body['ticket']['id']}" in body["hint"]
+        tickets.append(body["ticket"]["id"])
+
+    run(workspace, first, persona="admin", elicitation_callback=answer("accept"))
+    host = host_for(workspace)
+    host.approve(tickets[0], approver="bob")
+    host.approve(tickets[0], approver="carol")
+
+    async def again(client: Client) -> None:
+        result = await client.call_tool("wipe", {"path": "/srv/old"})
+        assert not result.is_error and result.structured_content == {"path": "/srv/old"}
+        replay = await client.call_tool("wipe", {"path": "/srv/old"})
+        assert replay.is_error and text(replay)["ticket"]["id"] != tickets[0]
+
+    run(workspace, again, persona="admin")
+    assert host.ticket(tickets[0]).status == "executed"
+    host.audit.flush()
+    [row] = host.audit.entries(tool="wipe", outcome="ok")
+    assert row.caller == os_identity() and row.approvers == ("bob", "carol")
+
+
+# ---------------------------------------------------------------------- instructions
+
+
+def test_skill_md_instructions_as_prompts_and_resources(workspace: Path) -> None:
+    async def session(client: Client) -> None:
+        prompts = (await client.list_prompts()).prompts
+        assert [(p.name, p.description) for p in prompts] == [("runbook", "How to handle a full disk.")]
+        prompt = await client.get_prompt("runbook")
+        content = prompt.messages[0].content
+        assert isinstance(content, types.TextContent) and content.text.lstrip().startswith("# Full disk")
+        uris = sorted(r.uri for r in (await client.list_resources()).resources)
+        assert uris == [
+            "skill://runbook/SKILL.md",
+            "skill://runbook/assets/logo.bin",
+            "skill://runbook/references/checklist.md",
+        ]
+        checklist = (await client.read_resource("skill://runbook/references/checklist.md")).contents[0]
+        assert isinstance(checklist, types.TextResourceContents) and checklist.text == "- look\n- ask\n"
+        logo = (await client.read_resource("skill://runbook/assets/logo.bin")).contents[0]
+        assert isinstance(logo, types.BlobResourceContents) and logo.blob == "if8A"
+        for uri in ("skill://runbook/../../etc/passwd", "skill://nobody/SKILL.md", "file:///etc/passwd"):
+            with pytest.raises(MCPError):
+                await client.read_resource(uri)
+        with pytest.raises(MCPError):
+            await client.get_prompt("nobody")
+
+    run(workspace, session)
+
+
+def test_a_missing_extra_says_what_to_install(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['mcp'] = None; from ongrid_plugins.cli import main; "
+        "sys.exit(main(['--no-defaults', 'mcp']))"
+    )
+    env = {**os.environ, "ONGRID_STATE_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "pip install 'ongrid-plugins[mcp]'" in done.stderr
