@@ -66,9 +66,12 @@ def sequential(entry: str, n: int, block: int, warm: int) -> dict[str, float]:
 
         return loop.run_until_complete(go())
 
+    runner, minimal = _runner_floors(entry)
     methods: dict[str, Callable[[int], list[float]]] = {
         "spawn": lambda k: sync_block(lambda: exec_bench.call_spawn(entry), k),
         "run-notimeout": lambda k: sync_block(lambda: exec_bench.call_run_nt(entry), k),
+        "runner only": lambda k: sync_block(runner, k),
+        "minimal pipeline": lambda k: sync_block(minimal, k),
         "host.call": lambda k: sync_block(lambda: hostcall.call(entry, PAYLOAD), k),
         "host.acall": async_block,
     }
@@ -83,6 +86,30 @@ def sequential(entry: str, n: int, block: int, warm: int) -> dict[str, float]:
         done += k
     loop.close()
     return {m: statistics.median(v) for m, v in lat.items()}
+
+
+def _runner_floors(entry: str) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """Two floors that explain the host's figure: the hardened runner alone (spec
+    built once), and the least a safe pipeline does (validate, canonical JSON,
+    build the spec, run, parse) without the gate, hooks, entry re-check or
+    result objects."""
+    from jsonschema import Draft202012Validator
+
+    from ongrid_plugins.executors._process import ProcessSpec, run_process
+
+    cwd = str(Path(entry).parent)
+    spec = ProcessSpec(argv=(entry,), cwd=cwd, env={}, stdin=PAYLOAD, timeout=30)
+    validator = Draft202012Validator({"type": "object", "properties": {}})
+
+    def minimal() -> Any:
+        args = json.loads(PAYLOAD)
+        if not validator.is_valid(args):
+            raise RuntimeError("invalid")
+        payload = json.dumps(args, sort_keys=True, separators=(",", ":")).encode()
+        out = run_process(ProcessSpec(argv=(entry,), cwd=cwd, env={}, stdin=payload, timeout=30))
+        return json.loads(out.stdout)
+
+    return (lambda: run_process(spec)), minimal
 
 
 def concurrent_rate(entry: str, n: int, conc: int, rounds: int) -> dict[str, float]:
