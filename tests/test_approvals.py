@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clitools import cli, cmd
 
 from ongrid_plugins import ApprovalRequired, PermissionMode, Persona, Settings, SkillHost, hookimpl
 from ongrid_plugins.approvals import Approval, ApprovalStore, Ticket, os_identity
-from ongrid_plugins.cli import main
 from ongrid_plugins.errors import ApprovalError
 from ongrid_plugins.testing import isolated_settings, make_skill
 
@@ -368,23 +368,6 @@ def test_the_same_approver_racing_from_two_processes_counts_once(
 
 
 # ---------------------------------------------------------------- CLI
-
-
-def cli(root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    """A real ``ongrid-skills`` process (its rows are chained when it exits)."""
-    return subprocess.run(
-        [PY, "-m", "ongrid_plugins", "--no-defaults", "--dirs", str(root), *argv],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def cmd(capsys: pytest.CaptureFixture[str], root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    """The same command run in this process (faster, for everything that does not run a skill)."""
-    code = main(["--no-defaults", "--dirs", str(root), *argv])
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(argv, code, out, err)
 
 
 def test_cli_run_prints_the_ticket_and_the_commands_and_the_requester_cannot_approve(

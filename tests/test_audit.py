@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clitools import cli, cmd
 
 from ongrid_plugins import (
     ApprovalRequired,
@@ -28,7 +29,6 @@ from ongrid_plugins import (
     hookimpl,
 )
 from ongrid_plugins.audit import AuditLog, row_hash
-from ongrid_plugins.cli import main
 from ongrid_plugins.errors import ApprovalError, AuditError
 from ongrid_plugins.redact import REDACTED, redact
 from ongrid_plugins.testing import isolated_settings, make_skill
@@ -625,23 +625,6 @@ def test_the_plugin_listing_shows_the_audit_log_with_its_hooks(make_host: Any, r
 
 
 # ---------------------------------------------------------------- CLI
-
-
-def cli(root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    """A real ``ongrid-skills`` process (its rows are chained when it exits)."""
-    return subprocess.run(
-        [PY, "-m", "ongrid_plugins", "--no-defaults", "--dirs", str(root), *argv],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def cmd(capsys: pytest.CaptureFixture[str], root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    """The same command run in this process (faster, for everything that does not run a skill)."""
-    code = main(["--no-defaults", "--dirs", str(root), *argv])
-    out, err = capsys.readouterr()
-    return subprocess.CompletedProcess(argv, code, out, err)
 
 
 def test_cli_audit_list_tail_export_and_verify(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -251,21 +250,3 @@ def test_skill_md_instructions_as_prompts_and_resources(workspace: Path) -> None
             await client.get_prompt("nobody")
 
     run(workspace, session)
-
-
-def test_a_missing_extra_says_what_to_install(tmp_path: Path) -> None:
-    code = (
-        "import sys; sys.modules['mcp'] = None; from ongrid_plugins.cli import main; "
-        "sys.exit(main(['--no-defaults', 'mcp']))"
-    )
-    env = {**os.environ, "ONGRID_STATE_DIR": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert "pip install 'ongrid-plugins[mcp]'" in done.stderr

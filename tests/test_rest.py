@@ -571,7 +571,7 @@ def test_the_package_does_not_import_the_server_extras() -> None:
 
 @pytest.mark.parametrize(
     ("blocked", "command", "extra"),
-    [("starlette", "serve", "server"), ("uvicorn", "serve", "server")],
+    [("starlette", "serve", "server"), ("uvicorn", "serve", "server"), ("mcp", "mcp", "mcp")],
 )
 def test_a_missing_extra_says_what_to_install(blocked: str, command: str, extra: str, tmp_path: Path) -> None:
     code = (
