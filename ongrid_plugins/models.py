@@ -28,6 +28,8 @@ __all__ = [
     "Persona",
     "Problem",
     "Requirements",
+    "SandboxDecl",
+    "SandboxLimits",
     "Skill",
     "SkillRoot",
     "Tool",
@@ -169,6 +171,55 @@ class SkillRoot:
         return self.provenance or self.real or self.path
 
 
+LIMIT_NAMES = ("processes", "memory_mb", "cpu_seconds", "file_size_mb", "open_files")
+"""The keys of ``sandbox.limits``, in the order they are reported."""
+
+
+@attrs.frozen
+class SandboxLimits:
+    """Resource limits of a call; ``None`` means "the operator's default"."""
+
+    processes: int | None = None
+    """Processes and threads the call may have at once (the entry included)."""
+    memory_mb: int | None = None
+    cpu_seconds: int | None = None
+    file_size_mb: int | None = None
+    """Largest file the call may write."""
+    open_files: int | None = None
+
+    def to_dict(self) -> JSON:
+        """Only the limits that are set."""
+        return {name: getattr(self, name) for name in LIMIT_NAMES if getattr(self, name) is not None}
+
+
+@attrs.frozen
+class SandboxDecl:
+    """What a skill declares it needs from its sandbox (skill.json ``sandbox``).
+
+    ``read`` and ``write`` are absolute paths (``~/`` already expanded against the
+    invoking user's home by the loader); ``network`` is ``None`` when not declared.
+    """
+
+    network: bool | None = None
+    read: tuple[str, ...] = attrs.field(default=(), converter=_strs)
+    write: tuple[str, ...] = attrs.field(default=(), converter=_strs)
+    limits: SandboxLimits = attrs.field(factory=SandboxLimits)
+
+    def to_dict(self) -> JSON:
+        """The declaration as the manifest would spell it (unset parts left out)."""
+        out: JSON = {}
+        if self.network is not None:
+            out["network"] = self.network
+        if self.read:
+            out["read"] = list(self.read)
+        if self.write:
+            out["write"] = list(self.write)
+        limits = self.limits.to_dict()
+        if limits:
+            out["limits"] = limits
+        return out
+
+
 @attrs.frozen(eq=False)
 class Tool:
     """A callable tool: what the model sees as one function."""
@@ -211,6 +262,8 @@ class Tool:
     """Unknown manifest keys, kept verbatim."""
     native: Callable[..., Any] | None = attrs.field(default=None, repr=False)
     """The Python implementation of a ``builtin:`` tool, bound at load time."""
+    sandbox: SandboxDecl | None = None
+    """The tool's ``sandbox`` declaration (the tool's own, else its skill's); None when absent."""
     cache: dict[str, Any] = attrs.field(factory=dict, init=False, repr=False)
     """Per-tool memo (the compiled argument validator); not part of the value."""
 

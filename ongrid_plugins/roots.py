@@ -12,6 +12,8 @@ and checking an entry costs three system calls.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import stat
 import sys
@@ -24,10 +26,80 @@ from .models import SkillRoot
 if TYPE_CHECKING:
     from .settings import Settings
 
-__all__ = ["builtin_skills_dir", "canonical", "is_within", "resolve_file"]
+__all__ = ["builtin_skills_dir", "canonical", "is_within", "open_beneath", "resolve_file"]
 
 _O_PATH = getattr(os, "O_PATH", 0)
 _USE_PROC = sys.platform.startswith("linux") and _O_PATH != 0 and os.path.isdir("/proc/self/fd")
+
+
+_SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437, "riscv64": 437, "armv7l": 437, "ppc64le": 437, "s390x": 437}.get(
+    os.uname().machine if hasattr(os, "uname") else "", 0
+)
+_RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_NO_SYMLINKS = 0x04
+_RESOLVE_BENEATH = 0x08
+_openat2: object = None  # the libc ``syscall`` function once looked up; False when unusable
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = (("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64))
+
+
+def _syscall() -> object:
+    global _openat2
+    if _openat2 is None:
+        try:
+            func = ctypes.CDLL(None, use_errno=True).syscall
+            func.restype = ctypes.c_long
+            _openat2 = func if _SYS_OPENAT2 else False
+        except (OSError, AttributeError):
+            _openat2 = False
+    return _openat2
+
+
+def open_beneath(dirfd: int, relative: str, flags: int = os.O_RDONLY) -> int:
+    """Open ``relative`` under the directory ``dirfd`` with no symlink and no ``..`` escape.
+
+    Every component must be a real entry below ``dirfd`` (no symlink at all, no
+    ``..`` above it, no absolute path): ``openat2(RESOLVE_BENEATH |
+    RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`` where the kernel has it (Linux
+    5.6+), else a walk that opens one component at a time with ``O_NOFOLLOW``.
+    Either way the answer is a descriptor of the file that was checked, so a swap
+    of any component after the call cannot change what the caller reads or runs.
+    Raises ``OSError`` (``ELOOP`` for a symlink, ``EXDEV`` for an escape).
+    """
+    flags |= os.O_CLOEXEC
+    if not relative or relative.startswith("/") or "\0" in relative:
+        raise OSError(errno.EXDEV, f"{relative!r} is not a relative path beneath its folder")
+    call = _syscall()
+    if call:
+        how = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
+        fd = call(_SYS_OPENAT2, dirfd, os.fsencode(relative), ctypes.byref(how), ctypes.sizeof(how))  # type: ignore[operator]
+        if fd >= 0:
+            return int(fd)
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EPERM):  # EPERM: a seccomp filter without openat2
+            raise OSError(err, os.strerror(err), relative)
+    return _walk_beneath(dirfd, relative, flags)
+
+
+def _walk_beneath(dirfd: int, relative: str, flags: int) -> int:
+    parts = [part for part in relative.split("/") if part not in ("", ".")]
+    if not parts or ".." in parts:
+        raise OSError(errno.EXDEV, "the path leaves its folder", relative)
+    current = os.dup(dirfd)
+    try:
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
+            os.close(current)
+            current = nxt
+        fd = os.open(parts[-1], flags | os.O_NOFOLLOW, dir_fd=current)
+        if flags & os.O_PATH and stat.S_ISLNK(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), relative)
+        return fd
+    finally:
+        os.close(current)
 
 
 def builtin_skills_dir() -> str:

@@ -21,6 +21,10 @@ variable                        meaning
 ``ONGRID_AUDIT_FAIL_CLOSED``    ``1`` (default): refuse mutating/dangerous calls the audit log cannot record
 ``ONGRID_USER_SKILLS_DIR``      the per-user skills root (default: platformdirs)
 ``ONGRID_SYSTEM_SKILLS_DIR``    the system skills root (default ``/etc/ongrid/skills``)
+``ONGRID_SANDBOX``              ``auto`` (default), ``require`` or ``off``: how calls are confined
+``ONGRID_SANDBOX_POLICY``       ``default`` or ``strict``: whether undeclared mutating tools are confined
+``ONGRID_SANDBOX_LIMITS``       operator caps, ``processes=64,memory_mb=1024,...`` (docs/sandbox.md)
+``ONGRID_HOST_FILES_DIRS``      folders ``tail_file``/``find_large_files`` may read (default ``/var/log``)
 =============================== ==================================================
 """
 
@@ -45,6 +49,25 @@ DEFAULT_STDOUT_CAP = 16 * 1024 * 1024
 DEFAULT_KILL_GRACE = 2.0
 SYSTEM_SKILLS_DIR = "/etc/ongrid/skills"
 DEFAULT_APPROVAL_TTL = 15 * 60.0
+SANDBOX_MODES = ("auto", "require", "off")
+SANDBOX_POLICIES = ("default", "strict")
+DEFAULT_HOST_FILES_DIRS = ("/var/log",)
+DEFAULT_SANDBOX_LIMITS = {
+    "processes": 64,
+    "memory_mb": 1024,
+    "cpu_seconds": 60,
+    "file_size_mb": 1024,
+    "open_files": 1024,
+}
+"""What a call gets when neither its manifest nor the operator says otherwise."""
+MAX_SANDBOX_LIMITS = {
+    "processes": 4096,
+    "memory_mb": 64 * 1024,
+    "cpu_seconds": 24 * 3600,
+    "file_size_mb": 1024 * 1024,
+    "open_files": 65536,
+}
+"""The operator's caps when ``ONGRID_SANDBOX_LIMITS`` does not lower them."""
 
 _SPLIT_DIRS = re.compile(r"[:,;]")
 _TRUE = {"1", "true", "yes", "on"}
@@ -112,6 +135,30 @@ def _flag(name: str, raw: str) -> bool:
     raise ConfigError(message)
 
 
+def _choice(name: str, raw: str, choices: tuple[str, ...]) -> str:
+    value = raw.strip().lower()
+    if value not in choices:
+        message = f"{name} must be one of {', '.join(choices)}, got {raw!r}"
+        raise ConfigError(message)
+    return value
+
+
+def _limits(name: str, raw: str) -> dict[str, int]:
+    """``processes=64,memory_mb=512``: caps the operator sets; unnamed ones keep the maximum."""
+    caps = dict(MAX_SANDBOX_LIMITS)
+    for part in raw.split(","):
+        key, sep, number = part.partition("=")
+        key = key.strip()
+        if not part.strip():
+            continue
+        if not sep or key not in caps:
+            known = ", ".join(caps)
+            message = f"{name}: {part.strip()!r} is not NAME=NUMBER with NAME one of {known}"
+            raise ConfigError(message)
+        caps[key] = _positive_int(f"{name} {key}", number)
+    return caps
+
+
 def _str_tuple(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
@@ -149,6 +196,28 @@ class Settings:
     """Seconds a two-person ticket stays valid, from its request to its execution."""
     audit_fail_closed: bool = True
     """Refuse mutating and dangerous calls when the audit log cannot record them."""
+    sandbox: str = attrs.field(default="auto")
+    """``auto`` confines with what the kernel offers, ``require`` refuses what it cannot
+    confine, ``off`` runs skills with the host's authority (docs/sandbox.md)."""
+    sandbox_policy: str = attrs.field(default="default")
+    """``strict`` confines mutating/dangerous tools without a ``sandbox`` declaration
+    like a declared empty profile; ``default`` keeps their write and network reach."""
+    sandbox_caps: Mapping[str, int] = attrs.field(factory=lambda: dict(MAX_SANDBOX_LIMITS))
+    """The operator's caps per limit name: a manifest may not ask for more."""
+    host_files_dirs: tuple[str, ...] = attrs.field(default=DEFAULT_HOST_FILES_DIRS, converter=_str_tuple)
+    """Folders the built-in ``host_files`` tools may read; anything else is refused."""
+
+    @sandbox.validator
+    def _check_sandbox(self, _attribute: attrs.Attribute[str], value: str) -> None:
+        if value not in SANDBOX_MODES:
+            message = f"sandbox must be one of {', '.join(SANDBOX_MODES)}, got {value!r}"
+            raise ConfigError(message)
+
+    @sandbox_policy.validator
+    def _check_policy(self, _attribute: attrs.Attribute[str], value: str) -> None:
+        if value not in SANDBOX_POLICIES:
+            message = f"sandbox_policy must be one of {', '.join(SANDBOX_POLICIES)}, got {value!r}"
+            raise ConfigError(message)
 
     @approval_ttl.validator
     def _check_ttl(self, _attribute: attrs.Attribute[float], value: float) -> None:
@@ -193,6 +262,16 @@ class Settings:
             values["approval_ttl"] = _positive_float("ONGRID_APPROVAL_TTL", env["ONGRID_APPROVAL_TTL"])
         if "ONGRID_AUDIT_FAIL_CLOSED" in env:
             values["audit_fail_closed"] = _flag("ONGRID_AUDIT_FAIL_CLOSED", env["ONGRID_AUDIT_FAIL_CLOSED"])
+        if env.get("ONGRID_SANDBOX", "").strip():
+            values["sandbox"] = _choice("ONGRID_SANDBOX", env["ONGRID_SANDBOX"], SANDBOX_MODES)
+        if env.get("ONGRID_SANDBOX_POLICY", "").strip():
+            values["sandbox_policy"] = _choice(
+                "ONGRID_SANDBOX_POLICY", env["ONGRID_SANDBOX_POLICY"], SANDBOX_POLICIES
+            )
+        if env.get("ONGRID_SANDBOX_LIMITS", "").strip():
+            values["sandbox_caps"] = _limits("ONGRID_SANDBOX_LIMITS", env["ONGRID_SANDBOX_LIMITS"])
+        if "ONGRID_HOST_FILES_DIRS" in env:
+            values["host_files_dirs"] = split_dirs(env["ONGRID_HOST_FILES_DIRS"])
         for var, field in (
             ("ONGRID_STATE_DIR", "state_dir"),
             ("ONGRID_CONFIG_DIR", "config_dir"),
