@@ -32,9 +32,14 @@ _O_PATH = getattr(os, "O_PATH", 0)
 _USE_PROC = sys.platform.startswith("linux") and _O_PATH != 0 and os.path.isdir("/proc/self/fd")
 
 
-_SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437, "riscv64": 437, "armv7l": 437, "ppc64le": 437, "s390x": 437}.get(
-    os.uname().machine if hasattr(os, "uname") else "", 0
-)
+_SYS_OPENAT2 = {
+    "x86_64": 437,
+    "aarch64": 437,
+    "riscv64": 437,
+    "armv7l": 437,
+    "ppc64le": 437,
+    "s390x": 437,
+}.get(os.uname().machine if hasattr(os, "uname") else "", 0)
 _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
