@@ -32,14 +32,7 @@ _O_PATH = getattr(os, "O_PATH", 0)
 _USE_PROC = sys.platform.startswith("linux") and _O_PATH != 0 and os.path.isdir("/proc/self/fd")
 
 
-_SYS_OPENAT2 = {
-    "x86_64": 437,
-    "aarch64": 437,
-    "riscv64": 437,
-    "armv7l": 437,
-    "ppc64le": 437,
-    "s390x": 437,
-}.get(os.uname().machine if hasattr(os, "uname") else "", 0)
+_SYS_OPENAT2 = 437  # the same number on every Linux architecture (unified syscall table)
 _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
@@ -56,7 +49,7 @@ def _syscall() -> object:
         try:
             func = ctypes.CDLL(None, use_errno=True).syscall
             func.restype = ctypes.c_long
-            _openat2 = func if _SYS_OPENAT2 else False
+            _openat2 = func if sys.platform.startswith("linux") and _SYS_OPENAT2 else False
         except (OSError, AttributeError):
             _openat2 = False
     return _openat2
