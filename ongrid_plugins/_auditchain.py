@@ -34,12 +34,14 @@ __all__ = [
     "COLUMNS",
     "GENESIS",
     "JSON_COLUMNS",
+    "OPTIONAL_COLUMNS",
     "SCHEMA",
     "append",
     "check_head",
     "dumps",
     "finish_row",
     "inflight",
+    "migrate",
     "recover",
     "row_hash",
     "start_row",
@@ -80,9 +82,14 @@ COLUMNS = (
     "approvers",
     "pid",
     "hostname",
+    "sandbox",
     "prev_hash",
 )
 JSON_COLUMNS = ("args", "redacted", "stderr_tail", "approvers")
+OPTIONAL_COLUMNS = ("sandbox",)
+"""Columns added after the first release: a NULL one is left out of the row hash, so
+rows written before it existed still verify (and a value once hashed cannot be nulled)."""
+_OPTIONAL_AT = tuple(COLUMNS.index(c) for c in OPTIONAL_COLUMNS)
 _REQUIRED = ("time", "call_id", "tool", "prev_hash")
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS entries (
@@ -113,8 +120,20 @@ def append(conn: sqlite3.Connection, row: Mapping[str, Any]) -> int:
 
 
 def row_hash(values: Sequence[Any]) -> str:
-    """sha256 over the canonical JSON of a row's columns (``COLUMNS`` order, ``prev_hash`` last)."""
-    return hashlib.sha256(canonical_json(list(values)).encode("utf-8")).hexdigest()
+    """sha256 over the canonical JSON of a row's columns (``COLUMNS`` order, ``prev_hash`` last).
+
+    An optional column (:data:`OPTIONAL_COLUMNS`) that is NULL is not hashed at all.
+    """
+    hashed = [v for i, v in enumerate(values) if v is not None or i not in _OPTIONAL_AT]
+    return hashlib.sha256(canonical_json(hashed).encode("utf-8")).hexdigest()
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Add the optional columns to a log created before they existed."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(entries)")}
+    for column in OPTIONAL_COLUMNS:
+        if column not in present:
+            conn.execute(f"ALTER TABLE entries ADD COLUMN {column}")
 
 
 # ---------------------------------------------------------------------- verify
@@ -250,7 +269,16 @@ def start_row(request: CallRequest, started: float) -> dict[str, Any]:
         "approvers": dumps(list(request.approvers)),
         "pid": PID.pid,
         "hostname": HOST,
+        "sandbox": _sandbox(request),
     }
+
+
+def _sandbox(request: CallRequest) -> str | None:
+    """The profile the call ran under (or ``unconfined`` and why), as canonical JSON."""
+    profile = request.sandbox
+    if profile is None:
+        return None
+    return dumps(profile.to_dict())
 
 
 def dumps(value: Any) -> str:

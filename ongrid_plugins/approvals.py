@@ -86,7 +86,8 @@ CREATE TABLE IF NOT EXISTS tickets (
     reason TEXT NOT NULL DEFAULT '',
     executed REAL,
     executed_by TEXT,
-    call_id TEXT
+    call_id TEXT,
+    profile TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS tickets_request ON tickets (requester, tool, args_digest, persona, status);
 CREATE TABLE IF NOT EXISTS approvals (
@@ -151,6 +152,8 @@ class Ticket:
     executed_by: str | None = None
     call_id: str | None = None
     """The call that executed it (its audit log row)."""
+    profile: str = ""
+    """Digest of the sandbox profile the call was requested under: a changed profile needs a new ticket."""
 
     @property
     def approvers(self) -> tuple[str, ...]:
@@ -242,21 +245,24 @@ class ApprovalStore:
         args: Mapping[str, Any],
         tool_class: str = "",
         reason: str = "",
+        profile: str = "",
     ) -> Ticket:
         """A ticket for this call: the requester's open one for the same call, else a new one."""
         now = self._clock()
         with self._write() as conn:
             row = conn.execute(
                 "SELECT id FROM tickets WHERE requester = ? AND tool = ? AND args_digest = ? AND persona = ?"
-                " AND status IN ('pending', 'approved') AND expires > ? ORDER BY created DESC LIMIT 1",
-                (requester, tool, args_digest, persona, now),
+                " AND profile = ? AND status IN ('pending', 'approved') AND expires > ?"
+                " ORDER BY created DESC LIMIT 1",
+                (requester, tool, args_digest, persona, profile, now),
             ).fetchone()
             if row is not None:
                 return self._load(conn, row[0], now)
             ticket_id = os.urandom(8).hex()
             conn.execute(
                 "INSERT INTO tickets (id, tool, args_digest, persona, requester, required, status, created,"
-                " expires, args, tool_class, reason) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
+                " expires, args, tool_class, reason, profile)"
+                " VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)",
                 (
                     ticket_id,
                     tool,
@@ -269,6 +275,7 @@ class ApprovalStore:
                     json.dumps(dict(args), sort_keys=True, ensure_ascii=False),
                     tool_class,
                     reason,
+                    profile,
                 ),
             )
             return self._load(conn, ticket_id, now)
@@ -328,7 +335,15 @@ class ApprovalStore:
         return ticket
 
     def claim(
-        self, ticket_id: str, *, tool: str, args_digest: str, persona: str, caller: str, call_id: str
+        self,
+        ticket_id: str,
+        *,
+        tool: str,
+        args_digest: str,
+        persona: str,
+        caller: str,
+        call_id: str,
+        profile: str = "",
     ) -> Ticket:
         """Mark an approved ticket executed by this call, or raise why it may not run.
 
@@ -338,7 +353,7 @@ class ApprovalStore:
         now = self._clock()
         with self._write() as conn:
             ticket = self._load(conn, ticket_id, now)
-            _check_matches(ticket, tool, args_digest, persona)
+            _check_matches(ticket, tool, args_digest, persona, profile)
             if ticket.status != "approved":
                 raise _closed(ticket)
             updated = conn.execute(
@@ -357,7 +372,7 @@ class ApprovalStore:
     def _load(self, conn: sqlite3.Connection, ticket_id: str, now: float) -> Ticket:
         row = conn.execute(
             "SELECT id, tool, args_digest, persona, requester, required, status, created, expires,"
-            " rejected_by, note, args, tool_class, reason, executed, executed_by, call_id"
+            " rejected_by, note, args, tool_class, reason, executed, executed_by, call_id, profile"
             " FROM tickets WHERE id = ?",
             (str(ticket_id),),
         ).fetchone()
@@ -393,6 +408,7 @@ class ApprovalStore:
             row[14],
             row[15],
             row[16],
+            row[17],
         )
 
     @contextlib.contextmanager
@@ -433,6 +449,8 @@ class ApprovalStore:
     def _connect(self, sqlite3: Any) -> Any:
         # Approvals are rare and losing one could re-open an executed ticket: fsync each commit.
         conn = _sqlite.connect(self.path, "" if self._ready else _SCHEMA, synchronous="FULL")
+        if not self._ready:
+            _migrate(conn)
         self._ready = True
         return conn
 
@@ -440,6 +458,13 @@ class ApprovalStore:
         message = f"the approval database {self.path} cannot be used: {exc}"
         logger.error("approvals: %s", message)
         return ApprovalError("store", "", message)
+
+
+def _migrate(conn: Any) -> None:
+    """Add the columns a ticket store created by an older version lacks."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(tickets)")}
+    if "profile" not in present:
+        conn.execute("ALTER TABLE tickets ADD COLUMN profile TEXT NOT NULL DEFAULT ''")
 
 
 def verify_with_plugins(pm: pluggy.PluginManager) -> VerifyApproval:
@@ -484,13 +509,19 @@ def _check_approvable(ticket: Ticket, approver: str) -> None:
         raise ApprovalError("duplicate_approver", ticket.id, message)
 
 
-def _check_matches(ticket: Ticket, tool: str, args_digest: str, persona: str) -> None:
+def _check_matches(ticket: Ticket, tool: str, args_digest: str, persona: str, profile: str = "") -> None:
     if ticket.tool != tool:
         detail = f"it is for tool {ticket.tool!r}, not {tool!r}"
     elif ticket.persona != persona:
         detail = f"it is for persona {ticket.persona!r}, not {persona!r}"
     elif ticket.args_digest != args_digest:
         detail = "the arguments differ from the ones it was approved for; changed arguments need a new ticket"
+    elif ticket.profile != profile:
+        detail = (
+            "the tool's sandbox profile changed since it was requested "
+            f"({ticket.profile[:12] or 'none'} -> {profile[:12] or 'none'}); "
+            "a changed profile needs a new ticket"
+        )
     else:
         return
     message = f"ticket {ticket.id} does not cover this call: {detail} (call without a ticket to open one)"

@@ -54,6 +54,7 @@ from ._auditchain import (
     dumps,
     finish_row,
     inflight,
+    migrate,
     recover,
     row_hash,
     start_row,
@@ -127,6 +128,9 @@ class AuditEntry:
     approvers: tuple[str, ...]
     pid: int
     hostname: str
+    sandbox: Any
+    """The confinement profile the call ran under (a dict), ``{"confined": False, "reason": ...}``,
+    or None for rows written before profiles were recorded."""
     prev_hash: str
     hash: str
 
@@ -137,6 +141,7 @@ class AuditEntry:
         for column in JSON_COLUMNS:
             parsed = json.loads(values[column]) if values[column] else None
             values[column] = parsed if column == "args" else tuple(parsed or ())
+        values["sandbox"] = json.loads(values["sandbox"]) if values.get("sandbox") else None
         return cls(**values)
 
     def to_dict(self) -> JSON:
@@ -349,6 +354,7 @@ class AuditLog:
             self._conn, self._pid = conn, os.getpid()
             conn.execute("BEGIN IMMEDIATE")
             try:
+                migrate(conn)
                 _count, done = recover(conn, self.journal_dir)
             except BaseException:
                 conn.rollback()

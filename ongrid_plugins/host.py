@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from .approvals import ApprovalStore, Ticket
     from .audit import AuditLog
     from .dispatch import ConfirmFn
+    from .executors.confine import Profile
     from .personas import PersonaCatalog
 
 __all__ = ["SkillHost"]
@@ -482,6 +483,7 @@ class SkillHost:
             ticket=ticket,
             on_event=on_event,
             timeout=_check_timeout(timeout),
+            sandbox=self.sandbox_profile(tool),
         )
         decision = gate.decide(self.pm, tool, who, request)
         refusal, status = self._refusal(request, decision, errors)
@@ -501,6 +503,21 @@ class SkillHost:
             request, refusal = self._claim_ticket(request)
             self._raise_refused(_Attempt(request, decision, refusal, "ticket_refused"))
         return _Attempt(request, decision, None, ""), executor
+
+    def sandbox_profile(self, tool: Tool) -> Profile:
+        """The confinement profile every call of ``tool`` gets under this host's settings."""
+        cached = tool.cache.get("sandbox")
+        if cached is not None and cached[0] is self.settings:
+            return cached[1]  # type: ignore[no-any-return]
+        from .executors.confine import Profile, profile_for
+
+        if tool.kind == "subprocess":
+            profile = profile_for(tool, self.settings)
+        else:
+            reason = f"a {tool.kind} tool runs inside the host process: it confines itself in code"
+            profile = Profile(False, tool.tool_class.value, reason=reason)
+        tool.cache["sandbox"] = (self.settings, profile)
+        return profile
 
     def _raise_refused(self, attempt: _Attempt) -> None:
         if attempt.refusal is not None:
@@ -547,6 +564,7 @@ class SkillHost:
                 persona=request.persona.name,
                 caller=request.caller,
                 call_id=request.call_id,
+                profile=_profile_digest(request),
             )
         except ApprovalError as exc:
             return request, exc
@@ -565,6 +583,7 @@ class SkillHost:
             args=args,
             tool_class=tool.tool_class.value,
             reason=decision.reason,
+            profile=_profile_digest(request),
         )
 
     def _refused(self, attempt: _Attempt) -> CallResult:
@@ -669,3 +688,8 @@ def _approval_hint(ticket: Ticket) -> str:
         f"than {ticket.requester} approve it with `ongrid-skills approvals approve {ticket.id}`, then run "
         f"the same call again with ticket={ticket.id!r} (--ticket {ticket.id}) before {expires}"
     )
+
+
+def _profile_digest(request: CallRequest) -> str:
+    """What a ticket binds of the call's sandbox profile."""
+    return request.sandbox.digest if request.sandbox is not None else ""

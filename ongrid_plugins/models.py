@@ -564,6 +564,10 @@ class CallRequest:
     """Who approved ``ticket``; set by the host once the ticket is claimed for this call."""
     on_event: EventCallback | None = None
     timeout: float | None = None
+    sandbox: Any = None
+    """The call's confinement profile (``executors.confine.Profile``), computed by the host
+    before the gate runs and bound into the audit row and any ticket; None lets the
+    executor compute it."""
     """Overrides the tool's timeout for this call (never longer than the tool's)."""
 
     def emit(self, kind: str, data: Any = None) -> None:

@@ -62,6 +62,7 @@ import select
 import signal
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 
@@ -107,6 +108,10 @@ class ProcessSpec:
     stderr_tail_bytes: int = 16384
     max_line_bytes: int = 8192
     """Longer stderr lines are split into chunks of this size."""
+    exec_fd: int | None = None
+    """Execute this descriptor (the entry as checked) rather than the path ``argv[0]``."""
+    confine: Any = None
+    """A :class:`~.confine.plan.Plan` (``apply``, ``started``, ``kill_all``) or None."""
 
     def __attrs_post_init__(self) -> None:
         # One hook rather than a validator per field: specs are built once per call.
@@ -301,11 +306,19 @@ class _Run:
         """Spawn the child; returns the spawn error message, or None when it runs."""
         self.started = time.monotonic()
         try:
-            child = spawn(self.spec.argv, self.spec.cwd, self.spec.env)
+            child = spawn(
+                self.spec.argv,
+                self.spec.cwd,
+                self.spec.env,
+                exec_fd=self.spec.exec_fd,
+                confine=self.spec.confine,
+            )
         except SpawnError as exc:
             self._ended = time.monotonic()
             return str(exc)
         self.child, self.pid, self.reaped = child, child.pid, False
+        if self.spec.confine is not None:
+            self.spec.confine.started(child.pid)
         self.stdin_fd, self.stdout_fd, self.stderr_fd = child.stdin, child.stdout, child.stderr
         self.pidfd = _open_pidfd(child.pid)
         self.deadline = self.started + self.spec.timeout
@@ -413,6 +426,7 @@ class _Run:
         """The child died: SIGKILL its leftovers while its zombie pins the group id,
         then reap it, then allow a short while for the pipes to reach EOF."""
         self._killpg(signal.SIGKILL)
+        self._kill_all()
         self._reap()
         now = time.monotonic()
         self._drain_until = min(now + _EOF_BOUND, max(self.deadline, now + _EOF_MIN))
@@ -450,6 +464,8 @@ class _Run:
             return
         self._sigkilled = sig == signal.SIGKILL
         self._killpg(sig)
+        if self._sigkilled:
+            self._kill_all()
         try:
             if os.getpgid(self.pid) != self.pid:
                 os.kill(self.pid, sig)
@@ -499,6 +515,11 @@ class _Run:
             self.child.forget(self._status)
         self._close("pidfd")
         self._close("stdin_fd")
+
+    def _kill_all(self) -> None:
+        """Every process of a confined call, wherever it went (its cgroup), gets SIGKILL."""
+        if self.spec.confine is not None:
+            self.spec.confine.kill_all()
 
     def _killpg(self, sig: int) -> None:
         if self.reaped:  # never signal a pid (group) that may have been reused

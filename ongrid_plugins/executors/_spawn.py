@@ -48,12 +48,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
-__all__ = ["Child", "SpawnError", "backend", "spawn"]
+__all__ = ["Child", "Confiner", "SpawnError", "backend", "spawn"]
 
 _BACKEND = "auto"
 """``"auto"`` (libc when usable), ``"posix_spawn"`` (libc or RuntimeError) or ``"popen"``."""
@@ -176,12 +177,62 @@ def backend() -> str:
     return "posix_spawn"
 
 
-def spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> Child:
+class Confiner(Protocol):
+    """Restrictions applied, in a thread of their own, just before the child is started."""
+
+    def apply(self) -> None: ...
+
+
+def spawn(
+    argv: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str],
+    *,
+    exec_fd: int | None = None,
+    confine: Confiner | None = None,
+) -> Child:
     """Start ``argv`` in ``cwd`` with exactly ``env``, stdin/stdout/stderr on pipes.
 
+    ``exec_fd``: execute this descriptor (``/proc/self/fd/3`` in the child) instead of
+    the path ``argv[0]``, so the file that was checked is the file that runs, whatever
+    happens to the path meanwhile. ``confine``: its ``apply()`` runs first in a new
+    thread that then starts the child; restrictions on that thread (Landlock, seccomp,
+    capabilities, cgroup, mount namespace) are inherited by the child and every
+    descendant before the entry's first instruction, and never touch the host's
+    other threads.
+
     Raises :class:`SpawnError` when no process could be started (exec failure, bad
-    cwd, no descriptors left) and ``ValueError`` for malformed arguments.
+    cwd, no descriptors left, a confinement that could not be applied) and
+    ``ValueError`` for malformed arguments.
     """
+    if confine is None:
+        return _spawn(argv, cwd, env, exec_fd)
+    box: list[Child | BaseException] = []
+
+    def confined() -> None:
+        try:
+            confine.apply()
+        except OSError as exc:
+            box.append(SpawnError(f"cannot confine {argv[0]}: {exc.strerror or exc} (errno {exc.errno})"))
+            return
+        except BaseException as exc:
+            box.append(exc)
+            return
+        try:
+            box.append(_spawn(argv, cwd, env, exec_fd))
+        except BaseException as exc:
+            box.append(exc)
+
+    thread = threading.Thread(target=confined, name="ongrid-spawn")
+    thread.start()
+    thread.join()
+    outcome = box[0]
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+def _spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], exec_fd: int | None) -> Child:
     raw_argv, raw_env = _encode(argv, env)
     chosen = backend()
     try:
@@ -194,9 +245,10 @@ def spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> Child:
     try:
         if chosen == "posix_spawn":
             assert _LIBC is not None
-            pid, popen = _spawn_libc(_LIBC, raw_argv, os.fsencode(cwd), raw_env, child_ends), None
+            pid = _spawn_libc(_LIBC, raw_argv, os.fsencode(cwd), raw_env, child_ends, exec_fd)
+            popen = None
         else:
-            popen = _spawn_popen(argv, cwd, env, child_ends)
+            popen = _spawn_popen(argv, cwd, env, child_ends, exec_fd)
             pid = popen.pid
         ok = True
     except OSError as exc:
@@ -251,27 +303,40 @@ def _make_pipes() -> list[tuple[int, int]]:
     return pipes
 
 
+_EXEC_FD = 3  # where the checked entry's descriptor sits in the child
+_EXEC_PATH = b"/proc/self/fd/3"
+
+
 def _spawn_libc(
-    libc: _Libc, argv: list[bytes], cwd: bytes, env: list[bytes], fds: tuple[int, int, int]
+    libc: _Libc,
+    argv: list[bytes],
+    cwd: bytes,
+    env: list[bytes],
+    fds: tuple[int, int, int],
+    exec_fd: int | None = None,
 ) -> int:
     actions = (ctypes.c_char * _OPAQUE_SIZE)()  # zeroed
     _check(libc.fa_init(actions))
     try:
         closefrom = libc.fa_closefrom if _USE_CLOSEFROM else None
+        first_closed = 3 if exec_fd is None else _EXEC_FD + 1
         if closefrom is None:
             for fd in _inheritable_fds():
-                _check(libc.fa_close(actions, fd))
+                if fd >= first_closed:
+                    _check(libc.fa_close(actions, fd))
         dup2 = libc.fa_dup2
         # Each returns 0 or an error number; `or` stops at the first failure.
         _check(
             dup2(actions, fds[0], 0)
             or dup2(actions, fds[1], 1)
             or dup2(actions, fds[2], 2)
+            or (dup2(actions, exec_fd, _EXEC_FD) if exec_fd is not None else 0)
             or libc.fa_chdir(actions, cwd)
-            or (closefrom(actions, 3) if closefrom is not None else 0)
+            or (closefrom(actions, first_closed) if closefrom is not None else 0)
         )
+        path = argv[0] if exec_fd is None else _EXEC_PATH
         pid = ctypes.c_int(0)
-        _check(libc.spawn(ctypes.byref(pid), argv[0], actions, libc.attr, _cstrings(argv), _cstrings(env)))
+        _check(libc.spawn(ctypes.byref(pid), path, actions, libc.attr, _cstrings(argv), _cstrings(env)))
     finally:
         libc.fa_destroy(actions)
     return pid.value
@@ -296,10 +361,16 @@ def _inheritable_fds() -> list[int]:
 
 
 def _spawn_popen(
-    argv: Sequence[str], cwd: str, env: Mapping[str, str], fds: tuple[int, int, int]
+    argv: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str],
+    fds: tuple[int, int, int],
+    exec_fd: int | None = None,
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         list(argv),
+        executable=None if exec_fd is None else f"/proc/self/fd/{exec_fd}",
+        pass_fds=() if exec_fd is None else (exec_fd,),
         cwd=cwd,
         env=dict(env),
         stdin=fds[0],

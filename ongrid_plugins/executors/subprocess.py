@@ -10,7 +10,8 @@ lives in :mod:`._process`; this module turns a call into a
 
 from __future__ import annotations
 
-import functools
+import errno
+import fcntl
 import json
 import os
 import signal as signals
@@ -19,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
-from ..roots import is_executable_file, is_within, resolve_file
+from ..roots import is_executable_file, is_within, open_beneath, resolve_file
 
 if TYPE_CHECKING:
     from ..models import Tool
     from ..settings import Settings
     from ._process import ProcessOutcome, ProcessSpec
+    from .confine import Plan
 
 __all__ = ["SubprocessExecutor", "parse_result"]
 
@@ -32,11 +34,18 @@ _PREVIEW_BYTES = 200
 
 
 class SubprocessExecutor:
-    """Runs one subprocess tool call; ``run`` and ``arun`` share everything but the wait."""
+    """Runs one subprocess tool call; ``run`` and ``arun`` share everything but the wait.
 
-    def __init__(self, stdout_cap: int, kill_grace: float) -> None:
+    The entry is opened once, beneath its root with no symlink on the way
+    (:func:`open_entry`), checked through that descriptor and executed through it.
+    A confined call (:mod:`.confine`) gets a :class:`~.confine.plan.Plan`, applied in
+    the spawning thread, whose cgroup and temp folder are given back when the call ends.
+    """
+
+    def __init__(self, stdout_cap: int, kill_grace: float, settings: Settings | None = None) -> None:
         self.stdout_cap = stdout_cap
         self.kill_grace = kill_grace
+        self.settings = settings
 
     def __repr__(self) -> str:
         return f"<SubprocessExecutor cap={self.stdout_cap}>"
@@ -46,30 +55,45 @@ class SubprocessExecutor:
         spec = self._spec(request)
         if isinstance(spec, CallResult):
             return spec
-        request.emit("start", {"entry": spec.argv[0]})
-        from ._process import run_process
+        try:
+            request.emit("start", {"entry": spec.argv[0]})
+            from ._process import run_process
 
-        outcome = run_process(spec, _stderr_sink(request))
-        return self._result(request, spec, outcome)
+            outcome = run_process(spec, _stderr_sink(request))
+            return self._result(request, spec, outcome)
+        finally:
+            _release(spec)
 
     async def arun(self, request: CallRequest) -> CallResult:
         """Run the entry without blocking the event loop."""
         spec = self._spec(request)
         if isinstance(spec, CallResult):
             return spec
-        request.emit("start", {"entry": spec.argv[0]})
-        from ._process import arun_process
+        try:
+            request.emit("start", {"entry": spec.argv[0]})
+            from ._process import arun_process
 
-        outcome = await arun_process(spec, _stderr_sink(request))
-        return self._result(request, spec, outcome)
+            outcome = await arun_process(spec, _stderr_sink(request))
+            return self._result(request, spec, outcome)
+        finally:
+            _release(spec)
 
     def _spec(self, request: CallRequest) -> ProcessSpec | CallResult:
         tool = request.tool
-        entry, refusal = recheck_entry(tool)
-        if refusal is not None:
-            return CallResult(tool.name, False, error=refusal, call_id=request.call_id)
+        opened = open_entry(tool)
+        if isinstance(opened, str):
+            return CallResult(tool.name, False, error=opened, call_id=request.call_id)
+        entry, fd = opened
         environ = os.environ
         env = {name: environ[name] for name in tool.env_allow if name in environ}
+        plan = None
+        try:
+            plan = self._plan(request, fd, env)
+        except Exception as exc:  # ConfinementError, or a kernel refusal while preparing
+            os.close(fd)
+            return CallResult(tool.name, False, error=str(exc), call_id=request.call_id)
+        if plan is not None and "TMPDIR" in tool.env_allow:
+            env.update(plan.env_extra)
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
         payload = request.args_json or canonical_json(request.args)
         from ._process import ProcessSpec  # the runner (and asyncio) load on the first call
@@ -82,12 +106,33 @@ class SubprocessExecutor:
             timeout=timeout,
             stdout_cap=self.stdout_cap,
             kill_grace=self.kill_grace,
+            exec_fd=fd,
+            confine=plan,
         )
+
+    def _plan(self, request: CallRequest, fd: int, env: dict[str, str]) -> Plan | None:
+        profile = request.sandbox
+        if profile is None:
+            if self.settings is None:
+                return None
+            from .confine import profile_for
+
+            profile = profile_for(request.tool, self.settings)
+        if not profile.confined:
+            return None
+        from .confine import Plan, warn_missing
+
+        mode = self.settings.sandbox if self.settings is not None else "auto"
+        plan = Plan(profile, fd, env, mode)
+        if plan.missing:
+            warn_missing(plan.missing)
+        return plan
 
     def _result(self, request: CallRequest, spec: ProcessSpec, outcome: ProcessOutcome) -> CallResult:
         tool = request.tool
         value, parse_error = parse_result(outcome.stdout)
-        error = _failure(spec, outcome, parse_error)
+        limit = spec.confine.limit_hit() if spec.confine is not None else None
+        error = limit or _failure(spec, outcome, parse_error)
         result = CallResult(
             tool=tool.name,
             ok=error is None,
@@ -102,6 +147,62 @@ class SubprocessExecutor:
         )
         request.emit("exit", {"ok": result.ok, "exit_code": outcome.exit_code, "signal": outcome.signal})
         return result
+
+
+def _release(spec: ProcessSpec) -> None:
+    if spec.confine is not None:
+        spec.confine.finish()
+    if spec.exec_fd is not None:
+        os.close(spec.exec_fd)
+
+
+def open_entry(tool: Tool) -> tuple[str, int] | str:
+    """Open the entry for execution: ``(canonical path, descriptor)`` or why it may not run.
+
+    The canonical entry found at load time is opened beneath the canonical root with
+    ``open_beneath`` (no symlink in any component, no ``..``), so a file or folder
+    swapped for a symlink since then is refused, and the descriptor checked here
+    (a regular file with an execute bit) is the one the child executes.
+    """
+    entry = tool.entry or ""
+    root = tool.root
+    if not entry or not root or not is_within(entry, root) or entry == root:
+        real, refusal = recheck_entry(tool)
+        return refusal or f"entry {real} escapes allowlist root {root}"
+    relative = entry[len(root) :].lstrip("/") if root != "/" else entry.lstrip("/")
+    try:
+        root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"allowlist root {root} is gone: {exc.strerror}"
+    try:
+        fd = open_beneath(root_fd, relative, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"entry {entry} escapes allowlist root {root}: a part of its path is now a symlink"
+        if exc.errno == errno.EXDEV:
+            return f"entry {entry} escapes allowlist root {root}"
+        if exc.errno == errno.EACCES:
+            try:
+                fd = open_beneath(root_fd, relative, os.O_PATH)
+            except OSError as again:
+                return f"entry {entry} cannot be opened: {again.strerror}"
+        else:
+            return f"entry {entry} is gone: {exc.strerror}"
+    finally:
+        os.close(root_fd)
+    try:
+        st = os.fstat(fd)
+        if not is_executable_file(st):
+            os.close(fd)
+            return f"entry {entry} is no longer an executable file"
+        if fd < 3:  # never where the child's stdio goes
+            moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+            os.close(fd)
+            fd = moved
+    except OSError as exc:
+        os.close(fd)
+        return f"entry {entry} cannot be checked: {exc.strerror}"
+    return entry, fd
 
 
 def recheck_entry(tool: Tool) -> tuple[str, str | None]:
@@ -204,10 +305,14 @@ def ongrid_executor(tool: Tool, settings: Settings) -> SubprocessExecutor | None
     """Run every ``subprocess`` tool no other plugin claimed."""
     if tool.kind != "subprocess":
         return None
-    return _executor_for(settings.stdout_cap, settings.kill_grace)
+    cached = _executors.get(id(settings))
+    if cached is None or cached[0] is not settings:
+        # Executors hold no per-call state: one per settings object will do.
+        cached = (settings, SubprocessExecutor(settings.stdout_cap, settings.kill_grace, settings))
+        if len(_executors) > 64:
+            _executors.clear()
+        _executors[id(settings)] = cached
+    return cached[1]
 
 
-@functools.lru_cache(maxsize=16)
-def _executor_for(stdout_cap: int, kill_grace: float) -> SubprocessExecutor:
-    # Executors hold no per-call state: one per distinct set of limits will do.
-    return SubprocessExecutor(stdout_cap, kill_grace)
+_executors: dict[int, tuple[Settings, SubprocessExecutor]] = {}

@@ -1,0 +1,170 @@
+"""Per-call cgroups: the process and memory limits, and killing every descendant.
+
+cgroup v1 (``/sys/fs/cgroup/pids`` and ``/sys/fs/cgroup/memory``), writable by a
+root host: the spawning thread moves itself into the call's group before it
+starts the child (v1 moves single threads), so the entry's first instruction
+already runs inside it, and so does everything it forks; a process cannot leave
+the group (its files are not writable inside the sandbox). When the call ends,
+every process still in the group is killed, ``setsid`` and double forks included,
+until the group is empty.
+
+Groups are pooled: creating a memory cgroup costs far more than reusing one, and
+an empty group is as good as new once its limits are rewritten (the ``max``
+and ``oom_kill`` counters are read as differences).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import signal
+import threading
+import time
+
+__all__ = ["CallGroup", "acquire", "available"]
+
+_V1 = "/sys/fs/cgroup"
+_PARENT = "ongrid"
+_SWEEP_ROUNDS = 200
+
+
+def _write(path: str, value: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
+def _read(path: str) -> str:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 65536).decode()
+    finally:
+        os.close(fd)
+
+
+def _counter(text: str, key: str) -> int:
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            with contextlib.suppress(ValueError):
+                return int(value)
+    return 0
+
+
+@functools.cache
+def _parents() -> tuple[str, str] | None:
+    """``(pids parent, memory parent)`` created and writable, else None."""
+    parents = []
+    for controller in ("pids", "memory"):
+        base = os.path.join(_V1, controller)
+        if not os.path.isfile(os.path.join(base, "tasks")):
+            return None
+        parent = os.path.join(base, _PARENT)
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError:
+            return None
+        if not os.access(os.path.join(parent, "tasks"), os.W_OK):
+            return None
+        parents.append(parent)
+    if not os.path.isfile(os.path.join(parents[0], "pids.max")):
+        return None
+    return parents[0], parents[1]
+
+
+def available() -> bool:
+    """True when per-call pids and memory groups can be made here."""
+    return _parents() is not None
+
+
+class CallGroup:
+    """The pids and memory cgroups of one call."""
+
+    def __init__(self, pids: str, memory: str) -> None:
+        self.pids = pids
+        self.memory = memory
+        self._max_before = 0
+        self._oom_before = 0
+
+    def configure(self, processes: int, memory_mb: int) -> None:
+        """Set the limits for the next call and remember the counters."""
+        # +1: the spawning thread counts until it has started the child and exited.
+        _write(os.path.join(self.pids, "pids.max"), str(processes + 1))
+        limit = memory_mb * 1024 * 1024
+        _write(os.path.join(self.memory, "memory.limit_in_bytes"), str(limit))
+        with contextlib.suppress(OSError):  # absent without swap accounting
+            _write(os.path.join(self.memory, "memory.memsw.limit_in_bytes"), str(limit))
+        self._max_before = _counter(_read(os.path.join(self.pids, "pids.events")), "max")
+        self._oom_before = _counter(_read(os.path.join(self.memory, "memory.oom_control")), "oom_kill")
+
+    def join_thread(self) -> None:
+        """Move the calling thread into both groups (its children are born there)."""
+        tid = str(threading.get_native_id())
+        _write(os.path.join(self.pids, "tasks"), tid)
+        _write(os.path.join(self.memory, "tasks"), tid)
+
+    def hit_process_limit(self) -> bool:
+        return _counter(_read(os.path.join(self.pids, "pids.events")), "max") > self._max_before
+
+    def hit_memory_limit(self) -> bool:
+        return _counter(_read(os.path.join(self.memory, "memory.oom_control")), "oom_kill") > self._oom_before
+
+    def members(self) -> list[int]:
+        """The processes in the group, never the host itself: until the spawning thread has
+        fully exited, v1 lists the host's pid here too (one of its threads is a member)."""
+        me = os.getpid()
+        return [pid for pid in map(int, _read(os.path.join(self.pids, "cgroup.procs")).split()) if pid != me]
+
+    def kill_all(self) -> int:
+        """SIGKILL every process in the group until it is empty; how many were killed."""
+        killed = 0
+        for _ in range(_SWEEP_ROUNDS):
+            pids = self.members()
+            if not pids:
+                return killed
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+            time.sleep(0.001)
+        return killed
+
+
+_pool: list[CallGroup] = []
+_pool_lock = threading.Lock()
+_counter_lock = threading.Lock()
+_next = [0]
+
+
+def acquire() -> CallGroup | None:
+    """An empty call group from the pool, or a new one; None where cgroups are unusable."""
+    parents = _parents()
+    if parents is None:
+        return None
+    with _pool_lock:
+        while _pool:
+            group = _pool.pop()
+            if not group.members():
+                return group
+    with _counter_lock:
+        _next[0] += 1
+        name = f"{os.getpid()}-{_next[0]}"
+    pids, memory = (os.path.join(parent, name) for parent in parents)
+    try:
+        os.mkdir(pids)
+        os.mkdir(memory)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    return CallGroup(pids, memory)
+
+
+def release(group: CallGroup) -> None:
+    """Give an emptied group back to the pool."""
+    group.kill_all()
+    with _pool_lock:
+        _pool.append(group)

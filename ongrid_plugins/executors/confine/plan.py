@@ -1,0 +1,371 @@
+"""One confined call: what is prepared in the host, applied in the spawning thread, and undone.
+
+:class:`Plan` is built by the subprocess executor for each call whose profile is
+confined. Its life:
+
+1. ``Plan(profile, ...)`` — in the calling thread: take a cgroup from the pool,
+   make the fallback temp folder if there is no mount namespace, work out the
+   Landlock grants (cached descriptors; see :func:`_base_grants`).
+2. :meth:`Plan.apply` — in a fresh thread that exists only to start this one child
+   (restrictions on a thread are irreversible and inherited by what it starts, and
+   they leave the host's other threads alone): join the cgroup, mount the private
+   ``/tmp``, set ``no_new_privs``, drop every capability, restrict itself with
+   Landlock, load the seccomp filter. Then the caller ``posix_spawn``\\ s from that
+   thread, so the entry's first instruction already runs confined.
+3. :meth:`Plan.started` — rlimits (CPU seconds, file size, open files; address
+   space where there is no memory cgroup) on the new pid.
+4. :meth:`Plan.kill_all` on exit and on kill; :meth:`Plan.finish` says whether a
+   limit was hit and gives the cgroup back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import resource
+import shutil
+import stat
+import tempfile
+import threading
+from collections.abc import Iterable
+
+from . import caps, cgroups, landlock, mounts, seccomp
+from .kernel import Support, support
+from .profile import Profile
+
+__all__ = ["ConfinementError", "Plan"]
+
+logger = logging.getLogger("ongrid_plugins.sandbox")
+
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+_MB = 1024 * 1024
+
+
+class ConfinementError(Exception):
+    """The call cannot be confined as its profile and ``ONGRID_SANDBOX`` require."""
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+# -- the read-everything-but-hidden base ------------------------------------------
+
+
+class _Base:
+    """O_PATH descriptors granting ``/`` minus the hidden paths, and how to tell they are stale."""
+
+    def __init__(self, hidden: tuple[str, ...]) -> None:
+        self.grants: list[tuple[int, bool]] = []  # (fd, is_directory)
+        self.stamps: list[tuple[str, int]] = []  # the folders listed, with their mtime
+        # A hidden path that does not exist needs no carving; its parent's mtime changes
+        # when it appears, which makes this base stale.
+        present = tuple(h for h in hidden if os.path.lexists(h))
+        for path in hidden:
+            parent = os.path.dirname(path)
+            while parent and not os.path.lexists(parent):
+                parent = os.path.dirname(parent)
+            if parent and path not in present:
+                with contextlib.suppress(OSError):
+                    self.stamps.append((parent, os.stat(parent).st_mtime_ns))
+        self._carve("/", present)
+
+    def _carve(self, folder: str, hidden: tuple[str, ...]) -> None:
+        try:
+            self.stamps.append((folder, os.stat(folder).st_mtime_ns))
+            entries = list(os.scandir(folder))
+        except OSError:
+            return
+        for entry in entries:
+            path = entry.path
+            if any(_within(path, h) for h in hidden):
+                continue  # hidden itself, or under it
+            try:
+                if entry.is_symlink():
+                    continue  # reached through its target, which is granted (or not) on its own
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir and any(_within(h, path) for h in hidden):
+                self._carve(path, hidden)
+                continue
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            self.grants.append((fd, is_dir))
+
+    def fresh(self) -> bool:
+        for folder, mtime in self.stamps:
+            try:
+                if os.stat(folder).st_mtime_ns != mtime:
+                    return False
+            except OSError:
+                return False
+        return True
+
+    def close(self) -> None:
+        for fd, _ in self.grants:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.grants = []
+
+
+_bases: dict[tuple[str, ...], _Base] = {}
+_bases_lock = threading.Lock()
+
+
+def _base_grants(hidden: tuple[str, ...]) -> _Base:
+    with _bases_lock:
+        base = _bases.get(hidden)
+        if base is not None and base.fresh():
+            return base
+        if base is not None:
+            stale = base
+            # Closed later: a call on another thread may still be adding its rules.
+            threading.Timer(30.0, stale.close).start()
+        base = _bases[hidden] = _Base(hidden)
+        if len(_bases) > 64:  # a host with many settings objects: keep the newest
+            oldest = next(iter(_bases))
+            _bases.pop(oldest).close()
+        return base
+
+
+# -- one call ---------------------------------------------------------------------
+
+
+def _interpreter(entry_fd: int, env: dict[str, str]) -> list[str]:
+    """The ``#!`` interpreter of the entry and the installation it belongs to."""
+    try:
+        head = os.pread(entry_fd, 256, 0)
+    except OSError:
+        return []
+    if not head.startswith(b"#!"):
+        return []
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if not words:
+        return []
+    paths = [words[0]]
+    if os.path.basename(words[0]) == "env" and len(words) > 1:
+        found = shutil.which(words[-1], path=env.get("PATH", os.defpath))
+        if found:
+            paths.append(found)
+    out = []
+    for path in paths:
+        for form in (os.path.abspath(path), os.path.realpath(path)):
+            folder = os.path.dirname(form)
+            prefix = os.path.dirname(folder) if os.path.basename(folder) == "bin" else folder
+            if prefix and prefix != "/" and prefix not in out:
+                out.append(prefix)
+            cfg = os.path.join(prefix, "pyvenv.cfg")
+            with contextlib.suppress(OSError, UnicodeDecodeError), open(cfg, encoding="utf-8") as f:
+                for line in f:
+                    key, _, value = line.partition("=")
+                    if key.strip() == "home" and value.strip():
+                        home = os.path.dirname(value.strip())
+                        if home not in out:
+                            out.append(home)
+    return out
+
+
+class Plan:
+    """Everything one confined call needs, prepared before its child exists."""
+
+    def __init__(self, profile: Profile, entry_fd: int, env: dict[str, str], mode: str) -> None:
+        self.profile = profile
+        self.support: Support = support()
+        self.mode = mode
+        self.missing = self.support.missing()
+        if mode == "require" and self.missing:
+            raise ConfinementError(
+                "ONGRID_SANDBOX=require and this call cannot be fully confined: " + "; ".join(self.missing)
+            )
+        self._fds: list[int] = []
+        self.group = cgroups.acquire() if self.support.cgroups else None
+        if self.group is not None:
+            self.group.configure(profile.limits["processes"], profile.limits["memory_mb"])
+        self.tmpdir = ""
+        self.env_extra: dict[str, str] = {}
+        self._keep: list[tuple[str, int]] = []
+        self._rules: list[tuple[int, int, bool]] = []  # (fd, rights, is_directory)
+        try:
+            self._prepare(entry_fd, env)
+        except BaseException:
+            self.finish()
+            raise
+
+    # host side ------------------------------------------------------------------
+
+    def _open(self, path: str) -> tuple[int, bool] | None:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return None
+        self._fds.append(fd)
+        return fd, stat.S_ISDIR(os.fstat(fd).st_mode)
+
+    def _grant(self, path: str, rights: int, hidden: tuple[str, ...]) -> None:
+        """Grant ``rights`` on ``path``; a folder holding a hidden one is granted without it."""
+        opened = self._open(path)
+        if opened is None:
+            return
+        fd, is_dir = opened
+        inner = [h for h in hidden if _within(h, path) and h != path]
+        if is_dir and inner:
+            for entry in _carved(path, tuple(inner)):
+                sub = self._open(entry)
+                if sub is not None:
+                    self._rules.append((sub[0], rights, sub[1]))
+            return
+        self._rules.append((fd, rights, is_dir))
+        if self.support.mount_namespace and _within(path, "/tmp") and path != "/tmp":
+            self._keep.append((path, fd))
+
+    def _prepare(self, entry_fd: int, env: dict[str, str]) -> None:
+        profile = self.profile
+        private_tmp = self.support.mount_namespace
+        hidden = profile.hidden + (("/tmp",) if private_tmp else ())
+        base = _base_grants(hidden)
+        base_rights = landlock.READ_EXEC | (landlock.WRITE if profile.write_all else 0)
+        self._rules += [(fd, base_rights, is_dir) for fd, is_dir in base.grants]
+        self._base = base
+        for device in _DEVICES:
+            opened = self._open(device)
+            if opened is not None:
+                self._rules.append(
+                    (opened[0], landlock.READ_FILE | landlock.WRITE_FILE | landlock.IOCTL_DEV, False)
+                )
+        if profile.skill_dir:
+            self._grant(profile.skill_dir, landlock.READ_EXEC, profile.hidden)
+        for prefix in _interpreter(entry_fd, env):
+            self._grant(prefix, landlock.READ_EXEC, profile.hidden)
+        for path in profile.read:
+            self._grant(path, landlock.READ_EXEC, profile.hidden)
+        for path in profile.write:
+            self._grant(path, landlock.READ_EXEC | landlock.WRITE, profile.hidden)
+        if not private_tmp:
+            self.tmpdir = tempfile.mkdtemp(prefix="ongrid-call-")
+            opened = self._open(self.tmpdir)
+            if opened is not None:
+                self._rules.append((opened[0], landlock.READ_EXEC | landlock.WRITE, True))
+            self.env_extra["TMPDIR"] = self.tmpdir
+
+    # spawning thread ------------------------------------------------------------
+
+    def apply(self) -> None:
+        """Confine the calling thread (irreversibly); call it in a thread of its own."""
+        sup = self.support
+        if self.group is not None:
+            self.group.join_thread()
+        tmp_fd = -1
+        if sup.mount_namespace:
+            mounts.private_tmp(max(16, self.profile.limits["memory_mb"]), self._keep)
+            tmp_fd = os.open("/tmp", os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY)
+        try:
+            ruleset = None
+            if sup.landlock_abi:
+                ruleset = landlock.Ruleset(
+                    deny_tcp=not self.profile.network, scope_unix=not self.profile.network
+                )
+                for fd, rights, is_dir in self._rules:
+                    ruleset.allow(fd, rights, directory=is_dir)
+                if tmp_fd >= 0:
+                    ruleset.allow(tmp_fd, landlock.READ_EXEC | landlock.WRITE, directory=True)
+            caps.drop_all(sup.root)
+            try:
+                if sup.seccomp:
+                    seccomp.install(self.profile.network)  # sets no_new_privs first
+                else:
+                    from ._sys import prctl
+
+                    prctl(38, 1)  # PR_SET_NO_NEW_PRIVS
+                if ruleset is not None:
+                    ruleset.restrict_self()
+            finally:
+                if ruleset is not None:
+                    ruleset.close()
+        finally:
+            if tmp_fd >= 0:
+                os.close(tmp_fd)
+
+    # after the spawn ------------------------------------------------------------
+
+    def started(self, pid: int) -> None:
+        """Apply the rlimits to the new child (every descendant inherits them)."""
+        limits = self.profile.limits
+        wanted = [
+            (resource.RLIMIT_CPU, limits["cpu_seconds"], limits["cpu_seconds"] + 1),
+            (resource.RLIMIT_FSIZE, limits["file_size_mb"] * _MB, limits["file_size_mb"] * _MB),
+            (resource.RLIMIT_NOFILE, limits["open_files"], limits["open_files"]),
+        ]
+        if self.group is None:
+            memory = limits["memory_mb"] * _MB
+            wanted.append((resource.RLIMIT_AS, memory, memory))
+        for which, soft, hard in wanted:
+            with contextlib.suppress(OSError, ValueError):
+                resource.prlimit(pid, which, (soft, hard))
+
+    def kill_all(self) -> None:
+        """Kill every process of the call still alive (setsid and double forks included)."""
+        if self.group is not None:
+            with contextlib.suppress(OSError):
+                self.group.kill_all()
+
+    def limit_hit(self) -> str | None:
+        """Which limit ended or crippled the call, in words, if any."""
+        if self.group is None:
+            return None
+        limits = self.profile.limits
+        try:
+            if self.group.hit_memory_limit():
+                return f"memory limit reached ({limits['memory_mb']} MiB): the skill was killed"
+            if self.group.hit_process_limit():
+                return (
+                    f"process limit reached ({limits['processes']} processes): the skill could not start more"
+                )
+        except OSError:
+            return None
+        return None
+
+    def finish(self) -> None:
+        """Kill what is left, give the cgroup back, remove the temp folder, close descriptors."""
+        if self.group is not None:
+            with contextlib.suppress(OSError):
+                cgroups.release(self.group)
+            self.group = None
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            self.tmpdir = ""
+        for fd in self._fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds = []
+
+    def describe_missing(self) -> str:
+        return "; ".join(self.missing)
+
+
+def _carved(folder: str, hidden: tuple[str, ...]) -> Iterable[str]:
+    """The entries under ``folder`` to grant so that ``hidden`` stays out."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        path = entry.path
+        if any(_within(path, h) for h in hidden):
+            continue
+        try:
+            if entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False) and any(_within(h, path) for h in hidden):
+                yield from _carved(path, hidden)
+                continue
+        except OSError:
+            continue
+        yield path
+
+
+_ = errno  # errno numbers appear in messages built by callers
