@@ -117,7 +117,8 @@ def main() -> int:
         c_med = statistics.median(lat) * 1e3
         rate = len(lat) / wall
         seq_delta, conc_delta = s_med - off_seq, c_med - off_conc
-        print(f"{mode:<10} {s_med:>14.3f} {seq_delta:>+11.3f} {c_med:>13.3f} {conc_delta:>+11.3f} {rate:>11.0f}")
+        cells = f"{s_med:>14.3f} {seq_delta:>+11.3f} {c_med:>13.3f} {conc_delta:>+11.3f} {rate:>11.0f}"
+        print(f"{mode:<10} {cells}")
     print(f"\ntarget: confined <= off + 5 ms (goal + 2 ms); pid {os.getpid()}")
     return 0
 
