@@ -69,7 +69,7 @@ def sequential(hosts: dict[str, SkillHost], n: int, block: int) -> dict[str, lis
     return out
 
 
-def concurrent(hosts: dict[str, SkillHost], n: int, rounds: int) -> dict[str, tuple[list[float], float]]:
+def concurrently(hosts: dict[str, SkillHost], n: int, rounds: int) -> dict[str, tuple[list[float], float]]:
     out: dict[str, tuple[list[float], float]] = {mode: ([], 0.0) for mode in hosts}
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         for _ in range(rounds):
@@ -105,7 +105,7 @@ def main() -> int:
             for _ in range(20):
                 one(h)
         seq = sequential(hosts, args.n, args.block)
-        conc = concurrent(hosts, args.conc_n, 4)
+        conc = concurrently(hosts, args.conc_n, 4)
     off_seq = statistics.median(seq["off"]) * 1e3
     off_conc = statistics.median(conc["off"][0]) * 1e3
     print()

@@ -44,6 +44,7 @@ COMMAND_MODULES = (
     "ongrid_plugins.commands.export",
     "ongrid_plugins.commands.serve",
     "ongrid_plugins.commands.mcp",
+    "ongrid_plugins.commands.doctor",
 )
 
 

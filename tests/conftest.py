@@ -17,6 +17,18 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO.parent / "shared" / "corpus" / "skillmd"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep test folders out of /tmp.
+
+    A confined skill sees a private, empty /tmp (docs/sandbox.md), so fixtures under
+    /tmp would be invisible to the skills they are made for; real skills and their
+    data live elsewhere too. /var/tmp is what pytest uses instead (its own rotation
+    and per-run numbering still apply).
+    """
+    if "PYTEST_DEBUG_TEMPROOT" not in os.environ and os.path.isdir("/var/tmp"):
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = "/var/tmp"
+
+
 @pytest.fixture(autouse=True)
 def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads or writes the real user's skills, cache, state or config."""

@@ -85,7 +85,8 @@ def cmd_list(ctx: Context) -> int:
     if args.persona:
         return _list_for_persona(ctx, tools)
     if args.json:
-        _print_json({"items": [_summary(t) for t in tools], "total": len(tools)})
+        items = [{**_summary(t), "sandbox": ctx.host.sandbox_profile(t).to_dict()} for t in tools]
+        _print_json({"items": items, "total": len(tools)})
         return 0
     if not tools:
         print("no tools registered (see `ongrid-skills -v list` for what the loader did)")
@@ -112,7 +113,9 @@ def _list_for_persona(ctx: Context, tools: list[Tool]) -> int:
     persona = ctx.host.persona(ctx.args.persona)
     needs = {t.name: tool_needs(ctx.host, t, persona) for t in tools}
     if ctx.args.json:
-        items = [{**_summary(t), "needs": needs[t.name]} for t in tools]
+        items = [
+            {**_summary(t), "needs": needs[t.name], "sandbox": ctx.host.sandbox_profile(t).to_dict()} for t in tools
+        ]
         _print_json({"persona": persona.name, "items": items, "total": len(tools)})
         return 0
     if not tools:
@@ -137,6 +140,10 @@ def cmd_show(ctx: Context) -> int:
         return listing.show_skill(ctx)
     data = tool.to_dict()
     data["needs"] = needs(tool.tool_class)
+    profile = ctx.host.sandbox_profile(tool)
+    data["sandbox"] = profile.to_dict()
+    if tool.sandbox is not None:
+        data["sandbox_declared"] = tool.sandbox.to_dict()
     skill = ctx.host.registry.snapshot.skills.get(tool.skill)
     if skill is not None:
         data["warnings"] = [w.to_dict() for w in skill.warnings]
@@ -165,6 +172,9 @@ def cmd_show(ctx: Context) -> int:
         print(f"{'unavailable:':17} {'; '.join(data['unavailable'])}")
     for warning in data.get("warnings", []):
         print(f"{'warning:':17} {warning['message']}")
+    print("sandbox:")
+    for line in profile.describe():
+        print(f"  {line}")
     print("schema:")
     print(json.dumps(data["schema"], indent=2, ensure_ascii=False))
     return 0

@@ -127,7 +127,7 @@ def _base_grants(hidden: tuple[str, ...]) -> _Base:
             # Closed later: a call on another thread may still be adding its rules.
             threading.Timer(30.0, stale.close).start()
         base = _bases[hidden] = _Base(hidden)
-        if len(_bases) > 64:  # a host with many settings objects: keep the newest
+        if len(_bases) > 8:  # hosts with many settings objects (tests): keep the newest
             oldest = next(iter(_bases))
             _bases.pop(oldest).close()
         return base
@@ -188,7 +188,7 @@ class Plan:
             self.group.configure(profile.limits["processes"], profile.limits["memory_mb"])
         self.tmpdir = ""
         self.env_extra: dict[str, str] = {}
-        self._keep: list[tuple[str, int]] = []
+        self._keep: list[tuple[str, int, bool]] = []
         self._rules: list[tuple[int, int, bool]] = []  # (fd, rights, is_directory)
         try:
             self._prepare(entry_fd, env)
@@ -221,7 +221,7 @@ class Plan:
             return
         self._rules.append((fd, rights, is_dir))
         if self.support.mount_namespace and _within(path, "/tmp") and path != "/tmp":
-            self._keep.append((path, fd))
+            self._keep.append((path, fd, bool(rights & landlock.WRITE_FILE)))
 
     def _prepare(self, entry_fd: int, env: dict[str, str]) -> None:
         profile = self.profile

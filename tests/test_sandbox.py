@@ -1,0 +1,440 @@
+"""Confinement, attacked for real: every outcome with real processes, files and sockets.
+
+The probe skill is a Python script that performs the actions it is given (write a
+file, read a file, connect to a port, run a shell command) and reports, for each,
+``"ok"`` or the error it got. Each test then checks what the kernel allowed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ongrid_plugins import SkillHost
+from ongrid_plugins.errors import ApprovalRequired
+from ongrid_plugins.executors.confine import support
+from ongrid_plugins.testing import assert_ok, isolated_settings, make_skill
+
+SUPPORT = support()
+pytestmark = pytest.mark.skipif(
+    bool(SUPPORT.missing()),
+    reason="this machine lacks " + "; ".join(SUPPORT.missing()),
+)
+
+PROBE = f"""#!{sys.executable}
+import json, os, socket, subprocess, sys
+args = json.load(sys.stdin)
+out = []
+for action, target in args.get("actions", []):
+    try:
+        if action == "write":
+            with open(target, "w") as f:
+                f.write("x")
+            out.append("ok")
+        elif action == "read":
+            with open(target, "rb") as f:
+                out.append("ok:" + f.read(200).decode("utf-8", "replace"))
+        elif action == "list":
+            out.append("ok:" + ",".join(sorted(os.listdir(target))))
+        elif action == "connect":
+            socket.create_connection(("127.0.0.1", int(target)), timeout=2).close()
+            out.append("ok")
+        elif action == "sh":
+            p = subprocess.run(["/bin/sh", "-c", target], capture_output=True, text=True, timeout=20)
+            out.append("rc=%d:%s%s" % (p.returncode, p.stdout, p.stderr))
+        elif action == "sqlite":
+            import sqlite3
+            db = sqlite3.connect(target, timeout=1)
+            db.execute("INSERT INTO approvals (ticket_id, approver_key, approver, note, sop, time)"
+                       " SELECT id, 'bob', 'bob', '', NULL, 0 FROM tickets")
+            db.execute("INSERT INTO approvals (ticket_id, approver_key, approver, note, sop, time)"
+                       " SELECT id, 'carol', 'carol', '', NULL, 0 FROM tickets")
+            db.execute("UPDATE tickets SET status = 'approved'")
+            db.commit()
+            out.append("ok")
+    except Exception as exc:
+        out.append("error:" + type(exc).__name__ + ":" + str(exc))
+with open("/proc/self/environ", "rb") as f:
+    env = sorted(item.split(b"=")[0].decode() for item in f.read().split(b"\\0") if item)
+print(json.dumps({{"results": out, "env": env, "argv0": sys.argv[0], "real": os.path.realpath(sys.argv[0])}}))
+"""
+
+
+def probe(root: Path, name: str = "probe", **fields: Any) -> Path:
+    fields.setdefault("env_allow", ["PATH"])
+    return make_skill(root, name, script=PROBE, entry="probe.py", **fields)
+
+
+def run(host: SkillHost, name: str, *actions: tuple[str, str], persona: str = "viewer", **kw: Any) -> list[str]:
+    value = assert_ok(host.call(name, {"actions": [list(a) for a in actions]}, persona=persona, **kw))
+    return value["results"]
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> dict[str, Path]:
+    root = tmp_path / "skills"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    return {"root": root, "outside": outside, "tmp": tmp_path}
+
+
+def host_for(tmp_path: Path, root: Path, **overrides: Any) -> SkillHost:
+    host = SkillHost(isolated_settings(tmp_path, root, **overrides))
+    host.load()
+    return host
+
+
+# -- writes -----------------------------------------------------------------------
+
+
+def test_a_safe_skill_cannot_write_to_home_the_skill_folder_or_an_outside_folder(box: dict[str, Path]) -> None:
+    folder = probe(box["root"])
+    host = host_for(box["tmp"], box["root"])
+    home = Path(os.path.expanduser("~"))
+    targets = [home / "ongrid-sandbox-test", folder / "planted", box["outside"] / "planted"]
+    results = run(host, "probe", *[("write", str(t)) for t in targets])
+    assert all(r.startswith("error:PermissionError") for r in results), results
+    assert not any(t.exists() for t in targets)
+
+
+def test_a_safe_skill_writes_only_to_its_private_tmp_which_is_gone_after_the_call(box: dict[str, Path]) -> None:
+    probe(box["root"])
+    host = host_for(box["tmp"], box["root"])
+    marker = f"/tmp/ongrid-private-{os.getpid()}-{time.time_ns()}"
+    first = run(host, "probe", ("write", marker), ("read", marker))
+    assert first == ["ok", "ok:x"]
+    assert not os.path.exists(marker)  # the host's /tmp never saw it
+    second = run(host, "probe", ("read", marker))
+    assert second[0].startswith("error:FileNotFoundError")  # the next call gets a fresh /tmp
+
+
+def test_a_mutating_skill_writes_where_it_declares_and_nowhere_else(box: dict[str, Path]) -> None:
+    allowed = box["tmp"] / "allowed"
+    allowed.mkdir()
+    probe(box["root"], class_="mutating", sandbox={"write": [str(allowed)]})
+    host = host_for(box["tmp"], box["root"])
+    results = run(
+        host, "probe", ("write", str(allowed / "f")), ("write", str(box["outside"] / "f")), persona="admin", confirm=True
+    )
+    assert results[0] == "ok"
+    assert results[1].startswith("error:PermissionError")
+    assert (allowed / "f").read_text() == "x"
+    assert not (box["outside"] / "f").exists()
+
+
+def test_an_undeclared_mutating_skill_keeps_its_reach_by_default_and_loses_it_under_strict(
+    box: dict[str, Path],
+) -> None:
+    probe(box["root"], class_="mutating")
+    target = box["outside"] / "f"
+    default = host_for(box["tmp"], box["root"])
+    assert run(default, "probe", ("write", str(target)), persona="admin", confirm=True) == ["ok"]
+    target.unlink()
+    strict = host_for(box["tmp"], box["root"], sandbox_policy="strict")
+    result = run(strict, "probe", ("write", str(target)), persona="admin", confirm=True)
+    assert result[0].startswith("error:PermissionError")
+    assert not target.exists()
+
+
+# -- the host's own state -----------------------------------------------------------
+
+
+def test_the_hosts_state_config_and_home_secrets_are_invisible(
+    box: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = box["tmp"] / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY")
+    monkeypatch.setenv("HOME", str(home))
+    probe(box["root"])
+    host = host_for(box["tmp"], box["root"])
+    settings = host.settings
+    secrets = [
+        Path(settings.state_dir) / "approvals.db",
+        Path(settings.state_dir) / "audit.db",
+        Path(settings.config_dir) / "tokens.json",
+        home / ".ssh" / "id_rsa",
+    ]
+    for path in secrets:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.write_text("secret")
+    results = run(host, "probe", *[("read", str(p)) for p in secrets], ("list", str(home / ".ssh")))
+    assert not any(r.startswith("ok") for r in results), results
+
+
+def test_a_safe_skill_cannot_forge_approvals_and_the_dangerous_call_stays_pending(box: dict[str, Path]) -> None:
+    probe(box["root"])
+    make_skill(box["root"], "wipe", class_="dangerous")
+    host = host_for(box["tmp"], box["root"])
+    with pytest.raises(ApprovalRequired) as caught:
+        host.call("wipe", {}, persona="admin", caller="alice")
+    ticket = caught.value.ticket
+    db = Path(host.settings.state_dir) / "approvals.db"
+    assert db.exists()
+    results = run(host, "probe", ("sqlite", str(db)))
+    assert results[0].startswith("error:"), results
+    assert host.ticket(ticket.id).status == "pending"
+    assert host.ticket(ticket.id).approvals == ()
+    with pytest.raises(Exception, match="not approved|pending|approv"):
+        host.call("wipe", {}, persona="admin", caller="alice", ticket=ticket.id)
+
+
+# -- network --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def listener() -> Any:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    accepted: list[int] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], accepted
+    server.close()
+
+
+def test_no_network_unless_declared(box: dict[str, Path], listener: Any) -> None:
+    port, accepted = listener
+    probe(box["root"], "offline")
+    probe(box["root"], "online", sandbox={"network": True})
+    host = host_for(box["tmp"], box["root"])
+    assert run(host, "offline", ("connect", str(port)))[0].startswith("error:PermissionError")
+    assert accepted == []
+    assert run(host, "online", ("connect", str(port))) == ["ok"]
+    assert accepted == [1]
+
+
+def test_no_unix_socket_without_network(box: dict[str, Path]) -> None:
+    probe(box["root"])
+    host = host_for(box["tmp"], box["root"])
+    code = f"{sys.executable} -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"/run/x\")'"
+    result = run(host, "probe", ("sh", code))[0]
+    assert "PermissionError" in result
+
+
+# -- processes ---------------------------------------------------------------------------
+
+
+def test_a_setsid_daemon_dies_with_the_call(box: dict[str, Path]) -> None:
+    drop = box["tmp"] / "drop"
+    drop.mkdir()
+    marker = drop / "marker"
+    probe(box["root"], class_="mutating", sandbox={"write": [str(drop)]})
+    host = host_for(box["tmp"], box["root"])
+    script = f"setsid sh -c 'sleep 2; echo alive > {marker}' </dev/null >/dev/null 2>&1 & echo started"
+    results = run(host, "probe", ("sh", script), persona="admin", confirm=True)
+    assert results[0].startswith("rc=0:started")
+    time.sleep(3)
+    assert not marker.exists()
+    # The same reach was real: without the daemon trick the write lands.
+    assert run(host, "probe", ("sh", f"echo now > {marker}"), persona="admin", confirm=True)[0].startswith("rc=0")
+    assert marker.read_text() == "now\n"
+
+
+def test_a_fork_bomb_ends_with_process_limit_reached(box: dict[str, Path]) -> None:
+    make_skill(
+        box["root"],
+        "bomb",
+        script="#!/bin/sh\nfor i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do /bin/sleep 3 & done\nwait\necho '{}'\n",
+        sandbox={"limits": {"processes": 8}},
+        timeout_seconds=20,
+    )
+    host = host_for(box["tmp"], box["root"])
+    result = host.call("bomb", {}, persona="viewer")
+    assert not result.ok
+    assert "process limit reached (8 processes)" in (result.error or "")
+
+
+def test_a_memory_hog_fails_with_memory_limit(box: dict[str, Path]) -> None:
+    make_skill(
+        box["root"],
+        "hog",
+        script=f"#!{sys.executable}\nx = bytearray(400 * 1024 * 1024)\nprint('{{}}')\n",
+        sandbox={"limits": {"memory_mb": 64}},
+    )
+    host = host_for(box["tmp"], box["root"])
+    result = host.call("hog", {}, persona="viewer")
+    assert not result.ok
+    assert "memory limit reached (64 MiB)" in (result.error or "")
+
+
+def test_no_capabilities_no_new_privileges_and_a_seccomp_filter(box: dict[str, Path]) -> None:
+    probe(box["root"])
+    host = host_for(box["tmp"], box["root"])
+    status = run(host, "probe", ("read", "/proc/self/status"))[0]
+    # read() returns only the first 200 bytes: ask the shell for the lines that matter.
+    lines = run(host, "probe", ("sh", "grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status"))[0]
+    assert status.startswith("ok:")
+    fields = dict(line.split(":\t") for line in lines.split(":", 1)[1].strip().splitlines())
+    assert fields["CapEff"] == fields["CapPrm"] == fields["CapBnd"] == "0000000000000000"
+    assert fields["NoNewPrivs"] == "1"
+    assert fields["Seccomp"] == "2"
+
+
+# -- the file checked is the file run ----------------------------------------------------
+
+
+def test_swapping_the_entry_for_a_symlink_never_runs_the_outside_binary(box: dict[str, Path]) -> None:
+    outside = box["outside"] / "evil.sh"
+    outside.write_text('#!/bin/sh\necho \'{"who": "outside"}\'\n')
+    outside.chmod(0o755)
+    folder = make_skill(box["root"], "swap", script="#!/bin/sh\necho '{\"who\": \"inside\"}'\n")
+    host = host_for(box["tmp"], box["root"])
+    entry = folder / "run.sh"
+    real = folder / "run.real"
+    os.link(entry, real)
+    link = folder / "run.link"
+    link.symlink_to(outside)
+    stop = time.monotonic() + 3
+    swaps = [0]
+
+    def swapper() -> None:
+        while time.monotonic() < stop:
+            os.replace(link if swaps[0] % 2 == 0 else real, entry)
+            # put the moved name back for the next round
+            if swaps[0] % 2 == 0:
+                link.symlink_to(outside)
+            else:
+                os.link(entry, real)
+            swaps[0] += 1
+
+    thread = threading.Thread(target=swapper)
+    thread.start()
+    seen: dict[str, int] = {}
+    while time.monotonic() < stop:
+        result = host.call("swap", {}, persona="viewer")
+        key = result.value["who"] if result.ok else "refused"
+        seen[key] = seen.get(key, 0) + 1
+    thread.join()
+    assert swaps[0] > 100
+    assert seen.get("outside", 0) == 0, seen
+    assert seen.get("inside", 0) > 0 and seen.get("refused", 0) > 0, seen
+
+
+# -- policy, audit, tickets -------------------------------------------------------------
+
+
+def test_the_audit_row_records_the_profile(box: dict[str, Path]) -> None:
+    probe(box["root"])
+    host = host_for(box["tmp"], box["root"])
+    run(host, "probe")
+    entry = host.audit.tail(1)[0]
+    assert entry.sandbox["confined"] is True
+    assert entry.sandbox["network"] is False
+    assert entry.sandbox["class"] == "safe"
+    off = host_for(box["tmp"] / "off", box["root"], sandbox="off")
+    run(off, "probe")
+    assert off.audit.tail(1)[0].sandbox == {"confined": False, "reason": "ONGRID_SANDBOX=off"}
+    assert host.audit.verify().ok
+
+
+def test_a_ticket_is_bound_to_the_profile(box: dict[str, Path]) -> None:
+    make_skill(box["root"], "wipe", class_="dangerous")
+    host = host_for(box["tmp"], box["root"])
+    with pytest.raises(ApprovalRequired) as caught:
+        host.call("wipe", {}, persona="admin", caller="alice")
+    ticket = caught.value.ticket
+    host.approve(ticket.id, approver="bob")
+    host.approve(ticket.id, approver="carol")
+    strict = host_for(box["tmp"], box["root"], sandbox_policy="strict")
+    with pytest.raises(Exception, match="sandbox profile changed"):
+        strict.call("wipe", {}, persona="admin", caller="alice", ticket=ticket.id)
+    result = host.call("wipe", {}, persona="admin", caller="alice", ticket=ticket.id)
+    assert result.ok
+
+
+def test_off_runs_unconfined(box: dict[str, Path]) -> None:
+    probe(box["root"])
+    host = host_for(box["tmp"], box["root"], sandbox="off")
+    target = box["outside"] / "f"
+    assert run(host, "probe", ("write", str(target))) == ["ok"]
+    assert target.exists()
+
+
+def test_require_refuses_a_call_that_cannot_be_fully_confined(
+    box: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ongrid_plugins.executors.confine.plan as plan
+    from ongrid_plugins.executors.confine.kernel import Support
+
+    import attrs
+
+    crippled = attrs.evolve(SUPPORT, cgroups=False)
+    monkeypatch.setattr(plan, "support", lambda: crippled)
+    probe(box["root"])
+    host = host_for(box["tmp"], box["root"], sandbox="require")
+    result = host.call("probe", {"actions": []}, persona="viewer")
+    assert not result.ok
+    assert "ONGRID_SANDBOX=require" in (result.error or "")
+    assert "cgroups" in (result.error or "")
+    auto = host_for(box["tmp"] / "auto", box["root"])
+    assert auto.call("probe", {"actions": []}, persona="viewer").ok
+    assert isinstance(crippled, Support)
+
+
+def test_entry_scripts_see_their_real_path_through_realpath(box: dict[str, Path]) -> None:
+    folder = probe(box["root"])
+    host = host_for(box["tmp"], box["root"])
+    value = assert_ok(host.call("probe", {"actions": []}, persona="viewer"))
+    assert value["argv0"] == "/proc/self/fd/3"
+    assert value["real"] == str(folder / "probe.py")
+
+
+def test_an_empty_env_allow_still_means_no_environment(box: dict[str, Path]) -> None:
+    probe(box["root"], env_allow=[])
+    host = host_for(box["tmp"], box["root"])
+    value = assert_ok(host.call("probe", {"actions": []}, persona="viewer"))
+    assert value["env"] == []
+
+
+def test_doctor_reports_the_machine_and_every_tool(box: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    from ongrid_plugins.cli import main
+
+    probe(box["root"])
+    probe(box["root"], "writer", class_="mutating")
+    env = {
+        "ONGRID_STATE_DIR": str(box["tmp"] / "state"),
+        "ONGRID_CONFIG_DIR": str(box["tmp"] / "config"),
+        "ONGRID_CACHE_DIR": str(box["tmp"] / "cache"),
+    }
+    for key, value in env.items():
+        os.environ[key] = value
+    try:
+        code = main(["--dirs", str(box["root"]), "--no-defaults", "doctor"])
+        text = capsys.readouterr().out
+        assert code == 0
+        assert "Landlock" in text and f"ABI {SUPPORT.landlock_abi}" in text
+        assert "full confinement: yes" in text
+        assert "writer" in text and "narrowed under strict" in text
+        code = main(["--dirs", str(box["root"]), "--no-defaults", "doctor", "--json"])
+        data = json.loads(capsys.readouterr().out)
+        assert code == 0 and data["ok"] is True
+        assert data["mode"] == "auto" and data["machine"]["landlock_abi"] == SUPPORT.landlock_abi
+        names = {t["name"]: t for t in data["tools"]}
+        assert names["probe"]["sandbox"]["confined"] is True
+        assert names["writer"]["under_strict"].startswith("narrowed")
+    finally:
+        for key in env:
+            del os.environ[key]
