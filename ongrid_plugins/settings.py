@@ -135,6 +135,32 @@ def _flag(name: str, raw: str) -> bool:
     raise ConfigError(message)
 
 
+class Caps(dict[str, int]):
+    """The operator's limit caps: a read-only, hashable mapping (Settings stay hashable)."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted(self.items())))
+
+    def _readonly(self, *args: Any, **kwargs: Any) -> None:
+        message = "sandbox caps are read-only: build new Settings with other caps"
+        raise TypeError(message)
+
+    __setitem__ = __delitem__ = update = pop = popitem = clear = setdefault = _readonly  # type: ignore[assignment]
+
+
+def _caps(value: Mapping[str, int]) -> Caps:
+    caps = dict(MAX_SANDBOX_LIMITS)
+    for key, number in dict(value).items():
+        if key not in caps:
+            message = f"sandbox_caps: unknown limit {key!r} (known: {', '.join(caps)})"
+            raise ConfigError(message)
+        if isinstance(number, bool) or not isinstance(number, int) or number <= 0:
+            message = f"sandbox_caps: {key} must be a positive integer, got {number!r}"
+            raise ConfigError(message)
+        caps[key] = number
+    return Caps(caps)
+
+
 def _choice(name: str, raw: str, choices: tuple[str, ...]) -> str:
     value = raw.strip().lower()
     if value not in choices:
@@ -202,7 +228,7 @@ class Settings:
     sandbox_policy: str = attrs.field(default="default")
     """``strict`` confines mutating/dangerous tools without a ``sandbox`` declaration
     like a declared empty profile; ``default`` keeps their write and network reach."""
-    sandbox_caps: Mapping[str, int] = attrs.field(factory=lambda: dict(MAX_SANDBOX_LIMITS))
+    sandbox_caps: Mapping[str, int] = attrs.field(factory=lambda: Caps(MAX_SANDBOX_LIMITS), converter=_caps)
     """The operator's caps per limit name: a manifest may not ask for more."""
     host_files_dirs: tuple[str, ...] = attrs.field(default=DEFAULT_HOST_FILES_DIRS, converter=_str_tuple)
     """Folders the built-in ``host_files`` tools may read; anything else is refused."""

@@ -74,7 +74,9 @@ def probe(root: Path, name: str = "probe", **fields: Any) -> Path:
     return make_skill(root, name, script=PROBE, entry="probe.py", **fields)
 
 
-def run(host: SkillHost, name: str, *actions: tuple[str, str], persona: str = "viewer", **kw: Any) -> list[str]:
+def run(
+    host: SkillHost, name: str, *actions: tuple[str, str], persona: str = "viewer", **kw: Any
+) -> list[str]:
     value = assert_ok(host.call(name, {"actions": [list(a) for a in actions]}, persona=persona, **kw))
     return value["results"]
 
@@ -97,7 +99,9 @@ def host_for(tmp_path: Path, root: Path, **overrides: Any) -> SkillHost:
 # -- writes -----------------------------------------------------------------------
 
 
-def test_a_safe_skill_cannot_write_to_home_the_skill_folder_or_an_outside_folder(box: dict[str, Path]) -> None:
+def test_a_safe_skill_cannot_write_to_home_the_skill_folder_or_an_outside_folder(
+    box: dict[str, Path],
+) -> None:
     folder = probe(box["root"])
     host = host_for(box["tmp"], box["root"])
     home = Path(os.path.expanduser("~"))
@@ -107,7 +111,9 @@ def test_a_safe_skill_cannot_write_to_home_the_skill_folder_or_an_outside_folder
     assert not any(t.exists() for t in targets)
 
 
-def test_a_safe_skill_writes_only_to_its_private_tmp_which_is_gone_after_the_call(box: dict[str, Path]) -> None:
+def test_a_safe_skill_writes_only_to_its_private_tmp_which_is_gone_after_the_call(
+    box: dict[str, Path],
+) -> None:
     probe(box["root"])
     host = host_for(box["tmp"], box["root"])
     marker = f"/tmp/ongrid-private-{os.getpid()}-{time.time_ns()}"
@@ -124,7 +130,12 @@ def test_a_mutating_skill_writes_where_it_declares_and_nowhere_else(box: dict[st
     probe(box["root"], class_="mutating", sandbox={"write": [str(allowed)]})
     host = host_for(box["tmp"], box["root"])
     results = run(
-        host, "probe", ("write", str(allowed / "f")), ("write", str(box["outside"] / "f")), persona="admin", confirm=True
+        host,
+        "probe",
+        ("write", str(allowed / "f")),
+        ("write", str(box["outside"] / "f")),
+        persona="admin",
+        confirm=True,
     )
     assert results[0] == "ok"
     assert results[1].startswith("error:PermissionError")
@@ -173,7 +184,9 @@ def test_the_hosts_state_config_and_home_secrets_are_invisible(
     assert not any(r.startswith("ok") for r in results), results
 
 
-def test_a_safe_skill_cannot_forge_approvals_and_the_dangerous_call_stays_pending(box: dict[str, Path]) -> None:
+def test_a_safe_skill_cannot_forge_approvals_and_the_dangerous_call_stays_pending(
+    box: dict[str, Path],
+) -> None:
     probe(box["root"])
     make_skill(box["root"], "wipe", class_="dangerous")
     host = host_for(box["tmp"], box["root"])
@@ -249,7 +262,9 @@ def test_a_setsid_daemon_dies_with_the_call(box: dict[str, Path]) -> None:
     time.sleep(3)
     assert not marker.exists()
     # The same reach was real: without the daemon trick the write lands.
-    assert run(host, "probe", ("sh", f"echo now > {marker}"), persona="admin", confirm=True)[0].startswith("rc=0")
+    assert run(host, "probe", ("sh", f"echo now > {marker}"), persona="admin", confirm=True)[0].startswith(
+        "rc=0"
+    )
     assert marker.read_text() == "now\n"
 
 
@@ -285,7 +300,9 @@ def test_no_capabilities_no_new_privileges_and_a_seccomp_filter(box: dict[str, P
     host = host_for(box["tmp"], box["root"])
     status = run(host, "probe", ("read", "/proc/self/status"))[0]
     # read() returns only the first 200 bytes: ask the shell for the lines that matter.
-    lines = run(host, "probe", ("sh", "grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status"))[0]
+    lines = run(
+        host, "probe", ("sh", "grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status")
+    )[0]
     assert status.startswith("ok:")
     fields = dict(line.split(":\t") for line in lines.split(":", 1)[1].strip().splitlines())
     assert fields["CapEff"] == fields["CapPrm"] == fields["CapBnd"] == "0000000000000000"
@@ -300,7 +317,7 @@ def test_swapping_the_entry_for_a_symlink_never_runs_the_outside_binary(box: dic
     outside = box["outside"] / "evil.sh"
     outside.write_text('#!/bin/sh\necho \'{"who": "outside"}\'\n')
     outside.chmod(0o755)
-    folder = make_skill(box["root"], "swap", script="#!/bin/sh\necho '{\"who\": \"inside\"}'\n")
+    folder = make_skill(box["root"], "swap", script='#!/bin/sh\necho \'{"who": "inside"}\'\n')
     host = host_for(box["tmp"], box["root"])
     entry = folder / "run.sh"
     real = folder / "run.real"
@@ -409,7 +426,9 @@ def test_an_empty_env_allow_still_means_no_environment(box: dict[str, Path]) -> 
     assert value["env"] == []
 
 
-def test_doctor_reports_the_machine_and_every_tool(box: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_doctor_reports_the_machine_and_every_tool(
+    box: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     from ongrid_plugins.cli import main
 
     probe(box["root"])

@@ -43,7 +43,10 @@ def _facts(sup: Any) -> list[tuple[str, str]]:
             if sup.cgroups
             else "not writable: no process/memory limit; setsid escapes the kill",
         ),
-        ("mount namespace", "private /tmp per call" if sup.mount_namespace else "no: private folder as TMPDIR"),
+        (
+            "mount namespace",
+            "private /tmp per call" if sup.mount_namespace else "no: private folder as TMPDIR",
+        ),
         ("user namespaces", "available (not needed)" if sup.user_namespaces else "unavailable (not needed)"),
         ("pid namespace", "not used: the call's cgroup kills every descendant"),
         ("bwrap", f"{sup.bwrap} (not used)" if sup.bwrap else "not installed (not needed)"),

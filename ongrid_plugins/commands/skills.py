@@ -114,7 +114,8 @@ def _list_for_persona(ctx: Context, tools: list[Tool]) -> int:
     needs = {t.name: tool_needs(ctx.host, t, persona) for t in tools}
     if ctx.args.json:
         items = [
-            {**_summary(t), "needs": needs[t.name], "sandbox": ctx.host.sandbox_profile(t).to_dict()} for t in tools
+            {**_summary(t), "needs": needs[t.name], "sandbox": ctx.host.sandbox_profile(t).to_dict()}
+            for t in tools
         ]
         _print_json({"persona": persona.name, "items": items, "total": len(tools)})
         return 0

@@ -15,6 +15,7 @@ and ``oom_kill`` counters are read as differences).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
@@ -72,7 +73,47 @@ def _parents() -> tuple[str, str] | None:
         parents.append(parent)
     if not os.path.isfile(os.path.join(parents[0], "pids.max")):
         return None
+    for parent in parents:
+        _sweep_stale(parent)
+    atexit.register(_remove_own)
     return parents[0], parents[1]
+
+
+def _sweep_stale(parent: str) -> None:
+    """Empty and remove the groups of hosts that died (named ``<pid>-<n>``)."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for name in names:
+        owner, _, _ = name.partition("-")
+        path = os.path.join(parent, name)
+        if not owner.isdigit() or not os.path.isdir(path) or _alive(int(owner)):
+            continue
+        with contextlib.suppress(OSError):
+            CallGroup(path, path).kill_all()
+            os.rmdir(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_own() -> None:
+    """At exit: remove this process's emptied groups (a busy one is left for the sweep)."""
+    with _pool_lock:
+        groups = list(_pool)
+        _pool.clear()
+    for group in groups:
+        for path in (group.pids, group.memory):
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
 
 
 def available() -> bool:

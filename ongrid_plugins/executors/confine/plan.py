@@ -30,6 +30,7 @@ import stat
 import tempfile
 import threading
 from collections.abc import Iterable
+from typing import Any
 
 from . import caps, cgroups, landlock, mounts, seccomp
 from .kernel import Support, support
@@ -60,6 +61,7 @@ class _Base:
     def __init__(self, hidden: tuple[str, ...]) -> None:
         self.grants: list[tuple[int, bool]] = []  # (fd, is_directory)
         self.stamps: list[tuple[str, int]] = []  # the folders listed, with their mtime
+        self._prepared: dict[int, Any] = {}
         # A hidden path that does not exist needs no carving; its parent's mtime changes
         # when it appears, which makes this base stale.
         present = tuple(h for h in hidden if os.path.lexists(h))
@@ -96,6 +98,13 @@ class _Base:
             except OSError:
                 continue
             self.grants.append((fd, is_dir))
+
+    def rules(self, rights: int) -> Any:
+        """The prepared Landlock rules of this base for ``rights`` (built once per rights)."""
+        prepared = self._prepared.get(rights)
+        if prepared is None:
+            prepared = self._prepared[rights] = landlock.prepare(self.grants, rights)
+        return prepared
 
     def fresh(self) -> bool:
         for folder, mtime in self.stamps:
@@ -228,8 +237,7 @@ class Plan:
         private_tmp = self.support.mount_namespace
         hidden = profile.hidden + (("/tmp",) if private_tmp else ())
         base = _base_grants(hidden)
-        base_rights = landlock.READ_EXEC | (landlock.WRITE if profile.write_all else 0)
-        self._rules += [(fd, base_rights, is_dir) for fd, is_dir in base.grants]
+        self._base_rules = base.rules(landlock.READ_EXEC | (landlock.WRITE if profile.write_all else 0))
         self._base = base
         for device in _DEVICES:
             opened = self._open(device)
@@ -238,7 +246,13 @@ class Plan:
                     (opened[0], landlock.READ_FILE | landlock.WRITE_FILE | landlock.IOCTL_DEV, False)
                 )
         if profile.skill_dir:
-            self._grant(profile.skill_dir, landlock.READ_EXEC, profile.hidden)
+            # Its own folder is readable; an undeclared mutating tool (default policy) keeps
+            # the reach it always had there too.
+            self._grant(
+                profile.skill_dir,
+                landlock.READ_EXEC | (landlock.WRITE if profile.write_all else 0),
+                profile.hidden,
+            )
         for prefix in _interpreter(entry_fd, env):
             self._grant(prefix, landlock.READ_EXEC, profile.hidden)
         for path in profile.read:
@@ -269,6 +283,7 @@ class Plan:
                 ruleset = landlock.Ruleset(
                     deny_tcp=not self.profile.network, scope_unix=not self.profile.network
                 )
+                ruleset.allow_all(self._base_rules)
                 for fd, rights, is_dir in self._rules:
                     ruleset.allow(fd, rights, directory=is_dir)
                 if tmp_fd >= 0:

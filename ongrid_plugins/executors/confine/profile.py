@@ -18,15 +18,17 @@ mutating/dangerous, undeclared     (as above)             everything but hidden 
 =================================  =====================  ======================  =============
 
 "Hidden" is the host's own state, config and cache folders, the system and user
-skill roots (but the skill's own folder), the configured roots and the secrets of
+skill roots (but the skill's own folder), the configured roots, the secrets of
 the invoking user's home (``~/.ssh``, ``~/.gnupg``, ``~/.aws``, ``~/.config``,
-``~/.netrc``, ``~/.docker``, ``~/.kube``) unless a declared ``read`` path lies
-under one of them. A profile is a value: the host binds it into the call request,
+``~/.netrc``, ``~/.docker``, ``~/.kube``) and of the system (``/etc/shadow``,
+``/etc/gshadow``, ``/etc/sudoers``, SSH host keys) unless a declared ``read`` path
+names them. A profile is a value: the host binds it into the call request,
 the audit row and the approval ticket (:attr:`Profile.digest`).
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
@@ -46,6 +48,16 @@ __all__ = ["HOME_SECRETS", "Profile", "hidden_paths", "profile_for"]
 
 HOME_SECRETS = (".ssh", ".gnupg", ".aws", ".config", ".netrc", ".docker", ".kube")
 """Entries of the invoking user's home a skill never reads unless it declares them."""
+SYSTEM_SECRETS = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/security/opasswd",
+)
+"""System files a skill never reads unless it declares them (with SSH host keys)."""
 
 
 def _tuple(value: Any) -> tuple[str, ...]:
@@ -134,6 +146,8 @@ def hidden_paths(settings: Settings, home: str | None = None) -> tuple[str, ...]
     ]
     if home and home != "/":
         candidates += [os.path.join(home, name) for name in HOME_SECRETS]
+        candidates += [p for p in SYSTEM_SECRETS if os.path.lexists(p)]
+        candidates += sorted(glob.glob("/etc/ssh/ssh_host_*key"))
     seen: list[str] = []
     for path in candidates:
         if not path or not os.path.isabs(path):
