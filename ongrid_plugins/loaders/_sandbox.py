@@ -1,0 +1,282 @@
+"""The ``sandbox`` declaration of a manifest, read the same way by both loaders.
+
+A declaration says what a skill needs from its sandbox::
+
+    {"network": false, "read": ["/var/log"], "write": ["~/.cache/myapp"],
+     "limits": {"processes": 32, "memory_mb": 256, "cpu_seconds": 10,
+                "file_size_mb": 64, "open_files": 256}}
+
+Every key is optional. It asks for more than the class alone grants, so it is read
+strictly in both formats — a value of the wrong type is an error, never coerced —
+and a broken declaration rejects its skill (only that skill):
+
+* ``network`` is a boolean;
+* ``read`` and ``write`` are lists of absolute paths or ``~/`` paths (expanded
+  against the home folder of the user running the host), normalised, without a NUL
+  byte or a ``..`` component, and never equal to, inside or above the host's own
+  state, config or cache folder (those stay hidden from every skill);
+* each of ``limits`` is a positive whole number no larger than the operator's cap
+  (``Settings.sandbox_caps``, lowered with ``ONGRID_SANDBOX_LIMITS``).
+
+Unknown keys are warned about with the closest known one and ignored. The reader
+knows nothing of files: it reports to a :class:`~._fields.Fields` with JSON pointers.
+Imports core values only (models, settings).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..models import LIMIT_NAMES, SandboxDecl, SandboxLimits
+from ..settings import MAX_SANDBOX_LIMITS, Settings
+from ._fields import Fields, canon, pointer, show, type_name
+
+__all__ = ["MAX_PATHS", "MAX_PATH_LENGTH", "SANDBOX_KEYS", "read_sandbox"]
+
+SANDBOX_KEYS = ("network", "read", "write", "limits")
+"""The keys of a declaration, in the order they are documented."""
+MAX_PATHS = 64
+"""At most this many paths in ``read`` and in ``write`` each."""
+MAX_PATH_LENGTH = 4096
+"""The longest path accepted (Linux ``PATH_MAX``)."""
+_PATH_HINT = 'write an absolute path such as "/var/cache/myapp", or "~/..." for a folder of the home folder'
+_HIDDEN = (("state_dir", "state"), ("config_dir", "config"), ("cache_dir", "cache"))
+
+
+def read_sandbox(
+    fields: Fields,
+    raw: object,
+    where: str,
+    label: str,
+    settings: Settings | None,
+    *,
+    json: bool,
+) -> SandboxDecl | None:
+    """The declaration ``raw`` found at ``where``, or None when it is unusable.
+
+    ``label`` names it in messages (``sandbox``, ``tools[0].sandbox``). With
+    ``json=True`` (skill.json) keys must be spelled exactly and types are named
+    the JSON way; otherwise (SKILL.md) keys may be written in any spelling
+    :func:`~._fields.canon` accepts (``memory-mb``, ``memoryMb``).
+    """
+    spell: Callable[[str], str] = str if json else canon
+    errors_before = len(fields.errors)
+    if not isinstance(raw, dict):
+        message = f'"{label}" must be {_kind("mapping", json)} of what the skill needs'
+        message += f" (got {_got(raw, json)})"
+        fields.error(where, "wrong_type", message, "use {} to declare that it needs nothing beyond its class")
+        return None
+    known = _known(fields, raw, SANDBOX_KEYS, where, label, spell)
+    network = _network(fields, known, where, label, json=json)
+    read = _paths(fields, known, "read", where, label, settings, json=json)
+    write = _paths(fields, known, "write", where, label, settings, json=json)
+    limits = _limits(fields, known, where + "/limits", label + ".limits", settings, spell, json)
+    if len(fields.errors) > errors_before:
+        return None
+    return SandboxDecl(network=network, read=read, write=write, limits=limits)
+
+
+def _got(value: object, json: bool) -> str:
+    kind = type_name(value, json=json)
+    return kind if value is None else f"{kind} {show(value)}"
+
+
+def _kind(name: str, json: bool) -> str:
+    return {"mapping": "an object", "list": "an array"}[name] if json else f"a {name}"
+
+
+def _known(
+    fields: Fields,
+    data: Mapping[Any, Any],
+    names: tuple[str, ...],
+    where: str,
+    label: str,
+    spell: Callable[[str], str],
+) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in data.items():
+        name = spell(str(key))
+        if name in names and name not in found:
+            found[name] = value
+            continue
+        at = where + pointer(key)
+        if name in names:
+            fields.warn(at, "duplicate_field", f'"{label}.{key}" repeats "{name}"; the first one is used')
+            continue
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+        hint = f' — did you mean "{close[0]}"?' if close else ""
+        message = f'unknown field "{key}" in "{label}" is ignored{hint}'
+        fields.warn(at, "unknown_field", message, f"known fields: {', '.join(names)}")
+    return found
+
+
+def _network(fields: Fields, known: Mapping[str, Any], where: str, label: str, *, json: bool) -> bool | None:
+    if "network" not in known:
+        return None
+    value = known["network"]
+    if isinstance(value, bool):
+        return value
+    message = f'"{label}.network" must be true or false (got {_got(value, json)})'
+    fields.error(where + "/network", "wrong_type", message, "write true or false without quotes")
+    return None
+
+
+def _paths(
+    fields: Fields,
+    known: Mapping[str, Any],
+    key: str,
+    where: str,
+    label: str,
+    settings: Settings | None,
+    *,
+    json: bool,
+) -> tuple[str, ...]:
+    if key not in known:
+        return ()
+    value, at, name = known[key], f"{where}/{key}", f"{label}.{key}"
+    if not isinstance(value, list):
+        message = f'"{name}" must be {_kind("list", json)} of paths (got {_got(value, json)})'
+        example = f'["{value}"]' if isinstance(value, str) and len(value) < 60 else '["/var/cache/myapp"]'
+        fields.error(at, "wrong_type", message, f"write a list, even of one path: {example}")
+        return ()
+    if len(value) > MAX_PATHS:
+        message = f'"{name}" lists {len(value)} paths; at most {MAX_PATHS} are accepted'
+        fields.error(at, "too_many_paths", message, "declare the folders that hold them instead")
+        return ()
+    paths: list[str] = []
+    for index, item in enumerate(value):
+        path = _path(fields, item, f"{at}/{index}", f"{name}[{index}]", settings, json=json)
+        if path is not None and path not in paths:
+            paths.append(path)
+    return tuple(paths)
+
+
+def _path(
+    fields: Fields, item: object, at: str, name: str, settings: Settings | None, *, json: bool
+) -> str | None:
+    if not isinstance(item, str):
+        message = f'"{name}" must be a path string (got {_got(item, json)})'
+        fields.error(at, "wrong_type", message, _PATH_HINT)
+        return None
+    problem = _path_problem(item)
+    if problem:
+        fields.error(at, "bad_sandbox_path", f'"{name}" {problem} (got {show(item)})', _PATH_HINT)
+        return None
+    expanded = os.path.expanduser(item) if item.startswith("~/") else item
+    if not expanded.startswith("/"):
+        message = f'"{name}" cannot be expanded: the user running the host has no home folder'
+        fields.error(at, "bad_sandbox_path", message, "set HOME, or write an absolute path")
+        return None
+    path = _normal(expanded)
+    hidden = _hidden_overlap(path, settings)
+    if hidden:
+        message = f'"{name}" {hidden}: no skill may see the host\'s own folders'
+        fields.error(at, "sandbox_path_hidden", message, "declare a folder of the skill's own instead")
+        return None
+    return path
+
+
+def _path_problem(item: str) -> str:
+    if not item:
+        return "is empty"
+    if "\0" in item:
+        return "holds a NUL byte"
+    if len(item) > MAX_PATH_LENGTH:
+        return f"is longer than {MAX_PATH_LENGTH} characters"
+    if not (item.startswith("/") or item.startswith("~/")):
+        return "must be an absolute path or start with ~/"
+    if ".." in item.split("/"):
+        return "must not hold a .. component"
+    return ""
+
+
+def _normal(path: str) -> str:
+    path = os.path.normpath(path)
+    return "/" + path.lstrip("/")  # normpath keeps a leading "//"; on Linux it is "/"
+
+
+def _hidden_overlap(path: str, settings: Settings | None) -> str:
+    """Why ``path`` touches a folder of the host's own, or the empty string."""
+    real = os.path.realpath(path)
+    for folder, kind in _hidden_dirs(settings):
+        for candidate in dict.fromkeys((path, real)):
+            if _within(candidate, folder):
+                return f"({_shown(path, real, candidate)}) is inside the host's {kind} folder {folder}"
+            if _within(folder, candidate):
+                return f"({_shown(path, real, candidate)}) holds the host's {kind} folder {folder}"
+    return ""
+
+
+def _shown(path: str, real: str, candidate: str) -> str:
+    return path if candidate == path else f"{path}, really {real}"
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _hidden_dirs(settings: Settings | None) -> tuple[tuple[str, str], ...]:
+    if settings is None:
+        settings = _default_settings()
+    given = tuple((getattr(settings, attribute) or "", kind) for attribute, kind in _HIDDEN)
+    return _resolved(given)
+
+
+@functools.lru_cache(maxsize=16)
+def _resolved(given: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    found: list[tuple[str, str]] = []
+    for folder, kind in given:
+        if not folder:
+            continue
+        absolute = _normal(os.path.abspath(os.path.expanduser(folder)))
+        for variant in dict.fromkeys((absolute, os.path.realpath(absolute))):
+            found.append((variant, kind))
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=1)
+def _default_settings() -> Settings:
+    return Settings()  # for callers that pass no settings: the default folders (platformdirs)
+
+
+def _limits(
+    fields: Fields,
+    known: Mapping[str, Any],
+    where: str,
+    label: str,
+    settings: Settings | None,
+    spell: Callable[[str], str],
+    json: bool,
+) -> SandboxLimits:
+    if "limits" not in known:
+        return SandboxLimits()
+    raw = known["limits"]
+    if not isinstance(raw, dict):
+        message = f'"{label}" must be {_kind("mapping", json)} of limit names to numbers'
+        fields.error(where, "wrong_type", message + f" (got {_got(raw, json)})")
+        return SandboxLimits()
+    caps = settings.sandbox_caps if settings is not None else MAX_SANDBOX_LIMITS
+    given = _known(fields, raw, LIMIT_NAMES, where, label, spell)
+    values: dict[str, int] = {}
+    for name, value in given.items():
+        at, shown = f"{where}/{name}", f"{label}.{name}"
+        cap = caps.get(name, MAX_SANDBOX_LIMITS[name])
+        if type(value) is not int:
+            message = f'"{shown}" must be a whole number (got {_got(value, json)})'
+            fields.error(at, "wrong_type", message, f"write a number from 1 to {cap} without quotes")
+        elif value < 1:
+            message = f'"{shown}" must be at least 1 (got {value})'
+            fields.error(at, "limit_out_of_range", message, "leave it out for the operator's default")
+        elif value > cap:
+            message = f'"{shown}" is {value}, above the operator\'s cap of {cap} (ONGRID_SANDBOX_LIMITS)'
+            hint = f"ask for at most {cap}"
+            if value <= MAX_SANDBOX_LIMITS[name]:
+                hint += f", or have the operator raise the cap: ONGRID_SANDBOX_LIMITS={name}={value}"
+            fields.error(at, "limit_above_cap", message, hint)
+        else:
+            values[name] = value
+    return SandboxLimits(**values)
