@@ -28,12 +28,12 @@ from __future__ import annotations
 import difflib
 import functools
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..models import LIMIT_NAMES, SandboxDecl, SandboxLimits
 from ..settings import MAX_SANDBOX_LIMITS, Settings
-from ._fields import Fields, canon, pointer, show, type_name
+from ._fields import Fields, pointer, show, type_name
 
 __all__ = ["MAX_PATHS", "MAX_PATH_LENGTH", "SANDBOX_KEYS", "read_sandbox"]
 
@@ -58,23 +58,22 @@ def read_sandbox(
 ) -> SandboxDecl | None:
     """The declaration ``raw`` found at ``where``, or None when it is unusable.
 
-    ``label`` names it in messages (``sandbox``, ``tools[0].sandbox``). With
-    ``json=True`` (skill.json) keys must be spelled exactly and types are named
-    the JSON way; otherwise (SKILL.md) keys may be written in any spelling
-    :func:`~._fields.canon` accepts (``memory-mb``, ``memoryMb``).
+    ``label`` names it in messages (``sandbox``, ``tools[0].sandbox``); ``json``
+    names types the JSON way (skill.json) rather than the YAML way (SKILL.md).
+    Keys are spelled exactly in both formats, as the published schemas say: a
+    ``memory-mb`` is an unknown key (warned, "did you mean memory_mb").
     """
-    spell: Callable[[str], str] = str if json else canon
     errors_before = len(fields.errors)
     if not isinstance(raw, dict):
         message = f'"{label}" must be {_kind("mapping", json)} of what the skill needs'
         message += f" (got {_got(raw, json)})"
         fields.error(where, "wrong_type", message, "use {} to declare that it needs nothing beyond its class")
         return None
-    known = _known(fields, raw, SANDBOX_KEYS, where, label, spell)
+    known = _known(fields, raw, SANDBOX_KEYS, where, label)
     network = _network(fields, known, where, label, json=json)
     read = _paths(fields, known, "read", where, label, settings, json=json)
     write = _paths(fields, known, "write", where, label, settings, json=json)
-    limits = _limits(fields, known, where + "/limits", label + ".limits", settings, spell, json)
+    limits = _limits(fields, known, where + "/limits", label + ".limits", settings, json)
     if len(fields.errors) > errors_before:
         return None
     return SandboxDecl(network=network, read=read, write=write, limits=limits)
@@ -95,18 +94,14 @@ def _known(
     names: tuple[str, ...],
     where: str,
     label: str,
-    spell: Callable[[str], str],
 ) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for key, value in data.items():
-        name = spell(str(key))
-        if name in names and name not in found:
+        name = str(key)
+        if name in names:
             found[name] = value
             continue
         at = where + pointer(key)
-        if name in names:
-            fields.warn(at, "duplicate_field", f'"{label}.{key}" repeats "{name}"; the first one is used')
-            continue
         close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
         hint = f' — did you mean "{close[0]}"?' if close else ""
         message = f'unknown field "{key}" in "{label}" is ignored{hint}'
@@ -249,7 +244,6 @@ def _limits(
     where: str,
     label: str,
     settings: Settings | None,
-    spell: Callable[[str], str],
     json: bool,
 ) -> SandboxLimits:
     if "limits" not in known:
@@ -260,7 +254,7 @@ def _limits(
         fields.error(where, "wrong_type", message + f" (got {_got(raw, json)})")
         return SandboxLimits()
     caps = settings.sandbox_caps if settings is not None else MAX_SANDBOX_LIMITS
-    given = _known(fields, raw, LIMIT_NAMES, where, label, spell)
+    given = _known(fields, raw, LIMIT_NAMES, where, label)
     values: dict[str, int] = {}
     for name, value in given.items():
         at, shown = f"{where}/{name}", f"{label}.{name}"
