@@ -221,9 +221,9 @@ install it: `tar czf {name}.tar.gz {name} && ongrid-skills install {name}.tar.gz
 
 The skill runs in a sandbox: as a `safe` tool it may read (but not the host's own
 state or your secrets), write only its private `/tmp`, and has no network. If you
-change it to write files or use the network, declare what it needs in its
-`sandbox` (`"write": ["~/.cache/{name}"]`, `"network": true`) and give it the class
-`mutating`; see the project's docs/sandbox.md.
+change it to use the network or to write files, declare what it needs in its
+`sandbox` (`"network": true`, `"write": ["~/.cache/{name}"]`); a tool that changes
+anything is `mutating`. See the project's docs/sandbox.md.
 """
 
 
