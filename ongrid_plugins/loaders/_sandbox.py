@@ -26,7 +26,6 @@ Imports core values only (models, settings).
 from __future__ import annotations
 
 import difflib
-import functools
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -217,14 +216,11 @@ def _within(path: str, folder: str) -> bool:
 def _hidden_dirs(settings: Settings | None) -> tuple[tuple[str, str], ...]:
     if settings is None:
         settings = _default_settings()
-    given = tuple((getattr(settings, attribute) or "", kind) for attribute, kind in _HIDDEN)
-    return _resolved(given)
-
-
-@functools.lru_cache(maxsize=16)
-def _resolved(given: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    # Resolved at every load, not memoised: a folder may appear (or become a symlink)
+    # between two loads, and the environment the defaults come from may change.
     found: list[tuple[str, str]] = []
-    for folder, kind in given:
+    for attribute, kind in _HIDDEN:
+        folder = getattr(settings, attribute) or ""
         if not folder:
             continue
         absolute = _normal(os.path.abspath(os.path.expanduser(folder)))
@@ -233,7 +229,6 @@ def _resolved(given: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]
     return tuple(found)
 
 
-@functools.lru_cache(maxsize=1)
 def _default_settings() -> Settings:
     return Settings()  # for callers that pass no settings: the default folders (platformdirs)
 
