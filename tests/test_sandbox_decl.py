@@ -21,6 +21,7 @@ from jsonschema import Draft202012Validator
 
 from ongrid_plugins import Settings, SkillHost
 from ongrid_plugins.models import Problem, SandboxDecl, SandboxLimits
+from ongrid_plugins.roots import builtin_skills_dir
 from ongrid_plugins.scaffold import scaffold
 from ongrid_plugins.settings import MAX_SANDBOX_LIMITS
 from ongrid_plugins.testing import make_skill, make_skill_md
@@ -329,6 +330,39 @@ def test_a_skill_may_declare_its_own_folders_beside_the_hosts(make_host: Any, tm
     host = make_host(root)
     host.load()
     assert host.get("probe").sandbox == SandboxDecl(write=siblings)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_skill_may_write_where_skills_are_loaded_from(make_host: Any, tmp_path: Path, fmt: str) -> None:
+    """Writing a root would let a skill plant a skill, or rewrite its own checked entry."""
+    root = tmp_path / "skills"
+    other = tmp_path / "other-root"
+    other.mkdir()
+    targets = [
+        (str(root / "probe"), "is inside"),  # its own folder
+        (str(root / "probe" / "run.sh"), "is inside"),  # its own entry
+        (str(root), "is inside"),
+        (str(other / "planted"), "is inside"),  # another configured root
+        (str(tmp_path / ".ongrid-user-skills"), "is inside"),
+        (str(tmp_path / ".ongrid-system-skills" / "x"), "is inside"),
+        (builtin_skills_dir(), "is inside"),
+        (os.path.dirname(builtin_skills_dir()), "holds"),
+    ]
+    for path, relation in targets:
+        manifest = write_skill(root, fmt, {"write": [path]})
+        host = make_host(root, other)
+        [report] = validate_paths([str(manifest)], host.pm, host.settings)
+        [error] = report.errors
+        assert error.code == "sandbox_path_skill_root", path
+        assert f"{relation} the skill root " in error.message, (path, error.message)
+        assert error.hint == "declare a folder outside every skill root"
+
+
+def test_a_skill_may_still_declare_reading_a_skill_root(make_host: Any, root: Path) -> None:
+    write_skill(root, "json", {"read": [str(root)]})
+    host = make_host(root)
+    host.load()
+    assert host.get("probe").sandbox == SandboxDecl(read=[str(root)])
 
 
 # -------------------------------------------------------------------------

@@ -14,13 +14,15 @@ and a broken declaration rejects its skill (only that skill):
 * ``read`` and ``write`` are lists of absolute paths or ``~/`` paths (expanded
   against the home folder of the user running the host), normalised, without a NUL
   byte or a ``..`` component, and never equal to, inside or above the host's own
-  state, config or cache folder (those stay hidden from every skill);
+  state, config or cache folder (those stay hidden from every skill); a ``write``
+  path does not touch a skill root either (configured, built-in, system, user, or
+  the skill's own), so that no skill can plant or rewrite skills;
 * each of ``limits`` is a positive whole number no larger than the operator's cap
   (``Settings.sandbox_caps``, lowered with ``ONGRID_SANDBOX_LIMITS``).
 
 Unknown keys are warned about with the closest known one and ignored. The reader
 knows nothing of files: it reports to a :class:`~._fields.Fields` with JSON pointers.
-Imports core values only (models, settings).
+Imports core values only (models, settings, roots).
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from ..models import LIMIT_NAMES, SandboxDecl, SandboxLimits
+from ..roots import builtin_skills_dir
 from ..settings import MAX_SANDBOX_LIMITS, Settings
 from ._fields import Fields, pointer, show, type_name
 
@@ -54,13 +59,16 @@ def read_sandbox(
     settings: Settings | None,
     *,
     json: bool,
+    root: str = "",
 ) -> SandboxDecl | None:
     """The declaration ``raw`` found at ``where``, or None when it is unusable.
 
     ``label`` names it in messages (``sandbox``, ``tools[0].sandbox``); ``json``
     names types the JSON way (skill.json) rather than the YAML way (SKILL.md).
     Keys are spelled exactly in both formats, as the published schemas say: a
-    ``memory-mb`` is an unknown key (warned, "did you mean memory_mb").
+    ``memory-mb`` is an unknown key (warned, "did you mean memory_mb"). ``root``
+    is the canonical root the skill was found under: like every configured skill
+    root, it may not be written.
     """
     errors_before = len(fields.errors)
     if not isinstance(raw, dict):
@@ -70,8 +78,11 @@ def read_sandbox(
         return None
     known = _known(fields, raw, SANDBOX_KEYS, where, label)
     network = _network(fields, known, where, label, json=json)
-    read = _paths(fields, known, "read", where, label, settings, json=json)
-    write = _paths(fields, known, "write", where, label, settings, json=json)
+    hidden = _hidden_dirs(settings) if "read" in known or "write" in known else ()
+    read = _paths(fields, known, "read", where, label, hidden, json=json)
+    if "write" in known:
+        hidden += _skill_roots(settings, root)
+    write = _paths(fields, known, "write", where, label, hidden, json=json)
     limits = _limits(fields, known, where + "/limits", label + ".limits", settings, json)
     if len(fields.errors) > errors_before:
         return None
@@ -125,7 +136,7 @@ def _paths(
     key: str,
     where: str,
     label: str,
-    settings: Settings | None,
+    guarded: tuple[_Guarded, ...],
     *,
     json: bool,
 ) -> tuple[str, ...]:
@@ -143,14 +154,14 @@ def _paths(
         return ()
     paths: list[str] = []
     for index, item in enumerate(value):
-        path = _path(fields, item, f"{at}/{index}", f"{name}[{index}]", settings, json=json)
+        path = _path(fields, item, f"{at}/{index}", f"{name}[{index}]", guarded, json=json)
         if path is not None and path not in paths:
             paths.append(path)
     return tuple(paths)
 
 
 def _path(
-    fields: Fields, item: object, at: str, name: str, settings: Settings | None, *, json: bool
+    fields: Fields, item: object, at: str, name: str, guarded: tuple[_Guarded, ...], *, json: bool
 ) -> str | None:
     if not isinstance(item, str):
         message = f'"{name}" must be a path string (got {_got(item, json)})'
@@ -166,10 +177,10 @@ def _path(
         fields.error(at, "bad_sandbox_path", message, "set HOME, or write an absolute path")
         return None
     path = _normal(expanded)
-    hidden = _hidden_overlap(path, settings)
-    if hidden:
-        message = f'"{name}" {hidden}: no skill may see the host\'s own folders'
-        fields.error(at, "sandbox_path_hidden", message, "declare a folder of the skill's own instead")
+    clash = _overlap(path, guarded)
+    if clash is not None:
+        why, guard = clash
+        fields.error(at, guard.code, f'"{name}" {why}: {guard.reason}', guard.hint)
         return None
     return path
 
@@ -193,16 +204,16 @@ def _normal(path: str) -> str:
     return "/" + path.lstrip("/")  # normpath keeps a leading "//"; on Linux it is "/"
 
 
-def _hidden_overlap(path: str, settings: Settings | None) -> str:
-    """Why ``path`` touches a folder of the host's own, or the empty string."""
+def _overlap(path: str, guarded: tuple[_Guarded, ...]) -> tuple[str, _Guarded] | None:
+    """How ``path`` touches a guarded folder (inside it or holding it), and which one."""
     real = os.path.realpath(path)
-    for folder, kind in _hidden_dirs(settings):
+    for guard in guarded:
         for candidate in dict.fromkeys((path, real)):
-            if _within(candidate, folder):
-                return f"({_shown(path, real, candidate)}) is inside the host's {kind} folder {folder}"
-            if _within(folder, candidate):
-                return f"({_shown(path, real, candidate)}) holds the host's {kind} folder {folder}"
-    return ""
+            if _within(candidate, guard.folder):
+                return f"({_shown(path, real, candidate)}) is inside {guard.what} {guard.folder}", guard
+            if _within(guard.folder, candidate):
+                return f"({_shown(path, real, candidate)}) holds {guard.what} {guard.folder}", guard
+    return None
 
 
 def _shown(path: str, real: str, candidate: str) -> str:
@@ -213,20 +224,49 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _hidden_dirs(settings: Settings | None) -> tuple[tuple[str, str], ...]:
-    if settings is None:
-        settings = _default_settings()
+@attrs.frozen
+class _Guarded:
+    """A folder no declared path may touch, and what to say when one does."""
+
+    folder: str
+    what: str
+    code: str
+    reason: str
+    hint: str
+
+
+def _hidden_dirs(settings: Settings | None) -> tuple[_Guarded, ...]:
+    """The host's state, config and cache folders: never declared, read or write."""
+    settings = settings if settings is not None else _default_settings()
+    reason = "no skill may see the host's own folders"
+    hint = "declare a folder of the skill's own instead"
+    return tuple(
+        _Guarded(folder, f"the host's {kind} folder", "sandbox_path_hidden", reason, hint)
+        for attribute, kind in _HIDDEN
+        for folder in _variants(getattr(settings, attribute) or "")
+    )
+
+
+def _skill_roots(settings: Settings | None, root: str) -> tuple[_Guarded, ...]:
+    """Every folder skills are loaded from: a skill that wrote there could plant or change skills."""
+    settings = settings if settings is not None else _default_settings()
+    roots = [*settings.skill_dirs, *settings.env_dirs, settings.system_skills_dir, settings.user_skills_dir]
+    roots += [builtin_skills_dir(), root]
+    reason = "no skill may write where skills are loaded from (its own folder included)"
+    hint = "declare a folder outside every skill root"
+    found = dict.fromkeys(variant for folder in roots for variant in _variants(folder))
+    return tuple(
+        _Guarded(folder, "the skill root", "sandbox_path_skill_root", reason, hint) for folder in found
+    )
+
+
+def _variants(folder: str) -> tuple[str, ...]:
     # Resolved at every load, not memoised: a folder may appear (or become a symlink)
     # between two loads, and the environment the defaults come from may change.
-    found: list[tuple[str, str]] = []
-    for attribute, kind in _HIDDEN:
-        folder = getattr(settings, attribute) or ""
-        if not folder:
-            continue
-        absolute = _normal(os.path.abspath(os.path.expanduser(folder)))
-        for variant in dict.fromkeys((absolute, os.path.realpath(absolute))):
-            found.append((variant, kind))
-    return tuple(found)
+    if not folder:
+        return ()
+    absolute = _normal(os.path.abspath(os.path.expanduser(folder)))
+    return tuple(dict.fromkeys((absolute, os.path.realpath(absolute))))
 
 
 def _default_settings() -> Settings:

@@ -206,7 +206,7 @@ def build_skill(
     timeout = _check_timeout(check, settings)
     tool_class = _check_class(check)
     category = check.string("category", required=False, default="external") or "external"
-    sandbox = _check_sandbox(check, settings)
+    sandbox = _check_sandbox(check, settings, root)
     extra = _check_unknown(check)
     if check.problems:
         errors = [p for p in check.problems if p.level == "error"]
@@ -390,11 +390,12 @@ def _check_class(check: _Checker) -> ToolClass:
     return ToolClass.SAFE
 
 
-def _check_sandbox(check: _Checker, settings: Settings | None) -> SandboxDecl | None:
+def _check_sandbox(check: _Checker, settings: Settings | None, root: SkillRoot) -> SandboxDecl | None:
     if "sandbox" not in check.data:
         return None
     fields = Fields(check.path)
-    decl = read_sandbox(fields, check.data["sandbox"], "/sandbox", "sandbox", settings, json=True)
+    raw = check.data["sandbox"]
+    decl = read_sandbox(fields, raw, "/sandbox", "sandbox", settings, json=True, root=root.real)
     check.problems.extend(fields.problems)
     return decl
 

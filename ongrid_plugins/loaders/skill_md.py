@@ -205,7 +205,7 @@ def build_skill(
     sandbox = None
     if meta.has_sandbox:
         at, label = "/metadata/ongrid/sandbox", "metadata.ongrid.sandbox"
-        sandbox = read_sandbox(fields, meta.sandbox, at, label, settings, json=False)
+        sandbox = read_sandbox(fields, meta.sandbox, at, label, settings, json=False, root=root.real)
     raw_tools = known.get("tools")
     tools = build_tools(fields, raw_tools, name, description, path, owner, settings, category, sandbox)
     _lint(fields, declared, folder, description, text, document)

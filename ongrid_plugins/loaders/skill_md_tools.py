@@ -154,7 +154,8 @@ def _build_tool(
     sandbox = skill_sandbox
     if "sandbox" in known:  # the tool's own replaces the skill's whole: no key is merged
         label = f"tools[{where.rpartition('/')[2]}].sandbox"
-        sandbox = read_sandbox(fields, known["sandbox"], where + "/sandbox", label, settings, json=False)
+        raw, at = known["sandbox"], where + "/sandbox"
+        sandbox = read_sandbox(fields, raw, at, label, settings, json=False, root=root.real)
     if name is None or kind is None:
         return None
     return Tool(
