@@ -53,6 +53,8 @@ BAD_PATHS = [
     ("/var/log/..", "must not hold a .. component"),
     ("/a\0b", "holds a NUL byte"),
     ("/" + "a" * 4100, "is longer than 4096 characters"),
+    ("/a" * 65, "has more than 64 components"),
+    ("~" + "/a" * 65, "has more than 64 components"),
 ]
 BAD_LIMIT_TYPES = [True, False, 1.5, 64.0, "64", None, [], {}]
 BAD_LIMIT_VALUES = [0, -1, -(10**12)]
@@ -90,6 +92,7 @@ GOOD: list[tuple[Any, SandboxDecl]] = [
     ({"write": ["//srv/app/./cache"]}, SandboxDecl(write=["/srv/app/cache"])),
     ({"write": ["/srv/a..b/..c", "/srv/données x"]}, SandboxDecl(write=["/srv/a..b/..c", "/srv/données x"])),
     ({"read": [f"/srv/{i}" for i in range(64)]}, SandboxDecl(read=[f"/srv/{i}" for i in range(64)])),
+    ({"read": ["/a" * 64]}, SandboxDecl(read=["/a" * 64])),
     ({"limits": {}}, SandboxDecl()),
     ({"limits": dict.fromkeys(MAX_SANDBOX_LIMITS, 1)}, SandboxDecl(limits=SandboxLimits(1, 1, 1, 1, 1))),
     ({"limits": dict(MAX_SANDBOX_LIMITS)}, SandboxDecl(limits=SandboxLimits(**MAX_SANDBOX_LIMITS))),
@@ -433,6 +436,19 @@ def test_an_unknown_key_far_from_every_known_one_gets_the_list(make_host: Any, r
     [warning] = report.problems
     assert warning.message == 'unknown field "gpu" in "sandbox" is ignored'
     assert warning.hint == "known fields: network, read, write, limits"
+
+
+def test_a_flood_of_unknown_keys_is_warned_about_sixteen_times_and_counted(
+    make_host: Any, root: Path
+) -> None:
+    flood = {f"key{i}": i for i in range(20_000)}
+    report = check(make_host, write_skill(root, "json", {"network": True, "limits": dict(flood)} | flood))
+    assert report.ok
+    top = [p for p in report.problems if not p.pointer.startswith("/sandbox/limits")]
+    limits = [p for p in report.problems if p.pointer.startswith("/sandbox/limits")]
+    assert len(top) == len(limits) == 17
+    assert top[-1].message == '"sandbox" has 19984 more unknown fields; all are ignored'
+    assert limits[-1].message == '"sandbox.limits" has 19984 more unknown fields; all are ignored'
 
 
 def test_the_declared_parts_survive_an_unknown_key(make_host: Any, root: Path) -> None:

@@ -39,7 +39,14 @@ from ..roots import builtin_skills_dir
 from ..settings import MAX_SANDBOX_LIMITS, Settings
 from ._fields import Fields, pointer, show, type_name
 
-__all__ = ["MAX_PATHS", "MAX_PATH_LENGTH", "SANDBOX_KEYS", "read_sandbox"]
+__all__ = [
+    "MAX_PATHS",
+    "MAX_PATH_DEPTH",
+    "MAX_PATH_LENGTH",
+    "MAX_UNKNOWN_WARNINGS",
+    "SANDBOX_KEYS",
+    "read_sandbox",
+]
 
 SANDBOX_KEYS = ("network", "read", "write", "limits")
 """The keys of a declaration, in the order they are documented."""
@@ -47,6 +54,10 @@ MAX_PATHS = 64
 """At most this many paths in ``read`` and in ``write`` each."""
 MAX_PATH_LENGTH = 4096
 """The longest path accepted (Linux ``PATH_MAX``)."""
+MAX_PATH_DEPTH = 64
+"""The most components a path may have (each costs a system call when it is resolved)."""
+MAX_UNKNOWN_WARNINGS = 16
+"""Unknown keys warned about one by one in a mapping; the rest are counted in one warning."""
 _PATH_HINT = 'write an absolute path such as "/var/cache/myapp", or "~/..." for a folder of the home folder'
 _HIDDEN = (("state_dir", "state"), ("config_dir", "config"), ("cache_dir", "cache"))
 
@@ -106,16 +117,23 @@ def _known(
     label: str,
 ) -> dict[str, Any]:
     found: dict[str, Any] = {}
+    unknown = 0
     for key, value in data.items():
         name = str(key)
         if name in names:
             found[name] = value
             continue
+        unknown += 1
+        if unknown > MAX_UNKNOWN_WARNINGS:
+            continue  # a manifest of a million unknown keys gets one more line, not a million
         at = where + pointer(key)
         close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
         hint = f' — did you mean "{close[0]}"?' if close else ""
         message = f'unknown field "{key}" in "{label}" is ignored{hint}'
         fields.warn(at, "unknown_field", message, f"known fields: {', '.join(names)}")
+    if unknown > MAX_UNKNOWN_WARNINGS:
+        message = f'"{label}" has {unknown - MAX_UNKNOWN_WARNINGS} more unknown fields; all are ignored'
+        fields.warn(where, "unknown_field", message, f"known fields: {', '.join(names)}")
     return found
 
 
@@ -194,8 +212,11 @@ def _path_problem(item: str) -> str:
         return f"is longer than {MAX_PATH_LENGTH} characters"
     if not (item.startswith("/") or item.startswith("~/")):
         return "must be an absolute path or start with ~/"
-    if ".." in item.split("/"):
+    parts = item.split("/")
+    if ".." in parts:
         return "must not hold a .. component"
+    if len(parts) > MAX_PATH_DEPTH + 1:
+        return f"has more than {MAX_PATH_DEPTH} components"
     return ""
 
 
