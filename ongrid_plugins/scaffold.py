@@ -33,6 +33,12 @@ SCHEMA = {
     "additionalProperties": False,
 }
 
+SANDBOX_MD = """\
+    # What the tool needs beyond its class (docs/sandbox.md); a read-only tool needs
+    # nothing. A tool that writes or talks to the network declares it, e.g.:
+    # sandbox: {network: true, write: [~/.cache/myapp], limits: {memory_mb: 256}}
+"""
+
 RUN_SH = """#!/bin/sh
 # Wire protocol: one JSON object (the arguments) on stdin, one JSON object on
 # stdout, log lines on stderr, exit status != 0 on failure.
@@ -136,6 +142,9 @@ def _write_skill(folder: Path, name: str, fmt: str, lang: str, native: bool) -> 
             "timeout_seconds": 10,
             "class": "safe",
             "category": "example",
+            # Needs nothing beyond its class; a tool that writes or uses the network says
+            # so here (docs/sandbox.md), e.g. {"write": ["~/.cache/NAME"], "network": true}.
+            "sandbox": {},
         }
         _write(folder / "skill.json", json.dumps(manifest, indent=2) + "\n")
         return
@@ -145,7 +154,7 @@ def _write_skill(folder: Path, name: str, fmt: str, lang: str, native: bool) -> 
         f"---\nname: {name}\ndescription: {json.dumps(description)}\n"
         f"when_to_use: When someone should be greeted.\ntools:\n"
         f"  - name: {name}\n    description: {json.dumps(description)}\n    class: read\n"
-        f"    impl: {impl}\n    timeout_seconds: 10\n{env}    schema: {json.dumps(SCHEMA)}\n---\n"
+        f"    impl: {impl}\n    timeout_seconds: 10\n{env}{SANDBOX_MD}    schema: {json.dumps(SCHEMA)}\n---\n"
     )
     _write(folder / "SKILL.md", front + f"\n# {name}\n\nCall `{name}` with `who` to greet someone.\n")
 
@@ -209,6 +218,12 @@ ongrid-skills --dirs "$(dirname "$PWD")" run {name} '{{"who": "ada"}}'
 
 Copy the folder under a skills root (`ONGRID_SKILLS_EXTERNAL_DIRS`), or pack and
 install it: `tar czf {name}.tar.gz {name} && ongrid-skills install {name}.tar.gz`.
+
+The skill runs in a sandbox: as a `safe` tool it may read (but not the host's own
+state or your secrets), write only its private `/tmp`, and has no network. If you
+change it to use the network or to write files, declare what it needs in its
+`sandbox` (`"network": true`, `"write": ["~/.cache/{name}"]`); a tool that changes
+anything is `mutating`. See the project's docs/sandbox.md.
 """
 
 

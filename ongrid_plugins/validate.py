@@ -9,7 +9,7 @@ hint.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -40,6 +40,8 @@ class FileReport:
     problems: tuple[Problem, ...] = attrs.field(default=(), converter=_problems)
     skill: str = ""
     format: str = ""
+    sandbox: Mapping[str, Any] = attrs.field(factory=dict)
+    """Each tool's ``sandbox`` declaration as loaded (``~/`` expanded), None for a tool without one."""
 
     @property
     def errors(self) -> list[Problem]:
@@ -59,6 +61,7 @@ class FileReport:
             "format": self.format,
             "ok": self.ok,
             "problems": [p.to_dict() for p in self.problems],
+            "sandbox": dict(self.sandbox),
         }
 
 
@@ -129,7 +132,8 @@ def _inspect(
     # machine's other lacks (binaries, variables) are not problems of the manifest.
     skill = availability.apply(skill)
     found = [*skill.notices, *skill.warnings, *validate_skill(pm, skill, root)]
-    return FileReport(path, found, skill.name, skill.format)
+    declared = {t.name: t.sandbox.to_dict() if t.sandbox is not None else None for t in skill.tools}
+    return FileReport(path, found, skill.name, skill.format, declared)
 
 
 def _fail(path: str, code: str, message: str) -> FileReport:

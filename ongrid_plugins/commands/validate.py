@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -57,3 +58,19 @@ def _print_report(report: FileReport) -> None:
         where = f" at {problem.pointer}" if problem.pointer else ""
         hint = f" — {problem.hint}" if problem.hint else ""
         print(f"  {problem.level}{where}: {problem.message}{hint}")
+    for tool, declared in report.sandbox.items():
+        if declared is not None:
+            print(f"  sandbox of {tool}: {_describe(declared)}")
+
+
+def _describe(declared: Mapping[str, Any]) -> str:
+    """A declaration in one line: ``network, write /var/cache/x, limits memory_mb=64``."""
+    parts = []
+    if "network" in declared:
+        parts.append("network" if declared["network"] else "no network")
+    for key in ("read", "write"):
+        if declared.get(key):
+            parts.append(f"{key} " + ", ".join(declared[key]))
+    if declared.get("limits"):
+        parts.append("limits " + ", ".join(f"{k}={v}" for k, v in declared["limits"].items()))
+    return "; ".join(parts) or "nothing beyond its class"

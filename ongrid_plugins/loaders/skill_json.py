@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 from .. import schemacheck
 from ..errors import ManifestBuildError, ManifestParseError
 from ..hookspecs import hookimpl
-from ..models import Problem, Skill, SkillRoot, Tool, ToolClass
+from ..models import Problem, SandboxDecl, Skill, SkillRoot, Tool, ToolClass
 from ..roots import is_executable_file, is_within, resolve_file
+from ._fields import Fields, type_name
 from ._fields import show as _show
-from ._fields import type_name
+from ._sandbox import read_sandbox
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -51,6 +52,7 @@ KNOWN_FIELDS = (
     "timeout_seconds",
     "class",
     "category",
+    "sandbox",
     "$schema",
 )
 _KNOWN_SET = frozenset(KNOWN_FIELDS)
@@ -204,6 +206,7 @@ def build_skill(
     timeout = _check_timeout(check, settings)
     tool_class = _check_class(check)
     category = check.string("category", required=False, default="external") or "external"
+    sandbox = _check_sandbox(check, settings, root)
     extra = _check_unknown(check)
     if check.problems:
         errors = [p for p in check.problems if p.level == "error"]
@@ -228,6 +231,7 @@ def build_skill(
         entry_declared=data["entry"],
         provenance=root.label,
         extra=extra,
+        sandbox=sandbox,
     )
     return Skill(
         name=name,
@@ -384,6 +388,16 @@ def _check_class(check: _Checker) -> ToolClass:
     message = f'"class" must be safe, mutating or dangerous (got {_show(value)})'
     check.error("class", "bad_class", message)
     return ToolClass.SAFE
+
+
+def _check_sandbox(check: _Checker, settings: Settings | None, root: SkillRoot) -> SandboxDecl | None:
+    if "sandbox" not in check.data:
+        return None
+    fields = Fields(check.path)
+    raw = check.data["sandbox"]
+    decl = read_sandbox(fields, raw, "/sandbox", "sandbox", settings, json=True, root=root.real)
+    check.problems.extend(fields.problems)
+    return decl
 
 
 def _check_unknown(check: _Checker) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from ..hookspecs import hookimpl
 from ..models import Activation, Skill, SkillRoot
 from . import containers
 from ._fields import Fields, canon, show, type_name
+from ._sandbox import read_sandbox
 from .skill_json import _read_bounded
 from .skill_md_meta import Metadata, read_metadata
 from .skill_md_tools import build_tools, normalise_name
@@ -201,7 +202,12 @@ def build_skill(
     category = meta.category or text.get("category") or "external"
     pack = containers.find_pack(folder, root)
     owner = _owner(fields, pack, folder, root)
-    tools = build_tools(fields, known.get("tools"), name, description, path, owner, settings, category)
+    sandbox = None
+    if meta.has_sandbox:
+        at, label = "/metadata/ongrid/sandbox", "metadata.ongrid.sandbox"
+        sandbox = read_sandbox(fields, meta.sandbox, at, label, settings, json=False, root=root.real)
+    raw_tools = known.get("tools")
+    tools = build_tools(fields, raw_tools, name, description, path, owner, settings, category, sandbox)
     _lint(fields, declared, folder, description, text, document)
     errors = fields.errors
     if errors:

@@ -7,7 +7,8 @@ without a warning. We read:
   ``metadata``);
 * ``metadata.ongrid``: ``scope``, ``edge_runtime``, ``edge_capabilities``,
   ``activation`` (handed back to the caller), ``min_version`` (or the original's
-  ``min_ongrid_version``), ``category``;
+  ``min_ongrid_version``), ``category``, ``sandbox`` (handed back to the caller, which
+  reads it with the tools: see :mod:`._sandbox`);
 * openclaw's block under ``metadata.openclaw`` or one of its legacy names
   ``clawdbot``, ``clawdis``, ``moltbot`` (first found wins, in that order), given as
   a mapping or as JSON / YAML text: ``os``, ``requires``, ``install`` (labels become
@@ -43,6 +44,7 @@ ONGRID_NAMES = {
     "min_version": "min_version",
     "min_ongrid_version": "min_ongrid_version",
     "category": "category",
+    "sandbox": "sandbox",
 }
 OPENCLAW_NAMES = {
     "always": "always",
@@ -69,6 +71,10 @@ class Metadata:
     category: str | None = None
     openclaw_key: str = ""
     """Which key held openclaw's block (``openclaw``, ``moltbot``, ...), empty if none."""
+    sandbox: Any = None
+    """``metadata.ongrid.sandbox`` as written (meaningful only when ``has_sandbox``)."""
+    has_sandbox: bool = False
+    """True when ``metadata.ongrid`` has a ``sandbox`` key (even an empty or a broken one)."""
 
 
 def normalise_os(name: str) -> str:
@@ -109,7 +115,14 @@ def read_metadata(fields: Fields, raw: object) -> Metadata:
         min_version=ongrid.get("min_version", ""),
         hints=hints,
     )
-    return Metadata(requires, ongrid.get("activation"), ongrid.get("category"), claw_key)
+    return Metadata(
+        requires,
+        ongrid.get("activation"),
+        ongrid.get("category"),
+        claw_key,
+        sandbox=ongrid.get("sandbox"),
+        has_sandbox="sandbox" in ongrid,
+    )
 
 
 def _as_mapping(fields: Fields, raw: object, where: str, label: str) -> dict[Any, Any] | None:
@@ -161,6 +174,8 @@ def _ongrid(fields: Fields, data: Mapping[Any, Any], keys: Mapping[str, Any]) ->
         return {}
     known = fields.known(block, ONGRID_NAMES, where)
     found: dict[str, Any] = {"activation": known.get("activation")}
+    if "sandbox" in known:
+        found["sandbox"] = known["sandbox"]
     for name in ("min_version", "min_ongrid_version"):
         if name in known and "min_version" not in found:
             text = fields.text(known[name], f"{where}/{name}", f"metadata.ongrid.{name}")

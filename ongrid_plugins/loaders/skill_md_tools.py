@@ -3,7 +3,8 @@
 An entry has ``name``, ``description``, ``when_to_use``, ``class`` (``read`` /
 ``write`` / ``destructive`` or ``safe`` / ``mutating`` / ``dangerous``; empty is
 safe), an arguments JSON Schema (``schema`` or ``input_schema``), ``confirmation:
-required``, ``timeout_seconds``, ``category`` and ``impl``:
+required``, ``timeout_seconds``, ``category``, ``sandbox`` (what it needs from its
+sandbox; replaces the skill's ``metadata.ongrid.sandbox`` entirely) and ``impl``:
 
 * ``builtin:<key>`` — a Python callable some plugin contributes through
   ``ongrid_native_tools``; bound (or marked unavailable) at load time;
@@ -22,9 +23,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import schemacheck
-from ..models import SkillRoot, Tool, ToolClass
+from ..models import SandboxDecl, SkillRoot, Tool, ToolClass
 from ..roots import is_executable_file, is_within, resolve_file
 from ._fields import Fields, canon, pointer, show, type_name
+from ._sandbox import read_sandbox
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -51,6 +53,7 @@ TOOL_NAMES = {
     "timeout_seconds": "timeout_seconds",
     "env_allow": "env_allow",
     "category": "category",
+    "sandbox": "sandbox",
 }
 _CONFIRM = {
     "required": True,
@@ -86,8 +89,13 @@ def build_tools(
     root: SkillRoot,
     settings: Settings | None,
     category: str,
+    sandbox: SandboxDecl | None = None,
 ) -> list[Tool]:
-    """Check every entry of ``tools:`` and build the tools (errors go to ``fields``)."""
+    """Check every entry of ``tools:`` and build the tools (errors go to ``fields``).
+
+    ``sandbox`` is the skill's declaration (``metadata.ongrid.sandbox``): a tool
+    without a ``sandbox`` of its own gets it; a tool's own replaces it entirely.
+    """
     if raw is None:
         return []
     if not isinstance(raw, list):
@@ -100,7 +108,9 @@ def build_tools(
         if not isinstance(entry, dict):
             fields.error(where, "wrong_type", f"tools[{index}] must be a mapping (got {type_name(entry)})")
             continue
-        tool = _build_tool(fields, entry, where, skill, skill_description, path, root, settings, category)
+        tool = _build_tool(
+            fields, entry, where, skill, skill_description, path, root, settings, category, sandbox
+        )
         if tool is None:
             continue
         if tool.name in seen:
@@ -122,6 +132,7 @@ def _build_tool(
     root: SkillRoot,
     settings: Settings | None,
     category: str,
+    skill_sandbox: SandboxDecl | None,
 ) -> Tool | None:
     known = fields.known(entry, TOOL_NAMES, where)
     name, display = _tool_name(fields, known.get("name"), where)
@@ -140,6 +151,11 @@ def _build_tool(
     tool_category = (
         fields.text(known["category"], where + "/category", "category") if "category" in known else ""
     )
+    sandbox = skill_sandbox
+    if "sandbox" in known:  # the tool's own replaces the skill's whole: no key is merged
+        label = f"tools[{where.rpartition('/')[2]}].sandbox"
+        raw, at = known["sandbox"], where + "/sandbox"
+        sandbox = read_sandbox(fields, raw, at, label, settings, json=False, root=root.real)
     if name is None or kind is None:
         return None
     return Tool(
@@ -163,6 +179,7 @@ def _build_tool(
         provenance=root.label,
         display_name=display,
         extra={str(k): v for k, v in entry.items() if canon(k) not in TOOL_NAMES},
+        sandbox=sandbox,
     )
 
 
