@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import collections
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from swaps import Swapper
 
-from ongrid_plugins import ResourceRefused, UnknownSkill, roots
+from ongrid_plugins import ResourceRefused, UnknownSkill
 from ongrid_plugins.testing import ECHO_SH, make_skill, make_skill_md
 
 BODY = "# Guide\n\nStep one.\n\n---\n\nAfter a rule.\n"
@@ -128,43 +128,6 @@ def test_symlinks_are_listed_as_refused_with_their_target_and_never_read(
     assert instructions.read_text("scripts/ok.sh") == ECHO_SH
 
 
-@pytest.fixture(params=["openat2", "walk"])
-def beneath(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both ways ``open_beneath`` works: ``openat2``, and the component walk of older kernels."""
-    if request.param == "walk":
-        monkeypatch.setattr(roots, "_openat2", False)
-    return str(request.param)
-
-
-class Swapper:
-    """A thread swapping ``path`` between a real folder and a symlink to ``outside``, until stopped."""
-
-    def __init__(self, path: Path, outside: Path) -> None:
-        self.path = path
-        self.away = path.with_name(path.name + ".real")
-        self.link = path.with_name(path.name + ".link")
-        self.link.symlink_to(outside)
-        self.swaps = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            os.rename(self.path, self.away)
-            os.rename(self.link, self.path)  # now a symlink to the outside folder
-            os.rename(self.path, self.link)
-            os.rename(self.away, self.path)  # the real folder again
-            self.swaps += 1
-
-    def __enter__(self) -> Swapper:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-
 def _outside_folder(tmp_path: Path) -> Path:
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -173,8 +136,9 @@ def _outside_folder(tmp_path: Path) -> Path:
     return outside
 
 
+@pytest.mark.usefixtures("beneath")
 def test_a_parent_folder_swapped_for_a_symlink_never_makes_a_read_leave_the_folder(
-    make_host: Any, root: Path, tmp_path: Path, beneath: str
+    make_host: Any, root: Path, tmp_path: Path
 ) -> None:
     outside = _outside_folder(tmp_path)
     folder = make_skill_md(root, "racy", files={"references/sub/note.md": "inside"})
@@ -193,8 +157,9 @@ def test_a_parent_folder_swapped_for_a_symlink_never_makes_a_read_leave_the_fold
     assert seen["inside"] > 0 and seen["refused"] > 0 and swapper.swaps > 100, (seen, swapper.swaps)
 
 
+@pytest.mark.usefixtures("beneath")
 def test_a_parent_folder_swapped_for_a_symlink_is_never_listed_through(
-    make_host: Any, root: Path, tmp_path: Path, beneath: str
+    make_host: Any, root: Path, tmp_path: Path
 ) -> None:
     outside = _outside_folder(tmp_path)
     folder = make_skill_md(root, "racy", files={"references/sub/note.md": "inside"})
