@@ -5,11 +5,11 @@ body of its SKILL.md (the Markdown after the closing fence, verbatim apart from 
 endings, which are normalised to LF) and the files under ``scripts/``,
 ``references/`` and ``assets/`` are read here, on demand, from disk.
 
-Files are read and listed through descriptors, never by path: the skill folder is
-opened once (``O_PATH | O_DIRECTORY``), then each file or folder beneath it with
-:func:`~ongrid_plugins.roots.open_beneath` (no symlink in any component, no ``..``),
-and what is read is the descriptor that was checked (a regular file, under the size
-cap). A symlink is listed as refused with where it points and is never followed, so
+Files, the SKILL.md itself included, are read and listed through descriptors, never
+by path: the skill folder is opened once (``O_PATH | O_DIRECTORY``), then each file or
+folder beneath it with :func:`~ongrid_plugins.roots.open_beneath` (no symlink in any
+component, no ``..``), and what is read is the descriptor that was checked (a regular
+file, under the size cap). A symlink is listed as refused with where it points and is never followed, so
 no swap of a file or of a parent folder, however timed, can make a read leave the
 folder. Nothing here ever executes a file.
 """
@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from .errors import ResourceRefused
+from .errors import ManifestParseError, ResourceRefused
 from .models import Skill
 from .roots import open_beneath
 
@@ -105,15 +105,12 @@ class Instructions:
                 raise ResourceRefused(
                     self.skill, relative, f"it is {st.st_size} bytes; at most {limit} are read"
                 )
-            chunks, size = [], 0
-            while size <= limit and (chunk := os.read(fd, limit + 1 - size)):
-                chunks.append(chunk)
-                size += len(chunk)
+            data = _read_upto(fd, limit + 1)
         finally:
             os.close(fd)
-        if size > limit:
+        if len(data) > limit:
             raise ResourceRefused(self.skill, relative, f"it is larger than {limit} bytes")
-        return b"".join(chunks)
+        return data
 
     def read_text(self, relative: str, limit: int = MAX_FILE_BYTES) -> str:
         """Like :meth:`read`, decoded as UTF-8 (invalid bytes replaced)."""
@@ -129,12 +126,43 @@ def read_instructions(skill: Skill) -> Instructions:
     folder = os.path.realpath(os.path.dirname(skill.path))
     body = ""
     if skill.format == "SKILL.md":
-        from .loaders.skill_md import read_document
-
-        body = read_document(skill.path).body
+        body = _read_body(skill.path, folder)
     resources = list(_resources(folder))
     truncated = len(resources) > MAX_RESOURCES
     return Instructions(skill.name, skill.path, folder, body, tuple(resources[:MAX_RESOURCES]), truncated)
+
+
+def _read_body(path: str, folder: str) -> str:
+    """The body of the SKILL.md at ``path``, read through a descriptor beneath its folder.
+
+    ``path`` is canonical (the loader resolves a symlinked manifest), so a SKILL.md
+    replaced by a symlink since the load is refused rather than read from elsewhere.
+    """
+    from .loaders.skill_md import MAX_BYTES, parse_document
+
+    try:
+        with _Folder(folder) as opened:
+            fd = open_beneath(opened.fd, os.path.basename(path), os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise ManifestParseError(path, f"cannot open: {_why(exc)}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ManifestParseError(path, "not a regular file")
+        raw = _read_upto(fd, MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_BYTES:
+        raise ManifestParseError(path, f"manifest is larger than the limit of {MAX_BYTES} bytes")
+    return parse_document(raw, path).body
+
+
+def _read_upto(fd: int, count: int) -> bytes:
+    """At most ``count`` bytes from ``fd`` (fewer at its end)."""
+    chunks, size = [], 0
+    while size < count and (chunk := os.read(fd, count - size)):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def _resources(folder: str) -> Iterator[Resource]:

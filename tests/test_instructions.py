@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from swaps import Swapper
 
-from ongrid_plugins import ResourceRefused, UnknownSkill
+from ongrid_plugins import ManifestParseError, ResourceRefused, UnknownSkill
 from ongrid_plugins.testing import ECHO_SH, make_skill, make_skill_md
 
 BODY = "# Guide\n\nStep one.\n\n---\n\nAfter a rule.\n"
@@ -173,6 +173,44 @@ def test_a_parent_folder_swapped_for_a_symlink_is_never_listed_through(
                 listed[resource.path if not resource.refused else f"refused {resource.path}"] += 1
     assert not [path for path in listed if "only-outside" in path], listed
     assert listed["references/sub/note.md"] > 0 and swapper.swaps > 100, (listed, swapper.swaps)
+
+
+def test_a_skill_md_replaced_by_a_symlink_since_the_load_is_not_read_through_it(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    folder = make_skill_md(root, "guide", body="inside body\n")
+    (tmp_path / "outside.md").write_text("---\nname: guide\ndescription: d\n---\nOUTSIDE BODY\n")
+    host = make_host(root)
+    host.load()
+    os.replace(folder / "SKILL.md", folder / "SKILL.md.bak")
+    (folder / "SKILL.md").symlink_to(tmp_path / "outside.md")
+    with pytest.raises(ManifestParseError) as info:
+        host.instructions("guide")
+    assert str(info.value).endswith(
+        "SKILL.md: cannot open: a symbolic link is on the way: links are not followed"
+    )
+
+
+@pytest.mark.usefixtures("beneath")
+def test_a_skill_md_swapped_for_a_symlink_never_gives_an_outside_body(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    folder = make_skill_md(root, "guide", body="inside body\n")
+    (tmp_path / "outside.md").write_text("---\nname: guide\ndescription: d\n---\nOUTSIDE BODY\n")
+    host = make_host(root)
+    host.load()
+    seen = {"inside": 0, "outside": 0, "refused": 0}
+    with Swapper(folder / "SKILL.md", tmp_path / "outside.md") as swapper:
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            try:
+                body = host.instructions("guide").body
+            except ManifestParseError:
+                seen["refused"] += 1
+            else:
+                seen["outside" if "OUTSIDE" in body else "inside"] += 1
+    assert seen["outside"] == 0, seen
+    assert seen["inside"] > 0 and seen["refused"] > 0 and swapper.swaps > 100, (seen, swapper.swaps)
 
 
 def test_big_files_are_refused_past_the_limit(make_host: Any, root: Path) -> None:
