@@ -88,6 +88,7 @@ def test_files_under_scripts_references_and_assets_are_listed_with_sizes(make_ho
     assert instructions.read_text("notes/ignored.md") == "not a standard folder"  # inside the folder: fine
 
 
+@pytest.mark.usefixtures("beneath")
 def test_symlinks_are_listed_as_refused_with_their_target_and_never_read(
     make_host: Any, root: Path, tmp_path: Path
 ) -> None:
