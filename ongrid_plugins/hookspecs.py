@@ -168,8 +168,10 @@ def ongrid_native_tools() -> Mapping[str, Callable[..., Any]] | None:
     """Contribute Python implementations for ``impl: builtin:<key>`` tools.
 
     Each value is a callable ``fn(args, ctx)`` (sync or ``async``) that receives
-    the validated arguments and a context with an event emitter, and returns a
-    JSON object (a ``dict``). Keys are global: when two plugins contribute the
+    the validated arguments and a context (an event emitter, the time left, the
+    host's ``settings``), and returns a JSON object (a ``dict``). It runs inside
+    the host process, where no kernel sandbox narrows it: a tool that touches files
+    confines itself (see the built-in ``host_files``). Keys are global: when two plugins contribute the
     same key, the first registered plugin wins and the clash is logged.
 
     :return: A mapping of key to callable.

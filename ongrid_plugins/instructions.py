@@ -5,13 +5,18 @@ body of its SKILL.md (the Markdown after the closing fence, verbatim apart from 
 endings, which are normalised to LF) and the files under ``scripts/``,
 ``references/`` and ``assets/`` are read here, on demand, from disk.
 
-Every file is resolved with its symlinks followed and must stay inside the skill
-folder: one that escapes is listed as refused, with the reason, and is never opened.
-Nothing here ever executes a file.
+Files, the SKILL.md itself included, are read and listed through descriptors, never
+by path: the skill folder is opened once (``O_PATH | O_DIRECTORY``), then each file or
+folder beneath it with :func:`~ongrid_plugins.roots.open_beneath` (no symlink in any
+component, no ``..``), and what is read is the descriptor that was checked (a regular
+file, under the size cap). A symlink is listed as refused with where it points and is never followed, so
+no swap of a file or of a parent folder, however timed, can make a read leave the
+folder. Nothing here ever executes a file.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -19,11 +24,13 @@ from typing import Any
 
 import attrs
 
-from .errors import ResourceRefused
+from .errors import ManifestParseError, ResourceRefused
 from .models import Skill
-from .roots import is_within, resolve_file
+from .roots import open_beneath
 
 __all__ = ["MAX_FILE_BYTES", "RESOURCE_DIRS", "Instructions", "Resource", "read_instructions"]
+
+_O_PATH = getattr(os, "O_PATH", 0)  # Linux; elsewhere a plain read-only open
 
 #: The folders of a skill whose files are listed (Agent Skills layout).
 RESOURCE_DIRS = ("scripts", "references", "assets")
@@ -79,38 +86,31 @@ class Instructions:
     def read(self, relative: str, limit: int = MAX_FILE_BYTES) -> bytes:
         """The bytes of a file of the skill; :class:`ResourceRefused` unless it is safe to read.
 
-        The path is relative to the skill folder; it is resolved again now (symlinks
-        followed) and must be a regular file inside the folder, of at most ``limit`` bytes.
+        The path is relative to the skill folder and opened now, beneath the folder's
+        descriptor with no symlink in any component; the descriptor must be a regular
+        file of at most ``limit`` bytes, and is what is read.
         """
         if os.path.isabs(relative) or not relative.strip():
             raise ResourceRefused(self.skill, relative, "give a path relative to the skill folder")
-        candidate = os.path.normpath(os.path.join(self.folder, relative))
         try:
-            real, st = resolve_file(candidate)
+            with _Folder(self.folder) as folder:
+                fd = open_beneath(folder.fd, relative, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
         except (OSError, ValueError) as exc:
             raise ResourceRefused(self.skill, relative, _why(exc)) from None
-        reason = _refusal(real, st, self.folder)
-        if not reason and st.st_size > limit:
-            reason = f"it is {st.st_size} bytes; at most {limit} are read"
-        if reason:
-            raise ResourceRefused(self.skill, relative, reason)
-        # The canonical path has no symlink left: O_NOFOLLOW refuses one swapped in since.
         try:
-            fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
-        except OSError as exc:
-            raise ResourceRefused(self.skill, relative, _why(exc)) from None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
                 raise ResourceRefused(self.skill, relative, "not a regular file")
-            chunks, size = [], 0
-            while size <= limit and (chunk := os.read(fd, limit + 1 - size)):
-                chunks.append(chunk)
-                size += len(chunk)
+            if st.st_size > limit:
+                raise ResourceRefused(
+                    self.skill, relative, f"it is {st.st_size} bytes; at most {limit} are read"
+                )
+            data = _read_upto(fd, limit + 1)
         finally:
             os.close(fd)
-        if size > limit:
+        if len(data) > limit:
             raise ResourceRefused(self.skill, relative, f"it is larger than {limit} bytes")
-        return b"".join(chunks)
+        return data
 
     def read_text(self, relative: str, limit: int = MAX_FILE_BYTES) -> str:
         """Like :meth:`read`, decoded as UTF-8 (invalid bytes replaced)."""
@@ -126,64 +126,139 @@ def read_instructions(skill: Skill) -> Instructions:
     folder = os.path.realpath(os.path.dirname(skill.path))
     body = ""
     if skill.format == "SKILL.md":
-        from .loaders.skill_md import read_document
-
-        body = read_document(skill.path).body
+        body = _read_body(skill.path, folder)
     resources = list(_resources(folder))
     truncated = len(resources) > MAX_RESOURCES
     return Instructions(skill.name, skill.path, folder, body, tuple(resources[:MAX_RESOURCES]), truncated)
 
 
+def _read_body(path: str, folder: str) -> str:
+    """The body of the SKILL.md at ``path``, read through a descriptor beneath its folder.
+
+    ``path`` is canonical (the loader resolves a symlinked manifest), so a SKILL.md
+    replaced by a symlink since the load is refused rather than read from elsewhere.
+    """
+    from .loaders.skill_md import MAX_BYTES, parse_document
+
+    try:
+        with _Folder(folder) as opened:
+            fd = open_beneath(opened.fd, os.path.basename(path), os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise ManifestParseError(path, f"cannot open: {_why(exc)}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ManifestParseError(path, "not a regular file")
+        raw = _read_upto(fd, MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_BYTES:
+        raise ManifestParseError(path, f"manifest is larger than the limit of {MAX_BYTES} bytes")
+    return parse_document(raw, path).body
+
+
+def _read_upto(fd: int, count: int) -> bytes:
+    """At most ``count`` bytes from ``fd`` (fewer at its end)."""
+    chunks, size = [], 0
+    while size < count and (chunk := os.read(fd, count - size)):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 def _resources(folder: str) -> Iterator[Resource]:
+    try:
+        opened = _Folder(folder)
+    except OSError:
+        return
     count = 0
-    for kind in RESOURCE_DIRS:
-        top = os.path.join(folder, kind)
-        if not os.path.lexists(top):
-            continue
-        for resource in _walk(folder, top, kind):
-            yield resource
-            count += 1
-            if count > MAX_RESOURCES:
-                return
+    with opened:
+        for kind in RESOURCE_DIRS:
+            for resource in _walk(opened, kind):
+                yield resource
+                count += 1
+                if count > MAX_RESOURCES:
+                    return
 
 
-def _walk(folder: str, top: str, kind: str) -> Iterator[Resource]:
-    """Resources under ``top``, sorted; symlinked folders are checked, never followed."""
+class _Folder:
+    """The skill folder, open as an ``O_PATH`` descriptor while the ``with`` block runs.
+
+    The folder's own path is canonical, so its last component may not be a symlink
+    (``O_NOFOLLOW``): a folder swapped for one since the skill was read is refused.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd = os.open(path, _O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+    def __enter__(self) -> _Folder:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        os.close(self.fd)
+
+    def link_target(self, relative: str) -> str:
+        """Where the symlink ``relative`` points (read beneath the folder, never followed)."""
+        parent, _, name = relative.rpartition("/")
+        try:
+            fd = open_beneath(self.fd, parent, _O_PATH | os.O_DIRECTORY) if parent else os.dup(self.fd)
+        except OSError:  # a parent swapped for a symlink meanwhile
+            return "?"
+        try:
+            return os.readlink(name, dir_fd=fd)
+        except OSError:
+            return "?"
+        finally:
+            os.close(fd)
+
+
+def _walk(folder: _Folder, top: str) -> Iterator[Resource]:
+    """Resources under ``top``, sorted; every entry is looked at beneath the folder's descriptor."""
     stack = [top]
     while stack:
-        current = stack.pop()
-        relative = os.path.relpath(current, folder).replace(os.sep, "/")
+        relative = stack.pop()
         try:
-            real, st = resolve_file(current)
-        except (OSError, ValueError) as exc:
-            yield Resource(relative, kind, None, _why(exc))
+            fd = open_beneath(folder.fd, relative, _O_PATH | os.O_NOFOLLOW)
+        except OSError as exc:
+            if relative == top and exc.errno == errno.ENOENT:
+                continue  # the skill has no such folder
+            yield Resource(
+                relative, top, None, _symlink(folder, relative) if exc.errno == errno.ELOOP else _why(exc)
+            )
             continue
-        if not is_within(real, folder):
-            yield Resource(relative, kind, None, f"it resolves to {real}, outside the skill folder")
-            continue
-        if stat.S_ISDIR(st.st_mode):
-            if os.path.islink(current) and current != top:
-                yield Resource(relative, kind, None, "a symlinked folder: not followed")
-                continue
-            try:
-                names = sorted(os.listdir(current), reverse=True)
-            except OSError as exc:
-                yield Resource(relative, kind, None, _why(exc))
-                continue
-            stack.extend(os.path.join(current, name) for name in names)
-            continue
-        yield Resource(relative, kind, st.st_size, _refusal(real, st, folder))
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISLNK(st.st_mode):
+                yield Resource(relative, top, None, _symlink(folder, relative))
+            elif stat.S_ISDIR(st.st_mode):
+                try:
+                    listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+                    try:
+                        names = sorted(os.listdir(listing), reverse=True)
+                    finally:
+                        os.close(listing)
+                except OSError as exc:
+                    yield Resource(relative, top, None, _why(exc))
+                    continue
+                stack.extend(f"{relative}/{name}" for name in names)
+            else:
+                yield Resource(
+                    relative, top, st.st_size, "" if stat.S_ISREG(st.st_mode) else "not a regular file"
+                )
+        finally:
+            os.close(fd)
 
 
-def _refusal(real: str, st: os.stat_result, folder: str) -> str:
-    if not is_within(real, folder):
-        return f"it resolves to {real}, outside the skill folder"
-    if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
-    return ""
+def _symlink(folder: _Folder, relative: str) -> str:
+    return f"a symbolic link (to {folder.link_target(relative)}): links are not followed"
 
 
 def _why(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror.lower()
+    if isinstance(exc, OSError):
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link is on the way: links are not followed"
+        if exc.errno == errno.EXDEV:
+            return "it leaves the skill folder"
+        if exc.strerror:
+            return exc.strerror.lower()
     return str(exc)

@@ -88,16 +88,33 @@ def _walk_beneath(dirfd: int, relative: str, flags: int) -> int:
     current = os.dup(dirfd)
     try:
         for part in parts[:-1]:
-            nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
+            try:
+                nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
+            except OSError as exc:
+                raise _symlink_error(exc, current, part, relative) from None
             os.close(current)
             current = nxt
-        fd = os.open(parts[-1], flags | os.O_NOFOLLOW, dir_fd=current)
+        try:
+            fd = os.open(parts[-1], flags | os.O_NOFOLLOW, dir_fd=current)
+        except OSError as exc:
+            raise _symlink_error(exc, current, parts[-1], relative) from None
         if flags & os.O_PATH and stat.S_ISLNK(os.fstat(fd).st_mode):
             os.close(fd)
             raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), relative)
         return fd
     finally:
         os.close(current)
+
+
+def _symlink_error(exc: OSError, dirfd: int, name: str, relative: str) -> OSError:
+    """``ELOOP`` (as ``openat2`` says) when ``name`` is a symlink that ``O_NOFOLLOW`` refused."""
+    if exc.errno == errno.ENOTDIR:
+        try:
+            if stat.S_ISLNK(os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode):
+                return OSError(errno.ELOOP, os.strerror(errno.ELOOP), relative)
+        except OSError:
+            pass
+    return exc
 
 
 def builtin_skills_dir() -> str:

@@ -24,7 +24,7 @@ variable                        meaning
 ``ONGRID_SANDBOX``              ``auto`` (default), ``require`` or ``off``: how calls are confined
 ``ONGRID_SANDBOX_POLICY``       ``default`` or ``strict``: whether undeclared mutating tools are confined
 ``ONGRID_SANDBOX_LIMITS``       operator caps, ``processes=64,memory_mb=1024,...`` (docs/sandbox.md)
-``ONGRID_HOST_FILES_DIRS``      folders ``tail_file``/``find_large_files`` may read (default ``/var/log``)
+``ONGRID_HOST_FILES_DIRS``      the folders ``host_files`` may read, split on ``:,;`` (default ``/var/log``)
 =============================== ==================================================
 """
 
@@ -231,7 +231,8 @@ class Settings:
     sandbox_caps: Mapping[str, int] = attrs.field(factory=lambda: Caps(MAX_SANDBOX_LIMITS), converter=_caps)
     """The operator's caps per limit name: a manifest may not ask for more."""
     host_files_dirs: tuple[str, ...] = attrs.field(default=DEFAULT_HOST_FILES_DIRS, converter=_str_tuple)
-    """Folders the built-in ``host_files`` tools may read; anything else is refused."""
+    """Folders the built-in ``host_files`` tools (``tail_file``, ``find_large_files``) may
+    read, absolute (or ``~/``); a path outside all of them is refused. Empty: nothing."""
 
     @sandbox.validator
     def _check_sandbox(self, _attribute: attrs.Attribute[str], value: str) -> None:
@@ -244,6 +245,16 @@ class Settings:
         if value not in SANDBOX_POLICIES:
             message = f"sandbox_policy must be one of {', '.join(SANDBOX_POLICIES)}, got {value!r}"
             raise ConfigError(message)
+
+    @host_files_dirs.validator
+    def _check_host_files_dirs(
+        self, _attribute: attrs.Attribute[tuple[str, ...]], value: tuple[str, ...]
+    ) -> None:
+        for folder in value:
+            if not os.path.isabs(os.path.expanduser(folder)):
+                message = f"host_files_dirs (ONGRID_HOST_FILES_DIRS): {folder!r} is not an absolute folder; "
+                message += "give absolute paths (or ~/...) separated by ':'"
+                raise ConfigError(message)
 
     @approval_ttl.validator
     def _check_ttl(self, _attribute: attrs.Attribute[float], value: float) -> None:

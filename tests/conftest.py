@@ -81,3 +81,13 @@ def ongrid_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from venvs import build_wheels
 
     return build_wheels([REPO], tmp_path_factory.mktemp("ongrid-wheel"))["ongrid-plugins"]
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def beneath(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways ``roots.open_beneath`` works: ``openat2``, and the component walk of older kernels."""
+    from ongrid_plugins import roots
+
+    if request.param == "walk":
+        monkeypatch.setattr(roots, "_openat2", False)
+    return str(request.param)

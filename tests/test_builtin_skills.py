@@ -36,9 +36,10 @@ NOBODY = 65534
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> SkillHost:
-    """A host loading only the built-in skills."""
+    """A host loading only the built-in skills; ``host_files`` may read every test's ``tmp_path``."""
     base = tmp_path_factory.mktemp("builtin-host")
-    host = SkillHost(isolated_settings(base, include_defaults=True))
+    temp = str(tmp_path_factory.getbasetemp())
+    host = SkillHost(isolated_settings(base, include_defaults=True, host_files_dirs=(temp,)))
     host.load()
     return host
 

@@ -1,14 +1,21 @@
-"""Progressive disclosure: bodies and skill files read on demand, never outside the skill folder."""
+"""Progressive disclosure: bodies and skill files read on demand, never outside the skill folder.
+
+The swap loops are the attacks of issue 9: a thread swaps a folder of the skill
+between a real folder and a symlink to an outside one while reads and listings run.
+"""
 
 from __future__ import annotations
 
+import collections
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from swaps import Swapper
 
-from ongrid_plugins import ResourceRefused, UnknownSkill
+from ongrid_plugins import ManifestParseError, ResourceRefused, UnknownSkill
 from ongrid_plugins.testing import ECHO_SH, make_skill, make_skill_md
 
 BODY = "# Guide\n\nStep one.\n\n---\n\nAfter a rule.\n"
@@ -81,30 +88,130 @@ def test_files_under_scripts_references_and_assets_are_listed_with_sizes(make_ho
     assert instructions.read_text("notes/ignored.md") == "not a standard folder"  # inside the folder: fine
 
 
-def test_an_escaping_symlink_in_scripts_is_listed_as_refused_and_never_read(
+@pytest.mark.usefixtures("beneath")
+def test_symlinks_are_listed_as_refused_with_their_target_and_never_read(
     make_host: Any, root: Path, tmp_path: Path
 ) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("do not read me")
-    folder = make_skill_md(root, "sneaky", files={"scripts/ok.sh": ECHO_SH})
+    folder = make_skill_md(root, "sneaky", files={"scripts/ok.sh": ECHO_SH, "assets/real.txt": "real"})
     (folder / "scripts" / "evil").symlink_to(secret)
     (folder / "scripts" / "dangling").symlink_to(tmp_path / "nowhere")
+    (folder / "scripts" / "inside").symlink_to("ok.sh")  # even a link that stays inside is not followed
     (folder / "references").symlink_to(tmp_path)
     os.mkfifo(folder / "scripts" / "fifo")
     instructions = make_host(root).instructions("sneaky")
     refused = {r.path: r.refused for r in instructions.resources if r.refused}
     assert refused == {
-        "scripts/dangling": "no such file or directory",
-        "scripts/evil": f"it resolves to {secret}, outside the skill folder",
+        "scripts/dangling": f"a symbolic link (to {tmp_path / 'nowhere'}): links are not followed",
+        "scripts/evil": f"a symbolic link (to {secret}): links are not followed",
         "scripts/fifo": "not a regular file",
-        "references": f"it resolves to {os.path.realpath(tmp_path)}, outside the skill folder",
+        "scripts/inside": "a symbolic link (to ok.sh): links are not followed",
+        "references": f"a symbolic link (to {tmp_path}): links are not followed",
     }
-    for path in ("scripts/evil", "references/secret.txt", "../../secret.txt", str(secret)):
-        with pytest.raises(ResourceRefused):
+    assert [r.path for r in instructions.resources if not r.refused] == ["scripts/ok.sh", "assets/real.txt"]
+    reasons = {
+        "scripts/evil": "a symbolic link is on the way: links are not followed",
+        "scripts/inside": "a symbolic link is on the way: links are not followed",
+        "references/secret.txt": "a symbolic link is on the way: links are not followed",
+        "../../secret.txt": "it leaves the skill folder",
+        "scripts/../../../secret.txt": "it leaves the skill folder",
+        str(secret): "give a path relative to the skill folder",
+        "scripts/missing": "no such file or directory",
+    }
+    for path, reason in reasons.items():
+        with pytest.raises(ResourceRefused) as info:
             instructions.read(path)
+        assert info.value.reason == reason, path
     with pytest.raises(ResourceRefused) as info:
-        instructions.read("scripts/fifo")  # refused before it is opened: never blocks
+        instructions.read("scripts/fifo")  # opened non-blocking, refused by its fstat: never blocks
     assert str(info.value) == "skill 'sneaky': file 'scripts/fifo' refused: not a regular file"
+    assert instructions.read_text("scripts/ok.sh") == ECHO_SH
+
+
+def _outside_folder(tmp_path: Path) -> Path:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "note.md").write_text("OUTSIDE")
+    (outside / "only-outside.md").write_text("OUTSIDE")
+    return outside
+
+
+@pytest.mark.usefixtures("beneath")
+def test_a_parent_folder_swapped_for_a_symlink_never_makes_a_read_leave_the_folder(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    outside = _outside_folder(tmp_path)
+    folder = make_skill_md(root, "racy", files={"references/sub/note.md": "inside"})
+    instructions = make_host(root).instructions("racy")
+    seen = {"inside": 0, "outside": 0, "refused": 0}
+    with Swapper(folder / "references" / "sub", outside) as swapper:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            try:
+                data = instructions.read("references/sub/note.md")
+            except ResourceRefused:
+                seen["refused"] += 1
+            else:
+                seen["outside" if data == b"OUTSIDE" else "inside"] += 1
+    assert seen["outside"] == 0, seen
+    assert seen["inside"] > 0 and seen["refused"] > 0 and swapper.swaps > 100, (seen, swapper.swaps)
+
+
+@pytest.mark.usefixtures("beneath")
+def test_a_parent_folder_swapped_for_a_symlink_is_never_listed_through(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    outside = _outside_folder(tmp_path)
+    folder = make_skill_md(root, "racy", files={"references/sub/note.md": "inside"})
+    host = make_host(root)
+    host.load()
+    listed: collections.Counter[str] = collections.Counter()
+    with Swapper(folder / "references" / "sub", outside) as swapper:
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            for resource in host.instructions("racy").resources:
+                listed[resource.path if not resource.refused else f"refused {resource.path}"] += 1
+    assert not [path for path in listed if "only-outside" in path], listed
+    assert listed["references/sub/note.md"] > 0 and swapper.swaps > 100, (listed, swapper.swaps)
+
+
+def test_a_skill_md_replaced_by_a_symlink_since_the_load_is_not_read_through_it(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    folder = make_skill_md(root, "guide", body="inside body\n")
+    (tmp_path / "outside.md").write_text("---\nname: guide\ndescription: d\n---\nOUTSIDE BODY\n")
+    host = make_host(root)
+    host.load()
+    os.replace(folder / "SKILL.md", folder / "SKILL.md.bak")
+    (folder / "SKILL.md").symlink_to(tmp_path / "outside.md")
+    with pytest.raises(ManifestParseError) as info:
+        host.instructions("guide")
+    assert str(info.value).endswith(
+        "SKILL.md: cannot open: a symbolic link is on the way: links are not followed"
+    )
+
+
+@pytest.mark.usefixtures("beneath")
+def test_a_skill_md_swapped_for_a_symlink_never_gives_an_outside_body(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    folder = make_skill_md(root, "guide", body="inside body\n")
+    (tmp_path / "outside.md").write_text("---\nname: guide\ndescription: d\n---\nOUTSIDE BODY\n")
+    host = make_host(root)
+    host.load()
+    seen = {"inside": 0, "outside": 0, "refused": 0}
+    with Swapper(folder / "SKILL.md", tmp_path / "outside.md") as swapper:
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            try:
+                body = host.instructions("guide").body
+            except ManifestParseError:
+                seen["refused"] += 1
+            else:
+                seen["outside" if "OUTSIDE" in body else "inside"] += 1
+    assert seen["outside"] == 0, seen
+    assert seen["inside"] > 0 and seen["refused"] > 0 and swapper.swaps > 100, (seen, swapper.swaps)
 
 
 def test_big_files_are_refused_past_the_limit(make_host: Any, root: Path) -> None:

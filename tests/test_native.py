@@ -60,6 +60,7 @@ class Tools:
             "tool": ctx.tool.name,
             "call_id": ctx.call_id,
             "skill_dir": ctx.skill_dir,
+            "state_dir": ctx.settings.state_dir,
             "thread": threading.current_thread().name,
         }
 
@@ -138,6 +139,7 @@ def test_a_sync_native_tool_runs_in_a_worker_with_events_and_context(
     assert value["args"] == {"n": 1}  # defaults filled, then validated
     assert (value["persona"], value["tool"], value["call_id"]) == ("viewer", "echo", result.call_id)
     assert value["skill_dir"] == os.path.realpath(root / "native")
+    assert value["state_dir"] == host.settings.state_dir  # the host's own settings
     assert value["thread"].startswith("ongrid-native-")
     assert events.kinds() == ["start", "stderr", "stderr", "progress", "exit"]
     assert events.stderr() == ["line one", "line two"]

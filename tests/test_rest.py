@@ -6,11 +6,9 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import stat
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-import uvicorn
+from httpserve import running
 from hypothesis import HealthCheck, assume, given, settings
 from schemathesis import GenerationMode
 
@@ -41,26 +39,6 @@ echo "started" >&2
 sleep 30
 """
 IDENTITIES = {"alice": "admin", "bob": "admin", "carol": "admin", "olga": "operator", "vic": "viewer"}
-
-
-@contextlib.contextmanager
-def running(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on 127.0.0.1 (a free port) in a thread; yield its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
 
 
 def build_host(base: Path) -> SkillHost:

@@ -33,13 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, Tool
+from ..settings import Settings
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
     import pluggy
-
-    from ..settings import Settings
 
 __all__ = ["NativeContext", "NativeExecutor", "collect_native_tools"]
 
@@ -94,16 +93,19 @@ class NativeContext:
 
     ``emit(kind, data)`` sends an event to the caller, ``log(line)`` a stderr-like
     line (also kept for the result's ``stderr_tail``); ``cancelled`` turns true when
-    the call timed out or was cancelled; ``remaining()`` is the time left.
+    the call timed out or was cancelled; ``remaining()`` is the time left;
+    ``settings`` are the host's :class:`~ongrid_plugins.settings.Settings` (the
+    defaults when the executor was made without any).
     """
 
-    def __init__(self, request: CallRequest, timeout: float) -> None:
+    def __init__(self, request: CallRequest, timeout: float, settings: Settings | None = None) -> None:
         tool = request.tool
         self.call_id = request.call_id
         self.tool: Tool = tool
         self.persona: str = request.persona.name
         self.caller: str = request.caller
         self.skill_dir: str = tool.cwd or os.path.dirname(tool.source)
+        self.settings: Settings = settings if settings is not None else Settings()
         self.timeout = timeout
         self.deadline = time.monotonic() + timeout
         self._request = request
@@ -156,7 +158,7 @@ class NativeExecutor:
         fn, timeout, refusal = _prepare(request)
         if fn is None:
             return refusal
-        ctx = NativeContext(request, timeout)
+        ctx = NativeContext(request, timeout, self.settings)
         started = _start(request)
         future = _POOL.submit(_call_blocking, fn, request.args, ctx, timeout)
         try:
@@ -172,7 +174,7 @@ class NativeExecutor:
         fn, timeout, refusal = _prepare(request)
         if fn is None:
             return refusal
-        ctx = NativeContext(request, timeout)
+        ctx = NativeContext(request, timeout, self.settings)
         started = _start(request)
         try:
             if _is_async(fn):

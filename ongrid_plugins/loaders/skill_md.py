@@ -33,7 +33,7 @@ from .skill_md_tools import build_tools, normalise_name
 if TYPE_CHECKING:
     from ..settings import Settings
 
-__all__ = ["FORMAT", "MANIFEST_NAMES", "build_skill", "load_skill_md", "read_document"]
+__all__ = ["FORMAT", "MANIFEST_NAMES", "build_skill", "load_skill_md", "parse_document", "read_document"]
 
 MANIFEST_NAMES = ("SKILL.md", "skill.md")
 FORMAT = "SKILL.md"
@@ -134,7 +134,11 @@ def load_skill_md(path: str, root: SkillRoot, settings: Settings | None = None) 
 
 def read_document(path: str) -> Document:
     """The file split into front matter and body; :class:`ManifestParseError` if it cannot be."""
-    raw = _read_bounded(path, MAX_BYTES)
+    return parse_document(_read_bounded(path, MAX_BYTES), path)
+
+
+def parse_document(raw: bytes, path: str) -> Document:
+    """The bytes of the SKILL.md at ``path`` split into front matter and body."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -203,7 +203,12 @@ def kind_of(mode: int) -> str:
 
 
 class Scanner:
-    """A breadth-first walk with bounded work; see the module docstring."""
+    """A breadth-first walk with bounded work; see the module docstring.
+
+    Entries are only ever ``lstat``-ed through the descriptor of their folder
+    (``scandir(fd)``); folders are opened with ``opener(path, flags)``, ``os.open``
+    unless given, and entered only if still the folder that was listed.
+    """
 
     def __init__(
         self,
@@ -212,8 +217,12 @@ class Scanner:
         args: dict[str, Any],
         log_line: Callable[[str], None] = log,
         stop: Callable[[], bool] | None = None,
+        opener: Callable[[str, int], int] | None = None,
     ) -> None:
         self.root = root
+        # How a directory is opened from its path and flags; the host's find_large_files
+        # passes one that opens it beneath the descriptor of the scanned folder.
+        self.opener = opener or os.open
         self.log = log_line
         self.stop = stop
         self.root_dev = root_stat.st_dev
@@ -305,7 +314,7 @@ class Scanner:
     def open_dir(self, path: str, key: tuple[int, int]) -> int | None:
         """An fd on the directory ``path``, if it is still the one that was ``lstat``-ed."""
         try:
-            fd = os.open(path, self.open_flags)
+            fd = self.opener(path, self.open_flags)
         except OSError as exc:
             self.error(path, exc)
             return None
