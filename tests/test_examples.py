@@ -99,7 +99,10 @@ def test_the_disk_pack_end_to_end(installed, tmp_path: Path) -> None:
     plugins = {p["name"]: p for p in disk.json("plugins", "--json")}
     assert (plugins["disk"]["kind"], plugins["disk"]["status"]) == ("pack", "active")
 
-    cache = tmp_path / "cache"
+    # disk_cleaner may write only where it declares (~/.cache, /var/cache): the
+    # test's cache lives in the test home's ~/.cache, as a user's would.
+    disk.env["HOME"] = str(tmp_path / "home")
+    cache = tmp_path / "home" / ".cache" / "app"
     (cache / "sub").mkdir(parents=True)
     for name, age in (("old.bin", 30), ("sub/old.o", 20), ("new.bin", 0)):
         (cache / name).write_bytes(b"x" * 100)

@@ -315,21 +315,22 @@ def test_concurrent_async_calls_all_succeed(make_host: Any, root: Path) -> None:
 
 
 def test_cancelling_acall_kills_the_skill(make_host: Any, root: Path, tmp_path: Path) -> None:
-    pidfile = tmp_path / "pid"
-    make_skill(root, "forever", script=f"#!/bin/sh\necho $$ > {pidfile}\nexec /bin/sleep 60\n")
+    # A safe skill may not write a pid file: it says its pid on stderr instead.
+    make_skill(root, "forever", script="#!/bin/sh\necho $$ >&2\nexec /bin/sleep 60\n")
     host = make_host(root, kill_grace=0.2)
     host.load()
+    events = EventRecorder()
 
     async def main() -> None:
-        task = asyncio.ensure_future(host.acall("forever"))
-        while not pidfile.exists() or not pidfile.read_text().strip():
+        task = asyncio.ensure_future(host.acall("forever", on_event=events))
+        while not events.stderr():
             await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
     asyncio.run(main())
-    assert not _alive(int(pidfile.read_text()))
+    assert not _alive(int(events.stderr()[0]))
 
 
 def test_reload_during_a_call_does_not_disturb_it(make_host: Any, root: Path) -> None:

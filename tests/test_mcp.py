@@ -29,7 +29,7 @@ printf '%s\\n' "$args"
 """
 MARK_SH = """#!/bin/sh
 read -r args
-touch "$(dirname "$0")/ran"
+touch ran
 printf '%s\\n' "$args"
 """
 Session = Callable[[Client], Awaitable[None]]

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -34,8 +35,7 @@ echo "second line" >&2
 printf '%s\\n' "$args"
 """
 PID_SH = """#!/bin/sh
-echo $$ > "$(dirname "$0")/pid"
-echo "started" >&2
+echo "started $$" >&2
 sleep 30
 """
 IDENTITIES = {"alice": "admin", "bob": "admin", "carol": "admin", "olga": "operator", "vic": "viewer"}
@@ -323,12 +323,14 @@ def test_stream_refusals_are_plain_errors(api: dict[str, Any], client: httpx.Cli
 
 
 def test_a_client_that_goes_away_kills_the_skill(api: dict[str, Any], client: httpx.Client) -> None:
-    pid_file = api["base"] / "skills" / "hang" / "pid"
+    # A safe skill may not write a pid file: it says its pid on stderr instead.
     with client.stream("POST", "/v1/skills/hang/execute/stream", headers=auth(api, "vic")) as response:
         for line in response.iter_lines():
-            if "started" in line:
+            found = re.search(r"started (\d+)", line)
+            if found:
                 break
-    pid = int(pid_file.read_text())
+    assert found is not None
+    pid = int(found.group(1))
     deadline = time.monotonic() + 10
     while _alive(pid):
         assert time.monotonic() < deadline, "the skill still runs after its client went away"

@@ -275,15 +275,25 @@ def hidden_cases(tmp_path: Path) -> list[tuple[str, str, str]]:
         (str(config), "is inside", "config"),
         (f"{config}/tokens.json", "is inside", "config"),
         (f"{cache}/verdicts", "is inside", "cache"),
-        (str(tmp_path), "holds", "state"),
-        ("/", "holds", "state"),
-        (f"{tmp_path}/.", "holds", "state"),
     ]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("key", ["read", "write"])
-def test_no_path_may_be_inside_or_hold_the_hosts_state_config_or_cache(
+def test_a_path_that_holds_the_hosts_state_is_accepted_and_granted_without_it(
+    make_host: Any, tmp_path: Path, fmt: str, key: str
+) -> None:
+    root = tmp_path / "skills"
+    box = tmp_path / "box"
+    manifest = write_skill(root, fmt, {key: [str(box)]})
+    host = make_host(root, state_dir=str(box / "state"), cache_dir=str(box / "cache"))
+    [report] = validate_paths([str(manifest)], host.pm, host.settings)
+    assert report.errors == []
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("key", ["read", "write"])
+def test_no_path_may_be_inside_the_hosts_state_config_or_cache(
     make_host: Any, tmp_path: Path, fmt: str, key: str
 ) -> None:
     root = tmp_path / "skills"
@@ -305,7 +315,6 @@ def test_a_symlink_to_the_state_folder_is_refused_as_the_state_folder(make_host:
     for name, path in [
         ("a", tmp_path / "innocent"),
         ("b", tmp_path / "innocent" / "sub"),
-        ("c", tmp_path / "parent-link"),
     ]:
         [error] = errors(check(make_host, write_skill(root, "json", {"write": [str(path)]}, name=name)))
         assert error.code == "sandbox_path_hidden"

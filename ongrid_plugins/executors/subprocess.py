@@ -178,7 +178,13 @@ def open_entry(tool: Tool) -> tuple[str, int] | str:
         fd = open_beneath(root_fd, relative, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            return f"entry {entry} escapes allowlist root {root}: a part of its path is now a symlink"
+            real = os.path.realpath(entry)
+            if not is_within(real, root):
+                return f"entry {real} escapes allowlist root {root}"
+            return (
+                f"entry {entry} is now reached through a symlink (to {real}); "
+                "it runs only as loaded: reload the skills to accept the new layout"
+            )
         if exc.errno == errno.EXDEV:
             return f"entry {entry} escapes allowlist root {root}"
         if exc.errno == errno.EACCES:

@@ -232,7 +232,9 @@ def _overlap(path: str, guarded: tuple[_Guarded, ...]) -> tuple[str, _Guarded] |
         for candidate in dict.fromkeys((path, real)):
             if _within(candidate, guard.folder):
                 return f"({_shown(path, real, candidate)}) is inside {guard.what} {guard.folder}", guard
-            if _within(guard.folder, candidate):
+            # A folder that holds the host's state, config or cache is granted without it
+            # (docs/sandbox.md): `~/.cache` is fine though the host's cache is inside.
+            if guard.code != "sandbox_path_hidden" and _within(guard.folder, candidate):
                 return f"({_shown(path, real, candidate)}) holds {guard.what} {guard.folder}", guard
     return None
 

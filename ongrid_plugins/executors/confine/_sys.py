@@ -47,7 +47,7 @@ try:
     _prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 except (OSError, AttributeError):  # not a glibc/musl system
     libc = None  # type: ignore[assignment]
-    _syscall = None
+    _syscall = None  # type: ignore[assignment]
 
 raw_syscall = _syscall
 """libc ``syscall`` itself, for loops where the wrapper's checks cost more than the call."""

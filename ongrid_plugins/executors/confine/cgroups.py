@@ -134,10 +134,14 @@ class CallGroup:
         """Set the limits for the next call and remember the counters."""
         # +1: the spawning thread counts until it has started the child and exited.
         _write(os.path.join(self.pids, "pids.max"), str(processes + 1))
-        limit = memory_mb * 1024 * 1024
-        _write(os.path.join(self.memory, "memory.limit_in_bytes"), str(limit))
-        with contextlib.suppress(OSError):  # absent without swap accounting
-            _write(os.path.join(self.memory, "memory.memsw.limit_in_bytes"), str(limit))
+        limit = str(memory_mb * 1024 * 1024)
+        memsw = os.path.join(self.memory, "memory.memsw.limit_in_bytes")
+        # v1 wants memory <= memory+swap at every moment: raise memsw first, lower it last.
+        with contextlib.suppress(OSError):  # absent without swap accounting; or lowering
+            _write(memsw, limit)
+        _write(os.path.join(self.memory, "memory.limit_in_bytes"), limit)
+        with contextlib.suppress(OSError):
+            _write(memsw, limit)
         self._max_before = _counter(_read(os.path.join(self.pids, "pids.events")), "max")
         self._oom_before = _counter(_read(os.path.join(self.memory, "memory.oom_control")), "oom_kill")
 

@@ -24,13 +24,22 @@ def write(path: Path, size: int, age_days: float) -> Path:
 
 
 @pytest.fixture
-def host(tmp_path: Path):
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """disk_cleaner may write only where it declares (~/.cache, /var/cache): a test home."""
+    path = tmp_path / "home"
+    path.mkdir()
+    monkeypatch.setenv("HOME", str(path))
+    return path
+
+
+@pytest.fixture
+def host(tmp_path: Path, home: Path):
     return pack_host(tmp_path / "host", DIST)
 
 
 @pytest.fixture
-def cache(tmp_path: Path) -> Path:
-    root = tmp_path / "cache"
+def cache(home: Path) -> Path:
+    root = home / ".cache" / "app"
     write(root / "old.bin", 1000, 30)
     write(root / "deep" / "er" / "old.o", 500, 10)
     write(root / "fresh.bin", 300, 1)
