@@ -382,12 +382,21 @@ def test_a_ticket_is_bound_to_the_profile(box: dict[str, Path]) -> None:
     assert result.ok
 
 
-def test_off_runs_unconfined(box: dict[str, Path]) -> None:
+def test_off_runs_unconfined_and_says_so_once(
+    box: dict[str, Path], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ongrid_plugins.executors.confine.profile as profile
+
+    monkeypatch.setattr(profile, "_warned_off", False)
     probe(box["root"])
     host = host_for(box["tmp"], box["root"], sandbox="off")
     target = box["outside"] / "f"
-    assert run(host, "probe", ("write", str(target))) == ["ok"]
+    with caplog.at_level("WARNING", logger="ongrid_plugins.sandbox"):
+        assert run(host, "probe", ("write", str(target))) == ["ok"]
+        run(host_for(box["tmp"] / "again", box["root"], sandbox="off"), "probe")
     assert target.exists()
+    warnings = [r for r in caplog.records if "ONGRID_SANDBOX=off" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].levelname == "WARNING"
 
 
 def test_require_refuses_a_call_that_cannot_be_fully_confined(
@@ -457,3 +466,144 @@ def test_doctor_reports_the_machine_and_every_tool(
     finally:
         for key in env:
             del os.environ[key]
+
+
+# -- an unprivileged host ------------------------------------------------------------
+
+UNPRIVILEGED_HOST = """
+import json, os, sys
+from ongrid_plugins import SkillHost
+from ongrid_plugins.executors.confine import support
+from ongrid_plugins.settings import Settings
+work = sys.argv[1]
+host = SkillHost(Settings(skill_dirs=[work + "/skills"], include_defaults=False, state_dir=work + "/state",
+                          config_dir=work + "/config", cache_dir=work + "/cache"))
+host.load()
+os.makedirs(work + "/state", exist_ok=True)
+with open(work + "/state/approvals.db", "w") as f:
+    f.write("secret")
+result = host.call("probe", {})
+print(json.dumps({"ok": result.ok, "value": result.value, "error": result.error,
+                  "missing": support().missing(), "uid": os.getuid()}))
+"""
+UNPRIVILEGED_PROBE = """#!/bin/sh
+read -r args
+w() { if (echo x > "$1") 2>/dev/null; then printf true; else printf false; fi; }
+r() { if cat "$1" >/dev/null 2>&1; then printf true; else printf false; fi; }
+printf '{"outside": %s, "state": %s, "tmpdir": %s, "tmpdir_set": %s}\\n' \\
+  "$(w "$OUTSIDE_TARGET")" "$(r "$STATE_FILE")" "$(w "$TMPDIR/x")" "$([ -n "$TMPDIR" ] && echo true || echo false)"
+"""
+
+
+def test_an_unprivileged_host_still_confines_files_and_says_what_is_missing(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sysconfig
+    import tempfile
+
+    import ongrid_plugins
+
+    python = "/usr/bin/python3.11"
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists(python):
+        pytest.skip("needs root (to become nobody), setpriv and a system Python 3.11")
+    work = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="ongrid-unpriv-"))
+    try:
+        work.chmod(0o777)
+        (work / "outside").mkdir(mode=0o777)
+        (work / "outside").chmod(0o777)
+        folder = make_skill(work / "skills", "probe", script=UNPRIVILEGED_PROBE, env_allow=["TMPDIR"])
+        for path in (work / "skills", folder):
+            path.chmod(0o755)
+        repo = str(Path(ongrid_plugins.__file__).resolve().parent.parent)
+        site = sysconfig.get_paths()["purelib"]
+        env = {"PYTHONPATH": f"{repo}:{site}", "HOME": str(work), "PATH": "/usr/bin:/bin"}
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        check = subprocess.run([*nobody, python, "-c", "import ongrid_plugins"], env=env, capture_output=True)
+        if check.returncode != 0:
+            pytest.skip(f"the package is not readable by nobody here: {check.stderr.decode()[-200:]}")
+        # The probe learns where to poke from two variables it may not receive: bake them in.
+        script = UNPRIVILEGED_PROBE.replace("$OUTSIDE_TARGET", str(work / "outside" / "planted"))
+        script = script.replace("$STATE_FILE", str(work / "state" / "approvals.db"))
+        (folder / "run.sh").write_text(script)
+        proc = subprocess.run(
+            [*nobody, python, "-c", UNPRIVILEGED_HOST, str(work)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert report["uid"] == 65534
+        assert report["ok"], report
+        assert report["value"] == {"outside": False, "state": False, "tmpdir": True, "tmpdir_set": True}
+        assert not (work / "outside" / "planted").exists()
+        assert any("cgroups" in m for m in report["missing"])
+        assert "sandbox: per-call cgroups are not writable" in proc.stderr  # said once, at WARNING
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_built_in_and_example_skills_run_under_require_and_strict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ongrid_plugins.cli import main
+
+    repo = Path(__file__).resolve().parent.parent
+    pack = repo / "plugins" / "ongrid-pack-disk" / "ongrid_pack_disk"
+    monkeypatch.setenv("ONGRID_SANDBOX", "require")
+    monkeypatch.setenv("ONGRID_SANDBOX_POLICY", "strict")
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("ONGRID_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("ONGRID_CACHE_DIR", str(tmp_path / "cache"))
+    home = tmp_path / "home"
+    (home / ".cache" / "app").mkdir(parents=True)
+    (home / ".cache" / "app" / "old.bin").write_bytes(b"x" * 10)
+    os.utime(home / ".cache" / "app" / "old.bin", (0, 0))
+    monkeypatch.setenv("HOME", str(home))
+    code = main(["--dirs", str(pack), "doctor"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "REFUSED" not in text and "narrowed" not in text
+    for name in (
+        "disk_usage",
+        "system_info",
+        "tail_file",
+        "find_large_files",
+        "cache_report",
+        "disk_cleaner",
+    ):
+        assert f"  {name} " in text
+    report = json.loads(
+        _cli_json(
+            main,
+            capsys,
+            "--dirs",
+            str(pack),
+            "run",
+            "cache_report",
+            json.dumps({"path": str(home / ".cache")}),
+        )
+    )
+    assert report["files"] == 1
+    cleaned = json.loads(
+        _cli_json(
+            main,
+            capsys,
+            "--dirs",
+            str(pack),
+            "run",
+            "disk_cleaner",
+            json.dumps({"path": str(home / ".cache" / "app"), "dry_run": False}),
+            "--yes",
+        )
+    )
+    assert cleaned["files_deleted"] == 1
+    assert not (home / ".cache" / "app" / "old.bin").exists()
+
+
+def _cli_json(main: Any, capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out

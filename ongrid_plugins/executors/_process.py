@@ -9,7 +9,9 @@ Design
 Spawning (:mod:`._spawn`)
     libc ``posix_spawn`` through ctypes: vfork-speed like :func:`os.posix_spawn`, but
     with a working directory (``addchdir_np``), a new session, default signal
-    dispositions and an empty signal mask. ``subprocess.Popen`` is the fallback.
+    dispositions and an empty signal mask. ``subprocess.Popen`` is the fallback. The
+    entry runs from the descriptor that was checked (``spec.exec_fd``), and a confined
+    call is started from a thread that first confines itself (``spec.confine``).
 
 Waiting: pidfd + poll, no sleeps
     ``os.pidfd_open(pid)`` gives a descriptor that becomes readable when the child
@@ -29,7 +31,8 @@ Killing the whole group
     process. Only after that is the child reaped with ``os.waitpid``, and the pipes are
     drained to EOF for a short while (at most 1 s, not past the deadline, but at least
     100 ms): a process that left the group (``setsid``, ``setpgid``) can keep them
-    open, and such escapees are out of reach without cgroups.
+    open. A confined call (``spec.confine``, :mod:`.confine`) has a cgroup of its own,
+    and every process still in it is killed wherever it went, at exit and at kill.
 
 Limits
     stdout is read in chunks and the group is SIGKILLed as soon as it goes past

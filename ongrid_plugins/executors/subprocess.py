@@ -178,7 +178,10 @@ def open_entry(tool: Tool) -> tuple[str, int] | str:
         fd = open_beneath(root_fd, relative, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            real = os.path.realpath(entry)
+            try:
+                real = os.path.realpath(entry)
+            except OSError:  # swapped again while we looked: say where it pointed, if we can
+                real = entry + " (changing)"
             if not is_within(real, root):
                 return f"entry {real} escapes allowlist root {root}"
             return (

@@ -18,7 +18,7 @@ mutating/dangerous, undeclared     (as above)             everything but hidden 
 =================================  =====================  ======================  =============
 
 "Hidden" is the host's own state, config and cache folders, the system and user
-skill roots (but the skill's own folder), the configured roots, the secrets of
+skill roots (but the skill's own folder: its top folder below the root), the secrets of
 the invoking user's home (``~/.ssh``, ``~/.gnupg``, ``~/.aws``, ``~/.config``,
 ``~/.netrc``, ``~/.docker``, ``~/.kube``) and of the system (``/etc/shadow``,
 ``/etc/gshadow``, ``/etc/sudoers``, SSH host keys) unless a declared ``read`` path
@@ -31,6 +31,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,10 @@ if TYPE_CHECKING:
     from ...models import Tool
     from ...settings import Settings
 
-__all__ = ["HOME_SECRETS", "Profile", "hidden_paths", "profile_for"]
+__all__ = ["HOME_SECRETS", "SYSTEM_SECRETS", "Profile", "hidden_paths", "profile_for"]
+
+logger = logging.getLogger("ongrid_plugins.sandbox")
+_warned_off = False
 
 HOME_SECRETS = (".ssh", ".gnupg", ".aws", ".config", ".netrc", ".docker", ".kube")
 """Entries of the invoking user's home a skill never reads unless it declares them."""
@@ -141,8 +145,6 @@ def hidden_paths(settings: Settings, home: str | None = None) -> tuple[str, ...]
         settings.cache_dir or "",
         settings.user_skills_dir,
         settings.system_skills_dir,
-        *settings.skill_dirs,
-        *settings.env_dirs,
     ]
     if home and home != "/":
         candidates += [os.path.join(home, name) for name in HOME_SECRETS]
@@ -158,6 +160,22 @@ def hidden_paths(settings: Settings, home: str | None = None) -> tuple[str, ...]
     return tuple(seen)
 
 
+def _own_folder(tool: Tool) -> str:
+    """The folder a skill may always read: its top folder below its root.
+
+    For ``root/pack/skill/`` that is ``root/pack``, so the helpers a pack keeps beside
+    its skills stay readable while the other packs of a shared root stay hidden.
+    """
+    if not tool.cwd:
+        return ""
+    folder = os.path.realpath(tool.cwd)
+    root = tool.root.rstrip("/")
+    if root and folder.startswith(root + "/"):
+        top = folder[len(root) + 1 :].split("/", 1)[0]
+        return f"{root}/{top}"
+    return folder
+
+
 def _limits(decl: SandboxDecl | None, settings: Settings) -> dict[str, int]:
     declared = decl.limits.to_dict() if decl is not None else {}
     caps = settings.sandbox_caps
@@ -171,12 +189,19 @@ def _limits(decl: SandboxDecl | None, settings: Settings) -> dict[str, int]:
 def profile_for(tool: Tool, settings: Settings) -> Profile:
     """The profile of every call of ``tool`` under ``settings``."""
     if settings.sandbox == "off":
+        global _warned_off
+        if not _warned_off:
+            _warned_off = True
+            logger.warning(
+                "sandbox: ONGRID_SANDBOX=off: skills run with the host's full authority "
+                "(they can read its approvals, audit log and tokens); see docs/sandbox.md"
+            )
         return Profile(False, tool.tool_class.value, reason="ONGRID_SANDBOX=off")
     decl = tool.sandbox
     safe = tool.tool_class is ToolClass.SAFE
     undeclared_reach = not safe and decl is None and settings.sandbox_policy == "default"
     network = undeclared_reach or bool(decl is not None and decl.network)
-    skill_dir = os.path.realpath(tool.cwd) if tool.cwd else ""
+    skill_dir = _own_folder(tool)
     hidden = hidden_paths(settings)
     read = tuple(decl.read) if decl is not None else ()
     write = tuple(decl.write) if decl is not None and not safe else ()
