@@ -607,3 +607,23 @@ def _cli_json(main: Any, capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     out = capsys.readouterr()
     assert code == 0, out.err
     return out.out
+
+
+def test_a_cached_rule_base_is_never_closed_under_a_call_that_holds_it(tmp_path: Path) -> None:
+    import fcntl
+
+    from ongrid_plugins.executors.confine import plan
+
+    held = plan._acquire_base((str(tmp_path / "hidden-0"),))
+    fds = [fd for fd, _ in held.grants]
+    assert fds
+    others = [plan._acquire_base((str(tmp_path / f"hidden-{i}"),)) for i in range(1, plan._KEEP_BASES + 3)]
+    for other in others:
+        plan._release_base(other)
+    assert held.retired  # evicted, but still held: its descriptors stay open
+    assert all(fcntl.fcntl(fd, fcntl.F_GETFD) >= 0 for fd in fds)
+    plan._release_base(held)
+    assert held.grants == []
+    for fd in fds:
+        with pytest.raises(OSError):
+            fcntl.fcntl(fd, fcntl.F_GETFD)

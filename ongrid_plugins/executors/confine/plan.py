@@ -5,7 +5,7 @@ confined. Its life:
 
 1. ``Plan(profile, ...)`` — in the calling thread: take a cgroup from the pool,
    make the fallback temp folder if there is no mount namespace, work out the
-   Landlock grants (cached descriptors; see :func:`_base_grants`).
+   Landlock grants (cached descriptors; see :func:`_acquire_base`).
 2. :meth:`Plan.apply` — in a fresh thread that exists only to start this one child
    (restrictions on a thread are irreversible and inherited by what it starts, and
    they leave the host's other threads alone): join the cgroup, mount the private
@@ -62,6 +62,8 @@ class _Base:
         self.grants: list[tuple[int, bool]] = []  # (fd, is_directory)
         self.stamps: list[tuple[str, int]] = []  # the folders listed, with their mtime
         self._prepared: dict[int, Any] = {}
+        self.users = 0
+        self.retired = False
         # A hidden path that does not exist needs no carving; its parent's mtime changes
         # when it appears, which makes this base stale.
         present = tuple(h for h in hidden if os.path.lexists(h))
@@ -124,22 +126,40 @@ class _Base:
 
 _bases: dict[tuple[str, ...], _Base] = {}
 _bases_lock = threading.Lock()
+_KEEP_BASES = 8  # hosts with many settings objects (tests): keep the newest
 
 
-def _base_grants(hidden: tuple[str, ...]) -> _Base:
+def _acquire_base(hidden: tuple[str, ...]) -> _Base:
+    """The current base for ``hidden``, held until :func:`_release_base`.
+
+    A base that went stale or was evicted is closed only once no call holds it: its
+    descriptors are in the rules of calls being prepared, and a closed number could
+    be reused by an unrelated file that a rule would then grant.
+    """
     with _bases_lock:
         base = _bases.get(hidden)
-        if base is not None and base.fresh():
-            return base
-        if base is not None:
-            stale = base
-            # Closed later: a call on another thread may still be adding its rules.
-            threading.Timer(30.0, stale.close).start()
-        base = _bases[hidden] = _Base(hidden)
-        if len(_bases) > 8:  # hosts with many settings objects (tests): keep the newest
-            oldest = next(iter(_bases))
-            _bases.pop(oldest).close()
+        if base is None or not base.fresh():
+            if base is not None:
+                _retire(base)
+            base = _bases[hidden] = _Base(hidden)
+            while len(_bases) > _KEEP_BASES:
+                _retire(_bases.pop(next(iter(_bases))))
+        base.users += 1
         return base
+
+
+def _release_base(base: _Base) -> None:
+    with _bases_lock:
+        base.users -= 1
+        if base.retired and base.users == 0:
+            base.close()
+
+
+def _retire(base: _Base) -> None:
+    """Called with the lock held."""
+    base.retired = True
+    if base.users == 0:
+        base.close()
 
 
 # -- one call ---------------------------------------------------------------------
@@ -192,6 +212,7 @@ class Plan:
                 "ONGRID_SANDBOX=require and this call cannot be fully confined: " + "; ".join(self.missing)
             )
         self._fds: list[int] = []
+        self._base: _Base | None = None
         self.group = cgroups.acquire() if self.support.cgroups else None
         if self.group is not None:
             self.group.configure(profile.limits["processes"], profile.limits["memory_mb"])
@@ -236,9 +257,8 @@ class Plan:
         profile = self.profile
         private_tmp = self.support.mount_namespace
         hidden = profile.hidden + (("/tmp",) if private_tmp else ())
-        base = _base_grants(hidden)
+        base = self._base = _acquire_base(hidden)
         self._base_rules = base.rules(landlock.READ_EXEC | (landlock.WRITE if profile.write_all else 0))
-        self._base = base
         for device in _DEVICES:
             opened = self._open(device)
             if opened is not None:
@@ -357,6 +377,9 @@ class Plan:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._fds = []
+        if self._base is not None:
+            _release_base(self._base)
+            self._base = None
 
     def describe_missing(self) -> str:
         return "; ".join(self.missing)
