@@ -490,8 +490,9 @@ UNPRIVILEGED_PROBE = """#!/bin/sh
 read -r args
 w() { if (echo x > "$1") 2>/dev/null; then printf true; else printf false; fi; }
 r() { if cat "$1" >/dev/null 2>&1; then printf true; else printf false; fi; }
+set_=$([ -n "$TMPDIR" ] && echo true || echo false)
 printf '{"outside": %s, "state": %s, "tmpdir": %s, "tmpdir_set": %s}\\n' \\
-  "$(w "$OUTSIDE_TARGET")" "$(r "$STATE_FILE")" "$(w "$TMPDIR/x")" "$([ -n "$TMPDIR" ] && echo true || echo false)"
+  "$(w "$OUTSIDE_TARGET")" "$(r "$STATE_FILE")" "$(w "$TMPDIR/x")" "$set_"
 """
 
 

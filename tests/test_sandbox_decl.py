@@ -666,7 +666,7 @@ def test_the_example_packs_declare_what_they_need(make_host: Any) -> None:
     declared = {tool: decl for r in reports for tool, decl in r.sandbox.items()}
     assert declared == {
         "cache_report": None,  # read-only: needs nothing
-        "disk_cleaner": {"write": ["/var/cache"]},
+        "disk_cleaner": {"write": [os.path.expanduser("~/.cache"), "/var/cache"]},
         "tcp_probe": {"network": True},
         "http_probe": {"network": True},
         "dns_lookup": {"network": True},

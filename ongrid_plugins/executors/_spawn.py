@@ -48,8 +48,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -180,7 +179,13 @@ def backend() -> str:
 class Confiner(Protocol):
     """Restrictions applied, in a thread of their own, just before the child is started."""
 
-    def apply(self) -> None: ...
+    def apply(self) -> None:
+        """Confine the calling thread (it then starts the child)."""
+        ...
+
+    def run(self, job: Callable[[], Child]) -> Child:
+        """Run ``job`` in a thread that exists only for it, and return what it returned."""
+        ...
 
 
 def spawn(
@@ -195,11 +200,11 @@ def spawn(
 
     ``exec_fd``: execute this descriptor (``/proc/self/fd/3`` in the child) instead of
     the path ``argv[0]``, so the file that was checked is the file that runs, whatever
-    happens to the path meanwhile. ``confine``: its ``apply()`` runs first in a new
-    thread that then starts the child; restrictions on that thread (Landlock, seccomp,
-    capabilities, cgroup, mount namespace) are inherited by the child and every
-    descendant before the entry's first instruction, and never touch the host's
-    other threads.
+    happens to the path meanwhile. ``confine``: the child is started from a thread of
+    the confiner's (``run``) after its ``apply()``; restrictions on that thread
+    (Landlock, seccomp, capabilities, cgroup, mount namespace) are inherited by the
+    child and every descendant before the entry's first instruction, and never touch
+    the host's other threads.
 
     Raises :class:`SpawnError` when no process could be started (exec failure, bad
     cwd, no descriptors left, a confinement that could not be applied) and
@@ -207,29 +212,18 @@ def spawn(
     """
     if confine is None:
         return _spawn(argv, cwd, env, exec_fd)
-    box: list[Child | BaseException] = []
 
-    def confined() -> None:
+    def confined() -> Child:
         try:
             confine.apply()
         except OSError as exc:
-            box.append(SpawnError(f"cannot confine {argv[0]}: {exc.strerror or exc} (errno {exc.errno})"))
-            return
-        except BaseException as exc:
-            box.append(exc)
-            return
-        try:
-            box.append(_spawn(argv, cwd, env, exec_fd))
-        except BaseException as exc:
-            box.append(exc)
+            raise SpawnError(f"cannot confine {argv[0]}: {exc.strerror or exc} (errno {exc.errno})") from None
+        return _spawn(argv, cwd, env, exec_fd)
 
-    thread = threading.Thread(target=confined, name="ongrid-spawn")
-    thread.start()
-    thread.join()
-    outcome = box[0]
-    if isinstance(outcome, BaseException):
-        raise outcome
-    return outcome
+    try:
+        return confine.run(confined)
+    except OSError as exc:  # the thread could not be made ready (cgroup, namespace)
+        raise SpawnError(f"cannot confine {argv[0]}: {exc.strerror or exc} (errno {exc.errno})") from None
 
 
 def _spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], exec_fd: int | None) -> Child:

@@ -26,6 +26,7 @@ _X86_64 = {
     "capset": 126,
     "unshare": 272,
     "mount": 165,
+    "umount2": 166,
 }
 _AARCH64 = {
     "landlock_create_ruleset": 444,
@@ -35,6 +36,7 @@ _AARCH64 = {
     "capset": 91,
     "unshare": 97,
     "mount": 40,
+    "umount2": 39,
 }
 NR: dict[str, int] = {"x86_64": _X86_64, "aarch64": _AARCH64}.get(ARCH, {})
 
@@ -48,8 +50,10 @@ try:
 except (OSError, AttributeError):  # not a glibc/musl system
     libc = None  # type: ignore[assignment]
     _syscall = None  # type: ignore[assignment]
+    _prctl = None  # type: ignore[assignment]
 
 raw_syscall = _syscall
+prctl_raw = _prctl if libc is not None else None
 """libc ``syscall`` itself, for loops where the wrapper's checks cost more than the call."""
 
 

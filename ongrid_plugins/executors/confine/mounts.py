@@ -19,7 +19,7 @@ import stat
 
 from . import _sys
 
-__all__ = ["private_tmp"]
+__all__ = ["bind_back", "cover", "enter_private_tmp", "uncover"]
 
 _CLONE_NEWNS = 0x00020000
 _MS_RDONLY = 1
@@ -29,40 +29,53 @@ _MS_REMOUNT = 32
 _MS_BIND = 4096
 _MS_REC = 16384
 _MS_SLAVE = 1 << 19
+_MNT_DETACH = 2
 
 
 def _mount(source: bytes | None, target: bytes, fstype: bytes | None, flags: int, data: bytes | None) -> None:
     _sys.syscall("mount", source, target, fstype, ctypes.c_ulong(flags), data)
 
 
-def private_tmp(size_mb: int, keep: list[tuple[str, int, bool]]) -> None:
-    """Give the calling thread its own tmpfs on ``/tmp``, with ``keep`` bound back.
+def enter_private_tmp(size_mb: int) -> int:
+    """Give the calling thread its own mount namespace with a tmpfs on ``/tmp``.
 
-    ``keep`` lists ``(path under /tmp, O_PATH descriptor opened by the host, writable)``.
-    Landlock grants add up along a path across mount points, so a folder bound under
-    the writable tmpfs would be writable too: each bind is made read-only unless it is
-    a declared write path. A bind
-    mount needs a source in the caller's own mount namespace, so each path is opened
-    again after ``unshare`` (no symlink followed at its end) and must be the same
-    inode as the host's descriptor: a folder swapped in between fails the call.
+    Returns an ``O_PATH`` descriptor of the ``/tmp`` that the tmpfs now covers, for
+    :func:`bind_back`: a bind mount needs a source in the caller's own namespace, and
+    after the tmpfs is mounted the old ``/tmp`` is reachable through it only.
     """
     _sys.syscall("unshare", _CLONE_NEWNS)
     _mount(None, b"/", None, _MS_REC | _MS_SLAVE, None)
-    sources: list[tuple[str, int, bool, bool]] = []
+    under = os.open("/tmp", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        bound: list[str] = []
-        for path, host_fd, writable in sorted(keep, key=lambda k: (k[0], not k[2])):
-            if any(path == b or path.startswith(b + "/") for b in bound):
-                continue  # visible through the folder bound above it
-            fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-            sources.append((path, fd, stat.S_ISDIR(os.fstat(fd).st_mode), writable))
+        _mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size_mb}m,mode=1777".encode())
+    except BaseException:
+        os.close(under)
+        raise
+    return under
+
+
+def bind_back(under: int, keep: list[tuple[str, int, bool]]) -> None:
+    """Bind the ``keep`` paths of the covered ``/tmp`` (``under``) into the private one.
+
+    ``keep`` lists ``(path under /tmp, O_PATH descriptor opened by the host, writable)``.
+    Each path is opened again beneath ``under`` with no symlink on the way and must be
+    the same inode as the host's descriptor: a folder swapped in between fails the
+    call. Landlock grants add up along a path across mount points, so a folder bound
+    under the writable tmpfs would be writable too: each bind is made read-only
+    unless it is a declared write path.
+    """
+    from ...roots import open_beneath
+
+    bound: list[str] = []
+    for path, host_fd, writable in sorted(keep, key=lambda k: (k[0], not k[2])):
+        if any(path == b or path.startswith(b + "/") for b in bound):
+            continue  # visible through the folder bound above it
+        fd = open_beneath(under, path[len("/tmp/") :], os.O_PATH)
+        try:
             mine, theirs = os.fstat(fd), os.fstat(host_fd)
             if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
                 raise OSError(errno.ESTALE, f"{path} changed while the call was being prepared")
-            bound.append(path)
-        _mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size_mb}m,mode=1777".encode())
-        for path, fd, is_dir, writable in sources:
-            if is_dir:
+            if stat.S_ISDIR(mine.st_mode):
                 os.makedirs(path, mode=0o755, exist_ok=True)
             else:
                 os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
@@ -71,6 +84,40 @@ def private_tmp(size_mb: int, keep: list[tuple[str, int, bool]]) -> None:
             _mount(f"/proc/self/fd/{fd}".encode(), target, None, _MS_BIND | _MS_REC, None)
             if not writable:
                 _mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
-    finally:
-        for _, fd, _, _ in sources:
+        finally:
             os.close(fd)
+        bound.append(path)
+
+
+def cover(paths: list[str]) -> list[str]:
+    """Cover each of ``paths`` with something empty and read-only, in this thread's namespace.
+
+    A file gets ``/dev/null`` bound over it, a folder an empty read-only folder of the
+    private tmpfs; reading either gives nothing. Landlock would need a rule for every
+    sibling of every such path instead (``/etc`` alone has ~150 entries), on every
+    call. Returns the paths covered; ones that vanished meanwhile are skipped.
+    """
+    covered = []
+    empty = "/tmp/.ongrid-empty"
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            os.makedirs(empty, mode=0o555, exist_ok=True)
+            source = empty.encode()
+        elif stat.S_ISREG(st.st_mode):
+            source = b"/dev/null"
+        else:
+            continue
+        target = os.fsencode(path)
+        _mount(source, target, None, _MS_BIND, None)
+        _mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
+        covered.append(path)
+    return covered
+
+
+def uncover(path: str) -> None:
+    """Take a :func:`cover` off again (a call that declared it may read ``path``)."""
+    _sys.syscall("umount2", os.fsencode(path), _MNT_DETACH)

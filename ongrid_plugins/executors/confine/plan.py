@@ -5,7 +5,7 @@ confined. Its life:
 
 1. ``Plan(profile, ...)`` — in the calling thread: take a cgroup from the pool,
    make the fallback temp folder if there is no mount namespace, work out the
-   Landlock grants (cached descriptors; see :func:`_acquire_base`).
+   Landlock grants (cached descriptors; see :class:`_Static` and :func:`_acquire_base`).
 2. :meth:`Plan.apply` — in a fresh thread that exists only to start this one child
    (restrictions on a thread are irreversible and inherited by what it starts, and
    they leave the host's other threads alone): join the cgroup, mount the private
@@ -29,12 +29,13 @@ import shutil
 import stat
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import caps, cgroups, landlock, mounts, seccomp
+from . import caps, landlock, mounts, seccomp
 from .kernel import Support, support
 from .profile import Profile
+from .warm import Warm, take
 
 __all__ = ["ConfinementError", "Plan"]
 
@@ -125,8 +126,11 @@ class _Base:
 
 
 _bases: dict[tuple[str, ...], _Base] = {}
-_bases_lock = threading.Lock()
-_KEEP_BASES = 8  # hosts with many settings objects (tests): keep the newest
+_bases_lock = threading.RLock()  # re-entered when a retired static releases its base
+_KEEP_BASES = 4  # hosts with many settings objects (tests): keep the newest
+_FD_BUDGET = 256
+"""Descriptors the caches may hold at once (a host has one base and a static per tool;
+a process with many settings objects, like a test suite, must not run out of files)."""
 
 
 def _acquire_base(hidden: tuple[str, ...]) -> _Base:
@@ -142,7 +146,7 @@ def _acquire_base(hidden: tuple[str, ...]) -> _Base:
             if base is not None:
                 _retire(base)
             base = _bases[hidden] = _Base(hidden)
-            while len(_bases) > _KEEP_BASES:
+            while len(_bases) > 1 and (len(_bases) > _KEEP_BASES or _held() > _FD_BUDGET):
                 _retire(_bases.pop(next(iter(_bases))))
         base.users += 1
         return base
@@ -160,6 +164,155 @@ def _retire(base: _Base) -> None:
     base.retired = True
     if base.users == 0:
         base.close()
+
+
+class _Static:
+    """What every call of one tool under one profile is granted, opened once.
+
+    The rule base, the devices, the skill's folder, the interpreter's installation and
+    the declared paths, as descriptors: kept open and reused while every path still
+    names the inode it named (:meth:`fresh`), so a call opens nothing of its own.
+    """
+
+    def __init__(
+        self,
+        profile: Profile,
+        entry_fd: int,
+        env: dict[str, str],
+        private_tmp: bool,
+        covered: tuple[str, ...],
+    ) -> None:
+        self.users = 0
+        self.retired = False
+        self.fds: list[int] = []
+        self.rules: list[tuple[int, int, bool]] = []  # (fd, rights, is_directory)
+        self.keep: list[tuple[str, int, bool]] = []  # bound back into the private /tmp
+        self.stamps: list[tuple[str, int, int]] = []  # (path, st_dev, st_ino) of what was granted
+        self.private_tmp = private_tmp
+        hidden = profile.hidden
+        self.uncover: list[str] = []
+        if private_tmp:
+            # The parked thread has /tmp of its own and empty mounts over the system
+            # secrets: Landlock need not carve around either.
+            hidden = (*(h for h in hidden if h not in set(covered)), "/tmp")
+            self.uncover = [p for p in covered if any(_within(p, d) for d in profile.read)]
+        self.base = _acquire_base(hidden)
+        try:
+            for device in _DEVICES:
+                self._grant(device, landlock.READ_FILE | landlock.WRITE_FILE | landlock.IOCTL_DEV, ())
+            if profile.skill_dir:
+                # Its own folder is readable; an undeclared mutating tool (default policy)
+                # keeps the reach it always had there too.
+                own = landlock.READ_EXEC | (landlock.WRITE if profile.write_all else 0)
+                self._grant(profile.skill_dir, own, profile.hidden)
+            for prefix in _interpreter(entry_fd, env):
+                self._grant(prefix, landlock.READ_EXEC, profile.hidden)
+            for path in profile.read:
+                self._grant(path, landlock.READ_EXEC, profile.hidden)
+            for path in profile.write:
+                self._grant(path, landlock.READ_EXEC | landlock.WRITE, profile.hidden)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, path: str) -> tuple[int, bool] | None:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return None
+        self.fds.append(fd)
+        st = os.fstat(fd)
+        self.stamps.append((path, st.st_dev, st.st_ino))
+        return fd, stat.S_ISDIR(st.st_mode)
+
+    def _grant(self, path: str, rights: int, hidden: tuple[str, ...]) -> None:
+        """Grant ``rights`` on ``path``; a folder holding a hidden one is granted without it."""
+        opened = self._open(path)
+        if opened is None:
+            return
+        fd, is_dir = opened
+        inner = [h for h in hidden if _within(h, path) and h != path]
+        if is_dir and inner:
+            for entry in _carved(path, tuple(inner)):
+                sub = self._open(entry)
+                if sub is not None:
+                    self.rules.append((sub[0], rights, sub[1]))
+            return
+        self.rules.append((fd, rights, is_dir))
+        if self.private_tmp and _within(path, "/tmp") and path != "/tmp":
+            self.keep.append((path, fd, bool(rights & landlock.WRITE_FILE)))
+
+    def fresh(self) -> bool:
+        if self.base.retired or not self.base.fresh():
+            return False
+        for path, dev, ino in self.stamps:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return False
+            if (st.st_dev, st.st_ino) != (dev, ino):
+                return False
+        return True
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = []
+        _release_base(self.base)
+
+
+_statics: dict[tuple[Any, ...], _Static] = {}
+_KEEP_STATICS = 32
+
+
+def _held() -> int:
+    return sum(len(b.grants) for b in _bases.values()) + sum(len(st.fds) for st in _statics.values())
+
+
+def _acquire_static(key: tuple[Any, ...], build: Callable[[], _Static]) -> _Static:
+    """The cached grants for ``key`` (built when missing or stale), held until released."""
+    with _bases_lock:
+        static = _statics.get(key)
+        if static is not None and not static.retired and not static.base.retired:
+            fresh_candidate: _Static | None = static
+        else:
+            fresh_candidate = None
+    if fresh_candidate is not None and fresh_candidate.fresh():
+        with _bases_lock:
+            if not fresh_candidate.retired:
+                fresh_candidate.users += 1
+                return fresh_candidate
+    built = build()  # outside the lock: it opens files and may carve folders
+    with _bases_lock:
+        old = _statics.pop(key, None)
+        if old is not None:
+            _retire_static(old)
+        _statics[key] = built
+        while len(_statics) > 1 and (len(_statics) > _KEEP_STATICS or _held() > _FD_BUDGET):
+            _retire_static(_statics.pop(next(iter(_statics))))
+        built.users += 1
+        return built
+
+
+def _release_static(static: _Static) -> None:
+    with _bases_lock:
+        static.users -= 1
+        close = static.retired and static.users == 0
+    if close:
+        static.close()
+
+
+def _retire_static(static: _Static) -> None:
+    """Called with the lock held; the descriptors are closed once no call holds them."""
+    static.retired = True
+    if static.users == 0:
+        static.close()
+
+
+def _entry_key(fd: int) -> tuple[int, int, int, int]:
+    st = os.fstat(fd)
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 # -- one call ---------------------------------------------------------------------
@@ -212,13 +365,20 @@ class Plan:
                 "ONGRID_SANDBOX=require and this call cannot be fully confined: " + "; ".join(self.missing)
             )
         self._fds: list[int] = []
-        self._base: _Base | None = None
-        self.group = cgroups.acquire() if self.support.cgroups else None
+        self._static: _Static | None = None
+        self.warm: Warm | None = take(self.support.cgroups, self.support.mount_namespace)
+        try:
+            self.warm.wait_ready()
+        except OSError as exc:
+            self.warm = None
+            raise ConfinementError(f"cannot prepare the call's sandbox: {exc}") from exc
+        self.group = self.warm.group
         if self.group is not None:
             self.group.configure(profile.limits["processes"], profile.limits["memory_mb"])
         self.tmpdir = ""
         self.env_extra: dict[str, str] = {}
         self._keep: list[tuple[str, int, bool]] = []
+        self._uncover: list[str] = []
         self._rules: list[tuple[int, int, bool]] = []  # (fd, rights, is_directory)
         try:
             self._prepare(entry_fd, env)
@@ -228,74 +388,57 @@ class Plan:
 
     # host side ------------------------------------------------------------------
 
-    def _open(self, path: str) -> tuple[int, bool] | None:
-        try:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except OSError:
-            return None
-        self._fds.append(fd)
-        return fd, stat.S_ISDIR(os.fstat(fd).st_mode)
-
-    def _grant(self, path: str, rights: int, hidden: tuple[str, ...]) -> None:
-        """Grant ``rights`` on ``path``; a folder holding a hidden one is granted without it."""
-        opened = self._open(path)
-        if opened is None:
-            return
-        fd, is_dir = opened
-        inner = [h for h in hidden if _within(h, path) and h != path]
-        if is_dir and inner:
-            for entry in _carved(path, tuple(inner)):
-                sub = self._open(entry)
-                if sub is not None:
-                    self._rules.append((sub[0], rights, sub[1]))
-            return
-        self._rules.append((fd, rights, is_dir))
-        if self.support.mount_namespace and _within(path, "/tmp") and path != "/tmp":
-            self._keep.append((path, fd, bool(rights & landlock.WRITE_FILE)))
-
     def _prepare(self, entry_fd: int, env: dict[str, str]) -> None:
         profile = self.profile
-        private_tmp = self.support.mount_namespace
-        hidden = profile.hidden + (("/tmp",) if private_tmp else ())
-        base = self._base = _acquire_base(hidden)
-        self._base_rules = base.rules(landlock.READ_EXEC | (landlock.WRITE if profile.write_all else 0))
-        for device in _DEVICES:
-            opened = self._open(device)
-            if opened is not None:
-                self._rules.append(
-                    (opened[0], landlock.READ_FILE | landlock.WRITE_FILE | landlock.IOCTL_DEV, False)
-                )
-        if profile.skill_dir:
-            # Its own folder is readable; an undeclared mutating tool (default policy) keeps
-            # the reach it always had there too.
-            self._grant(
-                profile.skill_dir,
-                landlock.READ_EXEC | (landlock.WRITE if profile.write_all else 0),
-                profile.hidden,
-            )
-        for prefix in _interpreter(entry_fd, env):
-            self._grant(prefix, landlock.READ_EXEC, profile.hidden)
-        for path in profile.read:
-            self._grant(path, landlock.READ_EXEC, profile.hidden)
-        for path in profile.write:
-            self._grant(path, landlock.READ_EXEC | landlock.WRITE, profile.hidden)
+        private_tmp = self.support.mount_namespace and self.warm is not None and self.warm.private_tmp
+        covered = tuple(self.warm.covered) if private_tmp and self.warm is not None else ()
+        key = (
+            profile.digest,
+            profile.skill_dir,
+            _entry_key(entry_fd),
+            env.get("PATH", ""),
+            private_tmp,
+            covered,
+        )
+        static = self._static = _acquire_static(
+            key, lambda: _Static(profile, entry_fd, env, private_tmp, covered)
+        )
+        self._base_rules = static.base.rules(
+            landlock.READ_EXEC | (landlock.WRITE if profile.write_all else 0)
+        )
+        self._rules = list(static.rules)
+        self._keep = static.keep
+        self._uncover = static.uncover
         if not private_tmp:
             self.tmpdir = tempfile.mkdtemp(prefix="ongrid-call-")
-            opened = self._open(self.tmpdir)
-            if opened is not None:
-                self._rules.append((opened[0], landlock.READ_EXEC | landlock.WRITE, True))
+            try:
+                fd = os.open(self.tmpdir, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY)
+            except OSError:
+                return
+            self._fds.append(fd)
+            self._rules.append((fd, landlock.READ_EXEC | landlock.WRITE, True))
             self.env_extra["TMPDIR"] = self.tmpdir
 
     # spawning thread ------------------------------------------------------------
 
+    def run(self, job: Callable[[], Any]) -> Any:
+        """Run ``job`` (``apply`` then the spawn) in this call's parked thread."""
+        assert self.warm is not None
+        return self.warm.run(lambda _warm: job())
+
     def apply(self) -> None:
-        """Confine the calling thread (irreversibly); call it in a thread of its own."""
+        """Confine the calling thread (irreversibly): the parked thread of :meth:`run`.
+
+        That thread is already in the call's cgroup and, where mounts are possible, in
+        a namespace of its own with a fresh tmpfs on ``/tmp`` (:mod:`.warm`).
+        """
         sup = self.support
-        if self.group is not None:
-            self.group.join_thread()
+        assert self.warm is not None
         tmp_fd = -1
-        if sup.mount_namespace:
-            mounts.private_tmp(max(16, self.profile.limits["memory_mb"]), self._keep)
+        if self.warm.under >= 0:
+            for path in self._uncover:  # declared readable by this call
+                mounts.uncover(path)
+            mounts.bind_back(self.warm.under, self._keep)
             tmp_fd = os.open("/tmp", os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY)
         try:
             ruleset = None
@@ -366,10 +509,10 @@ class Plan:
 
     def finish(self) -> None:
         """Kill what is left, give the cgroup back, remove the temp folder, close descriptors."""
-        if self.group is not None:
-            with contextlib.suppress(OSError):
-                cgroups.release(self.group)
-            self.group = None
+        self.group = None
+        if self.warm is not None:
+            self.warm.release()  # the cgroup back to the pool, the namespace dropped, off this thread
+            self.warm = None
         if self.tmpdir:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
             self.tmpdir = ""
@@ -377,9 +520,9 @@ class Plan:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._fds = []
-        if self._base is not None:
-            _release_base(self._base)
-            self._base = None
+        if self._static is not None:
+            _release_static(self._static)
+            self._static = None
 
     def describe_missing(self) -> str:
         return "; ".join(self.missing)

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ...models import Tool
     from ...settings import Settings
 
-__all__ = ["HOME_SECRETS", "SYSTEM_SECRETS", "Profile", "hidden_paths", "profile_for"]
+__all__ = ["HOME_SECRETS", "SYSTEM_SECRETS", "Profile", "hidden_paths", "profile_for", "system_secrets"]
 
 logger = logging.getLogger("ongrid_plugins.sandbox")
 _warned_off = False
@@ -62,6 +62,11 @@ SYSTEM_SECRETS = (
     "/etc/security/opasswd",
 )
 """System files a skill never reads unless it declares them (with SSH host keys)."""
+
+
+def system_secrets() -> list[str]:
+    """The :data:`SYSTEM_SECRETS` and SSH host keys present on this machine."""
+    return [p for p in SYSTEM_SECRETS if os.path.lexists(p)] + sorted(glob.glob("/etc/ssh/ssh_host_*key"))
 
 
 def _tuple(value: Any) -> tuple[str, ...]:
@@ -148,8 +153,7 @@ def hidden_paths(settings: Settings, home: str | None = None) -> tuple[str, ...]
     ]
     if home and home != "/":
         candidates += [os.path.join(home, name) for name in HOME_SECRETS]
-        candidates += [p for p in SYSTEM_SECRETS if os.path.lexists(p)]
-        candidates += sorted(glob.glob("/etc/ssh/ssh_host_*key"))
+        candidates += system_secrets()
     seen: list[str] = []
     for path in candidates:
         if not path or not os.path.isabs(path):
