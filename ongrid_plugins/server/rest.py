@@ -65,12 +65,14 @@ def create_app(
     *,
     max_body: int = DEFAULT_MAX_BODY,
     max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+    console: bool = True,
 ) -> Starlette:
     """The ASGI app: mount it in your own app, or run it with ``ongrid-skills serve``.
 
     :param tokens: Who may call: each token maps to an identity and a persona.
     :param max_body: Larger request bodies are refused with 413.
     :param max_concurrent: More calls running at once are refused with 429.
+    :param console: Serve the operator console (web pages, ``docs/console.md``) at ``/``.
     """
     if max_body < 1 or max_concurrent < 1:
         message = "max_body and max_concurrent must be at least 1"
@@ -91,6 +93,10 @@ def create_app(
         Route("/v1/approvals/{ticket_id}/reject", api.authed(api.reject), methods=["POST"]),
         Route("/v1/audit", api.authed(api.audit), methods=["GET"]),
     ]
+    if console:
+        from .console import console_routes
+
+        routes += console_routes(host, tokens, max_concurrent=max_concurrent)
     handlers: dict[Any, Any] = {ApiError: _api_error, HTTPException: _http_error, Exception: _server_error}
     return Starlette(routes=routes, exception_handlers=handlers, lifespan=api.lifespan)
 
