@@ -438,6 +438,8 @@ class ApprovalStore:
 
     def _store_error(self, exc: Exception) -> ApprovalError:
         message = f"the approval database {self.path} cannot be used: {exc}"
+        if _sqlite.access_problem(self.path):  # a permission problem: name the file and the fix
+            message = f"the approval database cannot be used: {_sqlite.access_error(self.path, exc)}"
         logger.error("approvals: %s", message)
         return ApprovalError("store", "", message)
 
