@@ -107,7 +107,8 @@ def access_problem(path: str) -> str:
         probe = os.path.dirname(probe)
     if probe != folder:  # the folder does not exist: can it be made?
         if not os.access(probe, os.W_OK | os.X_OK):
-            return f"{user} cannot create the state folder {folder}: {probe} is not writable ({_describe(probe)})"
+            where = f"{probe} is not writable ({_describe(probe)})"
+            return f"{user} cannot create the state folder {folder}: {where}"
         return ""
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"{user} cannot use the state folder {folder} ({_describe(folder)})"
@@ -122,7 +123,9 @@ def _describe(path: str) -> str:
         st = os.stat(path)
     except OSError as exc:
         return f"{path}: {exc.strerror or exc}"
-    return f"owner {_name(st.st_uid, 'pwd')}, group {_name(st.st_gid, 'grp')}, mode {stat.filemode(st.st_mode)}"
+    return (
+        f"owner {_name(st.st_uid, 'pwd')}, group {_name(st.st_gid, 'grp')}, mode {stat.filemode(st.st_mode)}"
+    )
 
 
 def _name(ident: int, module: str) -> str:

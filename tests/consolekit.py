@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import threading
@@ -37,7 +36,12 @@ _SCHEMA = {
     "type": "object",
     "properties": {
         "count": {"type": "integer", "minimum": 1, "maximum": 10, "description": "how many times"},
-        "name": {"type": "string", "minLength": 2, "pattern": "^[a-z]+$", "description": "lower-case letters"},
+        "name": {
+            "type": "string",
+            "minLength": 2,
+            "pattern": "^[a-z]+$",
+            "description": "lower-case letters",
+        },
         "loud": {"type": "boolean"},
         "mode": {"enum": ["fast", "slow"]},
         "tags": {"type": "array", "items": {"type": "string"}},
@@ -47,7 +51,9 @@ _SCHEMA = {
 }
 
 
-def write_skill(base: Path, name: str, tool_class: str, *, schema: dict | None = None, script: str = _ECHO) -> None:
+def write_skill(
+    base: Path, name: str, tool_class: str, *, schema: dict | None = None, script: str = _ECHO
+) -> None:
     folder = base / "skills" / name
     folder.mkdir(parents=True)
     manifest = {
@@ -93,10 +99,14 @@ def csrf_of(html: str) -> str:
 def serve(base: Path, *, extra_tools: int = 0) -> Iterator[Console]:
     write_skill(base, "echo", "safe", schema=_SCHEMA)
     write_skill(base, "restart", "mutating")
-    write_skill(base, "wipe", "dangerous", schema={"type": "object", "properties": {"path": {"type": "string"}}})
+    write_skill(
+        base, "wipe", "dangerous", schema={"type": "object", "properties": {"path": {"type": "string"}}}
+    )
     for index in range(extra_tools):
         write_skill(base, f"tool_{index:04d}", ("safe", "mutating", "dangerous")[index % 3])
-    settings = Settings(skill_dirs=[str(base / "skills")], include_defaults=False, state_dir=str(base / "state"))
+    settings = Settings(
+        skill_dirs=[str(base / "skills")], include_defaults=False, state_dir=str(base / "state")
+    )
     host = SkillHost(settings)
     tokens = {who: add_token(str(base / "tokens.json"), who, persona) for who, persona in PEOPLE.items()}
     app = create_app(host, TokenStore.from_file(str(base / "tokens.json")))

@@ -9,9 +9,9 @@ import json
 from collections.abc import Iterator
 
 import pytest
-
 from clirun import run
 from consolekit import Console, serve
+
 from ongrid_plugins.errors import ApprovalRequired
 
 
@@ -39,7 +39,9 @@ def open_ticket(console: Console, path: str) -> str:
 def test_approvals_through_the_server_are_signed_by_the_tokens_identity(console, as_, capsys):
     ticket = open_ticket(console, "/srv/remote")
     as_("bob")
-    code, out, _ = run(capsys, "approvals", "approve", ticket, "--note", "looks fine", "--server", console.url)
+    code, out, _ = run(
+        capsys, "approvals", "approve", ticket, "--note", "looks fine", "--server", console.url
+    )
     assert code == 0 and "1 of 2 approvals" in out
     as_("cid")
     code, out, _ = run(capsys, "approvals", "approve", ticket, "--server", console.url)
@@ -63,13 +65,26 @@ def test_list_and_show_read_the_servers_store(console, as_, capsys, tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text(console.tokens["vic"] + "\n")
     code, out, _ = run(
-        capsys, "approvals", "list", "--status", "pending", "--json", "--server", console.url, "--token-file", str(token_file)
+        capsys,
+        "approvals",
+        "list",
+        "--status",
+        "pending",
+        "--json",
+        "--server",
+        console.url,
+        "--token-file",
+        str(token_file),
     )
     assert code == 0
     assert ticket in [item["id"] for item in json.loads(out)["items"]]
-    code, out, _ = run(capsys, "approvals", "show", ticket, "--server", console.url, "--token-file", str(token_file))
+    code, out, _ = run(
+        capsys, "approvals", "show", ticket, "--server", console.url, "--token-file", str(token_file)
+    )
     assert code == 0 and '"path": "/srv/listed"' in out and "0 of 2" in out
-    code, _, err = run(capsys, "approvals", "approve", ticket, "--server", console.url, "--token-file", str(token_file))
+    code, _, err = run(
+        capsys, "approvals", "approve", ticket, "--server", console.url, "--token-file", str(token_file)
+    )
     assert code == 3 and "persona viewer may not approve" in err
 
 

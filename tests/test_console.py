@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import re
 import time
-from html.parser import HTMLParser
 from collections.abc import Iterator
+from html.parser import HTMLParser
 
-import httpx
 import pytest
-
 from consolekit import Console, csrf_of, serve, write_skill
+
 from ongrid_plugins.errors import ApprovalRequired
 from ongrid_plugins.server.console.app import CSP
 from ongrid_plugins.server.console.forms import FieldError, form_arguments
@@ -321,8 +320,22 @@ def test_form_fields_become_arguments_of_the_right_types():
         },
         "required": ["must"],
     }
-    form = {"arg.n": "3", "arg.x": "2.5", "arg.on": "true", "arg.pick": "2", "arg.obj": '{"k": [1]}', "arg.text": ""}
-    assert form_arguments(schema, form) == {"n": 3, "x": 2.5, "on": True, "must": False, "pick": 2, "obj": {"k": [1]}}
+    form = {
+        "arg.n": "3",
+        "arg.x": "2.5",
+        "arg.on": "true",
+        "arg.pick": "2",
+        "arg.obj": '{"k": [1]}',
+        "arg.text": "",
+    }
+    assert form_arguments(schema, form) == {
+        "n": 3,
+        "x": 2.5,
+        "on": True,
+        "must": False,
+        "pick": 2,
+        "obj": {"k": [1]},
+    }
     with pytest.raises(FieldError) as caught:
         form_arguments(schema, {"arg.n": "three", "arg.obj": "{", "arg.extra": "1", "arg.x": "nan"})
     assert set(caught.value.errors) == {"n", "obj", "x", ""}

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from consolekit import Console, csrf_of, serve
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is in the test extra")
@@ -27,7 +26,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM and DRIVER),
-    reason="needs Debian's chromium and chromium-driver (.ci/run installs them: apt-get install chromium chromium-driver)",
+    reason="needs Debian's chromium and chromium-driver (.ci/run installs them with apt-get)",
 )
 
 
@@ -146,7 +145,9 @@ def test_catalog_filters_as_you_type(browsers, console, shots):
     ann.get(console.url + "/")
     rows = ann.find_elements(By.CSS_SELECTOR, "#tools tbody tr")
     assert [r.find_element(By.CSS_SELECTOR, "strong").text for r in rows] == ["echo", "restart", "wipe"]
-    assert [b.text for b in ann.find_elements(By.CSS_SELECTOR, "#tools .badge.b-safe, #tools .badge.b-dangerous")] == [
+    assert [
+        b.text for b in ann.find_elements(By.CSS_SELECTOR, "#tools .badge.b-safe, #tools .badge.b-dangerous")
+    ] == [
         "safe",
         "dangerous",
     ]
@@ -199,7 +200,9 @@ def test_two_people_approve_a_ticket_live_and_it_runs_once(browsers, console, sh
     ann.get(console.url + "/tools/wipe")
     ann.find_element(By.ID, "f-path").send_keys("/srv/old")
     ann.find_element(By.CSS_SELECTOR, ".run-form button[type=submit]").click()
-    ticket_link = wait_for(lambda: ann.find_elements(By.CSS_SELECTOR, "#run-result a.mono"), what="the ticket")
+    ticket_link = wait_for(
+        lambda: ann.find_elements(By.CSS_SELECTOR, "#run-result a.mono"), what="the ticket"
+    )
     ticket_id = ticket_link[0].text
     # bob's page shows it without a reload
     card = wait_for(lambda: bob.find_elements(By.ID, f"t-{ticket_id}"), what="the new ticket, live")[0]
@@ -213,7 +216,9 @@ def test_two_people_approve_a_ticket_live_and_it_runs_once(browsers, console, sh
     assert "no approve button for you" in mine.text
     # ... and the server refuses it anyway
     client = console.client("ann")
-    refused = client.post(f"/approvals/{ticket_id}/approve", data={"csrf": csrf_of(client.get("/approvals").text)})
+    refused = client.post(
+        f"/approvals/{ticket_id}/approve", data={"csrf": csrf_of(client.get("/approvals").text)}
+    )
     assert refused.status_code == 403
     assert "Nobody approves their own ticket" in refused.text
     assert console.host.ticket(ticket_id).approvals == ()

@@ -51,7 +51,15 @@ class People:
             "PYTHONPATH": os.pathsep.join([str(REPO), sysconfig.get_paths()["purelib"]]),
             "ONGRID_STATE_DIR": str(state or self.base / "shared"),
         }
-        command = [self.python, "-m", "ongrid_plugins", "--no-defaults", "--dirs", str(self.base / "skills"), *args]
+        command = [
+            self.python,
+            "-m",
+            "ongrid_plugins",
+            "--no-defaults",
+            "--dirs",
+            str(self.base / "skills"),
+            *args,
+        ]
         return subprocess.run(
             command,
             env=env,
@@ -89,7 +97,9 @@ def people() -> Iterator[People]:
         for role, name in names.items():
             extra = [] if role == "eve" else ["-G", group]
             subprocess.run(
-                ["useradd", "-M", "-N", "-s", "/usr/sbin/nologin", *extra, name], check=True, capture_output=True
+                ["useradd", "-M", "-N", "-s", "/usr/sbin/nologin", *extra, name],
+                check=True,
+                capture_output=True,
             )
             made.append(name)
             (base / "home" / role).mkdir(parents=True)
@@ -98,7 +108,9 @@ def people() -> Iterator[People]:
         folder.mkdir(parents=True)
         manifest = {"name": "wipe", "description": "wipes a path", "entry": "run.sh", "class": "dangerous"}
         (folder / "skill.json").write_text(json.dumps(manifest))
-        (folder / "run.sh").write_text("#!/bin/sh\nread -r args\necho \"wiping $args\" >&2\necho '{\"wiped\": true}'\n")
+        (folder / "run.sh").write_text(
+            '#!/bin/sh\nread -r args\necho "wiping $args" >&2\necho \'{"wiped": true}\'\n'
+        )
         (folder / "run.sh").chmod(0o755)
         yield People(group, names, base, _python_for_others())
     finally:
@@ -157,7 +169,9 @@ def test_members_of_the_group_share_tickets_and_the_two_person_rule_holds_betwee
     ran = people.run("ann", "run", "wipe", '{"path": "/srv/old"}', "--persona", "admin", "--ticket", ticket)
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout) == {"wiped": True}
-    replay = people.run("ann", "run", "wipe", '{"path": "/srv/old"}', "--persona", "admin", "--ticket", ticket)
+    replay = people.run(
+        "ann", "run", "wipe", '{"path": "/srv/old"}', "--persona", "admin", "--ticket", ticket
+    )
     assert replay.returncode == 3 and "already ran" in replay.stderr
 
     shown = json.loads(people.run("cid", "approvals", "show", ticket, "--json").stdout)
@@ -165,7 +179,11 @@ def test_members_of_the_group_share_tickets_and_the_two_person_rule_holds_betwee
     assert (shown["requester"], shown["approvers"]) == (names["ann"], [names["bob"], names["cid"]])
     rows = json.loads(people.run("bob", "audit", "list", "--json").stdout)
     outcomes = [(r["caller"], r["outcome"]) for r in rows["items"] if r["tool"] == "wipe"]
-    assert outcomes == [(names["ann"], "needs_approval"), (names["ann"], "ok"), (names["ann"], "ticket_refused")]
+    assert outcomes == [
+        (names["ann"], "needs_approval"),
+        (names["ann"], "ok"),
+        (names["ann"], "ticket_refused"),
+    ]
 
     gid = grp.getgrnam(people.group).gr_gid
     for path in [shared, *shared.rglob("*")]:

@@ -27,6 +27,8 @@ def cmd_init(ctx: Context) -> int:
     from ..statedir import init_shared
 
     shared = init_shared(ctx.args.folder, ctx.args.group)
-    print(f"{shared.folder} is a state folder shared by group {shared.group} ({len(shared.paths)} paths set).")
+    print(
+        f"{shared.folder} is a state folder shared by group {shared.group} ({len(shared.paths)} paths set)."
+    )
     print(f"Every member sets: export ONGRID_STATE_DIR={shared.folder}")
     return 0

@@ -117,7 +117,9 @@ class ApprovalsClient:
 
     def reject(self, ticket_id: str, *, note: str = "") -> Ticket:
         """Reject (or, as its requester, withdraw) as the token's identity."""
-        return ticket_from_dict(self._request("POST", f"/v1/approvals/{_quote(ticket_id)}/reject", {"note": note}))
+        return ticket_from_dict(
+            self._request("POST", f"/v1/approvals/{_quote(ticket_id)}/reject", {"note": note})
+        )
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None

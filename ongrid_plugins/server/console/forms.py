@@ -59,7 +59,9 @@ def _properties(schema: Mapping[str, Any]) -> tuple[dict[str, Any], set[str]]:
 
 
 def render_fields(
-    schema: Mapping[str, Any], values: Mapping[str, str] | None = None, errors: Mapping[str, str] | None = None
+    schema: Mapping[str, Any],
+    values: Mapping[str, str] | None = None,
+    errors: Mapping[str, str] | None = None,
 ) -> str:
     """The form fields for ``schema``; ``values`` refill them, ``errors`` show next to each."""
     values = values or {}
@@ -109,7 +111,8 @@ def _field(name: str, spec: Mapping[str, Any], required: bool, value: str | None
         checked = " checked" if value in ("true", "on", True) else ""
         control = f'<input type="checkbox" value="true" {" ".join(common)}{checked}>'
         label = (
-            f'<label for="{ident}" class="check">{control} {label_text} <span class="type">boolean</span></label>'
+            f'<label for="{ident}" class="check">{control} {label_text} '
+            '<span class="type">boolean</span></label>'
         )
         control = ""
     elif kind in ("integer", "number"):

@@ -86,7 +86,8 @@ def page(
             '<button type="submit" class="link">Sign out</button></form></div>'
         )
     messages = "".join(
-        f'<p class="flash flash-{attr(kind)}" role="{"alert" if kind == "error" else "status"}">{esc(text)}</p>'
+        f'<p class="flash flash-{attr(kind)}" role="{"alert" if kind == "error" else "status"}">'
+        f"{esc(text)}</p>"
         for kind, text in flash or []
     )
     live_attr = f' data-live="{attr(live)}"' if live else ""

@@ -71,7 +71,9 @@ def catalog_body(
     """The catalog: the filter form and one row per tool."""
     q = query.get("q", "")
     options = _options(
-        "class", [("", "any class"), ("safe", "safe"), ("mutating", "mutating"), ("dangerous", "dangerous")], query
+        "class",
+        [("", "any class"), ("safe", "safe"), ("mutating", "mutating"), ("dangerous", "dangerous")],
+        query,
     )
     cats = _options("category", [("", "any category"), *((c, c) for c in categories)], query)
     avail = _options(
@@ -82,10 +84,12 @@ def catalog_body(
         f"<strong>{esc(persona)}</strong> may call</span></h1>"
         '<form method="get" action="/" class="filters" role="search">'
         '<div><label for="q">Filter</label>'
-        f'<input type="search" id="q" name="q" value="{attr(q)}" placeholder="name, words of the description" '
+        f'<input type="search" id="q" name="q" value="{attr(q)}" '
+        'placeholder="name, words of the description" '
         'data-filter-rows="#tools tbody tr"></div>'
         f'<div><label for="class">Class</label><select id="class" name="class">{options}</select></div>'
-        f'<div><label for="category">Category</label><select id="category" name="category">{cats}</select></div>'
+        '<div><label for="category">Category</label>'
+        f'<select id="category" name="category">{cats}</select></div>'
         f'<div><label for="available">Availability</label><select id="available" name="available">'
         f"{avail}</select></div>"
         '<div class="actions"><button type="submit">Apply</button> <a href="/">Clear</a></div></form>'
@@ -98,13 +102,19 @@ def catalog_body(
         available = (
             badge("available", "ok")
             if tool.available
-            else f'{badge("unavailable", "failed")} <span class="why">{esc("; ".join(tool.unavailable))}</span>'
+            else badge("unavailable", "failed")
+            + f' <span class="why">{esc("; ".join(tool.unavailable))}</span>'
         )
         words = f"{tool.name} {tool.display_name} {tool.description} {tool.category} {tool.skill}".lower()
         body.append(
             f'<tr data-search="{attr(words)}">'
-            f'<td><a href="/tools/{attr(tool.name)}"><strong>{esc(tool.display_name or tool.name)}</strong></a>'
-            + (f'<div class="mono small">{esc(tool.name)}</div>' if tool.display_name not in ("", tool.name) else "")
+            f'<td><a href="/tools/{attr(tool.name)}">'
+            f"<strong>{esc(tool.display_name or tool.name)}</strong></a>"
+            + (
+                f'<div class="mono small">{esc(tool.name)}</div>'
+                if tool.display_name not in ("", tool.name)
+                else ""
+            )
             + "</td>"
             f'<td class="desc">{esc(_short(tool.description, 160))}</td>'
             f"<td>{badge(tool.tool_class.value)}</td>"
@@ -150,21 +160,24 @@ def tool_body(
     """One tool: what it is, where it comes from, whether it can run, and its form."""
     verdict = decision.verdict.value
     needs = _NEEDS.get(verdict, "")
-    availability = (
-        "available"
-        if tool.available
-        else "unavailable: " + "; ".join(tool.unavailable)
-    )
+    availability = "available" if tool.available else "unavailable: " + "; ".join(tool.unavailable)
     facts = [
         ("Class", badge(tool.tool_class.value)),
-        ("Needs", esc(needs or "nothing: it runs when asked") + f' <span class="muted">({esc(decision.reason)})</span>'),
+        (
+            "Needs",
+            esc(needs or "nothing: it runs when asked")
+            + f' <span class="muted">({esc(decision.reason)})</span>',
+        ),
         ("Category", esc(tool.category)),
         ("Skill", esc(tool.skill)),
         ("Source", f'<span class="mono">{esc(tool.source)}</span>'),
         ("Provenance", esc(tool.provenance or "—")),
         ("Availability", esc(availability)),
         ("Sandbox", esc(sandbox)),
-        ("Digest", f'<span class="mono">{esc(digest)}</span>' if digest else '<span class="muted">not known</span>'),
+        (
+            "Digest",
+            f'<span class="mono">{esc(digest)}</span>' if digest else '<span class="muted">not known</span>',
+        ),
         ("Timeout", f"{tool.timeout:g} s"),
     ]
     dl = "".join(f"<dt>{name}</dt><dd>{value}</dd>" for name, value in facts)
@@ -218,7 +231,7 @@ def outcome_html(body: Mapping[str, Any]) -> str:
             f'<pre class="result">{pretty_json(body["result"])}</pre>'
         )
     code = str(body.get("code", "error"))
-    parts = [f'{badge(code, "failed")} <span>{esc(body.get("error", ""))}</span>']
+    parts = [f"{badge(code, 'failed')} <span>{esc(body.get('error', ''))}</span>"]
     ticket = body.get("ticket")
     if isinstance(ticket, dict) and ticket.get("id"):
         parts.append(
@@ -276,9 +289,8 @@ def ticket_list(
     ordered = sorted(tickets, key=lambda t: (order.get(t.status, 2), -t.created))
     cards = [_ticket(t, me, can_sign, persona, csrf, running.get(t.id, ""), now) for t in ordered]
     pending = sum(1 for t in tickets if t.status == "pending")
-    return (
-        f'<p class="summary" id="pending-summary">{pending} pending · {len(tickets)} shown</p>'
-        + "".join(cards)
+    return f'<p class="summary" id="pending-summary">{pending} pending · {len(tickets)} shown</p>' + "".join(
+        cards
     )
 
 
@@ -289,8 +301,7 @@ def _ticket(t: Ticket, me: str, can_sign: bool, persona: str, csrf: str, running
     left = ""
     if t.is_open:
         left = (
-            f'<span class="time-left" data-expires="{t.expires:.0f}">'
-            f"{relative(t.expires - now)} left</span>"
+            f'<span class="time-left" data-expires="{t.expires:.0f}">{relative(t.expires - now)} left</span>'
         )
     approvals = "".join(
         f"<li><strong>{esc(a.approver)}</strong> at {esc(iso(a.time))}"
@@ -308,7 +319,11 @@ def _ticket(t: Ticket, me: str, can_sign: bool, persona: str, csrf: str, running
         + "</dd>"
     )
     if t.rejected_by:
-        facts += f"<dt>Rejected by</dt><dd>{esc(t.rejected_by)}" + (f" — “{esc(t.note)}”" if t.note else "") + "</dd>"
+        facts += (
+            f"<dt>Rejected by</dt><dd>{esc(t.rejected_by)}"
+            + (f" — “{esc(t.note)}”" if t.note else "")
+            + "</dd>"
+        )
     if t.executed:
         facts += (
             f"<dt>Executed</dt><dd>{esc(iso(t.executed))} as {esc(t.executed_by or '')} "
@@ -318,13 +333,15 @@ def _ticket(t: Ticket, me: str, can_sign: bool, persona: str, csrf: str, running
         facts += f'<dt>Console run</dt><dd class="progress">{esc(running)}</dd>'
     actions = _actions(t, mine, signed, can_sign, persona, csrf)
     return (
-        f'<article class="ticket card t-{attr(t.status)}" id="t-{attr(t.id)}" aria-labelledby="h-{attr(t.id)}">'
+        f'<article class="ticket card t-{attr(t.status)}" id="t-{attr(t.id)}" '
+        f'aria-labelledby="h-{attr(t.id)}">'
         f'<header><h2 id="h-{attr(t.id)}"><a href="/tools/{attr(t.tool)}">{esc(t.tool)}</a></h2> '
         f"{badge(t.tool_class or 'dangerous')} {badge(t.status)} "
         f'<span class="count big">{count}</span> {left}'
         f'<span class="mono small muted">ticket {esc(t.id)}</span></header>'
         f'<dl class="facts">{facts}</dl>'
-        f'<details open><summary>Arguments</summary><pre class="args">{pretty_json(dict(t.args))}</pre></details>'
+        "<details open><summary>Arguments</summary>"
+        f'<pre class="args">{pretty_json(dict(t.args))}</pre></details>'
         f"{actions}</article>"
     )
 
@@ -332,7 +349,8 @@ def _ticket(t: Ticket, me: str, can_sign: bool, persona: str, csrf: str, running
 def _actions(t: Ticket, mine: bool, signed: bool, can_sign: bool, persona: str, csrf: str) -> str:
     if t.status != "pending":
         if t.status == "approved":
-            return f'<p class="note">Approved: {esc(t.requester)} may run the call once, with ticket {esc(t.id)}.</p>'
+            who = esc(t.requester)
+            return f'<p class="note">Approved: {who} may run the call once, with ticket {esc(t.id)}.</p>'
         return ""
     hidden = f'<input type="hidden" name="csrf" value="{attr(csrf)}">'
     note_id = f"note-{attr(t.id)}"
@@ -379,12 +397,17 @@ def approvals_body(list_html: str) -> str:
 # ---------------------------------------------------------------------- audit
 
 
-def chain_html(report: VerifyReport) -> str:
-    """The chain's status in words."""
+def chain_html(report: VerifyReport | None) -> str:
+    """The chain's status in words; a placeholder the page's script fills in when not known yet."""
+    if report is None:
+        return (
+            '<p class="chain" id="chain" data-chain="/audit?part=chain">Checking the hash chain… '
+            '<noscript><a href="/audit?part=chain">see the result</a></noscript></p>'
+        )
     if report.ok:
         return (
             f'<p class="chain chain-ok" id="chain">{badge("verified", "ok")} The hash chain verifies '
-            f"to row {report.entries}. <span class=\"mono small\">head {esc(report.head[:16])}…</span></p>"
+            f'to row {report.entries}. <span class="mono small">head {esc(report.head[:16])}…</span></p>'
         )
     where = f"at row {report.first_bad}" if report.first_bad is not None else ""
     return (
@@ -394,7 +417,7 @@ def chain_html(report: VerifyReport) -> str:
     )
 
 
-def audit_rows(entries: Sequence[AuditEntry], report: VerifyReport) -> str:
+def audit_rows(entries: Sequence[AuditEntry], report: VerifyReport | None) -> str:
     """The chain status and the rows, newest first (the live part of the audit page)."""
     if not entries:
         table = '<p class="empty">No audit rows match.</p>'
@@ -409,16 +432,18 @@ def audit_rows(entries: Sequence[AuditEntry], report: VerifyReport) -> str:
                 extra = f'<div class="small">ticket {esc(e.ticket)}{esc(approved)}</div>'
             if e.error:
                 extra += f'<div class="small why">{esc(_short(e.error, 200))}</div>'
-            suspect = report.first_bad is not None and e.seq >= report.first_bad
+            suspect = report is not None and report.first_bad is not None and e.seq >= report.first_bad
             rows.append(
-                f'<tr{" class=suspect" if suspect else ""}><td class="mono">{e.seq}</td><td class="small">{esc(iso(e.time))}</td>'
+                f'<tr{" class=suspect" if suspect else ""}><td class="mono">{e.seq}</td>'
+                f'<td class="small">{esc(iso(e.time))}</td>'
                 f"<td>{esc(e.tool)}</td><td>{badge(e.tool_class) if e.tool_class else ''}</td>"
                 f"<td>{who}</td><td>{badge(e.outcome)}{extra}</td>"
                 f'<td class="mono small nowrap">{e.duration * 1000:.0f} ms</td>'
                 f'<td class="mono small args-cell">{esc(_short(args, 160))}</td></tr>'
             )
         table = (
-            '<div class="table-wrap"><table id="audit-rows"><caption class="sr">Audit rows, newest first</caption>'
+            '<div class="table-wrap"><table id="audit-rows">'
+            '<caption class="sr">Audit rows, newest first</caption>'
             '<thead><tr><th scope="col">Row</th><th scope="col">Time (UTC)</th><th scope="col">Tool</th>'
             '<th scope="col">Class</th><th scope="col">Caller</th><th scope="col">Outcome</th>'
             '<th scope="col">Took</th><th scope="col">Arguments (redacted)</th></tr></thead>'
@@ -430,7 +455,9 @@ def audit_rows(entries: Sequence[AuditEntry], report: VerifyReport) -> str:
 def audit_body(rows_html: str, query: Mapping[str, str], part_url: str) -> str:
     """The audit page: filters, then the live chain status and rows."""
     outcomes = _options("outcome", [("", "any outcome"), *((o, o) for o in OUTCOMES)], query)
-    limits = _options("limit", [(n, f"{n} rows") for n in ("50", "100", "500")], {"limit": query.get("limit", "100")})
+    limits = _options(
+        "limit", [(n, f"{n} rows") for n in ("50", "100", "500")], {"limit": query.get("limit", "100")}
+    )
     fields = "".join(
         f'<div><label for="{key}">{label}</label><input type="{kind}" id="{key}" name="{key}" '
         f'value="{attr(query.get(key, ""))}"></div>'
@@ -444,7 +471,8 @@ def audit_body(rows_html: str, query: Mapping[str, str], part_url: str) -> str:
     return (
         '<h1>Audit log <span class="muted">— newest first</span></h1>'
         f'<form method="get" action="/audit" class="filters" role="search">{fields}'
-        f'<div><label for="outcome">Outcome</label><select id="outcome" name="outcome">{outcomes}</select></div>'
+        '<div><label for="outcome">Outcome</label>'
+        f'<select id="outcome" name="outcome">{outcomes}</select></div>'
         f'<div><label for="limit">Show</label><select id="limit" name="limit">{limits}</select></div>'
         '<div class="actions"><button type="submit">Apply</button> <a href="/audit">Clear</a></div></form>'
         '<p class="live-note muted small" id="live-state">Updates live.</p>'

@@ -189,7 +189,16 @@
     });
   }
 
+  // ---------------------------------------------------------------- the audit chain, checked after paint
+  async function fillChain() {
+    const box = $("[data-chain]");
+    if (!box) return;
+    const response = await fetch(box.dataset.chain, { credentials: "same-origin" });
+    if (response.ok) box.outerHTML = await response.text();
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
+    fillChain();
     setupFilter();
     setupRunForm();
     setupLive();
