@@ -96,14 +96,12 @@ def csrf_of(html: str) -> str:
 
 
 @contextmanager
-def serve(base: Path, *, extra_tools: int = 0) -> Iterator[Console]:
+def serve(base: Path, *, ttl: float = 900.0) -> Iterator[Console]:
     write_skill(base, "echo", "safe", schema=_SCHEMA)
     write_skill(base, "restart", "mutating")
     write_skill(
         base, "wipe", "dangerous", schema={"type": "object", "properties": {"path": {"type": "string"}}}
     )
-    for index in range(extra_tools):
-        write_skill(base, f"tool_{index:04d}", ("safe", "mutating", "dangerous")[index % 3])
     settings = Settings(
         skill_dirs=[str(base / "skills")], include_defaults=False, state_dir=str(base / "state")
     )
