@@ -242,8 +242,14 @@ class ApprovalStore:
         args: Mapping[str, Any],
         tool_class: str = "",
         reason: str = "",
+        call_args: Mapping[str, Any] | None = None,
     ) -> Ticket:
-        """A ticket for this call: the requester's open one for the same call, else a new one."""
+        """A ticket for this call: the requester's open one for the same call, else a new one.
+
+        ``args`` are the redacted arguments approvers read. ``call_args`` (the call's own,
+        unredacted) are not kept here; a store on a server (``server.client``) sends them so
+        the server works out the digest and the redaction itself.
+        """
         now = self._clock()
         with self._write() as conn:
             row = conn.execute(

@@ -103,7 +103,10 @@ def serve(base: Path, *, ttl: float = 900.0) -> Iterator[Console]:
         base, "wipe", "dangerous", schema={"type": "object", "properties": {"path": {"type": "string"}}}
     )
     settings = Settings(
-        skill_dirs=[str(base / "skills")], include_defaults=False, state_dir=str(base / "state")
+        skill_dirs=[str(base / "skills")],
+        include_defaults=False,
+        state_dir=str(base / "state"),
+        approval_ttl=ttl,
     )
     host = SkillHost(settings)
     tokens = {who: add_token(str(base / "tokens.json"), who, persona) for who, persona in PEOPLE.items()}

@@ -145,7 +145,9 @@ def test_the_server_binds_a_ticket_to_the_arguments_it_shows_approvers(console):
     """A requester cannot show approvers one call and run another: the server digests what it shows."""
     ann = {"Authorization": f"Bearer {console.tokens['ann']}"}
     client = console.client()
-    opened = client.post("/v1/approvals", json={"tool": "wipe", "params": {"path": "/tmp/x"}, "persona": "admin"}, headers=ann)
+    opened = client.post(
+        "/v1/approvals", json={"tool": "wipe", "params": {"path": "/tmp/x"}, "persona": "admin"}, headers=ann
+    )
     assert opened.status_code == 200
     ticket = opened.json()
     assert ticket["requester"] == "ann" and ticket["args"] == {"path": "/tmp/x"}
@@ -158,7 +160,10 @@ def test_the_server_binds_a_ticket_to_the_arguments_it_shows_approvers(console):
     bob = {"Authorization": f"Bearer {console.tokens['bob']}"}
     claim["args_digest"] = ticket["args_digest"]
     assert client.post(f"/v1/approvals/{ticket['id']}/claim", json=claim, headers=bob).status_code == 403
-    assert client.post(f"/v1/approvals/{ticket['id']}/claim", json=claim, headers=ann).json()["status"] == "executed"
+    assert (
+        client.post(f"/v1/approvals/{ticket['id']}/claim", json=claim, headers=ann).json()["status"]
+        == "executed"
+    )
 
 
 def test_opening_a_ticket_needs_a_known_tool_and_persona(console):
