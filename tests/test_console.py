@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
 
+import httpx
 import pytest
 from consolekit import Console, csrf_of, serve, write_skill
 
@@ -255,6 +256,45 @@ def test_live_events_announce_a_ticket_expiring(tmp_path):
         assert line == "event: approvals"
         assert 0.3 < time.monotonic() - started < 5  # when it expired, not at once
         assert "expired" in bob.get("/approvals?part=list").text
+
+
+def test_live_events_end_with_the_session(console):
+    bob = console.client("bob")
+    token = csrf_of(bob.get("/approvals").text)
+    started = time.monotonic()
+    with bob.stream("GET", "/events?topics=approvals", timeout=10) as events:
+        lines = events.iter_lines()
+        assert next(lines) == "retry: 2000"
+        twin = httpx.Client(base_url=console.url, cookies=bob.cookies)  # the same session, another tab
+        assert twin.post("/logout", data={"csrf": token}).status_code == 303
+        rest = list(lines)  # the server closes the stream
+    assert "event: approvals" not in rest
+    assert time.monotonic() - started < 5
+
+
+def test_a_call_approved_elsewhere_is_run_from_the_console_by_its_requester_once(console):
+    ann = console.client("ann")
+    token = csrf_of(ann.get("/tools/wipe").text)
+    asked = ann.post("/tools/wipe/run", data={"csrf": token, "arg.path": "/srv/held"})
+    assert asked.status_code == 409 and "waiting for 2 approvals" in asked.text
+    ticket = re.search(r'href="/approvals#t-([0-9a-f]+)"', asked.text).group(1)
+    console.host.approve(ticket, approver="bob")  # approved outside the console: nothing runs yet
+    console.host.approve(ticket, approver="cid")
+    page = ann.get("/approvals").text
+    assert f'action="/approvals/{ticket}/run"' in page and "Run it now" in page
+    bob = console.client("bob")
+    assert f"/approvals/{ticket}/run" not in bob.get("/approvals").text
+    refused = bob.post(f"/approvals/{ticket}/run", data={"csrf": csrf_of(bob.get("/approvals").text)})
+    assert refused.status_code == 403 and "Only ann, who asked for it" in refused.text
+    assert ann.post(f"/approvals/{ticket}/run", data={"csrf": token}).status_code == 303
+    deadline = time.monotonic() + 10
+    while "ran: ok" not in ann.get("/approvals?part=list").text:
+        assert time.monotonic() < deadline, "the held call did not finish"
+        time.sleep(0.1)
+    again = ann.post(f"/approvals/{ticket}/run", data={"csrf": token})
+    assert again.status_code == 403 and "holds no call" in again.text
+    runs = [e for e in console.host.audit.entries(tool="wipe") if e.ticket == ticket and e.outcome == "ok"]
+    assert [(e.caller, e.approvers) for e in runs] == [("ann", ("bob", "cid"))]
 
 
 def test_live_parts_and_events_need_a_session(console):

@@ -123,6 +123,11 @@ class Console:
                 self.secure(self.signed(self.reject, post=True)),
                 methods=["POST"],
             ),
+            Route(
+                "/approvals/{ticket_id}/run",
+                self.secure(self.signed(self.run_approved, post=True)),
+                methods=["POST"],
+            ),
             Route("/audit", self.secure(self.signed(self.audit)), methods=["GET"]),
             Route("/events", self.secure(self.signed(self.events)), methods=["GET"]),
             Route("/static/{file}", self.secure(self.static), methods=["GET"]),
@@ -381,6 +386,7 @@ class Console:
             persona=who.persona,
             csrf=session.csrf,
             running=self.progress,
+            held=set(self.held),
         )
         if request.query_params.get("part") == "list":
             return HTMLResponse(listing)
@@ -416,10 +422,7 @@ class Console:
         if ticket.status == "approved":
             held = self.held.pop(ticket.id, None)
             if held is not None:
-                self.progress[ticket.id] = f"running now, as {held.caller}"
-                task = asyncio.ensure_future(self._run_held(ticket.id, held))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._start_held(ticket.id, held)
                 session.say(
                     "ok", f"You approved ticket {ticket.id}: it is approved, and runs now for {held.caller}."
                 )
@@ -433,6 +436,31 @@ class Console:
                 "ok", f"You approved ticket {ticket.id} ({len(ticket.approvals)} of {ticket.required})."
             )
         return RedirectResponse(f"/approvals#t-{ticket.id}", 303)
+
+    async def run_approved(self, request: Request, session: Session, form: dict[str, str]) -> Response:
+        """The requester runs the call the console holds for an approved ticket (approved elsewhere)."""
+        ticket_id = request.path_params["ticket_id"]
+        held = self.held.get(ticket_id)
+        if held is None:
+            message = (
+                f"The console holds no call for ticket {ticket_id} (it was asked elsewhere, or the server "
+                "restarted): run it where it was asked, with its ticket."
+            )
+            return await self._refused(request, session, message)
+        if held.caller.strip().casefold() != session.principal.identity.strip().casefold():
+            return await self._refused(
+                request, session, f"Only {held.caller}, who asked for it, runs this call."
+            )
+        self.held.pop(ticket_id, None)
+        self._start_held(ticket_id, held)
+        session.say("ok", f"Running the approved call of ticket {ticket_id}.")
+        return RedirectResponse(f"/approvals#t-{ticket_id}", 303)
+
+    def _start_held(self, ticket_id: str, held: _Held) -> None:
+        self.progress[ticket_id] = f"running now, as {held.caller}"
+        task = asyncio.ensure_future(self._run_held(ticket_id, held))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _run_held(self, ticket_id: str, held: _Held) -> None:
         try:
@@ -539,16 +567,22 @@ class Console:
             "approvals": [self.host.approvals.path, self.host.approvals.path + "-wal"],
             "audit": [self.host.audit.path, self.host.audit.path + "-wal"],
         }
-        return StreamingResponse(self._watch(topics, watched), media_type="text/event-stream")
+        cookie = request.cookies.get(COOKIE)
+        return StreamingResponse(self._watch(topics, watched, cookie), media_type="text/event-stream")
 
-    async def _watch(self, topics: list[str], watched: dict[str, list[str]]) -> AsyncIterator[str]:
-        """``approvals`` / ``audit`` events whenever their database changes or a ticket expires."""
+    async def _watch(
+        self, topics: list[str], watched: dict[str, list[str]], cookie: str | None
+    ) -> AsyncIterator[str]:
+        """``approvals`` / ``audit`` events whenever their database changes or a ticket expires.
+
+        Ends when the session does (sign-out, idle): a stream never outlives its session.
+        """
         seen = {topic: _fingerprint(watched[topic]) for topic in topics}
         expiry = await run_in_threadpool(self._next_expiry) if "approvals" in topics else None
         progress = dict(self.progress)
         yield "retry: 2000\n\n"
         quiet = 0.0
-        while True:
+        while self.sessions.alive(cookie):
             await asyncio.sleep(POLL_SECONDS)
             quiet += POLL_SECONDS
             for topic in topics:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ...approvals import Ticket
@@ -279,22 +279,30 @@ def ticket_list(
     persona: str,
     csrf: str,
     running: Mapping[str, str],
+    held: Collection[str] = (),
     now: float | None = None,
 ) -> str:
-    """The tickets, pending first, each with its actions for ``me``."""
+    """The tickets, pending first, each with its actions for ``me``.
+
+    :param held: Tickets whose call the console holds, to run once approved.
+    """
     now = time.time() if now is None else now
     if not tickets:
         return '<p class="empty">No tickets yet. A call that needs two-person approval opens one.</p>'
     order = {"pending": 0, "approved": 1}
     ordered = sorted(tickets, key=lambda t: (order.get(t.status, 2), -t.created))
-    cards = [_ticket(t, me, can_sign, persona, csrf, running.get(t.id, ""), now) for t in ordered]
+    cards = [
+        _ticket(t, me, can_sign, persona, csrf, running.get(t.id, ""), t.id in held, now) for t in ordered
+    ]
     pending = sum(1 for t in tickets if t.status == "pending")
     return f'<p class="summary" id="pending-summary">{pending} pending · {len(tickets)} shown</p>' + "".join(
         cards
     )
 
 
-def _ticket(t: Ticket, me: str, can_sign: bool, persona: str, csrf: str, running: str, now: float) -> str:
+def _ticket(
+    t: Ticket, me: str, can_sign: bool, persona: str, csrf: str, running: str, held: bool, now: float
+) -> str:
     mine = _key(t.requester) == _key(me)
     signed = _key(me) in {_key(a) for a in t.approvers}
     count = f"{len(t.approvals)} of {t.required}"
@@ -331,7 +339,7 @@ def _ticket(t: Ticket, me: str, can_sign: bool, persona: str, csrf: str, running
         )
     if running:
         facts += f'<dt>Console run</dt><dd class="progress">{esc(running)}</dd>'
-    actions = _actions(t, mine, signed, can_sign, persona, csrf)
+    actions = _actions(t, mine, signed, can_sign, persona, csrf, held)
     return (
         f'<article class="ticket card t-{attr(t.status)}" id="t-{attr(t.id)}" '
         f'aria-labelledby="h-{attr(t.id)}">'
@@ -346,13 +354,19 @@ def _ticket(t: Ticket, me: str, can_sign: bool, persona: str, csrf: str, running
     )
 
 
-def _actions(t: Ticket, mine: bool, signed: bool, can_sign: bool, persona: str, csrf: str) -> str:
-    if t.status != "pending":
-        if t.status == "approved":
-            who = esc(t.requester)
-            return f'<p class="note">Approved: {who} may run the call once, with ticket {esc(t.id)}.</p>'
-        return ""
+def _actions(t: Ticket, mine: bool, signed: bool, can_sign: bool, persona: str, csrf: str, held: bool) -> str:
     hidden = f'<input type="hidden" name="csrf" value="{attr(csrf)}">'
+    if t.status != "pending":
+        if t.status != "approved":
+            return ""
+        if held and mine:
+            return (
+                '<p class="note">Approved. The console holds the call you asked for: run it now, once.</p>'
+                f'<form method="post" action="/approvals/{attr(t.id)}/run" class="inline">{hidden}'
+                '<button type="submit" class="primary">Run it now</button></form>'
+            )
+        who = esc(t.requester)
+        return f'<p class="note">Approved: {who} may run the call once, with ticket {esc(t.id)}.</p>'
     note_id = f"note-{attr(t.id)}"
     if mine:
         return (

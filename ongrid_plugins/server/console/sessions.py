@@ -91,6 +91,14 @@ class Sessions:
             session.last_seen = now
             return session
 
+    def alive(self, cookie: str | None) -> bool:
+        """Whether ``cookie``'s session still exists and is not idle (without counting as a request)."""
+        if not cookie:
+            return False
+        with self._lock:
+            session = self._sessions.get(_key(cookie))
+            return session is not None and self._clock() - session.last_seen <= self.idle
+
     def drop(self, cookie: str | None) -> None:
         """End the session of ``cookie`` (sign-out)."""
         if cookie:
