@@ -19,7 +19,7 @@ import pytest
 from consolekit import Console, csrf_of, serve
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is in the test extra")
-from selenium.common.exceptions import NoSuchElementException  # noqa: E402
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -89,7 +89,7 @@ def wait_for(check: Callable[[], Any], timeout: float = 10.0, what: str = "the p
     while True:
         try:
             value = check()
-        except NoSuchElementException:
+        except (NoSuchElementException, StaleElementReferenceException):  # a live part was just replaced
             value = None
         if value:
             return value
@@ -100,6 +100,16 @@ def wait_for(check: Callable[[], Any], timeout: float = 10.0, what: str = "the p
 
 def text(driver: Any, css: str) -> str:
     return str(driver.find_element(By.CSS_SELECTOR, css).text)
+
+
+def click(driver: Any, css: str) -> None:
+    """Click ``css``, finding it again if a live refresh replaced it in between."""
+
+    def attempt() -> bool:
+        driver.find_element(By.CSS_SELECTOR, css).click()
+        return True
+
+    wait_for(attempt, what=f"{css} to click")
 
 
 def sign_in(driver: Any, console: Console, who: str) -> None:
@@ -205,15 +215,15 @@ def test_two_people_approve_a_ticket_live_and_it_runs_once(browsers, console, sh
     )
     ticket_id = ticket_link[0].text
     # bob's page shows it without a reload
-    card = wait_for(lambda: bob.find_elements(By.ID, f"t-{ticket_id}"), what="the new ticket, live")[0]
-    assert "0 of 2" in card.text and "left" in card.text and '"path": "/srv/old"' in card.text
-    assert "ann" in card.find_element(By.CSS_SELECTOR, "dd strong").text
+    card = wait_for(lambda: text(bob, f"#t-{ticket_id}"), what="the new ticket, live")
+    assert "0 of 2" in card and "left" in card and '"path": "/srv/old"' in card
+    assert wait_for(lambda: text(bob, f"#t-{ticket_id} dd strong")) == "ann"
     shot(bob, shots, "approvals-pending")
     # ann sees her own ticket without an approve button ...
     ann.get(console.url + "/approvals")
-    mine = ann.find_element(By.ID, f"t-{ticket_id}")
-    assert [b.text for b in mine.find_elements(By.TAG_NAME, "button")] == ["Withdraw"]
-    assert "no approve button for you" in mine.text
+    buttons = wait_for(lambda: [b.text for b in ann.find_elements(By.CSS_SELECTOR, f"#t-{ticket_id} button")])
+    assert buttons == ["Withdraw"]
+    assert "no approve button for you" in text(ann, f"#t-{ticket_id}")
     # ... and the server refuses it anyway
     client = console.client("ann")
     refused = client.post(
@@ -224,15 +234,15 @@ def test_two_people_approve_a_ticket_live_and_it_runs_once(browsers, console, sh
     assert console.host.ticket(ticket_id).approvals == ()
     # bob approves with a note; ann's page follows
     bob.find_element(By.ID, f"note-{ticket_id}").send_keys("backup checked")
-    bob.find_element(By.CSS_SELECTOR, f"#t-{ticket_id} button.primary").click()
+    click(bob, f"#t-{ticket_id} button.primary")
     assert "1 of 2" in wait_for(lambda: text(bob, ".flash-ok"))
     wait_for(lambda: "1 of 2" in text(ann, f"#t-{ticket_id} .count.big"), what="1 of 2 on ann's page, live")
-    assert "backup checked" in text(ann, f"#t-{ticket_id}")
+    wait_for(lambda: "backup checked" in text(ann, f"#t-{ticket_id}"), what="bob's note on ann's page")
     # cid (same browser as bob, after signing out) gives the second approval: the call runs once
     sign_out(bob)
     sign_in(bob, console, "cid")
     bob.get(console.url + "/approvals")
-    bob.find_element(By.CSS_SELECTOR, f"#t-{ticket_id} button.primary").click()
+    click(bob, f"#t-{ticket_id} button.primary")
     assert "runs now for ann" in wait_for(lambda: text(bob, ".flash-ok"))
     wait_for(lambda: "ran: ok" in text(ann, f"#t-{ticket_id}"), what="the run's outcome on ann's page, live")
     shot(ann, shots, "approvals")
@@ -248,7 +258,7 @@ def test_audit_page_is_live_and_shows_a_tampered_chain_as_broken(browsers, conso
     if "/login" in cid.current_url:
         sign_in(cid, console, "cid")
         cid.get(console.url + "/audit")
-    assert "verifies to row" in text(cid, "#chain")
+    wait_for(lambda: "verifies to row" in text(cid, "#chain"), what="the chain check, fetched after paint")
     before = len(cid.find_elements(By.CSS_SELECTOR, "#audit-rows tbody tr"))
     rest = console.client()
     answer = rest.post(
@@ -261,8 +271,8 @@ def test_audit_page_is_live_and_shows_a_tampered_chain_as_broken(browsers, conso
         lambda: len(cid.find_elements(By.CSS_SELECTOR, "#audit-rows tbody tr")) == before + 1,
         what="the new audit row, live",
     )
-    newest = cid.find_element(By.CSS_SELECTOR, "#audit-rows tbody tr")
-    assert "vic" in newest.text and "echo" in newest.text
+    newest = wait_for(lambda: text(cid, "#audit-rows tbody tr"))
+    assert "vic" in newest and "echo" in newest
     shot(cid, shots, "audit")
     cid.get(console.url + "/audit?caller=vic")
     tools = {td.text for td in cid.find_elements(By.CSS_SELECTOR, "#audit-rows tbody td:nth-child(3)")}
