@@ -94,10 +94,20 @@
         " approvals by people other than you, and runs right after the second one."));
       box.appendChild(p);
     }
-    const pre = document.createElement("pre");
-    pre.className = "result";
-    pre.textContent = JSON.stringify(ok ? data.result : (data.value !== undefined ? data.value : data), null, 2);
-    box.appendChild(pre);
+    // The result of a call that ran; for a failure, what the skill printed (a refusal has neither).
+    const shown = ok ? data.result : data.value;
+    if (ok || (shown !== undefined && shown !== null)) {
+      const pre = document.createElement("pre");
+      pre.className = "result";
+      pre.textContent = JSON.stringify(shown, null, 2);
+      box.appendChild(pre);
+    }
+    if (!ok && data.stderr_tail && data.stderr_tail.length) {
+      const tail = document.createElement("pre");
+      tail.className = "log";
+      tail.textContent = data.stderr_tail.join("\n");
+      box.appendChild(tail);
+    }
   }
 
   async function runLive(form) {
@@ -144,6 +154,7 @@
     } catch (err) {
       box.textContent = "The run could not be followed: " + err.message;
     } finally {
+      if (!log.textContent) log.textContent = "(nothing on stderr)";
       button.disabled = false;
     }
   }
