@@ -184,6 +184,8 @@ def test_a_post_from_another_origin_is_refused_even_with_the_token(console):
     )
     assert answer.status_code == 403 and "another site" in answer.text
     assert console.host.ticket(ticket).approvals == ()
+    odd = bob.post(f"/approvals/{ticket}/approve", data={"csrf": token}, headers={"Origin": "<b>x</b>"})
+    assert odd.status_code == 403 and "<b>x</b>" not in odd.text and "&lt;b&gt;x&lt;/b&gt;" in odd.text
 
 
 # ---------------------------------------------------------------------- approvals

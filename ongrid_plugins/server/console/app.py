@@ -166,7 +166,7 @@ class Console:
             if post:
                 refused = _cross_origin(request)
                 if refused:
-                    return self._html("Refused", f'<p class="flash flash-error">{refused}</p>', 403)
+                    return self._html("Refused", f'<p class="flash flash-error">{esc(refused)}</p>', 403)
                 form = await _form(request)
                 if not same_token(form.get("csrf"), session.csrf):
                     body = (
@@ -208,7 +208,7 @@ class Console:
     async def login(self, request: Request) -> Response:
         refused = _cross_origin(request)
         if refused:
-            return self._html("Refused", f'<p class="flash flash-error">{refused}</p>', 403)
+            return self._html("Refused", f'<p class="flash flash-error">{esc(refused)}</p>', 403)
         form = await _form(request)
         next_path = _next(form.get("next"))
         if not same_token(form.get("csrf"), request.cookies.get(LOGIN_COOKIE, "")):
