@@ -147,6 +147,22 @@ def test_pages_have_no_inline_script_style_or_third_party_asset(console, path):
     assert [v for v in links if not v.startswith(("/", "#"))] == []  # nothing from another origin
 
 
+@pytest.mark.parametrize("path", [*PAGES, "/login"])
+def test_every_field_has_a_label(console, path):
+    if path == "/approvals":
+        open_ticket(console, "bob", "/srv/labels")  # a ticket ann may decide on: its note field
+    markup = _Markup()
+    markup.feed((console.client() if path == "/login" else console.client("ann")).get(path).text)
+    labelled = {a.get("for") for t, a in markup.tags if t == "label"}
+    fields = [
+        a
+        for t, a in markup.tags
+        if t in ("input", "select", "textarea") and a.get("type") not in ("hidden", "submit")
+    ]
+    assert fields, f"{path} has no fields to check"
+    assert [a for a in fields if a.get("id") not in labelled] == []
+
+
 def test_skill_text_is_escaped_never_markup(console):
     html = console.client("ann").get("/").text
     assert "<script>alert" not in html and "<img src=x" not in html
