@@ -32,6 +32,8 @@ from typing import Any
 
 import attrs
 
+from ._sqlite import access_error, file_mode
+
 __all__ = ["HOST", "JOURNAL_DIR", "PID", "Journal", "JournalFile", "alive", "journal_files", "pid_start"]
 
 JOURNAL_DIR = "audit-inflight"
@@ -118,11 +120,17 @@ class Journal:
             self._close(remove=False)
             self._active.clear()
         self._owner = owner
-        os.makedirs(self.folder, mode=0o700, exist_ok=True)
         number = next(_numbers)
         self._path = os.path.join(self.folder, f"{owner[0]}-{owner[1]}-{number}@{HOST}{SUFFIX}")
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-        self._fd = os.open(self._path, flags, 0o600)
+        try:
+            os.makedirs(self.folder, mode=0o700, exist_ok=True)
+            # 0660 in a group-shared folder, so another member's host can recover it after a crash
+            mode = file_mode(self.folder)
+            self._fd = os.open(self._path, flags, mode)
+            os.fchmod(self._fd, mode)  # past the umask
+        except PermissionError as exc:
+            raise access_error(self._path, exc) from None
         self._finalizer = weakref.finalize(self, _close_fd, self._fd)
         return self._fd
 

@@ -1,51 +1,148 @@
 """Opening the state databases (approvals, audit log) the same careful way.
 
 The state folder and the database files are created private to their owner
-(0700 / 0600) before SQLite touches them; every connection waits for locks
-instead of failing (``busy_timeout``), runs in WAL mode so readers never block
-writers, and sets the schema up idempotently, retrying the one step SQLite
-does not retry on its own (switching the journal mode while another process
-holds the file).
+(0700 / 0600) before SQLite touches them -- or, in a folder shared by a group
+(setgid, see :mod:`.statedir`), group-writable (0660); every connection waits
+for locks instead of failing (``busy_timeout``), runs in WAL mode so readers
+never block writers, and sets the schema up idempotently, retrying the one step
+SQLite does not retry on its own (switching the journal mode while another
+process holds the file).
+
+A folder or file this user may not use is a :class:`~.errors.StateAccessError`
+naming it and the fix (:func:`access_problem`), never a bare ``PermissionError``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["connect"]
+from .errors import StateAccessError
+
+__all__ = ["access_error", "access_problem", "connect", "create_private", "file_mode"]
 
 BUSY_TIMEOUT = 60.0
+_ACCESS_WORDS = ("readonly", "unable to open", "permission", "access")
 
 
 def connect(path: str, schema: str, *, synchronous: str, check_same_thread: bool = True) -> Any:
     """An autocommit connection to ``path`` (transactions are begun explicitly), schema in place."""
     import sqlite3
 
-    create_private(path)
-    conn = sqlite3.connect(
-        path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=check_same_thread
-    )
+    try:
+        create_private(path)
+    except PermissionError as exc:
+        raise access_error(path, exc) from None
+    try:
+        conn = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=check_same_thread
+        )
+    except sqlite3.OperationalError as exc:
+        raise _explained(path, exc) from None
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
         _retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL"))
         _retry_busy(lambda: conn.executescript(schema))
         conn.execute(f"PRAGMA synchronous = {synchronous}")
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        raise _explained(path, exc) from None
     except BaseException:
         conn.close()
         raise
     return conn
 
 
+def file_mode(folder: str) -> int:
+    """The mode for a new state file in ``folder``: 0660 in a group-shared (setgid) folder, else 0600."""
+    try:
+        shared = bool(os.stat(folder).st_mode & stat.S_ISGID)
+    except OSError:
+        shared = False
+    return 0o660 if shared else 0o600
+
+
 def create_private(path: str) -> None:
-    """Create the folder (0700) and the database file (0600) if they do not exist yet."""
-    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+    """Create the folder (0700) and the database file (0600; 0660 in a shared folder) if missing."""
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, mode=0o700, exist_ok=True)
     if not os.path.exists(path):
+        mode = file_mode(folder)
         with contextlib.suppress(FileExistsError):
-            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode)
+            try:
+                os.fchmod(fd, mode)  # past the umask: a shared folder's files stay group-writable
+            finally:
+                os.close(fd)
+
+
+def _explained(path: str, exc: Exception) -> Exception:
+    if any(word in str(exc).lower() for word in _ACCESS_WORDS) and access_problem(path):
+        return access_error(path, exc)
+    return exc
+
+
+def access_error(path: str, exc: BaseException | None = None) -> StateAccessError:
+    """The error for a state file this user cannot use: which file or folder, why, and the fix."""
+    problem = access_problem(path) or f"{path} cannot be used: {exc}"
+    folder = os.path.dirname(os.path.abspath(path))
+    fix = (
+        f"if several people share this state folder, its owner (or root) runs "
+        f"`ongrid-skills state init {folder} --group GROUP` once and everyone who shares it joins GROUP "
+        "(docs/approvals.md, 'Sharing approvals'); otherwise point ONGRID_STATE_DIR at a folder of your own"
+    )
+    return StateAccessError(f"{problem}; {fix}")
+
+
+def access_problem(path: str) -> str:
+    """What keeps this user from using the state file ``path`` (its folder, it, its -wal/-shm), or ``""``."""
+    folder = os.path.dirname(os.path.abspath(path))
+    user = _user()
+    probe = folder
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    if probe != folder:  # the folder does not exist: can it be made?
+        if not os.access(probe, os.W_OK | os.X_OK):
+            where = f"{probe} is not writable ({_describe(probe)})"
+            return f"{user} cannot create the state folder {folder}: {where}"
+        return ""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{user} cannot use the state folder {folder} ({_describe(folder)})"
+    for candidate in (path, path + "-wal", path + "-shm"):
+        if os.path.exists(candidate) and not os.access(candidate, os.R_OK | os.W_OK):
+            return f"{user} cannot read and write {candidate} ({_describe(candidate)})"
+    return ""
+
+
+def _describe(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    return (
+        f"owner {_name(st.st_uid, 'pwd')}, group {_name(st.st_gid, 'grp')}, mode {stat.filemode(st.st_mode)}"
+    )
+
+
+def _name(ident: int, module: str) -> str:
+    try:
+        if module == "pwd":
+            import pwd
+
+            return pwd.getpwuid(ident).pw_name
+        import grp
+
+        return grp.getgrgid(ident).gr_name
+    except (ImportError, KeyError):
+        return str(ident)
+
+
+def _user() -> str:
+    return _name(os.getuid(), "pwd") if hasattr(os, "getuid") else "this user"
 
 
 def _retry_busy(action: Callable[[], object], attempts: int = 50) -> None:

@@ -246,8 +246,14 @@ class ApprovalStore:
         tool_class: str = "",
         reason: str = "",
         profile: str = "",
+        call_args: Mapping[str, Any] | None = None,
     ) -> Ticket:
-        """A ticket for this call: the requester's open one for the same call, else a new one."""
+        """A ticket for this call: the requester's open one for the same call, else a new one.
+
+        ``args`` are the redacted arguments approvers read. ``call_args`` (the call's own,
+        unredacted) are not kept here; a store on a server (``server.client``) sends them so
+        the server works out the digest and the redaction itself.
+        """
         now = self._clock()
         with self._write() as conn:
             row = conn.execute(
@@ -456,6 +462,8 @@ class ApprovalStore:
 
     def _store_error(self, exc: Exception) -> ApprovalError:
         message = f"the approval database {self.path} cannot be used: {exc}"
+        if _sqlite.access_problem(self.path):  # a permission problem: name the file and the fix
+            message = f"the approval database cannot be used: {_sqlite.access_error(self.path, exc)}"
         logger.error("approvals: %s", message)
         return ApprovalError("store", "", message)
 

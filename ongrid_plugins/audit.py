@@ -275,17 +275,30 @@ class AuditLog:
         since: int | None = None,
         last: int | None = None,
         limit: int | None = None,
+        caller: str | None = None,
+        start: float | None = None,
+        end: float | None = None,
     ) -> list[AuditEntry]:
-        """Rows in order; ``since`` = only rows after that seq, ``last`` = only the final N."""
+        """Rows in order; ``since`` = only rows after that seq, ``last`` = only the final N.
+
+        ``caller`` keeps one identity's rows; ``start`` and ``end`` (seconds since the
+        epoch) keep the attempts that started in ``[start, end)``.
+        """
         where: list[str] = []
         params: list[Any] = []
-        for column, value in (("tool", tool), ("outcome", outcome)):
+        for column, value in (("tool", tool), ("outcome", outcome), ("caller", caller)):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
         if since is not None:
             where.append("seq > ?")
             params.append(since)
+        if start is not None:
+            where.append("time >= ?")
+            params.append(start)
+        if end is not None:
+            where.append("time < ?")
+            params.append(end)
         clause = f" WHERE {' AND '.join(where)}" if where else ""
         order, count = ("DESC", last) if last is not None else ("ASC", limit)
         sql = f"SELECT {', '.join(COLUMNS)}, hash FROM entries{clause} ORDER BY seq {order}"

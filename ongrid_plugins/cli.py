@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "ongrid_plugins.commands.resolve",
     "ongrid_plugins.commands.personas",
     "ongrid_plugins.commands.approvals",
+    "ongrid_plugins.commands.state",
     "ongrid_plugins.commands.audit",
     "ongrid_plugins.commands.packs",
     "ongrid_plugins.commands.new",

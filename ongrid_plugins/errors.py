@@ -34,6 +34,7 @@ __all__ = [
     "PluginLoadError",
     "ResourceRefused",
     "SkillUnavailable",
+    "StateAccessError",
     "StrictSchemaError",
     "UnknownPersona",
     "UnknownSkill",
@@ -261,6 +262,16 @@ class AuditError(OngridError):
     """
 
     exit_code = 3
+
+
+class StateAccessError(ConfigError):
+    """A file or folder of the state dir (approvals, audit log) cannot be read or written by this user.
+
+    The message names the file, its owner, group and mode, and the fix (a shared
+    folder is set up once with ``ongrid-skills state init DIR --group NAME``).
+    """
+
+    exit_code = 2
 
 
 #: Exit codes of the CLI, by outcome. Kept here so the CLI and the docs agree.

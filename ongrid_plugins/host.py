@@ -149,11 +149,16 @@ class SkillHost:
 
     @property
     def approvals(self) -> ApprovalStore:
-        """The two-person ticket store (``<state_dir>/approvals.db``)."""
+        """The two-person ticket store: ``<state_dir>/approvals.db``, or a server's (``approvals_url``)."""
         if self._approvals is None:
-            from .approvals import ApprovalStore
+            if self.settings.approvals_url:
+                from .server.client import RemoteApprovalStore
 
-            self._approvals = ApprovalStore.for_settings(self.settings)
+                self._approvals = RemoteApprovalStore.for_settings(self.settings)
+            else:
+                from .approvals import ApprovalStore
+
+                self._approvals = ApprovalStore.for_settings(self.settings)
         return self._approvals
 
     @approvals.setter
@@ -584,6 +589,7 @@ class SkillHost:
             tool_class=tool.tool_class.value,
             reason=decision.reason,
             profile=_profile_digest(request),
+            call_args=request.args,
         )
 
     def _refused(self, attempt: _Attempt) -> CallResult:

@@ -18,6 +18,8 @@ variable                        meaning
 ``ONGRID_CONFIG_DIR``           configuration directory (personas)
 ``ONGRID_PERSONAS_DIRS``        persona folders searched before ``<config>/personas``, split on ``:,;``
 ``ONGRID_APPROVAL_TTL``         seconds a two-person ticket stays valid (default 900)
+``ONGRID_APPROVALS_URL``        keep two-person tickets on this ``ongrid-skills serve`` (docs/approvals.md)
+``ONGRID_APPROVALS_TOKEN_FILE`` its bearer token, in a file (else ``ONGRID_TOKEN``)
 ``ONGRID_AUDIT_FAIL_CLOSED``    ``1`` (default): refuse mutating/dangerous calls the audit log cannot record
 ``ONGRID_USER_SKILLS_DIR``      the per-user skills root (default: platformdirs)
 ``ONGRID_SYSTEM_SKILLS_DIR``    the system skills root (default ``/etc/ongrid/skills``)
@@ -220,6 +222,10 @@ class Settings:
     """Persona folders from ``ONGRID_PERSONAS_DIRS``, searched before ``<config_dir>/personas``."""
     approval_ttl: float = attrs.field(default=DEFAULT_APPROVAL_TTL)
     """Seconds a two-person ticket stays valid, from its request to its execution."""
+    approvals_url: str = ""
+    """An ``ongrid-skills serve`` URL whose store keeps this host's tickets; empty: the state dir's."""
+    approvals_token_file: str = ""
+    """The file holding the bearer token for ``approvals_url`` (empty: ``$ONGRID_TOKEN``)."""
     audit_fail_closed: bool = True
     """Refuse mutating and dangerous calls when the audit log cannot record them."""
     sandbox: str = attrs.field(default="auto")
@@ -297,6 +303,12 @@ class Settings:
             values["persona_dirs"] = split_dirs(env["ONGRID_PERSONAS_DIRS"])
         if env.get("ONGRID_APPROVAL_TTL", "").strip():
             values["approval_ttl"] = _positive_float("ONGRID_APPROVAL_TTL", env["ONGRID_APPROVAL_TTL"])
+        for var, field in (
+            ("ONGRID_APPROVALS_URL", "approvals_url"),
+            ("ONGRID_APPROVALS_TOKEN_FILE", "approvals_token_file"),
+        ):
+            if env.get(var, "").strip():
+                values[field] = env[var].strip()
         if "ONGRID_AUDIT_FAIL_CLOSED" in env:
             values["audit_fail_closed"] = _flag("ONGRID_AUDIT_FAIL_CLOSED", env["ONGRID_AUDIT_FAIL_CLOSED"])
         if env.get("ONGRID_SANDBOX", "").strip():

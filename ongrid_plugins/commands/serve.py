@@ -121,7 +121,10 @@ def _serve(ctx: Context) -> int:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"ongrid-skills serve: listening on http://{shown}:{port}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    # Live pages hold their connection open: give them 2 s at shutdown, then close them.
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
+    )
     uvicorn.Server(config).run(sockets=[sock])
     return 0
 

@@ -147,6 +147,21 @@ _SCHEMAS: dict[str, Any] = {
     "TicketList": _list_of("Ticket"),
     "ApproveRequest": _obj({"note": _STR, "sop": _NULLABLE_STR}, required=[], closed=True),
     "RejectRequest": _obj({"note": _STR}, required=[], closed=True),
+    "OpenTicketRequest": _obj(
+        {
+            "tool": _STR,
+            "params": {"type": "object", "description": "the call's arguments (the server redacts secrets)"},
+            "persona": _STR,
+            "reason": _STR,
+        },
+        required=["tool", "params", "persona"],
+        closed=True,
+    ),
+    "ClaimRequest": _obj(
+        {"tool": _STR, "args_digest": _STR, "persona": _STR, "call_id": _STR},
+        required=["tool", "args_digest", "persona", "call_id"],
+        closed=True,
+    ),
     "AuditEntry": _obj(
         {
             "seq": _INT,
@@ -267,7 +282,19 @@ def _paths() -> dict[str, Any]:
                     _query("status", {"type": "string", "enum": _TICKET_STATUS}, "only this status")
                 ],
                 "responses": _responses(_json("TicketList", "the tickets"), "400", "401", "503"),
-            }
+            },
+            "post": {
+                "summary": "Open a ticket for a call another host will make, as the token's identity",
+                "requestBody": {**_body("OpenTicketRequest"), "required": True},
+                "responses": _responses(
+                    _json("Ticket", "the ticket (the open one, if this requester asked before)"),
+                    "400",
+                    "401",
+                    "404",
+                    "413",
+                    "503",
+                ),
+            },
         },
         "/v1/approvals/{ticket_id}": {
             "get": {
@@ -290,6 +317,14 @@ def _paths() -> dict[str, Any]:
                 "parameters": _name("ticket_id"),
                 "requestBody": _body("RejectRequest"),
                 "responses": _responses(_json("Ticket", "the rejected ticket"), *_TICKET_ERRORS),
+            }
+        },
+        "/v1/approvals/{ticket_id}/claim": {
+            "post": {
+                "summary": "Spend an approved ticket for exactly this call (its requester, once)",
+                "parameters": _name("ticket_id"),
+                "requestBody": {**_body("ClaimRequest"), "required": True},
+                "responses": _responses(_json("Ticket", "the ticket, now executed"), *_TICKET_ERRORS),
             }
         },
         "/v1/audit": {

@@ -17,6 +17,7 @@ from ..errors import (
     OngridError,
     PermissionDenied,
     SkillUnavailable,
+    StateAccessError,
     UnknownPersona,
     UnknownSkill,
 )
@@ -95,6 +96,9 @@ def api_error(exc: OngridError) -> ApiError:
         return ApiError(409, "unavailable", str(exc), reasons=list(exc.reasons))
     if isinstance(exc, AuditError):
         return ApiError(503, "audit_unavailable", str(exc))
+    if isinstance(exc, StateAccessError):
+        logger.error("rest: %s", exc)
+        return ApiError(503, "state_unavailable", "the server cannot use its state folder (see its log)")
     if isinstance(exc, UnknownPersona):
         logger.error("rest: a token names a persona that is gone: %s", exc)
         return ApiError(500, "internal", "the token's persona does not exist on this server")

@@ -31,7 +31,8 @@ from typing import Any
 from ..approvals import STATUSES
 from ..errors import ConfigError, OngridError, UnknownSkill
 from ..host import SkillHost
-from ..models import CallResult, Event, PermissionMode, Tool
+from ..models import CallResult, Event, PermissionMode, Tool, args_digest
+from ..redact import redact
 from . import missing_extra
 from .responses import ApiError, api_error, result_body, sse
 from .tokens import Principal, TokenStore
@@ -65,12 +66,14 @@ def create_app(
     *,
     max_body: int = DEFAULT_MAX_BODY,
     max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+    console: bool = True,
 ) -> Starlette:
     """The ASGI app: mount it in your own app, or run it with ``ongrid-skills serve``.
 
     :param tokens: Who may call: each token maps to an identity and a persona.
     :param max_body: Larger request bodies are refused with 413.
     :param max_concurrent: More calls running at once are refused with 429.
+    :param console: Serve the operator console (web pages, ``docs/console.md``) at ``/``.
     """
     if max_body < 1 or max_concurrent < 1:
         message = "max_body and max_concurrent must be at least 1"
@@ -86,11 +89,17 @@ def create_app(
         Route("/v1/skills/{name}/execute", api.authed(api.execute), methods=["POST"]),
         Route("/v1/skills/{name}/execute/stream", api.authed(api.execute_stream), methods=["POST"]),
         Route("/v1/approvals", api.authed(api.list_approvals), methods=["GET"]),
+        Route("/v1/approvals", api.authed(api.open_approval), methods=["POST"]),
         Route("/v1/approvals/{ticket_id}", api.authed(api.get_approval), methods=["GET"]),
         Route("/v1/approvals/{ticket_id}/approve", api.authed(api.approve), methods=["POST"]),
         Route("/v1/approvals/{ticket_id}/reject", api.authed(api.reject), methods=["POST"]),
+        Route("/v1/approvals/{ticket_id}/claim", api.authed(api.claim), methods=["POST"]),
         Route("/v1/audit", api.authed(api.audit), methods=["GET"]),
     ]
+    if console:
+        from .console import console_routes
+
+        routes += console_routes(host, tokens, max_concurrent=max_concurrent)
     handlers: dict[Any, Any] = {ApiError: _api_error, HTTPException: _http_error, Exception: _server_error}
     return Starlette(routes=routes, exception_handlers=handlers, lifespan=api.lifespan)
 
@@ -300,6 +309,57 @@ class _Api:
         )
         return JSONResponse(ticket.to_dict())
 
+    async def open_approval(self, request: Request, who: Principal) -> Response:
+        """Open (or find) a ticket for a call another host wants to make, requested by the token's identity.
+
+        The server works out the digest and the redaction from the arguments itself, so
+        what approvers read is what the ticket covers.
+        """
+        fields = {"tool": str, "params": dict, "persona": str, "reason": str}
+        body = _required(_fields(await self._json(request), fields), "tool", "params", "persona")
+        tool = self._tool(body["tool"])
+        if body["persona"] not in {p.name for p in await run_in_threadpool(self.host.personas)}:
+            raise ApiError(400, "bad_request", f"persona {body['persona']!r} does not exist on this server")
+        digest = args_digest(tool.name, body["params"])
+        shown, _paths = redact(tool.schema, body["params"])
+        ticket = await self._approvals(
+            lambda: self.host.approvals.open_ticket(
+                tool=tool.name,
+                args_digest=digest,
+                persona=body["persona"],
+                requester=who.identity,
+                args=shown,
+                tool_class=tool.tool_class.value,
+                reason=body.get("reason", ""),
+                profile=self.host.sandbox_profile(tool).digest,  # the profile as this server runs it
+            )
+        )
+        return JSONResponse(ticket.to_dict())
+
+    async def claim(self, request: Request, who: Principal) -> Response:
+        """Spend an approved ticket for the call its requester's host is about to make."""
+        ticket_id = request.path_params["ticket_id"]
+        fields = {"tool": str, "args_digest": str, "persona": str, "call_id": str}
+        body = _required(_fields(await self._json(request), fields), *fields)
+        ticket = await self._approvals(self.host.ticket, ticket_id)
+        if ticket.requester.strip().casefold() != who.identity.strip().casefold():
+            message = (
+                f"only the requester of ticket {ticket_id} ({ticket.requester}) may run it over the server"
+            )
+            raise ApiError(403, "forbidden", message)
+        ticket = await self._approvals(
+            lambda: self.host.approvals.claim(
+                ticket_id,
+                tool=body["tool"],
+                args_digest=body["args_digest"],
+                persona=body["persona"],
+                caller=who.identity,
+                call_id=body["call_id"],
+                profile=self.host.sandbox_profile(self._tool(body["tool"])).digest,
+            )
+        )
+        return JSONResponse(ticket.to_dict())
+
     def _signs(self, who: Principal) -> bool:
         return self.host.persona(who.persona).permission_mode is PermissionMode.DUAL_SIGN_REQUIRED
 
@@ -377,6 +437,13 @@ def _fields(body: Any, allowed: dict[str, Any]) -> dict[str, Any]:
         kinds = allowed[key]
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in _tuple(kinds)):
             raise ApiError(400, "bad_request", f"field {key!r} has the wrong type")
+    return body
+
+
+def _required(body: dict[str, Any], *names: str) -> dict[str, Any]:
+    missing = [name for name in names if name not in body]
+    if missing:
+        raise ApiError(400, "bad_request", f"missing field(s): {', '.join(missing)}")
     return body
 
 

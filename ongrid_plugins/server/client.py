@@ -1,0 +1,286 @@
+"""A client of the REST API's approval routes: ``approvals ... --server URL`` and ``Settings.approvals_url``.
+
+The server decides who is acting: every request carries a bearer token, and the
+server signs approvals -- and requests and runs tickets -- as the token's identity,
+never as a name the client sends. Only the standard library is used (``urllib``), so
+neither the CLI nor an embedding host needs an extra.
+
+:class:`RemoteApprovalStore` is an :class:`~ongrid_plugins.approvals.ApprovalStore`
+whose tickets live on a server: a host with ``Settings.approvals_url`` opens its
+tickets there (sending the call's arguments, from which the server works out the
+digest and the redaction approvers read) and spends them there before it runs the
+call, so requesters and approvers on different accounts or machines share one store.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import TYPE_CHECKING, Any
+
+from ..approvals import Approval, ApprovalStore, Ticket, VerifyApproval
+from ..errors import APPROVAL_REASONS, ApprovalError, ConfigError, OngridError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ..settings import Settings
+
+__all__ = ["ApprovalsClient", "RemoteApprovalStore", "ServerError", "read_token", "ticket_from_dict"]
+
+TIMEOUT = 30.0
+
+
+class ServerError(OngridError):
+    """The server refused a request, or could not be reached; the message says which and why."""
+
+    def __init__(self, message: str, *, status: int = 0, code: str = "") -> None:
+        self.status = status
+        self.code = code
+        self.exit_code = 3 if status == 403 else 2
+        super().__init__(message)
+
+
+def read_token(token_file: str | None) -> str:
+    """The bearer token: the first line of ``token_file``, else ``$ONGRID_TOKEN``."""
+    if token_file:
+        try:
+            with open(token_file, encoding="utf-8") as f:
+                token = f.readline().strip()
+        except OSError as exc:
+            raise ConfigError(f"--token-file {token_file}: cannot read it: {exc.strerror or exc}") from None
+        if not token:
+            raise ConfigError(f"--token-file {token_file} is empty: it should hold the bearer token")
+        return token
+    token = os.environ.get("ONGRID_TOKEN", "").strip()
+    if not token:
+        raise ConfigError("--server needs a token: set ONGRID_TOKEN, or give --token-file FILE")
+    return token
+
+
+def _timestamp(text: Any) -> float:
+    if not text:
+        return 0.0
+    return datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+
+
+def ticket_from_dict(data: dict[str, Any]) -> Ticket:
+    """A :class:`Ticket` from its JSON form (``Ticket.to_dict``)."""
+    approvals = [
+        Approval(a["approver"], a.get("note", ""), a.get("sop"), _timestamp(a.get("time")))
+        for a in data.get("approvals", [])
+    ]
+    return Ticket(
+        id=data["id"],
+        tool=data["tool"],
+        args_digest=data["args_digest"],
+        persona=data["persona"],
+        requester=data["requester"],
+        required=int(data.get("required", 2)),
+        approvals=approvals,
+        status=data["status"],
+        created=_timestamp(data.get("created")),
+        expires=_timestamp(data.get("expires")),
+        rejected_by=data.get("rejected_by"),
+        note=data.get("note", ""),
+        args=data.get("args", {}),
+        tool_class=data.get("tool_class", ""),
+        reason=data.get("reason", ""),
+        executed=_timestamp(data.get("executed")) or None,
+        executed_by=data.get("executed_by"),
+        call_id=data.get("call_id"),
+    )
+
+
+class ApprovalsClient:
+    """The approval routes of one server, as one token's identity."""
+
+    def __init__(self, url: str, token: str, *, timeout: float = TIMEOUT) -> None:
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ConfigError(f"--server {url!r} is not an http:// or https:// URL")
+        self.url = url.rstrip("/")
+        self._token = token
+        self.timeout = timeout
+
+    def __repr__(self) -> str:
+        return f"<ApprovalsClient {self.url}>"
+
+    def tickets(self, status: str | None = None) -> list[Ticket]:
+        """Every ticket, newest first (``status`` filters)."""
+        query = f"?{urllib.parse.urlencode({'status': status})}" if status else ""
+        body = self._request("GET", f"/v1/approvals{query}")
+        return [ticket_from_dict(item) for item in body["items"]]
+
+    def ticket(self, ticket_id: str) -> Ticket:
+        """One ticket."""
+        return ticket_from_dict(self._request("GET", f"/v1/approvals/{_quote(ticket_id)}"))
+
+    def approve(self, ticket_id: str, *, note: str = "", sop: str | None = None) -> Ticket:
+        """Approve as the token's identity."""
+        body: dict[str, Any] = {"note": note}
+        if sop is not None:
+            body["sop"] = sop
+        return ticket_from_dict(self._request("POST", f"/v1/approvals/{_quote(ticket_id)}/approve", body))
+
+    def reject(self, ticket_id: str, *, note: str = "") -> Ticket:
+        """Reject (or, as its requester, withdraw) as the token's identity."""
+        return ticket_from_dict(
+            self._request("POST", f"/v1/approvals/{_quote(ticket_id)}/reject", {"note": note})
+        )
+
+    def open_ticket(self, *, tool: str, params: Mapping[str, Any], persona: str, reason: str = "") -> Ticket:
+        """Open (or find) the ticket for this call, requested by the token's identity."""
+        body = {"tool": tool, "params": dict(params), "persona": persona, "reason": reason}
+        return ticket_from_dict(self._request("POST", "/v1/approvals", body))
+
+    def claim(self, ticket_id: str, *, tool: str, args_digest: str, persona: str, call_id: str) -> Ticket:
+        """Spend the approved ticket for exactly this call (as its requester)."""
+        body = {"tool": tool, "args_digest": args_digest, "persona": persona, "call_id": call_id}
+        return ticket_from_dict(self._request("POST", f"/v1/approvals/{_quote(ticket_id)}/claim", body))
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Authorization", f"Bearer {self._token}")
+        request.add_header("Accept", "application/json")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            raise _refusal(exc) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ServerError(f"cannot reach {self.url}: {reason}") from None
+
+
+def _quote(ticket_id: str) -> str:
+    return urllib.parse.quote(ticket_id, safe="")
+
+
+def _refusal(exc: urllib.error.HTTPError) -> OngridError:
+    try:
+        body = json.loads(exc.read())
+    except ValueError:
+        body = {}
+    message = str(body.get("error") or exc.reason)
+    code = str(body.get("code", ""))
+    if code == "ticket_refused" and body.get("reason") in APPROVAL_REASONS:
+        return ApprovalError(body["reason"], str(body.get("ticket") or ""), message)
+    if exc.code == 401:
+        return ServerError(f"the server refused the token ({message})", status=401, code=code)
+    return ServerError(f"the server answered {exc.code}: {message}", status=exc.code, code=code)
+
+
+class RemoteApprovalStore(ApprovalStore):
+    """Tickets kept by an ``ongrid-skills serve`` server, as its token's identity (``approvals_url``).
+
+    Identities are the server's: a ticket's requester, its approvers and who ran it
+    are the tokens' identities, whatever ``requester=``, ``approver=`` or ``caller=``
+    the host passes. Anything that keeps the server from answering is an
+    ``ApprovalError(reason="store")``, as for a local database that cannot be used.
+    """
+
+    def __init__(self, url: str, token_file: str = "", *, timeout: float = TIMEOUT) -> None:
+        super().__init__(url)
+        self.url = url
+        self.token_file = token_file
+        self.timeout = timeout
+        self._client: ApprovalsClient | None = None
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> RemoteApprovalStore:
+        """The store of ``approvals_url``; the token of ``approvals_token_file``, else ``$ONGRID_TOKEN``."""
+        return cls(settings.approvals_url, settings.approvals_token_file)
+
+    def __repr__(self) -> str:
+        return f"<RemoteApprovalStore {self.url}>"
+
+    def _remote(self) -> ApprovalsClient:
+        if self._client is None:
+            try:
+                self._client = ApprovalsClient(
+                    self.url, read_token(self.token_file or None), timeout=self.timeout
+                )
+            except ConfigError as exc:
+                raise ApprovalError("store", "", f"the approvals server {self.url}: {exc}") from None
+        return self._client
+
+    def _do(self, action: Any, ticket_id: str = "") -> Any:
+        try:
+            return action(self._remote())
+        except ServerError as exc:
+            raise ApprovalError("store", ticket_id, f"the approvals server {self.url}: {exc}") from None
+
+    def ticket(self, ticket_id: str) -> Ticket:
+        return self._do(lambda c: c.ticket(ticket_id), ticket_id)  # type: ignore[no-any-return]
+
+    def tickets(self, status: str | None = None) -> list[Ticket]:
+        return self._do(lambda c: c.tickets(status))  # type: ignore[no-any-return]
+
+    def open_ticket(
+        self,
+        *,
+        tool: str,
+        args_digest: str,
+        persona: str,
+        requester: str,
+        args: Mapping[str, Any],
+        tool_class: str = "",
+        reason: str = "",
+        profile: str = "",
+        call_args: Mapping[str, Any] | None = None,
+    ) -> Ticket:
+        # ``profile``: the server binds the ticket to the sandbox profile it computes itself.
+        params = call_args if call_args is not None else args
+        ticket: Ticket = self._do(
+            lambda c: c.open_ticket(tool=tool, params=params, persona=persona, reason=reason)
+        )
+        if ticket.args_digest != args_digest:  # the server read other arguments than this host means
+            message = f"the approvals server {self.url} opened ticket {ticket.id} for other arguments"
+            raise ApprovalError("mismatch", ticket.id, message)
+        return ticket
+
+    def approve(
+        self,
+        ticket_id: str,
+        *,
+        approver: str,
+        note: str = "",
+        sop: str | None = None,
+        verify: VerifyApproval | None = None,
+    ) -> Ticket:
+        if verify is not None:  # this host's ongrid_verify_approval plugins have their say first
+            refused_by = verify(self.ticket(ticket_id), Approval(approver, note, sop))
+            if refused_by:
+                message = f"the approval of ticket {ticket_id} by {approver} was refused by {refused_by}"
+                raise ApprovalError("hook_refused", ticket_id, message)
+        return self._do(lambda c: c.approve(ticket_id, note=note, sop=sop), ticket_id)  # type: ignore[no-any-return]
+
+    def reject(self, ticket_id: str, *, approver: str, note: str = "") -> Ticket:
+        return self._do(lambda c: c.reject(ticket_id, note=note), ticket_id)  # type: ignore[no-any-return]
+
+    def claim(
+        self,
+        ticket_id: str,
+        *,
+        tool: str,
+        args_digest: str,
+        persona: str,
+        caller: str,
+        call_id: str,
+        profile: str = "",
+    ) -> Ticket:
+        # ``profile`` is checked by the server against the profile it computes itself.
+        return self._do(  # type: ignore[no-any-return]
+            lambda c: c.claim(
+                ticket_id, tool=tool, args_digest=args_digest, persona=persona, call_id=call_id
+            ),
+            ticket_id,
+        )

@@ -1,0 +1,194 @@
+"""``ongrid-skills approvals ... --server URL``: the server's tickets, as the token's identity.
+
+A real server on 127.0.0.1 (the console test kit); the CLI runs in-process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from clirun import run
+from consolekit import Console, serve
+
+from ongrid_plugins import Settings, SkillHost
+from ongrid_plugins.errors import ApprovalError, ApprovalRequired
+from ongrid_plugins.models import args_digest
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    with serve(tmp_path_factory.mktemp("remote")) as running:
+        yield running
+
+
+@pytest.fixture
+def as_(console, monkeypatch):
+    def use(who: str) -> None:
+        monkeypatch.setenv("ONGRID_TOKEN", console.tokens[who])
+
+    return use
+
+
+def open_ticket(console: Console, path: str) -> str:
+    with pytest.raises(ApprovalRequired) as caught:
+        console.host.call("wipe", {"path": path}, persona="admin", caller="ann")
+    assert caught.value.ticket is not None
+    return caught.value.ticket.id
+
+
+def test_approvals_through_the_server_are_signed_by_the_tokens_identity(console, as_, capsys):
+    ticket = open_ticket(console, "/srv/remote")
+    as_("bob")
+    code, out, _ = run(
+        capsys, "approvals", "approve", ticket, "--note", "looks fine", "--server", console.url
+    )
+    assert code == 0 and "1 of 2 approvals" in out
+    as_("cid")
+    code, out, _ = run(capsys, "approvals", "approve", ticket, "--server", console.url)
+    assert code == 0 and "is approved by bob, cid" in out
+    stored = console.host.ticket(ticket)  # the OS user running the tests signed nothing
+    assert [(a.approver, a.note) for a in stored.approvals] == [("bob", "looks fine"), ("cid", "")]
+
+
+def test_the_requester_cannot_approve_through_the_server_either(console, as_, capsys):
+    ticket = open_ticket(console, "/srv/own")
+    as_("ann")
+    code, _, err = run(capsys, "approvals", "approve", ticket, "--server", console.url)
+    assert code == 3 and "ann requested ticket" in err and "cannot approve it" in err
+    code, out, _ = run(capsys, "approvals", "reject", ticket, "--note", "not needed", "--server", console.url)
+    assert code == 0 and "rejected ticket" in out  # withdrawing one's own is allowed
+    assert console.host.ticket(ticket).rejected_by == "ann"
+
+
+def test_list_and_show_read_the_servers_store(console, as_, capsys, tmp_path):
+    ticket = open_ticket(console, "/srv/listed")
+    token_file = tmp_path / "token"
+    token_file.write_text(console.tokens["vic"] + "\n")
+    code, out, _ = run(
+        capsys,
+        "approvals",
+        "list",
+        "--status",
+        "pending",
+        "--json",
+        "--server",
+        console.url,
+        "--token-file",
+        str(token_file),
+    )
+    assert code == 0
+    assert ticket in [item["id"] for item in json.loads(out)["items"]]
+    code, out, _ = run(
+        capsys, "approvals", "show", ticket, "--server", console.url, "--token-file", str(token_file)
+    )
+    assert code == 0 and '"path": "/srv/listed"' in out and "0 of 2" in out
+    code, _, err = run(
+        capsys, "approvals", "approve", ticket, "--server", console.url, "--token-file", str(token_file)
+    )
+    assert code == 3 and "persona viewer may not approve" in err
+
+
+def test_a_bad_token_a_missing_token_and_no_server_are_clear_errors(console, monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("ONGRID_TOKEN", "not-a-token")
+    code, _, err = run(capsys, "approvals", "list", "--server", console.url)
+    assert code == 2 and "refused the token" in err
+    monkeypatch.delenv("ONGRID_TOKEN")
+    code, _, err = run(capsys, "approvals", "list", "--server", console.url)
+    assert code == 2 and "set ONGRID_TOKEN, or give --token-file" in err
+    monkeypatch.setenv("ONGRID_TOKEN", "x")
+    code, _, err = run(capsys, "approvals", "list", "--server", "http://127.0.0.1:9")
+    assert code == 2 and "cannot reach http://127.0.0.1:9" in err
+    code, _, err = run(capsys, "approvals", "list", "--server", "ftp://example")
+    assert code == 2 and "not an http:// or https:// URL" in err
+
+
+# ---------------------------------------------------------------------- Settings.approvals_url
+
+
+def remote_host(console: Console, who: str, tmp_path) -> SkillHost:
+    """A host on "another machine": its own state folder, its tickets on the server, as ``who``."""
+    token_file = tmp_path / f"{who}.token"
+    token_file.write_text(console.tokens[who])
+    settings = Settings(
+        skill_dirs=[str(console.base / "skills")],
+        include_defaults=False,
+        state_dir=str(tmp_path / f"state-{who}"),
+        approvals_url=console.url,
+        approvals_token_file=str(token_file),
+    )
+    return SkillHost(settings)
+
+
+def test_a_host_pointed_at_the_server_shares_its_tickets_with_the_approvers_there(console, tmp_path):
+    ann = remote_host(console, "ann", tmp_path)
+    with pytest.raises(ApprovalRequired) as caught:
+        ann.call("wipe", {"path": "/srv/far"}, persona="admin", caller="whoever")
+    ticket = caught.value.ticket
+    assert ticket is not None
+    on_server = console.host.ticket(ticket.id)  # the server's store holds it, requested by the token
+    assert (on_server.requester, dict(on_server.args)) == ("ann", {"path": "/srv/far"})
+    console.host.approve(ticket.id, approver="bob")
+    console.host.approve(ticket.id, approver="cid")
+    result = ann.call("wipe", {"path": "/srv/far"}, persona="admin", ticket=ticket.id)
+    assert result.ok and result.value == {"path": "/srv/far"}
+    spent = console.host.ticket(ticket.id)
+    assert (spent.status, spent.executed_by) == ("executed", "ann")
+    with pytest.raises(ApprovalError) as again:
+        ann.call("wipe", {"path": "/srv/far"}, persona="admin", ticket=ticket.id)
+    assert again.value.reason == "executed"
+    assert [e.ticket for e in ann.audit.entries(tool="wipe") if e.outcome == "ok"] == [ticket.id]
+
+
+def test_the_server_binds_a_ticket_to_the_arguments_it_shows_approvers(console):
+    """A requester cannot show approvers one call and run another: the server digests what it shows."""
+    ann = {"Authorization": f"Bearer {console.tokens['ann']}"}
+    client = console.client()
+    opened = client.post(
+        "/v1/approvals", json={"tool": "wipe", "params": {"path": "/tmp/x"}, "persona": "admin"}, headers=ann
+    )
+    assert opened.status_code == 200
+    ticket = opened.json()
+    assert ticket["requester"] == "ann" and ticket["args"] == {"path": "/tmp/x"}
+    console.host.approve(ticket["id"], approver="bob")
+    console.host.approve(ticket["id"], approver="cid")
+    other = args_digest("wipe", {"path": "/"})
+    claim = {"tool": "wipe", "args_digest": other, "persona": "admin", "call_id": "c1"}
+    refused = client.post(f"/v1/approvals/{ticket['id']}/claim", json=claim, headers=ann)
+    assert (refused.status_code, refused.json()["reason"]) == (409, "mismatch")
+    bob = {"Authorization": f"Bearer {console.tokens['bob']}"}
+    claim["args_digest"] = ticket["args_digest"]
+    assert client.post(f"/v1/approvals/{ticket['id']}/claim", json=claim, headers=bob).status_code == 403
+    assert (
+        client.post(f"/v1/approvals/{ticket['id']}/claim", json=claim, headers=ann).json()["status"]
+        == "executed"
+    )
+
+
+def test_opening_a_ticket_needs_a_known_tool_and_persona(console):
+    ann = {"Authorization": f"Bearer {console.tokens['ann']}"}
+    client = console.client()
+    body = {"tool": "nope", "params": {}, "persona": "admin"}
+    assert client.post("/v1/approvals", json=body, headers=ann).status_code == 404
+    body = {"tool": "wipe", "params": {}, "persona": "/etc/passwd"}
+    answer = client.post("/v1/approvals", json=body, headers=ann)
+    assert answer.status_code == 400 and "does not exist on this server" in answer.json()["error"]
+    assert client.post("/v1/approvals", json={"tool": "wipe"}, headers=ann).status_code == 400
+
+
+def test_an_unreachable_approvals_server_refuses_the_call_clearly(tmp_path, console):
+    token = tmp_path / "t"
+    token.write_text("x")
+    host = SkillHost(
+        Settings(
+            skill_dirs=[str(console.base / "skills")],
+            include_defaults=False,
+            state_dir=str(tmp_path / "state"),
+            approvals_url="http://127.0.0.1:9",
+            approvals_token_file=str(token),
+        )
+    )
+    with pytest.raises(ApprovalError) as caught:
+        host.call("wipe", {"path": "/srv"}, persona="admin")
+    assert caught.value.reason == "store" and "cannot reach http://127.0.0.1:9" in str(caught.value)

@@ -1,0 +1,413 @@
+"""The operator console over real HTTP (127.0.0.1), without a browser: its defences and its rules.
+
+The pages in a browser are in ``test_console_browser.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from html.parser import HTMLParser
+
+import httpx
+import pytest
+from consolekit import Console, csrf_of, serve, write_skill
+
+from ongrid_plugins.errors import ApprovalRequired
+from ongrid_plugins.server.console.app import CSP
+from ongrid_plugins.server.console.forms import FieldError, form_arguments
+from ongrid_plugins.server.console.sessions import Sessions
+from ongrid_plugins.server.tokens import Principal
+
+PAGES = ("/", "/tools/echo", "/approvals", "/audit")
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    base = tmp_path_factory.mktemp("console")
+    with serve(base) as running:
+        write_skill(
+            base,
+            "shady",
+            "safe",
+            script="#!/bin/sh\necho '{}'\n",
+        )
+        manifest = base / "skills" / "shady" / "skill.json"
+        data = json.loads(manifest.read_text())
+        data["description"] = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+        manifest.write_text(json.dumps(data))
+        running.host.reload()
+        yield running
+
+
+def open_ticket(console: Console, who: str = "ann", path: str = "/srv/a") -> str:
+    with pytest.raises(ApprovalRequired) as caught:
+        console.host.call("wipe", {"path": path}, persona="admin", caller=who)
+    assert caught.value.ticket is not None
+    return caught.value.ticket.id
+
+
+# ---------------------------------------------------------------------- sign-in
+
+
+def test_pages_send_strangers_to_sign_in_and_keep_where_they_were_going(console):
+    answer = console.client().get("/audit?tool=echo")
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/login?next=%2Faudit%3Ftool%3Decho"
+
+
+def test_sign_in_sets_an_httponly_samesite_strict_cookie_without_secure_over_plain_http(console):
+    client = console.client()
+    nonce = csrf_of(client.get("/login").text)
+    answer = client.post("/login", data={"token": console.tokens["ann"], "csrf": nonce, "next": "/approvals"})
+    assert (answer.status_code, answer.headers["location"]) == (303, "/approvals")
+    cookie = next(c for c in answer.headers.get_list("set-cookie") if c.startswith("ongrid_session="))
+    flags = {part.strip().lower() for part in cookie.split(";")[1:]}
+    assert {"httponly", "samesite=strict", "path=/"} <= flags
+    assert "secure" not in flags
+    assert client.get("/").status_code == 200
+
+
+def test_sign_in_refuses_a_wrong_token_and_a_form_without_its_nonce(console):
+    client = console.client()
+    nonce = csrf_of(client.get("/login").text)
+    wrong = client.post("/login", data={"token": "guess", "csrf": nonce})
+    assert wrong.status_code == 401 and "not valid" in wrong.text
+    assert "ongrid_session" not in wrong.headers.get("set-cookie", "")
+    fresh = console.client()  # a forged cross-site sign-in has no nonce cookie
+    forged = fresh.post("/login", data={"token": console.tokens["ann"], "csrf": "x"})
+    assert forged.status_code == 403
+    assert "ongrid_session" not in forged.headers.get("set-cookie", "")
+
+
+@pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "/\\evil.example", "/login"])
+def test_sign_in_never_redirects_off_the_console(console, target):
+    client = console.client()
+    nonce = csrf_of(client.get("/login").text)
+    answer = client.post("/login", data={"token": console.tokens["ann"], "csrf": nonce, "next": target})
+    assert answer.headers["location"] == "/"
+
+
+def test_sign_out_needs_the_csrf_token_and_then_ends_the_session(console):
+    client = console.client("ann")
+    assert client.post("/logout", data={}).status_code == 403
+    assert client.get("/").status_code == 200  # still signed in
+    out = client.post("/logout", data={"csrf": csrf_of(client.get("/").text)})
+    assert (out.status_code, out.headers["location"]) == (303, "/login")
+    assert client.get("/").status_code == 303
+
+
+def test_sessions_end_after_the_idle_time():
+    now = [1000.0]
+    sessions = Sessions(idle=60, clock=lambda: now[0])
+    cookie, _ = sessions.create(Principal("ann", "admin"))
+    now[0] += 59
+    assert sessions.get(cookie) is not None
+    now[0] += 61
+    assert sessions.get(cookie) is None
+    assert sessions.get("made-up") is None
+
+
+# ---------------------------------------------------------------------- headers and markup
+
+
+@pytest.mark.parametrize("path", [*PAGES, "/login", "/static/console.js"])
+def test_every_answer_carries_the_strict_content_security_policy(console, path):
+    answer = (console.client() if path == "/login" else console.client("ann")).get(path)
+    assert answer.status_code == 200
+    assert answer.headers["content-security-policy"] == CSP
+    assert "'unsafe-inline'" not in CSP and "http" not in CSP
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["x-frame-options"] == "DENY"
+
+
+class _Markup(HTMLParser):
+    """Every tag and attribute of a page, as the browser's parser sees them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+@pytest.mark.parametrize("path", [*PAGES, "/login"])
+def test_pages_have_no_inline_script_style_or_third_party_asset(console, path):
+    markup = _Markup()
+    markup.feed((console.client() if path == "/login" else console.client("ann")).get(path).text)
+    scripts = [a for t, a in markup.tags if t == "script"]
+    assert scripts == [{"src": "/static/console.js", "defer": None}]
+    assert [t for t, _ in markup.tags if t == "style"] == []
+    handlers = [(t, k) for t, a in markup.tags for k in a if k.startswith("on") or k == "style"]
+    assert handlers == []  # no event-handler or style attributes
+    links = [v for _, a in markup.tags for k, v in a.items() if k in ("src", "href", "action") and v]
+    assert [v for v in links if not v.startswith(("/", "#"))] == []  # nothing from another origin
+
+
+@pytest.mark.parametrize("path", [*PAGES, "/login"])
+def test_every_field_has_a_label(console, path):
+    if path == "/approvals":
+        open_ticket(console, "bob", "/srv/labels")  # a ticket ann may decide on: its note field
+    markup = _Markup()
+    markup.feed((console.client() if path == "/login" else console.client("ann")).get(path).text)
+    labelled = {a.get("for") for t, a in markup.tags if t == "label"}
+    fields = [
+        a
+        for t, a in markup.tags
+        if t in ("input", "select", "textarea") and a.get("type") not in ("hidden", "submit")
+    ]
+    assert fields, f"{path} has no fields to check"
+    assert [a for a in fields if a.get("id") not in labelled] == []
+
+
+def test_skill_text_is_escaped_never_markup(console):
+    html = console.client("ann").get("/").text
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert" in html
+
+
+def test_static_files_are_only_the_packaged_ones(console):
+    client = console.client()
+    assert client.get("/static/console.css").headers["content-type"].startswith("text/css")
+    for path in ("/static/app.py", "/static/..%2fapp.py", "/static/%2e%2e/__init__.py"):
+        assert client.get(path).status_code == 404
+
+
+# ---------------------------------------------------------------------- CSRF and origin
+
+
+def test_an_approval_without_its_csrf_token_is_refused_and_changes_nothing(console):
+    ticket = open_ticket(console, path="/srv/csrf")
+    bob = console.client("bob")
+    assert bob.post(f"/approvals/{ticket}/approve", data={"note": "x"}).status_code == 403
+    other = console.client("cid")  # a token from another session is no better
+    stolen = csrf_of(other.get("/approvals").text)
+    assert bob.post(f"/approvals/{ticket}/approve", data={"csrf": stolen}).status_code == 403
+    assert bob.post(f"/approvals/{ticket}/reject", data={}).status_code == 403
+    assert console.host.ticket(ticket).approvals == ()
+    assert console.host.ticket(ticket).status == "pending"
+
+
+def test_a_post_from_another_origin_is_refused_even_with_the_token(console):
+    ticket = open_ticket(console, path="/srv/origin")
+    bob = console.client("bob")
+    token = csrf_of(bob.get("/approvals").text)
+    answer = bob.post(
+        f"/approvals/{ticket}/approve", data={"csrf": token}, headers={"Origin": "http://evil.example"}
+    )
+    assert answer.status_code == 403 and "another site" in answer.text
+    assert console.host.ticket(ticket).approvals == ()
+    odd = bob.post(f"/approvals/{ticket}/approve", data={"csrf": token}, headers={"Origin": "<b>x</b>"})
+    assert odd.status_code == 403 and "<b>x</b>" not in odd.text and "&lt;b&gt;x&lt;/b&gt;" in odd.text
+
+
+# ---------------------------------------------------------------------- approvals
+
+
+def test_the_requester_gets_no_approve_button_and_the_server_refuses_in_words(console):
+    ticket = open_ticket(console, "ann", "/srv/own")
+    ann = console.client("ann")
+    page = ann.get("/approvals").text
+    card = page[page.index(f'id="t-{ticket}"') :].split("</article>")[0]
+    assert f"/approvals/{ticket}/approve" not in card
+    assert "Withdraw" in card
+    refused = ann.post(f"/approvals/{ticket}/approve", data={"csrf": csrf_of(page)})
+    assert refused.status_code == 403
+    assert "Nobody approves their own ticket. ann requested ticket" in refused.text
+    assert console.host.ticket(ticket).approvals == ()
+
+
+def test_an_approver_signs_once_and_a_viewer_not_at_all(console):
+    ticket = open_ticket(console, "ann", "/srv/twice")
+    bob = console.client("bob")
+    token = csrf_of(bob.get("/approvals").text)
+    first = bob.post(f"/approvals/{ticket}/approve", data={"csrf": token, "note": "ok by me"})
+    assert first.status_code == 303
+    again = bob.post(f"/approvals/{ticket}/approve", data={"csrf": token})
+    assert again.status_code == 403 and "Each person approves a ticket once." in again.text
+    vic = console.client("vic")
+    page = vic.get("/approvals").text
+    assert f"/approvals/{ticket}/approve" not in page and "cannot approve" in page
+    refused = vic.post(f"/approvals/{ticket}/approve", data={"csrf": csrf_of(page)})
+    assert refused.status_code == 403
+    assert [a.approver for a in console.host.ticket(ticket).approvals] == ["bob"]
+    assert console.host.ticket(ticket).approvals[0].note == "ok by me"
+
+
+def test_pending_tickets_come_first_with_their_count_and_time_left(console):
+    done = open_ticket(console, "ann", "/srv/first")
+    console.host.reject(done, approver="ann")
+    pending = open_ticket(console, "ann", "/srv/second")
+    html = console.client("bob").get("/approvals?part=list").text
+    assert html.index(f'id="t-{pending}"') < html.index(f'id="t-{done}"')
+    card = html[html.index(f'id="t-{pending}"') :].split("</article>")[0]
+    assert "0 of 2" in card and re.search(r"1[45] min \d+ s left", card)
+
+
+def test_live_events_announce_a_new_ticket(console):
+    bob = console.client("bob")
+    with bob.stream("GET", "/events?topics=approvals", timeout=10) as events:
+        lines = events.iter_lines()
+        assert next(lines) == "retry: 2000"
+        open_ticket(console, "ann", "/srv/live")
+        deadline = time.monotonic() + 5
+        seen = []
+        for line in lines:
+            seen.append(line)
+            if line == "event: approvals" or time.monotonic() > deadline:
+                break
+    assert "event: approvals" in seen
+
+
+def test_live_events_announce_a_ticket_expiring(tmp_path):
+    with serve(tmp_path, ttl=1.0) as short:
+        open_ticket(short, "ann", "/srv/soon")
+        bob = short.client("bob")
+        started = time.monotonic()
+        with bob.stream("GET", "/events?topics=approvals", timeout=10) as events:
+            lines = events.iter_lines()
+            assert next(lines) == "retry: 2000"
+            line = next(line for line in lines if line.startswith("event: "))
+        assert line == "event: approvals"
+        assert 0.3 < time.monotonic() - started < 5  # when it expired, not at once
+        assert "expired" in bob.get("/approvals?part=list").text
+
+
+def test_live_events_end_with_the_session(console):
+    bob = console.client("bob")
+    token = csrf_of(bob.get("/approvals").text)
+    started = time.monotonic()
+    with bob.stream("GET", "/events?topics=approvals", timeout=10) as events:
+        lines = events.iter_lines()
+        assert next(lines) == "retry: 2000"
+        twin = httpx.Client(base_url=console.url, cookies=bob.cookies)  # the same session, another tab
+        assert twin.post("/logout", data={"csrf": token}).status_code == 303
+        rest = list(lines)  # the server closes the stream
+    assert "event: approvals" not in rest
+    assert time.monotonic() - started < 5
+
+
+def test_a_call_approved_elsewhere_is_run_from_the_console_by_its_requester_once(console):
+    ann = console.client("ann")
+    token = csrf_of(ann.get("/tools/wipe").text)
+    asked = ann.post("/tools/wipe/run", data={"csrf": token, "arg.path": "/srv/held"})
+    assert asked.status_code == 409 and "waiting for 2 approvals" in asked.text
+    ticket = re.search(r'href="/approvals#t-([0-9a-f]+)"', asked.text).group(1)
+    console.host.approve(ticket, approver="bob")  # approved outside the console: nothing runs yet
+    console.host.approve(ticket, approver="cid")
+    page = ann.get("/approvals").text
+    assert f'action="/approvals/{ticket}/run"' in page and "Run it now" in page
+    bob = console.client("bob")
+    assert f"/approvals/{ticket}/run" not in bob.get("/approvals").text
+    refused = bob.post(f"/approvals/{ticket}/run", data={"csrf": csrf_of(bob.get("/approvals").text)})
+    assert refused.status_code == 403 and "Only ann, who asked for it" in refused.text
+    assert ann.post(f"/approvals/{ticket}/run", data={"csrf": token}).status_code == 303
+    deadline = time.monotonic() + 10
+    while "ran: ok" not in ann.get("/approvals?part=list").text:
+        assert time.monotonic() < deadline, "the held call did not finish"
+        time.sleep(0.1)
+    again = ann.post(f"/approvals/{ticket}/run", data={"csrf": token})
+    assert again.status_code == 403 and "holds no call" in again.text
+    runs = [e for e in console.host.audit.entries(tool="wipe") if e.ticket == ticket and e.outcome == "ok"]
+    assert [(e.caller, e.approvers) for e in runs] == [("ann", ("bob", "cid"))]
+
+
+def test_live_parts_and_events_need_a_session(console):
+    client = console.client()
+    assert client.get("/events").status_code == 401
+    assert client.get("/approvals?part=list").status_code == 401
+
+
+# ---------------------------------------------------------------------- runs
+
+
+def test_a_run_without_script_posts_the_form_and_shows_errors_by_their_field(console):
+    ann = console.client("ann")
+    token = csrf_of(ann.get("/tools/echo").text)
+    bad = ann.post("/tools/echo/run", data={"csrf": token, "arg.count": "12", "arg.tags": "[1,"})
+    assert bad.status_code == 422
+    assert "not valid JSON" in bad.text and 'value="12"' in bad.text  # what was typed is kept
+    bad = ann.post("/tools/echo/run", data={"csrf": token, "arg.count": "12"})
+    assert bad.status_code == 422 and "12 is greater than the maximum of 10" in bad.text
+    good = ann.post("/tools/echo/run", data={"csrf": token, "arg.count": "3", "arg.loud": "true"})
+    assert good.status_code == 200 and "&quot;loud&quot;: true" not in good.text
+    assert '"loud": true' in good.text
+
+
+def test_a_change_runs_only_with_its_confirmation_box_ticked(console):
+    ann = console.client("ann")
+    token = csrf_of(ann.get("/tools/restart").text)
+    unconfirmed = ann.post("/tools/restart/run", data={"csrf": token})
+    assert unconfirmed.status_code == 409 and "needs a confirmation" in unconfirmed.text
+    confirmed = ann.post("/tools/restart/run", data={"csrf": token, "confirm": "true"})
+    assert confirmed.status_code == 200 and "b-ok" in confirmed.text
+
+
+def test_the_stream_sends_each_stderr_line_then_the_result(console):
+    vic = console.client("vic")
+    token = csrf_of(vic.get("/tools/echo").text)
+    with vic.stream("POST", "/tools/echo/run/stream", data={"csrf": token, "arg.count": "1"}) as events:
+        kinds = [line for line in events.iter_lines() if line.startswith("event: ")]
+    assert kinds == ["event: start", "event: log", "event: log", "event: log", "event: exit", "event: result"]
+
+
+def test_a_viewer_sees_only_what_it_may_call_and_not_the_audit_log(console):
+    vic = console.client("vic")
+    names = re.findall(r'href="/tools/([a-z_]+)"', vic.get("/").text)
+    assert names == ["echo", "shady"]
+    audit = vic.get("/audit")
+    assert audit.status_code == 403 and "dual-sign-required" in audit.text
+
+
+# ---------------------------------------------------------------------- audit
+
+
+def test_audit_filters_by_caller_and_time(console):
+    console.host.call("echo", {"count": 1}, persona="viewer", caller="zed")
+    cid = console.client("cid")
+    html = cid.get("/audit?caller=zed").text
+    assert re.findall(r"<td>echo</td>", html) == ["<td>echo</td>"]
+    assert cid.get("/audit?caller=zed&start=2999-01-01T00:00").text.count("<td>echo</td>") == 0
+    bad = cid.get("/audit?start=yesterday")
+    assert bad.status_code == 200 and "is not a date and time" in bad.text
+
+
+# ---------------------------------------------------------------------- forms
+
+
+def test_form_fields_become_arguments_of_the_right_types():
+    schema = {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer"},
+            "x": {"type": "number"},
+            "on": {"type": "boolean"},
+            "must": {"type": "boolean"},
+            "pick": {"enum": ["a", 2]},
+            "obj": {"type": "object"},
+            "text": {"type": "string"},
+        },
+        "required": ["must"],
+    }
+    form = {
+        "arg.n": "3",
+        "arg.x": "2.5",
+        "arg.on": "true",
+        "arg.pick": "2",
+        "arg.obj": '{"k": [1]}',
+        "arg.text": "",
+    }
+    assert form_arguments(schema, form) == {
+        "n": 3,
+        "x": 2.5,
+        "on": True,
+        "must": False,
+        "pick": 2,
+        "obj": {"k": [1]},
+    }
+    with pytest.raises(FieldError) as caught:
+        form_arguments(schema, {"arg.n": "three", "arg.obj": "{", "arg.extra": "1", "arg.x": "nan"})
+    assert set(caught.value.errors) == {"n", "obj", "x", ""}
