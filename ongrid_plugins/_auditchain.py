@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .models import CallRequest, CallResult
 
 __all__ = [
+    "ADDED_COLUMNS",
     "COLUMNS",
     "GENESIS",
     "JSON_COLUMNS",
@@ -80,9 +81,15 @@ COLUMNS = (
     "approvers",
     "pid",
     "hostname",
+    "skill_digest",
     "prev_hash",
 )
 JSON_COLUMNS = ("args", "redacted", "stderr_tail", "approvers")
+#: Columns added after the first release, ``(table, column, declaration)``: an older
+#: database gets them with ``ALTER TABLE``, and a row where one is NULL (written before
+#: it existed) is hashed without it, so old chains still verify.
+ADDED_COLUMNS = (("entries", "skill_digest", "TEXT"),)
+_LATER = frozenset(COLUMNS.index(column) for _table, column, _decl in ADDED_COLUMNS)
 _REQUIRED = ("time", "call_id", "tool", "prev_hash")
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS entries (
@@ -114,7 +121,8 @@ def append(conn: sqlite3.Connection, row: Mapping[str, Any]) -> int:
 
 def row_hash(values: Sequence[Any]) -> str:
     """sha256 over the canonical JSON of a row's columns (``COLUMNS`` order, ``prev_hash`` last)."""
-    return hashlib.sha256(canonical_json(list(values)).encode("utf-8")).hexdigest()
+    kept = [value for i, value in enumerate(values) if value is not None or i not in _LATER]
+    return hashlib.sha256(canonical_json(kept).encode("utf-8")).hexdigest()
 
 
 # ---------------------------------------------------------------------- verify
@@ -248,6 +256,7 @@ def start_row(request: CallRequest, started: float) -> dict[str, Any]:
         "redacted": dumps(redacted),
         "ticket": request.ticket,
         "approvers": dumps(list(request.approvers)),
+        "skill_digest": tool.digest,
         "pid": PID.pid,
         "hostname": HOST,
     }

@@ -15,6 +15,9 @@ processes racing on the same ticket are serialised by SQLite):
 * a ticket is bound to the exact tool, arguments digest and persona it was
   opened for: any difference at execution is a ``mismatch`` (changed
   arguments need a new ticket);
+* and to the skill's content digest when it was opened: if the skill's files
+  differ at execution, the call is refused with ``skill_changed``, "the skill
+  changed since approval (digest A -> B)";
 * it expires ``Settings.approval_ttl`` seconds (15 min) after it was opened,
   approved or not; a rejected ticket is dead; it executes once (claiming it
   marks it ``executed`` before the tool starts, so a crash never re-opens it);
@@ -86,7 +89,8 @@ CREATE TABLE IF NOT EXISTS tickets (
     reason TEXT NOT NULL DEFAULT '',
     executed REAL,
     executed_by TEXT,
-    call_id TEXT
+    call_id TEXT,
+    skill_digest TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS tickets_request ON tickets (requester, tool, args_digest, persona, status);
 CREATE TABLE IF NOT EXISTS approvals (
@@ -99,6 +103,9 @@ CREATE TABLE IF NOT EXISTS approvals (
     PRIMARY KEY (ticket_id, approver_key)
 );
 """
+
+#: Columns added after the first release: ``(table, column, declaration)``, added to older databases.
+_ADDED_COLUMNS = (("tickets", "skill_digest", "TEXT NOT NULL DEFAULT ''"),)
 
 VerifyApproval = Callable[["Ticket", "Approval"], "str | None"]
 """Returns the name of whoever refuses the approval, or None to let it through."""
@@ -151,6 +158,8 @@ class Ticket:
     executed_by: str | None = None
     call_id: str | None = None
     """The call that executed it (its audit log row)."""
+    skill_digest: str = ""
+    """The skill's content digest when the ticket was opened; execution needs the same (empty: unbound)."""
 
     @property
     def approvers(self) -> tuple[str, ...]:
@@ -242,21 +251,27 @@ class ApprovalStore:
         args: Mapping[str, Any],
         tool_class: str = "",
         reason: str = "",
+        skill_digest: str = "",
     ) -> Ticket:
-        """A ticket for this call: the requester's open one for the same call, else a new one."""
+        """A ticket for this call: the requester's open one for the same call, else a new one.
+
+        ``skill_digest`` binds it to the skill's files as they are now.
+        """
         now = self._clock()
         with self._write() as conn:
             row = conn.execute(
                 "SELECT id FROM tickets WHERE requester = ? AND tool = ? AND args_digest = ? AND persona = ?"
-                " AND status IN ('pending', 'approved') AND expires > ? ORDER BY created DESC LIMIT 1",
-                (requester, tool, args_digest, persona, now),
+                " AND skill_digest = ? AND status IN ('pending', 'approved') AND expires > ?"
+                " ORDER BY created DESC LIMIT 1",
+                (requester, tool, args_digest, persona, skill_digest, now),
             ).fetchone()
             if row is not None:
                 return self._load(conn, row[0], now)
             ticket_id = os.urandom(8).hex()
             conn.execute(
                 "INSERT INTO tickets (id, tool, args_digest, persona, requester, required, status, created,"
-                " expires, args, tool_class, reason) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
+                " expires, args, tool_class, reason, skill_digest)"
+                " VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)",
                 (
                     ticket_id,
                     tool,
@@ -269,6 +284,7 @@ class ApprovalStore:
                     json.dumps(dict(args), sort_keys=True, ensure_ascii=False),
                     tool_class,
                     reason,
+                    skill_digest,
                 ),
             )
             return self._load(conn, ticket_id, now)
@@ -328,17 +344,27 @@ class ApprovalStore:
         return ticket
 
     def claim(
-        self, ticket_id: str, *, tool: str, args_digest: str, persona: str, caller: str, call_id: str
+        self,
+        ticket_id: str,
+        *,
+        tool: str,
+        args_digest: str,
+        persona: str,
+        caller: str,
+        call_id: str,
+        skill_digest: str | None = None,
     ) -> Ticket:
         """Mark an approved ticket executed by this call, or raise why it may not run.
 
         Exactly one of any number of racing claims succeeds: the check and the
-        update happen in one write transaction.
+        update happen in one write transaction. ``skill_digest`` is the skill's
+        digest now; a ticket bound to another one is refused (``skill_changed``).
         """
         now = self._clock()
         with self._write() as conn:
             ticket = self._load(conn, ticket_id, now)
             _check_matches(ticket, tool, args_digest, persona)
+            _check_skill(ticket, skill_digest)
             if ticket.status != "approved":
                 raise _closed(ticket)
             updated = conn.execute(
@@ -357,7 +383,7 @@ class ApprovalStore:
     def _load(self, conn: sqlite3.Connection, ticket_id: str, now: float) -> Ticket:
         row = conn.execute(
             "SELECT id, tool, args_digest, persona, requester, required, status, created, expires,"
-            " rejected_by, note, args, tool_class, reason, executed, executed_by, call_id"
+            " rejected_by, note, args, tool_class, reason, executed, executed_by, call_id, skill_digest"
             " FROM tickets WHERE id = ?",
             (str(ticket_id),),
         ).fetchone()
@@ -393,6 +419,7 @@ class ApprovalStore:
             row[14],
             row[15],
             row[16],
+            row[17],
         )
 
     @contextlib.contextmanager
@@ -432,7 +459,9 @@ class ApprovalStore:
 
     def _connect(self, sqlite3: Any) -> Any:
         # Approvals are rare and losing one could re-open an executed ticket: fsync each commit.
-        conn = _sqlite.connect(self.path, "" if self._ready else _SCHEMA, synchronous="FULL")
+        conn = _sqlite.connect(
+            self.path, "" if self._ready else _SCHEMA, synchronous="FULL", added=() if self._ready else _ADDED_COLUMNS
+        )
         self._ready = True
         return conn
 
@@ -495,6 +524,13 @@ def _check_matches(ticket: Ticket, tool: str, args_digest: str, persona: str) ->
         return
     message = f"ticket {ticket.id} does not cover this call: {detail} (call without a ticket to open one)"
     raise ApprovalError("mismatch", ticket.id, message)
+
+
+def _check_skill(ticket: Ticket, skill_digest: str | None) -> None:
+    if not ticket.skill_digest or skill_digest is None or skill_digest == ticket.skill_digest:
+        return
+    message = f"the skill changed since approval (digest {ticket.skill_digest} -> {skill_digest})"
+    raise ApprovalError("skill_changed", ticket.id, message)
 
 
 def _closed(ticket: Ticket) -> ApprovalError:

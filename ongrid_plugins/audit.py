@@ -46,6 +46,7 @@ import attrs
 
 from . import _sqlite
 from ._auditchain import (
+    ADDED_COLUMNS,
     COLUMNS,
     GENESIS,
     JSON_COLUMNS,
@@ -127,6 +128,8 @@ class AuditEntry:
     approvers: tuple[str, ...]
     pid: int
     hostname: str
+    skill_digest: str | None
+    """The content digest of the tool's skill at the call (None in rows older than digests)."""
     prev_hash: str
     hash: str
 
@@ -343,7 +346,7 @@ class AuditLog:
         # NORMAL in WAL mode: a killed process loses nothing committed; a power cut may
         # drop the last commits but never breaks the chain.
         conn: sqlite3.Connection = _sqlite.connect(
-            self.path, SCHEMA, synchronous="NORMAL", check_same_thread=False
+            self.path, SCHEMA, synchronous="NORMAL", check_same_thread=False, added=ADDED_COLUMNS
         )
         try:
             self._conn, self._pid = conn, os.getpid()

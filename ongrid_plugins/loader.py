@@ -181,18 +181,22 @@ def _flatten(results: Iterable[Any]) -> Iterator[Any]:
             yield from result
 
 
-def load(pm: pluggy.PluginManager, settings: Settings) -> tuple[Snapshot, LoadReport]:
+def load(
+    pm: pluggy.PluginManager, settings: Settings, skip: frozenset[str] = frozenset()
+) -> tuple[Snapshot, LoadReport]:
     """Walk every root, load every manifest, and build a registry snapshot.
 
     Never raises for a bad root or manifest; every outcome is an event of the
-    report. The cyclic garbage collector is paused during the walk: the parsed
-    manifests are acyclic, and collecting them over and over costs more than
-    parsing them.
+    report. ``skip`` holds canonical folders not to read at all, as a root or
+    inside one (the catalog's packs that drifted from ``skills.lock``). The
+    cyclic garbage collector is paused during the walk: the parsed manifests
+    are acyclic, and collecting them over and over costs more than parsing them.
     """
     state = _Load(pm, settings)
     roots = resolve_roots(pm, settings, state.events)
     names = frozenset(_flatten(pm.hook.ongrid_manifest_names()))
-    reals = frozenset(r.real for r in roots)
+    reals = frozenset(r.real for r in roots) | skip
+    roots = [r for r in roots if r.real not in skip]
     was_enabled = gc.isenabled()
     gc.disable()
     try:
