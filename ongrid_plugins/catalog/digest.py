@@ -21,7 +21,9 @@ Which files:
 
 File hashes are memoised per process, keyed by device, inode, size, mtime and
 ctime: a reload re-reads only files that changed (ctime cannot be set back by
-a process, so an in-place edit always shows).
+a process, so an in-place edit always shows). A file changed in the last two
+seconds is never memoised, since a second write within one timestamp tick
+would keep every key the same.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import hashlib
 import os
 import stat
 import threading
+import time
 from collections.abc import Iterator
 
 import attrs
@@ -45,6 +48,7 @@ __all__ = [
     "file_record",
     "file_sha256",
     "partial_warning",
+    "relative_to",
     "skill_digest",
     "tree_records",
 ]
@@ -58,6 +62,10 @@ MODE_BITS = stat.S_ISUID | stat.S_ISGID | 0o111
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__"})
 _HEADER = b"ongrid-digest-v1\n"
 _MEMO_LIMIT = 200_000
+# File timestamps tick coarsely (a few ms): a file changed this recently could
+# change again with the same size and timestamps, so its hash is not memoised
+# (git's "racily clean" rule).
+_RACY_NS = 2_000_000_000
 
 
 @attrs.frozen
@@ -107,25 +115,28 @@ def file_sha256(path: str) -> str:
 
 
 def _hash_open(path: str) -> tuple[str, os.stat_result]:
+    # One stat answers an unchanged file; a changed or new one is opened and
+    # its descriptor's stat is the key, so the hash and the key are one inode's.
+    st = os.stat(path)
+    found = _memo.get(_key(path, st)) if stat.S_ISREG(st.st_mode) else None
+    if found is not None:
+        return found, st
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{path} is not a regular file")
-        key = _key(path, st)
-        found = _memo.get(key)
-        if found is not None:
-            return found, st
         h = hashlib.sha256()
         while chunk := os.read(fd, 1024 * 1024):
             h.update(chunk)
         digest = h.hexdigest()
     finally:
         os.close(fd)
-    with _memo_lock:
-        if len(_memo) >= _MEMO_LIMIT:
-            _memo.clear()
-        _memo[key] = digest
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS:
+        with _memo_lock:
+            if len(_memo) >= _MEMO_LIMIT:
+                _memo.clear()
+            _memo[_key(path, st)] = digest
     return digest, st
 
 
@@ -139,11 +150,31 @@ def file_record(path: str, relative: str) -> DigestFile:
     return DigestFile(relative, f"{st.st_mode & MODE_BITS:04o}", digest)
 
 
-def _record_or_missing(path: str, relative: str) -> DigestFile:
+def _record_or_missing(path: str, relative: str, st: os.stat_result | None = None) -> DigestFile:
+    """The digest line of ``path``; ``st`` (its ``lstat``) when known: a regular file is hashed directly."""
     try:
+        if st is not None and stat.S_ISREG(st.st_mode):
+            digest, st = _hash_open(path)
+            return DigestFile(relative, f"{st.st_mode & MODE_BITS:04o}", digest)
         return file_record(path, relative)
     except OSError:
         return DigestFile(relative, "", "missing")
+
+
+def _regular(path: str, relative: str) -> DigestFile:
+    """The digest line of a canonical path (no symlink left in it: the loaders resolved it)."""
+    try:
+        digest, st = _hash_open(path)
+    except OSError:
+        return DigestFile(relative, "", "missing")
+    return DigestFile(relative, f"{st.st_mode & MODE_BITS:04o}", digest)
+
+
+def relative_to(path: str, folder: str) -> str:
+    """``path`` relative to ``folder`` (``../x`` outside it), without ``relpath``'s cost in the common case."""
+    if path.startswith(folder) and path[len(folder) : len(folder) + 1] == "/":
+        return path[len(folder) + 1 :]
+    return os.path.relpath(path, folder)
 
 
 def tree_records(
@@ -164,7 +195,7 @@ def tree_records(
         total += st.st_size if stat.S_ISREG(st.st_mode) else 0
         if max_bytes is not None and total > max_bytes:
             return None
-        records.append(_record_or_missing(path, relative))
+        records.append(_record_or_missing(path, relative, st))
     return records
 
 
@@ -210,8 +241,8 @@ def _manifest_and_entries(skill: Skill, folder: str) -> list[DigestFile]:
     paths = {skill.path: os.path.basename(skill.path)}
     for tool in skill.tools:
         if tool.entry:
-            paths.setdefault(tool.entry, os.path.relpath(tool.entry, folder))
-    return [_record_or_missing(path, relative) for path, relative in paths.items()]
+            paths.setdefault(tool.entry, relative_to(tool.entry, folder))
+    return [_regular(path, relative) for path, relative in paths.items()]
 
 
 def partial_warning(skill: Skill, digest: SkillDigest) -> Problem:
