@@ -460,7 +460,10 @@ class ApprovalStore:
     def _connect(self, sqlite3: Any) -> Any:
         # Approvals are rare and losing one could re-open an executed ticket: fsync each commit.
         conn = _sqlite.connect(
-            self.path, "" if self._ready else _SCHEMA, synchronous="FULL", added=() if self._ready else _ADDED_COLUMNS
+            self.path,
+            "" if self._ready else _SCHEMA,
+            synchronous="FULL",
+            added=() if self._ready else _ADDED_COLUMNS,
         )
         self._ready = True
         return conn

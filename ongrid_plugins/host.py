@@ -191,7 +191,7 @@ class SkillHost:
         return self.load()
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener`` with each batch of :class:`CatalogChange` a reload makes; returns the unsubscribe.
+        """Call ``listener`` with each batch of ``CatalogChange`` a reload makes; returns the unsubscribe.
 
         The first load announces nothing; every later one (:meth:`reload`, a
         :meth:`watch`) announces what it added, changed, removed or kept stale.

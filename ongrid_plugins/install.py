@@ -165,7 +165,9 @@ def _check_digest(source: str, required: str | None) -> str | None:
         if not re.fullmatch(r"[0-9a-f]{64}", wanted):
             raise ConfigError(f"--require-digest wants a sha256 in hex (64 digits), got {required!r}")
         if actual != wanted:
-            raise InstallError(f"{source} has sha256 {actual}, not the required {wanted}; nothing was installed")
+            raise InstallError(
+                f"{source} has sha256 {actual}, not the required {wanted}; nothing was installed"
+            )
     return actual
 
 

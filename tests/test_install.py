@@ -72,7 +72,10 @@ def test_install_then_list_run_and_uninstall(
     assert run(capsys, "uninstall", "tools")[0] == 0
     assert not (user_dir / "tools").exists()
     assert "hello" not in json.loads(run(capsys, "list", "--json")[1])["items"]
-    assert sorted(os.listdir(user_dir)) == [".ongrid-install.lock", "skills.lock"]  # no staging or trash left behind
+    assert sorted(os.listdir(user_dir)) == [
+        ".ongrid-install.lock",
+        "skills.lock",
+    ]  # no staging or trash left behind
 
 
 def test_a_pack_name_comes_from_pack_json_then_the_folder_then_the_option(tmp_path: Path) -> None:

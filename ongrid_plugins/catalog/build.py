@@ -79,7 +79,7 @@ def with_digest(skill: Skill, *, in_place: bool = False) -> Skill:
     for tool in skill.tools:
         entry = files.get(relative_to(tool.entry, folder), "") if tool.entry else ""
         tools.append(_stamp(tool, in_place, digest=digest.digest, entry_digest=entry))
-    warnings = skill.warnings + (partial_warning(skill, digest),) if digest.partial else skill.warnings
+    warnings = (*skill.warnings, partial_warning(skill, digest)) if digest.partial else skill.warnings
     if not in_place:
         return attrs.evolve(skill, digest=digest.digest, tools=tools, warnings=warnings)
     return _stamp(skill, True, digest=digest.digest, warnings=warnings)

@@ -171,14 +171,18 @@ def _regular(path: str, relative: str) -> DigestFile:
 
 
 def relative_to(path: str, folder: str) -> str:
-    """``path`` relative to ``folder`` (``../x`` outside it), without ``relpath``'s cost in the common case."""
+    """``path`` relative to ``folder`` (``../x`` outside it), cheaper than ``relpath`` inside it."""
     if path.startswith(folder) and path[len(folder) : len(folder) + 1] == "/":
         return path[len(folder) + 1 :]
     return os.path.relpath(path, folder)
 
 
 def tree_records(
-    folder: str, *, max_files: int | None = None, max_bytes: int | None = None, skip: frozenset[str] = frozenset()
+    folder: str,
+    *,
+    max_files: int | None = None,
+    max_bytes: int | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> list[DigestFile] | None:
     """Every file under ``folder`` as digest lines, or None once over ``max_files`` / ``max_bytes``.
 
@@ -230,7 +234,8 @@ def skill_digest(skill: Skill) -> SkillDigest:
             outside = [f for f in _manifest_and_entries(skill, folder) if f.path.startswith("../")]
             return SkillDigest.of(records + outside)
         partial = (
-            f"the skill folder {folder} holds more than {MAX_FILES} files or {MAX_BYTES // (1024 * 1024)} MiB; "
+            f"the skill folder {folder} holds more than {MAX_FILES} files or "
+            f"{MAX_BYTES // (1024 * 1024)} MiB; "
             "its digest covers the manifest and the tools' scripts only"
         )
         return SkillDigest.of(_manifest_and_entries(skill, folder), partial)

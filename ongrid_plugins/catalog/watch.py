@@ -73,7 +73,9 @@ class Watch:
         :param force_polling: Poll even when watchfiles could be used.
         """
         if not debounce >= 0 or not poll_interval > 0:
-            message = f"debounce must be >= 0 and poll_interval > 0 seconds (got {debounce!r}, {poll_interval!r})"
+            message = (
+                f"debounce must be >= 0 and poll_interval > 0 seconds (got {debounce!r}, {poll_interval!r})"
+            )
             raise ValueError(message)
         self._paths = paths
         self._reload = reload
@@ -201,8 +203,12 @@ class Watch:
                 if self._existing() != paths:
                     return True
         except OSError as exc:  # inotify watches or instances exhausted, a folder gone mid-setup
-            _once("inotify", "catalog: cannot watch with inotify (%s); watching by polling every %.2f s",
-                  exc, self.poll_interval)
+            _once(
+                "inotify",
+                "catalog: cannot watch with inotify (%s); watching by polling every %.2f s",
+                exc,
+                self.poll_interval,
+            )
             return False
         return True
 

@@ -9,6 +9,7 @@ file, so that no request reaches a skill without a token.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import socket
 import sys
@@ -42,6 +43,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--max-concurrent", type=int, default=16, metavar="N", help="calls at once; more get 429")
     p.add_argument("--max-body", type=int, default=1024 * 1024, metavar="BYTES", help="larger bodies get 413")
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="reload when skill files change (GET /v1/events streams them)",
+    )
     tools = p.add_mutually_exclusive_group()
     tools.add_argument(
         "--hash-token", action="store_true", help="read a token on standard input, print its hash, and exit"
@@ -122,7 +128,8 @@ def _serve(ctx: Context) -> int:
     shown = f"[{host}]" if ":" in host else host
     print(f"ongrid-skills serve: listening on http://{shown}:{port}", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    uvicorn.Server(config).run(sockets=[sock])
+    with ctx.host.watch() if args.watch else contextlib.nullcontext():
+        uvicorn.Server(config).run(sockets=[sock])
     return 0
 
 

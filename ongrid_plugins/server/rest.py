@@ -90,6 +90,7 @@ def create_app(
         Route("/v1/approvals/{ticket_id}/approve", api.authed(api.approve), methods=["POST"]),
         Route("/v1/approvals/{ticket_id}/reject", api.authed(api.reject), methods=["POST"]),
         Route("/v1/audit", api.authed(api.audit), methods=["GET"]),
+        Route("/v1/events", api.authed(api.events), methods=["GET"]),
     ]
     handlers: dict[Any, Any] = {ApiError: _api_error, HTTPException: _http_error, Exception: _server_error}
     return Starlette(routes=routes, exception_handlers=handlers, lifespan=api.lifespan)
@@ -196,8 +197,24 @@ class _Api:
             "category": tool.category,
             "skill": tool.skill,
             "available": tool.available,
+            "digest": tool.digest,
+            "stale": self._stale(tool),
             "decision": {**decision, "needs": _NEEDS[decision["verdict"]]},
         }
+
+    def _stale(self, tool: Tool) -> str:
+        skill = self.host.registry.snapshot.skills.get(tool.skill)
+        return skill.stale if skill is not None else ""
+
+    async def events(self, request: Request, who: Principal) -> Response:
+        """``GET /v1/events``: catalog changes as server-sent events (see :mod:`.events`)."""
+        from .events import event_stream
+
+        _query(request)
+        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        return StreamingResponse(
+            event_stream(self.host, who), media_type="text/event-stream", headers=headers
+        )
 
     def _tool(self, name: str) -> Tool:
         try:
