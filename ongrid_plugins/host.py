@@ -229,7 +229,8 @@ class SkillHost:
 
         report = self._report
         roots = list(report.roots) if report is not None else []
-        return [*roots, *persona_dirs(self.settings), self.settings.user_skills_dir]
+        configured = [d for d in self.settings.skill_dirs if os.path.isabs(d)]  # watched once they exist
+        return [*roots, *configured, *persona_dirs(self.settings), self.settings.user_skills_dir]
 
     @property
     def report(self) -> LoadReport:

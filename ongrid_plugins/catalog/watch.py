@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_DEBOUNCE = 0.2
 DEFAULT_POLL_INTERVAL = 0.25
 _PATHS_RECHECK = 1.0  # seconds between looks for watched folders that appeared or went
+_WAKE_MS = 100  # watchfiles returns this often without changes (to notice a stop or a new folder)
 _warned: set[str] = set()
 
 
@@ -88,6 +89,8 @@ class Watch:
         """How many reloads this watch triggered."""
         self._stop = threading.Event()
         self._restart = threading.Event()
+        self._ready = threading.Event()
+        self._baseline: dict[str, tuple[int, ...]] | None = None
         self._thread: threading.Thread | None = None
 
     def __repr__(self) -> str:
@@ -99,12 +102,19 @@ class Watch:
         """True while the watcher thread runs."""
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self) -> Watch:
-        """Start watching in a daemon thread (a second start does nothing)."""
+    def start(self, timeout: float = 10.0) -> Watch:
+        """Start watching in a daemon thread; return once it watches (a second start does nothing).
+
+        A change made after ``start`` returns is seen; one made while it
+        starts is caught by comparing the folders before and after.
+        """
         if not self.running:
             self._stop.clear()
+            self._ready.clear()
+            self._baseline = _scan(self._existing())
             self._thread = threading.Thread(target=self._run, name="ongrid-catalog-watch", daemon=True)
             self._thread.start()
+            self._ready.wait(timeout)
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -147,9 +157,17 @@ class Watch:
     # ------------------------------------------------------------------ the thread
 
     def _run(self) -> None:
+        previous: list[str] | None = None
         while not self._stop.is_set():
             paths = self._existing()
+            if previous is not None and paths != previous:
+                # A folder appeared or went: what is in it now was never seen; load it once
+                # the new watcher is set up.
+                self._baseline = {}
+                self._ready.clear()
+            previous = paths
             if not paths:
+                self._ready.set()
                 self._stop.wait(_PATHS_RECHECK)
                 continue
             if not self.polling:
@@ -164,6 +182,15 @@ class Watch:
             logger.exception("catalog: cannot tell which folders to watch")
             return []
         return [p for p in wanted if os.path.isdir(p)]
+
+    def _became_ready(self, paths: list[str]) -> None:
+        """The watcher is set up: reload if anything changed while it was being set up."""
+        if self._ready.is_set():
+            return
+        baseline, self._baseline = self._baseline, None
+        if baseline is not None and (not baseline or _scan(paths) != baseline):
+            self._do_reload()
+        self._ready.set()
 
     def _do_reload(self) -> None:
         self.reloads += 1
@@ -185,6 +212,7 @@ class Watch:
             )
             return False
         debounce_ms = max(1, int(self.debounce * 1000))
+        next_recheck = time.monotonic() + _PATHS_RECHECK
         stop = _Either(self._stop, self._restart)
         self._restart.clear()
         try:
@@ -193,15 +221,18 @@ class Watch:
                 debounce=debounce_ms,
                 step=min(50, debounce_ms),
                 stop_event=stop,
-                rust_timeout=int(_PATHS_RECHECK * 1000),
+                rust_timeout=_WAKE_MS,
                 yield_on_timeout=True,
                 raise_interrupt=False,
                 ignore_permission_denied=True,
             ):
+                self._became_ready(paths)  # the first yield: a timeout or a change, watched either way
                 if _changes:
                     self._do_reload()
-                if self._existing() != paths:
-                    return True
+                if time.monotonic() >= next_recheck:
+                    if self._existing() != paths:
+                        return True
+                    next_recheck = time.monotonic() + _PATHS_RECHECK
         except OSError as exc:  # inotify watches or instances exhausted, a folder gone mid-setup
             _once(
                 "inotify",
@@ -214,7 +245,12 @@ class Watch:
 
     def _poll(self, paths: list[str]) -> None:
         """Poll until the watched set changes or the watch stops."""
-        seen = _scan(paths)
+        baseline, self._baseline = self._baseline, None
+        seen = baseline if baseline is not None and not self._ready.is_set() else _scan(paths)
+        if baseline == {}:
+            seen = _scan(paths)
+            self._do_reload()
+        self._ready.set()
         next_recheck = time.monotonic() + _PATHS_RECHECK
         while not self._stop.wait(self.poll_interval):
             now = _scan(paths)
