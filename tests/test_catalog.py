@@ -296,10 +296,16 @@ def test_a_pack_that_drifted_from_the_lock_does_not_load_and_verify_reports_it(
     )
     assert [e.outcome for e in report.events if e.path == str(packs / "tools")] == ["drift"]
     monkeypatch.setenv("ONGRID_USER_SKILLS_DIR", str(packs))
-    assert run(capsys, "verify") == (1, f"other 1.0: ok, 3 files match skills.lock\ntools 1.0: {change} {path}\n", "")
+    assert run(capsys, "verify") == (
+        1,
+        f"other 1.0: ok, 3 files match skills.lock\ntools 1.0: {change} {path}\n",
+        "",
+    )
     assert run(capsys, "verify", "other")[0] == 0
     code, out, _ = run(capsys, "verify", "tools", "--json")
-    assert code == 1 and json.loads(out)["packs"][0]["drift"] == [{"pack": "tools", "change": change, "path": path}]
+    assert code == 1 and json.loads(out)["packs"][0]["drift"] == [
+        {"pack": "tools", "change": change, "path": path}
+    ]
 
 
 def test_a_corrupted_lock_refuses_every_installed_pack(tmp_path: Path) -> None:
@@ -352,8 +358,10 @@ def test_an_audit_log_from_before_digests_still_verifies_and_gains_the_column(tm
     conn.execute("CREATE TABLE head (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, hash TEXT)")
     row = dict.fromkeys(old) | {"seq": 1, "time": 1.0, "call_id": "old", "tool": "echo", "prev_hash": GENESIS}
     digest = sha(canonical_json([row[c] for c in old]).encode())  # how rows were hashed then
-    conn.execute(f"INSERT INTO entries ({', '.join(old)}, hash) VALUES ({', '.join('?' * len(old))}, ?)",
-                 (*[row[c] for c in old], digest))
+    conn.execute(
+        f"INSERT INTO entries ({', '.join(old)}, hash) VALUES ({', '.join('?' * len(old))}, ?)",
+        (*[row[c] for c in old], digest),
+    )
     conn.execute("INSERT INTO head VALUES (1, 1, ?)", (digest,))
     conn.commit()
     conn.close()

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from ongrid_plugins import SkillHost
-from ongrid_plugins.catalog import CatalogChange, watch as watch_mod
+from ongrid_plugins.catalog import CatalogChange
+from ongrid_plugins.catalog import watch as watch_mod
 from ongrid_plugins.cli import Context, build_parser
 from ongrid_plugins.testing import assert_ok, isolated_settings, make_skill
 
@@ -58,7 +59,9 @@ def polling(request: pytest.FixtureRequest) -> bool:
     return bool(request.param == "polling")
 
 
-def test_live_add_change_break_and_delete(tmp_path: Path, polling: bool, caplog: pytest.LogCaptureFixture) -> None:
+def test_live_add_change_break_and_delete(
+    tmp_path: Path, polling: bool, caplog: pytest.LogCaptureFixture
+) -> None:
     root = tmp_path / "skills"
     make_skill(root, "echo")
     host = SkillHost(isolated_settings(tmp_path, root))

@@ -13,7 +13,7 @@ import contextlib
 import ipaddress
 import socket
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..server.tokens import TokenStore, add_token, hash_token, new_token
@@ -129,8 +129,22 @@ def _serve(ctx: Context) -> int:
     print(f"ongrid-skills serve: listening on http://{shown}:{port}", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     with ctx.host.watch() if args.watch else contextlib.nullcontext():
-        uvicorn.Server(config).run(sockets=[sock])
+        _server(config, app).run(sockets=[sock])
     return 0
+
+
+def _server(config: Any, app: Any) -> Any:
+    """uvicorn's server, ending the endless ``/v1/events`` streams when it is asked to stop."""
+    import uvicorn
+
+    from ..server.rest import close_event_streams
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            close_event_streams(app)
+            super().handle_exit(sig, frame)
+
+    return Server(config)
 
 
 def _bind(host: str, port: int) -> socket.socket:

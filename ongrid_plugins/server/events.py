@@ -8,7 +8,8 @@ token's persona may call (prompt skills are seen by everyone), and a removal
 only by a client that could list the skill, so a listing it cannot make is
 not leaked through events. The stream opens with a
 ``ready`` event and sends a comment every :data:`KEEPALIVE` seconds; it ends
-when the client goes away. Changes come from any reload: ``serve --watch``
+when the client goes away or the server shuts down
+(:func:`~ongrid_plugins.server.rest.close_event_streams`). Changes come from any reload: ``serve --watch``
 makes every file change one.
 """
 
@@ -31,8 +32,12 @@ MAX_QUEUED = 1000
 """Batches queued for a client that does not read; then it gets an ``overflow`` event and the stream ends."""
 
 
-async def event_stream(host: SkillHost, who: Principal) -> AsyncIterator[str]:
-    """The SSE text of ``who``'s catalog events, until the client disconnects."""
+async def event_stream(host: SkillHost, who: Principal, closing: asyncio.Event) -> AsyncIterator[str]:
+    """The SSE text of ``who``'s catalog events, until the client disconnects or ``closing`` is set.
+
+    ``closing`` is the server shutting down: an endless response would keep
+    uvicorn's graceful shutdown waiting for ever.
+    """
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[list[CatalogChange] | None] = asyncio.Queue(MAX_QUEUED)
 
@@ -43,12 +48,13 @@ async def event_stream(host: SkillHost, who: Principal) -> AsyncIterator[str]:
     seen = await asyncio.to_thread(_Seen, host, who)
     try:
         yield _text("ready", {"persona": who.persona})
-        while True:
-            try:
-                batch = await asyncio.wait_for(queue.get(), KEEPALIVE)
-            except TimeoutError:
+        while not closing.is_set():
+            batch = await _next(queue, closing)
+            if batch == ():
                 yield ": keep-alive\n\n"
                 continue
+            if batch == []:
+                return
             if batch is None:
                 yield _text("overflow", {"error": "too many changes were not read; reconnect and list again"})
                 return
@@ -57,6 +63,23 @@ async def event_stream(host: SkillHost, who: Principal) -> AsyncIterator[str]:
                     yield _text(change.kind, change.to_dict())
     finally:
         unsubscribe()
+
+
+async def _next(
+    queue: asyncio.Queue[list[CatalogChange] | None], closing: asyncio.Event
+) -> list[CatalogChange] | tuple[()] | None:
+    """The next batch; ``()`` after :data:`KEEPALIVE` seconds without one, ``[]`` once closing."""
+    get = asyncio.ensure_future(queue.get())
+    closed = asyncio.ensure_future(closing.wait())
+    try:
+        done, _pending = await asyncio.wait({get, closed}, timeout=KEEPALIVE, return_when="FIRST_COMPLETED")
+    finally:
+        closed.cancel()
+        if not get.done():
+            get.cancel()
+    if get in done:
+        return get.result()
+    return [] if closed in done else ()
 
 
 def _offer(queue: asyncio.Queue[list[CatalogChange] | None], changes: list[CatalogChange]) -> None:

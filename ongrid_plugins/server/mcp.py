@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import mimetypes
 import warnings
 import weakref
@@ -78,6 +79,7 @@ _CONFIRM_SCHEMA = {
     "required": ["confirm"],
 }
 _URI = "skill://"
+logger = logging.getLogger(__name__)
 
 
 def create_server(
@@ -119,7 +121,8 @@ async def serve_stdio(
     loop = asyncio.get_running_loop()
 
     def on_changes(changes: list[CatalogChange]) -> None:  # called in the reloading thread
-        asyncio.run_coroutine_threadsafe(server.ongrid_announce(changes), loop)  # type: ignore[attr-defined]
+        future = asyncio.run_coroutine_threadsafe(server.ongrid_announce(changes), loop)  # type: ignore[attr-defined]
+        future.add_done_callback(_log_failure)
 
     unsubscribe = host.subscribe(on_changes)
     try:
@@ -127,6 +130,11 @@ async def serve_stdio(
             await server.run(read_stream, write_stream, server.create_initialization_options(LIST_CHANGED))
     finally:
         unsubscribe()
+
+
+def _log_failure(future: Any) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("mcp: telling the sessions of a catalog change failed: %r", future.exception())
 
 
 def _version() -> str:
@@ -143,12 +151,14 @@ class _Handlers:
         self.level = "info"
         self.bus = InMemorySubscriptionBus()
         self.listen = ListenHandler(self.bus)
-        self.sessions: weakref.WeakSet[Any] = weakref.WeakSet()
-        """Handshake-era sessions that made a request: they get ``list_changed`` notifications."""
+        self.sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        """Handshake-era connections that made a request -> their latest session (``list_changed``)."""
 
     def _seen(self, ctx: Any) -> None:
         if getattr(ctx, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
-            self.sessions.add(ctx.session)
+            # The SDK makes a session per request over one connection; any of them reaches
+            # the connection's own channel, so the latest is kept while the connection lives.
+            self.sessions[getattr(ctx.session, "_connection", ctx.session)] = ctx.session
 
     async def announce(self, changes: list[CatalogChange]) -> None:
         """Tell every session which lists ``changes`` touched."""
@@ -159,7 +169,7 @@ class _Handlers:
             kinds += [PromptsListChanged(), ResourcesListChanged()]
         for event in kinds:
             await self.bus.publish(event)
-        for session in list(self.sessions):
+        for connection, session in list(self.sessions.items()):
             for event in kinds:
                 send = {
                     ToolsListChanged: session.send_tool_list_changed,
@@ -168,8 +178,8 @@ class _Handlers:
                 }[type(event)]
                 try:
                     await send()
-                except Exception:  # a closed session: it will not be told again
-                    self.sessions.discard(session)
+                except Exception:  # a closed connection: it will not be told again
+                    self.sessions.pop(connection, None)
                     break
 
     # ------------------------------------------------------------------ tools

@@ -46,7 +46,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise missing_extra("server", "starlette") from exc
 
-__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_CONCURRENT", "ApiError", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_CONCURRENT", "ApiError", "close_event_streams", "create_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,22 @@ def create_app(
         Route("/v1/events", api.authed(api.events), methods=["GET"]),
     ]
     handlers: dict[Any, Any] = {ApiError: _api_error, HTTPException: _http_error, Exception: _server_error}
-    return Starlette(routes=routes, exception_handlers=handlers, lifespan=api.lifespan)
+    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=api.lifespan)
+    app.state.ongrid_api = api
+    return app
+
+
+def close_event_streams(app: Starlette) -> None:
+    """End every open ``/v1/events`` stream of ``app`` (call it when the server starts shutting down).
+
+    Safe from a signal handler or another thread; streams opened later end at once.
+    """
+    api: _Api = app.state.ongrid_api
+    loop = api.loop
+    if loop is None or loop.is_closed():
+        api.closing.set()
+    else:
+        loop.call_soon_threadsafe(api.closing.set)
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
@@ -126,9 +141,13 @@ class _Api:
         self.max_concurrent = max_concurrent
         self.running = 0
         self._openapi: dict[str, Any] | None = None
+        self.closing = asyncio.Event()
+        """Set when the server shuts down: event streams end."""
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        self.loop = asyncio.get_running_loop()
         await run_in_threadpool(self.host.tools)  # load the registry before the first request
         yield
 
@@ -212,9 +231,8 @@ class _Api:
 
         _query(request)
         headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-        return StreamingResponse(
-            event_stream(self.host, who), media_type="text/event-stream", headers=headers
-        )
+        stream = event_stream(self.host, who, self.closing)
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
     def _tool(self, name: str) -> Tool:
         try:
