@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from ..settings import Settings
 
-__all__ = ["drifted_packs", "load_catalog", "with_digest"]
+__all__ = ["catalog_dirs", "drifted_packs", "load_catalog", "with_digest"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,16 @@ def load_catalog(
     tools = {tool.name: tool for skill in skills.values() for tool in skill.tools}
     new = Snapshot(MappingProxyType(skills), MappingProxyType(tools))
     return new, LoadReport(len(skills), events, report.roots)
+
+
+def catalog_dirs(dirs: list[str]) -> list[Skill]:
+    """Load exactly these roots as the host does (digests included); the benchmark entry point."""
+    from ..plugins import get_plugin_manager
+    from ..settings import Settings
+
+    settings = Settings(skill_dirs=tuple(dirs), include_defaults=False, load_entry_points=False)
+    snapshot, _report = load_catalog(get_plugin_manager(settings), settings)
+    return list(snapshot.skills.values())
 
 
 def with_digest(skill: Skill, *, in_place: bool = False) -> Skill:
