@@ -145,7 +145,7 @@ class Watch:
 
         unsubscribe = self._subscribe(listener)
         started = not self.running
-        self.start()
+        await asyncio.to_thread(self.start)  # it waits for the watcher to be set up
         try:
             while True:
                 yield await queue.get()
