@@ -26,7 +26,21 @@ from ongrid_plugins.server.rest import close_event_streams, create_app
 from ongrid_plugins.server.tokens import Principal, TokenStore, add_token, hash_token
 from ongrid_plugins.testing import isolated_settings, make_skill, make_skill_md
 
-TOKENS = {"admin-token": ("alice", "admin"), "viewer-token": ("vic", "viewer")}
+TOKENS = {
+    "admin-token": ("alice", "admin"),
+    "bob-token": ("bob", "admin"),
+    "carol-token": ("carol", "admin"),
+    "viewer-token": ("vic", "viewer"),
+}
+MARK_SH = """#!/bin/sh
+read -r args
+echo ran >> "$(dirname "$0")/ran"
+printf '%s\\n' "$args"
+"""
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
 
 
 @contextlib.contextmanager
@@ -138,6 +152,37 @@ def test_the_rest_event_stream_sees_live_add_change_break_and_delete(tmp_path: P
             viewer.close()
 
 
+def test_approve_then_swap_is_refused_over_rest(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    folder = make_skill(root, "wipe", script=MARK_SH, class_="dangerous")
+    host = SkillHost(isolated_settings(tmp_path, root))
+    with running(create_app(host, token_store())) as url, httpx.Client(base_url=url, timeout=30) as client:
+        asked = client.post("/v1/skills/wipe/execute", headers=bearer("admin-token"), json={})
+        assert asked.status_code == 409
+        ticket = asked.json()["ticket"]
+        assert ticket["skill_digest"] == host.skill("wipe").digest
+        for approver in ("bob-token", "carol-token"):
+            approved = client.post(f"/v1/approvals/{ticket['id']}/approve", headers=bearer(approver), json={})
+            assert approved.status_code == 200
+        (folder / "run.sh").write_text(MARK_SH.replace("ran", "swapped"))
+        refused = client.post(
+            "/v1/skills/wipe/execute", headers=bearer("admin-token"), json={"ticket": ticket["id"]}
+        )
+        now = client.get("/v1/skills/wipe", headers=bearer("admin-token")).json()["digest"]
+        assert refused.json()["reason"] == "skill_changed"
+        assert refused.json()["error"] == (
+            f"the skill changed since approval (digest {ticket['skill_digest']} -> {_disk_digest(host)})"
+        )
+        assert now == ticket["skill_digest"]  # not reloaded: the listing still shows what was loaded
+        assert not (folder / "ran").exists()
+
+
+def _disk_digest(host: SkillHost) -> str:
+    from ongrid_plugins.catalog import skill_digest
+
+    return skill_digest(host.skill("wipe")).digest
+
+
 def test_serve_watch_streams_changes_from_the_command(tmp_path: Path) -> None:
     root = tmp_path / "skills"
     make_skill(root, "echo")
@@ -173,17 +218,29 @@ def mcp_params(root: Path, tmp_path: Path) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=args, env=env)
 
 
-def test_mcp_sessions_are_told_the_tool_list_changed(tmp_path: Path) -> None:
+def test_mcp_sessions_are_told_of_live_add_change_break_and_delete(tmp_path: Path) -> None:
     root = tmp_path / "skills"
     make_skill(root, "echo")
-    changed: list[str] = []
+    notes: list[str] = []
     arrived = anyio.Event()
 
     async def on_message(message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification | types.PromptListChangedNotification):
-            changed.append(message.method)
-            if isinstance(message, types.PromptListChangedNotification):
-                arrived.set()
+            notes.append(message.method)
+            arrived.set()
+
+    async def next_note() -> list[str]:
+        nonlocal arrived
+        with anyio.fail_after(20):
+            await arrived.wait()
+        await anyio.sleep(0.2)  # the prompts notification follows the tools one
+        arrived = anyio.Event()
+        got = sorted(set(notes))
+        notes.clear()
+        return got
+
+    async def tools(client: Client) -> dict[str, dict[str, Any]]:
+        return {t.name: dict(t.meta or {}) for t in (await client.list_tools()).tools}
 
     async def main() -> None:
         params = mcp_params(root, tmp_path)
@@ -193,17 +250,27 @@ def test_mcp_sessions_are_told_the_tool_list_changed(tmp_path: Path) -> None:
             capabilities = client.server_capabilities
             assert capabilities.tools is not None and capabilities.tools.list_changed is True
             assert capabilities.prompts is not None and capabilities.prompts.list_changed is True
-            listed = (await client.list_tools()).tools
-            assert [t.name for t in listed] == ["echo"]
-            digest = (listed[0].meta or {})["ongrid/digest"]
-            assert len(digest) == 64
-            make_skill(root, "fresh")
-            make_skill_md(root, "runbook", description="How to.", body="# Do it\n")
-            with anyio.fail_after(20):
-                await arrived.wait()
-            assert "notifications/tools/list_changed" in changed
-            listed = (await client.list_tools()).tools
-            assert [t.name for t in listed] == ["echo", "fresh"]
+            assert capabilities.resources is not None and capabilities.resources.list_changed is True
+            assert len((await tools(client))["echo"]["ongrid/digest"]) == 64
+
+            folder = make_skill(root, "fresh")  # add
+            assert await next_note() == ["notifications/tools/list_changed"]
+            first = (await tools(client))["fresh"]["ongrid/digest"]
+
+            (folder / "run.sh").write_text((folder / "run.sh").read_text() + "# edited\n")  # change
+            assert await next_note() == ["notifications/tools/list_changed"]
+            assert (await tools(client))["fresh"]["ongrid/digest"] != first
+
+            (folder / "skill.json").write_text("{broken")  # break: the last good version stays
+            assert await next_note() == ["notifications/tools/list_changed"]
+            assert "ongrid/stale" in (await tools(client))["fresh"]
+
+            (folder / "skill.json").unlink()  # delete
+            assert await next_note() == ["notifications/tools/list_changed"]
+            assert sorted(await tools(client)) == ["echo"]
+
+            make_skill_md(root, "runbook", description="How to.", body="# Do it\n")  # a prompt appears
+            assert await next_note() == ["notifications/prompts/list_changed"]
             assert [p.name for p in (await client.list_prompts()).prompts] == ["runbook"]
 
     anyio.run(main)
