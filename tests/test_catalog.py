@@ -371,3 +371,27 @@ def test_an_audit_log_from_before_digests_still_verifies_and_gains_the_column(tm
     assert [e.skill_digest for e in host.audit.entries()] == [None, host.skill("echo").digest]
     report = host.audit.verify()
     assert report.ok and report.entries == 2
+
+
+def test_the_entry_check_can_hash_the_descriptor_the_executor_will_run(
+    make_host: Any, tmp_path: Path
+) -> None:
+    from ongrid_plugins.catalog import entry_drift
+
+    folder = make_skill(tmp_path / "skills", "mark", script=MARK_SH)
+    tool = make_host(tmp_path / "skills").get("mark")
+    fd = os.open(folder / "run.sh", os.O_RDONLY)
+    try:
+        os.read(fd, 3)  # its offset is left alone
+        assert entry_drift(tool, fd) is None and os.lseek(fd, 0, os.SEEK_CUR) == 3
+        (folder / "run.sh").unlink()  # the path now names another file; the descriptor does not
+        write_executable(folder / "run.sh", SWAPPED_SH)
+        assert entry_drift(tool, fd) is None
+        assert "changed since the skill was loaded" in str(entry_drift(tool))
+    finally:
+        os.close(fd)
+    fd = os.open(folder / "run.sh", os.O_RDONLY)
+    try:
+        assert "changed since the skill was loaded" in str(entry_drift(tool, fd))
+    finally:
+        os.close(fd)

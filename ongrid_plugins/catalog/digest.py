@@ -123,20 +123,31 @@ def _hash_open(path: str) -> tuple[str, os.stat_result]:
         return found, st
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{path} is not a regular file")
-        h = hashlib.sha256()
-        while chunk := os.read(fd, 1024 * 1024):
-            h.update(chunk)
-        digest = h.hexdigest()
+        return _hash_fd(fd, path)
     finally:
         os.close(fd)
+
+
+def _hash_fd(fd: int, path: str) -> tuple[str, os.stat_result]:
+    """sha256 of the regular file open as ``fd`` (read with ``pread``: its offset is left alone)."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(f"{path} is not a regular file")
+    key = _key(path, st)
+    found = _memo.get(key)
+    if found is not None:
+        return found, st
+    h = hashlib.sha256()
+    offset = 0
+    while chunk := os.pread(fd, 1024 * 1024, offset):
+        h.update(chunk)
+        offset += len(chunk)
+    digest = h.hexdigest()
     if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS:
         with _memo_lock:
             if len(_memo) >= _MEMO_LIMIT:
                 _memo.clear()
-            _memo[_key(path, st)] = digest
+            _memo[key] = digest
     return digest, st
 
 
@@ -255,18 +266,20 @@ def partial_warning(skill: Skill, digest: SkillDigest) -> Problem:
     return Problem("warning", "digest_partial", digest.partial, skill.path)
 
 
-def entry_drift(tool: Tool) -> str | None:
+def entry_drift(tool: Tool, fd: int | None = None) -> str | None:
     """Why the entry ``tool`` is about to run is not the file that was loaded, or None.
 
     The call-time check: only the entry (the one file the call opens anyway) is
     hashed again, against :attr:`Tool.entry_digest`; its memo makes an
-    unchanged file cost one ``fstat``. Tools without an entry digest (native
-    ones, or loaded without the catalog) are not checked.
+    unchanged file cost one ``stat``. ``fd`` is the entry already opened by the
+    caller (the file it will execute): it is hashed instead of the path, so no
+    swap can slip between the check and the run. Tools without an entry digest
+    (native ones, or loaded without the catalog) are not checked.
     """
     if not tool.entry_digest or not tool.entry:
         return None
     try:
-        now = file_sha256(tool.entry)
+        now = file_sha256(tool.entry) if fd is None else _hash_fd(fd, tool.entry)[0]
     except OSError as exc:
         return f"entry {tool.entry} cannot be read: {getattr(exc, 'strerror', None) or exc}"
     if now == tool.entry_digest:
