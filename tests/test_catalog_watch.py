@@ -66,7 +66,7 @@ def test_live_add_change_break_and_delete(
     make_skill(root, "echo")
     host = SkillHost(isolated_settings(tmp_path, root))
     seen = Recorder(host)
-    caplog.set_level(logging.INFO, logger="ongrid_plugins.catalog.events")
+    caplog.set_level(logging.INFO)
     with host.watch(debounce=0.05, poll_interval=0.05, force_polling=polling) as watch:
         folder = make_skill(root, "fresh")
         wait_for(lambda: seen.kinds("fresh") == ["added"])
@@ -94,6 +94,11 @@ def test_live_add_change_break_and_delete(
     assert lines[0] == f'catalog: added skill "fresh" ({added[:12]}) from {folder / "skill.json"}'
     assert [line.split(" ")[1] for line in lines] == ["added", "changed", "skill", "removed"]
     assert seen.kinds("echo") == []  # untouched skills are not announced
+    # One line per change: reloads do not repeat the loader's "registered" lines, and
+    # watchfiles' own "changes detected" lines are left out.
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum('registered subprocess skill "echo"' in m for m in messages) == 1
+    assert not [r for r in caplog.records if r.name.startswith("watchfiles")]
 
 
 def test_a_stale_skill_shows_in_list_all_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -48,7 +48,7 @@ def load_catalog(
     root or manifest.
     """
     skip, drift_events = drifted_packs(settings) if settings.include_defaults else ({}, [])
-    snapshot, report = loader.load(pm, settings, frozenset(skip))
+    snapshot, report = loader.load(pm, settings, frozenset(skip), announce=previous is None)
     skills: dict[str, Skill] = {}
     events = list(drift_events) + list(report.events)
     shared = {id(s) for s in previous.skills.values()} if previous is not None else set()

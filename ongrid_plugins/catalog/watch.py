@@ -45,6 +45,19 @@ _WAKE_MS = 100  # watchfiles returns this often without changes (to notice a sto
 _warned: set[str] = set()
 
 
+_THREAD_NAME = "ongrid-catalog-watch"
+
+
+class _OwnLines(logging.Filter):
+    """Drops watchfiles' own "N changes detected" lines from our thread: the reload logs what changed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.threadName != _THREAD_NAME or record.levelno > logging.INFO
+
+
+_OWN_LINES = _OwnLines()
+
+
 def _once(key: str, message: str, *args: object) -> None:
     if key not in _warned:
         _warned.add(key)
@@ -112,7 +125,7 @@ class Watch:
             self._stop.clear()
             self._ready.clear()
             self._baseline = _scan(self._existing())
-            self._thread = threading.Thread(target=self._run, name="ongrid-catalog-watch", daemon=True)
+            self._thread = threading.Thread(target=self._run, name=_THREAD_NAME, daemon=True)
             self._thread.start()
             self._ready.wait(timeout)
         return self
@@ -211,6 +224,9 @@ class Watch:
                 self.poll_interval,
             )
             return False
+        watch_logger = logging.getLogger("watchfiles.main")
+        if _OWN_LINES not in watch_logger.filters:
+            watch_logger.addFilter(_OWN_LINES)
         debounce_ms = max(1, int(self.debounce * 1000))
         next_recheck = time.monotonic() + _PATHS_RECHECK
         stop = _Either(self._stop, self._restart)
