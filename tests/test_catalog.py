@@ -136,14 +136,30 @@ def dangerous_host(make_host: Any, tmp_path: Path) -> tuple[SkillHost, Path, str
     return host, folder, ticket
 
 
+def swap_entry(folder: Path) -> None:
+    (folder / "run.sh").write_text(SWAPPED_SH)  # same mode, other bytes
+
+
+def swap_manifest(folder: Path) -> None:
+    manifest = json.loads((folder / "skill.json").read_text())
+    (folder / "skill.json").write_text(json.dumps({**manifest, "env_allow": ["HOME"]}))
+
+
+def swap_for_symlink(folder: Path) -> None:
+    write_executable(folder / "other.sh", SWAPPED_SH)
+    (folder / "run.sh").unlink()
+    (folder / "run.sh").symlink_to("other.sh")  # inside the root, executable: only content differs
+
+
+@pytest.mark.parametrize("swap", [swap_entry, swap_manifest, swap_for_symlink], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("reload", [False, True], ids=["not_reloaded", "reloaded"])
 def test_approve_then_swap_is_refused_and_the_ticket_is_not_spent(
-    make_host: Any, tmp_path: Path, reload: bool
+    make_host: Any, tmp_path: Path, reload: bool, swap: Any
 ) -> None:
     host, folder, ticket = dangerous_host(make_host, tmp_path)
     approved = host.ticket(ticket).skill_digest
     assert approved == host.skill("wipe").digest
-    (folder / "run.sh").write_text(SWAPPED_SH)  # same mode, other bytes
+    swap(folder)
     if reload:
         host.reload()
     with pytest.raises(ApprovalError) as refused:
@@ -153,7 +169,11 @@ def test_approve_then_swap_is_refused_and_the_ticket_is_not_spent(
     assert str(refused.value) == f"the skill changed since approval (digest {approved} -> {now})"
     assert not (folder / "ran").exists()
     assert host.ticket(ticket).status == "approved"
-    (folder / "run.sh").write_text(MARK_SH)  # the approved content again: the ticket covers it
+    if swap is swap_manifest:
+        make_skill(tmp_path / "skills", "wipe", script=MARK_SH, class_="dangerous")
+    else:
+        (folder / "run.sh").unlink()
+        write_executable(folder / "run.sh", MARK_SH)  # the approved content again: the ticket covers it
     host.reload()
     assert_ok(host.call("wipe", {}, persona="admin", caller="alice", ticket=ticket))
     assert (folder / "ran").read_text() == "first\n"
@@ -194,6 +214,18 @@ def test_a_ticket_database_from_before_digests_gets_the_column(tmp_path: Path) -
 
 
 # ---------------------------------------------------------------------- the call-time check
+
+
+def test_an_entry_swapped_for_a_symlink_to_other_content_inside_the_root_does_not_run(
+    make_host: Any, tmp_path: Path
+) -> None:
+    folder = make_skill(tmp_path / "skills", "mark", script=MARK_SH)
+    host = make_host(tmp_path / "skills")
+    host.load()
+    swap_for_symlink(folder)
+    result = host.call("mark", {})
+    assert not result.ok and "changed since the skill was loaded" in str(result.error)
+    assert not (folder / "ran").exists()
 
 
 def test_an_entry_edited_in_place_after_load_does_not_run(make_host: Any, tmp_path: Path) -> None:
