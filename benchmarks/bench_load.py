@@ -10,7 +10,9 @@ manifests). Two measurements per tree size:
   + canonicalisation, no checks) -- repeated loads in one process, i.e. warm;
 * fresh processes: **cold** = first load on the machine (empty ongrid cache
   directory), **warm** = a new process over the unchanged tree (the cache the
-  cold run left behind), next to ``go-equiv`` in a fresh process. The time is
+  cold run left behind), next to ``go-equiv`` in a fresh process.
+  ``+digests`` is the load a ``SkillHost`` does: the loader, then every skill's
+  content digest (``ongrid_plugins.catalog``). The time is
   the load call itself, measured inside the child; the child's wall time
   (interpreter start and imports included) is printed beside it. The OS page
   cache is warm for every mode (dropping it needs root on the host).
@@ -24,6 +26,7 @@ import argparse
 import gc
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -46,6 +49,12 @@ if mode == "go-equiv":
     import load_bench
     t1 = time.perf_counter()
     n = len(load_bench.load_go_equiv([root]))
+elif mode == "catalog":
+    import logging
+    logging.disable(logging.WARNING)
+    from ongrid_plugins.catalog.build import catalog_dirs
+    t1 = time.perf_counter()
+    n = len(catalog_dirs([root]))
 else:
     import logging
     logging.disable(logging.WARNING)
@@ -69,6 +78,7 @@ def make_tree(workdir: Path, n: int) -> Path:
 def in_process(root: Path, runs: int) -> dict[str, dict[str, float]]:
     import logging
 
+    from ongrid_plugins.catalog.build import catalog_dirs
     from ongrid_plugins.loader import load_dirs
 
     logging.disable(logging.WARNING)
@@ -78,6 +88,7 @@ def in_process(root: Path, runs: int) -> dict[str, dict[str, float]]:
             lambda r: load_bench.load_floor(r, load_bench.iter_manifests_scandir, load_bench.realpath_opath)
         ),
         "ongrid (warm)": load_dirs,
+        "+digests (warm)": catalog_dirs,
     }
     times: dict[str, list[float]] = {m: [] for m in modes}
     counts: dict[str, int] = {}
@@ -102,18 +113,22 @@ def in_process(root: Path, runs: int) -> dict[str, dict[str, float]]:
 
 def fresh(root: Path, runs: int) -> dict[str, dict[str, float]]:
     code = CHILD.format(baselines=str(HERE / "baselines"))
-    results: dict[str, list[dict[str, float]]] = {"go-equiv": [], "ongrid cold": [], "ongrid warm": []}
+    modes = ("go-equiv", "ongrid cold", "ongrid warm", "+digests cold", "+digests warm")
+    results: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
     for _ in range(runs):
         with tempfile.TemporaryDirectory(prefix="ongrid-cache-") as cache:
             env = {**os.environ, "XDG_CACHE_HOME": cache}
-            for mode in ("go-equiv", "ongrid cold", "ongrid warm"):
+            for mode in modes:
+                if mode == "+digests cold":  # an empty cache again
+                    for entry in Path(cache).iterdir():
+                        shutil.rmtree(entry)
                 t0 = time.perf_counter()
                 out = subprocess.run(
                     [
                         sys.executable,
                         "-c",
                         code,
-                        mode.split()[0] if mode == "go-equiv" else "ongrid",
+                        {"go-equiv": "go-equiv", "+digests": "catalog"}.get(mode.split()[0], "ongrid"),
                         str(root),
                     ],
                     capture_output=True,

@@ -37,6 +37,13 @@ def main() -> int:
         "cli": ["bench_cli.py", "--runs", "7" if quick else "21"],
         "process": ["bench_process.py"],
         "schemacheck": ["bench_schemacheck.py"],
+        "watch": [
+            "bench_watch.py",
+            "--sizes",
+            "10,100" if quick else "10,100,1000",
+            "--runs",
+            "5" if quick else "15",
+        ],
     }
     for script in sorted(HERE.glob("bench_*.py")):
         key = script.stem.removeprefix("bench_")

@@ -31,17 +31,16 @@ if TYPE_CHECKING:
     from .models import CallRequest, CallResult
 
 __all__ = [
+    "ADDED_COLUMNS",
     "COLUMNS",
     "GENESIS",
     "JSON_COLUMNS",
-    "OPTIONAL_COLUMNS",
     "SCHEMA",
     "append",
     "check_head",
     "dumps",
     "finish_row",
     "inflight",
-    "migrate",
     "recover",
     "row_hash",
     "start_row",
@@ -83,13 +82,16 @@ COLUMNS = (
     "pid",
     "hostname",
     "sandbox",
+    "skill_digest",
     "prev_hash",
 )
 JSON_COLUMNS = ("args", "redacted", "stderr_tail", "approvers")
-OPTIONAL_COLUMNS = ("sandbox",)
-"""Columns added after the first release: a NULL one is left out of the row hash, so
-rows written before it existed still verify (and a value once hashed cannot be nulled)."""
-_OPTIONAL_AT = tuple(COLUMNS.index(c) for c in OPTIONAL_COLUMNS)
+#: Columns added after the first release, ``(table, column, declaration)``: an older
+#: database gets them with ``ALTER TABLE``, and a row where one is NULL (written before
+#: it existed) is hashed without it, so old chains still verify (and a value once
+#: hashed cannot be nulled).
+ADDED_COLUMNS = (("entries", "sandbox", "TEXT"), ("entries", "skill_digest", "TEXT"))
+_LATER = frozenset(COLUMNS.index(column) for _table, column, _decl in ADDED_COLUMNS)
 _REQUIRED = ("time", "call_id", "tool", "prev_hash")
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS entries (
@@ -120,20 +122,9 @@ def append(conn: sqlite3.Connection, row: Mapping[str, Any]) -> int:
 
 
 def row_hash(values: Sequence[Any]) -> str:
-    """sha256 over the canonical JSON of a row's columns (``COLUMNS`` order, ``prev_hash`` last).
-
-    An optional column (:data:`OPTIONAL_COLUMNS`) that is NULL is not hashed at all.
-    """
-    hashed = [v for i, v in enumerate(values) if v is not None or i not in _OPTIONAL_AT]
-    return hashlib.sha256(canonical_json(hashed).encode("utf-8")).hexdigest()
-
-
-def migrate(conn: sqlite3.Connection) -> None:
-    """Add the optional columns to a log created before they existed."""
-    present = {row[1] for row in conn.execute("PRAGMA table_info(entries)")}
-    for column in OPTIONAL_COLUMNS:
-        if column not in present:
-            conn.execute(f"ALTER TABLE entries ADD COLUMN {column}")
+    """sha256 over the canonical JSON of a row's columns (``COLUMNS`` order, ``prev_hash`` last)."""
+    kept = [value for i, value in enumerate(values) if value is not None or i not in _LATER]
+    return hashlib.sha256(canonical_json(kept).encode("utf-8")).hexdigest()
 
 
 # ---------------------------------------------------------------------- verify
@@ -267,6 +258,7 @@ def start_row(request: CallRequest, started: float) -> dict[str, Any]:
         "redacted": dumps(redacted),
         "ticket": request.ticket,
         "approvers": dumps(list(request.approvers)),
+        "skill_digest": tool.digest,
         "pid": PID.pid,
         "hostname": HOST,
         "sandbox": _sandbox(request),

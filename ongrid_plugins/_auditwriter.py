@@ -24,7 +24,7 @@ import weakref
 from typing import Any
 
 from . import _sqlite
-from ._auditchain import SCHEMA, append
+from ._auditchain import ADDED_COLUMNS, SCHEMA, append
 from ._auditjournal import Journal
 
 __all__ = ["Writer"]
@@ -114,7 +114,8 @@ class Writer:
 
     def _write(self, batch: list[Row]) -> Exception | None:
         try:
-            conn = _sqlite.connect(self.path, self._schema, synchronous="NORMAL")
+            added = ADDED_COLUMNS if self._schema else ()
+            conn = _sqlite.connect(self.path, self._schema, synchronous="NORMAL", added=added)
             try:
                 self._schema = ""  # created: later batches skip the script
                 conn.execute("BEGIN IMMEDIATE")

@@ -15,6 +15,7 @@ naming it and the fix (:func:`access_problem`), never a bare ``PermissionError``
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
 import time
@@ -29,8 +30,19 @@ BUSY_TIMEOUT = 60.0
 _ACCESS_WORDS = ("readonly", "unable to open", "permission", "access")
 
 
-def connect(path: str, schema: str, *, synchronous: str, check_same_thread: bool = True) -> Any:
-    """An autocommit connection to ``path`` (transactions are begun explicitly), schema in place."""
+def connect(
+    path: str,
+    schema: str,
+    *,
+    synchronous: str,
+    check_same_thread: bool = True,
+    added: tuple[tuple[str, str, str], ...] = (),
+) -> Any:
+    """An autocommit connection to ``path`` (transactions are begun explicitly), schema in place.
+
+    ``added`` lists columns ``(table, column, declaration)`` newer than the
+    first schema: a database created before them gets them with ``ALTER TABLE``.
+    """
     import sqlite3
 
     try:
@@ -47,6 +59,8 @@ def connect(path: str, schema: str, *, synchronous: str, check_same_thread: bool
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
         _retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL"))
         _retry_busy(lambda: conn.executescript(schema))
+        for table, column, declaration in added:
+            _retry_busy(functools.partial(_add_column, conn, table, column, declaration))
         conn.execute(f"PRAGMA synchronous = {synchronous}")
     except sqlite3.OperationalError as exc:
         conn.close()
@@ -64,6 +78,18 @@ def file_mode(folder: str) -> int:
     except OSError:
         shared = False
     return 0o660 if shared else 0o600
+
+
+def _add_column(conn: Any, table: str, column: str, declaration: str) -> None:
+    import sqlite3
+
+    if any(row[1] == column for row in conn.execute(f"PRAGMA table_info({table})")):
+        return
+    try:
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):  # another process was faster
+            raise
 
 
 def create_private(path: str) -> None:

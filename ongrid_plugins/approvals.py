@@ -15,6 +15,9 @@ processes racing on the same ticket are serialised by SQLite):
 * a ticket is bound to the exact tool, arguments digest and persona it was
   opened for: any difference at execution is a ``mismatch`` (changed
   arguments need a new ticket);
+* and to the skill's content digest when it was opened: if the skill's files
+  differ at execution, the call is refused with ``skill_changed``, "the skill
+  changed since approval (digest A -> B)";
 * it expires ``Settings.approval_ttl`` seconds (15 min) after it was opened,
   approved or not; a rejected ticket is dead; it executes once (claiming it
   marks it ``executed`` before the tool starts, so a crash never re-opens it);
@@ -87,7 +90,8 @@ CREATE TABLE IF NOT EXISTS tickets (
     executed REAL,
     executed_by TEXT,
     call_id TEXT,
-    profile TEXT NOT NULL DEFAULT ''
+    profile TEXT NOT NULL DEFAULT '',
+    skill_digest TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS tickets_request ON tickets (requester, tool, args_digest, persona, status);
 CREATE TABLE IF NOT EXISTS approvals (
@@ -100,6 +104,12 @@ CREATE TABLE IF NOT EXISTS approvals (
     PRIMARY KEY (ticket_id, approver_key)
 );
 """
+
+#: Columns added after the first release: ``(table, column, declaration)``, added to older databases.
+_ADDED_COLUMNS = (
+    ("tickets", "profile", "TEXT NOT NULL DEFAULT ''"),
+    ("tickets", "skill_digest", "TEXT NOT NULL DEFAULT ''"),
+)
 
 VerifyApproval = Callable[["Ticket", "Approval"], "str | None"]
 """Returns the name of whoever refuses the approval, or None to let it through."""
@@ -154,6 +164,8 @@ class Ticket:
     """The call that executed it (its audit log row)."""
     profile: str = ""
     """Digest of the sandbox profile the call was requested under: a changed profile needs a new ticket."""
+    skill_digest: str = ""
+    """The skill's content digest when the ticket was opened; execution needs the same (empty: unbound)."""
 
     @property
     def approvers(self) -> tuple[str, ...]:
@@ -246,29 +258,32 @@ class ApprovalStore:
         tool_class: str = "",
         reason: str = "",
         profile: str = "",
+        skill_digest: str = "",
         call_args: Mapping[str, Any] | None = None,
     ) -> Ticket:
         """A ticket for this call: the requester's open one for the same call, else a new one.
 
-        ``args`` are the redacted arguments approvers read. ``call_args`` (the call's own,
-        unredacted) are not kept here; a store on a server (``server.client``) sends them so
-        the server works out the digest and the redaction itself.
+        ``profile`` and ``skill_digest`` bind it to the sandbox profile and to the skill's
+        files as they are now. ``args`` are the redacted arguments approvers read.
+        ``call_args`` (the call's own, unredacted) are not kept here; a store on a server
+        (``server.client``) sends them so the server works out the digest and the
+        redaction itself.
         """
         now = self._clock()
         with self._write() as conn:
             row = conn.execute(
                 "SELECT id FROM tickets WHERE requester = ? AND tool = ? AND args_digest = ? AND persona = ?"
-                " AND profile = ? AND status IN ('pending', 'approved') AND expires > ?"
+                " AND profile = ? AND skill_digest = ? AND status IN ('pending', 'approved') AND expires > ?"
                 " ORDER BY created DESC LIMIT 1",
-                (requester, tool, args_digest, persona, profile, now),
+                (requester, tool, args_digest, persona, profile, skill_digest, now),
             ).fetchone()
             if row is not None:
                 return self._load(conn, row[0], now)
             ticket_id = os.urandom(8).hex()
             conn.execute(
                 "INSERT INTO tickets (id, tool, args_digest, persona, requester, required, status, created,"
-                " expires, args, tool_class, reason, profile)"
-                " VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)",
+                " expires, args, tool_class, reason, profile, skill_digest)"
+                " VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
                 (
                     ticket_id,
                     tool,
@@ -282,6 +297,7 @@ class ApprovalStore:
                     tool_class,
                     reason,
                     profile,
+                    skill_digest,
                 ),
             )
             return self._load(conn, ticket_id, now)
@@ -350,16 +366,19 @@ class ApprovalStore:
         caller: str,
         call_id: str,
         profile: str = "",
+        skill_digest: str | None = None,
     ) -> Ticket:
         """Mark an approved ticket executed by this call, or raise why it may not run.
 
         Exactly one of any number of racing claims succeeds: the check and the
-        update happen in one write transaction.
+        update happen in one write transaction. ``skill_digest`` is the skill's
+        digest now; a ticket bound to another one is refused (``skill_changed``).
         """
         now = self._clock()
         with self._write() as conn:
             ticket = self._load(conn, ticket_id, now)
             _check_matches(ticket, tool, args_digest, persona, profile)
+            _check_skill(ticket, skill_digest)
             if ticket.status != "approved":
                 raise _closed(ticket)
             updated = conn.execute(
@@ -378,7 +397,8 @@ class ApprovalStore:
     def _load(self, conn: sqlite3.Connection, ticket_id: str, now: float) -> Ticket:
         row = conn.execute(
             "SELECT id, tool, args_digest, persona, requester, required, status, created, expires,"
-            " rejected_by, note, args, tool_class, reason, executed, executed_by, call_id, profile"
+            " rejected_by, note, args, tool_class, reason, executed, executed_by, call_id, profile,"
+            " skill_digest"
             " FROM tickets WHERE id = ?",
             (str(ticket_id),),
         ).fetchone()
@@ -415,6 +435,7 @@ class ApprovalStore:
             row[15],
             row[16],
             row[17],
+            row[18],
         )
 
     @contextlib.contextmanager
@@ -454,9 +475,12 @@ class ApprovalStore:
 
     def _connect(self, sqlite3: Any) -> Any:
         # Approvals are rare and losing one could re-open an executed ticket: fsync each commit.
-        conn = _sqlite.connect(self.path, "" if self._ready else _SCHEMA, synchronous="FULL")
-        if not self._ready:
-            _migrate(conn)
+        conn = _sqlite.connect(
+            self.path,
+            "" if self._ready else _SCHEMA,
+            synchronous="FULL",
+            added=() if self._ready else _ADDED_COLUMNS,
+        )
         self._ready = True
         return conn
 
@@ -466,13 +490,6 @@ class ApprovalStore:
             message = f"the approval database cannot be used: {_sqlite.access_error(self.path, exc)}"
         logger.error("approvals: %s", message)
         return ApprovalError("store", "", message)
-
-
-def _migrate(conn: Any) -> None:
-    """Add the columns a ticket store created by an older version lacks."""
-    present = {row[1] for row in conn.execute("PRAGMA table_info(tickets)")}
-    if "profile" not in present:
-        conn.execute("ALTER TABLE tickets ADD COLUMN profile TEXT NOT NULL DEFAULT ''")
 
 
 def verify_with_plugins(pm: pluggy.PluginManager) -> VerifyApproval:
@@ -534,6 +551,13 @@ def _check_matches(ticket: Ticket, tool: str, args_digest: str, persona: str, pr
         return
     message = f"ticket {ticket.id} does not cover this call: {detail} (call without a ticket to open one)"
     raise ApprovalError("mismatch", ticket.id, message)
+
+
+def _check_skill(ticket: Ticket, skill_digest: str | None) -> None:
+    if not ticket.skill_digest or skill_digest is None or skill_digest == ticket.skill_digest:
+        return
+    message = f"the skill changed since approval (digest {ticket.skill_digest} -> {skill_digest})"
+    raise ApprovalError("skill_changed", ticket.id, message)
 
 
 def _closed(ticket: Ticket) -> ApprovalError:

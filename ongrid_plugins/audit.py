@@ -46,6 +46,7 @@ import attrs
 
 from . import _sqlite
 from ._auditchain import (
+    ADDED_COLUMNS,
     COLUMNS,
     GENESIS,
     JSON_COLUMNS,
@@ -54,7 +55,6 @@ from ._auditchain import (
     dumps,
     finish_row,
     inflight,
-    migrate,
     recover,
     row_hash,
     start_row,
@@ -131,6 +131,8 @@ class AuditEntry:
     sandbox: Any
     """The confinement profile the call ran under (a dict), ``{"confined": False, "reason": ...}``,
     or None for rows written before profiles were recorded."""
+    skill_digest: str | None
+    """The content digest of the tool's skill at the call (None in rows older than digests)."""
     prev_hash: str
     hash: str
 
@@ -361,13 +363,12 @@ class AuditLog:
         # NORMAL in WAL mode: a killed process loses nothing committed; a power cut may
         # drop the last commits but never breaks the chain.
         conn: sqlite3.Connection = _sqlite.connect(
-            self.path, SCHEMA, synchronous="NORMAL", check_same_thread=False
+            self.path, SCHEMA, synchronous="NORMAL", check_same_thread=False, added=ADDED_COLUMNS
         )
         try:
             self._conn, self._pid = conn, os.getpid()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                migrate(conn)
                 _count, done = recover(conn, self.journal_dir)
             except BaseException:
                 conn.rollback()

@@ -249,6 +249,7 @@ APPROVAL_REASONS = (
     "not_approved",  # executed before it had its approvals
     "hook_refused",  # an ongrid_verify_approval plugin said no
     "mismatch",  # the call's tool, arguments or persona differ from the ticket's
+    "skill_changed",  # the skill's files changed since the ticket was requested
     "no_identity",  # the approver's identity is empty
     "store",  # the ticket database cannot be read or written
 )

@@ -22,13 +22,14 @@ import itertools
 import logging
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from . import gate, loader
+from . import gate
 from .arguments import check_arguments
+from .catalog import Hub, diff, load_catalog, skill_digest
 from .errors import (
     ApprovalError,
     ApprovalRequired,
@@ -65,6 +66,8 @@ if TYPE_CHECKING:
     # Imported when first needed (the first call, load or persona file), not with the package.
     from .approvals import ApprovalStore, Ticket
     from .audit import AuditLog
+    from .catalog.events import Listener
+    from .catalog.watch import Watch
     from .dispatch import ConfirmFn
     from .executors.confine import Profile
     from .personas import PersonaCatalog
@@ -116,6 +119,8 @@ class SkillHost:
         self._personas: PersonaCatalog | None = None
         self._approvals: ApprovalStore | None = None
         self._audit: AuditLog | None = None
+        self.catalog = Hub()
+        """Who hears of catalog changes (see :meth:`subscribe`)."""
 
     def __repr__(self) -> str:
         state = "loaded" if self._report is not None else "not loaded"
@@ -178,15 +183,60 @@ class SkillHost:
         flight keep the registry they started with.
         """
         with self._load_lock:
-            snapshot, report = loader.load(self.pm, self.settings)
+            previous = self.registry.snapshot if self._report is not None else None
+            snapshot, report = load_catalog(self.pm, self.settings, previous)
             self.registry.swap(snapshot)
             self._report = report
             self._personas = None  # persona files are read again on next use
+            if previous is not None:
+                self.catalog.publish(diff(previous, snapshot))
         return report
 
     def reload(self) -> LoadReport:
         """Load again (same as :meth:`load`): re-reads every root."""
         return self.load()
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` with each batch of ``CatalogChange`` a reload makes; returns the unsubscribe.
+
+        The first load announces nothing; every later one (:meth:`reload`, a
+        :meth:`watch`) announces what it added, changed, removed or kept stale.
+        """
+        return self.catalog.subscribe(listener)
+
+    def watch(
+        self,
+        *,
+        debounce: float = 0.2,
+        poll_interval: float = 0.25,
+        force_polling: bool = False,
+    ) -> Watch:
+        """Reload whenever a root, persona folder or the packs folder changes (see :mod:`.catalog.watch`).
+
+        ``with host.watch():`` reloads in the background for the block;
+        ``async for changes in host.watch():`` yields each batch of
+        :class:`CatalogChange`. watchfiles (extra ``[watch]``) is used when
+        installed, else (or when inotify runs out) the folders are polled.
+        """
+        from .catalog.watch import Watch
+
+        self._snapshot()
+        return Watch(
+            self._watched_folders,
+            self.reload,
+            self.subscribe,
+            debounce=debounce,
+            poll_interval=poll_interval,
+            force_polling=force_polling,
+        )
+
+    def _watched_folders(self) -> list[str]:
+        from .personas import persona_dirs
+
+        report = self._report
+        roots = list(report.roots) if report is not None else []
+        configured = [d for d in self.settings.skill_dirs if os.path.isabs(d)]  # watched once they exist
+        return [*roots, *configured, *persona_dirs(self.settings), self.settings.user_skills_dir]
 
     @property
     def report(self) -> LoadReport:
@@ -570,6 +620,7 @@ class SkillHost:
                 caller=request.caller,
                 call_id=request.call_id,
                 profile=_profile_digest(request),
+                skill_digest=self._digest_now(request.tool),
             )
         except ApprovalError as exc:
             return request, exc
@@ -589,8 +640,16 @@ class SkillHost:
             tool_class=tool.tool_class.value,
             reason=decision.reason,
             profile=_profile_digest(request),
+            skill_digest=self._digest_now(tool),
             call_args=request.args,
         )
+
+    def _digest_now(self, tool: Tool) -> str:
+        """The digest of ``tool``'s skill as its files are now (what a ticket is bound to)."""
+        skill = self.registry.snapshot.skills.get(tool.skill)
+        if skill is None or tool not in skill.tools:
+            return tool.digest
+        return skill_digest(skill).digest
 
     def _refused(self, attempt: _Attempt) -> CallResult:
         request = attempt.request

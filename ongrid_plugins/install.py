@@ -11,7 +11,12 @@ folder itself or as a ``.tar.gz`` / ``.tgz`` / ``.tar`` / ``.zip`` of it. Instal
 3. writes the marker :data:`~ongrid_plugins.packs.MARKER` and renames the
    folder into place. Over an existing pack, the two folders are swapped with
    one ``renameat2(RENAME_EXCHANGE)``: a host loading meanwhile sees the old
-   pack or the new one, never neither; the old one is kept until then.
+   pack or the new one, never neither; the old one is kept until then;
+4. records the pack, file by file, in ``skills.lock``
+   (:mod:`ongrid_plugins.catalog.lock`); ``uninstall`` removes its entry.
+
+``require_digest`` (``install --require-digest SHA256``) refuses an archive
+whose sha256 is another one, before anything is unpacked.
 
 Installs and uninstalls of one user dir are serialised by a lock file.
 """
@@ -36,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .archive import Limits, UnpackReport, unpack
+from .catalog.lock import new_entry, write_entry
 from .errors import ConfigError, OngridError
 from .packs import MARKER, InstalledPack, installed_packs, read_marker
 from .sources import archive_label, relabel
@@ -95,6 +101,7 @@ def install_pack(
     name: str | None = None,
     strict: bool = False,
     limits: Limits | None = None,
+    require_digest: str | None = None,
 ) -> InstallResult:
     """Install the pack at ``source`` (folder or archive) into ``settings.user_skills_dir``."""
     started = time.perf_counter()
@@ -104,8 +111,11 @@ def install_pack(
     user_dir = settings.user_skills_dir
     os.makedirs(user_dir, 0o755, exist_ok=True)
     with _locked(user_dir), _staging(user_dir) as staging:
+        archive_sha = _check_digest(source, require_digest)
         root = os.path.join(staging, "unpacked")
         unpacked = unpack(source, root, limits)
+        if archive_sha is not None and _digest(source) != archive_sha:
+            raise InstallError(f"{source} changed while it was unpacked; nothing was installed")
         top, default_name = _pack_top(root, source, pm)
         pack_name, version, description = pack_identity(top, name or None, default_name)
         shown = source if os.path.isdir(source) else archive_label(source)
@@ -115,10 +125,11 @@ def install_pack(
         if os.path.lexists(target) and old is None:
             message = f"{target} exists and was not installed by `ongrid-skills install`; "
             raise InstallError(message + "move it away or install under another --name")
-        meta = _marker(pack_name, version, description, source, unpacked, reports)
+        meta = _marker(pack_name, version, description, source, unpacked, reports, archive_sha)
         with open(os.path.join(top, MARKER), "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=2, ensure_ascii=False)
         _move_into_place(top, target, replace=old is not None)
+        write_entry(user_dir, pack_name, new_entry(pack_name, version, target, source, meta["sha256"]))
     pack = InstalledPack(pack_name, version, target, meta)
     replaced = old.version if old is not None else None
     return InstallResult(pack, replaced, unpacked, reports, time.perf_counter() - started)
@@ -137,7 +148,27 @@ def uninstall_pack(name: str, settings: Settings) -> InstalledPack:
         trash = tempfile.mkdtemp(prefix=".ongrid-trash-", dir=user_dir)
         os.rename(target, os.path.join(trash, name))  # gone for every reader at once
         shutil.rmtree(trash, ignore_errors=True)
+        write_entry(user_dir, name, None)
     return pack
+
+
+def _check_digest(source: str, required: str | None) -> str | None:
+    """The archive's sha256 (None for a folder); refuse it when ``required`` names another."""
+    if os.path.isdir(source):
+        if required is not None:
+            message = f"--require-digest checks an archive, and {source} is a folder; "
+            raise InstallError(message + "pack it (tar czf) or install without --require-digest")
+        return None
+    actual = _digest(source)
+    if required is not None:
+        wanted = required.strip().lower().removeprefix("sha256:")
+        if not re.fullmatch(r"[0-9a-f]{64}", wanted):
+            raise ConfigError(f"--require-digest wants a sha256 in hex (64 digits), got {required!r}")
+        if actual != wanted:
+            raise InstallError(
+                f"{source} has sha256 {actual}, not the required {wanted}; nothing was installed"
+            )
+    return actual
 
 
 def _not_installed(name: str, user_dir: str) -> str:
@@ -213,13 +244,14 @@ def _marker(
     source: str,
     unpacked: UnpackReport,
     reports: tuple[FileReport, ...],
+    archive_sha: str | None,
 ) -> dict[str, Any]:
     return {
         "name": name,
         "version": version,
         "description": description,
         "source": source,
-        "sha256": _digest(source) if os.path.isfile(source) else None,
+        "sha256": archive_sha,
         "installed_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "skills": sorted(r.skill for r in reports if r.skill),
         "files": unpacked.files,

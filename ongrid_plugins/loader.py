@@ -83,6 +83,7 @@ class _Load:
     validators: bool = attrs.field(init=False)
     listeners: bool = attrs.field(init=False)
     load_manifest: Any = attrs.field(init=False)
+    registered_level: int = logging.INFO
 
     def __attrs_post_init__(self) -> None:
         self.availability = Availability(self.pm, self.settings)
@@ -181,18 +182,28 @@ def _flatten(results: Iterable[Any]) -> Iterator[Any]:
             yield from result
 
 
-def load(pm: pluggy.PluginManager, settings: Settings) -> tuple[Snapshot, LoadReport]:
+def load(
+    pm: pluggy.PluginManager,
+    settings: Settings,
+    skip: frozenset[str] = frozenset(),
+    *,
+    announce: bool = True,
+) -> tuple[Snapshot, LoadReport]:
     """Walk every root, load every manifest, and build a registry snapshot.
 
     Never raises for a bad root or manifest; every outcome is an event of the
-    report. The cyclic garbage collector is paused during the walk: the parsed
-    manifests are acyclic, and collecting them over and over costs more than
-    parsing them.
+    report. ``skip`` holds canonical folders not to read at all, as a root or
+    inside one (the catalog's packs that drifted from ``skills.lock``).
+    ``announce=False`` (a reload, whose changes the catalog logs) logs the
+    ``registered`` lines at DEBUG instead of INFO. The cyclic garbage
+    collector is paused during the walk: the parsed manifests are acyclic, and
+    collecting them over and over costs more than parsing them.
     """
-    state = _Load(pm, settings)
+    state = _Load(pm, settings, registered_level=logging.INFO if announce else logging.DEBUG)
     roots = resolve_roots(pm, settings, state.events)
     names = frozenset(_flatten(pm.hook.ongrid_manifest_names()))
-    reals = frozenset(r.real for r in roots)
+    reals = frozenset(r.real for r in roots) | skip
+    roots = [r for r in roots if r.real not in skip]
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -280,7 +291,13 @@ def _register(state: _Load, skill: Skill, root: SkillRoot) -> None:
         logger.warning('skill loader: skill "%s" already registered, skipping %s', clash, skill.path)
         state.event(skill.path, "duplicate", f'skill "{clash}" already registered', skill.name)
         return
-    logger.info('skill loader: registered %s skill "%s" from %s', _kind(skill), skill.name, skill.path)
+    logger.log(
+        state.registered_level,
+        'skill loader: registered %s skill "%s" from %s',
+        _kind(skill),
+        skill.name,
+        skill.path,
+    )
     state.event(skill.path, "registered", "", skill.name)
     if skill.unavailable:
         logger.info('skill loader: skill "%s" is unavailable: %s', skill.name, "; ".join(skill.unavailable))

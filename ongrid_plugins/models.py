@@ -264,6 +264,10 @@ class Tool:
     """The Python implementation of a ``builtin:`` tool, bound at load time."""
     sandbox: SandboxDecl | None = None
     """The tool's ``sandbox`` declaration (the tool's own, else its skill's); None when absent."""
+    digest: str = ""
+    """The content digest of the tool's skill (see :attr:`Skill.digest`); empty until the catalog set it."""
+    entry_digest: str = ""
+    """sha256 of the entry's bytes when the skill was loaded; the call re-checks it (empty: not checked)."""
     cache: dict[str, Any] = attrs.field(factory=dict, init=False, repr=False)
     """Per-tool memo (the compiled argument validator); not part of the value."""
 
@@ -293,6 +297,7 @@ class Tool:
             "available": self.available,
             "unavailable": list(self.unavailable),
             "extra": dict(self.extra),
+            "digest": self.digest,
         }
 
 
@@ -392,6 +397,10 @@ class Skill:
     """False for skills only a user may invoke (``disable-model-invocation``): never resolved."""
     notices: tuple[Problem, ...] = attrs.field(default=(), converter=_problems)
     """Findings about what surrounds the skill (its pack), reported once in the load report."""
+    digest: str = ""
+    """sha256 over the canonical list of the skill's files (see ``docs/catalog.md``); set by the catalog."""
+    stale: str = ""
+    """Why this is the last good version kept after its manifest broke (hot reload); empty when current."""
 
     @property
     def provenance(self) -> str:
@@ -423,6 +432,8 @@ class Skill:
             "activation": self.activation.to_dict(),
             "requires": self.requires.to_dict(),
             "model_invocable": self.model_invocable,
+            "digest": self.digest,
+            "stale": self.stale,
         }
 
 

@@ -72,7 +72,10 @@ def test_install_then_list_run_and_uninstall(
     assert run(capsys, "uninstall", "tools")[0] == 0
     assert not (user_dir / "tools").exists()
     assert "hello" not in json.loads(run(capsys, "list", "--json")[1])["items"]
-    assert sorted(os.listdir(user_dir)) == [".ongrid-install.lock"]  # no staging or trash left behind
+    assert sorted(os.listdir(user_dir)) == [
+        ".ongrid-install.lock",
+        "skills.lock",
+    ]  # no staging or trash left behind
 
 
 def test_a_pack_name_comes_from_pack_json_then_the_folder_then_the_option(tmp_path: Path) -> None:
@@ -167,6 +170,7 @@ def test_reinstalling_replaces_the_pack_and_a_bad_new_version_keeps_the_old(
     assert "old_only" not in [t.name for t in host.tools()]
     assert sorted(p.name for p in Path(settings.user_skills_dir).iterdir()) == [
         ".ongrid-install.lock",
+        "skills.lock",
         "tools",
     ]
 

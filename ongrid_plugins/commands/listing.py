@@ -14,12 +14,14 @@ if TYPE_CHECKING:
 __all__ = ["described", "list_skills", "prompt_skills_note", "show_instructions", "show_skill"]
 
 
-def described(description: str, unavailable: tuple[str, ...]) -> str:
-    """The first line of a description, or why the thing is unavailable."""
+def described(description: str, unavailable: tuple[str, ...], stale: str = "") -> str:
+    """The first line of a description, or why the thing is unavailable or stale."""
     from .skills import _first_line
 
     if unavailable:
         return "UNAVAILABLE: " + "; ".join(unavailable)
+    if stale:
+        return "STALE (last good version): " + _first_line(stale)
     return _first_line(description)
 
 
@@ -43,7 +45,7 @@ def list_skills(ctx: Context) -> int:
             s.name,
             ", ".join(t.name for t in s.tools) or "(prompt)",
             s.provenance,
-            described(s.description, s.unavailable),
+            described(s.description, s.unavailable, s.stale),
         )
         for s in skills
     ]
@@ -81,12 +83,15 @@ def show_skill(ctx: Context) -> int:
         "version",
         "path",
         "provenance",
+        "digest",
     ):
         value = data.get(key)
         if value not in (None, "", []) and not (key == "display_name" and value == skill.name):
             print(f"{key + ':':17} {value}")
     print(f"{'tools:':17} {', '.join(data['tools']) or '(none: a prompt skill)'}")
     print(f"{'activation:':17} {_activation(skill)}")
+    if skill.stale:
+        print(f"{'stale:':17} {skill.stale} (the last good version is registered)")
     if skill.unavailable:
         print(f"{'unavailable:':17} {'; '.join(skill.unavailable)}")
     for warning in skill.warnings:
@@ -137,4 +142,6 @@ def _summary(skill: Skill) -> dict[str, Any]:
         "provenance": skill.provenance,
         "available": skill.available,
         "unavailable": list(skill.unavailable),
+        "digest": skill.digest,
+        "stale": skill.stale,
     }

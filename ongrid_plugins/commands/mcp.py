@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,6 +23,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="NAME|PATH",
         help="who the client acts as (default: operator)",
     )
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="reload when skill files change and tell the client (notifications/tools/list_changed)",
+    )
     p.set_defaults(handler=cmd_mcp)
 
 
@@ -36,5 +42,6 @@ def cmd_mcp(ctx: Context) -> int:
         raise missing_extra("mcp", exc.name or "mcp") from None
     host = ctx.host
     host.persona(ctx.args.persona)  # an unknown persona is an error before the client connects
-    anyio.run(lambda: serve_stdio(host, persona=ctx.args.persona))
+    with host.watch() if ctx.args.watch else contextlib.nullcontext():
+        anyio.run(lambda: serve_stdio(host, persona=ctx.args.persona))
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import TYPE_CHECKING, Any
 
 from ..packs import PackInfo, PackRoots, installed_packs
@@ -29,6 +30,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("path", metavar="PATH", help="a pack folder, or a .tar.gz / .tgz / .tar / .zip of one")
     p.add_argument("--name", help="install under this name (default: pack.json's name, else the folder's)")
     p.add_argument("--strict", action="store_true", help="refuse a pack with warnings too")
+    p.add_argument(
+        "--require-digest",
+        metavar="SHA256",
+        help="refuse the archive unless its sha256 is this one (hex, `sha256:` prefix allowed)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_install)
 
@@ -36,6 +42,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("name", metavar="NAME")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_uninstall)
+
+    p = sub.add_parser(
+        "verify",
+        help="check installed packs against skills.lock (exit 1 on drift)",
+        description="Compare every file of the installed packs (or of PACK) with skills.lock and print "
+        "what changed, was added or was removed. Exit 0 when all match, 1 on any drift.",
+    )
+    p.add_argument("pack", metavar="PACK", nargs="?", help="only this pack")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_verify)
 
     p = sub.add_parser("installed", help="list installed packs: from `install` and from pip")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -47,7 +63,14 @@ def cmd_install(ctx: Context) -> int:
 
     args = ctx.args
     host = ctx.host
-    result = install_pack(args.path, host.pm, host.settings, name=args.name, strict=args.strict)
+    result = install_pack(
+        args.path,
+        host.pm,
+        host.settings,
+        name=args.name,
+        strict=args.strict,
+        require_digest=args.require_digest,
+    )
     shadowed = _shadowed(ctx, result)
     if args.json:
         print(json.dumps({**result.to_dict(), "shadowed": shadowed}, indent=2, ensure_ascii=False))
@@ -94,6 +117,40 @@ def cmd_uninstall(ctx: Context) -> int:
     else:
         print(f"uninstalled {pack.name} {pack.version}".rstrip() + f" from {pack.path}")
     return 0
+
+
+def cmd_verify(ctx: Context) -> int:
+    from ..catalog.lock import read_lock, verify_pack
+    from ..errors import ConfigError
+
+    user_dir = ctx.host.settings.user_skills_dir
+    entries = read_lock(user_dir) or {}
+    wanted = ctx.args.pack
+    if wanted is not None and wanted not in entries:
+        locked = ", ".join(sorted(entries)) or "none"
+        raise ConfigError(f"pack {wanted!r} is not in {user_dir}/skills.lock (locked packs: {locked})")
+    names = [wanted] if wanted is not None else sorted(entries)
+    results = {name: verify_pack(entries[name], os.path.join(user_dir, name)) for name in names}
+    unlocked = [] if wanted else [p.name for p in installed_packs(user_dir) if p.name not in entries]
+    drifted = any(results.values())
+    if ctx.args.json:
+        packs = [
+            {"name": n, "version": entries[n].version, "ok": not d, "drift": [x.to_dict() for x in d]}
+            for n, d in results.items()
+        ]
+        print(json.dumps({"ok": not drifted, "packs": packs, "unlocked": unlocked}, indent=2))
+        return 1 if drifted else 0
+    if not names and not unlocked:
+        print(f"no packs installed with `ongrid-skills install` in {user_dir}: nothing to verify")
+    for name, drift in results.items():
+        label = f"{name} {entries[name].version}".rstrip()
+        if not drift:
+            print(f"{label}: ok, {len(entries[name].files)} files match skills.lock")
+        for item in drift:
+            print(f"{label}: {item.change} {item.path}" if item.path else f"{label}: its folder is gone")
+    for name in unlocked:
+        print(f"{name}: not in skills.lock (installed before locks or by hand): reinstall it to lock it")
+    return 1 if drifted else 0
 
 
 def _pip_packs(ctx: Context) -> list[PackInfo]:

@@ -9,10 +9,11 @@ file, so that no request reaches a skill without a token.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import socket
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..server.tokens import TokenStore, add_token, hash_token, new_token
@@ -42,6 +43,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--max-concurrent", type=int, default=16, metavar="N", help="calls at once; more get 429")
     p.add_argument("--max-body", type=int, default=1024 * 1024, metavar="BYTES", help="larger bodies get 413")
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="reload when skill files change (GET /v1/events streams them)",
+    )
     tools = p.add_mutually_exclusive_group()
     tools.add_argument(
         "--hash-token", action="store_true", help="read a token on standard input, print its hash, and exit"
@@ -125,8 +131,23 @@ def _serve(ctx: Context) -> int:
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    with ctx.host.watch() if args.watch else contextlib.nullcontext():
+        _server(config, app).run(sockets=[sock])
     return 0
+
+
+def _server(config: Any, app: Any) -> Any:
+    """uvicorn's server, ending the endless ``/v1/events`` streams when it is asked to stop."""
+    import uvicorn
+
+    from ..server.rest import close_event_streams
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            close_event_streams(app)
+            super().handle_exit(sig, frame)
+
+    return Server(config)
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -84,8 +84,12 @@ def cmd_list(ctx: Context) -> int:
     )
     if args.persona:
         return _list_for_persona(ctx, tools)
+    stale = _stale(ctx)
     if args.json:
-        items = [{**_summary(t), "sandbox": ctx.host.sandbox_profile(t).to_dict()} for t in tools]
+        items = [
+            {**_summary(t, stale.get(t.name, "")), "sandbox": ctx.host.sandbox_profile(t).to_dict()}
+            for t in tools
+        ]
         _print_json({"items": items, "total": len(tools)})
         return 0
     if not tools:
@@ -98,7 +102,7 @@ def cmd_list(ctx: Context) -> int:
                 t.tool_class.value,
                 t.category,
                 t.provenance,
-                listing.described(t.description, t.unavailable),
+                listing.described(t.description, t.unavailable, stale.get(t.name, "")),
             )
             for t in tools
         ]
@@ -113,8 +117,13 @@ def _list_for_persona(ctx: Context, tools: list[Tool]) -> int:
     persona = ctx.host.persona(ctx.args.persona)
     needs = {t.name: tool_needs(ctx.host, t, persona) for t in tools}
     if ctx.args.json:
+        stale = _stale(ctx)
         items = [
-            {**_summary(t), "needs": needs[t.name], "sandbox": ctx.host.sandbox_profile(t).to_dict()}
+            {
+                **_summary(t, stale.get(t.name, "")),
+                "needs": needs[t.name],
+                "sandbox": ctx.host.sandbox_profile(t).to_dict(),
+            }
             for t in tools
         ]
         _print_json({"persona": persona.name, "items": items, "total": len(tools)})
@@ -165,10 +174,13 @@ def cmd_show(ctx: Context) -> int:
         "timeout_seconds",
         "source",
         "provenance",
+        "digest",
     ):
         value = data.get(key)
         if value not in (None, "", []):
             print(f"{key + ':':17} {', '.join(value) if isinstance(value, list) else value}")
+    if skill is not None and skill.stale:
+        print(f"{'stale:':17} {skill.stale} (the last good version is registered)")
     if data["unavailable"]:
         print(f"{'unavailable:':17} {'; '.join(data['unavailable'])}")
     for warning in data.get("warnings", []):
@@ -315,7 +327,7 @@ def _report(result: CallResult, as_json: bool) -> int:
     return 0
 
 
-def _summary(tool: Tool) -> dict[str, Any]:
+def _summary(tool: Tool, stale: str = "") -> dict[str, Any]:
     return {
         "name": tool.name,
         "description": tool.description,
@@ -327,7 +339,15 @@ def _summary(tool: Tool) -> dict[str, Any]:
         "source": tool.source,
         "available": tool.available,
         "unavailable": list(tool.unavailable),
+        "digest": tool.digest,
+        "stale": stale,
     }
+
+
+def _stale(ctx: Context) -> dict[str, str]:
+    """Why each stale skill is stale, by tool name (tools of current skills are left out)."""
+    skills = ctx.host.registry.snapshot.skills.values()
+    return {t.name: s.stale for s in skills if s.stale for t in s.tools}
 
 
 def _first_line(text: str, limit: int = 100) -> str:

@@ -18,6 +18,7 @@ import signal as signals
 import stat
 from typing import TYPE_CHECKING, Any
 
+from ..catalog.digest import entry_drift
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
 from ..roots import is_executable_file, is_within, open_beneath, resolve_file
@@ -230,6 +231,9 @@ def recheck_entry(tool: Tool) -> tuple[str, str | None]:
         return "", f"entry {real} escapes allowlist root {tool.root}"
     if not is_executable_file(st):
         return "", f"entry {real} is no longer an executable file"
+    drift = entry_drift(tool)  # its bytes are still the ones loaded (the catalog's call-time check)
+    if drift is not None:
+        return "", drift
     return real, None
 
 

@@ -235,6 +235,7 @@ class RemoteApprovalStore(ApprovalStore):
         tool_class: str = "",
         reason: str = "",
         profile: str = "",
+        skill_digest: str = "",
         call_args: Mapping[str, Any] | None = None,
     ) -> Ticket:
         # ``profile``: the server binds the ticket to the sandbox profile it computes itself.
@@ -276,8 +277,9 @@ class RemoteApprovalStore(ApprovalStore):
         caller: str,
         call_id: str,
         profile: str = "",
+        skill_digest: str | None = None,
     ) -> Ticket:
-        # ``profile`` is checked by the server against the profile it computes itself.
+        # ``profile`` and ``skill_digest`` are checked by the server against its own view.
         return self._do(  # type: ignore[no-any-return]
             lambda c: c.claim(
                 ticket_id, tool=tool, args_digest=args_digest, persona=persona, call_id=call_id

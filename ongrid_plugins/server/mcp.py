@@ -18,6 +18,15 @@ band (``ongrid-skills approvals approve ID``); the same call made again after th
 
 The caller (requester of tickets, ``caller`` in the audit log) is the OS user running
 the server; there is no flag to claim another name, for the reason ``approvals`` has none.
+
+Catalog changes (a reload, ``ongrid-skills mcp --watch``): the server declares
+``listChanged`` for tools, prompts and resources and, after each reload that changed
+something, sends ``notifications/tools/list_changed`` (and ``prompts/list_changed``,
+``resources/list_changed`` when a SKILL.md skill changed) to every handshake-era
+session that has made a request, and publishes the same events to every 2026-07-28
+``subscriptions/listen`` stream. Each listed tool carries its skill's digest in
+``_meta["ongrid/digest"]`` (and ``_meta["ongrid/stale"]`` when the last good version
+is served).
 """
 
 from __future__ import annotations
@@ -25,11 +34,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import mimetypes
 import warnings
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
+from ..catalog import CatalogChange
 from ..dispatch import Confirmation, Dispatched, adispatch
 from ..errors import ConfirmationRequired, ResourceRefused
 from ..host import PersonaLike, SkillHost
@@ -39,14 +51,26 @@ from . import missing_extra
 try:
     import anyio
     import mcp.types as types
-    from mcp.server.lowlevel import Server
+    from mcp.server.lowlevel import NotificationOptions, Server
     from mcp.server.stdio import stdio_server
+    from mcp.server.subscriptions import (
+        InMemorySubscriptionBus,
+        ListenHandler,
+        PromptsListChanged,
+        ResourcesListChanged,
+        ToolsListChanged,
+    )
     from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise missing_extra("mcp", "mcp") from exc
 
-__all__ = ["create_server", "serve_stdio"]
+__all__ = ["LIST_CHANGED", "create_server", "serve_stdio"]
+
+#: What ``initialize`` declares: every list may change (the catalog reloads).
+LIST_CHANGED = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+_DIGEST_META = "ongrid/digest"
+_STALE_META = "ongrid/stale"
 
 _LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 _CONFIRM_SCHEMA = {
@@ -55,6 +79,7 @@ _CONFIRM_SCHEMA = {
     "required": ["confirm"],
 }
 _URI = "skill://"
+logger = logging.getLogger(__name__)
 
 
 def create_server(
@@ -77,8 +102,10 @@ def create_server(
         on_get_prompt=handlers.get_prompt,
         on_list_resources=handlers.list_resources,
         on_read_resource=handlers.read_resource,
+        on_subscriptions_listen=handlers.listen,
     )
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, handlers.set_level)
+    server.ongrid_announce = handlers.announce  # type: ignore[attr-defined]
     return server
 
 
@@ -91,8 +118,23 @@ async def serve_stdio(
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
     server = create_server(host, persona=persona, caller=caller)
     await anyio.to_thread.run_sync(host.tools)  # load before the first request
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    loop = asyncio.get_running_loop()
+
+    def on_changes(changes: list[CatalogChange]) -> None:  # called in the reloading thread
+        future = asyncio.run_coroutine_threadsafe(server.ongrid_announce(changes), loop)  # type: ignore[attr-defined]
+        future.add_done_callback(_log_failure)
+
+    unsubscribe = host.subscribe(on_changes)
+    try:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options(LIST_CHANGED))
+    finally:
+        unsubscribe()
+
+
+def _log_failure(future: Any) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("mcp: telling the sessions of a catalog change failed: %r", future.exception())
 
 
 def _version() -> str:
@@ -107,16 +149,64 @@ class _Handlers:
         self.persona = persona
         self.caller = caller
         self.level = "info"
+        self.bus = InMemorySubscriptionBus()
+        self.listen = ListenHandler(self.bus)
+        self.sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        """Handshake-era connections that made a request -> their latest session (``list_changed``)."""
+
+    def _seen(self, ctx: Any) -> None:
+        if getattr(ctx, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
+            # The SDK makes a session per request over one connection; any of them reaches
+            # the connection's own channel, so the latest is kept while the connection lives.
+            self.sessions[getattr(ctx.session, "_connection", ctx.session)] = ctx.session
+
+    async def announce(self, changes: list[CatalogChange]) -> None:
+        """Tell every session which lists ``changes`` touched."""
+        kinds: list[Any] = []
+        if any(change.tools for change in changes):
+            kinds.append(ToolsListChanged())
+        if any(change.path.endswith("SKILL.md") for change in changes):
+            kinds += [PromptsListChanged(), ResourcesListChanged()]
+        for event in kinds:
+            await self.bus.publish(event)
+        for connection, session in list(self.sessions.items()):
+            for event in kinds:
+                send = {
+                    ToolsListChanged: session.send_tool_list_changed,
+                    PromptsListChanged: session.send_prompt_list_changed,
+                    ResourcesListChanged: session.send_resource_list_changed,
+                }[type(event)]
+                try:
+                    await send()
+                except Exception:  # a closed connection: it will not be told again
+                    self.sessions.pop(connection, None)
+                    break
 
     # ------------------------------------------------------------------ tools
 
     async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
-        tools = await anyio.to_thread.run_sync(lambda: self.host.export("mcp", persona=self.persona))
+        self._seen(ctx)
+        tools = await anyio.to_thread.run_sync(self._export)
         return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
+
+    def _export(self) -> list[dict[str, Any]]:
+        snapshot = self.host.registry.snapshot
+        tools = self.host.export("mcp", persona=self.persona)
+        for tool in tools:
+            found = snapshot.tools.get(tool["name"])
+            if found is None:
+                continue
+            meta = {_DIGEST_META: found.digest}
+            skill = snapshot.skills.get(found.skill)
+            if skill is not None and skill.stale:
+                meta[_STALE_META] = skill.stale
+            tool["_meta"] = {**tool.get("_meta", {}), **meta}
+        return tools
 
     async def call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
+        self._seen(ctx)
         call = {"name": params.name, "arguments": params.arguments or {}}
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         can_ask = _can_elicit(ctx)
@@ -174,6 +264,7 @@ class _Handlers:
         return allowed
 
     async def list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
+        self._seen(ctx)
         skills = await anyio.to_thread.run_sync(self._skills)
         prompts = [
             types.Prompt(name=s.name, title=s.display_name or None, description=s.description) for s in skills
@@ -187,6 +278,7 @@ class _Handlers:
         return types.GetPromptResult(description=skill.description, messages=[message])
 
     async def list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
+        self._seen(ctx)
         resources = await anyio.to_thread.run_sync(lambda: list(self._resources()))
         return types.ListResourcesResult(resources=resources)
 

@@ -63,6 +63,8 @@ _SCHEMAS: dict[str, Any] = {
             "category": _STR,
             "skill": _STR,
             "available": {"type": "boolean"},
+            "digest": {**_STR, "description": "the skill's content digest (sha256 over its files)"},
+            "stale": {**_STR, "description": "why the last good version is served (empty: current)"},
             "decision": _ref("Decision"),
         }
     ),
@@ -142,6 +144,7 @@ _SCHEMAS: dict[str, Any] = {
             "executed": _NULLABLE_STR,
             "executed_by": _NULLABLE_STR,
             "call_id": _NULLABLE_STR,
+            "skill_digest": {**_STR, "description": "the skill's digest the ticket is bound to"},
         }
     ),
     "TicketList": _list_of("Ticket"),
@@ -174,6 +177,7 @@ _SCHEMAS: dict[str, Any] = {
             "verdict": _STR,
             "hash": _STR,
             "prev_hash": _STR,
+            "skill_digest": {**_NULLABLE_STR, "description": "the skill's digest at the call"},
         }
     ),
     "AuditList": _list_of("AuditEntry"),
@@ -342,6 +346,21 @@ def _paths() -> dict[str, Any]:
                 ],
                 "responses": _responses(
                     _json("AuditList", "the rows, oldest first"), "400", "401", "403", "503"
+                ),
+            }
+        },
+        "/v1/events": {
+            "get": {
+                "summary": "Catalog changes as they happen (server-sent events, never ends by itself)",
+                "x-endless-stream": True,
+                "responses": _responses(
+                    {
+                        "description": "server-sent events: ready, then added / changed / removed / stale, "
+                        "each with the skill's name, digest, previous digest, path and tools",
+                        "content": {"text/event-stream": {"schema": _STR}},
+                    },
+                    "400",
+                    "401",
                 ),
             }
         },

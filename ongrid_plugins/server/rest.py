@@ -47,7 +47,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise missing_extra("server", "starlette") from exc
 
-__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_CONCURRENT", "ApiError", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_CONCURRENT", "ApiError", "close_event_streams", "create_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,13 +95,29 @@ def create_app(
         Route("/v1/approvals/{ticket_id}/reject", api.authed(api.reject), methods=["POST"]),
         Route("/v1/approvals/{ticket_id}/claim", api.authed(api.claim), methods=["POST"]),
         Route("/v1/audit", api.authed(api.audit), methods=["GET"]),
+        Route("/v1/events", api.authed(api.events), methods=["GET"]),
     ]
     if console:
         from .console import console_routes
 
         routes += console_routes(host, tokens, max_concurrent=max_concurrent)
     handlers: dict[Any, Any] = {ApiError: _api_error, HTTPException: _http_error, Exception: _server_error}
-    return Starlette(routes=routes, exception_handlers=handlers, lifespan=api.lifespan)
+    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=api.lifespan)
+    app.state.ongrid_api = api
+    return app
+
+
+def close_event_streams(app: Starlette) -> None:
+    """End every open ``/v1/events`` stream of ``app`` (call it when the server starts shutting down).
+
+    Safe from a signal handler or another thread; streams opened later end at once.
+    """
+    api: _Api = app.state.ongrid_api
+    loop = api.loop
+    if loop is None or loop.is_closed():
+        api.closing.set()
+    else:
+        loop.call_soon_threadsafe(api.closing.set)
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
@@ -134,9 +150,13 @@ class _Api:
         self.max_concurrent = max_concurrent
         self.running = 0
         self._openapi: dict[str, Any] | None = None
+        self.closing = asyncio.Event()
+        """Set when the server shuts down: event streams end."""
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        self.loop = asyncio.get_running_loop()
         await run_in_threadpool(self.host.tools)  # load the registry before the first request
         yield
 
@@ -205,8 +225,23 @@ class _Api:
             "category": tool.category,
             "skill": tool.skill,
             "available": tool.available,
+            "digest": tool.digest,
+            "stale": self._stale(tool),
             "decision": {**decision, "needs": _NEEDS[decision["verdict"]]},
         }
+
+    def _stale(self, tool: Tool) -> str:
+        skill = self.host.registry.snapshot.skills.get(tool.skill)
+        return skill.stale if skill is not None else ""
+
+    async def events(self, request: Request, who: Principal) -> Response:
+        """``GET /v1/events``: catalog changes as server-sent events (see :mod:`.events`)."""
+        from .events import event_stream
+
+        _query(request)
+        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        stream = event_stream(self.host, who, self.closing)
+        return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
     def _tool(self, name: str) -> Tool:
         try:
@@ -332,6 +367,7 @@ class _Api:
                 tool_class=tool.tool_class.value,
                 reason=body.get("reason", ""),
                 profile=self.host.sandbox_profile(tool).digest,  # the profile as this server runs it
+                skill_digest=self.host._digest_now(tool),  # and its files as they are now
             )
         )
         return JSONResponse(ticket.to_dict())
@@ -356,6 +392,7 @@ class _Api:
                 caller=who.identity,
                 call_id=body["call_id"],
                 profile=self.host.sandbox_profile(self._tool(body["tool"])).digest,
+                skill_digest=self.host._digest_now(self._tool(body["tool"])),
             )
         )
         return JSONResponse(ticket.to_dict())

@@ -1,0 +1,175 @@
+"""One catalog load: verify the locked packs, walk the roots, digest every skill, keep the last good.
+
+::
+
+    drifted = packs whose files differ from skills.lock     # one log line each, never read
+    snapshot = loader.load(skip=drifted)                    # the walker, unchanged
+    every skill and tool gets its digest                    # Skill.digest, Tool.entry_digest
+    a manifest that broke since the previous snapshot       # its last good version stays,
+                                                            # marked stale with the diagnostic
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from types import MappingProxyType
+from typing import TYPE_CHECKING, TypeVar
+
+import attrs
+
+from .. import loader
+from ..errors import ConfigError
+from ..models import LoadEvent, LoadReport, Skill
+from ..packs import read_marker
+from ..registry import Snapshot
+from .digest import partial_warning, relative_to, skill_digest
+from .lock import read_lock, verify_pack
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from ..settings import Settings
+
+__all__ = ["catalog_dirs", "drifted_packs", "load_catalog", "with_digest"]
+
+logger = logging.getLogger(__name__)
+
+_BROKEN = ("parse_error", "build_error")
+
+
+def load_catalog(
+    pm: pluggy.PluginManager, settings: Settings, previous: Snapshot | None = None
+) -> tuple[Snapshot, LoadReport]:
+    """Load every root into a snapshot whose skills carry their digests.
+
+    ``previous`` is the snapshot being replaced: a skill of it whose manifest
+    now fails to load is kept, marked ``stale``. Never raises for a bad pack,
+    root or manifest.
+    """
+    skip, drift_events = drifted_packs(settings) if settings.include_defaults else ({}, [])
+    snapshot, report = loader.load(pm, settings, frozenset(skip), announce=previous is None)
+    skills: dict[str, Skill] = {}
+    events = list(drift_events) + list(report.events)
+    shared = {id(s) for s in previous.skills.values()} if previous is not None else set()
+    for name, skill in snapshot.skills.items():
+        skills[name] = digested = with_digest(skill, in_place=id(skill) not in shared)
+        if digested.warnings and digested.warnings[-1].code == "digest_partial":
+            warning = digested.warnings[-1]
+            logger.warning('catalog: skill "%s": %s', name, warning.message)
+            events.append(LoadEvent(skill.path, "warning", warning.message, name))
+    if previous is not None:
+        events += _keep_last_good(previous, skills, report)
+    tools = {tool.name: tool for skill in skills.values() for tool in skill.tools}
+    new = Snapshot(MappingProxyType(skills), MappingProxyType(tools))
+    return new, LoadReport(len(skills), events, report.roots)
+
+
+def catalog_dirs(dirs: list[str]) -> list[Skill]:
+    """Load exactly these roots as the host does (digests included); the benchmark entry point."""
+    from ..plugins import get_plugin_manager
+    from ..settings import Settings
+
+    settings = Settings(skill_dirs=tuple(dirs), include_defaults=False, load_entry_points=False)
+    snapshot, _report = load_catalog(get_plugin_manager(settings), settings)
+    return list(snapshot.skills.values())
+
+
+def with_digest(skill: Skill, *, in_place: bool = False) -> Skill:
+    """``skill`` with :attr:`Skill.digest` and every tool's digests set from its files now.
+
+    ``in_place`` sets them on ``skill`` and its tools themselves, which only a
+    load may do, for objects it built and nobody else holds yet (two
+    ``attrs.evolve`` per skill would cost a fifth of a 10,000-manifest load).
+    """
+    digest = skill_digest(skill)
+    files = {f.path: f.sha256 for f in digest.files if f.mode != "link" and f.sha256 != "missing"}
+    folder = os.path.dirname(skill.path)
+    tools = []
+    for tool in skill.tools:
+        entry = files.get(relative_to(tool.entry, folder), "") if tool.entry else ""
+        tools.append(_stamp(tool, in_place, digest=digest.digest, entry_digest=entry))
+    warnings = (*skill.warnings, partial_warning(skill, digest)) if digest.partial else skill.warnings
+    if not in_place:
+        return attrs.evolve(skill, digest=digest.digest, tools=tools, warnings=warnings)
+    return _stamp(skill, True, digest=digest.digest, warnings=warnings)
+
+
+_T = TypeVar("_T")
+
+
+def _stamp(obj: _T, in_place: bool, **values: object) -> _T:
+    if not in_place:
+        return attrs.evolve(obj, **values)  # type: ignore[misc]
+    for name, value in values.items():
+        object.__setattr__(obj, name, value)  # frozen for everyone else; see with_digest
+    return obj
+
+
+def _keep_last_good(previous: Snapshot, skills: dict[str, Skill], report: LoadReport) -> list[LoadEvent]:
+    """Put back the previous version of every skill whose manifest now fails; return their events."""
+    by_path = {skill.path: skill for skill in previous.skills.values()}
+    taken = {tool.name for skill in skills.values() for tool in skill.tools} | set(skills)
+    events = []
+    for event in report.events:
+        old = by_path.get(event.path)
+        if event.outcome not in _BROKEN or old is None or old.name in skills:
+            continue
+        names = {old.name, *(t.name for t in old.tools)}
+        if names & taken:
+            continue
+        skills[old.name] = attrs.evolve(old, stale=event.message or event.outcome)
+        taken |= names
+        events.append(LoadEvent(old.path, "stale", event.message, old.name))
+    return events
+
+
+def drifted_packs(settings: Settings) -> tuple[dict[str, str], list[LoadEvent]]:
+    """The installed packs that do not match ``skills.lock``: ``{canonical folder: pack}`` and their events.
+
+    Each gets one warning naming the first differing file. With an unreadable
+    lock, every installed pack is refused (the lock cannot vouch for any).
+    """
+    packs_dir = settings.user_skills_dir
+    try:
+        entries = read_lock(packs_dir)
+    except ConfigError as exc:
+        return _refuse_all(packs_dir, str(exc))
+    skip: dict[str, str] = {}
+    events: list[LoadEvent] = []
+    for name, entry in (entries or {}).items():
+        folder = os.path.join(packs_dir, name)
+        if not os.path.isdir(folder):
+            continue
+        drift = verify_pack(entry, folder)
+        if not drift:
+            continue
+        first = drift[0]
+        more = f" (and {len(drift) - 1} more)" if len(drift) > 1 else ""
+        message = (
+            f"pack {name} does not match skills.lock: {first.change} file {os.path.join(folder, first.path)}"
+            f"{more}; its skills are not loaded (`ongrid-skills verify {name}` lists the drift, "
+            "reinstalling the pack accepts it)"
+        )
+        logger.warning("catalog: %s", message)
+        skip[os.path.realpath(folder)] = name
+        events.append(LoadEvent(folder, "drift", message))
+    return skip, events
+
+
+def _refuse_all(packs_dir: str, why: str) -> tuple[dict[str, str], list[LoadEvent]]:
+    skip: dict[str, str] = {}
+    events = []
+    try:
+        names = sorted(os.listdir(packs_dir))
+    except OSError:
+        names = []
+    for name in names:
+        folder = os.path.join(packs_dir, name)
+        if name.startswith(".") or read_marker(folder) is None:
+            continue
+        message = f"pack {name} is not loaded: {why}"
+        logger.warning("catalog: %s", message)
+        skip[os.path.realpath(folder)] = name
+        events.append(LoadEvent(folder, "drift", message))
+    return skip, events

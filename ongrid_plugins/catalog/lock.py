@@ -1,0 +1,212 @@
+"""``skills.lock``: what ``ongrid-skills install`` put into the packs folder, file by file.
+
+The lock is one JSON file, ``<packs folder>/skills.lock`` (the user skills
+dir), rewritten atomically (temporary file + rename) by every install and
+uninstall, under the install lock. Its schema is published as
+``ongrid_plugins/schemas/skills-lock.schema.json``::
+
+    {"lock_version": 1,
+     "packs": {"<name>": {"name": ..., "version": ...,
+                          "origin": {"kind": "archive" | "folder", "path": ..., "sha256": ... | null},
+                          "installed_at": "2026-12-01T09:00:00Z",
+                          "files": {"<relative path>": {"sha256": ..., "mode": "0111"}}}}}
+
+``mode`` is the digest's mode (see :mod:`.digest`). The pack's marker file is
+not listed (it is written with the lock). :func:`verify_pack` compares a pack
+folder with its entry and returns every changed, added and removed file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ..errors import ConfigError
+from ..packs import MARKER
+from .digest import tree_records
+
+__all__ = [
+    "LOCK_NAME",
+    "LOCK_VERSION",
+    "Drift",
+    "LockEntry",
+    "lock_path",
+    "new_entry",
+    "pack_files",
+    "read_lock",
+    "verify_pack",
+    "write_entry",
+]
+
+logger = logging.getLogger(__name__)
+
+LOCK_NAME = "skills.lock"
+LOCK_VERSION = 1
+
+
+@attrs.frozen
+class LockEntry:
+    """One pack as the lock records it."""
+
+    name: str
+    version: str
+    origin: Mapping[str, Any]
+    installed_at: str
+    files: Mapping[str, Mapping[str, str]]
+    """Relative path -> ``{"sha256": ..., "mode": ...}``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as the lock file spells it."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "origin": dict(self.origin),
+            "installed_at": self.installed_at,
+            "files": {path: dict(self.files[path]) for path in sorted(self.files)},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LockEntry:
+        """Read an entry checked by :func:`read_lock`."""
+        return cls(data["name"], data["version"], data["origin"], data["installed_at"], data["files"])
+
+
+@attrs.frozen
+class Drift:
+    """One difference between a pack folder and its lock entry."""
+
+    pack: str
+    change: str
+    """``changed``, ``added``, ``removed`` or ``missing`` (the whole pack folder)."""
+    path: str
+    """The file, relative to the pack folder (empty for ``missing``)."""
+
+    def __str__(self) -> str:
+        if self.change == "missing":
+            return f"pack {self.pack}: its folder is gone"
+        return f"pack {self.pack}: {self.change} file {self.path}"
+
+    def to_dict(self) -> dict[str, str]:
+        """A JSON-ready dict."""
+        return {"pack": self.pack, "change": self.change, "path": self.path}
+
+
+def lock_path(packs_dir: str) -> str:
+    """Where the lock of ``packs_dir`` lives."""
+    return os.path.join(packs_dir, LOCK_NAME)
+
+
+def read_lock(packs_dir: str) -> dict[str, LockEntry] | None:
+    """The entries of the lock, by pack name; None when there is no lock file.
+
+    :raises ConfigError: the lock exists but is not a lock (say where, and that
+        reinstalling the packs writes a new one).
+    """
+    path = lock_path(packs_dir)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        message = f"{path}: not a readable skills.lock ({exc}); reinstall the packs to write a new one"
+        raise ConfigError(message) from None
+    problem = _check(data)
+    if problem:
+        message = f"{path}: {problem}; reinstall the packs to write a new one"
+        raise ConfigError(message)
+    return {name: LockEntry.from_dict(entry) for name, entry in data["packs"].items()}
+
+
+def _check(data: Any) -> str:
+    if not isinstance(data, dict) or data.get("lock_version") != LOCK_VERSION:
+        return f"lock_version must be {LOCK_VERSION}"
+    packs = data.get("packs")
+    if not isinstance(packs, dict):
+        return '"packs" must be an object'
+    for name, entry in packs.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("files"), dict):
+            return f'pack "{name}" must be an object with "files"'
+        for key in ("name", "version", "installed_at"):
+            if not isinstance(entry.get(key), str):
+                return f'pack "{name}": "{key}" must be a string'
+        if not isinstance(entry.get("origin"), dict):
+            return f'pack "{name}": "origin" must be an object'
+        for rel, record in entry["files"].items():
+            if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
+                return f'pack "{name}": file "{rel}" needs a "sha256" string'
+    return ""
+
+
+def pack_files(folder: str) -> dict[str, dict[str, str]]:
+    """Every file of an installed pack folder, as the lock records them."""
+    records = tree_records(folder, skip=frozenset({MARKER})) or []
+    return {r.path: {"sha256": r.sha256, "mode": r.mode} for r in records}
+
+
+def write_entry(packs_dir: str, name: str, entry: LockEntry | None) -> None:
+    """Record ``entry`` as pack ``name`` (None removes it) and rewrite the lock atomically.
+
+    The caller holds the install lock. An unreadable lock is replaced (with a
+    warning): it is rebuilt from what is installed from now on.
+    """
+    try:
+        entries = read_lock(packs_dir) or {}
+    except ConfigError as exc:
+        logger.warning("catalog: %s; starting a new one", exc)
+        entries = {}
+    if entry is None:
+        entries.pop(name, None)
+    else:
+        entries[name] = entry
+    data = {"lock_version": LOCK_VERSION, "packs": {n: entries[n].to_dict() for n in sorted(entries)}}
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=".ongrid-lock-", dir=packs_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, ensure_ascii=False, sort_keys=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, lock_path(packs_dir))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def new_entry(name: str, version: str, folder: str, source: str, source_sha256: str | None) -> LockEntry:
+    """The lock entry of a pack just installed into ``folder`` from ``source``."""
+    import datetime
+
+    origin = {"kind": "archive" if source_sha256 else "folder", "path": source, "sha256": source_sha256}
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return LockEntry(name, version, origin, now, pack_files(folder))
+
+
+def verify_pack(entry: LockEntry, folder: str) -> list[Drift]:
+    """Every difference between ``folder`` now and its lock ``entry`` (empty: it matches)."""
+    if not os.path.isdir(folder):
+        return [Drift(entry.name, "missing", "")]
+    now = pack_files(folder)
+    drift = []
+    for path in sorted(set(now) | set(entry.files)):
+        if path not in now:
+            drift.append(Drift(entry.name, "removed", path))
+        elif path not in entry.files:
+            drift.append(Drift(entry.name, "added", path))
+        elif _differs(entry.files[path], now[path]):
+            drift.append(Drift(entry.name, "changed", path))
+    return drift
+
+
+def _differs(locked: Mapping[str, str], now: Mapping[str, str]) -> bool:
+    return locked.get("sha256") != now["sha256"] or locked.get("mode", now["mode"]) != now["mode"]
