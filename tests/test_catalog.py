@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -27,12 +28,12 @@ from ongrid_plugins.testing import assert_ok, isolated_settings, make_skill, mak
 LOCK_SCHEMA = Path(ongrid_plugins.__file__).parent / "schemas" / "skills-lock.schema.json"
 MARK_SH = """#!/bin/sh
 read -r args
-echo first >> "$(dirname "$0")/ran"
+echo first >> ran
 printf '%s\\n' "$args"
 """
 SWAPPED_SH = """#!/bin/sh
 read -r args
-echo swapped >> "$(dirname "$0")/ran"
+echo swapped >> ran
 printf '%s\\n' "$args"
 """
 
@@ -216,6 +217,13 @@ def test_a_ticket_database_from_before_digests_gets_the_column(tmp_path: Path) -
 # ---------------------------------------------------------------------- the call-time check
 
 
+@pytest.fixture
+def make_host(make_host: Any) -> Any:
+    """These tests prove a skill did (not) run by the file it writes beside itself: unconfined
+    hosts, so that a refusal comes from the catalog's check and not from the sandbox."""
+    return functools.partial(make_host, sandbox="off")
+
+
 def test_an_entry_swapped_for_a_symlink_to_other_content_inside_the_root_does_not_run(
     make_host: Any, tmp_path: Path
 ) -> None:
@@ -224,7 +232,11 @@ def test_an_entry_swapped_for_a_symlink_to_other_content_inside_the_root_does_no
     host.load()
     swap_for_symlink(folder)
     result = host.call("mark", {})
-    assert not result.ok and "changed since the skill was loaded" in str(result.error)
+    assert not result.ok
+    # Refused by the descriptor walk (a symlink on the way) before the digest is even read.
+    assert "changed since the skill was loaded" in str(
+        result.error
+    ) or "is now reached through a symlink" in str(result.error)
     assert not (folder / "ran").exists()
 
 
@@ -382,7 +394,7 @@ def test_an_audit_log_from_before_digests_still_verifies_and_gains_the_column(tm
     from ongrid_plugins._auditchain import COLUMNS, GENESIS
     from ongrid_plugins.models import canonical_json
 
-    old = [c for c in COLUMNS if c != "skill_digest"]
+    old = [c for c in COLUMNS if c not in ("skill_digest", "sandbox")]  # the columns before both
     state = tmp_path / ".ongrid-state"
     state.mkdir()
     conn = sqlite3.connect(state / "audit.db")

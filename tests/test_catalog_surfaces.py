@@ -34,7 +34,7 @@ TOKENS = {
 }
 MARK_SH = """#!/bin/sh
 read -r args
-echo ran >> "$(dirname "$0")/ran"
+echo ran >> ran
 printf '%s\\n' "$args"
 """
 

@@ -205,6 +205,10 @@ def open_entry(tool: Tool) -> tuple[str, int] | str:
         if not is_executable_file(st):
             os.close(fd)
             return f"entry {entry} is no longer an executable file"
+        drift = entry_drift(tool, fd)  # the bytes about to run are still the ones loaded
+        if drift is not None:
+            os.close(fd)
+            return drift
         if fd < 3:  # never where the child's stdio goes
             moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
             os.close(fd)
