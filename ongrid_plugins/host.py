@@ -17,7 +17,6 @@ enforce (raise for caller errors), run the executor, tell the
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import logging
 import os
@@ -57,7 +56,7 @@ from .models import (
     digest_json,
 )
 from .plugins import PluginInfo, PluginManager, get_plugin_manager
-from .registry import Registry, Snapshot
+from .registry import Registry, Snapshot, spelling
 from .resolve import ResolvedSkill, resolve
 from .settings import Settings
 
@@ -226,13 +225,12 @@ class SkillHost:
     def skill(self, name: str) -> Skill:
         """The skill called ``name``, or the skill declaring the tool ``name``."""
         snapshot = self._snapshot()
-        found = snapshot.skills.get(name)
+        found = snapshot.find_skill(name)
         if found is None:
-            tool = snapshot.tools.get(name)
+            tool = snapshot.tools.get(name) or snapshot.tools.get(spelling(name))
             found = snapshot.skills.get(tool.skill) if tool is not None else None
         if found is None:
-            close = difflib.get_close_matches(name, [*snapshot.skills, *snapshot.tools], n=3, cutoff=0.75)
-            raise UnknownSkill(name, sorted(set(close)))
+            raise UnknownSkill(name, snapshot.suggestions(name))
         return found
 
     def instructions(self, name: str) -> Instructions:

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .skills import print_table
+from .output import print_table
 
 if TYPE_CHECKING:
     from ..audit import AuditEntry
