@@ -104,7 +104,7 @@ def test_list_with_nothing_registered_says_how_to_find_out_why(
 ) -> None:
     code, out, _err = run_main(capsys, "--no-defaults", "--dirs", str(tmp_path), "list")
     assert code == 0
-    assert "no tools registered" in out and "-v list" in out
+    assert "no tools or skills registered" in out and "-v list" in out
 
 
 def test_show_prints_everything_about_one_tool(skills: Path, capsys: pytest.CaptureFixture[str]) -> None:
