@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -58,7 +59,10 @@ class Context:
         """Settings from the environment, with the global flags applied."""
         overrides: dict[str, Any] = {}
         if self.args.dirs:
-            overrides["skill_dirs"] = tuple(d for raw in self.args.dirs for d in split_dirs(raw))
+            # On the command line a root may be relative or start with ~ (the shell leaves
+            # `--dirs=~/x` alone); the environment variable keeps the specification's rule.
+            dirs = (d for raw in self.args.dirs for d in split_dirs(raw))
+            overrides["skill_dirs"] = tuple(os.path.abspath(os.path.expanduser(d)) for d in dirs)
         if self.args.no_defaults:
             overrides["include_defaults"] = False
         if getattr(self.args, "strict_plugins", False):
@@ -96,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--dirs",
         action="append",
         metavar="DIRS",
-        help="extra skill roots (absolute, separated by ':', ',' or ';'); walked first; repeatable",
+        help="extra skill roots (separated by ':', ',' or ';'; relative to the working directory, "
+        "~ expanded); walked first; repeatable",
     )
     parser.add_argument(
         "--no-defaults",

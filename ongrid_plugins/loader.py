@@ -156,7 +156,9 @@ def _check_root(root: SkillRoot, events: list[LoadEvent]) -> str | None:
     reason = ""
     real = ""
     if not os.path.isabs(path):
-        reason = "is not an absolute path"
+        # The specification's rule for the environment; the hint says what was probably meant.
+        guess = os.path.abspath(os.path.expanduser(path))
+        reason = f"is not an absolute path (roots must be absolute: did you mean {guess}?)"
     else:
         try:
             real = canonical(path)

@@ -52,7 +52,8 @@ def test_relative_missing_and_file_roots_are_skipped_with_a_log_line(
     report = host.load()
     assert report.registered == 1
     assert loader_lines(caplog)[:3] == [
-        "skill loader: root relative/skills is not an absolute path, skipping",
+        "skill loader: root relative/skills is not an absolute path (roots must be absolute: "
+        f"did you mean {os.path.abspath('relative/skills')}?), skipping",
         f"skill loader: root {tmp_path / 'missing'} does not exist, skipping",
         f"skill loader: root {a_file} is not a directory, skipping",
     ]
