@@ -12,7 +12,7 @@ import argparse
 import ipaddress
 import socket
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..server.tokens import TokenStore, add_token, hash_token, new_token
@@ -85,8 +85,21 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _server_modules() -> tuple[Any, Any]:
+    """uvicorn and ``create_app``, or the missing-extra error (before any token is printed)."""
+    from ..server import require_extra
+
+    require_extra("server", "`ongrid-skills serve`")
+    import uvicorn
+
+    from ..server.rest import create_app
+
+    return uvicorn, create_app
+
+
 def _serve(ctx: Context) -> int:
     args = ctx.args
+    _server_modules()  # a missing extra fails first: nothing printed, no token made
     if args.tokens:
         tokens = TokenStore.from_file(args.tokens)
         if not len(tokens):
@@ -108,14 +121,7 @@ def _serve(ctx: Context) -> int:
             f"(persona {args.persona}):\n    Authorization: Bearer {token}",
             file=sys.stderr,
         )
-    try:
-        import uvicorn
-
-        from ..server.rest import create_app
-    except ImportError as exc:
-        from ..server import missing_extra
-
-        raise missing_extra("server", exc.name or "uvicorn") from None
+    uvicorn, create_app = _server_modules()
     app = create_app(ctx.host, tokens, max_body=args.max_body, max_concurrent=args.max_concurrent)
     sock = _bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
