@@ -24,6 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .commands import UsageError
 from .errors import OngridError
 from .settings import Settings, split_dirs
 
@@ -116,7 +117,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    _remember_parsers(parser)
     return parser
+
+
+def _remember_parsers(parser: argparse.ArgumentParser) -> None:
+    """Give every leaf sub-parser a ``usage_parser`` default: itself, for a usage error's usage line."""
+    children = [
+        child
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for child in dict.fromkeys(action.choices.values())
+    ]
+    if not children:
+        parser.set_defaults(usage_parser=parser)
+    for child in children:
+        _remember_parsers(child)
 
 
 def _setup_logging(args: argparse.Namespace) -> None:
@@ -136,10 +152,17 @@ def _setup_logging(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error argparse printed
+        return exc.code if isinstance(exc.code, int) else 2
     _setup_logging(args)
     try:
         code: int = args.handler(Context(args))
+    except UsageError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        args.usage_parser.print_usage(sys.stderr)
+        return exc.exit_code
     except OngridError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return exc.exit_code

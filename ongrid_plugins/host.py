@@ -294,11 +294,22 @@ class SkillHost:
         from .approvals import verify_with_plugins
 
         verify = verify_with_plugins(self.pm)
-        return self.approvals.approve(ticket_id, approver=approver, note=note, sop=sop, verify=verify)
+        ticket = self.approvals.approve(ticket_id, approver=approver, note=note, sop=sop, verify=verify)
+        self._record_ticket(ticket, "approval", approver, note)
+        return ticket
 
     def reject(self, ticket_id: str, *, approver: str, note: str = "") -> Ticket:
         """Reject a ticket: it can never be approved or executed again."""
-        return self.approvals.reject(ticket_id, approver=approver, note=note)
+        ticket = self.approvals.reject(ticket_id, approver=approver, note=note)
+        self._record_ticket(ticket, "rejection", approver, note)
+        return ticket
+
+    def _record_ticket(self, ticket: Ticket, outcome: str, by: str, note: str) -> None:
+        """Chain the decision in the audit log, unless the ``audit`` plugin is disabled."""
+        from .audit import PLUGIN_NAME
+
+        if not self.pm.is_blocked(PLUGIN_NAME):
+            self.audit.record_ticket(ticket, outcome, by, note)
 
     def ticket(self, ticket_id: str) -> Ticket:
         """The ticket ``ticket_id`` (raises ``ApprovalError(reason="unknown")``)."""

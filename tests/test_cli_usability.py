@@ -60,3 +60,39 @@ def test_the_environment_keeps_the_absolute_rule_with_a_hint(
     expected = os.path.join(os.path.realpath(tmp_path), "my-skills")
     assert "root my-skills is not an absolute path (roots must be absolute: did you mean " in err
     assert (expected in err) or (str(tmp_path / "my-skills") in err)
+
+
+# ---------------------------------------------------------------------- usage errors
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (["run", "disk_usage", "{}", "--args-file", "/x"], "usage: ongrid-skills run "),
+        (["list", "--skills", "--class", "safe"], "usage: ongrid-skills list "),
+        (["serve", "--new-token", "bob"], "usage: ongrid-skills serve "),
+    ],
+)
+def test_a_usage_error_of_a_handler_shows_the_subcommands_usage(
+    capsys: pytest.CaptureFixture[str], argv: list[str], usage: str
+) -> None:
+    code, out, err = run_main(capsys, *argv)
+    assert (code, out) == (2, "")
+    first, *rest = err.splitlines()
+    assert first.startswith("ERROR: ")
+    assert rest[0].startswith(usage)
+
+
+def test_an_argparse_usage_error_of_a_nested_command_shows_its_usage(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _out, err = run_main(capsys, "audit", "list", "--outcome", "bogus")
+    assert code == 2
+    assert err.startswith("usage: ongrid-skills audit list ")
+    assert "invalid choice: 'bogus'" in err
+
+
+def test_a_library_error_is_not_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run_main(capsys, "run", "no_such_tool")
+    assert code == 4
+    assert "usage:" not in err

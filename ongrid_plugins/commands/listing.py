@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
 from ..models import Skill
+from . import UsageError
 from .output import print_json, print_table
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def list_skills(ctx: Context) -> int:
     if ctx.args.persona or ctx.args.category or ctx.args.tool_class:
         message = "--persona, --category and --class filter tools, not skills: drop --skills"
         message += " (or see `ongrid-skills resolve QUERY --persona P`)"
-        raise ConfigError(message)
+        raise UsageError(message)
     skills = [s for s in ctx.host.skills() if ctx.args.all or s.available]
     if ctx.args.json:
         print_json({"items": [summary(s) for s in skills], "total": len(skills)})

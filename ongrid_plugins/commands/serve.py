@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ..server.tokens import TokenStore, add_token, hash_token, new_token
+from . import UsageError
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -60,12 +61,12 @@ def cmd_serve(ctx: Context) -> int:
     if args.hash_token:
         token = sys.stdin.readline().strip()
         if not token:
-            raise ConfigError("--hash-token reads the token from standard input, and got none")
+            raise UsageError("--hash-token reads the token from standard input, and got none")
         print(hash_token(token))
         return 0
     if args.new_token:
         if not args.tokens:
-            raise ConfigError("--new-token adds to a token file: give it with --tokens FILE")
+            raise UsageError("--new-token adds to a token file: give it with --tokens FILE")
         ctx.host.persona(args.persona)  # refuse a persona that does not exist
         print(add_token(args.tokens, args.new_token, args.persona, args.note))
         print(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ApprovalRequired, ConfigError, ConfirmationRequired, UnknownSkill
 from ..gate import needs
 from ..models import CallResult, Event, Tool
-from . import listing
+from . import UsageError, listing
 from .output import print_json, print_table
 
 if TYPE_CHECKING:
@@ -261,7 +261,7 @@ def _rerun_command(ctx: Context, ticket_id: str) -> str:
 def _read_args(args: argparse.Namespace) -> Any:
     if args.args_json is not None and args.args_file:
         message = "give the arguments either as ARGS_JSON or with --args-file, not both"
-        raise ConfigError(message)
+        raise UsageError(message)
     if args.args_file:
         source = args.args_file
         try:
