@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .commands import UsageError
+from .commands.output import colour
+from .commands.repeats import RepeatFilter
 from .errors import OngridError
 from .settings import Settings, split_dirs
 
@@ -83,7 +85,14 @@ class Context:
 class _Formatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
-        return text if record.levelno < logging.WARNING else f"{record.levelname}: {text}"
+        if record.levelno < logging.WARNING:
+            return text
+        style = "yellow" if record.levelno == logging.WARNING else "red"
+        return f"{colour(record.levelname, style, sys.stderr)}: {text}"
+
+
+def _error(exc: object) -> None:
+    print(f"{colour('ERROR', 'red', sys.stderr)}: {exc}", file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,7 +144,7 @@ def _remember_parsers(parser: argparse.ArgumentParser) -> None:
         _remember_parsers(child)
 
 
-def _setup_logging(args: argparse.Namespace) -> None:
+def _setup_logging(args: argparse.Namespace, repeats: RepeatFilter | None) -> None:
     level = logging.WARNING
     if args.quiet:
         level = logging.ERROR
@@ -143,10 +152,35 @@ def _setup_logging(args: argparse.Namespace) -> None:
         level = logging.INFO if args.verbose == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter("%(message)s"))
+    if repeats is not None:
+        handler.addFilter(repeats)
     package = logging.getLogger("ongrid_plugins")
     package.handlers[:] = [handler]
     package.setLevel(level)
     package.propagate = False
+
+
+def _repeat_filter(args: argparse.Namespace) -> RepeatFilter | None:
+    """Hold back repeated state warnings, unless -v or -q asked for all or none."""
+    if args.verbose or args.quiet:
+        return None
+    try:
+        cache_dir = Settings.from_env().cache_dir
+    except OngridError:
+        return None  # the handler reports the bad setting
+    return RepeatFilter(cache_dir)
+
+
+def _after_load(ctx: Context, repeats: RepeatFilter | None) -> None:
+    host = ctx._host
+    if repeats is None or host is None or host._report is None:
+        return
+    repeats.save()
+    if repeats.hidden and not sys.stderr.closed:
+        print(
+            f"({repeats.hidden} warning(s) shown before are unchanged and not repeated: -v shows them all)",
+            file=sys.stderr,
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -156,18 +190,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error argparse printed
         return exc.code if isinstance(exc.code, int) else 2
-    _setup_logging(args)
+    repeats = _repeat_filter(args)
+    _setup_logging(args, repeats)
+    ctx = Context(args)
     try:
-        code: int = args.handler(Context(args))
+        return _run(args, ctx)
+    finally:
+        _after_load(ctx, repeats)
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    try:
+        code: int = args.handler(ctx)
     except UsageError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
+        _error(exc)
         args.usage_parser.print_usage(sys.stderr)
         return exc.exit_code
     except OngridError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
+        _error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("ERROR: interrupted", file=sys.stderr)
+        _error("interrupted")
         return 130
     except BrokenPipeError:
         # The reader went away (`| head`): not an error worth a traceback.

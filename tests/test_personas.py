@@ -277,6 +277,7 @@ def test_a_reserved_name_file_is_warned_about_once_per_command(
     write(folder, "night.md", "---\nname: night\npermision_mode: admin\n---\n")
     monkeypatch.setenv("ONGRID_PERSONAS_DIRS", str(folder))
     monkeypatch.setenv("ONGRID_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("ONGRID_CACHE_DIR", "off")  # no memory across commands (see test_cli_usability)
     for argv in (["personas"], ["personas", "night"], ["list", "--persona", "night"]):
         monkeypatch.setattr(personas, "_warned", set())  # each command is a process of its own
         assert main(["--no-defaults", "--dirs", str(tmp_path), *argv]) == 0

@@ -12,7 +12,7 @@ from ..errors import ApprovalRequired, ConfigError, ConfirmationRequired, Unknow
 from ..gate import needs
 from ..models import CallResult, Event, Tool
 from . import UsageError, listing
-from .output import print_json, print_table
+from .output import colour, print_json, print_table
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -308,7 +308,7 @@ def _report(result: CallResult, as_json: bool) -> int:
     elif result.value is not None:
         _print_json(result.value)
     if not result.ok:
-        print(f"ERROR: {result.tool}: {result.error}", file=sys.stderr)
+        print(f"{colour('ERROR', 'red', sys.stderr)}: {result.tool}: {result.error}", file=sys.stderr)
         return 1
     return 0
 
