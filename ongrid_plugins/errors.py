@@ -216,10 +216,12 @@ class StrictSchemaError(ConfigError):
         self.format = fmt
         self.problems = {name: tuple(reasons) for name, reasons in problems.items()}
         lines = "; ".join(f"{name}: {' / '.join(reasons)}" for name, reasons in self.problems.items())
-        message = (
-            f"{len(self.problems)} tool(s) cannot be exported in {fmt} strict mode: {lines} "
-            "(export without --strict, or fix the schemas)"
+        self.target, fix = (
+            ("Gemini function declarations", "fix those schemas")
+            if fmt == "gemini"
+            else (f"{fmt} strict mode", "export without --strict, or fix the schemas")
         )
+        message = f"{len(self.problems)} tool(s) cannot be exported in {self.target}: {lines} ({fix})"
         super().__init__(message)
 
 
