@@ -32,6 +32,10 @@ def _problems(value: Iterable[Problem]) -> tuple[Problem, ...]:
     return tuple(value)
 
 
+def _strs(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class FileReport:
     """The verdict on one manifest (or on a path that holds none)."""
@@ -40,6 +44,10 @@ class FileReport:
     problems: tuple[Problem, ...] = attrs.field(default=(), converter=_problems)
     skill: str = ""
     format: str = ""
+    machine: tuple[str, ...] = attrs.field(default=(), converter=_strs)
+    """Why the skill will not load, or will load unavailable, on *this* machine (another OS,
+    a missing binary, variable or config key): warnings about the machine, not the
+    manifest, so ``--strict`` does not fail on them."""
 
     @property
     def errors(self) -> list[Problem]:
@@ -59,6 +67,7 @@ class FileReport:
             "format": self.format,
             "ok": self.ok,
             "problems": [p.to_dict() for p in self.problems],
+            "machine": list(self.machine),
         }
 
 
@@ -126,10 +135,19 @@ def _inspect(
     if skill is None:
         return _fail(path, "not_loaded", "no loader accepted this file")
     # Natives are bound here too: a builtin: key no plugin provides is reported. The
-    # machine's other lacks (binaries, variables) are not problems of the manifest.
+    # machine's other lacks (OS, binaries, variables) are not problems of the manifest:
+    # they are said apart (FileReport.machine).
     skill = availability.apply(skill)
     found = [*skill.notices, *skill.warnings, *validate_skill(pm, skill, root)]
-    return FileReport(path, found, skill.name, skill.format)
+    return FileReport(path, found, skill.name, skill.format, _on_this_machine(skill, availability))
+
+
+def _on_this_machine(skill: Skill, availability: Availability) -> tuple[str, ...]:
+    """What stops ``skill`` here: not loaded at all (another OS), or loaded but unavailable."""
+    skipped = availability.skip_reason(skill)
+    if skipped:
+        return (f"will not load on this machine: {skipped}",)
+    return tuple(f"unavailable on this machine: {reason}" for reason in skill.unavailable)
 
 
 def _fail(path: str, code: str, message: str) -> FileReport:

@@ -19,8 +19,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "validate",
         help="check manifests without registering them",
         description="Check skill folders, pack folders, manifest files, pack archives (.tar.gz, "
-        ".zip) and installed distributions (by name). Exit 1 if any has an error "
-        "(or, with --strict, a warning).",
+        ".zip) and installed distributions (by name; ./NAME for a folder of the same name). Exit 1 "
+        "if any has an error (or, with --strict, a warning). What this machine lacks for a skill "
+        "(its OS, a binary, a variable) is said as a warning about the machine, which --strict "
+        "does not count.",
     )
     p.add_argument(
         "paths",
@@ -57,3 +59,5 @@ def _print_report(report: FileReport) -> None:
         where = f" at {problem.pointer}" if problem.pointer else ""
         hint = f" — {problem.hint}" if problem.hint else ""
         print(f"  {problem.level}{where}: {problem.message}{hint}")
+    for line in report.machine:
+        print(f"  warning (this machine, not the manifest): {line}")
