@@ -39,9 +39,6 @@ class AccessLog:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.app, name)  # the wrapped app's state, routes, url_path_for ...
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
