@@ -153,3 +153,18 @@ def test_what_this_machine_lacks_is_a_warning_that_strict_does_not_count(
     data = json.loads(run(capsys, "validate", "--json", str(tmp_path))[1])
     machine = {f["skill"]: f["machine"] for f in data["files"]}
     assert len(machine["needs"]) == 2 and machine["elsewhere"][0].startswith("will not load")
+
+
+def test_strict_never_says_ok_for_a_file_it_then_counts_as_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ongrid_plugins.testing import make_skill_md
+
+    folder = make_skill_md(tmp_path, "Hello World", folder="hello", description="Greets.")
+    code, out, _err = run(capsys, "validate", "--strict", str(folder))
+    assert code == 1
+    first, *_rest, summary = out.splitlines()
+    assert first.endswith(": FAILED (--strict: 3 warning(s))"), first  # normalised, spec_name, folder
+    assert summary == "1 manifest(s) checked, 1 with problems"
+    code, out, _err = run(capsys, "validate", str(folder))
+    assert code == 0 and out.splitlines()[0].endswith(": ok")

@@ -46,15 +46,18 @@ def cmd_validate(ctx: Context) -> int:
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         for report in reports:
-            _print_report(report)
+            _print_report(report, ctx.args.strict)
         total, bad = len(reports), len(failed)
         print(f"{total} manifest(s) checked, {bad} with {'problems' if ctx.args.strict else 'errors'}")
     return 1 if failed else 0
 
 
-def _print_report(report: FileReport) -> None:
+def _print_report(report: FileReport, strict: bool) -> None:
     name = f" ({report.skill})" if report.skill else ""
-    print(f"{report.path}{name}: {'ok' if report.ok else 'FAILED'}")
+    verdict = "ok" if report.ok else "FAILED"
+    if strict and report.ok and report.problems:  # the summary counts it: never "ok" and then failed
+        verdict = f"FAILED (--strict: {len(report.problems)} warning(s))"
+    print(f"{report.path}{name}: {verdict}")
     for problem in report.problems:
         where = f" at {problem.pointer}" if problem.pointer else ""
         hint = f" — {problem.hint}" if problem.hint else ""
