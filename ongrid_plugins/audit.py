@@ -39,6 +39,7 @@ import os
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +52,9 @@ from ._auditchain import (
     GENESIS,
     JSON_COLUMNS,
     SCHEMA,
+    append,
     check_head,
+    clip,
     dumps,
     finish_row,
     inflight,
@@ -60,9 +63,9 @@ from ._auditchain import (
     start_row,
     walk,
 )
-from ._auditjournal import JOURNAL_DIR, Journal
+from ._auditjournal import HOST, JOURNAL_DIR, Journal
 from ._auditwriter import Writer
-from .errors import AuditError
+from .errors import AuditError, ConfigError
 from .hookspecs import hookimpl
 from .models import JSON, ToolClass
 
@@ -71,6 +74,7 @@ if TYPE_CHECKING:
 
     import pluggy
 
+    from .approvals import Ticket
     from .models import CallRequest, CallResult
     from .settings import Settings
 
@@ -78,6 +82,8 @@ __all__ = [
     "COLUMNS",
     "DB_NAME",
     "GENESIS",
+    "MIN_ANCHOR",
+    "OUTCOMES",
     "PLUGIN_NAME",
     "AuditEntry",
     "AuditLog",
@@ -90,6 +96,26 @@ logger = logging.getLogger(__name__)
 
 PLUGIN_NAME = "audit"
 DB_NAME = "audit.db"
+
+#: Every ``outcome`` a row may have: the call outcomes, then the two ticket decisions.
+OUTCOMES = (
+    "ok",
+    "failed",
+    "timed_out",
+    "invalid_arguments",
+    "denied",
+    "needs_confirmation",
+    "needs_approval",
+    "ticket_refused",
+    "unavailable",
+    "aborted",
+    "cancelled",
+    "interrupted",
+    "approval",
+    "rejection",
+)
+#: The shortest anchor prefix ``verify`` accepts (as short as a git abbreviation).
+MIN_ANCHOR = 7
 
 
 @attrs.frozen
@@ -284,8 +310,14 @@ class AuditLog:
         """Rows in order; ``since`` = only rows after that seq, ``last`` = only the final N.
 
         ``caller`` keeps one identity's rows; ``start`` and ``end`` (seconds since the
-        epoch) keep the attempts that started in ``[start, end)``.
+        epoch) keep the attempts that started in ``[start, end)``. Reading never creates
+        the log: with no ``audit.db`` yet there are no rows.
+
+        :raises ConfigError: ``outcome`` is not one of :data:`OUTCOMES`.
         """
+        if outcome is not None and outcome not in OUTCOMES:
+            message = f"unknown outcome {outcome!r}; use one of {', '.join(OUTCOMES)}"
+            raise ConfigError(message)
         where: list[str] = []
         params: list[Any] = []
         for column, value in (("tool", tool), ("outcome", outcome), ("caller", caller)):
@@ -307,6 +339,8 @@ class AuditLog:
         self.flush()
         if count is not None:
             sql += f" LIMIT {int(count)}"
+        if not self._exists():
+            return []
         with self._transaction(write=False) as conn:
             rows = conn.execute(sql, params).fetchall()
         entries = [AuditEntry.from_row(r) for r in rows]
@@ -319,17 +353,23 @@ class AuditLog:
     def verify(self, anchor: str | None = None) -> VerifyReport:
         """Check the whole chain; name the first row that does not verify.
 
-        :param anchor: A row hash recorded earlier (``head`` of a past report):
+        :param anchor: A row hash recorded earlier (``head`` of a past report),
+            or a unique prefix of at least :data:`MIN_ANCHOR` hex digits of one:
             the chain must still contain it, so history before it cannot have
             been rewritten wholesale.
         """
         self.flush()
-        with self._transaction(write=False) as conn:
-            report = walk(conn.execute(f"SELECT {', '.join(COLUMNS)}, hash FROM entries ORDER BY seq"))
-            head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
-        report = check_head(report, head)
-        if report.ok and anchor is not None and anchor not in report.seen:
-            report = attrs.evolve(report, ok=False, problem=f"the anchor hash {anchor} is not in the chain")
+        if not self._exists():  # reading never creates the log: an empty chain
+            report = check_head(walk(iter(())), None)
+        else:
+            with self._transaction(write=False) as conn:
+                report = walk(conn.execute(f"SELECT {', '.join(COLUMNS)}, hash FROM entries ORDER BY seq"))
+                head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
+            report = check_head(report, head)
+        if report.ok and anchor is not None:
+            problem = _anchor_problem(anchor, report.seen)
+            if problem:
+                report = attrs.evolve(report, ok=False, problem=problem)
         return VerifyReport(
             ok=report.ok,
             entries=report.count,
@@ -338,6 +378,63 @@ class AuditLog:
             head=report.last_hash,
             inflight=inflight(self.journal_dir),
         )
+
+    # ------------------------------------------------------------------ tickets
+
+    def record_ticket(self, ticket: Ticket, outcome: str, by: str, note: str = "") -> int:
+        """Chain a ticket decision (``approval`` or ``rejection``) by ``by``; return its row number.
+
+        The row names the ticket, its tool, persona and arguments (already redacted
+        on the ticket), who decided (``caller``), their note (``reason``) and the
+        approvers so far, so who approved or rejected a ticket is in the
+        tamper-evident record, not only in the approvals database.
+
+        :raises AuditError: the row cannot be written (the decision itself is kept).
+        """
+        row = {
+            "time": time.time(),
+            "call_id": f"{ticket.id}-{outcome}-{uuid.uuid4().hex[:12]}",
+            "tool": ticket.tool,
+            "tool_class": ticket.tool_class,
+            "persona": ticket.persona,
+            "caller": by,
+            "args": dumps(dict(ticket.args)),
+            "args_digest": "",
+            "redacted": dumps([]),
+            "verdict": "",
+            "reason": clip(note),
+            "plugin": "",
+            "outcome": outcome,
+            "duration": 0.0,
+            "stderr_tail": dumps([]),
+            "result_size": 0,
+            "result_digest": "",
+            "ticket": ticket.id,
+            "approvers": dumps(list(ticket.approvers)),
+            "pid": os.getpid(),
+            "hostname": HOST,
+        }
+        self.flush()
+        try:
+            with self._transaction() as conn:
+                return append(conn, row)
+        except Exception as exc:
+            self._failures += 1
+            message = (
+                f"the audit log {self.path} cannot record the {outcome} of ticket {ticket.id} "
+                f"by {by} ({type(exc).__name__}: {exc}); the {outcome} itself is kept"
+            )
+            logger.error("audit log: %s", message)
+            raise AuditError(message) from exc
+
+    def _exists(self) -> bool:
+        """Whether there is anything to read: the database, or journals a dead process left to recover."""
+        if os.path.exists(self.path):
+            return True
+        try:
+            return bool(os.listdir(self.journal_dir))
+        except OSError:
+            return False
 
     # ------------------------------------------------------------------ recovery
 
@@ -417,6 +514,25 @@ class _Transaction:
                 self.conn.rollback()
         finally:
             self.log._lock.release()
+
+
+def _anchor_problem(anchor: str, seen: frozenset[str]) -> str:
+    """Why ``anchor`` (a hash or a unique prefix of one) does not anchor the chain, or ``""``."""
+    text = anchor.strip().lower()
+    if text in seen:
+        return ""
+    if len(text) < MIN_ANCHOR or any(c not in "0123456789abcdef" for c in text):
+        return (
+            f"the anchor {anchor!r} is not a row hash: give the full 64-hex-digit hash "
+            f"(a head from `audit verify`) or at least {MIN_ANCHOR} of its first digits"
+        )
+    matches = [h for h in seen if h.startswith(text)]
+    if len(matches) == 1:
+        return ""
+    if matches:
+        count = len(matches)
+        return f"the anchor prefix {anchor} matches {count} row hashes: give more digits or the full hash"
+    return f"the anchor hash {anchor} is not in the chain"
 
 
 def _remove(paths: list[str]) -> None:

@@ -19,10 +19,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .commands import UsageError
+from .commands.output import colour
+from .commands.repeats import RepeatFilter
 from .errors import OngridError
 from .settings import Settings, split_dirs
 
@@ -60,7 +64,10 @@ class Context:
         """Settings from the environment, with the global flags applied."""
         overrides: dict[str, Any] = {}
         if self.args.dirs:
-            overrides["skill_dirs"] = tuple(d for raw in self.args.dirs for d in split_dirs(raw))
+            # On the command line a root may be relative or start with ~ (the shell leaves
+            # `--dirs=~/x` alone); the environment variable keeps the specification's rule.
+            dirs = (d for raw in self.args.dirs for d in split_dirs(raw))
+            overrides["skill_dirs"] = tuple(os.path.abspath(os.path.expanduser(d)) for d in dirs)
         if self.args.no_defaults:
             overrides["include_defaults"] = False
         if getattr(self.args, "strict_plugins", False):
@@ -80,7 +87,14 @@ class Context:
 class _Formatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
-        return text if record.levelno < logging.WARNING else f"{record.levelname}: {text}"
+        if record.levelno < logging.WARNING:
+            return text
+        style = "yellow" if record.levelno == logging.WARNING else "red"
+        return f"{colour(record.levelname, style, sys.stderr)}: {text}"
+
+
+def _error(exc: object) -> None:
+    print(f"{colour('ERROR', 'red', sys.stderr)}: {exc}", file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--dirs",
         action="append",
         metavar="DIRS",
-        help="extra skill roots (absolute, separated by ':', ',' or ';'); walked first; repeatable",
+        help="extra skill roots (separated by ':', ',' or ';'; relative to the working directory, "
+        "~ expanded); walked first; repeatable",
     )
     parser.add_argument(
         "--no-defaults",
@@ -113,10 +128,25 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    _remember_parsers(parser)
     return parser
 
 
-def _setup_logging(args: argparse.Namespace) -> None:
+def _remember_parsers(parser: argparse.ArgumentParser) -> None:
+    """Give every leaf sub-parser a ``usage_parser`` default: itself, for a usage error's usage line."""
+    children = [
+        child
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for child in dict.fromkeys(action.choices.values())
+    ]
+    if not children:
+        parser.set_defaults(usage_parser=parser)
+    for child in children:
+        _remember_parsers(child)
+
+
+def _setup_logging(args: argparse.Namespace, repeats: RepeatFilter | None) -> None:
     level = logging.WARNING
     if args.quiet:
         level = logging.ERROR
@@ -124,24 +154,65 @@ def _setup_logging(args: argparse.Namespace) -> None:
         level = logging.INFO if args.verbose == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter("%(message)s"))
+    if repeats is not None:
+        handler.addFilter(repeats)
     package = logging.getLogger("ongrid_plugins")
     package.handlers[:] = [handler]
     package.setLevel(level)
     package.propagate = False
 
 
+def _repeat_filter(args: argparse.Namespace) -> RepeatFilter | None:
+    """Hold back repeated state warnings, unless -v or -q asked for all or none."""
+    if args.verbose or args.quiet:
+        return None
+    try:
+        cache_dir = Settings.from_env().cache_dir
+    except OngridError:
+        return None  # the handler reports the bad setting
+    return RepeatFilter(cache_dir)
+
+
+def _after_load(ctx: Context, repeats: RepeatFilter | None) -> None:
+    host = ctx._host
+    if repeats is None or host is None or host._report is None:
+        return
+    repeats.save()
+    if repeats.hidden and not sys.stderr.closed:
+        print(
+            f"({repeats.hidden} warning(s) shown before are unchanged and not repeated: -v shows them all)",
+            file=sys.stderr,
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    _setup_logging(args)
     try:
-        code: int = args.handler(Context(args))
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error argparse printed
+        return exc.code if isinstance(exc.code, int) else 2
+    repeats = _repeat_filter(args)
+    _setup_logging(args, repeats)
+    ctx = Context(args)
+    try:
+        return _run(args, ctx)
+    finally:
+        _after_load(ctx, repeats)
+
+
+def _run(args: argparse.Namespace, ctx: Context) -> int:
+    try:
+        code: int = args.handler(ctx)
+    except UsageError as exc:
+        _error(exc)
+        args.usage_parser.print_usage(sys.stderr)
+        return exc.exit_code
     except OngridError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
+        _error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("ERROR: interrupted", file=sys.stderr)
+        _error("interrupted")
         return 130
     except BrokenPipeError:
         # The reader went away (`| head`): not an error worth a traceback.

@@ -21,12 +21,20 @@ format                    the call                                     the answe
                           "arguments"}``                               "structuredContent", "isError"}``
 ========================= ============================================ ====================================
 
-Nothing the model sends makes dispatch raise: malformed ``arguments`` text, an unknown
-tool, invalid arguments, a denied call, a call that needs a confirmation or an approval,
-a refused ticket and a failed skill all come back as error results the model can read:
-a JSON object with ``error``, a ``code``, the details (field paths, suggestions, the
-ticket) and a ``hint`` saying what to do next. A host mistake (an unknown persona, a
-value that is no tool call at all) still raises.
+Nothing the model sends makes dispatch raise: malformed ``arguments`` text, a dict of
+no known tool-call shape (``{"foo": 1}``: code ``malformed_call``, answered in the MCP
+result shape, the one neutral to every API), an unknown tool, invalid arguments, a
+denied call, a call that needs a confirmation or an approval, a refused ticket and a
+failed skill all come back as error results the model can read: a JSON object with
+``error``, a ``code``, the details (field paths, suggestions, the ticket) and a
+``hint`` saying what to do next. A host mistake (an unknown persona, a value that is
+not a dict at all) still raises.
+
+Ids: a result must name the call it answers. An OpenAI or Anthropic call without an
+``id`` (or a Responses call without a ``call_id``), which the APIs never send but
+hand-built or proxied calls may, gets a generated one (``call_<24 hex>``,
+``toolu_<24 hex>``), so the answer is never ``tool_call_id: ""``; ``ToolCall.id_generated``
+says so, and the host must put the same id on the assistant message it keeps.
 
 Confirmations and approvals stay with the host. ``confirm`` is the host's answer (True,
 or the ``args_digest`` the user saw) or a callback that asks the user; the model's
@@ -39,6 +47,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +73,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CALL_FORMATS",
+    "UNKNOWN_FORMAT",
     "ConfirmFn",
     "Confirmation",
     "Dispatched",
@@ -75,6 +85,8 @@ __all__ = [
 ]
 
 CALL_FORMATS = ("openai", "openai-responses", "anthropic", "mcp")
+#: The format of a dict that is no known tool call: answered with a ``malformed_call`` error.
+UNKNOWN_FORMAT = "unknown"
 _STDERR_LINES = 10
 
 
@@ -89,6 +101,8 @@ class ToolCall:
     arguments: dict[str, Any] | None
     malformed: str = ""
     """Why the arguments could not be read; empty when they could."""
+    id_generated: bool = False
+    """True when the call came without an id and ``id`` was made up (see the module docs)."""
 
 
 @attrs.frozen
@@ -132,28 +146,38 @@ class Dispatched:
 def parse_tool_call(tool_call: object) -> ToolCall:
     """Recognise a tool call's format and read its arguments (never raising for bad arguments).
 
-    :raises ConfigError: the value is not a tool call of any known format (a host mistake).
+    A dict of no known shape is a :data:`UNKNOWN_FORMAT` call whose ``malformed`` says so.
+
+    :raises ConfigError: the value is not a dict (nor an SDK object with ``model_dump()``).
     """
     data = _as_mapping(tool_call)
     kind = data.get("type")
     if isinstance(data.get("function"), Mapping):
         function = _as_mapping(data["function"])
         args, bad = _parse_arguments(function.get("arguments"))
-        return ToolCall("openai", str(data.get("id") or ""), _name(function), args, bad)
+        return _with_id("openai", data.get("id"), "call_", _name(function), args, bad)
     if kind == "function_call":
         args, bad = _parse_arguments(data.get("arguments"))
-        return ToolCall("openai-responses", str(data.get("call_id") or ""), _name(data), args, bad)
+        return _with_id("openai-responses", data.get("call_id"), "call_", _name(data), args, bad)
     if kind == "tool_use":
         args, bad = _object_arguments(data.get("input"), "input")
-        return ToolCall("anthropic", str(data.get("id") or ""), _name(data), args, bad)
+        return _with_id("anthropic", data.get("id"), "toolu_", _name(data), args, bad)
     if "name" in data and kind is None:
         args, bad = _object_arguments(data.get("arguments"), "arguments")
         return ToolCall("mcp", "", _name(data), args, bad)
     message = (
         "not a tool call: expected an OpenAI tool_calls item, a Responses function_call, an Anthropic "
-        f"tool_use block or MCP tools/call params, got keys {sorted(map(str, data))}"
+        f"tool_use block or MCP tools/call params, got keys {sorted(map(str, data))[:20]}"
     )
-    raise ConfigError(message)
+    return ToolCall(UNKNOWN_FORMAT, "", _name(data), None, message)
+
+
+def _with_id(
+    fmt: str, raw: object, prefix: str, name: str, args: dict[str, Any] | None, bad: str
+) -> ToolCall:
+    if raw is not None and str(raw):
+        return ToolCall(fmt, str(raw), name, args, bad)
+    return ToolCall(fmt, prefix + uuid.uuid4().hex[:24], name, args, bad, id_generated=True)
 
 
 def dispatch(
@@ -301,6 +325,12 @@ def _clip(text: str, limit: int = 200) -> str:
 
 
 def _prepare(host: SkillHost, call: ToolCall) -> dict[str, Any] | Dispatched:
+    if call.format == UNKNOWN_FORMAT:
+        hint = (
+            "send the call in your API's tool-call format, e.g. "
+            '{"type": "function", "id": "call_1", "function": {"name": "TOOL", "arguments": "{}"}}'
+        )
+        return _error(call, "malformed_call", call.malformed, hint=hint)
     if call.arguments is None:
         hint = 'call the tool again with the arguments as one JSON object, e.g. {"name": "value"}'
         return _error(call, "malformed_arguments", call.malformed, hint=hint)

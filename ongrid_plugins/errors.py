@@ -107,19 +107,33 @@ class ManifestBuildError(ManifestError):
 
 
 class UnknownSkill(OngridError):
-    """No registered tool has this name."""
+    """No registered tool has this name (``skill`` is set when a skill has it: no tool to run)."""
 
     exit_code = 4
 
-    def __init__(self, name: str, suggestions: Sequence[str] = ()) -> None:
+    def __init__(self, name: str, suggestions: Sequence[str] = (), *, skill: str | None = None) -> None:
         self.name = name
         self.suggestions = tuple(suggestions)
-        message = f"no skill named {name!r} is registered"
-        if self.suggestions:
-            message += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
+        self.skill = skill
+        if skill is not None:
+            message = _not_a_tool(name, skill, self.suggestions)
         else:
-            message += " (see `ongrid-skills list`)"
+            message = f"no skill named {name!r} is registered"
+            if self.suggestions:
+                message += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
+            else:
+                message += " (see `ongrid-skills list`)"
         super().__init__(message)
+
+
+def _not_a_tool(name: str, skill: str, tools: Sequence[str]) -> str:
+    if not tools:
+        return (
+            f"{name!r} is a prompt skill: instructions for the model, with no tool to run; "
+            f"read them with `ongrid-skills show {skill} --body` (host.instructions({skill!r}))"
+        )
+    listed = " or ".join(repr(t) for t in tools)
+    return f"{name!r} is a skill, not a tool: run one of its tools, {listed}"
 
 
 class UnknownPersona(ConfigError):
@@ -203,10 +217,12 @@ class StrictSchemaError(ConfigError):
         self.format = fmt
         self.problems = {name: tuple(reasons) for name, reasons in problems.items()}
         lines = "; ".join(f"{name}: {' / '.join(reasons)}" for name, reasons in self.problems.items())
-        message = (
-            f"{len(self.problems)} tool(s) cannot be exported in {fmt} strict mode: {lines} "
-            "(export without --strict, or fix the schemas)"
+        self.target, fix = (
+            ("Gemini function declarations", "fix those schemas")
+            if fmt == "gemini"
+            else (f"{fmt} strict mode", "export without --strict, or fix the schemas")
         )
+        message = f"{len(self.problems)} tool(s) cannot be exported in {self.target}: {lines} ({fix})"
         super().__init__(message)
 
 

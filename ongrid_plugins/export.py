@@ -1,4 +1,4 @@
-"""The tool list in each model API's function-calling shape: OpenAI, Anthropic, MCP.
+"""The tool list in each model API's function-calling shape: OpenAI, Anthropic, MCP, Gemini.
 
 ::
 
@@ -13,7 +13,15 @@ The shapes, as each provider documents them:
   ``"strict": true`` in strict mode;
 * ``mcp`` (``tools/list`` result items): ``{"name", "title", "description",
   "inputSchema", "annotations"}`` where ``readOnlyHint`` is true for ``safe`` tools and
-  ``destructiveHint`` true for ``dangerous`` ones. MCP has no strict mode.
+  ``destructiveHint`` true for ``dangerous`` ones. MCP has no strict mode;
+* ``responses`` (OpenAI Responses API ``tools``): ``{"type": "function", "name",
+  "description", "parameters", "strict"}``, flat, with ``strict`` always written:
+  the Responses API turns strict mode *on* when it is left out, and a schema not
+  made strict would then be refused;
+* ``gemini`` (function declarations, for ``tools=[{"functionDeclarations": [...]}]``):
+  ``{"name", "description", "parameters"}`` with ``parameters`` rewritten to the
+  OpenAPI subset Gemini reads (:mod:`ongrid_plugins.export_gemini`); a schema it cannot
+  express is a problem, like a strict-mode one. Gemini has no strict mode.
 
 A tool's ``when_to_use`` is folded into its description; so is what the persona will
 need to call it (a confirmation, a two-person approval), so the model can tell the user.
@@ -30,18 +38,23 @@ from typing import Any
 import attrs
 
 from .errors import ConfigError, StrictSchemaError
+from .export_gemini import gemini_schema
 from .models import Tool, ToolClass
 from .strict import make_strict
 
 __all__ = ["FORMATS", "ExportResult", "describe", "export_tools", "raise_for_problems"]
 
-FORMATS = ("openai", "anthropic", "mcp")
+FORMATS = ("openai", "anthropic", "mcp", "responses", "gemini")
+#: The formats without a strict mode.
+_NOT_STRICT = {"mcp": "MCP", "gemini": "Gemini"}
 
 #: Tool names the APIs accept (OpenAI and Anthropic: 64 characters; MCP: 128 and dots).
 _NAMES = {
     "openai": re.compile(r"[A-Za-z0-9_-]{1,64}"),
     "anthropic": re.compile(r"[A-Za-z0-9_-]{1,64}"),
     "mcp": re.compile(r"[A-Za-z0-9_.-]{1,128}"),
+    "responses": re.compile(r"[A-Za-z0-9_-]{1,64}"),
+    "gemini": re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}"),
 }
 #: Anthropic's strict tool use: per request, across every strict tool.
 ANTHROPIC_MAX_OPTIONAL = 24
@@ -89,8 +102,8 @@ def export_tools(
     if fmt not in FORMATS:
         message = f"unknown export format {fmt!r}; use one of {', '.join(FORMATS)}"
         raise ConfigError(message)
-    if strict and fmt == "mcp":
-        message = "MCP has no strict mode: export --format mcp without --strict"
+    if strict and fmt in _NOT_STRICT:
+        message = f"{_NOT_STRICT[fmt]} has no strict mode: export --format {fmt} without --strict"
         raise ConfigError(message)
     notes = notes or {}
     out: list[dict[str, Any]] = []
@@ -101,8 +114,13 @@ def export_tools(
         if not _NAMES[fmt].fullmatch(tool.name):
             problems[tool.name] = (f"the name {tool.name!r} is not a valid {fmt} tool name",)
             continue
+        if fmt == "gemini":
+            schema, reasons = gemini_schema(schema)
+            if reasons:
+                problems[tool.name] = reasons
+                continue
         if strict:
-            converted = make_strict(schema, fmt)
+            converted = make_strict(schema, "openai" if fmt == "responses" else fmt)
             if not converted.ok:
                 problems[tool.name] = converted.problems
                 continue
@@ -153,7 +171,27 @@ def _mcp(tool: Tool, description: str, schema: dict[str, Any], strict: bool) -> 
     return out
 
 
-_SHAPES = {"openai": _openai, "anthropic": _anthropic, "mcp": _mcp}
+def _responses(tool: Tool, description: str, schema: dict[str, Any], strict: bool) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "name": tool.name,
+        "description": description,
+        "parameters": schema,
+        "strict": strict,
+    }
+
+
+def _gemini(tool: Tool, description: str, schema: dict[str, Any], strict: bool) -> dict[str, Any]:
+    return {"name": tool.name, "description": description, "parameters": schema}
+
+
+_SHAPES = {
+    "openai": _openai,
+    "anthropic": _anthropic,
+    "mcp": _mcp,
+    "responses": _responses,
+    "gemini": _gemini,
+}
 
 
 def _anthropic_limits(optional: int, unions: int) -> dict[str, tuple[str, ...]]:

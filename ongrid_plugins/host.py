@@ -17,7 +17,6 @@ enforce (raise for caller errors), run the executor, tell the
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import logging
 import os
@@ -58,7 +57,7 @@ from .models import (
     digest_json,
 )
 from .plugins import PluginInfo, PluginManager, get_plugin_manager
-from .registry import Registry, Snapshot
+from .registry import Registry, Snapshot, spelling
 from .resolve import ResolvedSkill, resolve
 from .settings import Settings
 
@@ -282,13 +281,12 @@ class SkillHost:
     def skill(self, name: str) -> Skill:
         """The skill called ``name``, or the skill declaring the tool ``name``."""
         snapshot = self._snapshot()
-        found = snapshot.skills.get(name)
+        found = snapshot.find_skill(name)
         if found is None:
-            tool = snapshot.tools.get(name)
+            tool = snapshot.tools.get(name) or snapshot.tools.get(spelling(name))
             found = snapshot.skills.get(tool.skill) if tool is not None else None
         if found is None:
-            close = difflib.get_close_matches(name, [*snapshot.skills, *snapshot.tools], n=3, cutoff=0.75)
-            raise UnknownSkill(name, sorted(set(close)))
+            raise UnknownSkill(name, snapshot.suggestions(name))
         return found
 
     def instructions(self, name: str) -> Instructions:
@@ -352,11 +350,22 @@ class SkillHost:
         from .approvals import verify_with_plugins
 
         verify = verify_with_plugins(self.pm)
-        return self.approvals.approve(ticket_id, approver=approver, note=note, sop=sop, verify=verify)
+        ticket = self.approvals.approve(ticket_id, approver=approver, note=note, sop=sop, verify=verify)
+        self._record_ticket(ticket, "approval", approver, note)
+        return ticket
 
     def reject(self, ticket_id: str, *, approver: str, note: str = "") -> Ticket:
         """Reject a ticket: it can never be approved or executed again."""
-        return self.approvals.reject(ticket_id, approver=approver, note=note)
+        ticket = self.approvals.reject(ticket_id, approver=approver, note=note)
+        self._record_ticket(ticket, "rejection", approver, note)
+        return ticket
+
+    def _record_ticket(self, ticket: Ticket, outcome: str, by: str, note: str) -> None:
+        """Chain the decision in the audit log, unless the ``audit`` plugin is disabled."""
+        from .audit import PLUGIN_NAME
+
+        if not self.pm.is_blocked(PLUGIN_NAME):
+            self.audit.record_ticket(ticket, outcome, by, note)
 
     def ticket(self, ticket_id: str) -> Ticket:
         """The ticket ``ticket_id`` (raises ``ApprovalError(reason="unknown")``)."""

@@ -20,6 +20,7 @@ import gc
 import logging
 import operator
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -157,7 +158,9 @@ def _check_root(root: SkillRoot, events: list[LoadEvent]) -> str | None:
     reason = ""
     real = ""
     if not os.path.isabs(path):
-        reason = "is not an absolute path"
+        # The specification's rule for the environment; the hint says what was probably meant.
+        guess = os.path.abspath(os.path.expanduser(path))
+        reason = f"is not an absolute path (roots must be absolute: did you mean {guess}?)"
     else:
         try:
             real = canonical(path)
@@ -319,8 +322,15 @@ def _log_parse(state: _Load, path: str, message: str) -> None:
     state.event(path, "parse_error", message)
 
 
+#: A name the build line can show in place of the file: the specification's line for every usable one.
+_SHOWN_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
 def _log_build(state: _Load, path: str, name: str, message: str) -> None:
-    logger.warning('skill loader: build "%s": %s', name, message)
+    if _SHOWN_NAME.fullmatch(name):
+        logger.warning('skill loader: build "%s": %s', name, message)
+    else:  # no name, not a string, or one that would not say which file it is: name the file
+        logger.warning("skill loader: build %s: %s", path, message)
     state.event(path, "build_error", message, name)
 
 

@@ -30,6 +30,7 @@ something else. Give a tailored persona its own name (``viewer-ops``).
 from __future__ import annotations
 
 import datetime
+import difflib
 import json
 import logging
 import os
@@ -97,16 +98,38 @@ def looks_like_path(value: str) -> bool:
 
 
 def discover(settings: Settings) -> PersonaCatalog:
-    """Read every persona file of every persona folder; log and skip the broken ones."""
+    """Read every persona file of every persona folder; log and skip the broken ones.
+
+    A host reads the folders again when asked for the list of personas, so one
+    command may discover several times: each problem is logged once per process
+    until its file changes (:func:`_warn_once`), and always kept in ``problems``.
+    """
     found: dict[str, Persona] = {}
     problems: list[str] = []
     for folder in persona_dirs(settings):
         for path in _persona_files(folder, problems):
             problem = _add(found, path)
             if problem:
-                logger.warning("persona loader: %s", problem)
+                _warn_once(path, problem)
                 problems.append(problem)
     return PersonaCatalog(found, problems)
+
+
+_warned: set[tuple[str, int, int, str]] = set()
+
+
+def _warn_once(path: str, message: str) -> None:
+    """Log ``message`` about ``path`` unless it was logged already for the file as it is now."""
+    try:
+        st = os.stat(path)
+        key = (path, st.st_mtime_ns, st.st_size, message)
+    except OSError:
+        key = (path, 0, 0, message)
+    if key in _warned:
+        logger.debug("persona loader: %s", message)
+        return
+    _warned.add(key)
+    logger.warning("persona loader: %s", message)
 
 
 def _add(found: dict[str, Persona], path: str) -> str:
@@ -150,6 +173,7 @@ def read_persona(path: str | os.PathLike[str]) -> Persona:
     front, body = _split_front_matter(text, where)
     data = _parse_yaml(front, where)
     _check(data, where)
+    _warn_unknown_keys(data, where)
     name = data["name"]
     if name in BUILTIN_PERSONAS:
         message = (
@@ -167,6 +191,25 @@ def read_persona(path: str | os.PathLike[str]) -> Persona:
         extra={k: _jsonable(v) for k, v in data.items() if k not in _KNOWN_KEYS},
         instructions=body.strip(),
     )
+
+
+def _warn_unknown_keys(data: Mapping[str, Any], path: str) -> None:
+    """Warn about an unknown key that looks like a misspelt known one, naming the known key.
+
+    ``permision_mode: dual-sign-required`` would otherwise load a read-only persona
+    without a word. Other unknown keys (``model``, ``color`` of agent persona files)
+    are kept in ``Persona.extra`` as documented, said at INFO level only.
+    """
+    for key in data:
+        if key in _KNOWN_KEYS:
+            continue
+        close = difflib.get_close_matches(str(key), _KNOWN_KEYS, n=1, cutoff=0.6)
+        if not close:
+            logger.info('persona loader: %s: unknown key "%s" kept in Persona.extra', path, key)
+            continue
+        unset = f" (without it the persona is {PermissionMode.READ_ONLY.value})"
+        default = unset if close[0] == "permission_mode" and close[0] not in data else ""
+        _warn_once(path, f'persona file {path}: unknown key "{key}" — did you mean "{close[0]}"?{default}')
 
 
 def _read_text(path: str) -> str:

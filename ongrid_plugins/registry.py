@@ -7,7 +7,10 @@ in flight keeps the snapshot (and the tool) it started with.
 
 Skills and tools share one namespace: a skill claims its own name and the
 names of its tools (a skill may have a tool of its own name), and the first
-skill to claim a name keeps it.
+skill to claim a name keeps it. The namespace compares names by :func:`spelling`: an
+Agent Skills name keeps its hyphens (``mcp-builder``) while tool names are
+``[a-z0-9_]+``, so ``mcp-builder`` and ``mcp_builder`` are one name, and every
+lookup accepts either.
 """
 
 from __future__ import annotations
@@ -22,7 +25,12 @@ import attrs
 from .errors import UnknownSkill
 from .models import Skill, Tool, ToolClass
 
-__all__ = ["Registry", "RegistryBuilder", "Snapshot"]
+__all__ = ["Registry", "RegistryBuilder", "Snapshot", "spelling"]
+
+
+def spelling(name: str) -> str:
+    """The spelling two names clash on and lookups match by: hyphens read as underscores."""
+    return name.replace("-", "_")
 
 
 @attrs.frozen
@@ -32,13 +40,32 @@ class Snapshot:
     skills: Mapping[str, Skill] = attrs.field(factory=lambda: MappingProxyType({}))
     tools: Mapping[str, Tool] = attrs.field(factory=lambda: MappingProxyType({}))
 
+    aliases: Mapping[str, str] = attrs.field(factory=lambda: MappingProxyType({}))
+    """:func:`spelling` -> skill name, for the skills whose name is not its own spelling."""
+
     def get(self, name: str) -> Tool:
-        """The tool called ``name``; raises :class:`UnknownSkill` with suggestions."""
-        try:
-            return self.tools[name]
-        except KeyError:
-            close = difflib.get_close_matches(name, list(self.tools), n=3, cutoff=0.75)
-            raise UnknownSkill(name, close) from None
+        """The tool called ``name`` (either spelling); raises :class:`UnknownSkill` saying what to do."""
+        tool = self.tools.get(name) or self.tools.get(spelling(name))
+        if tool is not None:
+            return tool
+        skill = self.find_skill(name)
+        if skill is not None:
+            raise UnknownSkill(name, [t.name for t in skill.tools], skill=skill.name)
+        raise UnknownSkill(name, self.suggestions(name))
+
+    def find_skill(self, name: str) -> Skill | None:
+        """The skill called ``name`` in either spelling, or None."""
+        found = self.skills.get(name)
+        if found is None:
+            key = spelling(name)
+            found = self.skills.get(self.aliases.get(key, key))
+        return found
+
+    def suggestions(self, name: str) -> list[str]:
+        """Up to three registered skill or tool names close to ``name``, prompt skills included."""
+        names = {spelling(n): n for n in [*self.skills, *self.tools]}
+        close = difflib.get_close_matches(spelling(name), list(names), n=3, cutoff=0.75)
+        return sorted({names[c] for c in close})
 
     def list_tools(
         self,
@@ -71,16 +98,16 @@ class RegistryBuilder:
     _owner: dict[str, str] = attrs.field(factory=dict)
 
     def add(self, skill: Skill) -> str | None:
-        """Register ``skill``; return the clashing name instead if one is taken."""
+        """Register ``skill``; return the clashing name (as ``skill`` spells it) if one is taken."""
         names = [skill.name, *(tool.name for tool in skill.tools)]
-        for name in names:
-            owner = self._owner.get(name)
-            if owner is not None:
+        keys = [spelling(name) for name in names]
+        for name, key in zip(names, keys, strict=True):
+            if key in self._owner:
                 return name
-        if len(set(names[1:])) != len(names) - 1:
-            return next(n for n in names[1:] if names[1:].count(n) > 1)
-        for name in names:
-            self._owner[name] = skill.name
+        if len(set(keys[1:])) != len(keys) - 1:
+            return next(n for n, k in zip(names[1:], keys[1:], strict=True) if keys[1:].count(k) > 1)
+        for key in keys:
+            self._owner[key] = skill.name
         self._skills[skill.name] = skill
         for tool in skill.tools:
             self._tools[tool.name] = tool
@@ -88,7 +115,12 @@ class RegistryBuilder:
 
     def build(self) -> Snapshot:
         """Freeze what was collected."""
-        return Snapshot(MappingProxyType(dict(self._skills)), MappingProxyType(dict(self._tools)))
+        aliases = {spelling(name): name for name in self._skills if spelling(name) != name}
+        return Snapshot(
+            MappingProxyType(dict(self._skills)),
+            MappingProxyType(dict(self._tools)),
+            MappingProxyType(aliases),
+        )
 
 
 class Registry:

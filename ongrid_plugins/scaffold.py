@@ -235,10 +235,15 @@ A pip-installable skill pack for ongrid-plugins, providing the `{name}` skill
 declared by the `ongrid_skills` entry point in `pyproject.toml`.
 
 ```sh
-pip install .
+pip install .                            # where ongrid-plugins is installed already (see below)
 ongrid-skills list                       # {name} shows "{dist} 0.1.0" as its provenance
 ongrid-skills run {name} '{{"who": "ada"}}'
 ongrid-skills validate {dist}            # validate the installed distribution
 pip install pytest && pytest             # the tests run against the installed copy
 ```
+
+The pack depends on `ongrid-plugins`. Install it into an environment that has
+ongrid-plugins already, or name where ongrid-plugins comes from in the same
+command (`pip install /path/to/ongrid-plugins .`): if it is missing, pip looks for a
+package of that name on your package index, which may not be the one you mean.
 """

@@ -42,7 +42,9 @@ def validate_sources(targets: Iterable[str], pm: PluginManager, settings: Settin
             reports += validate_paths(folders, pm, settings) if folders else []
             folders = []
             reports += _validate_archive(target, pm, settings)
-        elif not os.path.lexists(target) and _looks_like_distribution(target):
+        elif _looks_like_distribution(target) and (not os.path.lexists(target) or _installed(target)):
+            # A bare name is the installed distribution even when a folder has that name
+            # too (the checkout next to it): `./NAME` is how to ask for the folder.
             reports += validate_paths(folders, pm, settings) if folders else []
             folders = []
             reports += _validate_distribution(target, pm, settings)
@@ -87,6 +89,16 @@ def _validate_archive(source: str, pm: PluginManager, settings: Settings) -> lis
 
 def _looks_like_distribution(name: str) -> bool:
     return "/" not in name and not name.startswith(".")
+
+
+def _installed(name: str) -> bool:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution(name)
+    except (PackageNotFoundError, ValueError):
+        return False
+    return True
 
 
 def _validate_distribution(name: str, pm: PluginManager, settings: Settings) -> list[FileReport]:

@@ -32,6 +32,10 @@ def _problems(value: Iterable[Problem]) -> tuple[Problem, ...]:
     return tuple(value)
 
 
+def _strs(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class FileReport:
     """The verdict on one manifest (or on a path that holds none)."""
@@ -42,6 +46,10 @@ class FileReport:
     format: str = ""
     sandbox: Mapping[str, Any] = attrs.field(factory=dict)
     """Each tool's ``sandbox`` declaration as loaded (``~/`` expanded), None for a tool without one."""
+    machine: tuple[str, ...] = attrs.field(default=(), converter=_strs)
+    """Why the skill will not load, or will load unavailable, on *this* machine (another OS,
+    a missing binary, variable or config key): warnings about the machine, not the
+    manifest, so ``--strict`` does not fail on them."""
 
     @property
     def errors(self) -> list[Problem]:
@@ -62,6 +70,7 @@ class FileReport:
             "ok": self.ok,
             "problems": [p.to_dict() for p in self.problems],
             "sandbox": dict(self.sandbox),
+            "machine": list(self.machine),
         }
 
 
@@ -129,11 +138,20 @@ def _inspect(
     if skill is None:
         return _fail(path, "not_loaded", "no loader accepted this file")
     # Natives are bound here too: a builtin: key no plugin provides is reported. The
-    # machine's other lacks (binaries, variables) are not problems of the manifest.
+    # machine's other lacks (OS, binaries, variables) are not problems of the manifest:
+    # they are said apart (FileReport.machine).
     skill = availability.apply(skill)
     found = [*skill.notices, *skill.warnings, *validate_skill(pm, skill, root)]
     declared = {t.name: t.sandbox.to_dict() if t.sandbox is not None else None for t in skill.tools}
-    return FileReport(path, found, skill.name, skill.format, declared)
+    return FileReport(path, found, skill.name, skill.format, declared, _on_this_machine(skill, availability))
+
+
+def _on_this_machine(skill: Skill, availability: Availability) -> tuple[str, ...]:
+    """What stops ``skill`` here: not loaded at all (another OS), or loaded but unavailable."""
+    skipped = availability.skip_reason(skill)
+    if skipped:
+        return (f"will not load on this machine: {skipped}",)
+    return tuple(f"unavailable on this machine: {reason}" for reason in skill.unavailable)
 
 
 def _fail(path: str, code: str, message: str) -> FileReport:

@@ -354,7 +354,15 @@ def test_processes_racing_to_approve_and_execute_lose_nothing_and_run_once(
     assert outcomes == ["executed"] * 5 + ["ok"]
     assert len(runs(root)) == 1
     rows = host.audit.entries(tool="wipe")
-    assert sorted(r.outcome for r in rows) == ["needs_approval"] + ["ok"] + ["ticket_refused"] * 5
+    assert sorted(r.outcome for r in rows) == [
+        "approval",
+        "approval",
+        "needs_approval",
+        "ok",
+        *["ticket_refused"] * 5,
+    ]
+    assert sorted(r.caller for r in rows if r.outcome == "approval") == ["bob", "carol"]
+    assert host.audit.verify().ok
 
 
 def test_the_same_approver_racing_from_two_processes_counts_once(

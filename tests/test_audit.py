@@ -29,7 +29,7 @@ from ongrid_plugins import (
     hookimpl,
 )
 from ongrid_plugins.audit import AuditLog, row_hash
-from ongrid_plugins.errors import ApprovalError, AuditError
+from ongrid_plugins.errors import ApprovalError, AuditError, ConfigError
 from ongrid_plugins.redact import REDACTED, redact
 from ongrid_plugins.testing import isolated_settings, make_skill
 
@@ -664,3 +664,90 @@ def test_isolated_hosts_keep_their_audit_logs_apart(tmp_path: Path, root: Path) 
     two = SkillHost(isolated_settings(tmp_path / "two", root))
     one.call("echo")
     assert (len(one.audit.entries()), len(two.audit.entries())) == (1, 0)
+
+
+# ---------------------------------------------------------------------- the CLI a new user meets
+
+
+def test_verify_accepts_a_unique_prefix_of_a_head_and_asks_for_more_otherwise(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(tmp_path / ".ongrid-state"))
+    make_skill(root, "echo")
+    assert cli(root, "run", "echo").returncode == 0
+    head = json.loads(cmd(capsys, root, "audit", "verify", "--json").stdout)["head"]
+    for anchor in (head, head[:8], head[:7].upper()):
+        done = cmd(capsys, root, "audit", "verify", "--anchor", anchor)
+        assert done.returncode == 0, done.stdout
+    short = cmd(capsys, root, "audit", "verify", "--anchor", head[:6])
+    assert short.returncode == 1
+    assert "give the full 64-hex-digit hash" in short.stdout and "at least 7" in short.stdout
+    other = "0" * 8 if not head.startswith("0" * 8) else "f" * 8
+    missing = cmd(capsys, root, "audit", "verify", "--anchor", other)
+    assert missing.returncode == 1 and f"the anchor hash {other} is not in the chain" in missing.stdout
+
+
+def test_an_ambiguous_anchor_prefix_is_refused(tmp_path: Path) -> None:
+    from ongrid_plugins.audit import _anchor_problem
+
+    seen = frozenset({"abcdef01" + "0" * 56, "abcdef02" + "0" * 56})
+    assert "matches 2 row hashes" in _anchor_problem("abcdef0", seen)
+    assert _anchor_problem("abcdef01", seen) == ""
+
+
+def test_list_refuses_an_unknown_outcome_naming_the_known_ones(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(tmp_path / ".ongrid-state"))
+    done = cmd(capsys, root, "audit", "list", "--outcome", "bogus")
+    assert done.returncode == 2
+    assert "invalid choice: 'bogus'" in done.stderr and "needs_approval" in done.stderr
+    with pytest.raises(ConfigError, match="unknown outcome 'bogus'; use one of ok, failed"):
+        AuditLog(str(tmp_path / "audit.db")).entries(outcome="bogus")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("audit", "list"),
+        ("audit", "tail"),
+        ("audit", "verify"),
+        ("audit", "export"),
+        ("approvals", "list"),
+        ("approvals", "show", "nope"),
+        ("list",),
+    ],
+)
+def test_reading_commands_never_create_state_files(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: Any
+) -> None:
+    state = tmp_path / "fresh-state"
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(state))
+    done = cmd(capsys, root, *argv)
+    assert done.returncode in (0, 3), done.stderr  # 3: no such ticket
+    assert not state.exists(), sorted(str(p) for p in state.rglob("*"))
+
+
+def test_approvals_and_rejections_are_rows_of_the_chain(tmp_path: Path, root: Path) -> None:
+    make_skill(root, "wipe", class_="dangerous")
+    host = SkillHost(isolated_settings(tmp_path, root))
+    tickets = []
+    for _ in range(2):
+        with pytest.raises(ApprovalRequired) as info:
+            host.call("wipe", {"n": len(tickets)}, persona="admin", caller="alice")
+        tickets.append(info.value.ticket)
+    host.approve(tickets[0].id, approver="bob", note="looked at it")
+    host.approve(tickets[0].id, approver="carol")
+    host.reject(tickets[1].id, approver="dave", note="not today")
+    rows = [e for e in host.audit.entries() if e.outcome in ("approval", "rejection")]
+    assert [(e.outcome, e.caller, e.ticket, e.reason, e.tool) for e in rows] == [
+        ("approval", "bob", tickets[0].id, "looked at it", "wipe"),
+        ("approval", "carol", tickets[0].id, "", "wipe"),
+        ("rejection", "dave", tickets[1].id, "not today", "wipe"),
+    ]
+    assert rows[1].approvers == ("bob", "carol")
+    assert host.audit.verify().ok
+    # Who rejected is now tamper-evident: editing it breaks the chain.
+    sql(tmp_path, f"UPDATE entries SET caller = 'mallory' WHERE seq = {rows[2].seq}")
+    report = host.audit.verify()
+    assert not report.ok and report.first_bad == rows[2].seq

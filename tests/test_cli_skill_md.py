@@ -98,7 +98,8 @@ def test_list_hides_unavailable_tools_and_list_all_shows_why(
 ) -> None:
     _code, out, err = run_main(capsys, "--dirs", str(skills), "list")
     assert "greet" in out and "ghost" not in out
-    assert "and 1 prompt skill(s) without tools: see `ongrid-skills list --skills`" in err
+    hidden = "1 unavailable tool(s) and 0 unavailable prompt skill(s) not shown"
+    assert hidden in err
     _code, out, _err = run_main(capsys, "--dirs", str(skills), "list", "--all", "--json")
     items = {i["name"]: i for i in json.loads(out)["items"]}
     assert items["ghost"]["available"] is False
@@ -165,3 +166,107 @@ def test_validate_strict_passes_on_the_builtin_skills(capsys: pytest.CaptureFixt
     code, out, _err = run_main(capsys, "validate", "--strict", str(builtin))
     assert code == 0, out
     assert out.endswith("3 manifest(s) checked, 0 with problems\n")
+
+
+def test_list_shows_prompt_skills_in_their_own_section_and_in_json(
+    skills: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _code, out, err = run_main(capsys, "--dirs", str(skills), "list")
+    tools, prompts = out.split("\n\n")
+    assert tools.splitlines()[0].split() == ["NAME", "CLASS", "CATEGORY", "FROM", "DESCRIPTION"]
+    assert [line.split()[0] for line in prompts.splitlines()] == ["PROMPT", "notes"]
+    assert "A prompt skill." in prompts
+    assert "`ongrid-skills show NAME --body`" in err
+    _code, out, _err = run_main(capsys, "--dirs", str(skills), "list", "--json")
+    data = json.loads(out)
+    assert [i["name"] for i in data["items"]] == ["greet"]
+    assert [(s["name"], s["tools"]) for s in data["prompt_skills"]] == [("notes", [])]
+
+
+def test_list_of_only_prompt_skills_never_says_nothing_is_registered(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_skill_md(root, "weather", description="How to read a forecast.")
+    needs = {"requires": {"bins": ["no-such-bin-x"]}}
+    make_skill_md(root, "gone", description="Needs a binary.", metadata=needs)
+    code, out, err = run_main(capsys, "--dirs", str(root), "list")
+    assert code == 0
+    assert "no tools or skills registered" not in out
+    first = "no tools registered; the skills loaded are prompt skills (instructions, no tools):"
+    assert out.splitlines()[0] == first
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["PROMPT", "weather"]
+    assert "0 unavailable tool(s) and 1 unavailable prompt skill(s) not shown" in err
+    _code, out, _err = run_main(capsys, "--dirs", str(root), "list", "--all")
+    gone = next(line for line in out.splitlines() if line.startswith("gone"))
+    assert "UNAVAILABLE: " in gone and "no-such-bin-x" in gone
+    _code, out, _err = run_main(capsys, "--dirs", str(root), "list", "--all", "--json")
+    listed = {s["name"]: s for s in json.loads(out)["prompt_skills"]}
+    assert listed["gone"]["available"] is False and listed["gone"]["unavailable"]
+
+
+def test_an_empty_registry_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _code, out, _err = run_main(capsys, "--dirs", str(tmp_path), "list")
+    assert out.startswith("no tools or skills registered (see `ongrid-skills -v list`")
+
+
+def test_run_on_a_prompt_skill_says_it_is_one_and_how_to_read_it(
+    skills: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _out, err = run_main(capsys, "--dirs", str(skills), "run", "notes")
+    assert code == 4
+    assert "'notes' is a prompt skill: instructions for the model, with no tool to run" in err
+    assert "`ongrid-skills show notes --body`" in err
+    code, _out, err = run_main(capsys, "--dirs", str(skills), "run", "greeter")
+    assert code == 4
+    assert "'greeter' is a skill, not a tool: run one of its tools, 'greet' or 'ghost'" in err
+
+
+@pytest.fixture
+def hyphenated(root: Path) -> Path:
+    make_skill_md(root, "mcp-builder", description="Builds MCP servers.", body="# MCP\n")
+    make_skill_md(
+        root,
+        "log-tools",
+        description="Log helpers.",
+        tools=[{"name": "tail-log", "impl": "exec:scripts/t.py", "description": "Tail."}],
+        files={"scripts/t.py": GREET},
+    )
+    return root
+
+
+def test_an_agent_skills_name_keeps_its_hyphens_and_lookups_take_both_spellings(
+    hyphenated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _code, out, _err = run_main(capsys, "--dirs", str(hyphenated), "list", "--skills", "--json")
+    assert sorted(i["name"] for i in json.loads(out)["items"]) == ["log-tools", "mcp-builder"]
+    _code, out, _err = run_main(capsys, "--dirs", str(hyphenated), "list", "--json")
+    assert [i["name"] for i in json.loads(out)["items"]] == ["tail_log"]  # tool names stay [a-z0-9_]+
+    for spelling in ("mcp-builder", "mcp_builder"):
+        code, out, err = run_main(capsys, "--dirs", str(hyphenated), "show", spelling)
+        assert code == 0, err
+        assert out.startswith("name:             mcp-builder\n")
+        code, out, _err = run_main(capsys, "--dirs", str(hyphenated), "show", spelling, "--body")
+        assert (code, out) == (0, "\n# MCP\n")
+    code, out, _err = run_main(capsys, "--dirs", str(hyphenated), "show", "tail-log", "--json")
+    assert (code, json.loads(out)["name"]) == (0, "tail_log")
+
+
+def test_suggestions_include_prompt_skills(hyphenated: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run_main(capsys, "--dirs", str(hyphenated), "show", "mcp-buildr")
+    assert code == 4
+    assert "no skill named 'mcp-buildr' is registered; did you mean 'mcp-builder'?" in err
+    code, _out, err = run_main(capsys, "--dirs", str(hyphenated), "run", "mcp_buildr")
+    assert code == 4 and "did you mean 'mcp-builder'?" in err
+
+
+def test_a_skill_json_of_the_other_spelling_is_a_duplicate(root: Path) -> None:
+    from ongrid_plugins import SkillHost
+    from ongrid_plugins.testing import isolated_settings, make_skill
+
+    make_skill_md(root, "mcp-builder", folder="a-first", description="Builds MCP servers.")
+    make_skill(root, "mcp_builder", folder="z-second")
+    host = SkillHost(isolated_settings(root.parent, root))
+    report = host.load()
+    [duplicate] = [e for e in report.events if e.outcome == "duplicate"]
+    assert duplicate.message == 'skill "mcp_builder" already registered'
+    assert host.skill("mcp_builder").format == "SKILL.md"

@@ -135,11 +135,23 @@ def test_malformed_arguments_are_reported_not_raised(host: SkillHost, arguments:
     check_answer("openai", outcome.message)
 
 
-def test_not_a_tool_call_is_a_host_error(host: SkillHost) -> None:
-    with pytest.raises(ConfigError, match="not a tool call"):
-        dispatch(host, {"role": "assistant", "content": "hi"})
+@pytest.mark.parametrize("value", [{"foo": 1}, {"role": "assistant", "content": "hi"}, {}])
+def test_a_dict_of_no_known_shape_gets_a_model_readable_error(host: SkillHost, value: dict) -> None:
+    outcome = dispatch(host, value)
+    assert outcome.status == "malformed_call" and not outcome.ok
+    message = host.dispatch(value)
+    assert message["isError"] is True  # the MCP result shape: neutral to every API
+    body = json.loads(message["content"][0]["text"])
+    assert body["code"] == "malformed_call"
+    assert body["error"].startswith("not a tool call: expected an OpenAI tool_calls item")
+    assert '"function"' in body["hint"]
+
+
+def test_a_value_that_is_not_a_dict_is_a_host_error(host: SkillHost) -> None:
     with pytest.raises(ConfigError, match="not a tool call"):
         dispatch(host, "inspect")
+    with pytest.raises(ConfigError, match="not a tool call"):
+        dispatch(host, None)
     with pytest.raises(UnknownPersona):
         dispatch(host, anthropic_call("inspect", {"path": "/"}), persona="nobody")
 
@@ -412,3 +424,38 @@ def test_mcp_shaped_loop_with_adispatch(host: SkillHost) -> None:
         check_answer("mcp", result)
     assert [r["structuredContent"]["path"] for r in results[:8]] == [f"/srv/{i}" for i in range(8)]
     assert payload(results[8])["code"] == "denied"  # operator: dangerous tools are denied, not ticketed
+
+
+@pytest.mark.parametrize(
+    ("call", "field", "prefix"),
+    [
+        ({"type": "function", "function": {"name": "inspect", "arguments": "{}"}}, "tool_call_id", "call_"),
+        (
+            {"type": "function", "id": "", "function": {"name": "inspect", "arguments": "{}"}},
+            "tool_call_id",
+            "call_",
+        ),
+        ({"type": "function_call", "name": "inspect", "arguments": "{}"}, "call_id", "call_"),
+        ({"type": "tool_use", "name": "inspect", "input": {}}, "tool_use_id", "toolu_"),
+    ],
+)
+def test_a_call_without_an_id_gets_a_generated_one_never_an_empty_one(
+    host: SkillHost, call: dict, field: str, prefix: str
+) -> None:
+    outcome = dispatch(host, call)
+    assert outcome.call.id_generated is True
+    answered = outcome.message[field]
+    assert answered.startswith(prefix) and len(answered) == len(prefix) + 24
+    assert answered == outcome.call.id
+    assert dispatch(host, call).call.id != answered  # a fresh one per call
+
+
+def test_a_call_with_an_id_keeps_it(host: SkillHost) -> None:
+    outcome = dispatch(
+        host, {"type": "function", "id": "c9", "function": {"name": "inspect", "arguments": "{}"}}
+    )
+    assert (outcome.call.id, outcome.call.id_generated, outcome.message["tool_call_id"]) == (
+        "c9",
+        False,
+        "c9",
+    )

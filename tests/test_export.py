@@ -64,7 +64,14 @@ def host(root: Path, make_host: Any) -> SkillHost:
 
 
 @pytest.mark.parametrize(
-    ("fmt", "schema"), [("openai", "openai_tool"), ("anthropic", "anthropic_tool"), ("mcp", "mcp_tool")]
+    ("fmt", "schema"),
+    [
+        ("openai", "openai_tool"),
+        ("anthropic", "anthropic_tool"),
+        ("mcp", "mcp_tool"),
+        ("responses", "openai_responses_tool"),
+        ("gemini", "gemini_function_declaration"),
+    ],
 )
 def test_every_exported_tool_matches_the_provider_format(host: SkillHost, fmt: str, schema: str) -> None:
     tools = host.export(fmt, persona="admin")
@@ -160,7 +167,7 @@ def test_strict_anthropic_and_its_request_limits(host: SkillHost, root: Path, ma
 
 def test_bad_requests_are_config_errors(host: SkillHost) -> None:
     with pytest.raises(ConfigError, match="unknown export format"):
-        host.export("gemini")
+        host.export("bard")
     with pytest.raises(ConfigError, match="MCP has no strict mode"):
         host.export("mcp", strict=True)
 
@@ -182,3 +189,114 @@ def test_cli_export(host: SkillHost, root: Path, tmp_path: Path) -> None:
     done = subprocess.run([*base, *args], capture_output=True, text=True, env=env)
     assert done.returncode == 0 and done.stdout == ""
     assert len(out.read_text().splitlines()) == 1 and len(json.loads(out.read_text())) == 5
+
+
+# ---------------------------------------------------------------------- Responses API and Gemini
+
+
+def test_responses_shape_is_flat_and_always_says_strict(host: SkillHost) -> None:
+    [search] = [t for t in host.export("responses", persona="admin") if t["name"] == "search"]
+    assert set(search) == {"type", "name", "description", "parameters", "strict"}
+    assert search["type"] == "function" and search["strict"] is False
+    assert search["parameters"] == SEARCH_SCHEMA
+    strict_result = export_tools(host.tools("admin"), "responses", strict=True)
+    assert list(strict_result.problems) == ["tagger"]  # an open map: the same rule as chat completions
+    strict = {t["name"]: t for t in strict_result.tools}
+    assert strict["search"]["strict"] is True
+    jsonschema.validate(strict["search"]["parameters"], provider("openai_strict_schema"))
+    assert strict["search"]["parameters"]["required"] == ["query", "limit", "where"]
+
+
+def test_gemini_shape_rewrites_the_schema_to_the_openapi_subset(host: SkillHost) -> None:
+    tools = {t["name"]: t for t in host.export("gemini", persona="admin")}
+    assert set(tools["search"]) == {"name", "description", "parameters"}
+    params = tools["search"]["parameters"]
+    assert "additionalProperties" not in params
+    assert params["properties"]["limit"] == {"type": "integer", "minimum": 1, "default": 10}
+    assert params["required"] == ["query"]
+    assert "additionalProperties" not in tools["tagger"]["parameters"]
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        (
+            {"type": "object", "properties": {"a": {"type": ["string", "null"]}}},
+            {"type": "object", "properties": {"a": {"type": "string", "nullable": True}}},
+        ),
+        (
+            {"type": "object", "properties": {"m": {"const": "fast"}}},
+            {"type": "object", "properties": {"m": {"enum": ["fast"], "type": "string", "format": "enum"}}},
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"p": {"$ref": "#/$defs/point"}},
+                "$defs": {"point": {"type": "object", "properties": {"x": {"type": "number"}}}},
+            },
+            {
+                "type": "object",
+                "properties": {"p": {"type": "object", "properties": {"x": {"type": "number"}}}},
+            },
+        ),
+        (
+            {"type": "object", "properties": {"v": {"oneOf": [{"type": "string"}, {"type": "integer"}]}}},
+            {"type": "object", "properties": {"v": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}},
+        ),
+    ],
+)
+def test_gemini_rewrites_what_has_an_equivalent(schema: dict, expected: dict) -> None:
+    from ongrid_plugins.export_gemini import gemini_schema
+
+    converted, problems = gemini_schema(schema)
+    assert (converted, problems) == (expected, ())
+    jsonschema.validate({"name": "t", "parameters": converted}, provider("gemini_function_declaration"))
+
+
+@pytest.mark.parametrize(
+    ("schema", "fragment"),
+    [
+        ({"type": "object", "allOf": [{"required": ["a"]}]}, "no 'allOf'"),
+        (
+            {
+                "type": "object",
+                "properties": {"n": {"$ref": "#/$defs/node"}},
+                "$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
+            },
+            "is recursive",
+        ),
+        ({"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json"}}}, "only local $refs"),
+    ],
+)
+def test_gemini_names_what_it_cannot_express_and_leaves_the_tool_out(
+    root: Path, make_host: Any, schema: dict, fragment: str
+) -> None:
+    make_skill(root, "odd", schema=schema)
+    make_skill(root, "fine")
+    host = make_host(root)
+    with pytest.raises(StrictSchemaError) as info:
+        host.export("gemini")
+    assert list(info.value.problems) == ["odd"]
+    assert fragment in " ".join(info.value.problems["odd"])
+    assert "Gemini function declarations" in str(info.value)
+
+
+def test_gemini_refuses_a_name_starting_with_a_digit() -> None:
+    from ongrid_plugins.models import Tool, ToolClass
+
+    tool = Tool(
+        name="1password",
+        description="d",
+        schema={"type": "object"},
+        tool_class=ToolClass.SAFE,
+        skill="1password",
+        source="/x",
+        kind="subprocess",
+    )
+    result = export_tools([tool], "gemini")
+    assert result.tools == () and "not a valid gemini tool name" in result.problems["1password"][0]
+
+
+def test_gemini_has_no_strict_mode(host: SkillHost) -> None:
+    with pytest.raises(ConfigError, match="Gemini has no strict mode"):
+        host.export("gemini", strict=True)

@@ -52,7 +52,8 @@ def test_relative_missing_and_file_roots_are_skipped_with_a_log_line(
     report = host.load()
     assert report.registered == 1
     assert loader_lines(caplog)[:3] == [
-        "skill loader: root relative/skills is not an absolute path, skipping",
+        "skill loader: root relative/skills is not an absolute path (roots must be absolute: "
+        f"did you mean {os.path.abspath('relative/skills')}?), skipping",
         f"skill loader: root {tmp_path / 'missing'} does not exist, skipping",
         f"skill loader: root {a_file} is not a directory, skipping",
     ]
@@ -334,3 +335,37 @@ def test_reload_picks_up_new_and_removed_manifests(make_host: Any, root: Path) -
     (root / "first" / "skill.json").unlink()
     host.reload()
     assert [t.name for t in host.tools()] == ["second"]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        (5, '"name" must be a string'),
+        (["x"], '"name" must be a string'),
+        ("", '"name"'),
+        ("Bad Name", '"name" must match [a-z0-9_]+'),
+        ("../../etc", '"name" must match [a-z0-9_]+'),
+    ],
+)
+def test_a_build_line_names_the_file_when_the_name_is_unusable(
+    make_host: Any, root: Path, caplog: pytest.LogCaptureFixture, name: object, message: str
+) -> None:
+    manifest = {"name": name, "description": "d", "schema": {"type": "object"}, "entry": "run.sh"}
+    folder = make_skill(root, "x", folder="odd", manifest=manifest)
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    make_host(root).load()
+    [line] = loader_lines(caplog)
+    path = os.path.realpath(folder / "skill.json")
+    assert line.startswith(f"skill loader: build {path}: "), line
+    assert message in line
+
+
+def test_a_build_line_keeps_the_specification_form_for_a_usable_name(
+    make_host: Any, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    manifest = {"name": "bad_path", "description": "d", "schema": {"type": "object"}, "entry": "missing.sh"}
+    make_skill(root, "bad_path", manifest=manifest, script=None)
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    make_host(root).load()
+    [line] = loader_lines(caplog)
+    assert line.startswith('skill loader: build "bad_path": ')

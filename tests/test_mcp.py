@@ -250,3 +250,19 @@ def test_skill_md_instructions_as_prompts_and_resources(workspace: Path) -> None
             await client.get_prompt("nobody")
 
     run(workspace, session)
+
+
+def test_prompts_list_shows_an_agent_skills_name_as_written(workspace: Path) -> None:
+    make_skill_md(workspace / "skills", "mcp-builder", description="Builds MCP servers.", body="# MCP\n")
+
+    async def session(client: Client) -> None:
+        names = [p.name for p in (await client.list_prompts()).prompts]
+        assert names == ["mcp-builder", "runbook"]
+        for spelling in ("mcp-builder", "mcp_builder"):
+            prompt = await client.get_prompt(spelling)
+            content = prompt.messages[0].content
+            assert isinstance(content, types.TextContent) and content.text.strip() == "# MCP"
+        uris = [r.uri for r in (await client.list_resources()).resources]
+        assert "skill://mcp-builder/SKILL.md" in uris
+
+    run(workspace, session)

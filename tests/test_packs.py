@@ -207,7 +207,12 @@ def test_the_plugins_command_lists_packs(
     assert infos["broken"]["status"] == "failed" and "not installed" in infos["broken"]["error"]
     assert infos["packs"]["hooks"] == ["ongrid_skill_roots"]
     assert main(["plugins"]) == 0
-    assert "demo           pack       active   ongrid-pack-demo 1.2.3" in capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["NAME", "KIND", "STATUS", "DISTRIBUTION", "HOOKS"]
+    demo = next(line.split() for line in lines if line.startswith("demo "))
+    assert demo == ["demo", "pack", "active", "ongrid-pack-demo", "1.2.3", "-"]
+    broken = next(line for line in lines if line.startswith("broken "))
+    assert "failed" in broken and "error: " in broken
 
 
 def test_installed_lists_pip_packs_with_their_status(site: Path, capsys: pytest.CaptureFixture[str]) -> None:

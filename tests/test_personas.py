@@ -17,6 +17,7 @@ from ongrid_plugins import (
     Persona,
     Settings,
     UnknownPersona,
+    personas,
 )
 from ongrid_plugins.cli import main
 from ongrid_plugins.personas import PersonaFileError, discover, looks_like_path, read_persona
@@ -243,3 +244,49 @@ def test_cli_personas_lists_and_shows_what_each_tool_needs(
 def test_isolated_settings_keep_persona_files_under_tmp(tmp_path: Path) -> None:
     settings = isolated_settings(tmp_path)
     assert settings.config_dir.startswith(str(tmp_path)) and settings.persona_dirs == ()
+
+
+# ---------------------------------------------------------------- warnings
+
+
+def test_a_misspelt_key_is_warned_about_with_the_known_key(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write(tmp_path, "night.md", "---\nname: night\npermision_mode: dual-sign-required\n---\n")
+    with caplog.at_level(logging.WARNING, logger="ongrid_plugins.personas"):
+        persona = read_persona(path)
+    assert persona.permission_mode is PermissionMode.READ_ONLY
+    assert persona.extra == {"permision_mode": "dual-sign-required"}
+    assert [r.getMessage() for r in caplog.records] == [
+        f'persona loader: persona file {path}: unknown key "permision_mode" — did you mean '
+        '"permission_mode"? (without it the persona is read-only)'
+    ]
+
+
+def test_agent_file_keys_are_kept_without_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="ongrid_plugins.personas"):
+        read_persona(write(tmp_path, "oncall.md", ONCALL))
+    assert caplog.records == []
+
+
+def test_a_reserved_name_file_is_warned_about_once_per_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "personas"
+    viewer = write(folder, "viewer.md", persona_text("viewer", "dual-sign-required"))
+    write(folder, "night.md", "---\nname: night\npermision_mode: admin\n---\n")
+    monkeypatch.setenv("ONGRID_PERSONAS_DIRS", str(folder))
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("ONGRID_CACHE_DIR", "off")  # no memory across commands (see test_cli_usability)
+    for argv in (["personas"], ["personas", "night"], ["list", "--persona", "night"]):
+        monkeypatch.setattr(personas, "_warned", set())  # each command is a process of its own
+        assert main(["--no-defaults", "--dirs", str(tmp_path), *argv]) == 0
+        err = capsys.readouterr().err
+        assert err.count(f"parse {viewer}: 'viewer' is a built-in persona") == 1, argv
+        assert err.count('unknown key "permision_mode"') == 1, argv
+    main(["--no-defaults", "--dirs", str(tmp_path), "personas"])
+    assert "WARNING" not in capsys.readouterr().err  # same process, files unchanged: said already
+    # A changed file is a new warning.
+    viewer.write_text(persona_text("viewer", "read-only") + "changed\n")
+    main(["--no-defaults", "--dirs", str(tmp_path), "personas"])
+    assert capsys.readouterr().err.count("'viewer' is a built-in persona") == 1

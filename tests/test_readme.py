@@ -46,11 +46,22 @@ def test_there_are_examples_to_run() -> None:
     ("path", "line", "code"), EXAMPLES, ids=[f"{p.relative_to(REPO)}:{line}" for p, line, _c in EXAMPLES]
 )
 def test_python_example_runs(path: Path, line: int, code: str, tmp_path: Path) -> None:
-    """Each ```python block runs on its own, in a fresh interpreter, in an empty folder."""
+    """Each ```python block runs on its own, in a fresh interpreter, in an empty folder.
+
+    And leaves the user's folders alone: a reader who pastes an example gets no audit
+    log, cache or tickets in their home (the examples say where their state goes).
+    """
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ONGRID_", "XDG_"))}
+    env["HOME"] = str(home)
+    env["ONGRID_SYSTEM_SKILLS_DIR"] = str(tmp_path / "etc")
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, f"{path.name}:{line} failed:\n{result.stderr}"
+    written = sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file())
+    assert written == [], f"{path.name}:{line} wrote into the user's folders: {written}"
 
 
 @pytest.mark.parametrize(

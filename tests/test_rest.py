@@ -21,6 +21,7 @@ import schemathesis
 from httpserve import running
 from hypothesis import HealthCheck, assume, given, settings
 from schemathesis import GenerationMode
+from venvs import REPO
 
 from ongrid_plugins import ConfigError, SkillHost
 from ongrid_plugins.server.openapi import document
@@ -553,7 +554,12 @@ def test_the_package_does_not_import_the_server_extras() -> None:
 
 @pytest.mark.parametrize(
     ("blocked", "command", "extra"),
-    [("starlette", "serve", "server"), ("uvicorn", "serve", "server"), ("mcp", "mcp", "mcp")],
+    [
+        ("starlette", "serve", "server"),
+        ("uvicorn", "serve", "server"),
+        ("mcp", "mcp", "mcp"),
+        ("anyio", "mcp", "mcp"),
+    ],
 )
 def test_a_missing_extra_says_what_to_install(blocked: str, command: str, extra: str, tmp_path: Path) -> None:
     code = (
@@ -570,4 +576,10 @@ def test_a_missing_extra_says_what_to_install(blocked: str, command: str, extra:
         timeout=60,
     )
     assert done.returncode == 2
-    assert f"pip install 'ongrid-plugins[{extra}]'" in done.stderr
+    needs = f"ERROR: `ongrid-skills {command}` needs the [{extra}] extra of ongrid-plugins"
+    assert done.stderr.startswith(needs)
+    assert f"(no module {blocked!r})" in done.stderr
+    # This checkout is installed from its folder: the hint names the folder, not an index name.
+    assert f"pip install -e '{REPO}[{extra}]'" in done.stderr
+    assert "Bearer" not in done.stderr  # checked before a token is made and printed
+    assert done.stderr.count("\n") == 1

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -117,3 +120,39 @@ def test_docs_testing_md_shows_the_scaffolded_test_verbatim(
     assert run(capsys, "new", "greet", "--pack", "--dir", str(tmp_path))[0] == 0
     written = (tmp_path / "ongrid-pack-greet" / "tests" / "test_greet.py").read_text()
     assert f"```py\n{written}```" in (REPO / "docs" / "testing.md").read_text()
+
+
+def test_the_pack_hint_names_folders_as_paths_never_as_index_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, _err = run(capsys, "new", "greet", "--pack")
+    assert code == 0
+    hint = out.splitlines()[1]
+    pip_part = hint.removeprefix("next: ").split(" && ")[0]
+    words = shlex.split(pip_part)
+    assert words[:2] == ["pip", "install"]
+    # Every thing pip is given is a path (./ or /), so no name is looked up on an index.
+    targets = [w for w in words[2:] if w != "-e"]
+    assert "./ongrid-pack-greet" in targets
+    assert all(w.startswith(("./", "/")) for w in targets), hint
+    assert str(REPO) in targets  # this checkout: the pack depends on ongrid-plugins
+
+
+@pytest.mark.slow
+def test_a_scaffolded_pack_installs_in_a_fresh_venv_from_the_hint_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    _code, out, _err = run(capsys, "new", "greet_two", "--pack")
+    hint = out.splitlines()[1].removeprefix("next: ")
+    pip_part, rest = hint.split(" && ")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    fresh = Venv(tmp_path / "venv")
+    fresh.pip(*shlex.split(pip_part)[1:])  # the hint's `pip install ...`, into the fresh venv
+    env = clean_env(tmp_path / "home")
+    argv = shlex.split(rest)
+    done = fresh.run(*argv, env=env, cwd=work, check=True)
+    assert json.loads(done.stdout) == {"ok": True, "args": {"who": "ada"}}

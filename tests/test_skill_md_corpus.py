@@ -47,7 +47,8 @@ def expected(path: Path) -> tuple[str, str]:
         data: dict[str, Any] = yaml.safe_load(front)
     except yaml.YAMLError:
         data = dict(re.findall(r"^([a-z]+): (.*)$", front, re.MULTILINE))
-    return str(data["name"]).replace("-", "_"), str(data["description"]).strip()
+    # Agent Skills names (lowercase, digits, hyphens) are kept as written.
+    return str(data["name"]), str(data["description"]).strip()
 
 
 def load(path: Path) -> Any:
@@ -88,12 +89,12 @@ def test_the_whole_corpus_in_one_host_every_file_accounted_for(tmp_path: Path) -
         elif path.parent.name == "brand-guidelines" and source_of(path) == "getsentry-skills":
             assert (event.outcome, event.message) == (
                 "duplicate",
-                'skill "brand_guidelines" already registered',
+                'skill "brand-guidelines" already registered',
             )
         else:
             assert event.outcome == "registered", event
     # The first of two same-named skills wins: walk order puts anthropics-skills first.
-    assert host.skill("brand_guidelines").path.startswith(str(CORPUS / "anthropics-skills"))
+    assert host.skill("brand-guidelines").path.startswith(str(CORPUS / "anthropics-skills"))
 
 
 def test_pack_skills_take_the_pack_name_as_provenance(tmp_path: Path) -> None:

@@ -112,3 +112,59 @@ def test_folders_archives_and_distributions_mix_in_one_call(
     archive = tarball(tmp_path / "pack", tmp_path / "pack.tgz")
     code, out, _err = run(capsys, "validate", str(tmp_path / "folder"), "ongrid-pack-mix", str(archive))
     assert code == 0 and "3 manifest(s) checked, 0 with errors" in out
+
+
+def test_a_bare_name_is_the_installed_distribution_even_beside_a_folder_of_that_name(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = skill_files("ongrid_test_side", "side_ok")
+    install_dist(site, "ongrid-pack-side", "1.0", {"ongrid_skills": {"side": "ongrid_test_side"}}, files)
+    checkout = tmp_path / "work" / "ongrid-pack-side"  # the scaffolded source, next to the user
+    make_skill(checkout, "src_only")
+    monkeypatch.chdir(tmp_path / "work")
+    code, out, _err = run(capsys, "validate", "ongrid-pack-side")
+    assert code == 0
+    assert f"{site}/ongrid_test_side/side_ok/skill.json (side_ok): ok" in out and "src_only" not in out
+    code, out, _err = run(capsys, "validate", "./ongrid-pack-side")
+    assert code == 0 and "(src_only): ok" in out
+
+
+def test_what_this_machine_lacks_is_a_warning_that_strict_does_not_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ongrid_plugins.availability import current_os
+    from ongrid_plugins.testing import make_skill_md
+
+    other = "darwin" if current_os() != "darwin" else "linux"
+    monkeypatch.delenv("NOPE_TOKEN_XYZ", raising=False)
+    make_skill_md(tmp_path, "elsewhere", description="Another OS.", metadata={"openclaw": {"os": [other]}})
+    needs = {"openclaw": {"requires": {"bins": ["no-such-bin-xyz"], "env": ["NOPE_TOKEN_XYZ"]}}}
+    make_skill_md(tmp_path, "needs", description="Needs things.", metadata=needs)
+    code, out, _err = run(capsys, "validate", "--strict", str(tmp_path))
+    assert code == 0
+    assert (
+        f"  warning (this machine, not the manifest): will not load on this machine: for {other} only" in out
+    )
+    assert (
+        '  warning (this machine, not the manifest): unavailable on this machine: binary "no-such-bin-xyz"'
+        in out
+    )
+    assert "environment variable NOPE_TOKEN_XYZ is not set" in out
+    data = json.loads(run(capsys, "validate", "--json", str(tmp_path))[1])
+    machine = {f["skill"]: f["machine"] for f in data["files"]}
+    assert len(machine["needs"]) == 2 and machine["elsewhere"][0].startswith("will not load")
+
+
+def test_strict_never_says_ok_for_a_file_it_then_counts_as_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ongrid_plugins.testing import make_skill_md
+
+    folder = make_skill_md(tmp_path, "Hello World", folder="hello", description="Greets.")
+    code, out, _err = run(capsys, "validate", "--strict", str(folder))
+    assert code == 1
+    first, *_rest, summary = out.splitlines()
+    assert first.endswith(": FAILED (--strict: 3 warning(s))"), first  # normalised, spec_name, folder
+    assert summary == "1 manifest(s) checked, 1 with problems"
+    code, out, _err = run(capsys, "validate", str(folder))
+    assert code == 0 and out.splitlines()[0].endswith(": ok")

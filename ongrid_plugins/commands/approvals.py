@@ -20,7 +20,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from .skills import print_table
+from .output import print_table
 
 #: Kept in step with ``approvals.STATUSES`` by a test; importing ``approvals``
 #: here would load it (and datetime, sqlite glue) for every CLI command.

@@ -1,4 +1,4 @@
-"""``audit``: read, export and verify the audit log."""
+"""``audit``: read, export and verify the audit log (reading never creates it)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .skills import print_table
+from ..audit import OUTCOMES
+from .output import print_table
 
 if TYPE_CHECKING:
     from ..audit import AuditEntry
@@ -24,7 +25,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     a = actions.add_parser("list", help="list recorded call attempts, oldest first")
     a.add_argument("--tool", help="only attempts to call this tool")
-    a.add_argument("--outcome", help="only this outcome (ok, failed, denied, needs_approval, ...)")
+    a.add_argument(
+        "--outcome",
+        choices=OUTCOMES,
+        metavar="OUTCOME",
+        help="only this outcome: " + ", ".join(OUTCOMES),
+    )
     a.add_argument("--since", type=int, metavar="SEQ", help="only rows after this row number")
     a.add_argument("--limit", type=int, metavar="N", help="at most N rows")
     a.add_argument("--json", action="store_true", help="print JSON")
@@ -43,7 +49,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a.set_defaults(handler=cmd_export)
 
     a = actions.add_parser("verify", help="check the hash chain; exit 1 naming the first bad row")
-    a.add_argument("--anchor", metavar="HASH", help="a head hash recorded earlier that must still be there")
+    a.add_argument(
+        "--anchor",
+        metavar="HASH",
+        help="a head hash recorded earlier that must still be there (or a unique prefix of 7+ digits)",
+    )
     a.add_argument("--json", action="store_true", help="print JSON")
     a.set_defaults(handler=cmd_verify)
 

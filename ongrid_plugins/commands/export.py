@@ -1,4 +1,8 @@
-"""``export``: the tool list in a model API's function-calling shape (OpenAI, Anthropic, MCP)."""
+"""``export``: the tool list in a model API's function-calling shape.
+
+OpenAI Chat Completions, OpenAI Responses, Anthropic, MCP and Gemini (see
+:mod:`ongrid_plugins.export`).
+"""
 
 from __future__ import annotations
 
@@ -19,7 +23,13 @@ __all__ = ["register"]
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``export`` sub-command."""
     p = sub.add_parser("export", help="print the tools a persona may call as model-API tool definitions")
-    p.add_argument("--format", required=True, choices=FORMATS, help="the model API's tool shape")
+    p.add_argument(
+        "--format",
+        required=True,
+        choices=FORMATS,
+        help="the model API's tool shape: openai (chat completions), responses (OpenAI Responses API), "
+        "anthropic, mcp, gemini (function declarations)",
+    )
     p.add_argument(
         "--persona",
         default="operator",
@@ -29,7 +39,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--strict",
         action="store_true",
-        help="rewrite the schemas for OpenAI/Anthropic strict mode, or say per tool why one cannot be",
+        help="rewrite the schemas for OpenAI (chat or responses) / Anthropic strict mode, "
+        "or say per tool why one cannot be",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     p.add_argument("--compact", action="store_true", help="one line of JSON, no indentation")
@@ -42,11 +53,13 @@ def cmd_export(ctx: Context) -> int:
         tools = ctx.host.export(args.format, persona=args.persona, strict=args.strict)
     except StrictSchemaError as exc:
         count = len(exc.problems)
-        print(f"ERROR: {count} tool(s) cannot be exported in {exc.format} strict mode:", file=sys.stderr)
+        print(f"ERROR: {count} tool(s) cannot be exported in {exc.target}:", file=sys.stderr)
         for name, reasons in exc.problems.items():
             for reason in reasons:
                 print(f"  {'(all tools)' if name == '*' else name}: {reason}", file=sys.stderr)
-        print("export without --strict, or fix those schemas", file=sys.stderr)
+        fix = "export without --strict, or fix those schemas"
+        fix = "fix those schemas" if exc.format == "gemini" else fix
+        print(fix, file=sys.stderr)
         return exc.exit_code
     text = json.dumps(tools, ensure_ascii=False, indent=None if args.compact else 2)
     if args.output:

@@ -5,13 +5,23 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
 from ..models import Skill
+from . import UsageError
+from .output import print_json, print_table
 
 if TYPE_CHECKING:
     from ..cli import Context
 
-__all__ = ["described", "list_skills", "prompt_skills_note", "show_instructions", "show_skill"]
+__all__ = [
+    "described",
+    "hidden_note",
+    "list_skills",
+    "print_prompt_skills",
+    "prompt_skills",
+    "show_instructions",
+    "show_skill",
+    "summary",
+]
 
 
 def described(description: str, unavailable: tuple[str, ...], stale: str = "") -> str:
@@ -27,15 +37,13 @@ def described(description: str, unavailable: tuple[str, ...], stale: str = "") -
 
 def list_skills(ctx: Context) -> int:
     """``list --skills``: every skill, its tools (none for prompt skills) and where it is from."""
-    from .skills import _print_json, _print_table
-
     if ctx.args.persona or ctx.args.category or ctx.args.tool_class:
         message = "--persona, --category and --class filter tools, not skills: drop --skills"
         message += " (or see `ongrid-skills resolve QUERY --persona P`)"
-        raise ConfigError(message)
+        raise UsageError(message)
     skills = [s for s in ctx.host.skills() if ctx.args.all or s.available]
     if ctx.args.json:
-        _print_json({"items": [_summary(s) for s in skills], "total": len(skills)})
+        print_json({"items": [summary(s) for s in skills], "total": len(skills)})
         return 0
     if not skills:
         print("no skills registered (see `ongrid-skills -v list --skills` for what the loader did)")
@@ -49,30 +57,50 @@ def list_skills(ctx: Context) -> int:
         )
         for s in skills
     ]
-    _print_table(("SKILL", "TOOLS", "FROM", "DESCRIPTION"), rows)
+    print_table(("SKILL", "TOOLS", "FROM", "DESCRIPTION"), rows)
     return 0
 
 
-def prompt_skills_note(ctx: Context) -> None:
-    """Say on stderr that skills without tools exist (they are not tools, so not in the table)."""
-    if ctx.args.json or ctx.args.persona or ctx.args.category or ctx.args.tool_class:
+def prompt_skills(ctx: Context) -> list[Skill]:
+    """The skills without tools ``list`` shows in their own section (unavailable ones with ``--all``)."""
+    return [s for s in ctx.host.skills() if not s.tools and (ctx.args.all or s.available)]
+
+
+def print_prompt_skills(skills: list[Skill], *, after_tools: bool) -> None:
+    """The prompt-skill section of ``list``: they are not tools, so not in the tool table."""
+    if not skills:
         return
-    prompts = [s for s in ctx.host.skills() if not s.tools and (ctx.args.all or s.available)]
-    if prompts:
+    if after_tools:
+        print()
+    rows = [(s.name, s.provenance, described(s.description, s.unavailable)) for s in skills]
+    print_table(("PROMPT SKILL", "FROM", "DESCRIPTION"), rows)
+    print(
+        "read one with `ongrid-skills show NAME --body`; every skill: `ongrid-skills list --skills`",
+        file=sys.stderr,
+    )
+
+
+def hidden_note(ctx: Context) -> None:
+    """Say on stderr how many unavailable tools and skills ``list`` left out, and how to see them."""
+    if ctx.args.all or ctx.args.json:
+        return
+    snapshot = ctx.host.registry.snapshot
+    tools = sum(1 for t in snapshot.tools.values() if not t.available)
+    prompts = sum(1 for s in snapshot.skills.values() if not s.tools and not s.available)
+    if tools or prompts:
         print(
-            f"and {len(prompts)} prompt skill(s) without tools: see `ongrid-skills list --skills`",
+            f"{tools} unavailable tool(s) and {prompts} unavailable prompt skill(s) not shown: "
+            "see `ongrid-skills list --all` for what they are missing",
             file=sys.stderr,
         )
 
 
 def show_skill(ctx: Context) -> int:
     """``show NAME`` for a skill that is not also a tool (a prompt skill, say)."""
-    from .skills import _print_json
-
     skill = ctx.host.skill(ctx.args.name)
     data = skill.to_dict()
     if ctx.args.json:
-        _print_json(data)
+        print_json(data)
         return 0
     for key in (
         "name",
@@ -102,18 +130,16 @@ def show_skill(ctx: Context) -> int:
 
 def show_instructions(ctx: Context) -> int:
     """``show NAME --body`` / ``--file PATH``: read the instructions or one file now."""
-    from .skills import _print_json
-
     instructions = ctx.host.instructions(ctx.args.name)
     if ctx.args.file:
         text = instructions.read_text(ctx.args.file)
         if ctx.args.json:
-            _print_json({"skill": instructions.skill, "path": ctx.args.file, "text": text})
+            print_json({"skill": instructions.skill, "path": ctx.args.file, "text": text})
         else:
             sys.stdout.write(text)
         return 0
     if ctx.args.json:
-        _print_json(instructions.to_dict())
+        print_json(instructions.to_dict())
         return 0
     sys.stdout.write(instructions.body if instructions.body.endswith("\n") else instructions.body + "\n")
     if instructions.resources:
@@ -131,7 +157,8 @@ def _activation(skill: Skill) -> str:
     return activation.mode
 
 
-def _summary(skill: Skill) -> dict[str, Any]:
+def summary(skill: Skill) -> dict[str, Any]:
+    """A skill as one ``list --json`` item."""
     return {
         "name": skill.name,
         "display_name": skill.display_name or skill.name,

@@ -32,14 +32,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_mcp(ctx: Context) -> int:
-    try:
-        import anyio
+    from ..server import require_extra
 
-        from ..server.mcp import serve_stdio
-    except ImportError as exc:
-        from ..server import missing_extra
+    require_extra("mcp", "`ongrid-skills mcp`")
+    import anyio
 
-        raise missing_extra("mcp", exc.name or "mcp") from None
+    from ..server.mcp import serve_stdio
+
     host = ctx.host
     host.persona(ctx.args.persona)  # an unknown persona is an error before the client connects
     with host.watch() if ctx.args.watch else contextlib.nullcontext():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from ..hints import pack_install
 from ..scaffold import FORMATS, LANGS, scaffold
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def cmd_new(ctx: Context) -> int:
     folder = scaffold(args.name, args.dir, fmt=args.fmt, lang=args.lang, pack=args.pack)
     print(f"created {folder}")
     if args.pack:
-        print(f'next: pip install {folder} && ongrid-skills run {args.name} \'{{"who": "ada"}}\'')
+        print(f'next: {pack_install(folder)} && ongrid-skills run {args.name} \'{{"who": "ada"}}\'')
     else:
         parent = folder.resolve().parent
         print(f"next: ongrid-skills validate {folder} && ongrid-skills --dirs {parent} run {args.name}")

@@ -8,6 +8,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..packs import PackInfo, PackRoots, installed_packs
+from .output import print_table
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -168,7 +169,14 @@ def cmd_installed(ctx: Context) -> int:
     if not items:
         print(f"no packs installed (user skills dir: {host.settings.user_skills_dir})")
         return 0
-    for item in items:
-        status = item.get("status", "active")
-        print(f"{item['provenance']:40} {item['kind']:9} {status:8} {item.get('path') or item.get('error')}")
+    rows = [
+        (
+            item["provenance"],
+            item["kind"],
+            item.get("status", "active"),
+            str(item.get("path") or item.get("error")),
+        )
+        for item in items
+    ]
+    print_table(("PACK", "KIND", "STATUS", "PATH"), rows)
     return 0

@@ -7,7 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..models import Persona, Tool, Verdict
-from .skills import print_table
+from .output import print_table
 
 if TYPE_CHECKING:
     from ..cli import Context

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from .output import print_table
+
 if TYPE_CHECKING:
     from ..cli import Context
 
@@ -24,11 +26,15 @@ def cmd_plugins(ctx: Context) -> int:
     if ctx.args.json:
         print(json.dumps([i.to_dict() for i in infos], indent=2))
         return 0
-    for info in infos:
-        dist = f"{info.distribution} {info.version}".strip() or "-"
-        print(f"{info.name:14} {info.kind:10} {info.status:8} {dist}")
-        if info.hooks:
-            print(f"{'':14} hooks: {', '.join(info.hooks)}")
-        if info.error:
-            print(f"{'':14} error: {info.error}")
+    rows = [
+        (
+            info.name,
+            info.kind,
+            info.status,
+            f"{info.distribution} {info.version}".strip() or "-",
+            f"error: {info.error}" if info.error else ", ".join(info.hooks) or "-",
+        )
+        for info in infos
+    ]
+    print_table(("NAME", "KIND", "STATUS", "DISTRIBUTION", "HOOKS"), rows)
     return 0

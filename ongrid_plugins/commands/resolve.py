@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from .output import print_table
+
 if TYPE_CHECKING:
     from ..cli import Context
 
@@ -39,8 +41,6 @@ def cmd_resolve(ctx: Context) -> int:
     if not mounted:
         print("no skill matches (see `ongrid-skills list --skills --all`)")
         return 0
-    width = max(len(m.name) for m in mounted)
-    for item in mounted:
-        tools = ", ".join(t.name for t in item.tools) or "(prompt)"
-        print(f"{item.name:{width}}  {item.reason:24}  {tools}")
+    rows = [(m.name, m.reason, ", ".join(t.name for t in m.tools) or "(prompt)") for m in mounted]
+    print_table(("SKILL", "WHY", "TOOLS"), rows)
     return 0

@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ipaddress
+import logging
 import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
-from ..server.tokens import TokenStore, add_token, hash_token, new_token
+from ..server.tokens import TokenStore, add_token, hash_token, list_tokens, new_token, revoke_token
+from . import UsageError
+from .output import print_json, print_table
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -57,7 +60,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="IDENTITY",
         help="add a new random token for IDENTITY (as --persona) to the --tokens file, print it, and exit",
     )
+    tools.add_argument(
+        "--list-tokens", action="store_true", help="list the --tokens file: identity, persona, hash, note"
+    )
+    tools.add_argument(
+        "--revoke-token",
+        metavar="IDENTITY|HASH",
+        help="remove from the --tokens file every token of IDENTITY, or the one with this hash "
+        "(or 8+ of its first hex digits); restart a running server",
+    )
     p.add_argument("--note", default="", help="with --new-token: a note kept next to the hash")
+    p.add_argument("--json", action="store_true", help="with --list-tokens / --revoke-token: print JSON")
     p.set_defaults(handler=cmd_serve)
 
 
@@ -66,19 +79,47 @@ def cmd_serve(ctx: Context) -> int:
     if args.hash_token:
         token = sys.stdin.readline().strip()
         if not token:
-            raise ConfigError("--hash-token reads the token from standard input, and got none")
+            raise UsageError("--hash-token reads the token from standard input, and got none")
         print(hash_token(token))
         return 0
     if args.new_token:
         if not args.tokens:
-            raise ConfigError("--new-token adds to a token file: give it with --tokens FILE")
+            raise UsageError("--new-token adds to a token file: give it with --tokens FILE")
         ctx.host.persona(args.persona)  # refuse a persona that does not exist
         print(add_token(args.tokens, args.new_token, args.persona, args.note))
         print(
             f"added a token for {args.new_token} (persona {args.persona}) to {args.tokens}", file=sys.stderr
         )
         return 0
+    if args.list_tokens or args.revoke_token:
+        return _token_file(ctx)
     return _serve(ctx)
+
+
+def _token_file(ctx: Context) -> int:
+    args = ctx.args
+    flag = "--list-tokens" if args.list_tokens else "--revoke-token"
+    if not args.tokens:
+        raise UsageError(f"{flag} works on a token file: give it with --tokens FILE")
+    if args.list_tokens:
+        entries = list_tokens(args.tokens)
+        if args.json:
+            print_json({"items": entries, "total": len(entries)})
+        elif not entries:
+            print(f"no tokens in {args.tokens}")
+        else:
+            rows = [(e["identity"], e["persona"], e["hash"][:19] + "…", e["note"]) for e in entries]
+            print_table(("IDENTITY", "PERSONA", "HASH", "NOTE"), rows)
+        return 0
+    removed = revoke_token(args.tokens, args.revoke_token)
+    if args.json:
+        print_json({"revoked": removed, "file": args.tokens})
+    else:
+        for entry in removed:
+            shown = entry["hash"][:19] + "…"
+            print(f"revoked the token of {entry['identity']} (persona {entry['persona']}, {shown})")
+        print("a running server keeps its tokens until it restarts: restart it to drop them", file=sys.stderr)
+    return 0
 
 
 def is_loopback(host: str) -> bool:
@@ -91,8 +132,21 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _server_modules() -> tuple[Any, Any]:
+    """uvicorn and ``create_app``, or the missing-extra error (before any token is printed)."""
+    from ..server import require_extra
+
+    require_extra("server", "`ongrid-skills serve`")
+    import uvicorn
+
+    from ..server.rest import create_app
+
+    return uvicorn, create_app
+
+
 def _serve(ctx: Context) -> int:
     args = ctx.args
+    _server_modules()  # a missing extra fails first: nothing printed, no token made
     if args.tokens:
         tokens = TokenStore.from_file(args.tokens)
         if not len(tokens):
@@ -114,15 +168,10 @@ def _serve(ctx: Context) -> int:
             f"(persona {args.persona}):\n    Authorization: Bearer {token}",
             file=sys.stderr,
         )
-    try:
-        import uvicorn
-
-        from ..server.rest import create_app
-    except ImportError as exc:
-        from ..server import missing_extra
-
-        raise missing_extra("server", exc.name or "uvicorn") from None
+    uvicorn, create_app = _server_modules()
     app = create_app(ctx.host, tokens, max_body=args.max_body, max_concurrent=args.max_concurrent)
+    if not args.quiet:  # one access-log line per request on stderr (docs/rest.md)
+        logging.getLogger("ongrid_plugins.server.access").setLevel(logging.INFO)
     sock = _bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

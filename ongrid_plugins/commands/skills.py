@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import shutil
 import sys
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ApprovalRequired, ConfigError, ConfirmationRequired, UnknownSkill
 from ..gate import needs
 from ..models import CallResult, Event, Tool
-from . import listing
+from . import UsageError, listing
+from .output import colour, print_json, print_table
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -85,16 +84,19 @@ def cmd_list(ctx: Context) -> int:
     if args.persona:
         return _list_for_persona(ctx, tools)
     stale = _stale(ctx)
+    filtered = bool(args.category or args.tool_class)
+    prompts = [] if filtered else listing.prompt_skills(ctx)
     if args.json:
         items = [
             {**_summary(t, stale.get(t.name, "")), "sandbox": ctx.host.sandbox_profile(t).to_dict()}
             for t in tools
         ]
-        _print_json({"items": items, "total": len(tools)})
+        data: dict[str, Any] = {"items": items, "total": len(tools)}
+        if not filtered:
+            data["prompt_skills"] = [listing.summary(s) for s in prompts]
+        _print_json(data)
         return 0
-    if not tools:
-        print("no tools registered (see `ongrid-skills -v list` for what the loader did)")
-    else:
+    if tools:
         header = ("NAME", "CLASS", "CATEGORY", "FROM", "DESCRIPTION")
         rows = [
             (
@@ -107,7 +109,14 @@ def cmd_list(ctx: Context) -> int:
             for t in tools
         ]
         _print_table(header, rows)
-    listing.prompt_skills_note(ctx)
+    elif filtered:
+        print("no tool matches --category/--class (see `ongrid-skills list` for them all)")
+    elif not prompts:
+        print("no tools or skills registered (see `ongrid-skills -v list` for what the loader did)")
+    else:
+        print("no tools registered; the skills loaded are prompt skills (instructions, no tools):")
+    listing.print_prompt_skills(prompts, after_tools=bool(tools))
+    listing.hidden_note(ctx)
     return 0
 
 
@@ -144,8 +153,8 @@ def cmd_show(ctx: Context) -> int:
         return listing.show_instructions(ctx)
     try:
         tool = ctx.host.get(ctx.args.name)
-    except UnknownSkill:
-        if ctx.args.name not in ctx.host.registry.snapshot.skills:
+    except UnknownSkill as exc:
+        if exc.skill is None:
             raise
         return listing.show_skill(ctx)
     data = tool.to_dict()
@@ -275,7 +284,7 @@ def _rerun_command(ctx: Context, ticket_id: str) -> str:
 def _read_args(args: argparse.Namespace) -> Any:
     if args.args_json is not None and args.args_file:
         message = "give the arguments either as ARGS_JSON or with --args-file, not both"
-        raise ConfigError(message)
+        raise UsageError(message)
     if args.args_file:
         source = args.args_file
         try:
@@ -322,7 +331,7 @@ def _report(result: CallResult, as_json: bool) -> int:
     elif result.value is not None:
         _print_json(result.value)
     if not result.ok:
-        print(f"ERROR: {result.tool}: {result.error}", file=sys.stderr)
+        print(f"{colour('ERROR', 'red', sys.stderr)}: {result.tool}: {result.error}", file=sys.stderr)
         return 1
     return 0
 
@@ -355,18 +364,6 @@ def _first_line(text: str, limit: int = 100) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False))
-
-
-def _print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
-    width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 10_000
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
-    for row in [header, *rows]:
-        line = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
-        print(line[:width] if len(line) > width else line)
-
-
 #: Shared with the other command modules.
-print_table = _print_table
-print_json = _print_json
+_print_table = print_table
+_print_json = print_json

@@ -20,8 +20,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "validate",
         help="check manifests without registering them",
         description="Check skill folders, pack folders, manifest files, pack archives (.tar.gz, "
-        ".zip) and installed distributions (by name). Exit 1 if any has an error "
-        "(or, with --strict, a warning).",
+        ".zip) and installed distributions (by name; ./NAME for a folder of the same name). Exit 1 "
+        "if any has an error (or, with --strict, a warning). What this machine lacks for a skill "
+        "(its OS, a binary, a variable) is said as a warning about the machine, which --strict "
+        "does not count.",
     )
     p.add_argument(
         "paths",
@@ -45,19 +47,24 @@ def cmd_validate(ctx: Context) -> int:
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         for report in reports:
-            _print_report(report)
+            _print_report(report, ctx.args.strict)
         total, bad = len(reports), len(failed)
         print(f"{total} manifest(s) checked, {bad} with {'problems' if ctx.args.strict else 'errors'}")
     return 1 if failed else 0
 
 
-def _print_report(report: FileReport) -> None:
+def _print_report(report: FileReport, strict: bool) -> None:
     name = f" ({report.skill})" if report.skill else ""
-    print(f"{report.path}{name}: {'ok' if report.ok else 'FAILED'}")
+    verdict = "ok" if report.ok else "FAILED"
+    if strict and report.ok and report.problems:  # the summary counts it: never "ok" and then failed
+        verdict = f"FAILED (--strict: {len(report.problems)} warning(s))"
+    print(f"{report.path}{name}: {verdict}")
     for problem in report.problems:
         where = f" at {problem.pointer}" if problem.pointer else ""
         hint = f" — {problem.hint}" if problem.hint else ""
         print(f"  {problem.level}{where}: {problem.message}{hint}")
+    for line in report.machine:
+        print(f"  warning (this machine, not the manifest): {line}")
     for tool, declared in report.sandbox.items():
         if declared is not None:
             print(f"  sandbox of {tool}: {_describe(declared)}")

@@ -238,7 +238,11 @@ def build_skill(
 
 
 def _name(fields: Fields, known: Mapping[str, Any], folder: str, *, quiet: bool) -> tuple[str, str, str]:
-    """``(declared, key, display name)``: the name as written, its lower_snake key, its display form."""
+    """``(declared, key, display name)``: the name as written, its key, its display form.
+
+    A name the Agent Skills specification allows (``mcp-builder``) is its own key; any
+    other becomes a lower_snake key, the name as written kept for display.
+    """
     folder_name = os.path.basename(folder)
     raw = known.get("name")
     if isinstance(raw, list | dict):
@@ -249,6 +253,8 @@ def _name(fields: Fields, known: Mapping[str, Any], folder: str, *, quiet: bool)
         if not quiet:
             fields.warn("/name", "name_missing", f'no "name"; the folder name "{folder_name}" is used')
         declared = folder_name
+    if SPEC_NAME.fullmatch(declared) and len(declared) <= MAX_NAME_LENGTH:
+        return declared, declared, ""
     name = normalise_name(declared)
     if not name:
         name = normalise_name(folder_name) or "skill_" + hashlib.sha1(declared.encode()).hexdigest()[:8]

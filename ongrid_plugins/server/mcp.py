@@ -46,6 +46,7 @@ from ..dispatch import Confirmation, Dispatched, adispatch
 from ..errors import ConfirmationRequired, ResourceRefused
 from ..host import PersonaLike, SkillHost
 from ..models import Event, Skill, Verdict
+from ..registry import spelling
 from . import missing_extra
 
 try:
@@ -328,10 +329,10 @@ class _Handlers:
         return types.ReadResourceResult(contents=[contents])
 
     async def _skill(self, name: str) -> Skill:
-        skills = {s.name: s for s in await anyio.to_thread.run_sync(self._skills)}
-        if name not in skills:
+        skills = {spelling(s.name): s for s in await anyio.to_thread.run_sync(self._skills)}
+        if spelling(name) not in skills:
             raise MCPError(types.INVALID_PARAMS, f"no skill instructions named {name!r} for this persona")
-        return skills[name]
+        return skills[spelling(name)]
 
 
 class _Relay:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..audit import OUTCOMES
+
 __all__ = ["document"]
 
 _STR = {"type": "string"}
@@ -336,7 +338,7 @@ def _paths() -> dict[str, Any]:
                 "summary": "Rows of the audit log (a dual-sign-required persona)",
                 "parameters": [
                     _query("tool", _STR, "only calls of this tool"),
-                    _query("outcome", _STR, "only this outcome (ok, failed, denied, ...)"),
+                    _query("outcome", {"type": "string", "enum": list(OUTCOMES)}, "only this outcome"),
                     _query(
                         "since",
                         {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},

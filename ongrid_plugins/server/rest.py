@@ -7,12 +7,13 @@
 
     app = create_app(host, TokenStore.from_file("/etc/ongrid/tokens.json"))   # any ASGI server
 
-Every route but ``/healthz`` and ``/openapi.json`` needs ``Authorization: Bearer
-<token>``; the token names an identity and a persona. Calls run as that persona
-(the gate decides) and are recorded under that identity (``caller``); approvals are
-signed by it (``approver``), so the approval store's rules -- never your own ticket,
-never twice -- hold between tokens. Nothing of the gate, the checks or the runner is
-re-implemented here: each route is a thin call into the host.
+Every route but ``/healthz``, ``/openapi.json`` and ``/docs`` (the API reference,
+:mod:`.apidocs`) needs ``Authorization: Bearer <token>``; the token names an identity
+and a persona. Calls run as that persona (the gate decides) and are recorded under
+that identity (``caller``); approvals are signed by it (``approver``), so the approval
+store's rules -- never your own ticket, never twice -- hold between tokens. Nothing of
+the gate, the checks or the runner is re-implemented here: each route is a thin call
+into the host.
 
 Errors are JSON ``{"error": message, "code": code, ...details}`` with the status the
 problem deserves (``docs/rest.md`` has the table). A skill that ran and failed is not an
@@ -29,11 +30,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from ..approvals import STATUSES
+from ..audit import OUTCOMES
 from ..errors import ConfigError, OngridError, UnknownSkill
 from ..host import SkillHost
 from ..models import CallResult, Event, PermissionMode, Tool, args_digest
 from ..redact import redact
 from . import missing_extra
+from .access import AccessLog as AccessLogMiddleware
 from .responses import ApiError, api_error, result_body, sse
 from .tokens import Principal, TokenStore
 
@@ -42,7 +45,7 @@ try:
     from starlette.concurrency import run_in_threadpool
     from starlette.exceptions import HTTPException
     from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise missing_extra("server", "starlette") from exc
@@ -84,6 +87,7 @@ def create_app(
     routes = [
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
+        Route("/docs", api.reference, methods=["GET"]),
         Route("/v1/skills", api.authed(api.list_skills), methods=["GET"]),
         Route("/v1/skills/{name}", api.authed(api.get_skill), methods=["GET"]),
         Route("/v1/skills/{name}/execute", api.authed(api.execute), methods=["POST"]),
@@ -103,6 +107,7 @@ def create_app(
         routes += console_routes(host, tokens, max_concurrent=max_concurrent)
     handlers: dict[Any, Any] = {ApiError: _api_error, HTTPException: _http_error, Exception: _server_error}
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=api.lifespan)
+    app.add_middleware(AccessLogMiddleware)
     app.state.ongrid_api = api
     return app
 
@@ -175,6 +180,7 @@ class _Api:
         if principal is None:
             challenge["WWW-Authenticate"] += ', error="invalid_token"'
             raise ApiError(401, "unauthorized", "the token is not valid", challenge)
+        request.state.identity = principal.identity  # for the access log line
         return principal
 
     # ------------------------------------------------------------------ open routes
@@ -188,6 +194,17 @@ class _Api:
 
             self._openapi = document()
         return JSONResponse(self._openapi)
+
+    async def reference(self, request: Request) -> Response:
+        """The API reference page, rendered here: no script or stylesheet from anywhere else."""
+        from .apidocs import render
+
+        if self._openapi is None:
+            from .openapi import document
+
+            self._openapi = document()
+        headers = {"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"}
+        return HTMLResponse(render(self._openapi), headers=headers)
 
     # ------------------------------------------------------------------ skills
 
@@ -417,11 +434,14 @@ class _Api:
         query = _query(request, "tool", "outcome", "since", "limit")
         since = _int(query.get("since"), "since", 0, MAX_SEQ)
         limit = _int(query.get("limit"), "limit", 1, MAX_AUDIT_LIMIT) or 100
+        outcome = query.get("outcome")
+        if outcome is not None and outcome not in OUTCOMES:
+            raise ApiError(
+                400, "bad_request", f"unknown outcome {outcome!r}; use one of {', '.join(OUTCOMES)}"
+            )
         log = self.host.audit
         entries = await run_in_threadpool(
-            lambda: log.entries(
-                tool=query.get("tool"), outcome=query.get("outcome"), since=since, limit=limit
-            )
+            lambda: log.entries(tool=query.get("tool"), outcome=outcome, since=since, limit=limit)
         )
         return JSONResponse({"items": [e.to_dict() for e in entries], "total": len(entries)})
 

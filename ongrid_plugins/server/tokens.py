@@ -13,8 +13,11 @@ Only the sha256 of each token is stored. Tokens are 256-bit random strings
 (:func:`new_token`), so an unsalted hash is enough: there is no dictionary to try. A
 presented token is hashed and compared with *every* stored hash in constant time
 (:func:`hmac.compare_digest`), so the time taken says nothing about which one matched.
-``ongrid-skills serve --new-token NAME --persona P --tokens FILE`` adds one;
-``--hash-token`` prints the hash of a token read from standard input.
+``ongrid-skills serve --new-token NAME --persona P --tokens FILE`` adds one,
+``--list-tokens`` lists them (identities, personas, hashes: never a token) and
+``--revoke-token IDENTITY|HASH`` removes them; ``--hash-token`` prints the hash of a
+token read from standard input. A running server reads the file when it starts:
+restart it after a revocation.
 """
 
 from __future__ import annotations
@@ -32,7 +35,15 @@ import attrs
 
 from ..errors import ConfigError
 
-__all__ = ["Principal", "TokenStore", "add_token", "hash_token", "new_token"]
+__all__ = [
+    "Principal",
+    "TokenStore",
+    "add_token",
+    "hash_token",
+    "list_tokens",
+    "new_token",
+    "revoke_token",
+]
 
 _HASH = re.compile(r"sha256:([0-9a-f]{64})")
 _KEYS = {"identity", "persona", "hash", "note"}
@@ -150,10 +161,50 @@ def add_token(path: str, identity: str, persona: str, note: str = "") -> str:
         entry["note"] = note
     data["tokens"].append(entry)
     _entry(path, len(data["tokens"]) - 1, entry)
+    _write(path, data)
+    return token
+
+
+def list_tokens(path: str) -> list[dict[str, str]]:
+    """The entries of the token file: identity, persona, hash and note (no token is ever stored)."""
+    _read_entries(path)  # a broken file is an error naming the entry
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    return [{"note": "", **{str(k): str(v) for k, v in item.items()}} for item in data["tokens"]]
+
+
+def revoke_token(path: str, which: str) -> list[dict[str, str]]:
+    """Remove the tokens of identity ``which``, or the one whose hash is (or starts with) ``which``.
+
+    A hash may be given whole (``sha256:9f86...``) or as a prefix of at least 8 hex
+    digits; a prefix matching several entries is refused. Returns the removed entries.
+
+    :raises ConfigError: nothing matches, or a hash prefix is ambiguous or too short.
+    """
+    entries = list_tokens(path)
+    wanted = which.strip()
+    removed = [e for e in entries if e["identity"] == wanted]
+    if not removed:
+        digits = wanted.removeprefix("sha256:").lower()
+        if len(digits) < 8 or not re.fullmatch(r"[0-9a-f]+", digits):
+            message = f"token file {path}: no identity {wanted!r}, and it is not a hash (8+ hex digits)"
+            raise ConfigError(message)
+        removed = [e for e in entries if e["hash"].removeprefix("sha256:").startswith(digits)]
+        if len(removed) > 1:
+            message = f"token file {path}: {wanted!r} matches {len(removed)} token hashes: give more digits"
+            raise ConfigError(message)
+        if not removed:
+            raise ConfigError(f"token file {path}: no token has the hash {wanted!r}")
+    kept = [e for e in entries if e not in removed]
+    _write(path, {"tokens": [{k: v for k, v in e.items() if k != "note" or v} for e in kept]})
+    return removed
+
+
+def _write(path: str, data: dict[str, Any]) -> None:
+    """Replace the file at ``path`` atomically with ``data``, private to its owner (0600)."""
     temporary = f"{path}.tmp-{os.getpid()}"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2)
         f.write("\n")
     os.replace(temporary, path)
-    return token

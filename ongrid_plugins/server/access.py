@@ -1,0 +1,73 @@
+"""One access-log line per REST request, with nothing secret in it.
+
+::
+
+    rest: 127.0.0.1:53114 alice "POST /v1/skills/echo/execute" 200 12.4ms
+
+The client address, the identity its token names (``-`` before authentication or
+when it failed), the method and path, the status and the time to the last byte.
+Never the ``Authorization`` header, a body, or a query string's values: only the
+names of the query parameters (``?limit&tool``), since a client may put anything
+there. Lines go to the ``ongrid_plugins.server.access`` logger at INFO;
+``ongrid-skills serve`` prints them on stderr (``-q`` silences them).
+
+Imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import parse_qsl
+
+__all__ = ["AccessLog", "logger"]
+
+logger = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class AccessLog:
+    """ASGI middleware: log each HTTP request once it has been answered."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.monotonic()
+        status = 0
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message.get("type") == "http.response.start":
+                status = int(message.get("status", 0))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            if logger.isEnabledFor(logging.INFO):
+                logger.info("rest: %s", line(scope, status or 500, time.monotonic() - started))
+
+
+def line(scope: Scope, status: int, seconds: float) -> str:
+    """The access-log line for one answered request (see the module docstring)."""
+    client = scope.get("client") or ("-", 0)
+    who = str((scope.get("state") or {}).get("identity") or "-")
+    path = str(scope.get("path", ""))
+    raw = scope.get("query_string", b"")
+    names = sorted({key for key, _value in parse_qsl(raw.decode("latin-1"), keep_blank_values=True)})
+    query = ("?" + "&".join(names)) if names else ""
+    shown = "".join(c if c.isprintable() and c not in '"\\' else "?" for c in path + query)
+    return (
+        f'{client[0]}:{client[1]} {who} "{scope.get("method", "")} {shown}" {status} {seconds * 1000:.1f}ms'
+    )
