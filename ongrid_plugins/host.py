@@ -17,6 +17,7 @@ enforce (raise for caller errors), run the executor, tell the
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import itertools
 import logging
@@ -447,8 +448,14 @@ class SkillHost:
         on_event: EventCallback | None = None,
         timeout: float | None = None,
     ) -> CallResult:
-        """Like :meth:`call`, without blocking the event loop. Cancelling kills the skill."""
-        attempt, executor = self._begin(name, args, persona, confirm, caller, ticket, on_event, timeout)
+        """Like :meth:`call`, without blocking the event loop. Cancelling kills the skill.
+
+        Argument checking, the gate and the approval store run in a worker thread: a
+        request with huge or hostile arguments delays its own call, never the loop.
+        """
+        attempt, executor = await asyncio.to_thread(
+            self._begin, name, args, persona, confirm, caller, ticket, on_event, timeout
+        )
         try:
             result = await executor.arun(attempt.request)
         except BaseException as exc:

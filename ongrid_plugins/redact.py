@@ -14,9 +14,10 @@ tickets store only redacted arguments.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
+
+from .safeschema import RegexError, regex_search
 
 __all__ = ["REDACTED", "has_secrets", "redact"]
 
@@ -159,6 +160,6 @@ def _for_index(schemas: list[Mapping[str, Any]], index: int) -> list[Any]:
 
 def _search(pattern: str, key: str) -> bool:
     try:
-        return re.search(pattern, key) is not None
-    except re.error:
+        return regex_search(pattern, key)
+    except RegexError:
         return True  # a pattern we cannot read might match: assume it does

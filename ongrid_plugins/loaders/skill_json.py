@@ -17,7 +17,7 @@ import stat
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import schemacheck
+from .. import safeschema, schemacheck
 from ..errors import ManifestBuildError, ManifestParseError
 from ..hookspecs import hookimpl
 from ..models import Problem, Skill, SkillRoot, Tool, ToolClass
@@ -276,6 +276,11 @@ def _check_schema(check: _Checker, settings: Settings | None, verified: bool = F
     problem = schemacheck.check_schema(schema, cache=_verdicts(settings))
     if problem is not None:
         check.error("schema", "invalid_schema", f'"schema" is not a valid JSON Schema: {problem}')
+        return empty_schema()
+    unsafe = safeschema.schema_problems(schema)
+    for pointer, message in unsafe:
+        check.error("schema" + pointer, "unsafe_schema", f'"schema{pointer}": {message}')
+    if unsafe:
         return empty_schema()
     for pointer, message in schemacheck.check_defaults(schema):
         check.error(

@@ -21,7 +21,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import schemacheck
+from .. import safeschema, schemacheck
 from ..models import SkillRoot, Tool, ToolClass
 from ..roots import is_executable_file, is_within, resolve_file
 from ._fields import Fields, canon, pointer, show, type_name
@@ -230,6 +230,11 @@ def _schema(
     problem = schemacheck.check_schema(schema, cache=cache)
     if problem is not None:
         fields.error(at, "invalid_schema", f'"{key}" is not a valid JSON Schema: {problem}')
+        return EMPTY_SCHEMA
+    unsafe = safeschema.schema_problems(schema)
+    for sub, message in unsafe:
+        fields.error(at + sub, "unsafe_schema", f'"{key}{sub}": {message}')
+    if unsafe:
         return EMPTY_SCHEMA
     for sub, message in schemacheck.check_defaults(schema):
         fields.error(at + sub, "bad_default", f'"{key}{sub}" does not validate: {message}')
