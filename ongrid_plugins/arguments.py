@@ -16,9 +16,11 @@ from typing import Any
 from .models import Tool, canonical_json
 from .safeschema import safe_validator
 
-__all__ = ["check_arguments", "fill_defaults"]
+__all__ = ["NOT_UTF8", "check_arguments", "fill_defaults"]
 
 _MAX_MESSAGE = 300
+#: The error message for arguments holding a lone surrogate (REST answers it with 400).
+NOT_UTF8 = "arguments contain a lone surrogate (not UTF-8 text)"
 
 
 def fill_defaults(schema: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
@@ -56,7 +58,7 @@ def check_arguments(tool: Tool, args: object) -> tuple[dict[str, Any], str, list
         # A lone surrogate ("\ud800") is valid JSON text but no UTF-8: nothing downstream
         # (digest, child stdin, audit, HTTP body) could carry it. Refuse, naming where.
         clean = json.loads(text.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
-        return clean, "", [(_surrogate_path(data), "arguments contain a lone surrogate (not UTF-8 text)")]
+        return clean, "", [(_surrogate_path(data), NOT_UTF8)]
     return data, text, _validate(tool, data)
 
 

@@ -190,10 +190,33 @@ def test_show_one_skill(api: dict[str, Any], client: httpx.Client) -> None:
     assert body["class"] == "mutating" and body["decision"]["needs"] == "confirmation"
     assert body["schema"] == {"type": "object", "properties": {}} and body["timeout_seconds"] == 30
     assert "entry" not in body and "source" not in body  # no server paths
-    viewer = client.get("/v1/skills/restart", headers=auth(api, "vic")).json()
-    assert viewer["decision"]["verdict"] == "deny"
-    missing = client.get("/v1/skills/rstart", headers=auth(api, "vic"))
+    missing = client.get("/v1/skills/rstart", headers=auth(api, "olga"))
     assert missing.status_code == 404 and missing.json()["suggestions"] == ["restart"]
+
+
+def test_a_tool_the_persona_may_not_call_is_absent(api: dict[str, Any], client: httpx.Client) -> None:
+    hidden = client.get("/v1/skills/restart", headers=auth(api, "vic"))
+    absent = client.get("/v1/skills/no_such_tool", headers=auth(api, "vic"))
+    assert hidden.status_code == absent.status_code == 404
+    assert hidden.json() == {**absent.json(), "error": absent.json()["error"].replace("no_such_tool", "restart")}
+    typo = client.get("/v1/skills/rstart", headers=auth(api, "vic"))
+    assert typo.status_code == 404 and typo.json()["suggestions"] == []  # no hint of hidden tools
+
+
+def test_a_lone_surrogate_is_a_400_with_an_audit_row(api: dict[str, Any], client: httpx.Client) -> None:
+    body = b'{"params": {"n": "\\ud800"}}'
+    headers = {**auth(api, "vic"), "Content-Type": "application/json"}
+    response = client.post("/v1/skills/echo/execute", headers=headers, content=body)
+    assert response.status_code == 400, response.text
+    assert response.json()["code"] == "invalid_arguments"
+    row = api["host"].audit.tail(1)[0]
+    assert (row.tool, row.outcome, row.caller) == ("echo", "invalid_arguments", "vic")
+
+
+def test_error_bodies_name_no_server_path(api: dict[str, Any], client: httpx.Client) -> None:
+    response = client.post("/v1/skills/broken/execute", headers=auth(api, "vic"), json={})
+    text = response.text
+    assert str(api["base"]) not in text and "/tmp/" not in text
 
 
 def test_execute(api: dict[str, Any], client: httpx.Client) -> None:
@@ -307,6 +330,31 @@ def test_more_calls_than_the_cap_get_429(tmp_path: Path) -> None:
     assert statuses == [200, 200, 429, 429, 429]
     busy = next(r for r in responses if r.status_code == 429)
     assert busy.json()["code"] == "busy" and busy.headers["retry-after"] == "1"
+
+
+def test_call_slots_are_per_token_within_the_global_cap(tmp_path: Path) -> None:
+    host = build_host(tmp_path)
+    tokens_file = tmp_path / "tokens.json"
+    greedy = add_token(str(tokens_file), "greedy", "viewer")
+    polite = add_token(str(tokens_file), "polite", "viewer")
+    app = create_app(host, TokenStore.from_file(str(tokens_file)), max_concurrent=4, max_per_token=2)
+    with running(app) as url:
+
+        async def main() -> tuple[list[httpx.Response], httpx.Response]:
+            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+
+                def call(token: str) -> Any:
+                    return client.post("/v1/skills/nap/execute", headers={"Authorization": "Bearer " + token})
+
+                flood = asyncio.gather(*(call(greedy) for _ in range(4)))
+                await asyncio.sleep(0.3)
+                other = await call(polite)
+                return list(await flood), other
+
+        flood, other = asyncio.run(main())
+    assert sorted(r.status_code for r in flood) == [200, 200, 429, 429]
+    assert "this token has 2 calls running" in next(r for r in flood if r.status_code == 429).json()["error"]
+    assert other.status_code == 200
 
 
 # ---------------------------------------------------------------------- streaming

@@ -46,12 +46,15 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise missing_extra("server", "starlette") from exc
 
-__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_CONCURRENT", "ApiError", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_CONCURRENT", "DEFAULT_MAX_PER_TOKEN", "ApiError", "create_app"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY = 1024 * 1024
 DEFAULT_MAX_CONCURRENT = 16
+#: Calls one token may have running at once (within the global cap), so that one client
+#: calling slow skills does not get every other client a 429.
+DEFAULT_MAX_PER_TOKEN = 4
 MAX_AUDIT_LIMIT = 1000
 MAX_SEQ = 2**63 - 1  # SQLite's largest integer
 _NEEDS = {"allow": "-", "confirm": "confirmation", "dual_sign": "two-person approval", "deny": "denied"}
@@ -65,19 +68,21 @@ def create_app(
     *,
     max_body: int = DEFAULT_MAX_BODY,
     max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+    max_per_token: int = DEFAULT_MAX_PER_TOKEN,
 ) -> Starlette:
     """The ASGI app: mount it in your own app, or run it with ``ongrid-skills serve``.
 
     :param tokens: Who may call: each token maps to an identity and a persona.
     :param max_body: Larger request bodies are refused with 413.
     :param max_concurrent: More calls running at once are refused with 429.
+    :param max_per_token: More calls running at once for one token are refused with 429.
     """
-    if max_body < 1 or max_concurrent < 1:
-        message = "max_body and max_concurrent must be at least 1"
+    if max_body < 1 or max_concurrent < 1 or max_per_token < 1:
+        message = "max_body, max_concurrent and max_per_token must be at least 1"
         raise ConfigError(message)
     for principal in tokens.principals():
         host.persona(principal.persona)  # an unknown persona is a start-up error, not a 500 later
-    api = _Api(host, tokens, max_body, max_concurrent)
+    api = _Api(host, tokens, max_body, max_concurrent, max_per_token)
     routes = [
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
@@ -118,12 +123,16 @@ async def _server_error(request: Request, exc: Exception) -> Response:
 class _Api:
     """The route handlers, sharing the host, the tokens and the limits."""
 
-    def __init__(self, host: SkillHost, tokens: TokenStore, max_body: int, max_concurrent: int) -> None:
+    def __init__(
+        self, host: SkillHost, tokens: TokenStore, max_body: int, max_concurrent: int, max_per_token: int
+    ) -> None:
         self.host = host
         self.tokens = tokens
         self.max_body = max_body
         self.max_concurrent = max_concurrent
+        self.max_per_token = max_per_token
         self.running = 0
+        self.per_token: dict[str, int] = {}
         self._openapi: dict[str, Any] | None = None
 
     @contextlib.asynccontextmanager
@@ -174,7 +183,7 @@ class _Api:
 
     async def get_skill(self, request: Request, who: Principal) -> Response:
         _query(request)
-        tool = self._tool(request.path_params["name"])
+        tool = self._tool(request.path_params["name"], who)
         data = self._summary(tool, who)
         data.update(
             kind=tool.kind,
@@ -199,20 +208,32 @@ class _Api:
             "decision": {**decision, "needs": _NEEDS[decision["verdict"]]},
         }
 
-    def _tool(self, name: str) -> Tool:
+    def _tool(self, name: str, who: Principal) -> Tool:
+        """The tool, if this persona may see it: a denied tool is answered as if absent,
+        and suggestions name only tools the persona may call (as the list does)."""
         try:
-            return self.host.get(name)
+            tool = self.host.get(name)
         except UnknownSkill as exc:
-            raise api_error(exc) from None
+            visible = [s for s in exc.suggestions if self._visible(s, who)]
+            raise api_error(UnknownSkill(name, visible)) from None
+        if not self._visible(name, who):
+            raise api_error(UnknownSkill(name, ())) from None
+        return tool
+
+    def _visible(self, name: str, who: Principal) -> bool:
+        try:
+            return self.host.decide(self.host.get(name), who.persona).verdict.value != "deny"
+        except OngridError:
+            return False
 
     async def execute(self, request: Request, who: Principal) -> Response:
         name = request.path_params["name"]
         body = _execute_body(await self._json(request))
-        self._reserve()
+        self._reserve(who)
         try:
             result = await self._call(name, body, who, None)
         finally:
-            self.running -= 1
+            self._release(who)
         return JSONResponse(result_body(result))
 
     async def execute_stream(self, request: Request, who: Principal) -> Response:
@@ -224,23 +245,37 @@ class _Api:
         def on_event(event: Event) -> None:  # may be called from an executor's thread
             loop.call_soon_threadsafe(queue.put_nowait, ("event", event))
 
-        self._reserve()
+        self._reserve(who)
         task = asyncio.ensure_future(self._call(name, body, who, on_event))
-        task.add_done_callback(lambda _task: self._release_after(queue))
+        task.add_done_callback(lambda _task: self._release_after(queue, who))
         first = await queue.get()
         if first[0] == "done" and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]  # refused before it started: a plain error
         return StreamingResponse(sse(first, queue, task), media_type="text/event-stream")
 
-    def _release_after(self, queue: asyncio.Queue[tuple[str, Any]]) -> None:
-        self.running -= 1
+    def _release_after(self, queue: asyncio.Queue[tuple[str, Any]], who: Principal) -> None:
+        self._release(who)
         queue.put_nowait(("done", None))
 
-    def _reserve(self) -> None:
+    def _reserve(self, who: Principal) -> None:
+        """Take a call slot: one of the token's own, and one of the server's."""
+        mine = self.per_token.get(who.identity, 0)
+        if mine >= self.max_per_token:
+            message = f"this token has {mine} calls running, the most one token may run at once; retry shortly"
+            raise ApiError(429, "busy", message, {"Retry-After": "1"})
         if self.running >= self.max_concurrent:
             message = f"{self.running} calls are running, the most this server runs at once; retry shortly"
             raise ApiError(429, "busy", message, {"Retry-After": "1"})
         self.running += 1
+        self.per_token[who.identity] = mine + 1
+
+    def _release(self, who: Principal) -> None:
+        self.running -= 1
+        left = self.per_token.get(who.identity, 1) - 1
+        if left > 0:
+            self.per_token[who.identity] = left
+        else:
+            self.per_token.pop(who.identity, None)
 
     async def _call(
         self, name: str, body: dict[str, Any], who: Principal, on_event: Callable[[Event], None] | None
