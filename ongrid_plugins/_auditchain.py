@@ -23,7 +23,7 @@ import attrs
 
 from ._auditjournal import HOST, PID, alive, journal_files
 from .models import JSON, canonical_json
-from .redact import has_secrets, redact
+from .redact import has_secrets, needs_redaction, redact, redact_lines, redact_text
 
 if TYPE_CHECKING:
     import sqlite3
@@ -234,7 +234,7 @@ def start_row(request: CallRequest, started: float) -> dict[str, Any]:
     secret = tool.cache.get("audit_has_secrets")
     if secret is None:
         secret = tool.cache["audit_has_secrets"] = has_secrets(tool.schema)
-    if secret:
+    if needs_redaction(tool.schema, args, secret):
         args, redacted = redact(tool.schema, args)
     return {
         "time": started,
@@ -270,11 +270,11 @@ def finish_row(row: dict[str, Any], result: CallResult, duration: float) -> dict
         reason=decision.reason if decision else "",
         plugin=decision.plugin if decision else "",
         outcome=result.outcome,
-        error=clip(result.error) if result.error else None,
+        error=clip(redact_text(result.error)) if result.error else None,
         exit_code=result.exit_code,
         signal=result.signal,
         duration=float(duration),
-        stderr_tail=dumps([clip(str(line)) for line in result.stderr_tail[-STDERR_LINES:]]),
+        stderr_tail=dumps([clip(line) for line in redact_lines(map(str, result.stderr_tail))][-STDERR_LINES:]),
         result_size=len(data),
         result_digest=hashlib.sha256(data).hexdigest() if data else "",
     )

@@ -65,3 +65,106 @@ def test_error_bodies_cut_absolute_paths(text: str, shown: str) -> None:
 
     body = json.loads(ApiError(400, "bad_request", text, reasons=[text]).response().body)
     assert body["error"] == shown and body["reasons"] == [shown]
+
+
+# ------------------------------------------------------------------- 3. secret redaction
+
+SECRET = "hunter2-very-secret"
+WO: dict[str, Any] = {"type": "string", "writeOnly": True}
+
+HIDING_PLACES: list[tuple[dict[str, Any], dict[str, Any]]] = [
+    ({"dependentSchemas": {"user": {"properties": {"pw": WO}}}}, {"user": "u", "pw": SECRET}),
+    ({"unevaluatedProperties": WO}, {"pw": SECRET}),
+    ({"properties": {"list": {"contains": WO}}}, {"list": [SECRET]}),
+    ({"properties": {"pair": {"prefixItems": [{"type": "string"}, WO]}}}, {"pair": ["u", SECRET]}),
+    ({"if": {"required": ["user"]}, "then": {"properties": {"pw": WO}}}, {"user": "u", "pw": SECRET}),
+    ({"if": {"required": ["x"]}, "else": {"properties": {"pw": WO}}}, {"pw": SECRET}),
+    ({"$defs": {"s": {"$anchor": "sec", **WO}}, "properties": {"pw": {"$ref": "#sec"}}}, {"pw": SECRET}),
+    ({"$defs": {"s": WO}, "properties": {"pw": {"$ref": "#/$defs/s"}}}, {"pw": SECRET}),
+    (
+        {"$id": "urn:tool", "$defs": {"s": {"$id": "urn:secret", **WO}}, "properties": {"pw": {"$ref": "urn:secret"}}},
+        {"pw": SECRET},
+    ),
+    ({"$defs": {"s": {"$dynamicAnchor": "d", **WO}}, "properties": {"pw": {"$dynamicRef": "#d"}}}, {"pw": SECRET}),
+    ({"properties": {"pw": {"not": {"not": WO}}}}, {"pw": SECRET}),
+    ({"properties": {"o": {"properties": {"a": {}}, "additionalProperties": WO}}}, {"o": {"b": SECRET}}),
+    ({"properties": {"pw": {"$ref": "#/$defs/gone"}}}, {"pw": SECRET}),  # unresolvable: hide it
+]
+
+
+@pytest.mark.parametrize(("schema", "args"), HIDING_PLACES)
+def test_write_only_values_are_redacted_wherever_they_hide(schema: dict[str, Any], args: dict[str, Any]) -> None:
+    from ongrid_plugins.redact import needs_redaction, redact
+
+    assert needs_redaction(schema, args)
+    redacted, paths = redact(schema, args)
+    assert SECRET not in json.dumps(redacted) and paths
+
+
+@pytest.mark.parametrize(
+    "key", ["password", "Passwd", "SECRET", "token", "api_key", "API-KEY", "apikey", "Authorization",
+            "private_key", "db_password", "client-secret", "X_Auth_Token"],
+)
+def test_secret_names_are_redacted_whatever_the_schema(key: str) -> None:
+    from ongrid_plugins.redact import needs_redaction, redact
+
+    args = {"nested": [{key: SECRET}], key: SECRET}
+    assert needs_redaction({}, args)
+    redacted, paths = redact({}, args)
+    assert SECRET not in json.dumps(redacted) and len(paths) == 2
+
+
+@pytest.mark.parametrize("key", ["max_tokens", "tokenizer", "passage", "secretary_name", "user"])
+def test_ordinary_names_are_kept(key: str) -> None:
+    from ongrid_plugins.redact import redact
+
+    assert redact({}, {key: "v"}) == ({key: "v"}, [])
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "calling with Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.signature",
+        "aws key AKIAIOSFODNN7EXAMPLE in env",
+        "password=hunter2-very-secret",
+        'api_key: "hunter2-very-secret"',
+        "token ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    ],
+)
+def test_secret_shapes_in_free_text_are_redacted(line: str) -> None:
+    from ongrid_plugins.redact import redact_text
+
+    shown = redact_text(line)
+    assert "[redacted]" in shown
+    for secret in ("eyJhbGciOiJIUzI1NiJ9", "AKIAIOSFODNN7EXAMPLE", "hunter2", "ghp_abc"):
+        assert secret not in shown
+
+
+def test_a_private_key_in_stderr_never_reaches_the_audit_log(root: Path, make_host: Any) -> None:
+    script = """#!/bin/sh
+echo "-----BEGIN OPENSSH PRIVATE KEY-----" >&2
+echo "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ" >&2
+echo "-----END OPENSSH PRIVATE KEY-----" >&2
+echo "Authorization: Bearer abcdefghijklmnop1234" >&2
+echo "done" >&2
+echo '{}'
+"""
+    make_skill(root, "leaky", script=script)
+    host = make_host(root)
+    host.call("leaky", {"password": SECRET})
+    row = host.audit.tail(1)[0]
+    text = json.dumps([row.stderr_tail, row.args])
+    assert "b3BlbnNzaC1rZXk" not in text and "abcdefghijklmnop1234" not in text and SECRET not in text
+    assert row.stderr_tail[-1] == "done" and row.redacted == ("$.password",)
+
+
+def test_tickets_keep_no_secret(root: Path, make_host: Any) -> None:
+    from ongrid_plugins import ApprovalRequired
+
+    schema = {"type": "object", "dependentSchemas": {"user": {"properties": {"pw": WO}}}}
+    make_skill(root, "wipe", class_="dangerous", schema=schema)
+    host = make_host(root)
+    with pytest.raises(ApprovalRequired) as asked:
+        host.call("wipe", {"user": "u", "pw": SECRET, "token": SECRET}, persona="admin")
+    ticket = asked.value.ticket
+    assert ticket is not None and SECRET not in json.dumps(ticket.to_dict())

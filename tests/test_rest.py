@@ -450,7 +450,7 @@ def test_two_person_approval_between_tokens(api: dict[str, Any], client: httpx.C
         "/v1/skills/wipe/execute", headers=auth(api, "alice"), json={**run, "ticket": ticket["id"]}
     )
     assert replay.status_code == 409 and replay.json()["reason"] == "executed"
-    shown = client.get(f"/v1/approvals/{ticket['id']}", headers=auth(api, "vic")).json()
+    shown = client.get(f"/v1/approvals/{ticket['id']}", headers=auth(api, "carol")).json()
     assert shown["status"] == "executed" and shown["executed_by"] == "alice"
     assert shown["approvals"][0]["sop"] == "SOP-12"
     listed = client.get("/v1/approvals", headers=auth(api, "vic"), params={"status": "executed"}).json()
@@ -637,3 +637,12 @@ def test_a_missing_extra_says_what_to_install(blocked: str, command: str, extra:
     )
     assert done.returncode == 2
     assert f"pip install 'ongrid-plugins[{extra}]'" in done.stderr
+
+
+def test_tickets_are_read_as_the_audit_is(api: dict[str, Any], client: httpx.Client) -> None:
+    asked = client.post("/v1/skills/wipe/execute", headers=auth(api, "alice"), json={"params": {"k": "v"}})
+    ticket = asked.json()["ticket"]["id"]
+    assert client.get(f"/v1/approvals/{ticket}", headers=auth(api, "bob")).status_code == 200
+    assert client.get(f"/v1/approvals/{ticket}", headers=auth(api, "vic")).status_code == 404
+    listed = client.get("/v1/approvals", headers=auth(api, "vic")).json()
+    assert ticket not in [t["id"] for t in listed["items"]]

@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from ..approvals import STATUSES
-from ..errors import ConfigError, OngridError, UnknownSkill
+from ..errors import ApprovalError, ConfigError, OngridError, UnknownSkill
 from ..host import SkillHost
 from ..models import CallResult, Event, PermissionMode, Tool
 from . import missing_extra
@@ -301,11 +301,17 @@ class _Api:
         if status is not None and status not in STATUSES:
             raise ApiError(400, "bad_request", f"status must be one of {', '.join(STATUSES)}")
         tickets = await self._approvals(self.host.tickets, status)
+        if not self._signs(who):  # tickets are read as the audit log is, or by their requester
+            tickets = [t for t in tickets if t.requester == who.identity]
         return JSONResponse({"items": [t.to_dict() for t in tickets], "total": len(tickets)})
 
     async def get_approval(self, request: Request, who: Principal) -> Response:
         _query(request)
-        ticket = await self._approvals(self.host.ticket, request.path_params["ticket_id"])
+        ticket_id = request.path_params["ticket_id"]
+        ticket = await self._approvals(self.host.ticket, ticket_id)
+        if not self._signs(who) and ticket.requester != who.identity:
+            message = f"no approval ticket {ticket_id!r} (see `ongrid-skills approvals list`)"
+            raise api_error(ApprovalError("unknown", ticket_id, message))  # as if absent
         return JSONResponse(ticket.to_dict())
 
     async def approve(self, request: Request, who: Principal) -> Response:
