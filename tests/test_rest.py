@@ -453,7 +453,7 @@ def test_two_person_approval_between_tokens(api: dict[str, Any], client: httpx.C
     shown = client.get(f"/v1/approvals/{ticket['id']}", headers=auth(api, "carol")).json()
     assert shown["status"] == "executed" and shown["executed_by"] == "alice"
     assert shown["approvals"][0]["sop"] == "SOP-12"
-    listed = client.get("/v1/approvals", headers=auth(api, "vic"), params={"status": "executed"}).json()
+    listed = client.get("/v1/approvals", headers=auth(api, "carol"), params={"status": "executed"}).json()
     assert ticket["id"] in [t["id"] for t in listed["items"]]
 
 
