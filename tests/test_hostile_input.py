@@ -168,3 +168,77 @@ def test_tickets_keep_no_secret(root: Path, make_host: Any) -> None:
         host.call("wipe", {"user": "u", "pw": SECRET, "token": SECRET}, persona="admin")
     ticket = asked.value.ticket
     assert ticket is not None and SECRET not in json.dumps(ticket.to_dict())
+
+
+# ------------------------------------------------------------- 4. approver identities
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("bob", "BOB"), ("alice", "alice\u200b"), ("alice", "ａlice"), ("carol", " carol\u00ad"), ("dan", "dan\ufeff")],
+)
+def test_two_spellings_of_one_person_never_make_two_approvals(
+    root: Path, make_host: Any, first: str, second: str
+) -> None:
+    from ongrid_plugins import ApprovalRequired
+    from ongrid_plugins.errors import ApprovalError
+
+    make_skill(root, "wipe", class_="dangerous")
+    host = make_host(root)
+    with pytest.raises(ApprovalRequired) as asked:
+        host.call("wipe", {}, persona="admin", caller="requester")
+    ticket = asked.value.ticket
+    assert ticket is not None
+    host.approve(ticket.id, approver=first)
+    with pytest.raises(ApprovalError) as twice:
+        host.approve(ticket.id, approver=second)
+    assert twice.value.reason == "duplicate_approver"
+
+
+@pytest.mark.parametrize("name", ["bоb", "аlice", "pаypal"])  # Cyrillic letters among Latin ones
+def test_identities_mixing_scripts_are_refused(root: Path, make_host: Any, name: str) -> None:
+    from ongrid_plugins import ApprovalRequired
+    from ongrid_plugins.errors import ApprovalError
+
+    make_skill(root, "wipe", class_="dangerous")
+    host = make_host(root)
+    with pytest.raises(ApprovalRequired) as asked:
+        host.call("wipe", {}, persona="admin", caller="requester")
+    assert asked.value.ticket is not None
+    with pytest.raises(ApprovalError, match="mixes Cyrillic and Latin letters") as refused:
+        host.approve(asked.value.ticket.id, approver=name)
+    assert refused.value.reason == "no_identity"
+    with pytest.raises(ApprovalError, match="mixes"):
+        host.call("wipe", {"x": 1}, persona="admin", caller=name)
+
+
+@pytest.mark.parametrize("name", ["bob", "Jürgen", "Ζωή", "Борис", "山田太郎", "やまだ たろう", "김민준", "ops-bot_2@example.com"])
+def test_names_in_one_script_are_usable(name: str) -> None:
+    from ongrid_plugins.identity import identity_problem
+
+    assert identity_problem(name) is None
+
+
+def test_the_requester_cannot_approve_under_another_spelling(root: Path, make_host: Any) -> None:
+    from ongrid_plugins import ApprovalRequired
+    from ongrid_plugins.errors import ApprovalError
+
+    make_skill(root, "wipe", class_="dangerous")
+    host = make_host(root)
+    with pytest.raises(ApprovalRequired) as asked:
+        host.call("wipe", {}, persona="admin", caller="alice")
+    assert asked.value.ticket is not None
+    with pytest.raises(ApprovalError) as own:
+        host.approve(asked.value.ticket.id, approver="ＡＬＩＣＥ\u200d")
+    assert own.value.reason == "own_ticket"
+
+
+def test_a_token_file_with_a_mixed_script_identity_is_refused(tmp_path: Path) -> None:
+    pytest.importorskip("starlette")
+    from ongrid_plugins import ConfigError
+    from ongrid_plugins.server.tokens import TokenStore, hash_token
+
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({"tokens": [{"identity": "bоb", "persona": "admin", "hash": hash_token("t" * 43)}]}))
+    with pytest.raises(ConfigError, match="mixes Cyrillic and Latin"):
+        TokenStore.from_file(str(path))
