@@ -242,3 +242,39 @@ def test_a_token_file_with_a_mixed_script_identity_is_refused(tmp_path: Path) ->
     path.write_text(json.dumps({"tokens": [{"identity": "bоb", "persona": "admin", "hash": hash_token("t" * 43)}]}))
     with pytest.raises(ConfigError, match="mixes Cyrillic and Latin"):
         TokenStore.from_file(str(path))
+
+
+# ------------------------------------------------------------ 8. persona alias bombs
+
+
+def alias_bomb(depth: int = 9) -> str:
+    lines = ["---", "name: bomb", "permission_mode: read-only", 'a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for level in range(1, depth + 1):
+        refs = ", ".join([f"*a{level - 1}"] * 9)
+        lines.append(f"a{level}: &a{level} [{refs}]")
+    return "\n".join([*lines, "---", ""])
+
+
+def test_a_persona_alias_bomb_is_refused_in_bounded_time(tmp_path: Path) -> None:
+    from hostile import bounded
+
+    path = tmp_path / "bomb.md"
+    path.write_text(alias_bomb())
+    assert len(path.read_bytes()) < 600
+    found = bounded(
+        f"""
+        import json, resource, time
+        from ongrid_plugins.personas import read_persona
+        start = time.perf_counter()
+        try:
+            read_persona({str(path)!r})
+            outcome = "read"
+        except Exception as exc:
+            outcome = str(exc)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(json.dumps({{"elapsed": time.perf_counter() - start, "outcome": outcome, "peak_kib": peak}}))
+        """
+    )
+    assert found["elapsed"] < 1.0
+    assert "alias bomb" in found["outcome"]
+    assert found["peak_kib"] < 150_000
