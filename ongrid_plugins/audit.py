@@ -89,6 +89,7 @@ logger = logging.getLogger(__name__)
 
 PLUGIN_NAME = "audit"
 DB_NAME = "audit.db"
+HEAD_NAME = "audit-head.json"
 
 
 @attrs.frozen
@@ -168,6 +169,14 @@ class VerifyReport:
     def to_dict(self) -> JSON:
         """A JSON-ready dict."""
         return attrs.asdict(self)
+
+
+def _missing(count: int, recorded: dict[str, Any]) -> str:
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(recorded.get("time") or 0)))
+    seen = f"row {recorded.get('seq')} (hash {recorded['hash']}, recorded {when})"
+    if not count:
+        return f"the log is empty, but its head {seen} was recorded: rows are missing"
+    return f"the recorded head {seen} is not in the chain: rows are missing or were rewritten"
 
 
 class AuditLog:
@@ -309,7 +318,13 @@ class AuditLog:
             head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
         report = check_head(report, head)
         if report.ok and anchor is not None and anchor not in report.seen:
-            report = attrs.evolve(report, ok=False, problem=f"the anchor hash {anchor} is not in the chain")
+            problem = f"the anchor hash {anchor} is not in the chain"
+            if not report.count:
+                problem = f"the log is empty, but the anchor {anchor} was recorded from it: rows are missing"
+            report = attrs.evolve(report, ok=False, problem=problem)
+        recorded = self.recorded_head()
+        if report.ok and recorded is not None and recorded["hash"] not in report.seen:
+            report = attrs.evolve(report, ok=False, problem=_missing(report.count, recorded))
         return VerifyReport(
             ok=report.ok,
             entries=report.count,
@@ -318,6 +333,40 @@ class AuditLog:
             head=report.last_hash,
             inflight=inflight(self.journal_dir),
         )
+
+    @property
+    def head_path(self) -> str:
+        """Where :meth:`record_head` keeps the last verified head, next to the log."""
+        return os.path.join(os.path.dirname(self.path) or ".", HEAD_NAME)
+
+    def record_head(self) -> VerifyReport:
+        """Verify the log and, if it is sound, write its head next to it (``audit-head.json``).
+
+        From then on :meth:`verify` refuses a log that no longer holds that row (an
+        emptied, deleted or truncated log). Copy the head elsewhere too: whoever can
+        delete the log can delete this file.
+        """
+        report = self.verify()
+        if report.ok and report.entries:
+            data = {"seq": report.entries, "hash": report.head, "time": time.time()}
+            temporary = f"{self.head_path}.tmp-{os.getpid()}"
+            with open(temporary, "w", encoding="utf-8") as f:
+                json.dump(data, f)
+            os.replace(temporary, self.head_path)
+        return report
+
+    def recorded_head(self) -> dict[str, Any] | None:
+        """The head :meth:`record_head` wrote (``seq``, ``hash``, ``time``), or None."""
+        try:
+            with open(self.head_path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return {"seq": "?", "hash": "(unreadable head file)", "time": 0}
+        if not isinstance(data, dict) or not isinstance(data.get("hash"), str):
+            return {"seq": "?", "hash": "(unreadable head file)", "time": 0}
+        return data
 
     # ------------------------------------------------------------------ recovery
 

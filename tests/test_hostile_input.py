@@ -278,3 +278,45 @@ def test_a_persona_alias_bomb_is_refused_in_bounded_time(tmp_path: Path) -> None
     assert found["elapsed"] < 1.0
     assert "alias bomb" in found["outcome"]
     assert found["peak_kib"] < 150_000
+
+
+# ------------------------------------------------------- 8. an emptied or deleted audit log
+
+
+@pytest.mark.parametrize("how", ["deleted", "emptied", "truncated"])
+def test_verify_says_rows_are_missing_once_a_head_was_recorded(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    import sqlite3
+
+    from clitools import cli, cmd
+
+    state = tmp_path / ".ongrid-state"
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(state))
+    make_skill(root, "echo")
+    fresh = cmd(capsys, root, "audit", "verify")
+    assert fresh.returncode == 0 and fresh.stdout.startswith("audit log is EMPTY: 0 rows")
+    for _ in range(3):
+        assert cli(root, "run", "echo", "{}").returncode == 0  # a real process: chained when it exits
+    recorded = cmd(capsys, root, "audit", "head")
+    assert recorded.returncode == 0 and "recorded head row 3" in recorded.stdout
+    anchor = json.loads((state / "audit-head.json").read_text())["hash"]
+    if how == "deleted":
+        for path in state.glob("audit.db*"):
+            path.unlink()
+    else:
+        with sqlite3.connect(state / "audit.db") as conn:
+            if how == "emptied":
+                conn.execute("DELETE FROM entries")
+                conn.execute("DELETE FROM head")
+            else:
+                conn.execute("DELETE FROM entries WHERE seq = 3")
+                conn.execute("UPDATE head SET seq = 2, hash = (SELECT hash FROM entries WHERE seq = 2)")
+    report = cmd(capsys, root, "audit", "verify")
+    assert report.returncode == 1, report.stdout
+    assert "rows are missing" in report.stdout
+    if how != "truncated":
+        assert "the log is empty" in report.stdout
+    (state / "audit-head.json").unlink()  # the head file gone too: an anchor kept elsewhere still tells
+    anchored = cmd(capsys, root, "audit", "verify", "--anchor", anchor)
+    assert anchored.returncode == 1 and ("rows are missing" in anchored.stdout or "not in the chain" in anchored.stdout)
