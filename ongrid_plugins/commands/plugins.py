@@ -31,4 +31,9 @@ def cmd_plugins(ctx: Context) -> int:
             print(f"{'':14} hooks: {', '.join(info.hooks)}")
         if info.error:
             print(f"{'':14} error: {info.error}")
+        if info.fails_closed and info.status == "failed":
+            print(
+                f"{'':14} FAILS CLOSED: mutating and dangerous calls are refused until it loads "
+                f"or ONGRID_DISABLE_PLUGINS={info.name}"
+            )
     return 0
