@@ -320,3 +320,65 @@ def test_verify_says_rows_are_missing_once_a_head_was_recorded(
     (state / "audit-head.json").unlink()  # the head file gone too: an anchor kept elsewhere still tells
     anchored = cmd(capsys, root, "audit", "verify", "--anchor", anchor)
     assert anchored.returncode == 1 and ("rows are missing" in anchored.stdout or "not in the chain" in anchored.stdout)
+
+
+# ------------------------------------------------------------------------------ 6. packs
+
+
+def test_a_pack_naming_an_installed_pack_does_not_replace_it_without_replace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tarfile
+
+    from ongrid_plugins.cli import main
+
+    user = tmp_path / "user"
+    monkeypatch.setenv("ONGRID_USER_SKILLS_DIR", str(user))
+
+    def pack(where: str, version: str) -> Path:
+        folder = tmp_path / where / "tools"
+        make_skill(folder, "hello")
+        (folder / "pack.json").write_text(json.dumps({"name": "tools", "version": version}))
+        archive = tmp_path / where / f"tools-{version}.tgz"
+        with tarfile.open(archive, "w:gz") as tf:
+            tf.add(folder, arcname="tools")
+        return archive
+
+    first, intruder = pack("vendor", "1.0"), pack("elsewhere", "2.0")
+    assert main(["--no-defaults", "install", str(first)]) == 0
+    capsys.readouterr()
+    assert main(["--no-defaults", "install", str(intruder)]) != 0
+    err = capsys.readouterr().err
+    assert str(first) in err and str(intruder) in err and err.count("sha256 ") == 2 and "--replace" in err
+    from ongrid_plugins.packs import read_marker
+
+    assert read_marker(str(user / "tools")).version == "1.0"  # type: ignore[union-attr]
+    assert main(["--no-defaults", "install", "--replace", str(intruder)]) == 0
+    assert "replacing 1.0" in capsys.readouterr().out
+    assert read_marker(str(user / "tools")).version == "2.0"  # type: ignore[union-attr]
+
+
+def test_a_hard_linked_entry_is_a_load_error(root: Path, tmp_path: Path, make_host: Any) -> None:
+    import os
+
+    outside = tmp_path / "outside.sh"
+    outside.write_text("#!/bin/sh\necho '{}'\n")
+    outside.chmod(0o755)
+    folder = make_skill(root, "linked", script=None)
+    os.link(outside, folder / "run.sh")
+    host = make_host(root)
+    report = host.load()
+    assert "linked" not in {tool.name for tool in host.tools()}
+    assert "has 2 hard links" in "\n".join(event.message for event in report.events)
+
+
+@pytest.mark.parametrize(("bit", "name"), [(0o4000, "setuid"), (0o2000, "setgid")])
+def test_a_setuid_or_setgid_entry_is_a_load_error(root: Path, make_host: Any, bit: int, name: str) -> None:
+    folder = make_skill(root, "risky")
+    (folder / "run.sh").chmod(0o755 | bit)
+    if not (folder / "run.sh").stat().st_mode & bit:
+        pytest.skip(f"this filesystem drops the {name} bit")
+    host = make_host(root)
+    report = host.load()
+    assert "risky" not in {tool.name for tool in host.tools()}
+    assert f"has the {name} bit set" in "\n".join(event.message for event in report.events)

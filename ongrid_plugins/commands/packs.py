@@ -24,11 +24,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "install",
         help="install a pack (folder, .tar.gz or .zip) into the user skills dir",
         description="Unpack, validate and atomically install a pack of skills into the user skills "
-        "dir. Over an installed pack of the same name, the old one stays until the new one is valid.",
+        "dir. Over an installed pack of the same name (only with --replace), the old one stays until "
+        "the new one is valid.",
     )
     p.add_argument("path", metavar="PATH", help="a pack folder, or a .tar.gz / .tgz / .tar / .zip of one")
     p.add_argument("--name", help="install under this name (default: pack.json's name, else the folder's)")
     p.add_argument("--strict", action="store_true", help="refuse a pack with warnings too")
+    p.add_argument("--replace", action="store_true", help="replace an installed pack of the same name")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_install)
 
@@ -47,7 +49,9 @@ def cmd_install(ctx: Context) -> int:
 
     args = ctx.args
     host = ctx.host
-    result = install_pack(args.path, host.pm, host.settings, name=args.name, strict=args.strict)
+    result = install_pack(
+        args.path, host.pm, host.settings, name=args.name, strict=args.strict, replace=args.replace
+    )
     shadowed = _shadowed(ctx, result)
     if args.json:
         print(json.dumps({**result.to_dict(), "shadowed": shadowed}, indent=2, ensure_ascii=False))

@@ -21,7 +21,7 @@ from .. import safeschema, schemacheck
 from ..errors import ManifestBuildError, ManifestParseError
 from ..hookspecs import hookimpl
 from ..models import Problem, Skill, SkillRoot, Tool, ToolClass
-from ..roots import is_executable_file, is_within, resolve_file
+from ..roots import entry_problem, is_executable_file, is_within, resolve_file
 from ._fields import show as _show
 from ._fields import type_name
 
@@ -328,6 +328,8 @@ def _check_entry(check: _Checker, root: SkillRoot) -> str:
         check.error("entry", "entry_not_file", f"entry {real} is not a regular file")
     elif not is_executable_file(st):
         check.error("entry", "entry_not_executable", f"entry {real} is not executable", f"chmod +x {real}")
+    elif problem := entry_problem(real, st, root):
+        check.error("entry", "entry_unsafe", problem)
     return real
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import safeschema, schemacheck
 from ..models import SkillRoot, Tool, ToolClass
-from ..roots import is_executable_file, is_within, resolve_file
+from ..roots import entry_problem, is_executable_file, is_within, resolve_file
 from ._fields import Fields, canon, pointer, show, type_name
 
 if TYPE_CHECKING:
@@ -277,6 +277,8 @@ def _exec_entry(fields: Fields, declared: str, at: str, path: str, root: SkillRo
         fields.error(
             at, "entry_not_executable", f"entry {real} is not an executable file", f"chmod +x {real}"
         )
+    elif problem := entry_problem(real, st, root):
+        fields.error(at, "entry_unsafe", problem)
     else:
         return real
     return None
