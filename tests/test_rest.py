@@ -646,3 +646,79 @@ def test_tickets_are_read_as_the_audit_is(api: dict[str, Any], client: httpx.Cli
     assert client.get(f"/v1/approvals/{ticket}", headers=auth(api, "vic")).status_code == 404
     listed = client.get("/v1/approvals", headers=auth(api, "vic")).json()
     assert ticket not in [t["id"] for t in listed["items"]]
+
+
+@contextlib.contextmanager
+def guarded(app: Any, **limits: Any) -> Iterator[tuple[str, int]]:
+    """Serve ``app`` the way ``ongrid-skills serve`` does (header timeout, connection cap)."""
+    from ongrid_plugins.server.limits import server_config
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(server_config(app, **limits))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield "127.0.0.1", sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def _closed_by_peer(conn: socket.socket, wait: float) -> bool:
+    conn.settimeout(wait)
+    try:
+        return conn.recv(1024) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_slow_headers_are_cut_and_connections_are_capped(tmp_path: Path) -> None:
+    app = create_app(build_host(tmp_path), TokenStore.single("t" * 43, "ann", "viewer"))
+    with guarded(app, header_timeout=0.5, max_connections=20) as (host, port):
+        slow = []
+        for _ in range(60):
+            conn = socket.create_connection((host, port))
+            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+            slow.append(conn)
+        started = time.monotonic()
+        closed = [_closed_by_peer(conn, 3.0) for conn in slow]
+        assert all(closed) and time.monotonic() - started < 3.0
+        for conn in slow:
+            conn.close()
+        assert httpx.get(f"http://{host}:{port}/healthz", timeout=5).status_code == 200
+
+
+def test_a_slow_body_gets_408(tmp_path: Path) -> None:
+    token = "t" * 43
+    app = create_app(build_host(tmp_path), TokenStore.single(token, "ann", "viewer"), body_timeout=0.5)
+    with guarded(app, header_timeout=5) as (host, port):
+        conn = socket.create_connection((host, port))
+        head = (
+            "POST /v1/skills/echo/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Length: 100\r\n\r\n"
+        )
+        conn.sendall(head.encode() + b'{"params":')
+        conn.settimeout(5)
+        started = time.monotonic()
+        answer = conn.recv(4096)
+        conn.close()
+    assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 3
+
+
+def test_connections_beyond_the_cap_are_closed_at_once(tmp_path: Path) -> None:
+    app = create_app(build_host(tmp_path), TokenStore.single("t" * 43, "ann", "viewer"))
+    with guarded(app, header_timeout=30, max_connections=10) as (host, port):
+        held = [socket.create_connection((host, port)) for _ in range(25)]
+        time.sleep(0.3)
+        closed = sum(_closed_by_peer(conn, 0.2) for conn in held)
+        for conn in held:
+            conn.close()
+    assert closed == 15

@@ -42,6 +42,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--max-concurrent", type=int, default=16, metavar="N", help="calls at once; more get 429")
     p.add_argument("--max-body", type=int, default=1024 * 1024, metavar="BYTES", help="larger bodies get 413")
+    p.add_argument(
+        "--max-per-token", type=int, default=4, metavar="N", help="calls at once for one token; more get 429"
+    )
+    p.add_argument(
+        "--max-connections", type=int, default=256, metavar="N", help="open connections; more are closed"
+    )
+    p.add_argument(
+        "--header-timeout", type=float, default=10.0, metavar="S", help="seconds for a request's headers"
+    )
+    p.add_argument("--body-timeout", type=float, default=30.0, metavar="S", help="seconds for a body; then 408")
     tools = p.add_mutually_exclusive_group()
     tools.add_argument(
         "--hash-token", action="store_true", help="read a token on standard input, print its hash, and exit"
@@ -116,12 +126,21 @@ def _serve(ctx: Context) -> int:
         from ..server import missing_extra
 
         raise missing_extra("server", exc.name or "uvicorn") from None
-    app = create_app(ctx.host, tokens, max_body=args.max_body, max_concurrent=args.max_concurrent)
+    from ..server.limits import server_config
+
+    app = create_app(
+        ctx.host,
+        tokens,
+        max_body=args.max_body,
+        max_concurrent=args.max_concurrent,
+        max_per_token=args.max_per_token,
+        body_timeout=args.body_timeout,
+    )
     sock = _bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     print(f"ongrid-skills serve: listening on http://{shown}:{port}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    config = server_config(app, header_timeout=args.header_timeout, max_connections=args.max_connections)
     uvicorn.Server(config).run(sockets=[sock])
     return 0
 

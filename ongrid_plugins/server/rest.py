@@ -46,12 +46,21 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise missing_extra("server", "starlette") from exc
 
-__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_CONCURRENT", "DEFAULT_MAX_PER_TOKEN", "ApiError", "create_app"]
+__all__ = [
+    "DEFAULT_BODY_TIMEOUT",
+    "DEFAULT_MAX_BODY",
+    "DEFAULT_MAX_CONCURRENT",
+    "DEFAULT_MAX_PER_TOKEN",
+    "ApiError",
+    "create_app",
+]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY = 1024 * 1024
 DEFAULT_MAX_CONCURRENT = 16
+#: Seconds a request body may take to arrive (a slow body is answered with 408).
+DEFAULT_BODY_TIMEOUT = 30.0
 #: Calls one token may have running at once (within the global cap), so that one client
 #: calling slow skills does not get every other client a 429.
 DEFAULT_MAX_PER_TOKEN = 4
@@ -69,6 +78,7 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     max_concurrent: int = DEFAULT_MAX_CONCURRENT,
     max_per_token: int = DEFAULT_MAX_PER_TOKEN,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
 ) -> Starlette:
     """The ASGI app: mount it in your own app, or run it with ``ongrid-skills serve``.
 
@@ -76,13 +86,17 @@ def create_app(
     :param max_body: Larger request bodies are refused with 413.
     :param max_concurrent: More calls running at once are refused with 429.
     :param max_per_token: More calls running at once for one token are refused with 429.
+    :param body_timeout: A request body not complete within this many seconds gets 408.
+        (Header timeouts and the connection cap are the server's: see
+        :func:`ongrid_plugins.server.limits.server_config`.)
     """
-    if max_body < 1 or max_concurrent < 1 or max_per_token < 1:
-        message = "max_body, max_concurrent and max_per_token must be at least 1"
+    if max_body < 1 or max_concurrent < 1 or max_per_token < 1 or not body_timeout > 0:
+        message = "max_body, max_concurrent and max_per_token must be at least 1, body_timeout above 0"
         raise ConfigError(message)
     for principal in tokens.principals():
         host.persona(principal.persona)  # an unknown persona is a start-up error, not a 500 later
     api = _Api(host, tokens, max_body, max_concurrent, max_per_token)
+    api.body_timeout = body_timeout
     routes = [
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
@@ -133,6 +147,7 @@ class _Api:
         self.max_per_token = max_per_token
         self.running = 0
         self.per_token: dict[str, int] = {}
+        self.body_timeout = DEFAULT_BODY_TIMEOUT
         self._openapi: dict[str, Any] | None = None
 
     @contextlib.asynccontextmanager
@@ -377,11 +392,17 @@ class _Api:
         if length is not None and (not _digits(length) or int(length) > self.max_body):
             raise ApiError(413, "too_large", f"the request body is larger than {self.max_body} bytes")
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body:
-                raise ApiError(413, "too_large", f"the request body is larger than {self.max_body} bytes")
-            chunks.append(chunk)
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > self.max_body:
+                        message = f"the request body is larger than {self.max_body} bytes"
+                        raise ApiError(413, "too_large", message)
+                    chunks.append(chunk)
+        except TimeoutError:
+            message = f"the request body did not arrive within {self.body_timeout:g} s"
+            raise ApiError(408, "timeout", message, {"Connection": "close"}) from None
         raw = b"".join(chunks)
         if not raw.strip():
             return {}
