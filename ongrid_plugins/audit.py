@@ -51,6 +51,7 @@ from ._auditchain import (
     JSON_COLUMNS,
     SCHEMA,
     check_head,
+    check_macs,
     dumps,
     finish_row,
     inflight,
@@ -61,7 +62,7 @@ from ._auditchain import (
 )
 from ._auditjournal import JOURNAL_DIR, Journal
 from ._auditwriter import Writer
-from .errors import AuditError
+from .errors import AuditError, ConfigError
 from .hookspecs import hookimpl
 from .models import JSON, ToolClass
 
@@ -171,6 +172,23 @@ class VerifyReport:
         return attrs.asdict(self)
 
 
+#: Fewest bytes an audit key may have.
+MIN_KEY_BYTES = 16
+
+
+def read_key(path: str) -> bytes:
+    """The audit key in ``path`` (surrounding blanks removed); raises ConfigError."""
+    try:
+        with open(path, "rb") as f:
+            key = f.read(4096).strip()
+    except OSError as exc:
+        raise ConfigError(f"ONGRID_AUDIT_KEY_FILE {path}: cannot read the audit key: {exc.strerror}") from None
+    if len(key) < MIN_KEY_BYTES:
+        message = f"ONGRID_AUDIT_KEY_FILE {path}: the key has {len(key)} bytes, at least {MIN_KEY_BYTES} are needed"
+        raise ConfigError(message + " (e.g. `head -c 32 /dev/urandom | base64 > FILE`)")
+    return key
+
+
 def _missing(count: int, recorded: dict[str, Any]) -> str:
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(recorded.get("time") or 0)))
     seen = f"row {recorded.get('seq')} (hash {recorded['hash']}, recorded {when})"
@@ -182,10 +200,15 @@ def _missing(count: int, recorded: dict[str, Any]) -> str:
 class AuditLog:
     """The audit log of one state dir; as a plugin, it records every call of its host."""
 
-    def __init__(self, path: str, *, fail_closed: bool = True) -> None:
-        """Open (lazily) the log at ``path``; nothing is touched until the first use."""
+    def __init__(self, path: str, *, fail_closed: bool = True, key_file: str | None = None) -> None:
+        """Open (lazily) the log at ``path``; nothing is touched until the first use.
+
+        :param key_file: A file holding the audit key (``ONGRID_AUDIT_KEY_FILE``): every
+            row then carries an HMAC, and :meth:`verify` checks them.
+        """
         self.path = path
         self.fail_closed = fail_closed
+        self.key = read_key(key_file) if key_file else None
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
@@ -193,13 +216,14 @@ class AuditLog:
         self.journal_dir = os.path.join(os.path.dirname(path) or ".", JOURNAL_DIR)
         """Where each process journals the calls it has not chained yet (see :mod:`._auditjournal`)."""
         self._journal = Journal(self.journal_dir)
-        self._writer = Writer(path, self._journal)
+        self._writer = Writer(path, self._journal, self.key)
         self._failures = 0
 
     @classmethod
     def for_settings(cls, settings: Settings) -> AuditLog:
         """The log of a host: ``audit.db`` in ``settings.state_dir``."""
-        return cls(os.path.join(settings.state_dir, DB_NAME), fail_closed=settings.audit_fail_closed)
+        path = os.path.join(settings.state_dir, DB_NAME)
+        return cls(path, fail_closed=settings.audit_fail_closed, key_file=settings.audit_key_file)
 
     def __repr__(self) -> str:
         return f"<AuditLog {self.path}>"
@@ -316,7 +340,10 @@ class AuditLog:
         with self._transaction(write=False) as conn:
             report = walk(conn.execute(f"SELECT {', '.join(COLUMNS)}, hash FROM entries ORDER BY seq"))
             head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
+            keyed = check_macs(conn, self.key) if self.key is not None and report.ok else (None, "")
         report = check_head(report, head)
+        if report.ok and keyed[1]:
+            report = attrs.evolve(report, ok=False, first_bad=keyed[0], problem=keyed[1])
         if report.ok and anchor is not None and anchor not in report.seen:
             problem = f"the anchor hash {anchor} is not in the chain"
             if not report.count:
@@ -398,7 +425,7 @@ class AuditLog:
             self._conn, self._pid = conn, os.getpid()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                _count, done = recover(conn, self.journal_dir)
+                _count, done = recover(conn, self.journal_dir, self.key)
             except BaseException:
                 conn.rollback()
                 raise

@@ -19,6 +19,7 @@ variable                        meaning
 ``ONGRID_PERSONAS_DIRS``        persona folders searched before ``<config>/personas``, split on ``:,;``
 ``ONGRID_APPROVAL_TTL``         seconds a two-person ticket stays valid (default 900)
 ``ONGRID_AUDIT_FAIL_CLOSED``    ``1`` (default): refuse mutating/dangerous calls the audit log cannot record
+``ONGRID_AUDIT_KEY_FILE``       a secret key file: every audit row then carries an HMAC (docs/audit.md)
 ``ONGRID_USER_SKILLS_DIR``      the per-user skills root (default: platformdirs)
 ``ONGRID_SYSTEM_SKILLS_DIR``    the system skills root (default ``/etc/ongrid/skills``)
 ``ONGRID_SANDBOX``              ``auto`` (default), ``require`` or ``off``: how calls are confined
@@ -196,6 +197,9 @@ class Settings:
     """Seconds a two-person ticket stays valid, from its request to its execution."""
     audit_fail_closed: bool = True
     """Refuse mutating and dangerous calls when the audit log cannot record them."""
+    audit_key_file: str | None = None
+    """A file holding a secret key (skills must not be able to read it): every audit row then
+    carries an HMAC, so a chain recomputed without the key does not verify."""
     sandbox: str = attrs.field(default="auto")
     """``auto`` confines with what the kernel offers, ``require`` refuses what it cannot
     confine, ``off`` runs skills with the host's authority (docs/sandbox.md)."""
@@ -262,6 +266,8 @@ class Settings:
             values["approval_ttl"] = _positive_float("ONGRID_APPROVAL_TTL", env["ONGRID_APPROVAL_TTL"])
         if "ONGRID_AUDIT_FAIL_CLOSED" in env:
             values["audit_fail_closed"] = _flag("ONGRID_AUDIT_FAIL_CLOSED", env["ONGRID_AUDIT_FAIL_CLOSED"])
+        if env.get("ONGRID_AUDIT_KEY_FILE", "").strip():
+            values["audit_key_file"] = env["ONGRID_AUDIT_KEY_FILE"].strip()
         if env.get("ONGRID_SANDBOX", "").strip():
             values["sandbox"] = _choice("ONGRID_SANDBOX", env["ONGRID_SANDBOX"], SANDBOX_MODES)
         if env.get("ONGRID_SANDBOX_POLICY", "").strip():

@@ -382,3 +382,62 @@ def test_a_setuid_or_setgid_entry_is_a_load_error(root: Path, make_host: Any, bi
     report = host.load()
     assert "risky" not in {tool.name for tool in host.tools()}
     assert f"has the {name} bit set" in "\n".join(event.message for event in report.events)
+
+
+# ------------------------------------------------------------- 8. a keyed audit chain
+
+
+def _recompute_chain(db: Path, change: str) -> None:
+    """What someone with write access but without the key does: edit, then rehash every row."""
+    import sqlite3
+
+    from ongrid_plugins._auditchain import COLUMNS, GENESIS, row_hash
+
+    with sqlite3.connect(db) as conn:
+        conn.execute(change)
+        prev = GENESIS
+        rows = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM entries ORDER BY seq").fetchall()
+        for row in rows:
+            values = [*row[:-1], prev]
+            digest = row_hash(values)
+            conn.execute("UPDATE entries SET prev_hash = ?, hash = ? WHERE seq = ?", (prev, digest, row[0]))
+            prev = digest
+        conn.execute("UPDATE head SET hash = ? WHERE id = 1", (prev,))
+
+
+@pytest.mark.parametrize("drop_macs", [False, True])
+def test_a_chain_recomputed_without_the_key_is_detected(root: Path, tmp_path: Path, drop_macs: bool) -> None:
+    import sqlite3
+
+    from ongrid_plugins.testing import isolated_settings
+
+    key = tmp_path / "audit.key"
+    key.write_text("k" * 32)
+    state = tmp_path / "state"
+    make_skill(root, "echo")
+    host = SkillHost(isolated_settings(tmp_path, root, state_dir=str(state), audit_key_file=str(key)))
+    for n in range(3):
+        host.call("echo", {"n": n})
+    assert host.audit.verify().ok
+    host.audit.close()
+    _recompute_chain(state / "audit.db", "UPDATE entries SET caller = 'someone-else' WHERE seq = 2")
+    if drop_macs:
+        with sqlite3.connect(state / "audit.db") as conn:
+            conn.execute("DELETE FROM macs")
+    unkeyed = SkillHost(isolated_settings(tmp_path, root, state_dir=str(state)))
+    assert unkeyed.audit.verify().ok  # the plain hash chain cannot tell
+    keyed = SkillHost(isolated_settings(tmp_path, root, state_dir=str(state), audit_key_file=str(key)))
+    report = keyed.audit.verify()
+    assert not report.ok
+    assert ("no row carries an HMAC" if drop_macs else "row 2 has a wrong HMAC") in report.problem
+
+
+def test_a_short_or_missing_key_is_a_config_error(tmp_path: Path) -> None:
+    from ongrid_plugins import ConfigError
+    from ongrid_plugins.audit import AuditLog
+
+    (tmp_path / "short.key").write_text("abc")
+    with pytest.raises(ConfigError, match="at least 16"):
+        AuditLog(str(tmp_path / "audit.db"), key_file=str(tmp_path / "short.key"))
+    with pytest.raises(ConfigError, match="cannot read the audit key"):
+        AuditLog(str(tmp_path / "audit.db"), key_file=str(tmp_path / "missing.key"))
