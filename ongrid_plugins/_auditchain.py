@@ -146,7 +146,10 @@ def check_macs(conn: sqlite3.Connection, key: bytes) -> tuple[int | None, str]:
         if not hmac.compare_digest(mac, row_mac(key, digest)):
             return seq, f"row {seq} has a wrong HMAC: the chain was recomputed without the audit key"
     if count and not keyed:
-        return 1, "no row carries an HMAC although an audit key is configured: the chain may have been rewritten"
+        return (
+            1,
+            "no row carries an HMAC although an audit key is configured: the chain may have been rewritten",
+        )
     return None, ""
 
 
@@ -226,7 +229,9 @@ def recover(conn: sqlite3.Connection, folder: str, key: bytes | None = None) -> 
         for call_id, row, finished in journal.open_calls:
             if conn.execute("SELECT 1 FROM entries WHERE call_id = ?", (call_id,)).fetchone():
                 continue
-            append(conn, dict(row, call_id=call_id) if finished else _interrupted(call_id, row, journal.pid), key)
+            append(
+                conn, dict(row, call_id=call_id) if finished else _interrupted(call_id, row, journal.pid), key
+            )
             count += 1
     return count, done
 
@@ -312,7 +317,9 @@ def finish_row(row: dict[str, Any], result: CallResult, duration: float) -> dict
         exit_code=result.exit_code,
         signal=result.signal,
         duration=float(duration),
-        stderr_tail=dumps([clip(line) for line in redact_lines(map(str, result.stderr_tail))][-STDERR_LINES:]),
+        stderr_tail=dumps(
+            [clip(line) for line in redact_lines(map(str, result.stderr_tail))][-STDERR_LINES:]
+        ),
         result_size=len(data),
         result_digest=hashlib.sha256(data).hexdigest() if data else "",
     )

@@ -182,9 +182,13 @@ def read_key(path: str) -> bytes:
         with open(path, "rb") as f:
             key = f.read(4096).strip()
     except OSError as exc:
-        raise ConfigError(f"ONGRID_AUDIT_KEY_FILE {path}: cannot read the audit key: {exc.strerror}") from None
+        raise ConfigError(
+            f"ONGRID_AUDIT_KEY_FILE {path}: cannot read the audit key: {exc.strerror}"
+        ) from None
     if len(key) < MIN_KEY_BYTES:
-        message = f"ONGRID_AUDIT_KEY_FILE {path}: the key has {len(key)} bytes, at least {MIN_KEY_BYTES} are needed"
+        message = (
+            f"ONGRID_AUDIT_KEY_FILE {path}: the key has {len(key)} bytes, at least {MIN_KEY_BYTES} are needed"
+        )
         raise ConfigError(message + " (e.g. `head -c 32 /dev/urandom | base64 > FILE`)")
     return key
 

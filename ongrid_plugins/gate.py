@@ -11,10 +11,10 @@ dangerous   deny        deny                   dual_sign
 =========== =========== ====================== ====================
 
 Plugins vote through ``ongrid_check_permission``; the strictest vote wins
-(deny > dual_sign > confirm > allow). A permission or approval plugin that failed to
-load counts as a ``deny`` for every mutating and dangerous tool (it fails closed). The host always adds this module's
+(deny > dual_sign > confirm > allow). The host always adds this module's
 rule itself, so no plugin — and no disabled or unregistered ``gate`` plugin —
-can loosen it.
+can loosen it. A permission or approval plugin that failed to load counts as a
+``deny`` for every mutating and dangerous tool (it fails closed).
 """
 
 from __future__ import annotations

@@ -991,7 +991,14 @@ def _environment_fingerprint() -> str | None:
     import importlib.util
 
     parts = [sys.implementation.name, "{}.{}".format(*sys.version_info[:2])]
-    modules = ("jsonschema", "jsonschema_specifications", "referencing", "rfc3987", "rfc3986_validator", "re2")
+    modules = (
+        "jsonschema",
+        "jsonschema_specifications",
+        "referencing",
+        "rfc3987",
+        "rfc3986_validator",
+        "re2",
+    )
     for module in modules:
         try:
             spec = importlib.util.find_spec(module)

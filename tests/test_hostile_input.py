@@ -82,10 +82,17 @@ HIDING_PLACES: list[tuple[dict[str, Any], dict[str, Any]]] = [
     ({"$defs": {"s": {"$anchor": "sec", **WO}}, "properties": {"pw": {"$ref": "#sec"}}}, {"pw": SECRET}),
     ({"$defs": {"s": WO}, "properties": {"pw": {"$ref": "#/$defs/s"}}}, {"pw": SECRET}),
     (
-        {"$id": "urn:tool", "$defs": {"s": {"$id": "urn:secret", **WO}}, "properties": {"pw": {"$ref": "urn:secret"}}},
+        {
+            "$id": "urn:tool",
+            "$defs": {"s": {"$id": "urn:secret", **WO}},
+            "properties": {"pw": {"$ref": "urn:secret"}},
+        },
         {"pw": SECRET},
     ),
-    ({"$defs": {"s": {"$dynamicAnchor": "d", **WO}}, "properties": {"pw": {"$dynamicRef": "#d"}}}, {"pw": SECRET}),
+    (
+        {"$defs": {"s": {"$dynamicAnchor": "d", **WO}}, "properties": {"pw": {"$dynamicRef": "#d"}}},
+        {"pw": SECRET},
+    ),
     ({"properties": {"pw": {"not": {"not": WO}}}}, {"pw": SECRET}),
     ({"properties": {"o": {"properties": {"a": {}}, "additionalProperties": WO}}}, {"o": {"b": SECRET}}),
     ({"properties": {"pw": {"$ref": "#/$defs/gone"}}}, {"pw": SECRET}),  # unresolvable: hide it
@@ -93,7 +100,9 @@ HIDING_PLACES: list[tuple[dict[str, Any], dict[str, Any]]] = [
 
 
 @pytest.mark.parametrize(("schema", "args"), HIDING_PLACES)
-def test_write_only_values_are_redacted_wherever_they_hide(schema: dict[str, Any], args: dict[str, Any]) -> None:
+def test_write_only_values_are_redacted_wherever_they_hide(
+    schema: dict[str, Any], args: dict[str, Any]
+) -> None:
     from ongrid_plugins.redact import needs_redaction, redact
 
     assert needs_redaction(schema, args)
@@ -102,8 +111,21 @@ def test_write_only_values_are_redacted_wherever_they_hide(schema: dict[str, Any
 
 
 @pytest.mark.parametrize(
-    "key", ["password", "Passwd", "SECRET", "token", "api_key", "API-KEY", "apikey", "Authorization",
-            "private_key", "db_password", "client-secret", "X_Auth_Token"],
+    "key",
+    [
+        "password",
+        "Passwd",
+        "SECRET",
+        "token",
+        "api_key",
+        "API-KEY",
+        "apikey",
+        "Authorization",
+        "private_key",
+        "db_password",
+        "client-secret",
+        "X_Auth_Token",
+    ],
 )
 def test_secret_names_are_redacted_whatever_the_schema(key: str) -> None:
     from ongrid_plugins.redact import needs_redaction, redact
@@ -175,7 +197,13 @@ def test_tickets_keep_no_secret(root: Path, make_host: Any) -> None:
 
 @pytest.mark.parametrize(
     ("first", "second"),
-    [("bob", "BOB"), ("alice", "alice\u200b"), ("alice", "ａlice"), ("carol", " carol\u00ad"), ("dan", "dan\ufeff")],
+    [
+        ("bob", "BOB"),
+        ("alice", "alice\u200b"),
+        ("alice", "ａlice"),
+        ("carol", " carol\u00ad"),
+        ("dan", "dan\ufeff"),
+    ],
 )
 def test_two_spellings_of_one_person_never_make_two_approvals(
     root: Path, make_host: Any, first: str, second: str
@@ -212,7 +240,9 @@ def test_identities_mixing_scripts_are_refused(root: Path, make_host: Any, name:
         host.call("wipe", {"x": 1}, persona="admin", caller=name)
 
 
-@pytest.mark.parametrize("name", ["bob", "Jürgen", "Ζωή", "Борис", "山田太郎", "やまだ たろう", "김민준", "ops-bot_2@example.com"])
+@pytest.mark.parametrize(
+    "name", ["bob", "Jürgen", "Ζωή", "Борис", "山田太郎", "やまだ たろう", "김민준", "ops-bot_2@example.com"]
+)
 def test_names_in_one_script_are_usable(name: str) -> None:
     from ongrid_plugins.identity import identity_problem
 
@@ -239,7 +269,9 @@ def test_a_token_file_with_a_mixed_script_identity_is_refused(tmp_path: Path) ->
     from ongrid_plugins.server.tokens import TokenStore, hash_token
 
     path = tmp_path / "tokens.json"
-    path.write_text(json.dumps({"tokens": [{"identity": "bоb", "persona": "admin", "hash": hash_token("t" * 43)}]}))
+    path.write_text(
+        json.dumps({"tokens": [{"identity": "bоb", "persona": "admin", "hash": hash_token("t" * 43)}]})
+    )
     with pytest.raises(ConfigError, match="mixes Cyrillic and Latin"):
         TokenStore.from_file(str(path))
 
@@ -248,7 +280,12 @@ def test_a_token_file_with_a_mixed_script_identity_is_refused(tmp_path: Path) ->
 
 
 def alias_bomb(depth: int = 9) -> str:
-    lines = ["---", "name: bomb", "permission_mode: read-only", 'a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines = [
+        "---",
+        "name: bomb",
+        "permission_mode: read-only",
+        'a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]',
+    ]
     for level in range(1, depth + 1):
         refs = ", ".join([f"*a{level - 1}"] * 9)
         lines.append(f"a{level}: &a{level} [{refs}]")
@@ -319,7 +356,9 @@ def test_verify_says_rows_are_missing_once_a_head_was_recorded(
         assert "the log is empty" in report.stdout
     (state / "audit-head.json").unlink()  # the head file gone too: an anchor kept elsewhere still tells
     anchored = cmd(capsys, root, "audit", "verify", "--anchor", anchor)
-    assert anchored.returncode == 1 and ("rows are missing" in anchored.stdout or "not in the chain" in anchored.stdout)
+    assert anchored.returncode == 1 and (
+        "rows are missing" in anchored.stdout or "not in the chain" in anchored.stdout
+    )
 
 
 # ------------------------------------------------------------------------------ 6. packs

@@ -276,11 +276,17 @@ def test_an_issued_request_state_is_single_use(workspace: Path) -> None:
     async def session(connected: Client) -> None:
         first = await connected.session.call_tool("restart", {"unit": "nginx"}, allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult) and first.request_state
-        assert len(first.request_state) >= 40 and first.request_state != args_digest("restart", {"unit": "nginx"})
+        assert len(first.request_state) >= 40 and first.request_state != args_digest(
+            "restart", {"unit": "nginx"}
+        )
         yes = {"confirm": types.ElicitResult(action="accept", content={"confirm": True})}
-        ran = await connected.call_tool("restart", {"unit": "nginx"}, input_responses=yes, request_state=first.request_state)
+        ran = await connected.call_tool(
+            "restart", {"unit": "nginx"}, input_responses=yes, request_state=first.request_state
+        )
         assert not ran.is_error
-        again = await connected.call_tool("restart", {"unit": "nginx"}, input_responses=yes, request_state=first.request_state)
+        again = await connected.call_tool(
+            "restart", {"unit": "nginx"}, input_responses=yes, request_state=first.request_state
+        )
         assert again.is_error and text(again)["code"] == "not_asked"
 
     from ongrid_plugins.models import args_digest

@@ -281,7 +281,7 @@ def test_a_failed_permission_plugin_refuses_mutating_and_dangerous_calls(
     assert info.status == "failed" and info.fails_closed
     assert host.call("echo", {"safe": "calls go on"}).ok
     for tool, persona in (("restart", "operator"), ("wipe", "admin")):
-        with pytest.raises(PermissionDenied, match="plugin freeze .* failed to load") as refused:
+        with pytest.raises(PermissionDenied, match=r"plugin freeze .* failed to load") as refused:
             host.call(tool, {}, persona=persona, confirm=True)
         assert refused.value.decision.plugin == "freeze"
         assert "ONGRID_DISABLE_PLUGINS=freeze" in refused.value.decision.reason
@@ -292,7 +292,13 @@ def test_the_plugins_command_shows_a_plugin_that_fails_closed(
 ) -> None:
     from ongrid_plugins.commands.plugins import cmd_plugins
 
-    install_dist(site, "ongrid-freeze", "1.0", {"freeze": "ongrid_test_plugin_f2"}, {"ongrid_test_plugin_f2": DENY_WITH_A_TYPO})
+    install_dist(
+        site,
+        "ongrid-freeze",
+        "1.0",
+        {"freeze": "ongrid_test_plugin_f2"},
+        {"ongrid_test_plugin_f2": DENY_WITH_A_TYPO},
+    )
     host = SkillHost(settings_for(tmp_path))
 
     class Ctx:
@@ -305,7 +311,13 @@ def test_the_plugins_command_shows_a_plugin_that_fails_closed(
 
 
 def test_disabling_the_failed_plugin_by_name_lets_calls_run(site: Path, tmp_path: Path, root: Path) -> None:
-    install_dist(site, "ongrid-freeze", "1.0", {"freeze": "ongrid_test_plugin_f3"}, {"ongrid_test_plugin_f3": DENY_WITH_A_TYPO})
+    install_dist(
+        site,
+        "ongrid-freeze",
+        "1.0",
+        {"freeze": "ongrid_test_plugin_f3"},
+        {"ongrid_test_plugin_f3": DENY_WITH_A_TYPO},
+    )
     make_skill(root, "restart", class_="mutating")
     host = SkillHost(settings_for(tmp_path, root, disable_plugins=("freeze",)))
     assert next(i for i in host.plugins() if i.name == "freeze").status == "blocked"
@@ -314,7 +326,11 @@ def test_disabling_the_failed_plugin_by_name_lets_calls_run(site: Path, tmp_path
 
 def test_a_failed_plugin_without_power_only_skips_itself(site: Path, tmp_path: Path, root: Path) -> None:
     install_dist(
-        site, "ongrid-noisy", "1.0", {"noisy": "ongrid_test_plugin_noisy"}, {"ongrid_test_plugin_noisy": "raise ImportError('x')"}
+        site,
+        "ongrid-noisy",
+        "1.0",
+        {"noisy": "ongrid_test_plugin_noisy"},
+        {"ongrid_test_plugin_noisy": "raise ImportError('x')"},
     )
     make_skill(root, "restart", class_="mutating")
     host = SkillHost(settings_for(tmp_path, root))

@@ -198,7 +198,10 @@ def test_a_tool_the_persona_may_not_call_is_absent(api: dict[str, Any], client: 
     hidden = client.get("/v1/skills/restart", headers=auth(api, "vic"))
     absent = client.get("/v1/skills/no_such_tool", headers=auth(api, "vic"))
     assert hidden.status_code == absent.status_code == 404
-    assert hidden.json() == {**absent.json(), "error": absent.json()["error"].replace("no_such_tool", "restart")}
+    assert hidden.json() == {
+        **absent.json(),
+        "error": absent.json()["error"].replace("no_such_tool", "restart"),
+    }
     typo = client.get("/v1/skills/rstart", headers=auth(api, "vic"))
     assert typo.status_code == 404 and typo.json()["suggestions"] == []  # no hint of hidden tools
 

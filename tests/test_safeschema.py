@@ -6,7 +6,6 @@ the child: a regression fails the test instead of hanging the suite.
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
 import socket
@@ -28,6 +27,7 @@ BOUND = 1.0
 
 def messages(report: Any) -> str:
     return "\n".join(event.message for event in report.events)
+
 
 # ------------------------------------------------------------------- the regex dialect
 
@@ -191,7 +191,9 @@ def test_loading_a_manifest_with_a_catastrophic_default_stays_fast(
 @pytest.mark.parametrize(("pattern", "text"), CATASTROPHIC[:3])
 def test_a_call_with_catastrophic_arguments_is_refused_fast(tmp_path: Path, pattern: str, text: str) -> None:
     root = tmp_path / "skills"
-    make_skill(root, "evil", schema={"type": "object", "properties": {"p": {"type": "string", "pattern": pattern}}})
+    make_skill(
+        root, "evil", schema={"type": "object", "properties": {"p": {"type": "string", "pattern": pattern}}}
+    )
     found = bounded(
         f"""
         import json, time
@@ -249,7 +251,7 @@ def test_a_pattern_re2_cannot_compile_is_a_load_error_naming_it(tmp_path: Path) 
     host = SkillHost(isolated_settings(tmp_path, root))
     report = host.load()
     assert "lookbehind" not in {tool.name for tool in host.tools()}
-    assert '"schema/properties/p/pattern": pattern \'(?<=a)b\' is not supported' in messages(report)
+    assert "\"schema/properties/p/pattern\": pattern '(?<=a)b' is not supported" in messages(report)
 
 
 def test_argument_checking_runs_off_the_event_loop(tmp_path: Path) -> None:
@@ -285,7 +287,9 @@ def test_argument_checking_runs_off_the_event_loop(tmp_path: Path) -> None:
 def test_rest_server_answers_others_during_a_hostile_call(tmp_path: Path) -> None:
     pattern, text = CATASTROPHIC[0]
     root = tmp_path / "skills"
-    make_skill(root, "evil", schema={"type": "object", "properties": {"p": {"type": "string", "pattern": pattern}}})
+    make_skill(
+        root, "evil", schema={"type": "object", "properties": {"p": {"type": "string", "pattern": pattern}}}
+    )
     found = bounded(
         f"""
         import json, socket, threading, time
@@ -308,7 +312,8 @@ def test_rest_server_answers_others_during_a_hostile_call(tmp_path: Path) -> Non
         results = {{}}
         def attack():
             start = time.perf_counter()
-            r = httpx.post(url + "/v1/skills/evil/execute", json={{"args": {{"p": {text!r}}}}}, headers=headers, timeout=30)
+            body = {{"params": {{"p": {text!r}}}}}
+            r = httpx.post(url + "/v1/skills/evil/execute", json=body, headers=headers, timeout=30)
             results["attack"] = (r.status_code, time.perf_counter() - start)
         threads = [threading.Thread(target=attack) for _ in range(4)]
         for t in threads: t.start()
@@ -321,7 +326,7 @@ def test_rest_server_answers_others_during_a_hostile_call(tmp_path: Path) -> Non
         """
     )
     assert found["health"][0] == 200 and found["health"][1] < BOUND
-    assert found["attack"][0] == 400 and found["attack"][1] < BOUND
+    assert found["attack"][0] == 422 and found["attack"][1] < BOUND  # invalid_arguments, promptly
 
 
 # ------------------------------------------------------------------------- references
@@ -484,7 +489,9 @@ def test_in_document_references_are_allowed_and_resolve(schema: dict[str, Any]) 
 
 def test_invalid_arguments_error_for_a_ref_call(tmp_path: Path) -> None:
     root = tmp_path / "skills"
-    make_skill(root, "ok", schema={"$defs": {"n": {"type": "integer"}}, "properties": {"a": {"$ref": "#/$defs/n"}}})
+    make_skill(
+        root, "ok", schema={"$defs": {"n": {"type": "integer"}}, "properties": {"a": {"$ref": "#/$defs/n"}}}
+    )
     host = SkillHost(isolated_settings(tmp_path, root))
     host.load()
     with pytest.raises(InvalidArguments, match="is not of type 'integer'"):

@@ -97,7 +97,9 @@ def cmd_head(ctx: Context) -> int:
     log = ctx.host.audit
     report = log.record_head()
     if ctx.args.json:
-        print(json.dumps({**report.to_dict(), "recorded": log.recorded_head(), "file": log.head_path}, indent=2))
+        print(
+            json.dumps({**report.to_dict(), "recorded": log.recorded_head(), "file": log.head_path}, indent=2)
+        )
     elif not report.ok:
         print(f"audit log BROKEN at row {report.first_bad}: {report.problem}; no head recorded")
     elif not report.entries:

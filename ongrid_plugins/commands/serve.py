@@ -51,7 +51,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--header-timeout", type=float, default=10.0, metavar="S", help="seconds for a request's headers"
     )
-    p.add_argument("--body-timeout", type=float, default=30.0, metavar="S", help="seconds for a body; then 408")
+    p.add_argument(
+        "--body-timeout", type=float, default=30.0, metavar="S", help="seconds for a body; then 408"
+    )
     tools = p.add_mutually_exclusive_group()
     tools.add_argument(
         "--hash-token", action="store_true", help="read a token on standard input, print its hash, and exit"

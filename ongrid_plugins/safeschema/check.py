@@ -72,7 +72,9 @@ def _nodes(schema: object) -> list[tuple[tuple[object, ...], object, object]]:
                 children.extend(((*path, key, i), sub, node) for i, sub in enumerate(value))
             elif (key in _MAP or key == "dependencies") and isinstance(value, dict):
                 children.extend(
-                    ((*path, key, name), sub, node) for name, sub in value.items() if not isinstance(sub, list)
+                    ((*path, key, name), sub, node)
+                    for name, sub in value.items()
+                    if not isinstance(sub, list)
                 )
         stack.extend(reversed(children))
     return found

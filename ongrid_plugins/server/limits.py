@@ -39,7 +39,7 @@ DEFAULT_MAX_CONNECTIONS = 256
 def guarded_protocol(header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
     """uvicorn's h11 protocol with a header timeout and a cap on open connections."""
 
-    class GuardedH11Protocol(H11Protocol):  # type: ignore[misc]
+    class GuardedH11Protocol(H11Protocol):
         _header_timer: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]

@@ -9,6 +9,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ..arguments import NOT_UTF8
 from ..errors import (
     ApprovalError,
     ApprovalRequired,
@@ -21,7 +22,6 @@ from ..errors import (
     UnknownPersona,
     UnknownSkill,
 )
-from ..arguments import NOT_UTF8
 from ..models import CallResult, Event
 from . import missing_extra
 

@@ -276,7 +276,9 @@ class _Api:
         """Take a call slot: one of the token's own, and one of the server's."""
         mine = self.per_token.get(who.identity, 0)
         if mine >= self.max_per_token:
-            message = f"this token has {mine} calls running, the most one token may run at once; retry shortly"
+            message = (
+                f"this token has {mine} calls running, the most one token may run at once; retry shortly"
+            )
             raise ApiError(429, "busy", message, {"Retry-After": "1"})
         if self.running >= self.max_concurrent:
             message = f"{self.running} calls are running, the most this server runs at once; retry shortly"
