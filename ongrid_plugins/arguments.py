@@ -16,9 +16,15 @@ from typing import Any
 from .models import Tool, canonical_json
 from .safeschema import safe_validator
 
-__all__ = ["NOT_UTF8", "check_arguments", "fill_defaults"]
+__all__ = ["NOT_UTF8", "check_arguments", "fill_defaults", "is_light"]
 
 _MAX_MESSAGE = 300
+#: A call is "light" (checked where it arrives, even on an event loop) when its arguments
+#: hold at most this many characters and nodes and its schema at most _LIGHT_SCHEMA
+#: subschemas: with RE2 the check is then linear in both, a few microseconds. Anything
+#: bigger is checked in a worker thread (SkillHost.acall), so no request can hold a loop.
+_LIGHT_ARGS = 4096
+_LIGHT_SCHEMA = 256
 #: The error message for arguments holding a lone surrogate (REST answers it with 400).
 NOT_UTF8 = "arguments contain a lone surrogate (not UTF-8 text)"
 
@@ -90,10 +96,51 @@ def _surrogate_path(value: Any, path: str = "$") -> str:
     return "" if path != "$" else "$"
 
 
+def is_light(tool: Tool, args: object) -> bool:
+    """Whether checking ``args`` against ``tool``'s schema is certainly cheap (see _LIGHT_ARGS).
+
+    Costs at most ``_LIGHT_ARGS`` steps. False until the tool's validator was built once
+    (its first check always runs in a worker thread under ``acall``).
+    """
+    if tool.cache.get("light_schema") is not True:
+        return False
+    budget = _LIGHT_ARGS
+    stack = [args]
+    while stack:
+        value = stack.pop()
+        budget -= 1
+        if isinstance(value, str):
+            budget -= len(value)
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                budget -= len(key) if isinstance(key, str) else 1
+                stack.append(item)
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+        if budget < 0:
+            return False
+    return True
+
+
+def _schema_nodes(schema: object, limit: int) -> int:
+    """Containers in ``schema``, counting up to ``limit + 1``."""
+    count, stack = 0, [schema]
+    while stack and count <= limit:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            count += 1
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            count += 1
+            stack.extend(value)
+    return count
+
+
 def _validate(tool: Tool, data: dict[str, Any]) -> list[tuple[str, str]]:
     validator = tool.cache.get("validator")
     if validator is None:
         validator = tool.cache["validator"] = safe_validator(tool.schema)
+        tool.cache["light_schema"] = _schema_nodes(tool.schema, _LIGHT_SCHEMA) <= _LIGHT_SCHEMA
     try:
         if validator.is_valid(data):
             return []

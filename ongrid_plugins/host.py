@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import functools
 import itertools
 import logging
 import os
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import gate, loader
-from .arguments import check_arguments
+from .arguments import check_arguments, is_light
 from .errors import (
     ApprovalError,
     ApprovalRequired,
@@ -450,12 +451,18 @@ class SkillHost:
     ) -> CallResult:
         """Like :meth:`call`, without blocking the event loop. Cancelling kills the skill.
 
-        Argument checking, the gate and the approval store run in a worker thread: a
-        request with huge or hostile arguments delays its own call, never the loop.
+        Argument checking, the gate and the approval store run in a worker thread unless
+        the check is certainly light (small arguments, a small schema: see
+        :func:`~ongrid_plugins.arguments.is_light`): a request with huge or hostile
+        arguments delays its own call, never the loop.
         """
-        attempt, executor = await asyncio.to_thread(
+        begin = functools.partial(
             self._begin, name, args, persona, confirm, caller, ticket, on_event, timeout
         )
+        if is_light(self.get(name), args):  # microseconds: a thread hop would cost more
+            attempt, executor = begin()
+        else:
+            attempt, executor = await asyncio.to_thread(begin)
         try:
             result = await executor.arun(attempt.request)
         except BaseException as exc:

@@ -254,7 +254,7 @@ def test_a_pattern_re2_cannot_compile_is_a_load_error_naming_it(tmp_path: Path) 
     assert "\"schema/properties/p/pattern\": pattern '(?<=a)b' is not supported" in messages(report)
 
 
-def test_argument_checking_runs_off_the_event_loop(tmp_path: Path) -> None:
+def test_argument_checks_that_are_not_certainly_light_run_off_the_event_loop(tmp_path: Path) -> None:
     import asyncio
 
     root = tmp_path / "skills"
@@ -276,12 +276,16 @@ def test_argument_checking_runs_off_the_event_loop(tmp_path: Path) -> None:
 
         async def main() -> None:
             loop_thread.append(threading.get_ident())
-            await host.acall("echo", {"p": "x"})
+            await host.acall("echo", {"p": "x"})  # first call: the schema's cost is not known yet
+            await host.acall("echo", {"p": "x"})  # light: microseconds, checked where it arrives
+            await host.acall("echo", {"p": "x" * 100_000})  # big: a worker thread
+            await host.acall("echo", {"p": "x", **{f"k{i}": i for i in range(5000)}})
 
         asyncio.run(main())
     finally:
         host_module.check_arguments = real
-    assert seen and seen[0] != loop_thread[0]
+    loop = loop_thread[0]
+    assert [ident != loop for ident in seen] == [True, False, True, True]
 
 
 def test_rest_server_answers_others_during_a_hostile_call(tmp_path: Path) -> None:
