@@ -109,11 +109,9 @@ class PluginManager(pluggy.PluginManager):
         super().__init__(hookspecs.PROJECT_NAME)
         self.add_hookspecs(hookspecs)
         self.plugin_infos: list[PluginInfo] = []
-
-    @property
-    def failed_closed(self) -> tuple[PluginInfo, ...]:
-        """The failed plugins that hold power (permission or approval hooks)."""
-        return tuple(info for info in self.plugin_infos if info.fails_closed and info.status == "failed")
+        self.failed_closed: list[PluginInfo] = []
+        """The failed plugins that hold power (permission or approval hooks): the gate reads
+        it on every call, so it is kept apart from ``plugin_infos``."""
 
     def add_plugin(self, plugin: object, name: str) -> None:
         """Register a plugin the host hands over; a broken one raises at once.
@@ -202,7 +200,10 @@ def _register(
                 name,
                 name,
             )
-        pm.plugin_infos.append(attrs.evolve(base, status="failed", error=cause, fails_closed=power))
+        info = attrs.evolve(base, status="failed", error=cause, fails_closed=power)
+        pm.plugin_infos.append(info)
+        if power:
+            pm.failed_closed.append(info)
         if settings.strict:
             raise PluginLoadError(name, cause + where) from exc
         return

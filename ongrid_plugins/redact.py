@@ -24,6 +24,7 @@ redacted arguments and redacted stderr.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
@@ -56,10 +57,13 @@ SECRET_NAMES: Final = ("password", "passwd", "secret", "token", "apikey", "autho
 
 def secret_name(key: object) -> bool:
     """True for ``password``, ``API-Key``, ``db_password``, ``client_secret``, ``X_Auth_Token``..."""
-    if not isinstance(key, str):
-        return False
+    return isinstance(key, str) and _secret_name(key)
+
+
+@functools.lru_cache(maxsize=4096)  # argument names repeat from call to call
+def _secret_name(key: str) -> bool:
     folded = key.casefold().replace("-", "").replace("_", "")
-    return any(folded.endswith(name) for name in SECRET_NAMES)
+    return folded.endswith(SECRET_NAMES)
 
 
 def is_secret(schema: Mapping[str, Any]) -> bool:
