@@ -47,7 +47,9 @@ def run(tree: Path, extra: list[str]) -> dict[str, dict[str, float]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--base", required=True, type=Path, help="the other source tree")
     parser.add_argument("--pairs", type=int, default=3)
     args, extra = parser.parse_known_args()
