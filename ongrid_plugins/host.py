@@ -24,7 +24,7 @@ import itertools
 import logging
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -462,13 +462,32 @@ class SkillHost:
         if is_light(self.get(name), args):  # microseconds: a thread hop would cost more
             attempt, executor = begin()
         else:
-            attempt, executor = await asyncio.to_thread(begin)
+            attempt, executor = await self._begin_in_thread(begin)
         try:
             result = await executor.arun(attempt.request)
         except BaseException as exc:
             self._after(attempt.request, _crashed(attempt, exc))
             raise
         return self._finish(attempt, result)
+
+    async def _begin_in_thread(
+        self, begin: Callable[[], tuple[_Attempt, Executor]]
+    ) -> tuple[_Attempt, Executor]:
+        """``begin()`` in a worker thread; cancelled meanwhile, the call is recorded as cancelled.
+
+        The thread cannot be stopped: its checks, audit start and ticket claim run to the
+        end, so the attempt is closed here (as ``cancelled``) instead of left in flight.
+        """
+        future = asyncio.ensure_future(asyncio.to_thread(begin))
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError as cancelled:
+            try:
+                attempt, _executor = await future
+            except BaseException:  # refused: _begin recorded it already
+                raise cancelled from None
+            self._after(attempt.request, _crashed(attempt, cancelled))
+            raise
 
     def _begin(
         self,

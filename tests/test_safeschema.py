@@ -500,3 +500,41 @@ def test_invalid_arguments_error_for_a_ref_call(tmp_path: Path) -> None:
     host.load()
     with pytest.raises(InvalidArguments, match="is not of type 'integer'"):
         host.call("ok", {"a": "x"})
+
+
+def test_cancelling_acall_during_a_threaded_check_records_the_attempt(tmp_path: Path) -> None:
+    import asyncio
+
+    root = tmp_path / "skills"
+    make_skill(root, "echo", schema={"type": "object", "properties": {"p": {"type": "string"}}})
+    host = SkillHost(isolated_settings(tmp_path, root))
+    host.load()
+    import ongrid_plugins.host as host_module
+
+    real = host_module.check_arguments
+    entered = threading.Event()
+
+    def slow_check(tool: Any, args: object) -> Any:
+        entered.set()
+        import time
+
+        time.sleep(0.3)
+        return real(tool, args)
+
+    host_module.check_arguments = slow_check  # type: ignore[assignment]
+    try:
+
+        async def main() -> None:
+            task = asyncio.create_task(host.acall("echo", {"p": "x" * 10_000}))
+            while not entered.is_set():
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(main())
+    finally:
+        host_module.check_arguments = real
+    row = host.audit.tail(1)[0]
+    assert (row.tool, row.outcome) == ("echo", "cancelled")
+    assert host.audit.verify().inflight == ()
