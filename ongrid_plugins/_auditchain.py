@@ -14,6 +14,7 @@ removing rows at the end shows too.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,7 +24,7 @@ import attrs
 
 from ._auditjournal import HOST, PID, alive, journal_files
 from .models import JSON, canonical_json
-from .redact import has_secrets, redact
+from .redact import has_secrets, needs_redaction, redact, redact_lines, redact_text
 
 if TYPE_CHECKING:
     import sqlite3
@@ -38,11 +39,13 @@ __all__ = [
     "SCHEMA",
     "append",
     "check_head",
+    "check_macs",
     "dumps",
     "finish_row",
     "inflight",
     "recover",
     "row_hash",
+    "row_mac",
     "start_row",
     "walk",
 ]
@@ -103,11 +106,15 @@ CREATE TABLE IF NOT EXISTS head (
     id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS entries_call_id ON entries (call_id);
+CREATE TABLE IF NOT EXISTS macs (seq INTEGER PRIMARY KEY, mac TEXT NOT NULL);
 """
 
 
-def append(conn: sqlite3.Connection, row: Mapping[str, Any]) -> int:
-    """Chain ``row`` after the current head (the caller holds a write transaction)."""
+def append(conn: sqlite3.Connection, row: Mapping[str, Any], key: bytes | None = None) -> int:
+    """Chain ``row`` after the current head (the caller holds a write transaction).
+
+    With ``key`` (``ONGRID_AUDIT_KEY_FILE``), the row's HMAC goes into ``macs``.
+    """
     head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
     seq, prev = (head[0] + 1, head[1]) if head else (1, GENESIS)
     values = [row.get(c) for c in COLUMNS]
@@ -118,7 +125,41 @@ def append(conn: sqlite3.Connection, row: Mapping[str, Any]) -> int:
         (*values, digest),
     )
     conn.execute("INSERT OR REPLACE INTO head (id, seq, hash) VALUES (1, ?, ?)", (seq, digest))
+    if key is not None:
+        conn.execute("INSERT OR REPLACE INTO macs (seq, mac) VALUES (?, ?)", (seq, row_mac(key, digest)))
     return seq
+
+
+def row_mac(key: bytes, digest: str) -> str:
+    """HMAC-SHA256 of a row's hash under the audit key."""
+    return hmac.new(key, digest.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def check_macs(conn: sqlite3.Connection, key: bytes) -> tuple[int | None, str]:
+    """``(first bad seq, problem)`` of the keyed chain, ``(None, "")`` when every row verifies.
+
+    Rows written before the key was configured carry no HMAC; from the first row that
+    has one, every row must have one, and each must match.
+    """
+    keyed = False
+    count = 0
+    for seq, digest, mac in conn.execute(
+        "SELECT e.seq, e.hash, m.mac FROM entries e LEFT JOIN macs m ON m.seq = e.seq ORDER BY e.seq"
+    ):
+        count += 1
+        if mac is None:
+            if keyed:
+                return seq, f"row {seq} has no HMAC: it was written or rewritten without the audit key"
+            continue
+        keyed = True
+        if not hmac.compare_digest(mac, row_mac(key, digest)):
+            return seq, f"row {seq} has a wrong HMAC: the chain was recomputed without the audit key"
+    if count and not keyed:
+        return (
+            1,
+            "no row carries an HMAC although an audit key is configured: the chain may have been rewritten",
+        )
+    return None, ""
 
 
 def row_hash(values: Sequence[Any]) -> str:
@@ -181,7 +222,7 @@ def check_head(walk: Walk, head: Sequence[Any] | None) -> Walk:
 # ---------------------------------------------------------------------- recovery
 
 
-def recover(conn: sqlite3.Connection, folder: str) -> tuple[int, list[str]]:
+def recover(conn: sqlite3.Connection, folder: str, key: bytes | None = None) -> tuple[int, list[str]]:
     """Chain what the journals of dead processes in ``folder`` still hold.
 
     Finished calls are chained with their outcome, started ones as
@@ -198,7 +239,9 @@ def recover(conn: sqlite3.Connection, folder: str) -> tuple[int, list[str]]:
         for call_id, row, finished in journal.open_calls:
             if conn.execute("SELECT 1 FROM entries WHERE call_id = ?", (call_id,)).fetchone():
                 continue
-            append(conn, dict(row, call_id=call_id) if finished else _interrupted(call_id, row, journal.pid))
+            append(
+                conn, dict(row, call_id=call_id) if finished else _interrupted(call_id, row, journal.pid), key
+            )
             count += 1
     return count, done
 
@@ -244,7 +287,7 @@ def start_row(request: CallRequest, started: float) -> dict[str, Any]:
     secret = tool.cache.get("audit_has_secrets")
     if secret is None:
         secret = tool.cache["audit_has_secrets"] = has_secrets(tool.schema)
-    if secret:
+    if needs_redaction(tool.schema, args, secret):
         args, redacted = redact(tool.schema, args)
     return {
         "time": started,
@@ -290,11 +333,13 @@ def finish_row(row: dict[str, Any], result: CallResult, duration: float) -> dict
         reason=decision.reason if decision else "",
         plugin=decision.plugin if decision else "",
         outcome=result.outcome,
-        error=clip(result.error) if result.error else None,
+        error=clip(redact_text(result.error)) if result.error else None,
         exit_code=result.exit_code,
         signal=result.signal,
         duration=float(duration),
-        stderr_tail=dumps([clip(str(line)) for line in result.stderr_tail[-STDERR_LINES:]]),
+        stderr_tail=dumps(
+            [clip(line) for line in redact_lines(map(str, result.stderr_tail))][-STDERR_LINES:]
+        ),
         result_size=len(data),
         result_digest=hashlib.sha256(data).hexdigest() if data else "",
     )

@@ -45,10 +45,11 @@ class Writer:
     MAX_PENDING = 10_000
     """Callers wait (back-pressure) beyond this many unwritten rows."""
 
-    def __init__(self, path: str, journal: Journal) -> None:
+    def __init__(self, path: str, journal: Journal, key: bytes | None = None) -> None:
         """Chain rows into the database at ``path``; mark them done in ``journal``."""
         self.path = path
         self.journal = journal
+        self.key = key
         self.failing: Exception | None = None
         """The error of the last batch while it could not be written, else None."""
         self.failures = 0
@@ -120,7 +121,7 @@ class Writer:
                 self._schema = ""  # created: later batches skip the script
                 conn.execute("BEGIN IMMEDIATE")
                 for _call_id, row in batch:
-                    append(conn, row)
+                    append(conn, row, self.key)
                 conn.commit()
             finally:
                 conn.close()

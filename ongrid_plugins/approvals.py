@@ -10,8 +10,10 @@ The life of a ticket::
 Rules (each enforced here, inside one ``BEGIN IMMEDIATE`` transaction, so two
 processes racing on the same ticket are serialised by SQLite):
 
-* two distinct approvers, neither of them the requester (identities compare
-  case-insensitively, surrounding blanks ignored);
+* two distinct approvers, neither of them the requester (identities compare by
+  :func:`~ongrid_plugins.identity.identity_key`: NFKC, case-folded, invisible
+  characters removed; names mixing scripts, like ``bоb`` with a Cyrillic ``о``,
+  are refused);
 * a ticket is bound to the exact tool, arguments digest and persona it was
   opened for: any difference at execution is a ``mismatch`` (changed
   arguments need a new ticket);
@@ -45,6 +47,7 @@ import attrs
 
 from . import _sqlite
 from .errors import ApprovalError
+from .identity import identity_key, identity_problem, normalize_identity
 from .models import JSON
 
 if TYPE_CHECKING:
@@ -274,6 +277,10 @@ class ApprovalStore:
         (``server.client``) sends them so the server works out the digest and the
         redaction itself.
         """
+        problem = identity_problem(requester)
+        if problem is not None:
+            raise ApprovalError("no_identity", "", f"no ticket can be opened: {problem}")
+        requester = normalize_identity(requester)
         now = self._clock()
         with self._write() as conn:
             row = conn.execute(
@@ -586,15 +593,19 @@ def _closed(ticket: Ticket) -> ApprovalError:
 
 
 def _identity(name: object, ticket_id: str) -> str:
-    text = name.strip() if isinstance(name, str) else ""
-    if not text:
+    """The approver's name, normalised (NFKC, no invisible characters); refused when empty,
+    holding control characters or mixing scripts (``bоb`` with a Cyrillic ``о``)."""
+    if not isinstance(name, str) or not normalize_identity(name):
         message = f"an approver identity is needed to approve or reject ticket {ticket_id} (got {name!r})"
         raise ApprovalError("no_identity", str(ticket_id), message)
-    return text
+    problem = identity_problem(name)
+    if problem is not None:
+        raise ApprovalError("no_identity", str(ticket_id), f"{problem} (ticket {ticket_id})")
+    return normalize_identity(name)
 
 
 def _key(identity: str) -> str:
-    return identity.strip().casefold()
+    return identity_key(identity)
 
 
 def _iso(ts: float | None) -> str:

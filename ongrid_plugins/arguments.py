@@ -1,7 +1,9 @@
 """Arguments: fill in defaults, check against the tool's schema, report every error.
 
 Validators are compiled once per tool (on its first call) and kept on the
-tool. ``jsonschema`` is imported on the first call, not at start-up.
+tool. ``jsonschema`` is imported on the first call, not at start-up. Every
+validator is :func:`~ongrid_plugins.safeschema.safe_validator`: regexes run
+on RE2 (linear time) and no ``$ref`` is ever fetched.
 """
 
 from __future__ import annotations
@@ -12,10 +14,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from .models import Tool, canonical_json
+from .safeschema import safe_validator
 
-__all__ = ["check_arguments", "fill_defaults"]
+__all__ = ["NOT_UTF8", "check_arguments", "fill_defaults", "is_light"]
 
 _MAX_MESSAGE = 300
+#: A call is "light" (checked where it arrives, even on an event loop) when its arguments
+#: hold at most this many characters and nodes and its schema at most _LIGHT_SCHEMA
+#: subschemas: with RE2 the check is then linear in both, a few microseconds. Anything
+#: bigger is checked in a worker thread (SkillHost.acall), so no request can hold a loop.
+_LIGHT_ARGS = 4096
+_LIGHT_SCHEMA = 256
+#: The error message for arguments holding a lone surrogate (REST answers it with 400).
+NOT_UTF8 = "arguments contain a lone surrogate (not UTF-8 text)"
 
 
 def fill_defaults(schema: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
@@ -49,28 +60,96 @@ def check_arguments(tool: Tool, args: object) -> tuple[dict[str, Any], str, list
         data = json.loads(text)
     except (TypeError, ValueError, RecursionError) as exc:
         return data, "", [("$", f"arguments are not valid JSON: {_short(str(exc))}")]
+    if not _encodable(text):
+        # A lone surrogate ("\ud800") is valid JSON text but no UTF-8: nothing downstream
+        # (digest, child stdin, audit, HTTP body) could carry it. Refuse, naming where.
+        clean = json.loads(text.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
+        return clean, "", [(_surrogate_path(data), NOT_UTF8)]
     return data, text, _validate(tool, data)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _surrogate_path(value: Any, path: str = "$") -> str:
+    """JSON path (ASCII, surrogates escaped) of the first string holding a lone surrogate."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            step = f"{path}.{ascii(key)[1:-1]}"
+            if not _encodable(key):
+                return step
+            found = _surrogate_path(item, step)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _surrogate_path(item, f"{path}[{index}]")
+            if found:
+                return found
+    elif isinstance(value, str) and not _encodable(value):
+        return path
+    return "" if path != "$" else "$"
+
+
+def is_light(tool: Tool, args: object) -> bool:
+    """Whether checking ``args`` against ``tool``'s schema is certainly cheap (see _LIGHT_ARGS).
+
+    Costs at most ``_LIGHT_ARGS`` steps. False until the tool's validator was built once
+    (its first check always runs in a worker thread under ``acall``).
+    """
+    if tool.cache.get("light_schema") is not True:
+        return False
+    budget = _LIGHT_ARGS
+    stack = [args]
+    while stack:
+        value = stack.pop()
+        budget -= 1
+        if isinstance(value, str):
+            budget -= len(value)
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                budget -= len(key) if isinstance(key, str) else 1
+                stack.append(item)
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+        if budget < 0:
+            return False
+    return True
+
+
+def _schema_nodes(schema: object, limit: int) -> int:
+    """Containers in ``schema``, counting up to ``limit + 1``."""
+    count, stack = 0, [schema]
+    while stack and count <= limit:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            count += 1
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            count += 1
+            stack.extend(value)
+    return count
 
 
 def _validate(tool: Tool, data: dict[str, Any]) -> list[tuple[str, str]]:
     validator = tool.cache.get("validator")
     if validator is None:
-        validator = tool.cache["validator"] = _compile(tool.schema)
+        validator = tool.cache["validator"] = safe_validator(tool.schema)
+        tool.cache["light_schema"] = _schema_nodes(tool.schema, _LIGHT_SCHEMA) <= _LIGHT_SCHEMA
     try:
         if validator.is_valid(data):
             return []
         errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     except RecursionError:
         return [("$", "arguments are nested too deeply")]
+    except Exception as exc:  # a $ref the loaders let through but that does not resolve
+        return [("$", f"the tool's schema cannot be applied: {_short(str(exc))}")]
     return [(error.json_path, _short(error.message)) for error in errors]
-
-
-def _compile(schema: Mapping[str, Any]) -> Any:
-    from jsonschema import Draft202012Validator
-    from jsonschema.validators import validator_for
-
-    cls = validator_for(schema, default=Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
 def _short(text: str) -> str:

@@ -54,6 +54,7 @@ from ._auditchain import (
     SCHEMA,
     append,
     check_head,
+    check_macs,
     clip,
     dumps,
     finish_row,
@@ -96,6 +97,7 @@ logger = logging.getLogger(__name__)
 
 PLUGIN_NAME = "audit"
 DB_NAME = "audit.db"
+HEAD_NAME = "audit-head.json"
 
 #: Every ``outcome`` a row may have: the call outcomes, then the two ticket decisions.
 OUTCOMES = (
@@ -203,13 +205,47 @@ class VerifyReport:
         return attrs.asdict(self)
 
 
+#: Fewest bytes an audit key may have.
+MIN_KEY_BYTES = 16
+
+
+def read_key(path: str) -> bytes:
+    """The audit key in ``path`` (surrounding blanks removed); raises ConfigError."""
+    try:
+        with open(path, "rb") as f:
+            key = f.read(4096).strip()
+    except OSError as exc:
+        raise ConfigError(
+            f"ONGRID_AUDIT_KEY_FILE {path}: cannot read the audit key: {exc.strerror}"
+        ) from None
+    if len(key) < MIN_KEY_BYTES:
+        message = (
+            f"ONGRID_AUDIT_KEY_FILE {path}: the key has {len(key)} bytes, at least {MIN_KEY_BYTES} are needed"
+        )
+        raise ConfigError(message + " (e.g. `head -c 32 /dev/urandom | base64 > FILE`)")
+    return key
+
+
+def _missing(count: int, recorded: dict[str, Any]) -> str:
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(recorded.get("time") or 0)))
+    seen = f"row {recorded.get('seq')} (hash {recorded['hash']}, recorded {when})"
+    if not count:
+        return f"the log is empty, but its head {seen} was recorded: rows are missing"
+    return f"the recorded head {seen} is not in the chain: rows are missing or were rewritten"
+
+
 class AuditLog:
     """The audit log of one state dir; as a plugin, it records every call of its host."""
 
-    def __init__(self, path: str, *, fail_closed: bool = True) -> None:
-        """Open (lazily) the log at ``path``; nothing is touched until the first use."""
+    def __init__(self, path: str, *, fail_closed: bool = True, key_file: str | None = None) -> None:
+        """Open (lazily) the log at ``path``; nothing is touched until the first use.
+
+        :param key_file: A file holding the audit key (``ONGRID_AUDIT_KEY_FILE``): every
+            row then carries an HMAC, and :meth:`verify` checks them.
+        """
         self.path = path
         self.fail_closed = fail_closed
+        self.key = read_key(key_file) if key_file else None
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
@@ -217,13 +253,14 @@ class AuditLog:
         self.journal_dir = os.path.join(os.path.dirname(path) or ".", JOURNAL_DIR)
         """Where each process journals the calls it has not chained yet (see :mod:`._auditjournal`)."""
         self._journal = Journal(self.journal_dir)
-        self._writer = Writer(path, self._journal)
+        self._writer = Writer(path, self._journal, self.key)
         self._failures = 0
 
     @classmethod
     def for_settings(cls, settings: Settings) -> AuditLog:
         """The log of a host: ``audit.db`` in ``settings.state_dir``."""
-        return cls(os.path.join(settings.state_dir, DB_NAME), fail_closed=settings.audit_fail_closed)
+        path = os.path.join(settings.state_dir, DB_NAME)
+        return cls(path, fail_closed=settings.audit_fail_closed, key_file=settings.audit_key_file)
 
     def __repr__(self) -> str:
         return f"<AuditLog {self.path}>"
@@ -361,15 +398,24 @@ class AuditLog:
         self.flush()
         if not self._exists():  # reading never creates the log: an empty chain
             report = check_head(walk(iter(())), None)
+            keyed: tuple[int | None, str] = (None, "")
         else:
             with self._transaction(write=False) as conn:
                 report = walk(conn.execute(f"SELECT {', '.join(COLUMNS)}, hash FROM entries ORDER BY seq"))
                 head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
+                keyed = check_macs(conn, self.key) if self.key is not None and report.ok else (None, "")
             report = check_head(report, head)
+        if report.ok and keyed[1]:
+            report = attrs.evolve(report, ok=False, first_bad=keyed[0], problem=keyed[1])
         if report.ok and anchor is not None:
             problem = _anchor_problem(anchor, report.seen)
+            if problem and not report.count:
+                problem = f"the log is empty, but the anchor {anchor} was recorded from it: rows are missing"
             if problem:
                 report = attrs.evolve(report, ok=False, problem=problem)
+        recorded = self.recorded_head()
+        if report.ok and recorded is not None and recorded["hash"] not in report.seen:
+            report = attrs.evolve(report, ok=False, problem=_missing(report.count, recorded))
         return VerifyReport(
             ok=report.ok,
             entries=report.count,
@@ -436,6 +482,40 @@ class AuditLog:
         except OSError:
             return False
 
+    @property
+    def head_path(self) -> str:
+        """Where :meth:`record_head` keeps the last verified head, next to the log."""
+        return os.path.join(os.path.dirname(self.path) or ".", HEAD_NAME)
+
+    def record_head(self) -> VerifyReport:
+        """Verify the log and, if it is sound, write its head next to it (``audit-head.json``).
+
+        From then on :meth:`verify` refuses a log that no longer holds that row (an
+        emptied, deleted or truncated log). Copy the head elsewhere too: whoever can
+        delete the log can delete this file.
+        """
+        report = self.verify()
+        if report.ok and report.entries:
+            data = {"seq": report.entries, "hash": report.head, "time": time.time()}
+            temporary = f"{self.head_path}.tmp-{os.getpid()}"
+            with open(temporary, "w", encoding="utf-8") as f:
+                json.dump(data, f)
+            os.replace(temporary, self.head_path)
+        return report
+
+    def recorded_head(self) -> dict[str, Any] | None:
+        """The head :meth:`record_head` wrote (``seq``, ``hash``, ``time``), or None."""
+        try:
+            with open(self.head_path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return {"seq": "?", "hash": "(unreadable head file)", "time": 0}
+        if not isinstance(data, dict) or not isinstance(data.get("hash"), str):
+            return {"seq": "?", "hash": "(unreadable head file)", "time": 0}
+        return data
+
     # ------------------------------------------------------------------ recovery
 
     def recover(self) -> int:
@@ -466,7 +546,7 @@ class AuditLog:
             self._conn, self._pid = conn, os.getpid()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                _count, done = recover(conn, self.journal_dir)
+                _count, done = recover(conn, self.journal_dir, self.key)
             except BaseException:
                 conn.rollback()
                 raise

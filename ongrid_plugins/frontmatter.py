@@ -35,6 +35,7 @@ __all__ = [
     "Document",
     "FrontMatterError",
     "first_paragraph",
+    "load_yaml",
     "parse_yaml",
     "quote_colon_values",
     "split",
@@ -122,6 +123,18 @@ def parse_yaml(text: str, first_line: int = 1) -> tuple[Any, list[str]]:
         except Exception:  # report the author's text, not our rewrite
             pass
     raise FrontMatterError(_describe(first_error, text, first_line)) from None
+
+
+def load_yaml(text: str, first_line: int = 1) -> Any:
+    """Parse any YAML the project reads (persona files...) under the same guards as
+    SKILL.md front matter: no alias bombs or recursive aliases, no tags beyond plain
+    data, and :class:`FrontMatterError` with file line numbers for everything else."""
+    try:
+        return _parse(text, first_line)
+    except FrontMatterError:
+        raise
+    except Exception as exc:
+        raise FrontMatterError(_describe(exc, text, first_line)) from None
 
 
 def quote_colon_values(text: str) -> tuple[str, list[str]] | None:

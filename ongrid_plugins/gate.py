@@ -13,7 +13,8 @@ dangerous   deny        deny                   dual_sign
 Plugins vote through ``ongrid_check_permission``; the strictest vote wins
 (deny > dual_sign > confirm > allow). The host always adds this module's
 rule itself, so no plugin — and no disabled or unregistered ``gate`` plugin —
-can loosen it.
+can loosen it. A permission or approval plugin that failed to load counts as a
+``deny`` for every mutating and dangerous tool (it fails closed).
 """
 
 from __future__ import annotations
@@ -100,8 +101,21 @@ def _denied_by_globs(name: str, persona: Persona) -> bool:
 
 
 def decide(pm: pluggy.PluginManager, tool: Tool, persona: Persona, request: CallRequest | None) -> Decision:
-    """The gate's decision: the built-in rule and every plugin's vote, strictest wins."""
+    """The gate's decision: the built-in rule and every plugin's vote, strictest wins.
+
+    A permission or approval plugin that failed to load votes ``deny`` on everything but
+    ``safe`` tools: its votes are missing, and they may have been refusals.
+    """
     floor = _cached_rule(tool, persona)
+    closed = getattr(pm, "failed_closed", ())
+    if closed and tool.tool_class is not ToolClass.SAFE:
+        info = closed[0]
+        reason = (
+            f"plugin {info.name} (a permission or approval plugin) failed to load ({info.error}); "
+            f"{tool.tool_class.value} calls are refused until it is fixed or disabled with "
+            f"ONGRID_DISABLE_PLUGINS={info.name}"
+        )
+        return Decision(Verdict.DENY, reason, info.name)
     hook = pm.hook.ongrid_check_permission
     impls = hook.get_hookimpls()
     if not impls or (len(impls) == 1 and impls[0].plugin is _THIS_MODULE):

@@ -17,6 +17,8 @@ enforce (raise for caller errors), run the executor, tell the
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import itertools
 import logging
 import os
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import gate
-from .arguments import check_arguments
+from .arguments import check_arguments, is_light
 from .catalog import Hub, diff, load_catalog, skill_digest
 from .errors import (
     ApprovalError,
@@ -512,14 +514,45 @@ class SkillHost:
         on_event: EventCallback | None = None,
         timeout: float | None = None,
     ) -> CallResult:
-        """Like :meth:`call`, without blocking the event loop. Cancelling kills the skill."""
-        attempt, executor = self._begin(name, args, persona, confirm, caller, ticket, on_event, timeout)
+        """Like :meth:`call`, without blocking the event loop. Cancelling kills the skill.
+
+        Argument checking, the gate and the approval store run in a worker thread unless
+        the check is certainly light (small arguments, a small schema: see
+        :func:`~ongrid_plugins.arguments.is_light`): a request with huge or hostile
+        arguments delays its own call, never the loop.
+        """
+        begin = functools.partial(
+            self._begin, name, args, persona, confirm, caller, ticket, on_event, timeout
+        )
+        if is_light(self.get(name), args):  # microseconds: a thread hop would cost more
+            attempt, executor = begin()
+        else:
+            attempt, executor = await self._begin_in_thread(begin)
         try:
             result = await executor.arun(attempt.request)
         except BaseException as exc:
             self._after(attempt.request, _crashed(attempt, exc))
             raise
         return self._finish(attempt, result)
+
+    async def _begin_in_thread(
+        self, begin: Callable[[], tuple[_Attempt, Executor]]
+    ) -> tuple[_Attempt, Executor]:
+        """``begin()`` in a worker thread; cancelled meanwhile, the call is recorded as cancelled.
+
+        The thread cannot be stopped: its checks, audit start and ticket claim run to the
+        end, so the attempt is closed here (as ``cancelled``) instead of left in flight.
+        """
+        future = asyncio.ensure_future(asyncio.to_thread(begin))
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError as cancelled:
+            try:
+                attempt, _executor = await future
+            except BaseException:  # refused: _begin recorded it already
+                raise cancelled from None
+            self._after(attempt.request, _crashed(attempt, cancelled))
+            raise
 
     def _begin(
         self,

@@ -9,7 +9,8 @@ folder itself or as a ``.tar.gz`` / ``.tgz`` / ``.tar`` / ``.zip`` of it. Instal
 2. validates it with exactly the code ``ongrid-skills validate`` runs; any error
    (any problem with ``strict``) refuses the pack and leaves nothing behind;
 3. writes the marker :data:`~ongrid_plugins.packs.MARKER` and renames the
-   folder into place. Over an existing pack, the two folders are swapped with
+   folder into place. Over an existing pack (only with ``replace``: otherwise the
+   refusal names both origins and digests), the two folders are swapped with
    one ``renameat2(RENAME_EXCHANGE)``: a host loading meanwhile sees the old
    pack or the new one, never neither; the old one is kept until then;
 4. records the pack, file by file, in ``skills.lock``
@@ -102,8 +103,14 @@ def install_pack(
     strict: bool = False,
     limits: Limits | None = None,
     require_digest: str | None = None,
+    replace: bool = False,
 ) -> InstallResult:
-    """Install the pack at ``source`` (folder or archive) into ``settings.user_skills_dir``."""
+    """Install the pack at ``source`` (folder or archive) into ``settings.user_skills_dir``.
+
+    Over an installed pack of the same name, ``replace`` must be given: a pack whose
+    ``pack.json`` names another one never replaces it by surprise. The refusal shows
+    both origins and digests.
+    """
     started = time.perf_counter()
     source = os.path.abspath(source)
     if not os.path.exists(source):
@@ -126,6 +133,8 @@ def install_pack(
             message = f"{target} exists and was not installed by `ongrid-skills install`; "
             raise InstallError(message + "move it away or install under another --name")
         meta = _marker(pack_name, version, description, source, unpacked, reports, archive_sha)
+        if old is not None and not replace:
+            raise InstallError(_would_replace(old, meta))
         with open(os.path.join(top, MARKER), "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=2, ensure_ascii=False)
         _move_into_place(top, target, replace=old is not None)
@@ -169,6 +178,18 @@ def _check_digest(source: str, required: str | None) -> str | None:
                 f"{source} has sha256 {actual}, not the required {wanted}; nothing was installed"
             )
     return actual
+
+
+def _would_replace(old: InstalledPack, new: dict[str, Any]) -> str:
+    def origin(meta: dict[str, Any], version: str) -> str:
+        digest = f"sha256 {meta['sha256']}" if meta.get("sha256") else "a folder, no digest"
+        return f"{version or 'unversioned'} from {meta.get('source') or '?'} ({digest})"
+
+    return (
+        f"pack {old.name} is already installed: {origin(old.meta, old.version)}; this one is "
+        f"{origin(new, str(new.get('version') or ''))}. Nothing was changed: give --replace to "
+        "replace it, or --name to install it beside"
+    )
 
 
 def _not_installed(name: str, user_dir: str) -> str:

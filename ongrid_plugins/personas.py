@@ -242,16 +242,12 @@ def _split_front_matter(text: str, path: str) -> tuple[str, str]:
 
 
 def _parse_yaml(front: str, path: str) -> dict[str, Any]:
-    import yaml
+    from .frontmatter import FrontMatterError, load_yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        data = yaml.load(front, Loader=loader)  # a safe loader
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 2}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        message = f"the front matter is not valid YAML{where}: {problem}"
+    try:  # the SKILL.md guards: an alias bomb is refused without being expanded
+        data = load_yaml(front, first_line=2)
+    except FrontMatterError as exc:
+        message = str(exc).replace("invalid YAML front matter", "the front matter is not valid YAML", 1)
         raise PersonaFileError(path, message) from None
     if not isinstance(data, dict):
         message = "the front matter must be a mapping of keys to values"

@@ -10,7 +10,9 @@ Both groups come from one read of the installed distributions. A plugin that
 fails to import or to register (for example a hook implementation with a wrong
 signature) is logged with its distribution and cause and skipped, so the host
 always starts; in strict mode the failure raises
-:class:`~ongrid_plugins.errors.PluginLoadError` instead.
+:class:`~ongrid_plugins.errors.PluginLoadError` instead. A failed plugin that implements
+or names a permission or approval hook fails *closed*: the gate then refuses every
+mutating and dangerous call, naming it, until it loads or is disabled by name.
 
 Nothing here runs at import time: :func:`get_plugin_manager` builds a fresh
 manager every time it is called.
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILTIN_PLUGINS",
     "ENTRY_POINT_GROUP",
+    "POWER_HOOKS",
     "PROTECTED_PLUGINS",
     "PluginInfo",
     "PluginManager",
@@ -65,6 +68,10 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
 #: Plugins that cannot be disabled: without them a safety rule would vanish.
 PROTECTED_PLUGINS = frozenset({"gate"})
 
+#: Hooks that hold power over calls: a plugin implementing one that fails to load must
+#: not silently take its refusals with it (see :attr:`PluginInfo.fails_closed`).
+POWER_HOOKS = ("ongrid_check_permission", "ongrid_verify_approval")
+
 
 def _strs(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
@@ -85,6 +92,10 @@ class PluginInfo:
     version: str = ""
     hooks: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     error: str = ""
+    fails_closed: bool = False
+    """A failed plugin that implements (or names) a permission or approval hook: until it
+    is fixed or disabled with ``ONGRID_DISABLE_PLUGINS``, every mutating and dangerous
+    call is refused, since the votes it was meant to cast are missing."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -98,6 +109,9 @@ class PluginManager(pluggy.PluginManager):
         super().__init__(hookspecs.PROJECT_NAME)
         self.add_hookspecs(hookspecs)
         self.plugin_infos: list[PluginInfo] = []
+        self.failed_closed: list[PluginInfo] = []
+        """The failed plugins that hold power (permission or approval hooks): the gate reads
+        it on every call, so it is kept apart from ``plugin_infos``."""
 
     def add_plugin(self, plugin: object, name: str) -> None:
         """Register a plugin the host hands over; a broken one raises at once.
@@ -169,6 +183,7 @@ def _register(
         logger.info("plugins: %s is disabled by ONGRID_DISABLE_PLUGINS", name)
         pm.plugin_infos.append(attrs.evolve(base, status="blocked"))
         return
+    plugin: Any = None
     try:
         plugin = load()
         pm.register(plugin, name=name)
@@ -176,8 +191,19 @@ def _register(
     except Exception as exc:
         cause = f"{type(exc).__name__}: {exc}"
         where = f" (distribution {dist} {version})" if dist else ""
+        power = _holds_power(plugin, name, module)
         logger.warning("plugins: cannot load plugin %s%s: %s", name, where, cause)
-        pm.plugin_infos.append(attrs.evolve(base, status="failed", error=cause))
+        if power:
+            logger.error(
+                "plugins: %s implements a permission or approval hook: mutating and dangerous calls are "
+                "refused until it loads or is disabled with ONGRID_DISABLE_PLUGINS=%s",
+                name,
+                name,
+            )
+        info = attrs.evolve(base, status="failed", error=cause, fails_closed=power)
+        pm.plugin_infos.append(info)
+        if power:
+            pm.failed_closed.append(info)
         if settings.strict:
             raise PluginLoadError(name, cause + where) from exc
         return
@@ -196,6 +222,38 @@ def _check_known_hooks(pm: PluginManager, plugin: object, name: str) -> None:
         close = difflib.get_close_matches(hook, known, n=1)
         details.append(f"unknown hook {hook!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
     raise pluggy.PluginValidationError(plugin, f"plugin {name}: " + "; ".join(details))
+
+
+def _holds_power(plugin: object, name: str, module: str) -> bool:
+    """Does a plugin that failed implement, or name, a permission or approval hook?
+
+    Asked of the loaded object when there is one (a misspelt power hook counts), else of
+    the entry point's text and of its module's source, read without importing it.
+    """
+    names = [n for n in dir(plugin) if n.startswith("ongrid_")] if plugin is not None else []
+    if any(difflib.get_close_matches(n, POWER_HOOKS, n=1, cutoff=0.8) for n in names):
+        return True
+    text = f"{name} {module}"
+    if any(hook in text for hook in POWER_HOOKS) or any(w in text.lower() for w in ("permission", "approv")):
+        return True
+    source = _module_source(module.partition(":")[0].strip())
+    return any(hook in source for hook in POWER_HOOKS)
+
+
+def _module_source(dotted: str) -> str:
+    """The source text of a module found on sys.path, without importing anything."""
+    import os
+
+    parts = dotted.split(".")
+    for entry in sys.path:
+        base = os.path.join(entry or ".", *parts)
+        for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+            try:
+                with open(candidate, encoding="utf-8", errors="replace") as f:
+                    return f.read(1_000_000)
+            except OSError:
+                continue
+    return ""
 
 
 def _distribution(ep: EntryPoint | None) -> tuple[str, str]:

@@ -163,6 +163,29 @@ def is_executable_file(st: os.stat_result) -> bool:
     return stat.S_ISREG(st.st_mode) and bool(st.st_mode & 0o111)
 
 
+#: Roots whose files a package installer wrote: installers such as uv hard-link files
+#: from their cache, so a link count above 1 says nothing there.
+_INSTALLED_SOURCES = frozenset({"builtin", "pack"})
+
+
+def entry_problem(real: str, st: os.stat_result, root: SkillRoot) -> str | None:
+    """Why an entry inside ``root`` must not run, or None.
+
+    A setuid/setgid entry would run with another user's rights. A hard-linked entry
+    (link count > 1) may be the same file as one outside the root: the root check
+    reads the path, never the inode, so it cannot be trusted.
+    """
+    if st.st_mode & (stat.S_ISUID | stat.S_ISGID):
+        bits = "setuid" if st.st_mode & stat.S_ISUID else "setgid"
+        return f"entry {real} has the {bits} bit set (chmod u-s,g-s {real})"
+    if st.st_nlink > 1 and root.source not in _INSTALLED_SOURCES:
+        return (
+            f"entry {real} has {st.st_nlink} hard links: it may be a file outside the root "
+            "(replace the link with a copy)"
+        )
+    return None
+
+
 @hookimpl(tryfirst=True)
 def ongrid_skill_roots(settings: Settings) -> list[SkillRoot]:
     """The configured roots, then the built-in, system and per-user ones.

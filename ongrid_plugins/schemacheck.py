@@ -78,7 +78,7 @@ MAX_DEPTH: Final = 64
 #: Most subschemas one schema may hold; bounds the work on shared-reference "bombs".
 MAX_SUBSCHEMAS: Final = 10_000
 #: Bump whenever this module's idea of validity changes: it is part of every cache key.
-CACHE_VERSION: Final = 1
+CACHE_VERSION: Final = 2
 CACHE_FILENAME: Final = "schema-verdicts-v1.bin"
 
 
@@ -828,8 +828,10 @@ def _accept_pattern(value: object, instance: object) -> bool:
         return False
     if type(instance) is not str:
         return True
+    from .safeschema import regex_search
+
     try:
-        return re.search(value, instance) is not None
+        return regex_search(value, instance)  # RE2, as the argument check at call time
     except Exception:
         return False
 
@@ -896,13 +898,12 @@ class _JsonschemaDefaults:
     def problems(self, path: _Path, node: object, default: object) -> list[tuple[str, str]]:
         where = (*path, "default")
         try:
-            from jsonschema import Draft202012Validator
             from jsonschema.exceptions import best_match
 
-            if self._validator is None:
-                self._validator = Draft202012Validator(
-                    self._root, format_checker=Draft202012Validator.FORMAT_CHECKER
-                )
+            from .safeschema import safe_validator
+
+            if self._validator is None:  # RE2 regexes, refs never fetched
+                self._validator = safe_validator(self._root)  # type: ignore[arg-type]
             # "default" is an annotation (no jsonschema validator), so the node can be
             # used as it is, without copying it minus its default.
             error = best_match(self._validator.evolve(schema=node).iter_errors(default))
@@ -990,7 +991,15 @@ def _environment_fingerprint() -> str | None:
     import importlib.util
 
     parts = [sys.implementation.name, "{}.{}".format(*sys.version_info[:2])]
-    for module in ("jsonschema", "jsonschema_specifications", "referencing", "rfc3987", "rfc3986_validator"):
+    modules = (
+        "jsonschema",
+        "jsonschema_specifications",
+        "referencing",
+        "rfc3987",
+        "rfc3986_validator",
+        "re2",
+    )
+    for module in modules:
         try:
             spec = importlib.util.find_spec(module)
             stamp = None if spec is None or not spec.origin else _package_stamp(spec.origin)

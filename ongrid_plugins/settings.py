@@ -21,6 +21,7 @@ variable                        meaning
 ``ONGRID_APPROVALS_URL``        keep two-person tickets on this ``ongrid-skills serve`` (docs/approvals.md)
 ``ONGRID_APPROVALS_TOKEN_FILE`` its bearer token, in a file (else ``ONGRID_TOKEN``)
 ``ONGRID_AUDIT_FAIL_CLOSED``    ``1`` (default): refuse mutating/dangerous calls the audit log cannot record
+``ONGRID_AUDIT_KEY_FILE``       a secret key file: every audit row then carries an HMAC (docs/audit.md)
 ``ONGRID_USER_SKILLS_DIR``      the per-user skills root (default: platformdirs)
 ``ONGRID_SYSTEM_SKILLS_DIR``    the system skills root (default ``/etc/ongrid/skills``)
 ``ONGRID_SANDBOX``              ``auto`` (default), ``require`` or ``off``: how calls are confined
@@ -228,6 +229,9 @@ class Settings:
     """The file holding the bearer token for ``approvals_url`` (empty: ``$ONGRID_TOKEN``)."""
     audit_fail_closed: bool = True
     """Refuse mutating and dangerous calls when the audit log cannot record them."""
+    audit_key_file: str | None = None
+    """A file holding a secret key (skills must not be able to read it): every audit row then
+    carries an HMAC, so a chain recomputed without the key does not verify."""
     sandbox: str = attrs.field(default="auto")
     """``auto`` confines with what the kernel offers, ``require`` refuses what it cannot
     confine, ``off`` runs skills with the host's authority (docs/sandbox.md)."""
@@ -311,6 +315,8 @@ class Settings:
                 values[field] = env[var].strip()
         if "ONGRID_AUDIT_FAIL_CLOSED" in env:
             values["audit_fail_closed"] = _flag("ONGRID_AUDIT_FAIL_CLOSED", env["ONGRID_AUDIT_FAIL_CLOSED"])
+        if env.get("ONGRID_AUDIT_KEY_FILE", "").strip():
+            values["audit_key_file"] = env["ONGRID_AUDIT_KEY_FILE"].strip()
         if env.get("ONGRID_SANDBOX", "").strip():
             values["sandbox"] = _choice("ONGRID_SANDBOX", env["ONGRID_SANDBOX"], SANDBOX_MODES)
         if env.get("ONGRID_SANDBOX_POLICY", "").strip():

@@ -441,12 +441,12 @@ def _drop_union(branches: list[Any], value: Any, root: Mapping[str, Any], depth:
     candidates = [b for b in branches if isinstance(b, Mapping) and _admits(b, kind, root)]
     if len(candidates) == 1:
         return _drop(candidates[0], value, root, depth + 1)
-    from jsonschema import Draft202012Validator
+    from .safeschema import safe_validator
 
     defs = {k: root[k] for k in ("$defs", "definitions") if k in root}
     for branch in candidates:
         dropped = _drop(branch, value, root, depth + 1)
-        if Draft202012Validator({**defs, **branch}).is_valid(dropped):
+        if safe_validator({**defs, **branch}).is_valid(dropped):
             return dropped
     return value
 

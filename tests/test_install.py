@@ -159,11 +159,11 @@ def test_reinstalling_replaces_the_pack_and_a_bad_new_version_keeps_the_old(
     bad = make_pack(tmp_path / "bad", version="3.0")
     make_skill(bad, "broken", entry="missing.sh", script=None)
     with pytest.raises(InstallError, match="is not a valid pack"):
-        install_pack(str(bad), host.pm, settings)
+        install_pack(str(bad), host.pm, settings, replace=True)
     assert host.reload().registered and host.get("old_only").provenance == "tools 1.0 (installed)"
 
     v2 = make_pack(tmp_path / "v2", version="2.0", skills=("hello",))
-    result = install_pack(str(v2), host.pm, settings)
+    result = install_pack(str(v2), host.pm, settings, replace=True)
     assert result.replaced == "1.0"
     host.reload()
     assert host.get("hello").provenance == "tools 2.0 (installed)"

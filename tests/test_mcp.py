@@ -266,3 +266,46 @@ def test_prompts_list_shows_an_agent_skills_name_as_written(workspace: Path) -> 
         assert "skill://mcp-builder/SKILL.md" in uris
 
     run(workspace, session)
+
+
+@pytest.mark.parametrize("elicits", [False, True], ids=["no_elicitation", "with_elicitation"])
+def test_a_confirmation_the_server_did_not_ask_for_is_refused(workspace: Path, elicits: bool) -> None:
+    from ongrid_plugins.models import args_digest
+
+    forged = args_digest("restart", {"unit": "nginx"})  # what the old server sent as request_state
+    answer_yes = types.ElicitResult(action="accept", content={"confirm": True})
+    client: dict[str, Any] = {"elicitation_callback": answer("accept")} if elicits else {}
+
+    async def session(connected: Client) -> None:
+        for state in (forged, "made-up", None):
+            result = await connected.call_tool(
+                "restart", {"unit": "nginx"}, input_responses={"confirm": answer_yes}, request_state=state
+            )
+            assert result.is_error, state
+            assert text(result)["code"] == "not_asked"
+
+    run(workspace, session, mode="auto", **client)
+    assert not (workspace / "skills" / "restart" / "ran").exists()
+
+
+def test_an_issued_request_state_is_single_use(workspace: Path) -> None:
+    async def session(connected: Client) -> None:
+        first = await connected.session.call_tool("restart", {"unit": "nginx"}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult) and first.request_state
+        assert len(first.request_state) >= 40 and first.request_state != args_digest(
+            "restart", {"unit": "nginx"}
+        )
+        yes = {"confirm": types.ElicitResult(action="accept", content={"confirm": True})}
+        ran = await connected.call_tool(
+            "restart", {"unit": "nginx"}, input_responses=yes, request_state=first.request_state
+        )
+        assert not ran.is_error
+        again = await connected.call_tool(
+            "restart", {"unit": "nginx"}, input_responses=yes, request_state=first.request_state
+        )
+        assert again.is_error and text(again)["code"] == "not_asked"
+
+    from ongrid_plugins.models import args_digest
+
+    run(workspace, session, mode="auto", elicitation_callback=answer("accept"))
+    assert (workspace / "skills" / "restart" / "ran").exists()

@@ -27,6 +27,7 @@ class Tools:
         self.calls: list[dict[str, Any]] = []
         self.stopped = threading.Event()
         self.cancelled = threading.Event()
+        self.started = threading.Event()
         self.running = threading.Semaphore(0)
 
     @hookimpl
@@ -78,6 +79,7 @@ class Tools:
         return {"stopped": ctx.cancelled}
 
     async def async_slow(self, args: dict[str, Any], ctx: NativeContext) -> dict[str, Any]:
+        self.started.set()
         try:
             await asyncio.sleep(10)
         except asyncio.CancelledError:
@@ -205,7 +207,8 @@ def test_a_shorter_call_timeout_applies_to_native_tools(host: Any) -> None:
 def test_cancelling_acall_cancels_an_async_tool(host: Any, tools: Tools) -> None:
     async def cancel_soon() -> None:
         task = asyncio.create_task(host.acall("async_slow", {}))
-        await asyncio.sleep(0.05)
+        while not tools.started.is_set():  # the first check runs in a worker thread
+            await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -81,7 +81,10 @@ def test_defaults_are_least_privilege_mode_and_every_tool(tmp_path: Path) -> Non
     [
         ("name: x\n", "starts with a '---' line"),
         ("---\nname: x\n", "not closed by a '---' line"),
-        ("---\nname: x: y\n---\n", "not valid YAML (line 2, column 8): mapping values are not allowed"),
+        (
+            "---\nname: x: y\n---\n",
+            "not valid YAML: mapping values are not allowed in this context (line 2, column 8)",
+        ),
         ("---\n- a\n- b\n---\n", "must be a mapping"),
         ("---\ndescription: no name\n---\n", "'name' is a required property"),
         ("---\nname: Has Spaces\n---\n", "name: 'Has Spaces' does not match"),

@@ -237,3 +237,103 @@ def test_a_host_plugin_with_a_misspelt_hook_is_refused_at_once(tmp_path: Path) -
     host = SkillHost(isolated_settings(tmp_path), plugins=[Typo()])
     with pytest.raises(pluggy.PluginValidationError, match="did you mean 'ongrid_before_call'"):
         host.load()
+
+
+# ------------------------------------------------- a failed permission plugin fails closed
+
+DENY_WITH_A_TYPO = """
+    from ongrid_plugins import hookimpl, Decision, Verdict
+
+    @hookimpl
+    def ongrid_check_permission(tool, persona):
+        if tool.name == "restart":
+            return Decision(Verdict.DENY, "restarts are frozen", "freeze")
+
+    @hookimpl
+    def ongrid_skil_registered(skill):  # the typo that used to skip the whole plugin
+        pass
+"""
+BROKEN_IMPORT = """
+    import ongrid_test_plugin_missing_dependency
+    from ongrid_plugins import hookimpl
+
+    @hookimpl
+    def ongrid_verify_approval(ticket, approval):
+        return False
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [("ongrid_test_plugin_freeze", DENY_WITH_A_TYPO), ("ongrid_test_plugin_vetoes", BROKEN_IMPORT)],
+)
+def test_a_failed_permission_plugin_refuses_mutating_and_dangerous_calls(
+    site: Path, tmp_path: Path, root: Path, module: str, source: str
+) -> None:
+    from ongrid_plugins import PermissionDenied
+
+    install_dist(site, "ongrid-freeze", "1.0", {"freeze": module}, {module: source})
+    make_skill(root, "echo")
+    make_skill(root, "restart", class_="mutating")
+    make_skill(root, "wipe", class_="dangerous")
+    host = SkillHost(settings_for(tmp_path, root))
+    info = next(i for i in host.plugins() if i.name == "freeze")
+    assert info.status == "failed" and info.fails_closed
+    assert host.call("echo", {"safe": "calls go on"}).ok
+    for tool, persona in (("restart", "operator"), ("wipe", "admin")):
+        with pytest.raises(PermissionDenied, match=r"plugin freeze .* failed to load") as refused:
+            host.call(tool, {}, persona=persona, confirm=True)
+        assert refused.value.decision.plugin == "freeze"
+        assert "ONGRID_DISABLE_PLUGINS=freeze" in refused.value.decision.reason
+
+
+def test_the_plugins_command_shows_a_plugin_that_fails_closed(
+    site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ongrid_plugins.commands.plugins import cmd_plugins
+
+    install_dist(
+        site,
+        "ongrid-freeze",
+        "1.0",
+        {"freeze": "ongrid_test_plugin_f2"},
+        {"ongrid_test_plugin_f2": DENY_WITH_A_TYPO},
+    )
+    host = SkillHost(settings_for(tmp_path))
+
+    class Ctx:
+        args = type("Args", (), {"json": False})()
+
+    Ctx.host = host  # type: ignore[attr-defined]
+    cmd_plugins(Ctx())  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert "freeze" in out and "FAILS CLOSED" in out and "ONGRID_DISABLE_PLUGINS=freeze" in out
+
+
+def test_disabling_the_failed_plugin_by_name_lets_calls_run(site: Path, tmp_path: Path, root: Path) -> None:
+    install_dist(
+        site,
+        "ongrid-freeze",
+        "1.0",
+        {"freeze": "ongrid_test_plugin_f3"},
+        {"ongrid_test_plugin_f3": DENY_WITH_A_TYPO},
+    )
+    make_skill(root, "restart", class_="mutating")
+    host = SkillHost(settings_for(tmp_path, root, disable_plugins=("freeze",)))
+    assert next(i for i in host.plugins() if i.name == "freeze").status == "blocked"
+    assert host.call("restart", {}, persona="operator", confirm=True).ok
+
+
+def test_a_failed_plugin_without_power_only_skips_itself(site: Path, tmp_path: Path, root: Path) -> None:
+    install_dist(
+        site,
+        "ongrid-noisy",
+        "1.0",
+        {"noisy": "ongrid_test_plugin_noisy"},
+        {"ongrid_test_plugin_noisy": "raise ImportError('x')"},
+    )
+    make_skill(root, "restart", class_="mutating")
+    host = SkillHost(settings_for(tmp_path, root))
+    info = next(i for i in host.plugins() if i.name == "noisy")
+    assert info.status == "failed" and not info.fails_closed
+    assert host.call("restart", {}, persona="operator", confirm=True).ok

@@ -7,9 +7,11 @@ import contextlib
 import json
 import os
 import re
+import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
+import uvicorn
 from httpserve import running
 from hypothesis import HealthCheck, assume, given, settings
 from schemathesis import GenerationMode
@@ -169,10 +172,36 @@ def test_show_one_skill(api: dict[str, Any], client: httpx.Client) -> None:
     assert body["class"] == "mutating" and body["decision"]["needs"] == "confirmation"
     assert body["schema"] == {"type": "object", "properties": {}} and body["timeout_seconds"] == 30
     assert "entry" not in body and "source" not in body  # no server paths
-    viewer = client.get("/v1/skills/restart", headers=auth(api, "vic")).json()
-    assert viewer["decision"]["verdict"] == "deny"
-    missing = client.get("/v1/skills/rstart", headers=auth(api, "vic"))
+    missing = client.get("/v1/skills/rstart", headers=auth(api, "olga"))
     assert missing.status_code == 404 and missing.json()["suggestions"] == ["restart"]
+
+
+def test_a_tool_the_persona_may_not_call_is_absent(api: dict[str, Any], client: httpx.Client) -> None:
+    hidden = client.get("/v1/skills/restart", headers=auth(api, "vic"))
+    absent = client.get("/v1/skills/no_such_tool", headers=auth(api, "vic"))
+    assert hidden.status_code == absent.status_code == 404
+    assert hidden.json() == {
+        **absent.json(),
+        "error": absent.json()["error"].replace("no_such_tool", "restart"),
+    }
+    typo = client.get("/v1/skills/rstart", headers=auth(api, "vic"))
+    assert typo.status_code == 404 and typo.json()["suggestions"] == []  # no hint of hidden tools
+
+
+def test_a_lone_surrogate_is_a_400_with_an_audit_row(api: dict[str, Any], client: httpx.Client) -> None:
+    body = b'{"params": {"n": "\\ud800"}}'
+    headers = {**auth(api, "vic"), "Content-Type": "application/json"}
+    response = client.post("/v1/skills/echo/execute", headers=headers, content=body)
+    assert response.status_code == 400, response.text
+    assert response.json()["code"] == "invalid_arguments"
+    row = api["host"].audit.tail(1)[0]
+    assert (row.tool, row.outcome, row.caller) == ("echo", "invalid_arguments", "vic")
+
+
+def test_error_bodies_name_no_server_path(api: dict[str, Any], client: httpx.Client) -> None:
+    response = client.post("/v1/skills/broken/execute", headers=auth(api, "vic"), json={})
+    text = response.text
+    assert str(api["base"]) not in text and "/tmp/" not in text
 
 
 def test_execute(api: dict[str, Any], client: httpx.Client) -> None:
@@ -288,6 +317,31 @@ def test_more_calls_than_the_cap_get_429(tmp_path: Path) -> None:
     assert busy.json()["code"] == "busy" and busy.headers["retry-after"] == "1"
 
 
+def test_call_slots_are_per_token_within_the_global_cap(tmp_path: Path) -> None:
+    host = build_host(tmp_path)
+    tokens_file = tmp_path / "tokens.json"
+    greedy = add_token(str(tokens_file), "greedy", "viewer")
+    polite = add_token(str(tokens_file), "polite", "viewer")
+    app = create_app(host, TokenStore.from_file(str(tokens_file)), max_concurrent=4, max_per_token=2)
+    with running(app) as url:
+
+        async def main() -> tuple[list[httpx.Response], httpx.Response]:
+            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+
+                def call(token: str) -> Any:
+                    return client.post("/v1/skills/nap/execute", headers={"Authorization": "Bearer " + token})
+
+                flood = asyncio.gather(*(call(greedy) for _ in range(4)))
+                await asyncio.sleep(0.3)
+                other = await call(polite)
+                return list(await flood), other
+
+        flood, other = asyncio.run(main())
+    assert sorted(r.status_code for r in flood) == [200, 200, 429, 429]
+    assert "this token has 2 calls running" in next(r for r in flood if r.status_code == 429).json()["error"]
+    assert other.status_code == 200
+
+
 # ---------------------------------------------------------------------- streaming
 
 
@@ -383,10 +437,10 @@ def test_two_person_approval_between_tokens(api: dict[str, Any], client: httpx.C
         "/v1/skills/wipe/execute", headers=auth(api, "alice"), json={**run, "ticket": ticket["id"]}
     )
     assert replay.status_code == 409 and replay.json()["reason"] == "executed"
-    shown = client.get(f"/v1/approvals/{ticket['id']}", headers=auth(api, "vic")).json()
+    shown = client.get(f"/v1/approvals/{ticket['id']}", headers=auth(api, "carol")).json()
     assert shown["status"] == "executed" and shown["executed_by"] == "alice"
     assert shown["approvals"][0]["sop"] == "SOP-12"
-    listed = client.get("/v1/approvals", headers=auth(api, "vic"), params={"status": "executed"}).json()
+    listed = client.get("/v1/approvals", headers=auth(api, "carol"), params={"status": "executed"}).json()
     assert ticket["id"] in [t["id"] for t in listed["items"]]
 
 
@@ -583,3 +637,88 @@ def test_a_missing_extra_says_what_to_install(blocked: str, command: str, extra:
     assert f"pip install -e '{REPO}[{extra}]'" in done.stderr
     assert "Bearer" not in done.stderr  # checked before a token is made and printed
     assert done.stderr.count("\n") == 1
+
+
+def test_tickets_are_read_as_the_audit_is(api: dict[str, Any], client: httpx.Client) -> None:
+    asked = client.post("/v1/skills/wipe/execute", headers=auth(api, "alice"), json={"params": {"k": "v"}})
+    ticket = asked.json()["ticket"]["id"]
+    assert client.get(f"/v1/approvals/{ticket}", headers=auth(api, "bob")).status_code == 200
+    assert client.get(f"/v1/approvals/{ticket}", headers=auth(api, "vic")).status_code == 404
+    listed = client.get("/v1/approvals", headers=auth(api, "vic")).json()
+    assert ticket not in [t["id"] for t in listed["items"]]
+
+
+@contextlib.contextmanager
+def guarded(app: Any, **limits: Any) -> Iterator[tuple[str, int]]:
+    """Serve ``app`` the way ``ongrid-skills serve`` does (header timeout, connection cap)."""
+    from ongrid_plugins.server.limits import server_config
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(server_config(app, **limits))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield "127.0.0.1", sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def _closed_by_peer(conn: socket.socket, wait: float) -> bool:
+    conn.settimeout(wait)
+    try:
+        return conn.recv(1024) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_slow_headers_are_cut_and_connections_are_capped(tmp_path: Path) -> None:
+    app = create_app(build_host(tmp_path), TokenStore.single("t" * 43, "ann", "viewer"))
+    with guarded(app, header_timeout=0.5, max_connections=20) as (host, port):
+        slow = []
+        for _ in range(60):
+            conn = socket.create_connection((host, port))
+            conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+            slow.append(conn)
+        started = time.monotonic()
+        closed = [_closed_by_peer(conn, 3.0) for conn in slow]
+        assert all(closed) and time.monotonic() - started < 3.0
+        for conn in slow:
+            conn.close()
+        assert httpx.get(f"http://{host}:{port}/healthz", timeout=5).status_code == 200
+
+
+def test_a_slow_body_gets_408(tmp_path: Path) -> None:
+    token = "t" * 43
+    app = create_app(build_host(tmp_path), TokenStore.single(token, "ann", "viewer"), body_timeout=0.5)
+    with guarded(app, header_timeout=5) as (host, port):
+        conn = socket.create_connection((host, port))
+        head = (
+            "POST /v1/skills/echo/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Length: 100\r\n\r\n"
+        )
+        conn.sendall(head.encode() + b'{"params":')
+        conn.settimeout(5)
+        started = time.monotonic()
+        answer = conn.recv(4096)
+        conn.close()
+    assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 3
+
+
+def test_connections_beyond_the_cap_are_closed_at_once(tmp_path: Path) -> None:
+    app = create_app(build_host(tmp_path), TokenStore.single("t" * 43, "ann", "viewer"))
+    with guarded(app, header_timeout=30, max_connections=10) as (host, port):
+        held = [socket.create_connection((host, port)) for _ in range(25)]
+        time.sleep(0.3)
+        closed = sum(_closed_by_peer(conn, 0.2) for conn in held)
+        for conn in held:
+            conn.close()
+    assert closed == 15

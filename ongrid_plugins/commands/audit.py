@@ -19,8 +19,8 @@ __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``audit`` sub-command and its ``list``, ``tail``, ``export`` and ``verify``."""
-    p = sub.add_parser("audit", help="the audit log: list, tail, export, verify")
+    """Add the ``audit`` sub-command and its ``list``, ``tail``, ``export``, ``head`` and ``verify``."""
+    p = sub.add_parser("audit", help="the audit log: list, tail, export, head, verify")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     a = actions.add_parser("list", help="list recorded call attempts, oldest first")
@@ -47,6 +47,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
     a.add_argument("--json", action="store_true", help="one JSON document with the rows and the verification")
     a.set_defaults(handler=cmd_export)
+
+    a = actions.add_parser(
+        "head", help="verify, then record the head next to the log so that later rows cannot vanish"
+    )
+    a.add_argument("--json", action="store_true", help="print JSON")
+    a.set_defaults(handler=cmd_head)
 
     a = actions.add_parser("verify", help="check the hash chain; exit 1 naming the first bad row")
     a.add_argument(
@@ -83,6 +89,8 @@ def cmd_verify(ctx: Context) -> int:
     report = ctx.host.audit.verify(anchor=ctx.args.anchor)
     if ctx.args.json:
         print(json.dumps(report.to_dict(), indent=2))
+    elif report.ok and not report.entries:
+        print("audit log is EMPTY: 0 rows (no head was recorded for it, so none are known to be missing)")
     elif report.ok:
         print(f"audit log OK: {report.entries} rows, head {report.head}")
     else:
@@ -92,6 +100,23 @@ def cmd_verify(ctx: Context) -> int:
         for row in report.inflight:
             state = {True: "running", False: "host gone", None: "other host"}[row["alive"]]
             print(f"in flight: call {row['call_id']} of {row['tool']} (pid {row['pid']}, {state})")
+    return 0 if report.ok else 1
+
+
+def cmd_head(ctx: Context) -> int:
+    log = ctx.host.audit
+    report = log.record_head()
+    if ctx.args.json:
+        print(
+            json.dumps({**report.to_dict(), "recorded": log.recorded_head(), "file": log.head_path}, indent=2)
+        )
+    elif not report.ok:
+        print(f"audit log BROKEN at row {report.first_bad}: {report.problem}; no head recorded")
+    elif not report.entries:
+        print("audit log is EMPTY: nothing to record")
+    else:
+        print(f"recorded head row {report.entries} {report.head} in {log.head_path}")
+        print("keep a copy elsewhere too, and check it later with `ongrid-skills audit verify --anchor HASH`")
     return 0 if report.ok else 1
 
 

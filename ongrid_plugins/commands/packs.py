@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "install",
         help="install a pack (folder, .tar.gz or .zip) into the user skills dir",
         description="Unpack, validate and atomically install a pack of skills into the user skills "
-        "dir. Over an installed pack of the same name, the old one stays until the new one is valid.",
+        "dir. Over an installed pack of the same name (only with --replace), the old one stays until "
+        "the new one is valid.",
     )
     p.add_argument("path", metavar="PATH", help="a pack folder, or a .tar.gz / .tgz / .tar / .zip of one")
     p.add_argument("--name", help="install under this name (default: pack.json's name, else the folder's)")
@@ -36,6 +37,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SHA256",
         help="refuse the archive unless its sha256 is this one (hex, `sha256:` prefix allowed)",
     )
+    p.add_argument("--replace", action="store_true", help="replace an installed pack of the same name")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_install)
 
@@ -71,6 +73,7 @@ def cmd_install(ctx: Context) -> int:
         name=args.name,
         strict=args.strict,
         require_digest=args.require_digest,
+        replace=args.replace,
     )
     shadowed = _shadowed(ctx, result)
     if args.json:

@@ -30,11 +30,17 @@ def cmd_plugins(ctx: Context) -> int:
         (
             info.name,
             info.kind,
-            info.status,
+            "FAILS CLOSED" if info.fails_closed and info.status == "failed" else info.status,
             f"{info.distribution} {info.version}".strip() or "-",
             f"error: {info.error}" if info.error else ", ".join(info.hooks) or "-",
         )
         for info in infos
     ]
     print_table(("NAME", "KIND", "STATUS", "DISTRIBUTION", "HOOKS"), rows)
+    for info in infos:
+        if info.fails_closed and info.status == "failed":
+            print(
+                f"{info.name}: FAILS CLOSED: mutating and dangerous calls are refused until it loads "
+                f"or ONGRID_DISABLE_PLUGINS={info.name}"
+            )
     return 0

@@ -51,6 +51,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="reload when skill files change (GET /v1/events streams them)",
     )
+    p.add_argument(
+        "--max-per-token", type=int, default=4, metavar="N", help="calls at once for one token; more get 429"
+    )
+    p.add_argument(
+        "--max-connections", type=int, default=256, metavar="N", help="open connections; more are closed"
+    )
+    p.add_argument(
+        "--header-timeout", type=float, default=10.0, metavar="S", help="seconds for a request's headers"
+    )
+    p.add_argument(
+        "--body-timeout", type=float, default=30.0, metavar="S", help="seconds for a body; then 408"
+    )
     tools = p.add_mutually_exclusive_group()
     tools.add_argument(
         "--hash-token", action="store_true", help="read a token on standard input, print its hash, and exit"
@@ -168,8 +180,17 @@ def _serve(ctx: Context) -> int:
             f"(persona {args.persona}):\n    Authorization: Bearer {token}",
             file=sys.stderr,
         )
-    uvicorn, create_app = _server_modules()
-    app = create_app(ctx.host, tokens, max_body=args.max_body, max_concurrent=args.max_concurrent)
+    _uvicorn, create_app = _server_modules()
+    from ..server.limits import server_config
+
+    app = create_app(
+        ctx.host,
+        tokens,
+        max_body=args.max_body,
+        max_concurrent=args.max_concurrent,
+        max_per_token=args.max_per_token,
+        body_timeout=args.body_timeout,
+    )
     if not args.quiet:  # one access-log line per request on stderr (docs/rest.md)
         logging.getLogger("ongrid_plugins.server.access").setLevel(logging.INFO)
     sock = _bind(args.host, args.port)
@@ -177,8 +198,11 @@ def _serve(ctx: Context) -> int:
     shown = f"[{host}]" if ":" in host else host
     print(f"ongrid-skills serve: listening on http://{shown}:{port}", file=sys.stderr, flush=True)
     # Live pages hold their connection open: give them 2 s at shutdown, then close them.
-    config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
+    config = server_config(
+        app,
+        header_timeout=args.header_timeout,
+        max_connections=args.max_connections,
+        timeout_graceful_shutdown=2,
     )
     with ctx.host.watch() if args.watch else contextlib.nullcontext():
         _server(config, app).run(sockets=[sock])

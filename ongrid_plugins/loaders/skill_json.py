@@ -17,11 +17,11 @@ import stat
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import schemacheck
+from .. import safeschema, schemacheck
 from ..errors import ManifestBuildError, ManifestParseError
 from ..hookspecs import hookimpl
 from ..models import Problem, SandboxDecl, Skill, SkillRoot, Tool, ToolClass
-from ..roots import is_executable_file, is_within, resolve_file
+from ..roots import entry_problem, is_executable_file, is_within, resolve_file
 from ._fields import Fields, type_name
 from ._fields import show as _show
 from ._sandbox import read_sandbox
@@ -281,6 +281,11 @@ def _check_schema(check: _Checker, settings: Settings | None, verified: bool = F
     if problem is not None:
         check.error("schema", "invalid_schema", f'"schema" is not a valid JSON Schema: {problem}')
         return empty_schema()
+    unsafe = safeschema.schema_problems(schema)
+    for pointer, message in unsafe:
+        check.error("schema" + pointer, "unsafe_schema", f'"schema{pointer}": {message}')
+    if unsafe:
+        return empty_schema()
     for pointer, message in schemacheck.check_defaults(schema):
         check.error(
             "schema" + pointer,
@@ -327,6 +332,8 @@ def _check_entry(check: _Checker, root: SkillRoot) -> str:
         check.error("entry", "entry_not_file", f"entry {real} is not a regular file")
     elif not is_executable_file(st):
         check.error("entry", "entry_not_executable", f"entry {real} is not executable", f"chmod +x {real}")
+    elif problem := entry_problem(real, st, root):
+        check.error("entry", "entry_unsafe", problem)
     return real
 
 

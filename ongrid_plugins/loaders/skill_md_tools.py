@@ -22,9 +22,9 @@ import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import schemacheck
+from .. import safeschema, schemacheck
 from ..models import SandboxDecl, SkillRoot, Tool, ToolClass
-from ..roots import is_executable_file, is_within, resolve_file
+from ..roots import entry_problem, is_executable_file, is_within, resolve_file
 from ._fields import Fields, canon, pointer, show, type_name
 from ._sandbox import read_sandbox
 
@@ -248,6 +248,11 @@ def _schema(
     if problem is not None:
         fields.error(at, "invalid_schema", f'"{key}" is not a valid JSON Schema: {problem}')
         return EMPTY_SCHEMA
+    unsafe = safeschema.schema_problems(schema)
+    for sub, message in unsafe:
+        fields.error(at + sub, "unsafe_schema", f'"{key}{sub}": {message}')
+    if unsafe:
+        return EMPTY_SCHEMA
     for sub, message in schemacheck.check_defaults(schema):
         fields.error(at + sub, "bad_default", f'"{key}{sub}" does not validate: {message}')
     return schema if "type" in schema else {"type": "object", **schema}
@@ -289,6 +294,8 @@ def _exec_entry(fields: Fields, declared: str, at: str, path: str, root: SkillRo
         fields.error(
             at, "entry_not_executable", f"entry {real} is not an executable file", f"chmod +x {real}"
         )
+    elif problem := entry_problem(real, st, root):
+        fields.error(at, "entry_unsafe", problem)
     else:
         return real
     return None

@@ -36,6 +36,8 @@ import base64
 import json
 import logging
 import mimetypes
+import secrets
+import time
 import warnings
 import weakref
 from collections.abc import Iterator
@@ -81,6 +83,8 @@ _CONFIRM_SCHEMA = {
 }
 _URI = "skill://"
 logger = logging.getLogger(__name__)
+_ASK_TTL = 600.0  # seconds a confirmation question stays answerable
+_MAX_ASKED = 1000
 
 
 def create_server(
@@ -150,6 +154,10 @@ class _Handlers:
         self.persona = persona
         self.caller = caller
         self.level = "info"
+        # request_state tokens this server issued: token -> (tool, args digest, deadline).
+        # Random and single-use, so a client cannot forge the state of a confirmation
+        # it was never asked for (the digest is derivable from the arguments).
+        self.asked: dict[str, tuple[str, str, float]] = {}
         self.bus = InMemorySubscriptionBus()
         self.listen = ListenHandler(self.bus)
         self.sessions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
@@ -214,9 +222,12 @@ class _Handlers:
         asked = {"declined": False}
         confirm: Any = False
         if modern and params.input_responses and "confirm" in params.input_responses:
+            digest = self._redeem(params.name, params.request_state) if can_ask else None
+            if digest is None:
+                return _not_asked(params.name)
             if not _accepted(params.input_responses["confirm"]):
                 return _declined(params.name)
-            confirm = params.request_state or False  # the args digest the user was asked about
+            confirm = digest  # the args digest the user was asked about
         elif can_ask and not modern:
             confirm = _asker(ctx, asked)
         outcome = await self._run(ctx, call, confirm)
@@ -224,10 +235,31 @@ class _Handlers:
             return _declined(params.name)
         if outcome.status == "needs_confirmation" and isinstance(outcome.error, ConfirmationRequired):
             if modern and can_ask and confirm is False:
-                return _input_required(outcome.error, outcome.call.arguments or {})
+                state = self._issue(params.name, outcome.error.args_digest)
+                return _input_required(outcome.error, outcome.call.arguments or {}, state)
             if not can_ask:
                 return _cannot_ask(outcome)
         return types.CallToolResult.model_validate(outcome.message)
+
+    def _issue(self, tool: str, digest: str) -> str:
+        """A fresh request_state for a confirmation this server asks for."""
+        now = time.monotonic()
+        for token in [t for t, (_tool, _digest, deadline) in self.asked.items() if deadline < now]:
+            del self.asked[token]
+        while len(self.asked) >= _MAX_ASKED:
+            del self.asked[next(iter(self.asked))]  # the oldest question lapses
+        token = secrets.token_urlsafe(32)
+        self.asked[token] = (tool, digest, now + _ASK_TTL)
+        return token
+
+    def _redeem(self, tool: str, state: object) -> str | None:
+        """The args digest of the question ``state`` answers, once; None if never asked."""
+        if not isinstance(state, str):
+            return None
+        found = self.asked.pop(state, None)
+        if found is None or found[0] != tool or found[2] < time.monotonic():
+            return None
+        return found[1]
 
     async def _run(self, ctx: Any, call: dict[str, Any], confirm: Any) -> Dispatched:
         relay = _Relay(ctx, self)
@@ -405,8 +437,10 @@ def _question(question: Confirmation) -> str:
     )
 
 
-def _input_required(exc: ConfirmationRequired, arguments: dict[str, Any]) -> types.InputRequiredResult:
-    """Ask through the 2026-07-28 multi-round flow; the digest travels in the request state."""
+def _input_required(
+    exc: ConfirmationRequired, arguments: dict[str, Any], state: str
+) -> types.InputRequiredResult:
+    """Ask through the 2026-07-28 multi-round flow; ``state`` names the question server-side."""
     shown = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
     message = (
         f"Run {exc.tool}? It changes things.\nArguments: {shown}\nWhy you are asked: {exc.decision.reason}"
@@ -414,7 +448,15 @@ def _input_required(exc: ConfirmationRequired, arguments: dict[str, Any]) -> typ
     request = types.ElicitRequest(
         params=types.ElicitRequestFormParams(message=message, requested_schema=_CONFIRM_SCHEMA)
     )
-    return types.InputRequiredResult(input_requests={"confirm": request}, request_state=exc.args_digest)
+    return types.InputRequiredResult(input_requests={"confirm": request}, request_state=state)
+
+
+def _not_asked(name: str) -> types.CallToolResult:
+    message = (
+        f"the call to {name!r} was not run: it answers a confirmation this server did not ask for "
+        "(unknown, reused or expired request_state); call it again without input_responses to be asked"
+    )
+    return _error_result({"error": message, "code": "not_asked", "hint": "call it again to be asked"})
 
 
 def _cannot_ask(outcome: Dispatched) -> types.CallToolResult:

@@ -191,14 +191,15 @@ def _json(name: str, description: str) -> dict[str, Any]:
 
 
 _ERRORS = {
-    "400": "the body or a query parameter is malformed",
+    "400": "the body or a query parameter is malformed, or the params are not UTF-8 text (a lone surrogate)",
     "401": "no token, or not a valid one",
     "403": "the persona may not do this (the reason says why)",
-    "404": "no such skill or ticket",
+    "404": "no such skill or ticket, or one this token may not see",
     "409": "needs a confirmation (args_digest) or a two-person approval (ticket), or the ticket does not fit",
+    "408": "the body did not arrive within the server's body timeout",
     "413": "the body is too large",
     "422": "the params do not match the skill's schema (errors: path and message)",
-    "429": "too many calls are running; retry after Retry-After seconds",
+    "429": "too many calls are running (for this token, or in all); retry after Retry-After seconds",
     "503": "the audit log or the ticket store cannot be written",
 }
 
@@ -224,8 +225,8 @@ def _body(name: str) -> dict[str, Any]:
     return {"required": False, "content": {"application/json": {"schema": _ref(name)}}}
 
 
-_CALL_ERRORS = ("400", "401", "403", "404", "409", "413", "422", "429", "503")
-_TICKET_ERRORS = ("400", "401", "403", "404", "409", "413", "503")
+_CALL_ERRORS = ("400", "401", "403", "404", "408", "409", "413", "422", "429", "503")
+_TICKET_ERRORS = ("400", "401", "403", "404", "408", "409", "413", "503")
 
 
 def _paths() -> dict[str, Any]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ..arguments import NOT_UTF8
 from ..errors import (
     ApprovalError,
     ApprovalRequired,
@@ -36,6 +38,25 @@ logger = logging.getLogger(__name__)
 _APPROVAL_STATUS = {"unknown": 404, "own_ticket": 403, "duplicate_approver": 403, "hook_refused": 403}
 _APPROVAL_STATUS.update(no_identity=403, store=503)
 _EXIT_KEYS = {"ok", "exit_code", "signal", "timed_out"}
+# An absolute path of two or more components (not the tail of a URL or of a relative path).
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/-])/(?:[^/\s'\"()\[\],;:]+/)+([^/\s'\"()\[\],;:]*)")
+
+
+def scrub_paths(text: str) -> str:
+    """``text`` with every absolute server path cut to its last component (``…/run.sh``).
+
+    Error bodies go to clients that have no business knowing the server's layout
+    (home folders, state and install directories); the full text stays in the log.
+    """
+    return _ABSOLUTE_PATH.sub(lambda match: "…/" + match.group(1), text)
+
+
+def _scrubbed(value: Any) -> Any:
+    if isinstance(value, str):
+        return scrub_paths(value)
+    if isinstance(value, list):
+        return [_scrubbed(item) for item in value]
+    return value
 
 
 class ApiError(Exception):
@@ -53,7 +74,8 @@ class ApiError(Exception):
 
     def response(self) -> JSONResponse:
         """The JSON error response."""
-        body = {"error": self.message, "code": self.code, **self.details}
+        details = {key: _scrubbed(value) for key, value in self.details.items()}
+        body = {"error": scrub_paths(self.message), "code": self.code, **details}
         return JSONResponse(body, status_code=self.status, headers=self.headers)
 
 
@@ -63,7 +85,7 @@ def result_body(result: CallResult) -> dict[str, Any]:
     if result.ok:
         return {"result": result.value, **common}
     return {
-        "error": result.error or "the skill failed",
+        "error": scrub_paths(result.error or "the skill failed"),
         "code": result.outcome,
         **common,
         "exit_code": result.exit_code,
@@ -80,7 +102,9 @@ def api_error(exc: OngridError) -> ApiError:
         return ApiError(404, "unknown_skill", str(exc), suggestions=list(exc.suggestions))
     if isinstance(exc, InvalidArguments):
         errors = [{"path": path, "message": message} for path, message in exc.errors]
-        return ApiError(422, "invalid_arguments", str(exc), errors=errors)
+        # Text that is not UTF-8 (a lone surrogate) is a malformed request, not a schema miss.
+        status = 400 if any(message == NOT_UTF8 for _path, message in exc.errors) else 422
+        return ApiError(status, "invalid_arguments", str(exc), errors=errors)
     if isinstance(exc, ConfirmationRequired):
         message = f"the call to {exc.tool!r} needs a confirmation: {exc.decision.reason}"
         hint = 'send it again with "confirm": true, or "confirm": the args_digest you were shown'

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..approvals import STATUSES
 from ..audit import OUTCOMES
-from ..errors import ConfigError, OngridError, UnknownSkill
+from ..errors import ApprovalError, ConfigError, OngridError, UnknownSkill
 from ..host import SkillHost
 from ..models import CallResult, Event, PermissionMode, Tool, args_digest
 from ..redact import redact
@@ -50,12 +50,25 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise missing_extra("server", "starlette") from exc
 
-__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_CONCURRENT", "ApiError", "close_event_streams", "create_app"]
+__all__ = [
+    "DEFAULT_BODY_TIMEOUT",
+    "DEFAULT_MAX_BODY",
+    "DEFAULT_MAX_CONCURRENT",
+    "DEFAULT_MAX_PER_TOKEN",
+    "ApiError",
+    "close_event_streams",
+    "create_app",
+]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY = 1024 * 1024
 DEFAULT_MAX_CONCURRENT = 16
+#: Seconds a request body may take to arrive (a slow body is answered with 408).
+DEFAULT_BODY_TIMEOUT = 30.0
+#: Calls one token may have running at once (within the global cap), so that one client
+#: calling slow skills does not get every other client a 429.
+DEFAULT_MAX_PER_TOKEN = 4
 MAX_AUDIT_LIMIT = 1000
 MAX_SEQ = 2**63 - 1  # SQLite's largest integer
 _NEEDS = {"allow": "-", "confirm": "confirmation", "dual_sign": "two-person approval", "deny": "denied"}
@@ -70,6 +83,8 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     max_concurrent: int = DEFAULT_MAX_CONCURRENT,
     console: bool = True,
+    max_per_token: int = DEFAULT_MAX_PER_TOKEN,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
 ) -> Starlette:
     """The ASGI app: mount it in your own app, or run it with ``ongrid-skills serve``.
 
@@ -77,13 +92,18 @@ def create_app(
     :param max_body: Larger request bodies are refused with 413.
     :param max_concurrent: More calls running at once are refused with 429.
     :param console: Serve the operator console (web pages, ``docs/console.md``) at ``/``.
+    :param max_per_token: More calls running at once for one token are refused with 429.
+    :param body_timeout: A request body not complete within this many seconds gets 408.
+        (Header timeouts and the connection cap are the server's: see
+        :func:`ongrid_plugins.server.limits.server_config`.)
     """
-    if max_body < 1 or max_concurrent < 1:
-        message = "max_body and max_concurrent must be at least 1"
+    if max_body < 1 or max_concurrent < 1 or max_per_token < 1 or not body_timeout > 0:
+        message = "max_body, max_concurrent and max_per_token must be at least 1, body_timeout above 0"
         raise ConfigError(message)
     for principal in tokens.principals():
         host.persona(principal.persona)  # an unknown persona is a start-up error, not a 500 later
-    api = _Api(host, tokens, max_body, max_concurrent)
+    api = _Api(host, tokens, max_body, max_concurrent, max_per_token)
+    api.body_timeout = body_timeout
     routes = [
         Route("/healthz", api.healthz, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
@@ -148,12 +168,17 @@ async def _server_error(request: Request, exc: Exception) -> Response:
 class _Api:
     """The route handlers, sharing the host, the tokens and the limits."""
 
-    def __init__(self, host: SkillHost, tokens: TokenStore, max_body: int, max_concurrent: int) -> None:
+    def __init__(
+        self, host: SkillHost, tokens: TokenStore, max_body: int, max_concurrent: int, max_per_token: int
+    ) -> None:
         self.host = host
         self.tokens = tokens
         self.max_body = max_body
         self.max_concurrent = max_concurrent
+        self.max_per_token = max_per_token
         self.running = 0
+        self.per_token: dict[str, int] = {}
+        self.body_timeout = DEFAULT_BODY_TIMEOUT
         self._openapi: dict[str, Any] | None = None
         self.closing = asyncio.Event()
         """Set when the server shuts down: event streams end."""
@@ -220,7 +245,7 @@ class _Api:
 
     async def get_skill(self, request: Request, who: Principal) -> Response:
         _query(request)
-        tool = self._tool(request.path_params["name"])
+        tool = self._tool(request.path_params["name"], who)
         data = self._summary(tool, who)
         data.update(
             kind=tool.kind,
@@ -260,20 +285,32 @@ class _Api:
         stream = event_stream(self.host, who, self.closing)
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
-    def _tool(self, name: str) -> Tool:
+    def _tool(self, name: str, who: Principal) -> Tool:
+        """The tool, if this persona may see it: a denied tool is answered as if absent,
+        and suggestions name only tools the persona may call (as the list does)."""
         try:
-            return self.host.get(name)
+            tool = self.host.get(name)
         except UnknownSkill as exc:
-            raise api_error(exc) from None
+            visible = [s for s in exc.suggestions if self._visible(s, who)]
+            raise api_error(UnknownSkill(name, visible)) from None
+        if not self._visible(name, who):
+            raise api_error(UnknownSkill(name, ())) from None
+        return tool
+
+    def _visible(self, name: str, who: Principal) -> bool:
+        try:
+            return self.host.decide(self.host.get(name), who.persona).verdict.value != "deny"
+        except OngridError:
+            return False
 
     async def execute(self, request: Request, who: Principal) -> Response:
         name = request.path_params["name"]
         body = _execute_body(await self._json(request))
-        self._reserve()
+        self._reserve(who)
         try:
             result = await self._call(name, body, who, None)
         finally:
-            self.running -= 1
+            self._release(who)
         return JSONResponse(result_body(result))
 
     async def execute_stream(self, request: Request, who: Principal) -> Response:
@@ -285,23 +322,39 @@ class _Api:
         def on_event(event: Event) -> None:  # may be called from an executor's thread
             loop.call_soon_threadsafe(queue.put_nowait, ("event", event))
 
-        self._reserve()
+        self._reserve(who)
         task = asyncio.ensure_future(self._call(name, body, who, on_event))
-        task.add_done_callback(lambda _task: self._release_after(queue))
+        task.add_done_callback(lambda _task: self._release_after(queue, who))
         first = await queue.get()
         if first[0] == "done" and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]  # refused before it started: a plain error
         return StreamingResponse(sse(first, queue, task), media_type="text/event-stream")
 
-    def _release_after(self, queue: asyncio.Queue[tuple[str, Any]]) -> None:
-        self.running -= 1
+    def _release_after(self, queue: asyncio.Queue[tuple[str, Any]], who: Principal) -> None:
+        self._release(who)
         queue.put_nowait(("done", None))
 
-    def _reserve(self) -> None:
+    def _reserve(self, who: Principal) -> None:
+        """Take a call slot: one of the token's own, and one of the server's."""
+        mine = self.per_token.get(who.identity, 0)
+        if mine >= self.max_per_token:
+            message = (
+                f"this token has {mine} calls running, the most one token may run at once; retry shortly"
+            )
+            raise ApiError(429, "busy", message, {"Retry-After": "1"})
         if self.running >= self.max_concurrent:
             message = f"{self.running} calls are running, the most this server runs at once; retry shortly"
             raise ApiError(429, "busy", message, {"Retry-After": "1"})
         self.running += 1
+        self.per_token[who.identity] = mine + 1
+
+    def _release(self, who: Principal) -> None:
+        self.running -= 1
+        left = self.per_token.get(who.identity, 1) - 1
+        if left > 0:
+            self.per_token[who.identity] = left
+        else:
+            self.per_token.pop(who.identity, None)
 
     async def _call(
         self, name: str, body: dict[str, Any], who: Principal, on_event: Callable[[Event], None] | None
@@ -327,11 +380,17 @@ class _Api:
         if status is not None and status not in STATUSES:
             raise ApiError(400, "bad_request", f"status must be one of {', '.join(STATUSES)}")
         tickets = await self._approvals(self.host.tickets, status)
+        if not self._signs(who):  # tickets are read as the audit log is, or by their requester
+            tickets = [t for t in tickets if t.requester == who.identity]
         return JSONResponse({"items": [t.to_dict() for t in tickets], "total": len(tickets)})
 
     async def get_approval(self, request: Request, who: Principal) -> Response:
         _query(request)
-        ticket = await self._approvals(self.host.ticket, request.path_params["ticket_id"])
+        ticket_id = request.path_params["ticket_id"]
+        ticket = await self._approvals(self.host.ticket, ticket_id)
+        if not self._signs(who) and ticket.requester != who.identity:
+            message = f"no approval ticket {ticket_id!r} (see `ongrid-skills approvals list`)"
+            raise api_error(ApprovalError("unknown", ticket_id, message))  # as if absent
         return JSONResponse(ticket.to_dict())
 
     async def approve(self, request: Request, who: Principal) -> Response:
@@ -369,7 +428,7 @@ class _Api:
         """
         fields = {"tool": str, "params": dict, "persona": str, "reason": str}
         body = _required(_fields(await self._json(request), fields), "tool", "params", "persona")
-        tool = self._tool(body["tool"])
+        tool = self._tool(body["tool"], who)
         if body["persona"] not in {p.name for p in await run_in_threadpool(self.host.personas)}:
             raise ApiError(400, "bad_request", f"persona {body['persona']!r} does not exist on this server")
         digest = args_digest(tool.name, body["params"])
@@ -408,8 +467,8 @@ class _Api:
                 persona=body["persona"],
                 caller=who.identity,
                 call_id=body["call_id"],
-                profile=self.host.sandbox_profile(self._tool(body["tool"])).digest,
-                skill_digest=self.host._digest_now(self._tool(body["tool"])),
+                profile=self.host.sandbox_profile(self._tool(body["tool"], who)).digest,
+                skill_digest=self.host._digest_now(self._tool(body["tool"], who)),
             )
         )
         return JSONResponse(ticket.to_dict())
@@ -453,11 +512,17 @@ class _Api:
         if length is not None and (not _digits(length) or int(length) > self.max_body):
             raise ApiError(413, "too_large", f"the request body is larger than {self.max_body} bytes")
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body:
-                raise ApiError(413, "too_large", f"the request body is larger than {self.max_body} bytes")
-            chunks.append(chunk)
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > self.max_body:
+                        message = f"the request body is larger than {self.max_body} bytes"
+                        raise ApiError(413, "too_large", message)
+                    chunks.append(chunk)
+        except TimeoutError:
+            message = f"the request body did not arrive within {self.body_timeout:g} s"
+            raise ApiError(408, "timeout", message, {"Connection": "close"}) from None
         raw = b"".join(chunks)
         if not raw.strip():
             return {}

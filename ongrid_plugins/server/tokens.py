@@ -34,6 +34,7 @@ from typing import Any
 import attrs
 
 from ..errors import ConfigError
+from ..identity import identity_problem, normalize_identity
 
 __all__ = [
     "Principal",
@@ -145,7 +146,10 @@ def _entry(path: str, index: int, item: Any) -> tuple[str, Principal]:
     if _HASH.fullmatch(item["hash"]) is None:
         hint = "make one with `ongrid-skills serve --hash-token`"
         raise ConfigError(f"{where}: 'hash' must be 'sha256:' and 64 lower-case hex digits ({hint})")
-    return item["hash"], Principal(item["identity"].strip(), item["persona"].strip())
+    problem = identity_problem(item["identity"])
+    if problem is not None:  # "bоb" (Cyrillic о) must not pass for bob when approving
+        raise ConfigError(f"{where}: {problem}")
+    return item["hash"], Principal(normalize_identity(item["identity"]), item["persona"].strip())
 
 
 def add_token(path: str, identity: str, persona: str, note: str = "") -> str:
