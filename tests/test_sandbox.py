@@ -628,3 +628,17 @@ def test_a_cached_rule_base_is_never_closed_under_a_call_that_holds_it(tmp_path:
     for fd in fds:
         with pytest.raises(OSError):
             fcntl.fcntl(fd, fcntl.F_GETFD)
+
+
+@pytest.mark.skipif(not os.path.exists("/etc/shadow"), reason="no /etc/shadow on this machine")
+def test_system_secrets_are_hidden_unless_declared_and_etc_stays_listable(box: dict[str, Path]) -> None:
+    probe(box["root"], "plain")
+    probe(box["root"], "auditor", sandbox={"read": ["/etc/shadow"]})
+    host = host_for(box["tmp"], box["root"])
+    shadow, listing = run(host, "plain", ("read", "/etc/shadow"), ("list", "/etc"))
+    assert shadow.startswith("error:"), shadow
+    assert listing.startswith("ok:") and "passwd" in listing.split(",")
+    assert run(host, "plain", ("read", "/etc/passwd"))[0].startswith("ok:root:")
+    declared = run(host, "auditor", ("read", "/etc/shadow"))[0]
+    with open("/etc/shadow", "rb") as f:
+        assert declared == "ok:" + f.read(200).decode("utf-8", "replace")
