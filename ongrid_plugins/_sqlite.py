@@ -112,6 +112,19 @@ def _explained(path: str, exc: Exception) -> Exception:
     return exc
 
 
+def state_exists(path: str) -> bool:
+    """Whether the state file ``path`` exists; a folder closed to this user is a
+    :class:`StateAccessError` saying so, never "there is nothing" (``os.path.exists``
+    answers False when it may not look)."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return False
+    except PermissionError as exc:
+        raise access_error(path, exc) from None
+    return True
+
+
 def access_error(path: str, exc: BaseException | None = None) -> StateAccessError:
     """The error for a state file this user cannot use: which file or folder, why, and the fix."""
     problem = access_problem(path) or f"{path} cannot be used: {exc}"

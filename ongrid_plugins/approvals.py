@@ -234,7 +234,7 @@ class ApprovalStore:
 
     def ticket(self, ticket_id: str) -> Ticket:
         """The ticket ``ticket_id``; raises ``ApprovalError(reason="unknown")``."""
-        if not os.path.exists(self.path):  # reading never creates the database
+        if not _sqlite.state_exists(self.path):  # reading never creates the database
             message = f"no approval ticket {ticket_id!r} (see `ongrid-skills approvals list`)"
             raise ApprovalError("unknown", str(ticket_id), message)
         with self._read() as conn:
@@ -246,7 +246,7 @@ class ApprovalStore:
             message = f"unknown ticket status {status!r}; use one of {', '.join(STATUSES)}"
             raise ApprovalError("unknown", "", message)
         now = self._clock()
-        if not os.path.exists(self.path):  # reading never creates the database
+        if not _sqlite.state_exists(self.path):  # reading never creates the database
             return []
         with self._read() as conn:
             ids = [row[0] for row in conn.execute("SELECT id FROM tickets ORDER BY created DESC, id")]

@@ -475,7 +475,7 @@ class AuditLog:
 
     def _exists(self) -> bool:
         """Whether there is anything to read: the database, or journals a dead process left to recover."""
-        if os.path.exists(self.path):
+        if _sqlite.state_exists(self.path):
             return True
         try:
             return bool(os.listdir(self.journal_dir))

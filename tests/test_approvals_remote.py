@@ -65,7 +65,8 @@ def test_the_requester_cannot_approve_through_the_server_either(console, as_, ca
 def test_list_and_show_read_the_servers_store(console, as_, capsys, tmp_path):
     ticket = open_ticket(console, "/srv/listed")
     token_file = tmp_path / "token"
-    token_file.write_text(console.tokens["vic"] + "\n")
+    # An approver reads the server's tickets (a viewer may not: tickets are read as the audit is).
+    token_file.write_text(console.tokens["bob"] + "\n")
     code, out, _ = run(
         capsys,
         "approvals",
@@ -84,8 +85,10 @@ def test_list_and_show_read_the_servers_store(console, as_, capsys, tmp_path):
         capsys, "approvals", "show", ticket, "--server", console.url, "--token-file", str(token_file)
     )
     assert code == 0 and '"path": "/srv/listed"' in out and "0 of 2" in out
+    viewer = tmp_path / "viewer-token"
+    viewer.write_text(console.tokens["vic"] + "\n")
     code, _, err = run(
-        capsys, "approvals", "approve", ticket, "--server", console.url, "--token-file", str(token_file)
+        capsys, "approvals", "approve", ticket, "--server", console.url, "--token-file", str(viewer)
     )
     assert code == 3 and "persona viewer may not approve" in err
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -15,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpserve
 import httpx
 import mcp.types as types
 import pytest
-import uvicorn
 from mcp import Client, StdioServerParameters
 
 from ongrid_plugins import SkillHost
@@ -45,23 +44,9 @@ def bearer(token: str) -> dict[str, str]:
 
 @contextlib.contextmanager
 def running(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on 127.0.0.1 (a free port) in a thread; yield its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        close_event_streams(app)
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    """Serve ``app`` on 127.0.0.1, ending its event streams before the server stops."""
+    with httpserve.running(app, before_stop=close_event_streams) as url:
+        yield url
 
 
 class Events:

@@ -11,7 +11,6 @@ import socket
 import stat
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,6 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-import uvicorn
 from httpserve import running
 from hypothesis import HealthCheck, assume, given, settings
 from schemathesis import GenerationMode
@@ -653,21 +651,9 @@ def guarded(app: Any, **limits: Any) -> Iterator[tuple[str, int]]:
     """Serve ``app`` the way ``ongrid-skills serve`` does (header timeout, connection cap)."""
     from ongrid_plugins.server.limits import server_config
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(server_config(app, **limits))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield "127.0.0.1", sock.getsockname()[1]
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    with running(app, config=server_config(app, **limits)) as url:
+        host, _, port = url.removeprefix("http://").rpartition(":")
+        yield host, int(port)
 
 
 def _closed_by_peer(conn: socket.socket, wait: float) -> bool:

@@ -620,10 +620,10 @@ def test_a_cached_rule_base_is_never_closed_under_a_call_that_holds_it(tmp_path:
     assert fds
     others = [plan._acquire_base((str(tmp_path / f"hidden-{i}"),)) for i in range(1, plan._KEEP_BASES + 3)]
     for other in others:
-        plan._release_base(other)
+        plan._release(other)
     assert held.retired  # evicted, but still held: its descriptors stay open
     assert all(fcntl.fcntl(fd, fcntl.F_GETFD) >= 0 for fd in fds)
-    plan._release_base(held)
+    plan._release(held)
     assert held.grants == []
     for fd in fds:
         with pytest.raises(OSError):

@@ -129,8 +129,9 @@ def _ticket_of(output: str) -> str:
 
 def test_a_private_state_folder_is_a_clear_error_for_another_user_never_a_traceback(people):
     private = people.base / "home" / "ann" / "state"
-    made = people.run("ann", "approvals", "list", state=private)
-    assert made.returncode == 0, made.stderr
+    # Reading commands create nothing: a call that opens a ticket makes the state folder.
+    made = people.run("ann", "run", "wipe", '{"path": "/srv/old"}', "--persona", "admin", state=private)
+    assert made.returncode == 3, made.stderr
     assert stat.S_IMODE(private.stat().st_mode) == 0o700
     other = people.run("bob", "approvals", "list", state=private)
     assert other.returncode == 2
@@ -181,6 +182,8 @@ def test_members_of_the_group_share_tickets_and_the_two_person_rule_holds_betwee
     outcomes = [(r["caller"], r["outcome"]) for r in rows["items"] if r["tool"] == "wipe"]
     assert outcomes == [
         (names["ann"], "needs_approval"),
+        (names["bob"], "approval"),  # approvals are rows of the chained log too
+        (names["cid"], "approval"),
         (names["ann"], "ok"),
         (names["ann"], "ticket_refused"),
     ]

@@ -22,7 +22,7 @@ from .. import loader
 from ..errors import ConfigError
 from ..models import LoadEvent, LoadReport, Skill
 from ..packs import read_marker
-from ..registry import Snapshot
+from ..registry import Snapshot, spelling
 from .digest import partial_warning, relative_to, skill_digest
 from .lock import read_lock, verify_pack
 
@@ -61,7 +61,8 @@ def load_catalog(
     if previous is not None:
         events += _keep_last_good(previous, skills, report)
     tools = {tool.name: tool for skill in skills.values() for tool in skill.tools}
-    new = Snapshot(MappingProxyType(skills), MappingProxyType(tools))
+    aliases = {spelling(name): name for name in skills if spelling(name) != name}
+    new = Snapshot(MappingProxyType(skills), MappingProxyType(tools), MappingProxyType(aliases))
     return new, LoadReport(len(skills), events, report.roots)
 
 

@@ -134,7 +134,7 @@ a process with many settings objects, like a test suite, must not run out of fil
 
 
 def _acquire_base(hidden: tuple[str, ...]) -> _Base:
-    """The current base for ``hidden``, held until :func:`_release_base`.
+    """The current base for ``hidden``, held until :func:`_release`.
 
     A base that went stale or was evicted is closed only once no call holds it: its
     descriptors are in the rules of calls being prepared, and a closed number could
@@ -142,28 +142,38 @@ def _acquire_base(hidden: tuple[str, ...]) -> _Base:
     """
     with _bases_lock:
         base = _bases.get(hidden)
-        if base is None or not base.fresh():
-            if base is not None:
-                _retire(base)
-            base = _bases[hidden] = _Base(hidden)
-            while len(_bases) > 1 and (len(_bases) > _KEEP_BASES or _held() > _FD_BUDGET):
-                _retire(_bases.pop(next(iter(_bases))))
-        base.users += 1
-        return base
+        if base is not None and base.fresh():
+            base.users += 1
+            return base
+        return _put(_bases, hidden, _Base(hidden), _KEEP_BASES)  # type: ignore[no-any-return]
 
 
-def _release_base(base: _Base) -> None:
+def _put(cache: dict[Any, Any], key: Any, fresh: Any, keep: int) -> Any:
+    """Store ``fresh`` under ``key`` (held once, for the caller), retiring what it replaces
+    and the oldest entries beyond ``keep`` or the descriptor budget. Lock held."""
+    old = cache.pop(key, None)
+    if old is not None:
+        _retire(old)
+    cache[key] = fresh
+    while len(cache) > 1 and (len(cache) > keep or _held() > _FD_BUDGET):
+        _retire(cache.pop(next(iter(cache))))
+    fresh.users += 1
+    return fresh
+
+
+def _retire(entry: _Base | _Static) -> None:
+    """No new call gets ``entry``; its descriptors close once no call holds it. Lock held."""
+    entry.retired = True
+    if entry.users == 0:
+        entry.close()
+
+
+def _release(entry: _Base | _Static) -> None:
+    """A call is done with ``entry``."""
     with _bases_lock:
-        base.users -= 1
-        if base.retired and base.users == 0:
-            base.close()
-
-
-def _retire(base: _Base) -> None:
-    """Called with the lock held."""
-    base.retired = True
-    if base.users == 0:
-        base.close()
+        entry.users -= 1
+        if entry.retired and entry.users == 0:
+            entry.close()
 
 
 class _Static:
@@ -259,7 +269,7 @@ class _Static:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.fds = []
-        _release_base(self.base)
+        _release(self.base)
 
 
 _statics: dict[tuple[Any, ...], _Static] = {}
@@ -285,29 +295,7 @@ def _acquire_static(key: tuple[Any, ...], build: Callable[[], _Static]) -> _Stat
                 return fresh_candidate
     built = build()  # outside the lock: it opens files and may carve folders
     with _bases_lock:
-        old = _statics.pop(key, None)
-        if old is not None:
-            _retire_static(old)
-        _statics[key] = built
-        while len(_statics) > 1 and (len(_statics) > _KEEP_STATICS or _held() > _FD_BUDGET):
-            _retire_static(_statics.pop(next(iter(_statics))))
-        built.users += 1
-        return built
-
-
-def _release_static(static: _Static) -> None:
-    with _bases_lock:
-        static.users -= 1
-        close = static.retired and static.users == 0
-    if close:
-        static.close()
-
-
-def _retire_static(static: _Static) -> None:
-    """Called with the lock held; the descriptors are closed once no call holds them."""
-    static.retired = True
-    if static.users == 0:
-        static.close()
+        return _put(_statics, key, built, _KEEP_STATICS)  # type: ignore[no-any-return]
 
 
 def _entry_key(fd: int) -> tuple[int, int, int, int]:
@@ -521,7 +509,7 @@ class Plan:
                 os.close(fd)
         self._fds = []
         if self._static is not None:
-            _release_static(self._static)
+            _release(self._static)
             self._static = None
 
     def describe_missing(self) -> str:

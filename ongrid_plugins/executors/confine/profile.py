@@ -150,6 +150,8 @@ def hidden_paths(settings: Settings, home: str | None = None) -> tuple[str, ...]
         settings.cache_dir or "",
         settings.user_skills_dir,
         settings.system_skills_dir,
+        getattr(settings, "audit_key_file", None) or "",  # the audit log's HMAC key
+        getattr(settings, "approvals_token_file", "") or "",  # the bearer token for shared approvals
     ]
     if home and home != "/":
         candidates += [os.path.join(home, name) for name in HOME_SECRETS]
