@@ -29,6 +29,7 @@ import attrs
 
 from .availability import Availability
 from .errors import ManifestBuildError, ManifestError, ManifestParseError, PluginLoadError
+from .loadcache import LoadCache, open_cache
 from .models import LoadEvent, LoadReport, Problem, Skill, SkillRoot
 from .registry import RegistryBuilder, Snapshot
 from .roots import canonical, is_within
@@ -85,6 +86,7 @@ class _Load:
     listeners: bool = attrs.field(init=False)
     load_manifest: Any = attrs.field(init=False)
     registered_level: int = logging.INFO
+    cache: LoadCache | None = None
 
     def __attrs_post_init__(self) -> None:
         self.availability = Availability(self.pm, self.settings)
@@ -191,6 +193,7 @@ def load(
     skip: frozenset[str] = frozenset(),
     *,
     announce: bool = True,
+    cache: LoadCache | bool | None = True,
 ) -> tuple[Snapshot, LoadReport]:
     """Walk every root, load every manifest, and build a registry snapshot.
 
@@ -201,8 +204,16 @@ def load(
     ``registered`` lines at DEBUG instead of INFO. The cyclic garbage
     collector is paused during the walk: the parsed manifests are acyclic, and
     collecting them over and over costs more than parsing them.
+
+    ``cache`` is the persistent load cache (:mod:`ongrid_plugins.loadcache`):
+    True opens the one of ``settings.cache_dir`` and writes it back at the end;
+    a :class:`~ongrid_plugins.loadcache.LoadCache` is used and left for the
+    caller to flush (the catalog adds its digests first); False or None loads
+    without one.
     """
-    state = _Load(pm, settings, registered_level=logging.INFO if announce else logging.DEBUG)
+    own = cache is True
+    store = open_cache(pm, settings) if cache is True else cache or None
+    state = _Load(pm, settings, registered_level=logging.INFO if announce else logging.DEBUG, cache=store)
     roots = resolve_roots(pm, settings, state.events)
     names = frozenset(_flatten(pm.hook.ongrid_manifest_names()))
     reals = frozenset(r.real for r in roots) | skip
@@ -217,16 +228,30 @@ def load(
         if was_enabled:
             gc.enable()
     snapshot = state.builder.build()
+    if own and store is not None:
+        store.flush()
     report = LoadReport(len(snapshot.skills), state.events, [r.real for r in roots])
     return snapshot, report
 
 
 def _load_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> None:
+    cache = state.cache if not is_link and path.endswith(_CACHED_SUFFIX) else None
+    sig = None
+    if cache is not None:
+        cached, sig = cache.lookup(path, root)
+        if isinstance(cached, str):
+            _log_parse(state, path, cached)
+            return
+        if cached is not None:
+            _register(state, cached, root)
+            return
     try:
         if is_link:
             path = check_symlinked_manifest(path, root)
         skill = state.load_manifest(path=path, root=root, settings=state.settings)
     except ManifestParseError as exc:
+        if cache is not None and exc.path == path and not exc.message.startswith(_UNCACHED_ERRORS):
+            cache.store(path, root, sig, exc.message)
         _log_parse(state, exc.path, exc.message)
         return
     except ManifestBuildError as exc:
@@ -241,8 +266,17 @@ def _load_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> None:
         _log_parse(state, path, f"loader raised {exc!r}")
         return
     if skill is not None:
+        if cache is not None and skill.format == "skill.json" and skill.path == path:
+            cache.store(path, root, sig, skill)
         _report_notices(state, skill)
         _register(state, skill, root)
+
+
+#: Manifests the load cache keeps: the built-in skill.json loader's (a SKILL.md reads
+#: its folder and its pack's manifest, which the cache would have to watch too).
+_CACHED_SUFFIX = "/skill.json"
+#: Parse errors that say something about the file's permissions or the machine, not its bytes.
+_UNCACHED_ERRORS = ("cannot open", "cannot read")
 
 
 def _report_notices(state: _Load, skill: Skill) -> None:
