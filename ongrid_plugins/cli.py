@@ -50,6 +50,7 @@ COMMAND_MODULES = (
     "ongrid_plugins.commands.serve",
     "ongrid_plugins.commands.mcp",
     "ongrid_plugins.commands.doctor",
+    "ongrid_plugins.commands.remote",
 )
 
 

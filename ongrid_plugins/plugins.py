@@ -58,6 +58,7 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("roots", "ongrid_plugins.roots"),
     ("skill_json", "ongrid_plugins.loaders.skill_json"),
     ("skill_md", "ongrid_plugins.loaders.skill_md"),
+    ("remote", "ongrid_plugins.remote.plugin"),
     ("subprocess", "ongrid_plugins.executors.subprocess"),
     ("native", "ongrid_plugins.executors.native"),
     ("gate", "ongrid_plugins.gate"),

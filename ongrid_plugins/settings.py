@@ -28,6 +28,9 @@ variable                        meaning
 ``ONGRID_SANDBOX_POLICY``       ``default`` or ``strict``: whether undeclared mutating tools are confined
 ``ONGRID_SANDBOX_LIMITS``       operator caps, ``processes=64,memory_mb=1024,...`` (docs/sandbox.md)
 ``ONGRID_HOST_FILES_DIRS``      the folders ``host_files`` may read, split on ``:,;`` (default ``/var/log``)
+``ONGRID_BROKER_URL``           the Redis broker remote workers listen on (docs/remote.md)
+``ONGRID_REMOTE_ROUTES``        ``PATTERN=QUEUE,...``: which tools run on which worker queue
+``ONGRID_BROKER_TIMEOUT``       seconds to reach the broker before a remote call fails (default 3)
 =============================== ==================================================
 """
 
@@ -243,6 +246,13 @@ class Settings:
     host_files_dirs: tuple[str, ...] = attrs.field(default=DEFAULT_HOST_FILES_DIRS, converter=_str_tuple)
     """Folders the built-in ``host_files`` tools (``tail_file``, ``find_large_files``) may
     read, absolute (or ``~/``); a path outside all of them is refused. Empty: nothing."""
+    broker_url: str = ""
+    """The Redis URL of the Celery broker remote workers listen on; empty: every tool runs here."""
+    remote_routes: str = ""
+    """``PATTERN=QUEUE`` pairs, comma separated: a tool-name glob or ``category:NAME``; the
+    first match sends the tool's calls to that worker queue (docs/remote.md)."""
+    broker_timeout: float = 3.0
+    """Seconds a remote call may spend reaching the broker before it fails (never a hang)."""
 
     @sandbox.validator
     def _check_sandbox(self, _attribute: attrs.Attribute[str], value: str) -> None:
@@ -325,6 +335,12 @@ class Settings:
             )
         if env.get("ONGRID_SANDBOX_LIMITS", "").strip():
             values["sandbox_caps"] = _limits("ONGRID_SANDBOX_LIMITS", env["ONGRID_SANDBOX_LIMITS"])
+        if env.get("ONGRID_BROKER_URL", "").strip():
+            values["broker_url"] = env["ONGRID_BROKER_URL"].strip()
+        if env.get("ONGRID_REMOTE_ROUTES", "").strip():
+            values["remote_routes"] = env["ONGRID_REMOTE_ROUTES"].strip()
+        if env.get("ONGRID_BROKER_TIMEOUT", "").strip():
+            values["broker_timeout"] = _positive_float("ONGRID_BROKER_TIMEOUT", env["ONGRID_BROKER_TIMEOUT"])
         if "ONGRID_HOST_FILES_DIRS" in env:
             values["host_files_dirs"] = split_dirs(env["ONGRID_HOST_FILES_DIRS"])
         for var, field in (

@@ -8,7 +8,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ...approvals import Ticket
-from ...audit import AuditEntry, VerifyReport
+from ...audit import OUTCOMES, AuditEntry, VerifyReport
 from ...models import Decision, Tool
 from .forms import render_fields
 from .html import attr, badge, esc, iso, pretty_json, relative
@@ -24,20 +24,7 @@ __all__ = [
     "tool_body",
 ]
 
-OUTCOMES = (
-    "ok",
-    "failed",
-    "timed_out",
-    "denied",
-    "invalid_arguments",
-    "needs_confirmation",
-    "needs_approval",
-    "ticket_refused",
-    "unavailable",
-    "aborted",
-    "cancelled",
-    "interrupted",
-)
+
 _NEEDS = {"allow": "", "confirm": "confirmation", "dual_sign": "two-person approval", "deny": "denied"}
 
 

@@ -1,0 +1,74 @@
+"""Built-in plugin ``remote``: routes tools to worker queues (``ONGRID_REMOTE_ROUTES``).
+
+Imports nothing third-party: a host without the ``[celery]`` extra, or without routes,
+pays one string check per call. A routed call on a host without Celery fails with a
+result that says which extra to install (it never silently runs locally instead).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..hookspecs import hookimpl
+from ..models import CallResult
+from .routes import route_for
+
+if TYPE_CHECKING:
+    from ..models import CallRequest, Tool
+    from ..settings import Settings
+
+__all__ = ["ongrid_executor", "where"]
+
+logger = logging.getLogger(__name__)
+
+
+def where(tool: Tool, settings: Settings) -> str:
+    """Where calls of ``tool`` run under ``settings``: ``local`` or ``queue NAME``."""
+    if tool.kind != "subprocess" or not settings.broker_url:
+        return "local"
+    try:
+        queue = route_for(tool, settings.remote_routes)
+    except Exception as exc:  # a malformed route: shown, never raised from a listing
+        return f"local (ONGRID_REMOTE_ROUTES is invalid: {exc})"
+    return "local" if queue is None else f"queue {queue}"
+
+
+@hookimpl
+def ongrid_executor(tool: Tool, settings: Settings) -> Any:
+    """A remote executor for a routed ``subprocess`` tool; ``None`` for every other tool."""
+    if not settings.remote_routes or tool.kind != "subprocess":
+        return None
+    queue = route_for(tool, settings.remote_routes)
+    if queue is None:
+        return None
+    if not settings.broker_url:
+        return _Refusing(f"{tool.name} is routed to queue {queue!r} but ONGRID_BROKER_URL is not set")
+    key = (settings.broker_url, queue, settings.broker_timeout, settings.kill_grace, settings.stdout_cap)
+    executor = _executors.get(key)
+    if executor is None:
+        try:
+            from .client import RemoteExecutor
+        except ImportError as exc:
+            return _Refusing(
+                f"{tool.name} is routed to queue {queue!r} but Celery is not installed ({exc}): "
+                "pip install 'ongrid-plugins[celery]'"
+            )
+        executor = _executors[key] = RemoteExecutor(settings.broker_url, queue, settings)
+    return executor
+
+
+_executors: dict[tuple[Any, ...], Any] = {}
+
+
+class _Refusing:
+    """An executor that fails every call with one reason (a routed tool never runs locally)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def run(self, request: CallRequest) -> CallResult:
+        return CallResult(request.tool.name, False, error=self.reason, call_id=request.call_id)
+
+    async def arun(self, request: CallRequest) -> CallResult:
+        return self.run(request)

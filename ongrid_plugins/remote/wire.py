@@ -1,0 +1,141 @@
+"""What travels between a host and a worker: the call payload and the result.
+
+Plain JSON both ways (Celery's ``json`` serializer): nothing a worker unpickles.
+The payload carries what the host decided; the worker may narrow it, never widen it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ..models import CallResult
+
+if TYPE_CHECKING:
+    from ..executors.confine import Profile
+    from ..models import CallRequest
+
+__all__ = [
+    "TASK_NAME",
+    "channel",
+    "claim_key",
+    "narrower",
+    "payload",
+    "profile_from_dict",
+    "profile_to_dict",
+    "result_from_dict",
+    "result_to_dict",
+]
+
+TASK_NAME = "ongrid.run"
+"""The one Celery task a worker registers."""
+PROTOCOL = 1
+
+
+def channel(call_id: str) -> str:
+    """The Redis pub/sub channel a call's events and result are published on."""
+    return f"ongrid:call:{call_id}"
+
+
+def cancel_channel(call_id: str) -> str:
+    """The channel a host publishes on to cancel a running call (the worker kills it)."""
+    return f"ongrid:cancel:{call_id}"
+
+
+def claim_key(body: dict[str, Any]) -> str:
+    """The idempotency key a worker claims before running: the ticket id, else the call id."""
+    if body.get("ticket"):
+        return f"ongrid:claim:ticket:{body['ticket']}"
+    return f"ongrid:claim:call:{body['call_id']}"
+
+
+def payload(request: CallRequest, timeout: float, stdout_cap: int) -> dict[str, Any]:
+    """The task body for ``request``: what the host decided, for the worker to check and run."""
+    tool = request.tool
+    return {
+        "protocol": PROTOCOL,
+        "tool": tool.name,
+        "digest": tool.digest,
+        "entry_digest": tool.entry_digest,
+        "tool_class": tool.tool_class.value,
+        "args_json": request.args_json,
+        "args_digest": request.args_digest,
+        "persona": request.persona.name,
+        "caller": request.caller,
+        "call_id": request.call_id,
+        "ticket": request.ticket,
+        "timeout": timeout,
+        "stdout_cap": stdout_cap,
+        "sandbox": profile_to_dict(request.sandbox) if request.sandbox is not None else None,
+    }
+
+
+def profile_to_dict(profile: Profile) -> dict[str, Any]:
+    """Every field of a profile (``Profile.to_dict`` is the display form and loses some)."""
+    data = attrs.asdict(profile)
+    data["limits"] = dict(profile.limits)
+    return data
+
+
+def profile_from_dict(data: dict[str, Any]) -> Profile:
+    """The profile :func:`profile_to_dict` wrote; unknown keys are an error, not ignored."""
+    from ..executors.confine import Profile
+
+    return Profile(**data)
+
+
+def narrower(host: Profile | None, own: Profile) -> Profile | str:
+    """The meet of the host's profile and the worker's own, or why the call is refused.
+
+    Confined when the worker's own profile is; network and write-anywhere only when both
+    grant them; declared read and write paths only those both list; hidden folders from
+    both; each limit the lower of the two (a limit only one side sets is kept). Paths are
+    the worker machine's, so the worker's skill folder is kept. A host that asks for a
+    confined call on a worker whose own profile is unconfined (``ONGRID_SANDBOX=off``
+    there) is refused: the worker cannot narrow what it does not enforce.
+    """
+    if host is None or not host.confined:
+        return own
+    if not own.confined:
+        return (
+            f"the host asked for a confined call but this worker would run it unconfined "
+            f"({own.reason}); refused: a worker never widens the host's sandbox profile"
+        )
+    limits = dict(own.limits)
+    for name, value in host.limits.items():
+        limits[name] = min(value, limits[name]) if name in limits else value
+    return attrs.evolve(
+        own,
+        network=host.network and own.network,
+        write_all=host.write_all and own.write_all,
+        read=tuple(path for path in own.read if path in host.read),
+        write=tuple(path for path in own.write if path in host.write),
+        hidden=tuple(dict.fromkeys((*own.hidden, *host.hidden))),
+        limits=limits,
+    )
+
+
+def result_to_dict(result: CallResult) -> dict[str, Any]:
+    """A result as JSON, without the decision (the host's own is put back on arrival)."""
+    data = result.to_dict()
+    data.pop("decision", None)
+    data["duration"] = result.duration
+    return data
+
+
+def result_from_dict(data: dict[str, Any]) -> CallResult:
+    """The :class:`CallResult` a worker sent."""
+    return CallResult(
+        tool=str(data["tool"]),
+        ok=bool(data["ok"]),
+        value=data.get("value"),
+        error=data.get("error"),
+        exit_code=data.get("exit_code"),
+        signal=data.get("signal"),
+        timed_out=bool(data.get("timed_out", False)),
+        duration=float(data.get("duration") or 0.0),
+        stderr_tail=tuple(data.get("stderr_tail") or ()),
+        call_id=str(data.get("call_id") or ""),
+        status=str(data.get("status") or ""),
+    )

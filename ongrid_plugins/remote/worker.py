@@ -1,0 +1,291 @@
+"""The worker side: the ``ongrid.run`` task and ``ongrid-skills worker``.
+
+A worker loads its own skills (its own roots, packs and settings, read from its
+environment) once, before Celery forks its pool, and runs each call with the local
+:class:`~ongrid_plugins.executors.subprocess.SubprocessExecutor`: its sandbox, limits,
+env allow-list, timeout and output caps. Before anything runs it checks that it has
+the tool, that the tool's digests equal the host's, narrows the host's profile and
+limits with its own (:func:`.wire.narrower`), and claims the call's idempotency key.
+It holds no approval state: the host's gate decided before the task was sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from ..errors import OngridError
+from ..models import CallRequest, CallResult, Event
+from .app import make_app
+from .wire import (
+    TASK_NAME,
+    cancel_channel,
+    channel,
+    claim_key,
+    narrower,
+    profile_from_dict,
+    result_to_dict,
+)
+
+if TYPE_CHECKING:
+    from ..host import SkillHost
+    from ..models import Tool
+    from ..settings import Settings
+
+__all__ = ["build_app", "execute", "run_worker"]
+
+logger = logging.getLogger(__name__)
+
+CLAIM_TTL = 7 * 24 * 3600
+"""Seconds an idempotency claim is kept: longer than any ticket or redelivery lives."""
+
+
+class _State:
+    host: SkillHost | None = None
+    broker_url: str = ""
+    redis: redis.Redis | None = None
+    pid: int = 0
+
+
+_state = _State()
+
+
+def _client() -> redis.Redis:
+    if _state.redis is None or _state.pid != os.getpid():  # one connection per pool process
+        _state.redis = redis.Redis.from_url(_state.broker_url, socket_connect_timeout=5)
+        _state.pid = os.getpid()
+    return _state.redis
+
+
+def _host() -> SkillHost:
+    if _state.host is None:
+        from ..host import SkillHost
+
+        _state.host = SkillHost()
+        _state.host.load()
+    return _state.host
+
+
+def build_app(broker_url: str, host: SkillHost | None = None) -> Any:
+    """The worker's Celery app with the ``ongrid.run`` task; ``host`` holds its skills."""
+    _state.broker_url = broker_url
+    if host is not None:
+        _state.host = host
+    app = make_app(broker_url)
+    if TASK_NAME not in app.tasks:
+
+        @app.task(name=TASK_NAME, bind=True)  # type: ignore[untyped-decorator]
+        def run(self: Any, body: dict[str, Any]) -> dict[str, Any]:
+            return execute(body, str(self.request.hostname), str(self.request.id))
+
+    return app
+
+
+def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
+    """Run one call sent by a host; publish its events and result on the call's channel."""
+    client = _client()
+    topic = channel(str(body.get("call_id", "")))
+
+    def publish(message: dict[str, Any]) -> None:
+        client.publish(topic, json.dumps(message, ensure_ascii=False))
+
+    publish({"k": "accepted", "worker": worker, "task_id": task_id})
+    result, digest = _execute(body, worker, task_id, client, publish)
+    logger.info(
+        "ongrid worker %s: call %s of %s: %s%s",
+        worker,
+        body.get("call_id"),
+        body.get("tool"),
+        result.outcome,
+        f" ({result.error})" if result.error else "",
+    )
+    data = result_to_dict(result)
+    publish({"k": "result", "result": data, "worker": worker, "digest": digest})
+    return data
+
+
+def _execute(
+    body: dict[str, Any], worker: str, task_id: str, client: redis.Redis, publish: Any
+) -> tuple[CallResult, str]:
+    name = str(body.get("tool", ""))
+    call_id = str(body.get("call_id", ""))
+
+    def fail(error: str, digest: str = "") -> tuple[CallResult, str]:
+        return CallResult(name, False, error=error, call_id=call_id), digest
+
+    host = _host()
+    try:
+        tool = host.get(name)
+    except OngridError:
+        return fail(
+            f"worker {worker} has no tool {name!r} (host's skill digest {body.get('digest') or '-'}): "
+            "install the same skill in the worker's roots and restart it"
+        )
+    mismatch = _digest_mismatch(tool, body, worker)
+    if mismatch:
+        return fail(mismatch, tool.digest)
+    if not tool.available:
+        return fail(f"on worker {worker}: {name} is unavailable: {'; '.join(tool.unavailable)}", tool.digest)
+    key = claim_key(body)
+    mark = f"worker {worker}, task {task_id}, call {call_id}"
+    if not client.set(key, mark, nx=True, ex=CLAIM_TTL):
+        owner = client.get(key)
+        held = owner.decode() if isinstance(owner, bytes) else str(owner)
+        return fail(
+            f"refused on worker {worker}: {key.split(':', 2)[2]} was already claimed ({held}); "
+            "a redelivered or repeated task is never run twice",
+            tool.digest,
+        )
+    own = host.sandbox_profile(tool)
+    sent = body.get("sandbox")
+    profile = narrower(profile_from_dict(sent) if sent else None, own)
+    if isinstance(profile, str):
+        return fail(f"on worker {worker}: {profile}", tool.digest)
+    settings = host.settings
+
+    def on_event(event: Event) -> None:
+        publish({"k": "event", "kind": event.kind, "data": event.data})
+
+    args_json = str(body.get("args_json") or "{}")
+    try:
+        persona = host.persona(str(body.get("persona") or "operator"))
+    except OngridError:
+        persona = host.persona("operator")  # unused by the executor; the host's gate decided
+    request = CallRequest(
+        tool=tool,
+        args=json.loads(args_json),
+        persona=persona,
+        call_id=call_id,
+        args_digest=str(body.get("args_digest") or ""),
+        args_json=args_json,
+        caller=str(body.get("caller") or ""),
+        ticket=body.get("ticket"),
+        on_event=on_event,
+        timeout=_lower(body.get("timeout"), tool.timeout),
+        sandbox=profile,
+    )
+    stdout_cap = min(int(body.get("stdout_cap") or settings.stdout_cap), settings.stdout_cap)
+    return asyncio.run(_run(request, stdout_cap, settings, call_id)), tool.digest
+
+
+def _digest_mismatch(tool: Tool, body: dict[str, Any], worker: str) -> str:
+    sent, entry = str(body.get("digest") or ""), str(body.get("entry_digest") or "")
+    if sent == tool.digest and entry == tool.entry_digest:
+        return ""
+    return (
+        f"digest mismatch for {tool.name}: the host sent skill digest {sent or '-'} "
+        f"(entry {entry or '-'}), worker {worker} has skill digest {tool.digest or '-'} "
+        f"(entry {tool.entry_digest or '-'}); refused: deploy the same skill version on both"
+    )
+
+
+def _lower(sent: Any, own: float) -> float:
+    if isinstance(sent, int | float) and not isinstance(sent, bool) and sent > 0:
+        return min(float(sent), own)
+    return own
+
+
+async def _run(request: CallRequest, stdout_cap: int, settings: Settings, call_id: str) -> CallResult:
+    """Run the call; a cancel published by the host kills its process group."""
+    import redis.asyncio as aioredis
+
+    from ..executors.subprocess import SubprocessExecutor
+
+    executor = SubprocessExecutor(stdout_cap, settings.kill_grace, settings)
+    client = aioredis.Redis.from_url(_state.broker_url, socket_connect_timeout=5)
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    await pubsub.subscribe(cancel_channel(call_id))
+    task = asyncio.ensure_future(executor.arun(request))
+
+    async def watch() -> None:
+        async for message in pubsub.listen():
+            if message.get("type") == "message":
+                task.cancel()
+                return
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        return await task
+    except asyncio.CancelledError:
+        error = "cancelled by the host (timeout or cancellation): the process group was killed"
+        return CallResult(request.tool.name, False, error=error, call_id=call_id, status="cancelled")
+    finally:
+        watcher.cancel()
+        await pubsub.aclose()  # type: ignore[no-untyped-call]
+        await client.aclose()
+
+
+def run_worker(
+    broker_url: str,
+    queues: Sequence[str] = ("ongrid",),
+    concurrency: int = 1,
+    name: str = "",
+    host: SkillHost | None = None,
+) -> None:
+    """Start a Celery worker for ``queues`` (blocks until it stops).
+
+    Loads the skills first (``host``, else a host from this process's settings), so a
+    broken skill root shows before the worker takes any call, and the pool inherits it.
+    """
+    app = build_app(broker_url, host)
+    loaded = _host()
+    name = name or f"ongrid-{os.getpid()}@{socket.gethostname()}"
+    tools = loaded.tools()
+    logging.getLogger("ongrid_plugins").setLevel(logging.INFO)
+    logger.info("ongrid worker %s: %d tool(s), queues %s", name, len(tools), ",".join(queues))
+    try:
+        info = {"skills": len(loaded.skills()), "tools": len(tools), "queues": list(queues)}
+        _client().set(f"ongrid:worker:{name}", json.dumps(info), ex=CLAIM_TTL)
+    except redis.RedisError as exc:
+        logger.warning("ongrid worker %s: cannot reach the broker yet: %s", name, exc)
+    argv = [
+        "worker",
+        "--queues",
+        ",".join(queues),
+        "--concurrency",
+        str(concurrency),
+        "--hostname",
+        name,
+        "--loglevel",
+        "INFO",
+        "--without-gossip",
+        "--without-mingle",
+        "--prefetch-multiplier",
+        "1",
+        "--optimization",
+        "fair",
+    ]
+    app.worker_main(argv)
+
+
+def live_workers(broker_url: str, timeout: float = 1.0) -> list[dict[str, Any]]:
+    """The workers answering on ``broker_url``: name, queues, load and skill count (Celery inspect)."""
+    app = make_app(broker_url)
+    inspect = app.control.inspect(timeout=timeout)
+    queues = inspect.active_queues() or {}
+    active = inspect.active() or {}
+    stats = inspect.stats() or {}
+    client = redis.Redis.from_url(broker_url, socket_connect_timeout=timeout)
+    rows = []
+    for worker in sorted(set(queues) | set(stats)):
+        raw = client.get(f"ongrid:worker:{worker}")
+        info = json.loads(raw) if raw else {}
+        pool = stats.get(worker, {}).get("pool", {})
+        rows.append(
+            {
+                "worker": worker,
+                "queues": sorted(q["name"] for q in queues.get(worker, [])),
+                "running": len(active.get(worker, [])),
+                "concurrency": pool.get("max-concurrency"),
+                "skills": info.get("skills"),
+                "tools": info.get("tools"),
+            }
+        )
+    return rows

@@ -1,0 +1,417 @@
+"""Remote workers: a real redis-server and real Celery workers, each with its own skill root.
+
+One Redis and two workers (queues ``q1`` and ``q2``) serve the whole module; the test
+that kills a worker starts its own. Skills are written twice, once for the host and
+once per worker, byte for byte the same unless a test says otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("celery")
+
+import contextlib
+
+from ongrid_plugins import SkillHost
+from ongrid_plugins.errors import ConfigError
+from ongrid_plugins.remote.plugin import where
+from ongrid_plugins.remote.routes import parse_routes, route_for
+from ongrid_plugins.testing import EventRecorder, isolated_settings, make_skill
+
+pytestmark = pytest.mark.timeout(120)
+
+REPO = Path(__file__).resolve().parent.parent
+
+CHATTY = """#!/bin/sh
+cat >/dev/null
+echo "first line" >&2
+sleep 0.6
+echo "second line" >&2
+sleep 0.6
+echo "third line" >&2
+echo '{"done": true}'
+"""
+
+SLEEPY = """#!/bin/sh
+cat >/dev/null
+echo "going to sleep" >&2
+sleep 4
+echo '{}'
+"""
+
+FAILING = """#!/bin/sh
+cat >/dev/null
+echo "bad things" >&2
+exit 3
+"""
+
+
+def _skills(root: Path, *, echo_extra: str = "") -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    make_skill(root, "echo_remote", **{"class": "safe"})
+    if echo_extra:
+        (root / "echo_remote" / "run.sh").write_text(
+            (root / "echo_remote" / "run.sh").read_text() + echo_extra
+        )
+    make_skill(root, "chatty", script=CHATTY, **{"class": "safe"})
+    make_skill(root, "sleepy", script=SLEEPY, timeout_seconds=2, **{"class": "safe"})
+    make_skill(root, "failing", script=FAILING, **{"class": "safe"})
+    make_skill(root, "change_it", category="ops", **{"class": "mutating"})
+    make_skill(root, "skewed", **{"class": "safe"})
+    make_skill(root, "nowhere", **{"class": "safe"})
+    return root
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A private redis-server on a free 127.0.0.1 port, no persistence; killed at teardown."""
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.fail(
+            "redis-server is not installed: scripts/bootstrap installs it (apt-get install redis-server)"
+        )
+    folder = tmp_path_factory.mktemp("redis")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(folder),
+            "--daemonize",
+            "no",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("redis-server did not start")
+            time.sleep(0.05)
+    yield f"redis://127.0.0.1:{port}/0"
+    proc.kill()
+    proc.wait()
+
+
+class Worker:
+    """``ongrid-skills worker`` as a subprocess in its own session, with its own root and state."""
+
+    def __init__(self, broker: str, base: Path, name: str, queue: str, root: Path) -> None:
+        self.name = name
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
+        env.update(
+            ONGRID_STATE_DIR=str(base / "state"),
+            ONGRID_CACHE_DIR="off",
+            ONGRID_CONFIG_DIR=str(base / "config"),
+            ONGRID_USER_SKILLS_DIR=str(base / "user"),
+            ONGRID_SYSTEM_SKILLS_DIR=str(base / "system"),
+            PYTHONPATH=str(REPO),
+        )
+        self.log = base / "worker.log"
+        argv = [
+            sys.executable,
+            "-m",
+            "ongrid_plugins",
+            "--no-defaults",
+            "--dirs",
+            str(root),
+            "worker",
+            "--broker",
+            broker,
+            "--queue",
+            queue,
+            "--name",
+            name,
+        ]
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        from ongrid_plugins.remote.app import make_app
+
+        app = make_app(broker)
+        deadline = time.monotonic() + 30
+        while not app.control.ping(destination=[name], timeout=0.3):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.stop()
+                pytest.fail(f"worker {name} did not start:\n{self.log.read_text()}")
+
+    def kill(self) -> None:
+        """SIGKILL the worker and every process of its session (its pool), like a machine loss."""
+        with_pid = self.proc.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(with_pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture(scope="module")
+def workers(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Worker]]:
+    base = tmp_path_factory.mktemp("workers")
+    one = _skills(base / "w1" / "skills")
+    two = _skills(base / "w2" / "skills")
+    # The worker of q1 has another version of ``skewed``: same manifest, other entry bytes.
+    (one / "skewed" / "run.sh").write_text((one / "skewed" / "run.sh").read_text() + "# v2\n")
+    started = {
+        "w1": Worker(broker, base / "w1", "w1@test", "q1", one),
+        "w2": Worker(broker, base / "w2", "w2@test", "q2", two),
+    }
+    yield started
+    for worker in started.values():
+        worker.stop()
+
+
+ROUTES = "change_it=q2,category:ops=q2,nowhere=q-nobody,*=q1"
+
+
+@pytest.fixture
+def host(broker: str, workers: dict[str, Worker], tmp_path: Path) -> SkillHost:
+    root = _skills(tmp_path / "host-skills")
+    return SkillHost(isolated_settings(tmp_path, root, broker_url=broker, remote_routes=ROUTES))
+
+
+def test_a_remote_call_returns_the_same_result_as_a_local_one(host: SkillHost, tmp_path: Path) -> None:
+    remote = host.call("echo_remote", {"n": 1})
+    local = SkillHost(isolated_settings(tmp_path / "local", tmp_path / "host-skills")).call(
+        "echo_remote", {"n": 1}
+    )
+    assert remote.ok, remote.error
+    assert remote.value == local.value == {"n": 1}
+    assert (remote.outcome, remote.exit_code, remote.call_id != "") == (local.outcome, local.exit_code, True)
+
+
+def test_stderr_streams_back_while_the_skill_runs_in_order(host: SkillHost) -> None:
+    seen: list[tuple[float, str, Any]] = []
+    result = host.call("chatty", {}, on_event=lambda e: seen.append((time.monotonic(), e.kind, e.data)))
+    done = time.monotonic()
+    assert result.ok and result.value == {"done": True}
+    assert [k for _t, k, _d in seen] == ["start", "stderr", "stderr", "stderr", "exit"]
+    assert [d for _t, k, d in seen if k == "stderr"] == ["first line", "second line", "third line"]
+    first = seen[1][0]
+    assert done - first > 1.0, "the first stderr line arrived only at the end"
+    assert "w1" in seen[0][2]["entry"]  # the entry that ran is the worker's copy
+
+
+def test_a_failure_keeps_its_exit_code_and_stderr_tail(host: SkillHost) -> None:
+    result = host.call("failing", {})
+    assert (result.ok, result.exit_code, result.outcome) == (False, 3, "failed")
+    assert result.stderr_tail == ("bad things",)
+
+
+def test_async_calls_stream_events_on_the_loop(host: SkillHost) -> None:
+    recorder = EventRecorder()
+
+    async def main() -> Any:
+        return await asyncio.gather(
+            host.acall("chatty", {}, on_event=recorder), host.acall("echo_remote", {"a": 2})
+        )
+
+    chatty, echo = asyncio.run(main())
+    assert chatty.ok and echo.value == {"a": 2}
+    assert recorder.stderr() == ["first line", "second line", "third line"]
+
+
+def test_routes_send_tools_to_their_queue_by_name_or_category(host: SkillHost) -> None:
+    recorder = EventRecorder()
+    assert host.call("change_it", {"x": 1}, confirm=True, on_event=recorder).value == {"x": 1}
+    assert "/w2/" in recorder.events[0].data["entry"]
+    assert where(host.get("change_it"), host.settings) == "queue q2"
+    assert where(host.get("echo_remote"), host.settings) == "queue q1"
+    assert route_for(host.get("change_it"), parse_routes("category:ops=edge")) == "edge"
+    assert route_for(host.get("echo_remote"), parse_routes("category:ops=edge")) is None
+
+
+def test_a_malformed_route_is_a_config_error_naming_it() -> None:
+    with pytest.raises(ConfigError, match=r"'disk_\*' is not PATTERN=QUEUE"):
+        parse_routes("x=q1, disk_*")
+
+
+def test_a_digest_mismatch_is_refused_naming_both_digests(host: SkillHost) -> None:
+    tool = host.get("skewed")
+    result = host.call("skewed", {})
+    assert not result.ok
+    assert f"the host sent skill digest {tool.digest}" in str(result.error)
+    assert "worker w1@test has skill digest" in str(result.error)
+    assert str(result.error).count("sha256") >= 2 or len(set(str(result.error).split())) > 10
+
+
+def test_a_repeated_task_is_never_run_twice(host: SkillHost) -> None:
+    """A redelivery carries the same call id: the worker's claim refuses the second run."""
+    from ongrid_plugins.models import CallRequest
+
+    tool = host.get("change_it")
+    executor = host.pm.hook.ongrid_executor(tool=tool, settings=host.settings)
+    request = CallRequest(
+        tool=tool,
+        args={},
+        persona=host.persona("operator"),
+        call_id="redelivered-1",
+        args_digest="d",
+        args_json="{}",
+        sandbox=host.sandbox_profile(tool),
+    )
+    first, second = executor.run(request), executor.run(request)
+    assert first.ok, first.error
+    assert not second.ok
+    assert "call:redelivered-1 was already claimed (worker w2@test" in str(second.error)
+
+
+def test_two_hosts_racing_one_ticket_execute_it_once(host: SkillHost, tmp_path: Path, broker: str) -> None:
+    from ongrid_plugins.models import CallRequest
+
+    other = SkillHost(
+        isolated_settings(
+            tmp_path / "other", tmp_path / "host-skills", broker_url=broker, remote_routes=ROUTES
+        )
+    )
+    results: list[Any] = []
+
+    def run(h: SkillHost, n: int) -> None:
+        tool = h.get("change_it")
+        request = CallRequest(
+            tool=tool,
+            args={},
+            persona=h.persona("operator"),
+            call_id=f"race-{n}",
+            args_digest="d",
+            args_json="{}",
+            ticket="T-race",
+            sandbox=h.sandbox_profile(tool),
+        )
+        results.append(h.pm.hook.ongrid_executor(tool=tool, settings=h.settings).run(request))
+
+    threads = [threading.Thread(target=run, args=(h, n)) for n, h in enumerate((host, other))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(r.ok for r in results) == [False, True]
+    assert "ticket:T-race was already claimed" in str(next(r.error for r in results if not r.ok))
+
+
+def test_a_queue_nobody_serves_times_out_on_the_host(host: SkillHost) -> None:
+    started = time.monotonic()
+    result = host.call("nowhere", {}, timeout=0.5)
+    elapsed = time.monotonic() - started
+    assert result.outcome == "timed_out" and result.timed_out
+    assert "no worker of queue 'q-nobody' took it" in str(result.error)
+    assert elapsed < 0.5 + host.settings.kill_grace + 1.5
+
+
+def test_the_worker_enforces_the_timeout_and_kills_the_skill(host: SkillHost) -> None:
+    result = host.call("sleepy", {}, timeout=0.5)
+    assert result.outcome == "timed_out", result.error
+    assert result.stderr_tail == ("going to sleep",)
+
+
+def test_broker_down_fails_fast_and_the_host_still_lists_its_tools(tmp_path: Path) -> None:
+    root = _skills(tmp_path / "skills")
+    url = f"redis://127.0.0.1:{_free_port()}/0"
+    down = SkillHost(
+        isolated_settings(tmp_path, root, broker_url=url, remote_routes="*=q1", broker_timeout=1.0)
+    )
+    assert "echo_remote" in [t.name for t in down.tools()]
+    started = time.monotonic()
+    result = down.call("echo_remote", {})
+    assert time.monotonic() - started < 3
+    assert (
+        not result.ok
+        and "is unreachable" in str(result.error)
+        and "ONGRID_BROKER_TIMEOUT" in str(result.error)
+    )
+
+
+def test_a_worker_killed_mid_call_gives_a_failure_naming_it(
+    host: SkillHost, broker: str, tmp_path: Path
+) -> None:
+    victim = Worker(
+        broker, tmp_path / "victim", "victim@test", "q-victim", _skills(tmp_path / "victim" / "skills")
+    )
+    settings = isolated_settings(
+        tmp_path / "h", tmp_path / "host-skills", broker_url=broker, remote_routes="sleepy=q-victim"
+    )
+    h = SkillHost(settings)
+    started = threading.Event()
+    box: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: box.append(h.call("sleepy", {}, on_event=lambda e: started.set())),
+    )
+    t0 = time.monotonic()
+    thread.start()
+    assert started.wait(10)
+    victim.kill()
+    thread.join(15)
+    [result] = box
+    assert result.outcome == "timed_out"
+    assert "from worker victim@test" in str(result.error)
+    assert time.monotonic() - t0 < 2 + settings.kill_grace + 1.5
+
+
+def test_the_cli_runs_a_remote_tool_with_the_same_exit_codes(
+    host: SkillHost, broker: str, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
+    env.update(
+        ONGRID_BROKER_URL=broker,
+        ONGRID_REMOTE_ROUTES=ROUTES,
+        ONGRID_CACHE_DIR="off",
+        ONGRID_STATE_DIR=str(tmp_path / "cli-state"),
+        PYTHONPATH=str(REPO),
+    )
+    base = [sys.executable, "-m", "ongrid_plugins", "--no-defaults", "--dirs", str(tmp_path / "host-skills")]
+    ok = subprocess.run(
+        [*base, "run", "echo_remote", '{"k": 1}', "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["value"] == {"k": 1}
+    failed = subprocess.run([*base, "run", "failing"], env=env, capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 1
+    listed = subprocess.run([*base, "workers", "--json"], env=env, capture_output=True, text=True, timeout=60)
+    rows = {r["worker"]: r for r in json.loads(listed.stdout)}
+    assert rows["w1@test"]["queues"] == ["q1"] and rows["w2@test"]["queues"] == ["q2"]
+    assert rows["w1@test"]["tools"] >= 7
