@@ -218,6 +218,8 @@ class Settings:
     kill_grace: float = DEFAULT_KILL_GRACE
     cache_dir: str | None = attrs.field(factory=_user_cache_dir)
     """Where verdict caches live; None disables caching."""
+    load_cache: bool = True
+    """Keep the persistent load cache in ``cache_dir`` (``ONGRID_LOAD_CACHE``; see docs/catalog.md)."""
     state_dir: str = attrs.field(factory=_user_state_dir)
     config_dir: str = attrs.field(factory=_user_config_dir)
     user_skills_dir: str = attrs.field(factory=_user_data_dir)
@@ -313,6 +315,8 @@ class Settings:
         if "ONGRID_CACHE_DIR" in env:
             raw = env["ONGRID_CACHE_DIR"].strip()
             values["cache_dir"] = None if raw.lower() in ("off", "none", "") else raw
+        if env.get("ONGRID_LOAD_CACHE", "").strip():
+            values["load_cache"] = _flag("ONGRID_LOAD_CACHE", env["ONGRID_LOAD_CACHE"])
         if "ONGRID_PERSONAS_DIRS" in env:
             values["persona_dirs"] = split_dirs(env["ONGRID_PERSONAS_DIRS"])
         if env.get("ONGRID_APPROVAL_TTL", "").strip():

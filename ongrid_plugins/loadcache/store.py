@@ -2,44 +2,59 @@
 
 The file ``<cache_dir>/load-cache.bin`` is::
 
-    b"ongrid-loadcache-v1\\n" + blake2b-256(body) + body
-    body = pickle((fingerprint, records, digests))
+    b"ongrid-loadcache-v2\\n" + crc32(body) (4 bytes) + len(body) (8 bytes) + body
+    body = marshal((FORMAT, fingerprint, roots, folders, records, digests))
 
-read with an unpickler that builds nothing but the model classes of a skill
-(no other global, no persistent ids), after checking that the file is a regular
-file of this user that nobody else may write. A wrong magic, checksum or shape
-is one warning and a cold load; a fingerprint of other code or settings is a
-cold load without a warning (an upgrade is no fault). Writes go to a temporary
-file in the same folder (mode 0600) and are renamed over the old one, so a
-reader sees the old file or the new one, never half of one, whoever writes.
+of plain values only (tuples, strings, numbers, bytes): nothing in it is code or
+names a class, and every record is checked for its shape when it is used. It is
+read only when it is a regular file of this user that nobody else may write. A
+wrong magic, length, checksum or shape is one warning and a cold load; a
+fingerprint of other code or settings is a cold load without a warning (an
+upgrade is no fault).
 
-A record maps a manifest path to ``(root key, manifest signature, entry
-dependency, value)``; the value is the skill the loader built or the message of
-the parse error it raised. A signature is ``(dev, inode, mode, links, uid, gid,
-size, mtime_ns, ctime_ns)``: ``os.utime`` cannot set ctime back, so an edit that
-keeps size and mtime still shows. A file changed less than :data:`RACY_NS` ago
-is never recorded (a second write within one timestamp tick would keep every
+* ``folders``: ``{folder: (signature, claimed files, sub-folders)}``, what the
+  walker's ``scandir`` found there. A folder whose ``lstat`` signature is
+  unchanged has the same entries (creating, removing or renaming one changes
+  its mtime and ctime), so a warm walk costs one ``lstat`` per folder.
+* ``records``: ``{manifest: (root, signature, entry, value)}``; ``entry`` is
+  ``(declared path, canonical path or "", signature)`` of the one other file
+  the verdict rests on, or None; ``value`` is ``("s", skill record)``,
+  ``("p", parse error)`` or ``("b", name, build error)``.
+* ``digests``: the catalog's memo of file hashes (``catalog.digest``).
+
+A signature is ``(dev, inode, mode, links, uid, gid, size, mtime_ns,
+ctime_ns)``: ``os.utime`` cannot set ctime back, so an edit that keeps size and
+mtime still shows. A file or folder changed less than :data:`RACY_NS` before the
+load is not recorded (a second change within one timestamp tick could keep every
 field the same).
+
+Writing happens after the load, in a background thread (the load's records are
+plain immutable values by then): the body goes to a temporary file in the same
+folder (mode 0600) that is renamed over the old one, so a reader sees the old
+file or the new one, never half of one, whoever writes. The last writer wins.
+A process keeps what it wrote last in memory and reuses it while the file is
+still the one it wrote (same inode, size and times).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copyreg
 import functools
-import gc
 import hashlib
 import logging
+import marshal
 import os
-import pickle
 import stat
+import struct
 import sys
 import tempfile
+import threading
 import time
+import zlib
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from .. import models
-from ..models import Skill, SkillRoot, Tool
+from ..models import SkillRoot
 from ..roots import builtin_skills_dir, resolve_file
 
 if TYPE_CHECKING:
@@ -47,7 +62,7 @@ if TYPE_CHECKING:
 
     from ..settings import Settings
 
-__all__ = ["CACHE_NAME", "RACY_NS", "LoadCache", "fingerprint", "open_cache", "signature"]
+__all__ = ["CACHE_NAME", "RACY_NS", "LoadCache", "fingerprint", "open_cache", "signature", "wait_for_writes"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,13 +72,15 @@ RACY_NS = 2_000_000_000
 """A file changed this recently (in ns) is not recorded."""
 MAX_FILE_BYTES = 512 * 1024 * 1024
 """A bigger cache file is ignored (it cannot be one this module wrote)."""
-_MAGIC = b"ongrid-loadcache-v1\n"
-_SUM = 32
-_ALLOWED = frozenset(
-    {"Skill", "Tool", "Problem", "SandboxDecl", "SandboxLimits", "ToolClass", "Activation", "Requirements"}
-)
+FORMAT = 2
+_MAGIC = b"ongrid-loadcache-v2\n"
+_HEAD = struct.Struct("<IQ")
+_HEAD_SIZE = len(_MAGIC) + _HEAD.size
 
 Signature = tuple[int, int, int, int, int, int, int, int, int]
+Listing = tuple[tuple[tuple[str, bool], ...], tuple[str, ...]]
+"""What the walker found in a folder: ``((file name, is a symlink), ...), (sub-folder, ...)``."""
+RootKey = tuple[str, str, str, str, bool]
 
 
 def signature(st: os.stat_result) -> Signature:
@@ -81,11 +98,7 @@ def signature(st: os.stat_result) -> Signature:
     )
 
 
-def _racy(sig: Signature, now: int) -> bool:
-    return now - max(sig[7], sig[8]) < RACY_NS
-
-
-def _root_key(root: SkillRoot) -> tuple[str, str, str, str, bool]:
+def _root_key(root: SkillRoot) -> RootKey:
     return (root.path, root.real, root.source, root.provenance, root.required)
 
 
@@ -120,6 +133,7 @@ def fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str | None:
         loaders.append((impl.plugin_name, module, impl.tryfirst, impl.trylast, impl.hookwrapper))
     names = sorted(n for result in pm.hook.ongrid_manifest_names() if result for n in result)
     parts: list[Any] = [
+        FORMAT,
         __version__,
         sys.version,
         _code_stamp(),
@@ -143,38 +157,38 @@ def fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str | None:
     return hashlib.blake2b(repr(parts).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
 
 
-# ---------------------------------------------------------------- pickling
-def _reduce_skill(skill: Skill) -> tuple[Any, ...]:
-    # What the loader built, without what the catalog stamps later (digests,
-    # stale, the digest_partial warning) and without the root (the walker's own).
-    state: dict[str, Any] = dict(skill.__getstate__())  # type: ignore[call-overload]
-    state.update(digest="", stale="", root=None)
-    state["warnings"] = tuple(w for w in skill.warnings if w.code != "digest_partial")
-    return copyreg.__newobj__, (Skill,), state  # type: ignore[attr-defined]
+# ---------------------------------------------------------------- the state of one file
+class _State:
+    """The decoded content of a cache file (plain values; shared read-only)."""
+
+    __slots__ = ("digests", "folders", "records", "roots")
+
+    def __init__(
+        self,
+        roots: dict[RootKey, int],
+        folders: dict[str, tuple[Signature, Listing]],
+        records: dict[str, tuple[Any, ...]],
+        digests: dict[tuple[Any, ...], str],
+    ) -> None:
+        self.roots = roots
+        self.folders = folders
+        self.records = records
+        self.digests = digests
 
 
-def _reduce_tool(tool: Tool) -> tuple[Any, ...]:
-    if tool.native is not None:
-        raise pickle.PicklingError(f"tool {tool.name} is native")
-    state: dict[str, Any] = dict(tool.__getstate__())  # type: ignore[call-overload]
-    state.update(digest="", entry_digest="", cache={})
-    return copyreg.__newobj__, (Tool,), state  # type: ignore[attr-defined]
+_EMPTY = _State({}, {}, {}, {})
+#: What this process wrote last, per cache file: (the file's signature right after the rename, state).
+_written: dict[str, tuple[Signature, str, _State]] = {}
+_writers: dict[str, threading.Thread] = {}
+_lock = threading.Lock()
 
 
-def _reduce_root(root: SkillRoot) -> tuple[Any, ...]:
-    raise pickle.PicklingError("roots are not cached")
-
-
-_DISPATCH: dict[type, Any] = {Skill: _reduce_skill, Tool: _reduce_tool, SkillRoot: _reduce_root}
-
-
-class _Unpickler(pickle.Unpickler):
-    """Builds the model classes of a skill and nothing else."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module == "ongrid_plugins.models" and name in _ALLOWED:
-            return getattr(models, name)
-        raise pickle.UnpicklingError(f"{module}.{name} has no place in a load cache")
+def wait_for_writes(path: str | None = None) -> None:
+    """Wait until this process's background writes (of ``path``, else all) are on disk."""
+    with _lock:
+        threads = [t for p, t in _writers.items() if path is None or p == path]
+    for thread in threads:
+        thread.join()
 
 
 # ---------------------------------------------------------------- the cache
@@ -184,13 +198,22 @@ class LoadCache:
     def __init__(self, directory: str, key: str) -> None:
         self.path = os.path.join(directory, CACHE_NAME)
         self.key = key
-        self._old: dict[str, tuple[Any, ...]] = {}
-        self._new: dict[str, tuple[Any, ...]] = {}
+        self._old = _EMPTY
+        self._roots: dict[RootKey, int] = {}
+        self._folders: dict[str, tuple[Signature, Listing]] = {}
+        self._records: dict[str, tuple[Any, ...]] = {}
         self.digests: dict[tuple[Any, ...], str] = {}
-        self._read_digests: dict[tuple[Any, ...], str] = {}
-        self._dirty = False
+        self._pending: list[tuple[str, int, Signature, str, tuple[Any, ...]]] = []
+        self._stored = False
         self._now = time.time_ns()
-        self._root: tuple[SkillRoot | None, tuple[str, str, str, str, bool] | None] = (None, None)
+        self._root: tuple[SkillRoot | None, int, int] = (None, -1, -1)
+        self.hits = 0
+        """Manifests answered from the cache in this load."""
+        self.stale = 0
+        """Manifests with a record that no longer holds (the file, its entry or its root changed)."""
+        self.record: Callable[[Any, Any], Any] | None = None
+        """``record(skill, warnings)``: a stored skill as its plain record (None: not recordable),
+        called by the writer after the load; the loader sets it. Without it skills are not kept."""
 
     # -- reading
     def read(self) -> None:
@@ -208,6 +231,11 @@ class LoadCache:
             if why:
                 self._ignore(why)
                 return
+            known = _written.get(self.path)
+            if known is not None and known[0] == signature(info):
+                if known[1] == self.key:
+                    self._use(known[2])
+                return
             data = _read_all(fd, min(info.st_size, MAX_FILE_BYTES) + 1)
         except OSError as exc:
             self._ignore(f"cannot read it ({exc.strerror or exc})")
@@ -217,122 +245,277 @@ class LoadCache:
         self._parse(data)
 
     def _parse(self, data: bytes) -> None:
-        head = len(_MAGIC) + _SUM
         if len(data) > MAX_FILE_BYTES:
             self._ignore("it is larger than any load cache")
             return
-        if not data.startswith(_MAGIC) or len(data) < head:
-            self._ignore("it is not a load cache (or it was cut short)")
+        if not data.startswith(_MAGIC) or len(data) < _HEAD_SIZE:
+            self._ignore("it is not a load cache of this version (or it was cut short)")
             return
-        body = memoryview(data)[head:]
-        if hashlib.blake2b(body, digest_size=_SUM).digest() != data[len(_MAGIC) : head]:
-            self._ignore("its checksum does not match (truncated or corrupted)")
+        crc, size = _HEAD.unpack_from(data, len(_MAGIC))
+        body = memoryview(data)[_HEAD_SIZE:]
+        if len(body) != size:
+            self._ignore(f"it holds {len(body)} bytes of {size} (truncated)")
             return
-        was_enabled = gc.isenabled()
-        gc.disable()  # the records are acyclic: collecting while they are built only costs
+        if zlib.crc32(body) != crc:
+            self._ignore("its checksum does not match (corrupted)")
+            return
         try:
-            loaded = _Unpickler(_Reader(body)).load()
-            key, records, digests = loaded
-            if not (isinstance(key, str) and isinstance(records, dict) and isinstance(digests, dict)):
+            chunks = _split(body)
+            fmt, key, roots, folders, digests = marshal.loads(next(chunks))
+            if not (
+                fmt == FORMAT
+                and type(key) is str
+                and type(roots) is tuple
+                and type(folders) is dict
+                and type(digests) is dict
+            ):
                 raise TypeError("unexpected layout")
+            if key != self.key:
+                logger.debug("load cache %s was written for other code or settings; loading cold", self.path)
+                return
+            records: dict[str, tuple[Any, ...]] = {}
+            for chunk in chunks:
+                part = marshal.loads(chunk)
+                if type(part) is not dict:
+                    raise TypeError("unexpected layout")
+                records.update(part)
+            table = {tuple(r): i for i, r in enumerate(roots)}
         except Exception as exc:
             self._ignore(f"it cannot be read back ({type(exc).__name__}: {exc})")
             return
-        finally:
-            if was_enabled:
-                gc.enable()
-        if key != self.key:
-            logger.debug("load cache %s was written for other code or settings; loading cold", self.path)
-            self._dirty = True
-            return
-        self._old = records
-        self._read_digests = digests
-        self.digests = dict(digests)
+        self._use(_State(table, folders, records, digests))  # type: ignore[arg-type]
+
+    def _use(self, state: _State) -> None:
+        self._old = state
+        self._roots = dict(state.roots)
+        self.digests = dict(state.digests)
 
     def _ignore(self, why: str) -> None:
         logger.warning("load cache: ignoring %s: %s; loading without it", self.path, why)
-        self._dirty = True
 
     # -- the walker's side
-    def lookup(self, path: str, root: SkillRoot) -> tuple[Skill | str | None, Signature | None]:
-        """``(cached value, the manifest's signature now)``; the value is None on a miss."""
+    def listing(self, folder: str) -> tuple[Listing | None, Signature | None]:
+        """What the walk found in ``folder`` last time if it is unchanged, and its signature now."""
+        try:
+            sig = signature(os.lstat(folder))
+        except OSError:
+            return None, None
+        known = self._old.folders.get(folder)
+        if known is not None and known[0] == sig:
+            self._folders[folder] = known
+            return known[1], sig
+        return None, sig
+
+    def remember_listing(self, folder: str, sig: Signature | None, listing: Listing) -> None:
+        """Record what ``scandir`` found in ``folder`` (signature taken before it read)."""
+        if sig is not None and self._now - max(sig[7], sig[8]) >= RACY_NS:
+            self._folders[folder] = (sig, listing)
+            self._stored = True
+
+    def lookup(
+        self, path: str, root: SkillRoot, build: Callable[[Any, str, SkillRoot], Any]
+    ) -> tuple[tuple[Any, ...] | None, Signature | None]:
+        """``(cached value, the manifest's signature now)``; the value is None on a miss.
+
+        A skill's value is ``("s", skill)`` with the skill made by ``build(record,
+        path, root)``; errors are returned as recorded.
+        """
         try:
             sig = signature(os.lstat(path))
         except OSError:
             return None, None
-        record = self._old.get(path)
+        record = self._old.records.get(path)
         if record is None:
             return None, sig
-        try:
-            root_key, manifest_sig, dep, value = record
-            if root_key != self._key_of(root) or manifest_sig != sig or not _dep_holds(dep):
-                return None, sig
-            if isinstance(value, Skill):
-                object.__setattr__(value, "root", root)  # a fresh object: this load's only
-            elif not isinstance(value, str):
-                return None, sig
-        except (TypeError, ValueError, AttributeError, OSError):
+        result = self._check(record, sig, path, root, build)
+        if result is None:
+            self.stale += 1
             return None, sig
-        self._new[path] = record
-        return value, sig
+        self._records[path] = record
+        self.hits += 1
+        return result, sig
 
-    def _key_of(self, root: SkillRoot) -> tuple[str, str, str, str, bool]:
-        known, key = self._root
-        if known is not root or key is None:
+    def _check(
+        self,
+        record: tuple[Any, ...],
+        sig: Signature,
+        path: str,
+        root: SkillRoot,
+        build: Callable[[Any, str, SkillRoot], Any],
+    ) -> tuple[Any, ...] | None:
+        """The value of a record that still holds, else None."""
+        try:
+            root_index, manifest_sig, dep, value = record
+            if root_index != self._root_index(root)[0] or manifest_sig != sig:
+                return None
+            if dep is not None and not _dep_holds(dep):
+                return None
+            kind = value[0]
+            if kind == "s":
+                return ("s", build(value[1], path, root))
+            if kind == "p" and type(value[1]) is str:
+                return tuple(value)
+            if kind == "b" and type(value[1]) is str and type(value[2]) is str:
+                return tuple(value)
+        except (TypeError, ValueError, KeyError, IndexError, EOFError, AttributeError, OSError):
+            pass
+        return None
+
+    def _root_index(self, root: SkillRoot) -> tuple[int, int]:
+        """(index of the root in the file read, index in the file to write)."""
+        known, old, new = self._root
+        if known is not root:
             key = _root_key(root)
-            self._root = (root, key)
-        return key
+            old = self._old.roots.get(key, -1)
+            new = self._roots.setdefault(key, len(self._roots))
+            self._root = (root, old, new)
+        return old, new
 
-    def store(self, path: str, root: SkillRoot, sig: Signature | None, value: Skill | str) -> None:
-        """Record what the built-in skill.json loader made of ``path`` (signature taken before it read)."""
-        if sig is None or _racy(sig, self._now):
+    def store(
+        self, path: str, root: SkillRoot, sig: Signature | None, value: tuple[Any, ...], entry: str | None
+    ) -> None:
+        """Record what the built-in skill.json loader made of ``path`` (signature taken before it read).
+
+        ``value`` is ``("s", skill)``, ``("p", message)`` or ``("b", name,
+        message)``; ``entry`` is the declared entry the verdict rests on ("" for
+        none, None: it rests on more, so it is not recorded). The entry's
+        signature and the skill's record are taken after the load, by the writer.
+        """
+        if sig is None or entry is None or self._now - max(sig[7], sig[8]) < RACY_NS:
             return
-        dep: tuple[Any, ...] | None = None
-        if isinstance(value, Skill):
-            dep = _entry_dep(path, value, self._now)
-            if dep is None:
-                return
-        self._new[path] = (self._key_of(root), sig, dep, value)
-        self._dirty = True
+        if value[0] == "s":  # the warnings now: the catalog may stamp a digest warning later
+            value = ("s", value[1], value[1].warnings)
+        self._pending.append((path, self._root_index(root)[1], sig, entry, value))
+        self._stored = True
 
     # -- writing
     def flush(self) -> None:
-        """Write the file if this load found anything new, changed or gone; never raises."""
-        if not self._dirty and self._new.keys() == self._old.keys() and self.digests == self._read_digests:
+        """Write the file (in a background thread) if this load changed anything; never raises."""
+        old = self._old
+        unchanged = (
+            not self._stored
+            and len(self._records) == len(old.records)
+            and len(self._folders) == len(old.folders)
+            and self._roots == old.roots
+            and self.digests == old.digests
+        )
+        if unchanged:
             return
+        job = _Job(self.path, self.key, self._now, self._roots, self._folders, self._records, self.digests)
+        job.pending, self._pending = self._pending, []
+        job.record = self.record
+        thread = threading.Thread(target=job.run, name="ongrid-load-cache", daemon=False)
+        with _lock:
+            previous = _writers.get(self.path)
+            _writers[self.path] = thread
+        if previous is not None:
+            previous.join()
+        thread.start()
+
+
+class _Job:
+    """One write of the cache file, run by a background thread after the load."""
+
+    def __init__(
+        self,
+        path: str,
+        key: str,
+        now: int,
+        roots: dict[RootKey, int],
+        folders: dict[str, tuple[Signature, Listing]],
+        records: dict[str, tuple[Any, ...]],
+        digests: dict[tuple[Any, ...], str],
+    ) -> None:
+        self.path = path
+        self.key = key
+        self.now = now
+        self.roots = dict(roots)
+        self.folders = folders
+        self.records = records
+        self.digests = digests
+        self.pending: list[tuple[str, int, Signature, str, tuple[Any, ...]]] = []
+        self.record: Callable[[Any, Any], Any] | None = None
+
+    def run(self) -> None:
         try:
-            body = _dumps((self.key, self._new, self.digests))
-        except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as exc:
+            self._complete()
+            data = self._encode()
+        except Exception as exc:  # a value marshal does not know, a record that will not build
             logger.debug("load cache: cannot record this load: %s", exc)
             return
-        data = _MAGIC + hashlib.blake2b(body, digest_size=_SUM).digest() + body
         try:
-            _write_atomic(self.path, data)
+            sig = _write_atomic(self.path, data)
         except OSError as exc:
             logger.debug("load cache: cannot write %s: %s", self.path, exc)
+            return
+        state = _State(self.roots, self.folders, self.records, self.digests)
+        with _lock:
+            _written[self.path] = (sig, self.key, state)
+
+    def _complete(self) -> None:
+        """Turn what the load stored into records: the entry's signature, the skill's values.
+
+        Stat after the load is safe: a file changed since the load began has a
+        ctime after ``now`` and is not recorded (see :data:`RACY_NS`).
+        """
+        records = self.records
+        for path, root, sig, entry, value in self.pending:
+            dep = _entry_dep(path, entry, self.now) if entry else None
+            if entry and dep is None:
+                continue
+            if value[0] == "s":
+                if self.record is None:
+                    continue
+                record = self.record(value[1], value[2])
+                if record is None:
+                    continue
+                value = ("s", record)
+            records[path] = (root, sig, dep, value)
+        self.pending = []
+
+    def _encode(self) -> bytes:
+        """The file: a head chunk and the records in chunks, so the writer lets the load's thread run."""
+        roots = tuple(sorted(self.roots, key=self.roots.__getitem__))
+        chunks = [marshal.dumps((FORMAT, self.key, roots, self.folders, self.digests), 4)]
+        items = list(self.records.items())
+        for start in range(0, len(items), _CHUNK_RECORDS):
+            chunks.append(marshal.dumps(dict(items[start : start + _CHUNK_RECORDS]), 4))
+        body = b"".join(_LEN.pack(len(c)) + c for c in chunks)
+        return _MAGIC + _HEAD.pack(zlib.crc32(body), len(body)) + body
+
+
+_CHUNK_RECORDS = 500
+_LEN = struct.Struct("<I")
+
+
+def _split(body: memoryview) -> Iterator[memoryview]:
+    """The length-prefixed chunks of a body (raises ``ValueError`` on a bad length)."""
+    offset = 0
+    while offset < len(body):
+        (size,) = _LEN.unpack_from(body, offset)
+        offset += _LEN.size
+        if offset + size > len(body):
+            raise ValueError("a chunk runs past the end")
+        yield body[offset : offset + size]
+        offset += size
 
 
 def open_cache(pm: pluggy.PluginManager, settings: Settings) -> LoadCache | None:
     """The cache for one load with these plugins and settings, read; None when there is none."""
-    if not settings.cache_dir:
+    if not settings.cache_dir or not settings.load_cache:
         return None
     key = fingerprint(pm, settings)
     if key is None:
         logger.debug("load cache off: a loader from outside ongrid_plugins is installed")
         return None
     cache = LoadCache(settings.cache_dir, key)
+    wait_for_writes(cache.path)
     cache.read()
     return cache
 
 
-def _entry_dep(path: str, skill: Skill, now: int) -> tuple[Any, ...] | None:
+def _entry_dep(path: str, declared: str, now: int) -> tuple[str, str, Signature] | None:
     """How to tell, on a later load, that the entry is still the file checked now; None: do not cache."""
-    if skill.format != "skill.json" or skill.notices or len(skill.tools) != 1:
-        return None
-    tool = skill.tools[0]
-    declared = tool.entry_declared
-    if tool.kind != "subprocess" or not isinstance(declared, str) or not tool.entry:
-        return None
     folder = path.rpartition("/")[0]
     candidate = declared if declared.startswith("/") else f"{folder}/{declared}"
     try:
@@ -340,68 +523,23 @@ def _entry_dep(path: str, skill: Skill, now: int) -> tuple[Any, ...] | None:
             st = os.lstat(candidate)
             if not stat.S_ISLNK(st.st_mode):
                 sig = signature(st)
-                ok = candidate == tool.entry and not _racy(sig, now)
-                return ("l", candidate, sig) if ok else None
+                return None if now - max(sig[7], sig[8]) < RACY_NS else (candidate, "", sig)
         real, st = resolve_file(candidate)
     except (OSError, ValueError):
         return None
     sig = signature(st)
-    if real != tool.entry or _racy(sig, now):
-        return None
-    return ("r", candidate, real, sig)
+    return None if now - max(sig[7], sig[8]) < RACY_NS else (candidate, real, sig)
 
 
-def _dep_holds(dep: tuple[Any, ...] | None) -> bool:
-    if dep is None:
-        return True
-    if dep[0] == "l":
-        try:
-            return bool(signature(os.lstat(dep[1])) == dep[2])
-        except OSError:
-            return False
-    if dep[0] == "r":
-        try:
-            real, st = resolve_file(dep[1])
-        except (OSError, ValueError):
-            return False
-        return bool(real == dep[2] and signature(st) == dep[3])
-    return False
-
-
-def _dumps(value: object) -> bytes:
-    import io
-
-    buffer = io.BytesIO()
-    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.dispatch_table = _DISPATCH
-    pickler.dump(value)
-    return buffer.getvalue()
-
-
-class _Reader:
-    """A file-like view of the body for the unpickler (no copy)."""
-
-    def __init__(self, view: memoryview) -> None:
-        self._view = view
-        self._pos = 0
-
-    def read(self, n: int = -1) -> bytes:
-        end = len(self._view) if n < 0 else self._pos + n
-        chunk = self._view[self._pos : end].tobytes()
-        self._pos += len(chunk)
-        return chunk
-
-    def readinto(self, buffer: Any) -> int:
-        chunk = self._view[self._pos : self._pos + len(buffer)]
-        buffer[: len(chunk)] = chunk
-        self._pos += len(chunk)
-        return len(chunk)
-
-    def readline(self) -> bytes:
-        rest = self._view[self._pos :].tobytes()
-        line, sep, _ = rest.partition(b"\n")
-        self._pos += len(line) + len(sep)
-        return line + sep
+def _dep_holds(dep: tuple[str, str, Signature]) -> bool:
+    candidate, real, sig = dep
+    try:
+        if not real:
+            return signature(os.lstat(candidate)) == sig
+        now_real, st = resolve_file(candidate)
+    except (OSError, ValueError):
+        return False
+    return now_real == real and signature(st) == sig
 
 
 def _untrusted(info: os.stat_result) -> str:
@@ -423,7 +561,8 @@ def _read_all(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _write_atomic(path: str, data: bytes) -> None:
+def _write_atomic(path: str, data: bytes) -> Signature:
+    """Write ``data`` to ``path`` through a renamed temporary file; the new file's signature."""
     directory = os.path.dirname(path)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=directory, prefix=".load-cache-")
@@ -431,7 +570,9 @@ def _write_atomic(path: str, data: bytes) -> None:
         with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), 0o600)
             handle.write(data)
-        os.replace(temporary, path)
+            handle.flush()
+            os.replace(temporary, path)
+            return signature(os.fstat(handle.fileno()))
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
