@@ -141,7 +141,9 @@ def iter_manifests(
                 stack.append((sub, depth + 1))
 
 
-def _list_folder(folder: str, names: frozenset[str]) -> tuple[tuple[tuple[str, bool], ...], tuple[str, ...]] | None:
+def _list_folder(
+    folder: str, names: frozenset[str]
+) -> tuple[tuple[tuple[str, bool], ...], tuple[str, ...]] | None:
     """The claimed files and the sub-folders to walk of ``folder``, sorted by name; None if unreadable."""
     try:
         with os.scandir(folder) as it:
@@ -158,9 +160,7 @@ def _list_folder(folder: str, names: frozenset[str]) -> tuple[tuple[tuple[str, b
             if is_link or entry.is_file(follow_symlinks=False):
                 files.append((name, is_link))
         elif (
-            name not in SKIP_DIRS
-            and not name.startswith(SKIP_PREFIX)
-            and entry.is_dir(follow_symlinks=False)
+            name not in SKIP_DIRS and not name.startswith(SKIP_PREFIX) and entry.is_dir(follow_symlinks=False)
         ):
             subdirs.append(name)
     return tuple(files), tuple(subdirs)

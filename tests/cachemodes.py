@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -121,10 +122,9 @@ def load_cache_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
         if mode != "cold":
             primed = _prime(pm, settings, original)
         if mode == "corrupted" and os.path.exists(path):
-            data = bytearray(open(path, "rb").read())
+            data = bytearray(Path(path).read_bytes())
             data[len(data) // 2] ^= 0xFF
-            with open(path, "wb") as handle:
-                handle.write(bytes(data))
+            Path(path).write_bytes(bytes(data))
             store._written.pop(path, None)
             corrupted.append(path)
         cache = original(pm, settings)

@@ -1,4 +1,4 @@
-"""tests/test_availability.py again, with the load cache cold, warm and corrupted (see tests/cachemodes.py)."""
+"""tests/test_availability.py, again with the load cache cold, warm and corrupted (tests/cachemodes.py)."""
 
 from __future__ import annotations
 

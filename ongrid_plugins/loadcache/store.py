@@ -283,7 +283,7 @@ class LoadCache:
         except Exception as exc:
             self._ignore(f"it cannot be read back ({type(exc).__name__}: {exc})")
             return
-        self._use(_State(table, folders, records, digests))  # type: ignore[arg-type]
+        self._use(_State(table, folders, records, digests))
 
     def _use(self, state: _State) -> None:
         self._old = state
@@ -466,7 +466,10 @@ class _Job:
             if value[0] == "s":
                 if self.record is None:
                     continue
-                record = self.record(value[1], value[2])
+                try:
+                    record = self.record(value[1], value[2])
+                except ValueError:  # a value marshal does not know: that skill is built every time
+                    continue
                 if record is None:
                     continue
                 value = ("s", record)

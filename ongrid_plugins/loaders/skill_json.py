@@ -289,7 +289,9 @@ def _make_skill(
 
 
 #: What the load cache keeps of a built skill: plain values only (``marshal``-able).
-SkillRecord = tuple[str, str, bytes, str, str, float, str, str, tuple[str, ...], "bytes | None", tuple[Any, ...]]
+SkillRecord = tuple[
+    str, str, bytes, str, str, float, str, str, tuple[str, ...], "bytes | None", tuple[Any, ...]
+]
 
 
 def skill_record(skill: Skill, warnings: tuple[Problem, ...] | None = None) -> SkillRecord | None:
@@ -308,19 +310,22 @@ def skill_record(skill: Skill, warnings: tuple[Problem, ...] | None = None) -> S
         return None
     if not isinstance(declared, str) or not tool.entry or tool.unavailable or skill.unavailable:
         return None
+    schema, extra = tool.schema, skill.extra
+    if type(schema) is not dict or type(extra) is not dict or tool.extra is not extra:
+        return None
     shown = skill.warnings if warnings is None else warnings
     problems = tuple((w.level, w.code, w.message, w.path, w.pointer, w.hint) for w in shown)
     return (
         skill.name,
         skill.description,
-        marshal.dumps(tool.schema, 4),
+        marshal.dumps(schema, 4),
         tool.tool_class.value,
         skill.category,
         tool.timeout,
         tool.entry,
         declared,
         tool.env_allow,
-        marshal.dumps(skill.extra, 4) if skill.extra else None,
+        marshal.dumps(extra, 4) if extra else None,
         problems,
     )
 
@@ -332,7 +337,9 @@ def skill_from_record(record: SkillRecord, path: str, root: SkillRoot) -> Skill:
     schemas). Raises ``TypeError``, ``ValueError`` or ``KeyError`` for a record of
     the wrong shape (a cache of another version): the caller loads cold then.
     """
-    name, description, schema, tool_class, category, timeout, entry, declared, env_allow, extra, warnings = record
+    name, description, schema, tool_class, category, timeout, entry, declared, env_allow, extra, warnings = (
+        record
+    )
     if type(schema) is not bytes or type(name) is not str or type(env_allow) is not tuple:
         raise TypeError("not a skill record")
     skill = _make_skill(
@@ -359,8 +366,9 @@ class RecordedTool(Tool):
     """
 
     __slots__ = ("_schema_bytes",)
+    _schema_bytes: bytes
 
-    @property  # type: ignore[override]
+    @property
     def schema(self) -> Mapping[str, Any]:
         """JSON Schema of the arguments object (decoded from the cache on first read)."""
         try:
