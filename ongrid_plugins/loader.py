@@ -30,6 +30,7 @@ import attrs
 from .availability import Availability
 from .errors import ManifestBuildError, ManifestError, ManifestParseError, PluginLoadError
 from .loadcache import LoadCache, open_cache
+from .loaders import skill_json, skill_md
 from .loaders.skill_json import skill_from_record, skill_record
 from .models import LoadEvent, LoadReport, Problem, Skill, SkillRoot
 from .registry import RegistryBuilder, Snapshot
@@ -86,12 +87,16 @@ class _Load:
     validators: bool = attrs.field(init=False)
     listeners: bool = attrs.field(init=False)
     load_manifest: Any = attrs.field(init=False)
+    # With only the built-in loaders registered, a skill.json goes straight to its
+    # loader: the pluggy call (and the SKILL.md loader declining it) is a tenth of it.
+    load_skill_json: Any = attrs.field(init=False)
     registered_level: int = logging.INFO
     cache: LoadCache | None = None
 
     def __attrs_post_init__(self) -> None:
         self.availability = Availability(self.pm, self.settings)
         self.load_manifest = self.pm.hook.ongrid_load_manifest
+        self.load_skill_json = _direct_loader(self.pm, self.settings)
         self.validators = bool(self.pm.hook.ongrid_validate_skill.get_hookimpls())
         self.listeners = bool(self.pm.hook.ongrid_skill_registered.get_hookimpls())
 
@@ -275,6 +280,18 @@ def _load_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> None:
         _log_build(state, outcome[1], outcome[2], outcome[3])
 
 
+def _direct_loader(pm: pluggy.PluginManager, settings: Settings) -> Any:
+    """The built-in skill.json loader when calling it is what the hook call would do, else None."""
+    impls = pm.hook.ongrid_load_manifest.get_hookimpls()
+    builtin = {skill_json.__name__, skill_md.__name__}
+    if settings.trace_plugins or not any(impl.plugin is skill_json for impl in impls):
+        return None
+    for impl in impls:
+        if getattr(impl.plugin, "__name__", "") not in builtin or impl.hookwrapper or impl.wrapper:
+            return None
+    return skill_json.ongrid_load_manifest
+
+
 def read_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> tuple[Any, ...]:
     """What the loaders (or the load cache) make of one claimed file, nothing registered or logged.
 
@@ -295,7 +312,10 @@ def read_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> tuple[A
     try:
         if is_link:
             path = check_symlinked_manifest(path, root)
-        skill = state.load_manifest(path=path, root=root, settings=state.settings)
+        if state.load_skill_json is not None and path.endswith(_CACHED_SUFFIX):
+            skill = state.load_skill_json(path, root, state.settings)
+        else:
+            skill = state.load_manifest(path=path, root=root, settings=state.settings)
     except ManifestParseError as exc:
         if cache is not None and exc.path == path and not exc.message.startswith(_UNCACHED_ERRORS):
             cache.store(path, root, sig, ("p", exc.message), "")

@@ -199,17 +199,20 @@ def build_skill(
     settings: Settings | None = None,
     *,
     schema_verified: bool = False,
+    raw: bytes | None = None,
 ) -> Skill:
     """Check every field of a parsed manifest and build the skill.
 
     Raises :class:`ManifestBuildError` listing every error; warnings (unknown
     fields) are kept on the skill. ``schema_verified`` skips re-checking a
     schema (and its defaults) already found valid in these exact bytes.
+    ``raw``, the bytes ``data`` was parsed from, lets checks that look for
+    keywords the text does not hold be skipped.
     """
     check = _Checker(path, data)
     name = _check_name(check)
     description = check.string("description", required=True)
-    schema = _check_schema(check, settings, schema_verified)
+    schema = _check_schema(check, settings, schema_verified, raw)
     entry = _check_entry(check, root)
     env_allow = _check_env_allow(check)
     timeout = _check_timeout(check, settings)
@@ -400,7 +403,18 @@ def _check_name(check: _Checker) -> str:
     return name
 
 
-def _check_schema(check: _Checker, settings: Settings | None, verified: bool = False) -> Mapping[str, Any]:
+def _may_hold(raw: bytes | None, *keys: bytes) -> bool:
+    """False only when no object key of the JSON text ``raw`` can start with one of ``keys``.
+
+    A key is in the text as written unless a character of it is a ``\\u``
+    escape: text with an escape, or no text, may hold anything.
+    """
+    return raw is None or b"\\u" in raw or any(key in raw for key in keys)
+
+
+def _check_schema(
+    check: _Checker, settings: Settings | None, verified: bool = False, raw: bytes | None = None
+) -> Mapping[str, Any]:
     if "schema" not in check.data:
         return empty_schema()
     schema = check.data["schema"]
@@ -421,12 +435,15 @@ def _check_schema(check: _Checker, settings: Settings | None, verified: bool = F
     if problem is not None:
         check.error("schema", "invalid_schema", f'"schema" is not a valid JSON Schema: {problem}')
         return empty_schema()
-    unsafe = safeschema.schema_problems(schema)
+    # The RE2 and $ref checks look at "pattern", "patternProperties", "$schema",
+    # "$ref" and "$dynamicRef" only; the defaults check at "default" only.
+    unsafe = safeschema.schema_problems(schema) if _may_hold(raw, b'"pattern', b'"$') else []
     for pointer, message in unsafe:
         check.error("schema" + pointer, "unsafe_schema", f'"schema{pointer}": {message}')
     if unsafe:
         return empty_schema()
-    for pointer, message in schemacheck.check_defaults(schema):
+    defaults = schemacheck.check_defaults(schema) if _may_hold(raw, b'"default"') else []
+    for pointer, message in defaults:
         check.error(
             "schema" + pointer,
             "bad_default",
@@ -580,7 +597,7 @@ def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings) -> Skil
     if key is not None and cache is not None and key in cache:
         data = json.loads(raw)
         return build_skill(data, path, root, settings, schema_verified=True)
-    skill = build_skill(parse_manifest(raw, path), path, root, settings)
+    skill = build_skill(parse_manifest(raw, path), path, root, settings, raw=raw)
     if key is not None and cache is not None:
         cache.add(key)  # parse_manifest and build_skill raise on anything wrong
     return skill
