@@ -465,12 +465,22 @@ ESCAPED_KEYWORDS = [
         '{"type": "object", "properties": {"n": {"type": "integer", "d\\u0065fault": "x"}}}',
         "does not validate",
     ),
-    ("escaped_ref", '{"type": "object", "properties": {"r": {"\\u0024ref": "https://example.com/s"}}}', "$ref"),
-    ("plain_pattern", '{"type": "object", "properties": {"p": {"type": "string", "pattern": "(a)\\\\1"}}}', "RE2"),
+    (
+        "escaped_ref",
+        '{"type": "object", "properties": {"r": {"\\u0024ref": "https://example.com/s"}}}',
+        "$ref",
+    ),
+    (
+        "plain_pattern",
+        '{"type": "object", "properties": {"p": {"type": "string", "pattern": "(a)\\\\1"}}}',
+        "RE2",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("case", "schema", "message"), ESCAPED_KEYWORDS, ids=[c[0] for c in ESCAPED_KEYWORDS])
+@pytest.mark.parametrize(
+    ("case", "schema", "message"), ESCAPED_KEYWORDS, ids=[c[0] for c in ESCAPED_KEYWORDS]
+)
 def test_a_keyword_spelled_with_an_escape_is_still_checked(
     make_host: Any, root: Path, case: str, schema: str, message: str
 ) -> None:
