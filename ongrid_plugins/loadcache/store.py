@@ -28,8 +28,10 @@ mtime still shows. A file or folder changed less than :data:`RACY_NS` before the
 load is not recorded (a second change within one timestamp tick could keep every
 field the same).
 
-Writing happens after the load, in a background thread (the load's records are
-plain immutable values by then): the body goes to a temporary file in the same
+On a cold load the walker only notes what it read; the signatures (taken after
+the load: anything changed since the load began has a later ctime and is not
+recorded), the entry's and the skills' records are made after the load, in a
+background thread: the body goes to a temporary file in the same
 folder (mode 0600) that is renamed over the old one, so a reader sees the old
 file or the new one, never half of one, whoever writes. The last writer wins.
 A process keeps what it wrote last in memory and reuses it while the file is
@@ -203,7 +205,8 @@ class LoadCache:
         self._folders: dict[str, tuple[Signature, Listing]] = {}
         self._records: dict[str, tuple[Any, ...]] = {}
         self.digests: dict[tuple[Any, ...], str] = {}
-        self._pending: list[tuple[str, int, Signature, str, tuple[Any, ...]]] = []
+        self._pending: list[tuple[str, int, Signature | None, str, tuple[Any, ...]]] = []
+        self._pending_folders: list[tuple[str, Listing]] = []
         self._stored = False
         self._now = time.time_ns()
         self._root: tuple[SkillRoot | None, int, int] = (None, -1, -1)
@@ -295,22 +298,30 @@ class LoadCache:
 
     # -- the walker's side
     def listing(self, folder: str) -> tuple[Listing | None, Signature | None]:
-        """What the walk found in ``folder`` last time if it is unchanged, and its signature now."""
+        """What the walk found in ``folder`` last time if it is unchanged, and its signature now.
+
+        The signature is None when the cache knows nothing of the folder: the
+        writer takes it after the load (see :meth:`_Job._complete`).
+        """
+        known = self._old.folders.get(folder)
+        if known is None:
+            return None, None
         try:
             sig = signature(os.lstat(folder))
         except OSError:
             return None, None
-        known = self._old.folders.get(folder)
-        if known is not None and known[0] == sig:
+        if known[0] == sig:
             self._folders[folder] = known
             return known[1], sig
         return None, sig
 
     def remember_listing(self, folder: str, sig: Signature | None, listing: Listing) -> None:
-        """Record what ``scandir`` found in ``folder`` (signature taken before it read)."""
-        if sig is not None and self._now - max(sig[7], sig[8]) >= RACY_NS:
+        """Record what ``scandir`` found in ``folder`` (signature taken before it read, or None)."""
+        if sig is None:
+            self._pending_folders.append((folder, listing))
+        elif self._now - max(sig[7], sig[8]) >= RACY_NS:
             self._folders[folder] = (sig, listing)
-            self._stored = True
+        self._stored = True
 
     def lookup(
         self, path: str, root: SkillRoot, build: Callable[[Any, str, SkillRoot], Any]
@@ -320,13 +331,13 @@ class LoadCache:
         A skill's value is ``("s", skill)`` with the skill made by ``build(record,
         path, root)``; errors are returned as recorded.
         """
+        record = self._old.records.get(path)
+        if record is None:  # nothing to compare: the writer takes the signature after the load
+            return None, None
         try:
             sig = signature(os.lstat(path))
         except OSError:
             return None, None
-        record = self._old.records.get(path)
-        if record is None:
-            return None, sig
         result = self._check(record, sig, path, root, build)
         if result is None:
             self.stale += 1
@@ -374,14 +385,15 @@ class LoadCache:
     def store(
         self, path: str, root: SkillRoot, sig: Signature | None, value: tuple[Any, ...], entry: str | None
     ) -> None:
-        """Record what the built-in skill.json loader made of ``path`` (signature taken before it read).
+        """Record what the built-in skill.json loader made of ``path``.
 
         ``value`` is ``("s", skill)``, ``("p", message)`` or ``("b", name,
         message)``; ``entry`` is the declared entry the verdict rests on ("" for
-        none, None: it rests on more, so it is not recorded). The entry's
-        signature and the skill's record are taken after the load, by the writer.
+        none, None: it rests on more, so it is not recorded). ``sig`` is the
+        manifest's signature taken before it was read, or None: the writer takes
+        it, with the entry's and the skill's record, after the load.
         """
-        if sig is None or entry is None or self._now - max(sig[7], sig[8]) < RACY_NS:
+        if entry is None or (sig is not None and self._now - max(sig[7], sig[8]) < RACY_NS):
             return
         if value[0] == "s":  # the warnings now: the catalog may stamp a digest warning later
             value = ("s", value[1], value[1].warnings)
@@ -403,6 +415,7 @@ class LoadCache:
             return
         job = _Job(self.path, self.key, self._now, self._roots, self._folders, self._records, self.digests)
         job.pending, self._pending = self._pending, []
+        job.pending_folders, self._pending_folders = self._pending_folders, []
         job.record = self.record
         thread = threading.Thread(target=job.run, name="ongrid-load-cache", daemon=False)
         with _lock:
@@ -433,7 +446,8 @@ class _Job:
         self.folders = folders
         self.records = records
         self.digests = digests
-        self.pending: list[tuple[str, int, Signature, str, tuple[Any, ...]]] = []
+        self.pending: list[tuple[str, int, Signature | None, str, tuple[Any, ...]]] = []
+        self.pending_folders: list[tuple[str, Listing]] = []
         self.record: Callable[[Any, Any], Any] | None = None
 
     def run(self) -> None:
@@ -453,13 +467,22 @@ class _Job:
             _written[self.path] = (sig, self.key, state)
 
     def _complete(self) -> None:
-        """Turn what the load stored into records: the entry's signature, the skill's values.
+        """Turn what the load stored into records: the signatures, the skills' values.
 
-        Stat after the load is safe: a file changed since the load began has a
-        ctime after ``now`` and is not recorded (see :data:`RACY_NS`).
+        A signature taken after the load is as good as one taken before the read:
+        a file or folder changed since ``now`` (the load's start) has a later
+        ctime and is not recorded (see :data:`RACY_NS`); one renamed into place
+        gets a new ctime too (Linux filesystems set it on rename).
         """
+        for folder, listing in self.pending_folders:
+            found = _quiet_signature(folder, self.now)
+            if found is not None:
+                self.folders[folder] = (found, listing)
         records = self.records
-        for path, root, sig, entry, value in self.pending:
+        for path, root, taken, entry, value in self.pending:
+            sig = taken if taken is not None else _quiet_signature(path, self.now)
+            if sig is None:
+                continue
             dep = _entry_dep(path, entry, self.now) if entry else None
             if entry and dep is None:
                 continue
@@ -515,6 +538,15 @@ def open_cache(pm: pluggy.PluginManager, settings: Settings) -> LoadCache | None
     wait_for_writes(cache.path)
     cache.read()
     return cache
+
+
+def _quiet_signature(path: str, now: int) -> Signature | None:
+    """The ``lstat`` signature of ``path`` unless it changed since ``now - RACY_NS`` (or is gone)."""
+    try:
+        sig = signature(os.lstat(path))
+    except OSError:
+        return None
+    return None if now - max(sig[7], sig[8]) < RACY_NS else sig
 
 
 def _entry_dep(path: str, declared: str, now: int) -> tuple[str, str, Signature] | None:
