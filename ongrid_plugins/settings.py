@@ -14,6 +14,7 @@ variable                        meaning
 ``ONGRID_STDOUT_CAP``           bytes of stdout a skill may print (default 16 MiB)
 ``ONGRID_KILL_GRACE``           seconds between SIGTERM and SIGKILL (default 2)
 ``ONGRID_CACHE_DIR``            cache directory; ``off`` disables the cache
+``ONGRID_LOAD_CACHE``           ``0`` turns the load cache off (docs/catalog.md)
 ``ONGRID_STATE_DIR``            state directory (approvals, audit log)
 ``ONGRID_CONFIG_DIR``           configuration directory (personas)
 ``ONGRID_PERSONAS_DIRS``        persona folders searched before ``<config>/personas``, split on ``:,;``
