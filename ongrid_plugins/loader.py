@@ -286,6 +286,8 @@ def _direct_loader(pm: pluggy.PluginManager, settings: Settings) -> Any:
     builtin = {skill_json.__name__, skill_md.__name__}
     if settings.trace_plugins or not any(impl.plugin is skill_json for impl in impls):
         return None
+    if getattr(getattr(pm, "_inner_hookexec", None), "__name__", "") != "_multicall":
+        return None  # hook calls are monitored (tracing, HookRecorder): they must see every one
     for impl in impls:
         if getattr(impl.plugin, "__name__", "") not in builtin or impl.hookwrapper or impl.wrapper:
             return None

@@ -468,3 +468,32 @@ def test_concurrent_writers_never_leave_a_cache_that_loads_wrong(tmp_path: Path)
                             cache_dir=str(cache_dir))  # fmt: skip
         _forget_memory()
         assert _load(settings) == _cold(settings)
+
+
+def test_a_bad_file_is_replaced_even_when_nothing_is_cached(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "skills"
+    root.mkdir()
+    settings = isolated_settings(tmp_path, root)
+    path = _cache_file(settings)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a cache")
+    path.chmod(0o600)
+    with caplog.at_level(logging.WARNING, logger=_LOGGER):
+        _load(settings)
+        _forget_memory()
+        _load(settings)
+    assert len([r for r in caplog.records if r.name == _LOGGER]) == 1  # once, not once per load
+
+
+def test_monitored_hook_calls_see_every_manifest_loaded(tree: tuple[Path, Settings]) -> None:
+    """A skill.json goes straight to its loader only when nobody watches the hook calls."""
+    from ongrid_plugins.testing import HookRecorder
+
+    _root, settings = tree
+    pm = get_plugin_manager(settings)
+    with HookRecorder(pm) as recorder:
+        load(pm, settings, cache=False)
+    loaded = [c.kwargs["path"] for c in recorder.calls_of("ongrid_load_manifest")]
+    assert len(loaded) == 6 and all(p.endswith("/skill.json") for p in loaded)

@@ -123,17 +123,18 @@ def fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str | None:
     """The key of the whole cache: everything but the files that shapes what the loader builds.
 
     None (no cache) when a plugin from outside this package implements
-    ``ongrid_load_manifest``: what a third-party loader reads cannot be known.
+    ``ongrid_load_manifest`` or ``ongrid_manifest_names``: what a third-party
+    loader reads cannot be known. No hook is called: the built-in names are code.
     """
     from .. import __version__, schemacheck
 
     loaders = []
-    for impl in pm.hook.ongrid_load_manifest.get_hookimpls():
-        module = getattr(impl.plugin, "__name__", "")
-        if not module.startswith("ongrid_plugins."):
-            return None
-        loaders.append((impl.plugin_name, module, impl.tryfirst, impl.trylast, impl.hookwrapper))
-    names = sorted(n for result in pm.hook.ongrid_manifest_names() if result for n in result)
+    for hook in (pm.hook.ongrid_load_manifest, pm.hook.ongrid_manifest_names):
+        for impl in hook.get_hookimpls():
+            module = getattr(impl.plugin, "__name__", "")
+            if not module.startswith("ongrid_plugins."):
+                return None
+            loaders.append((hook.name, impl.plugin_name, module, impl.tryfirst, impl.trylast))
     parts: list[Any] = [
         FORMAT,
         __version__,
@@ -141,7 +142,6 @@ def fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str | None:
         _code_stamp(),
         schemacheck._environment_fingerprint(),
         loaders,
-        names,
         os.path.expanduser("~"),
         os.geteuid(),
         builtin_skills_dir(),
@@ -295,6 +295,7 @@ class LoadCache:
 
     def _ignore(self, why: str) -> None:
         logger.warning("load cache: ignoring %s: %s; loading without it", self.path, why)
+        self._stored = True  # replace it, even with an empty cache: one line, not one per load
 
     # -- the walker's side
     def listing(self, folder: str) -> tuple[Listing | None, Signature | None]:
