@@ -18,9 +18,10 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import redis
 
-from ..models import CallResult
+from ..models import CallResult, RemoteRun
 from .app import make_app
 from .wire import TASK_NAME, cancel_channel, channel, payload, result_from_dict
 
@@ -92,12 +93,10 @@ class RemoteExecutor:
             app.send_task(
                 TASK_NAME, args=[body], queue=self.queue, task_id=task_id, expires=wait, retry=False
             )
-        except (redis.RedisError, OSError) as exc:
+        except Exception as exc:  # redis', OSError and kombu's own connection errors
             pubsub.close()
-            return self._failure(request, f"the call was not sent: {self._unreachable(exc)}")
-        except Exception as exc:  # kombu's own connection errors
-            pubsub.close()
-            return self._failure(request, f"the call was not sent: {self._unreachable(exc)}")
+            error = f"the call was not sent: {self._unreachable(exc)}"
+            return self._failure(request, error, remote=RemoteRun(self.queue, task_id))
         try:
             return self._wait(request, pubsub, task_id, time.monotonic() + wait, wait, stop, emit)
         finally:
@@ -118,21 +117,27 @@ class RemoteExecutor:
             left = deadline - time.monotonic()
             if left <= 0 or (stop is not None and stop.is_set()):
                 self._abandon(request.call_id, task_id)
+                where = RemoteRun(self.queue, task_id, worker)
                 if stop is not None and stop.is_set():
-                    return self._failure(request, "cancelled", status="cancelled")
+                    return self._failure(request, "cancelled", status="cancelled", remote=where)
                 who = f"worker {worker}" if worker else f"no worker of queue {self.queue!r} took it"
                 error = (
                     f"timed out: no answer within {wait:.1f}s (the call's timeout, the kill grace and "
                     f"{GRACE:g}s) from {who}; the task {task_id} was revoked and the call cancelled"
                 )
                 return CallResult(
-                    request.tool.name, False, error=error, timed_out=True, call_id=request.call_id
+                    request.tool.name,
+                    False,
+                    error=error,
+                    timed_out=True,
+                    call_id=request.call_id,
+                    remote=where,
                 )
             try:
                 message = pubsub.get_message(timeout=min(left, _POLL))
             except (redis.RedisError, OSError) as exc:
                 error = f"lost the broker mid-call ({exc}); on {worker or 'queue ' + self.queue}"
-                return self._failure(request, error)
+                return self._failure(request, error, remote=RemoteRun(self.queue, task_id, worker))
             if message is None or message.get("type") != "message":
                 continue
             data = json.loads(message["data"])
@@ -151,7 +156,10 @@ class RemoteExecutor:
                     task_id,
                     data.get("digest"),
                 )
-                return result_from_dict(data["result"])
+                ran = RemoteRun(
+                    self.queue, task_id, str(data.get("worker") or worker), str(data.get("digest") or "")
+                )
+                return attrs.evolve(result_from_dict(data["result"]), remote=ran)
 
     def _abandon(self, call_id: str, task_id: str) -> None:
         """Tell the worker to kill the call, and the queue to drop the task if nobody took it."""
@@ -168,8 +176,12 @@ class RemoteExecutor:
             f"is redis-server running and ONGRID_BROKER_URL right?"
         )
 
-    def _failure(self, request: CallRequest, error: str, status: str = "") -> CallResult:
-        return CallResult(request.tool.name, False, error=error, call_id=request.call_id, status=status)
+    def _failure(
+        self, request: CallRequest, error: str, status: str = "", remote: RemoteRun | None = None
+    ) -> CallResult:
+        return CallResult(
+            request.tool.name, False, error=error, call_id=request.call_id, status=status, remote=remote
+        )
 
 
 def _redact(url: str) -> str:
