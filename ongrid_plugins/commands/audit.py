@@ -84,7 +84,9 @@ def cmd_show(ctx: Context) -> int:
     else:
         entries = log.entries(call_id=key)
     if not entries:
-        print(f"no audit row {key!r}: give a SEQ from `ongrid-skills audit list` or a call id", file=sys.stderr)
+        print(
+            f"no audit row {key!r}: give a SEQ from `ongrid-skills audit list` or a call id", file=sys.stderr
+        )
         return 1
     if ctx.args.json:
         data = [e.to_dict() for e in entries]
