@@ -93,10 +93,12 @@ class RemoteExecutor:
             app.send_task(
                 TASK_NAME, args=[body], queue=self.queue, task_id=task_id, expires=wait, retry=False
             )
-        except Exception as exc:  # redis', OSError and kombu's own connection errors
+        except (redis.RedisError, OSError) as exc:
             pubsub.close()
-            error = f"the call was not sent: {self._unreachable(exc)}"
-            return self._failure(request, error, remote=RemoteRun(self.queue, task_id))
+            return self._unsent(request, exc, task_id)
+        except Exception as exc:  # kombu's own connection errors
+            pubsub.close()
+            return self._unsent(request, exc, task_id)
         try:
             return self._wait(request, pubsub, task_id, time.monotonic() + wait, wait, stop, emit)
         finally:
@@ -168,6 +170,10 @@ class RemoteExecutor:
             make_app(self.broker_url, self.settings.broker_timeout).control.revoke(task_id)
         except Exception as exc:  # the broker is gone too: the worker's own timeout still holds
             logger.warning("remote: cannot cancel task %s: %s", task_id, exc)
+
+    def _unsent(self, request: CallRequest, exc: BaseException, task_id: str) -> CallResult:
+        error = f"the call was not sent: {self._unreachable(exc)}"
+        return self._failure(request, error, remote=RemoteRun(self.queue, task_id))
 
     def _unreachable(self, exc: BaseException) -> str:
         return (
