@@ -86,6 +86,7 @@ COLUMNS = (
     "hostname",
     "sandbox",
     "skill_digest",
+    "remote",
     "prev_hash",
 )
 JSON_COLUMNS = ("args", "redacted", "stderr_tail", "approvers")
@@ -93,7 +94,11 @@ JSON_COLUMNS = ("args", "redacted", "stderr_tail", "approvers")
 #: database gets them with ``ALTER TABLE``, and a row where one is NULL (written before
 #: it existed) is hashed without it, so old chains still verify (and a value once
 #: hashed cannot be nulled).
-ADDED_COLUMNS = (("entries", "sandbox", "TEXT"), ("entries", "skill_digest", "TEXT"))
+ADDED_COLUMNS = (
+    ("entries", "sandbox", "TEXT"),
+    ("entries", "skill_digest", "TEXT"),
+    ("entries", "remote", "TEXT"),
+)
 _LATER = frozenset(COLUMNS.index(column) for _table, column, _decl in ADDED_COLUMNS)
 _REQUIRED = ("time", "call_id", "tool", "prev_hash")
 SCHEMA = f"""
@@ -342,6 +347,7 @@ def finish_row(row: dict[str, Any], result: CallResult, duration: float) -> dict
         ),
         result_size=len(data),
         result_digest=hashlib.sha256(data).hexdigest() if data else "",
+        remote=dumps(result.remote.to_dict()) if result.remote is not None else None,
     )
     return row
 

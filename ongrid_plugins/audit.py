@@ -161,6 +161,9 @@ class AuditEntry:
     or None for rows written before profiles were recorded."""
     skill_digest: str | None
     """The content digest of the tool's skill at the call (None in rows older than digests)."""
+    remote: Any
+    """Where a worker ran the call: ``{"queue", "task_id", "worker", "worker_digest"}``;
+    None for a local call (and in rows older than remote workers)."""
     prev_hash: str
     hash: str
 
@@ -171,7 +174,8 @@ class AuditEntry:
         for column in JSON_COLUMNS:
             parsed = json.loads(values[column]) if values[column] else None
             values[column] = parsed if column == "args" else tuple(parsed or ())
-        values["sandbox"] = json.loads(values["sandbox"]) if values.get("sandbox") else None
+        for column in ("sandbox", "remote"):
+            values[column] = json.loads(values[column]) if values.get(column) else None
         return cls(**values)
 
     def to_dict(self) -> JSON:
@@ -343,10 +347,11 @@ class AuditLog:
         caller: str | None = None,
         start: float | None = None,
         end: float | None = None,
+        call_id: str | None = None,
     ) -> list[AuditEntry]:
         """Rows in order; ``since`` = only rows after that seq, ``last`` = only the final N.
 
-        ``caller`` keeps one identity's rows; ``start`` and ``end`` (seconds since the
+        ``caller`` keeps one identity's rows, ``call_id`` one call's; ``start`` and ``end`` (seconds since the
         epoch) keep the attempts that started in ``[start, end)``. Reading never creates
         the log: with no ``audit.db`` yet there are no rows.
 
@@ -357,7 +362,7 @@ class AuditLog:
             raise ConfigError(message)
         where: list[str] = []
         params: list[Any] = []
-        for column, value in (("tool", tool), ("outcome", outcome), ("caller", caller)):
+        for column, value in (("tool", tool), ("outcome", outcome), ("caller", caller), ("call_id", call_id)):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)

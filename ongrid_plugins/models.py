@@ -27,6 +27,7 @@ __all__ = [
     "PermissionMode",
     "Persona",
     "Problem",
+    "RemoteRun",
     "Requirements",
     "SandboxDecl",
     "SandboxLimits",
@@ -595,6 +596,23 @@ class CallRequest:
 
 
 @attrs.frozen
+class RemoteRun:
+    """Where a worker ran a call (set by the remote executor, docs/remote.md)."""
+
+    queue: str
+    task_id: str
+    """The Celery task id the host sent the call as."""
+    worker: str = ""
+    """The worker that took the call; empty when none did (a timeout on an unserved queue)."""
+    worker_digest: str = ""
+    """The worker's own content digest of the tool; empty when it did not answer."""
+
+    def to_dict(self) -> JSON:
+        """A JSON-ready dict (the audit row's ``remote`` column)."""
+        return attrs.asdict(self)
+
+
+@attrs.frozen
 class CallResult:
     """What a call returned. ``ok=False`` for skill-level failures."""
 
@@ -618,6 +636,8 @@ class CallResult:
     derive it from ``ok``."""
     decision: Decision | None = None
     """The gate's decision for this call."""
+    remote: RemoteRun | None = None
+    """The worker, queue and task of a call a worker ran; None for a local call."""
 
     @property
     def outcome(self) -> str:

@@ -33,6 +33,9 @@ variable                        meaning
 ``ONGRID_REMOTE_ROUTES``        ``PATTERN=QUEUE,...``: which tools run on which worker queue
 ``ONGRID_BROKER_TIMEOUT``       seconds to reach the broker before a remote call fails (default 3)
 =============================== ==================================================
+
+The three remote settings can also be written in ``[remote]`` of ``<config dir>/config.toml``
+(``broker_url``, ``routes``, ``broker_timeout``); a variable that is set wins over the file.
 """
 
 from __future__ import annotations
@@ -198,6 +201,59 @@ def _str_tuple(value: Any) -> tuple[str, ...]:
     return tuple(os.fspath(v) for v in value)
 
 
+_REMOTE_KEYS = (
+    ("broker_url", "broker_url", "ONGRID_BROKER_URL"),
+    ("routes", "remote_routes", "ONGRID_REMOTE_ROUTES"),
+    ("broker_timeout", "broker_timeout", "ONGRID_BROKER_TIMEOUT"),
+)
+
+
+def _remote_config(values: dict[str, Any], env: Mapping[str, str]) -> None:
+    """Fill the remote settings the environment (or a keyword) left unset from ``[remote]``
+    of ``<config dir>/config.toml``. An unreadable file is logged, never fatal; a bad
+    ``broker_timeout`` is a ConfigError naming the file; bad routes are kept, for the
+    remote plugin to report (docs/remote.md)."""
+    if all(field in values for _key, field, _var in _REMOTE_KEYS):
+        return
+    import logging
+    import tomllib
+
+    folder = values.get("config_dir") or _user_config_dir()
+    path = os.path.join(folder, "config.toml")
+    try:
+        with open(path, "rb") as handle:
+            table = tomllib.load(handle).get("remote")
+    except FileNotFoundError:
+        return
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        logging.getLogger(__name__).warning(
+            "settings: cannot read %s, its [remote] is ignored: %s", path, exc
+        )
+        return
+    if not isinstance(table, dict):
+        return
+    for key, field, var in _REMOTE_KEYS:
+        if field in values or key not in table:
+            continue
+        value, where = table[key], f"{key} in [remote] of {path}"
+        if key == "broker_timeout":
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+                message = f"{where} must be a positive number of seconds, got {value!r} ({var} wins over it)"
+                raise ConfigError(message)
+            values[field] = float(value)
+        elif key == "routes":
+            if isinstance(value, dict):  # [remote.routes] "disk_*" = "storage" (TOML keeps the order)
+                items = [f"{pattern}={queue}" for pattern, queue in value.items()]
+            else:  # a string, or a list of strings; anything else shows as a bad item
+                items = [str(item) for item in value] if isinstance(value, list) else [str(value)]
+            values[field] = ",".join(item.strip() for item in items)
+            values["remote_routes_from"] = where
+        elif isinstance(value, str):
+            values[field] = value.strip()
+        else:
+            raise ConfigError(f"{where} must be a string like redis://HOST:6379/0, got {value!r}")
+
+
 @attrs.frozen
 class Settings:
     """Everything a :class:`~ongrid_plugins.SkillHost` needs to know about its environment."""
@@ -256,6 +312,8 @@ class Settings:
     first match sends the tool's calls to that worker queue (docs/remote.md)."""
     broker_timeout: float = 3.0
     """Seconds a remote call may spend reaching the broker before it fails (never a hang)."""
+    remote_routes_from: str = "ONGRID_REMOTE_ROUTES"
+    """Where :attr:`remote_routes` was read, named in the errors of a bad route."""
 
     @sandbox.validator
     def _check_sandbox(self, _attribute: attrs.Attribute[str], value: str) -> None:
@@ -357,4 +415,5 @@ class Settings:
             if env.get(var, "").strip():
                 values[field] = env[var].strip()
         values.update(overrides)
+        _remote_config(values, env)
         return cls(**values)

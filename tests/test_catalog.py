@@ -391,10 +391,11 @@ def test_install_require_digest_refuses_another_archive(
 
 
 def test_an_audit_log_from_before_digests_still_verifies_and_gains_the_column(tmp_path: Path) -> None:
-    from ongrid_plugins._auditchain import COLUMNS, GENESIS
+    from ongrid_plugins._auditchain import ADDED_COLUMNS, COLUMNS, GENESIS
     from ongrid_plugins.models import canonical_json
 
-    old = [c for c in COLUMNS if c not in ("skill_digest", "sandbox")]  # the columns before both
+    later = {column for _table, column, _decl in ADDED_COLUMNS}
+    old = [c for c in COLUMNS if c not in later]  # the columns of the first release
     state = tmp_path / ".ongrid-state"
     state.mkdir()
     conn = sqlite3.connect(state / "audit.db")

@@ -256,8 +256,8 @@ def test_routes_send_tools_to_their_queue_by_name_or_category(host: SkillHost) -
     recorder = EventRecorder()
     assert host.call("change_it", {"x": 1}, confirm=True, on_event=recorder).value == {"x": 1}
     assert "/w2/" in recorder.events[0].data["entry"]
-    assert where(host.get("change_it"), host.settings) == "queue q2"
-    assert where(host.get("echo_remote"), host.settings) == "queue q1"
+    assert where(host.get("change_it"), host.settings) == "remote queue q2"
+    assert where(host.get("echo_remote"), host.settings) == "remote queue q1"
     assert route_for(host.get("change_it"), parse_routes("category:ops=edge")) == "edge"
     assert route_for(host.get("echo_remote"), parse_routes("category:ops=edge")) is None
 

@@ -19,8 +19,8 @@ __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``audit`` sub-command and its ``list``, ``tail``, ``export``, ``head`` and ``verify``."""
-    p = sub.add_parser("audit", help="the audit log: list, tail, export, head, verify")
+    """Add the ``audit`` sub-command: ``list``, ``show``, ``tail``, ``export``, ``head`` and ``verify``."""
+    p = sub.add_parser("audit", help="the audit log: list, show, tail, export, head, verify")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     a = actions.add_parser("list", help="list recorded call attempts, oldest first")
@@ -35,6 +35,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a.add_argument("--limit", type=int, metavar="N", help="at most N rows")
     a.add_argument("--json", action="store_true", help="print JSON")
     a.set_defaults(handler=cmd_list)
+
+    a = actions.add_parser("show", help="every field of one row: by row number or call id")
+    a.add_argument("id", metavar="SEQ|CALL_ID", help="a row number (audit list's SEQ) or a call id")
+    a.add_argument("--json", action="store_true", help="print JSON")
+    a.set_defaults(handler=cmd_show)
 
     a = actions.add_parser("tail", help="the last rows")
     a.add_argument("-n", type=int, default=10, metavar="N", help="how many rows (default 10)")
@@ -68,6 +73,72 @@ def cmd_list(ctx: Context) -> int:
     args = ctx.args
     entries = ctx.host.audit.entries(tool=args.tool, outcome=args.outcome, since=args.since, limit=args.limit)
     return _print_entries(entries, args.json)
+
+
+def cmd_show(ctx: Context) -> int:
+    """Print one row; exit 1 when no row has that number or call id."""
+    key = ctx.args.id.strip()
+    log = ctx.host.audit
+    if key.isdigit():
+        entries = [e for e in log.entries(since=int(key) - 1, limit=1) if e.seq == int(key)]
+    else:
+        entries = log.entries(call_id=key)
+    if not entries:
+        print(
+            f"no audit row {key!r}: give a SEQ from `ongrid-skills audit list` or a call id", file=sys.stderr
+        )
+        return 1
+    if ctx.args.json:
+        data = [e.to_dict() for e in entries]
+        print(json.dumps(data[0] if len(data) == 1 else data, indent=2, ensure_ascii=False))
+        return 0
+    for n, entry in enumerate(entries):
+        if n:
+            print()
+        _print_entry(entry)
+    return 0
+
+
+def _print_entry(e: AuditEntry) -> None:
+    fields: list[tuple[str, Any]] = [
+        ("seq", e.seq),
+        ("time", _time(e.time)),
+        ("call id", e.call_id),
+        ("tool", f"{e.tool} ({e.tool_class})"),
+        ("persona", e.persona),
+        ("caller", e.caller or "-"),
+        ("arguments", json.dumps(e.args, ensure_ascii=False)),
+        ("decision", f"{e.verdict or '-'}" + (f" by {e.plugin}: {e.reason}" if e.reason else "")),
+        ("outcome", e.outcome),
+        ("error", e.error or "-"),
+        ("exit code", "-" if e.exit_code is None else e.exit_code),
+        ("duration", f"{e.duration:.3f}s"),
+        ("ticket", e.ticket or "-"),
+        ("approvers", ", ".join(e.approvers) or "-"),
+        ("skill digest", e.skill_digest or "-"),
+        ("ran on", _where(e)),
+    ]
+    if e.remote:
+        fields += [
+            ("worker", e.remote.get("worker") or "- (no worker took it)"),
+            ("queue", e.remote.get("queue") or "-"),
+            ("task id", e.remote.get("task_id") or "-"),
+            ("worker digest", e.remote.get("worker_digest") or "-"),
+        ]
+    fields += [("host", f"{e.hostname} pid {e.pid}"), ("hash", e.hash)]
+    for line in e.stderr_tail:
+        fields.append(("stderr", line))
+    width = max(len(name) for name, _value in fields)
+    for name, value in fields:
+        print(f"{name + ':':<{width + 1}} {value}")
+
+
+def _where(e: AuditEntry) -> str:
+    """``local``, or ``WORKER (queue Q)`` for a call a worker ran."""
+    if not e.remote:
+        return "local"
+    worker = e.remote.get("worker") or "no worker"
+    return f"{worker} (queue {e.remote.get('queue')})"
 
 
 def cmd_tail(ctx: Context) -> int:
@@ -147,11 +218,13 @@ def _print_entries(entries: list[AuditEntry], as_json: bool) -> int:
             e.verdict or "-",
             e.ticket or "-",
             ", ".join(e.approvers) or "-",
+            _where(e),
         )
         for e in entries
     ]
     print_table(
-        ("SEQ", "TIME", "TOOL", "PERSONA", "CALLER", "OUTCOME", "DECISION", "TICKET", "APPROVERS"), rows
+        ("SEQ", "TIME", "TOOL", "PERSONA", "CALLER", "OUTCOME", "DECISION", "TICKET", "APPROVERS", "RAN ON"),
+        rows,
     )
     return 0
 

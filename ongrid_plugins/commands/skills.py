@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ApprovalRequired, ConfigError, ConfirmationRequired, UnknownSkill
 from ..gate import needs
 from ..models import CallResult, Event, Tool
+from ..remote.plugin import where
 from . import UsageError, listing
 from .output import colour, print_json, print_table
 
@@ -88,7 +89,11 @@ def cmd_list(ctx: Context) -> int:
     prompts = [] if filtered else listing.prompt_skills(ctx)
     if args.json:
         items = [
-            {**_summary(t, stale.get(t.name, "")), "sandbox": ctx.host.sandbox_profile(t).to_dict()}
+            {
+                **_summary(t, stale.get(t.name, "")),
+                "sandbox": ctx.host.sandbox_profile(t).to_dict(),
+                "runs": where(t, ctx.host.settings),
+            }
             for t in tools
         ]
         data: dict[str, Any] = {"items": items, "total": len(tools)}
@@ -96,14 +101,16 @@ def cmd_list(ctx: Context) -> int:
             data["prompt_skills"] = [listing.summary(s) for s in prompts]
         _print_json(data)
         return 0
+    routed = bool(ctx.host.settings.remote_routes)
     if tools:
-        header = ("NAME", "CLASS", "CATEGORY", "FROM", "DESCRIPTION")
+        header = ("NAME", "CLASS", "CATEGORY", "FROM", *(("RUNS",) if routed else ()), "DESCRIPTION")
         rows = [
             (
                 t.name,
                 t.tool_class.value,
                 t.category,
                 t.provenance,
+                *((_runs(t, ctx.host.settings),) if routed else ()),
                 listing.described(t.description, t.unavailable, stale.get(t.name, "")),
             )
             for t in tools
@@ -117,7 +124,34 @@ def cmd_list(ctx: Context) -> int:
         print("no tools registered; the skills loaded are prompt skills (instructions, no tools):")
     listing.print_prompt_skills(prompts, after_tools=bool(tools))
     listing.hidden_note(ctx)
+    if routed:
+        _route_notes(ctx)
     return 0
+
+
+def _runs(tool: Tool, settings: Any) -> str:
+    """The RUNS cell: ``local``, ``remote queue NAME`` or ``REFUSED`` (the note below says why)."""
+    runs = where(tool, settings)
+    return "REFUSED (bad route)" if runs.startswith("refused:") else runs
+
+
+def _route_notes(ctx: Context) -> None:
+    """Say on stderr what is wrong with the routes: bad items, routes that match no tool."""
+    from ..remote.plugin import routes
+    from ..remote.routes import unmatched
+
+    table = routes(ctx.host.settings)
+    for problem in table.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    if table.problems:
+        print(
+            "warning: tools no good route matches before a bad one are refused until it is fixed",
+            file=sys.stderr,
+        )
+    for warning in unmatched(table, ctx.host.tools(include_unavailable=True)):
+        print(f"warning: {warning}", file=sys.stderr)
+    if not ctx.host.settings.broker_url:
+        print("warning: remote routes are set but ONGRID_BROKER_URL is not", file=sys.stderr)
 
 
 def _list_for_persona(ctx: Context, tools: list[Tool]) -> int:
@@ -132,6 +166,7 @@ def _list_for_persona(ctx: Context, tools: list[Tool]) -> int:
                 **_summary(t, stale.get(t.name, "")),
                 "needs": needs[t.name],
                 "sandbox": ctx.host.sandbox_profile(t).to_dict(),
+                "runs": where(t, ctx.host.settings),
             }
             for t in tools
         ]
@@ -159,6 +194,7 @@ def cmd_show(ctx: Context) -> int:
         return listing.show_skill(ctx)
     data = tool.to_dict()
     data["needs"] = needs(tool.tool_class)
+    data["runs"] = where(tool, ctx.host.settings)
     profile = ctx.host.sandbox_profile(tool)
     data["sandbox"] = profile.to_dict()
     if tool.sandbox is not None:
@@ -181,6 +217,7 @@ def cmd_show(ctx: Context) -> int:
         "impl",
         "env_allow",
         "timeout_seconds",
+        "runs",
         "source",
         "provenance",
         "digest",

@@ -18,9 +18,10 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import redis
 
-from ..models import CallResult
+from ..models import CallResult, RemoteRun
 from .app import make_app
 from .wire import TASK_NAME, cancel_channel, channel, payload, result_from_dict
 
@@ -94,10 +95,10 @@ class RemoteExecutor:
             )
         except (redis.RedisError, OSError) as exc:
             pubsub.close()
-            return self._failure(request, f"the call was not sent: {self._unreachable(exc)}")
+            return self._unsent(request, exc, task_id)
         except Exception as exc:  # kombu's own connection errors
             pubsub.close()
-            return self._failure(request, f"the call was not sent: {self._unreachable(exc)}")
+            return self._unsent(request, exc, task_id)
         try:
             return self._wait(request, pubsub, task_id, time.monotonic() + wait, wait, stop, emit)
         finally:
@@ -118,21 +119,27 @@ class RemoteExecutor:
             left = deadline - time.monotonic()
             if left <= 0 or (stop is not None and stop.is_set()):
                 self._abandon(request.call_id, task_id)
+                where = RemoteRun(self.queue, task_id, worker)
                 if stop is not None and stop.is_set():
-                    return self._failure(request, "cancelled", status="cancelled")
+                    return self._failure(request, "cancelled", status="cancelled", remote=where)
                 who = f"worker {worker}" if worker else f"no worker of queue {self.queue!r} took it"
                 error = (
                     f"timed out: no answer within {wait:.1f}s (the call's timeout, the kill grace and "
                     f"{GRACE:g}s) from {who}; the task {task_id} was revoked and the call cancelled"
                 )
                 return CallResult(
-                    request.tool.name, False, error=error, timed_out=True, call_id=request.call_id
+                    request.tool.name,
+                    False,
+                    error=error,
+                    timed_out=True,
+                    call_id=request.call_id,
+                    remote=where,
                 )
             try:
                 message = pubsub.get_message(timeout=min(left, _POLL))
             except (redis.RedisError, OSError) as exc:
                 error = f"lost the broker mid-call ({exc}); on {worker or 'queue ' + self.queue}"
-                return self._failure(request, error)
+                return self._failure(request, error, remote=RemoteRun(self.queue, task_id, worker))
             if message is None or message.get("type") != "message":
                 continue
             data = json.loads(message["data"])
@@ -151,7 +158,10 @@ class RemoteExecutor:
                     task_id,
                     data.get("digest"),
                 )
-                return result_from_dict(data["result"])
+                ran = RemoteRun(
+                    self.queue, task_id, str(data.get("worker") or worker), str(data.get("digest") or "")
+                )
+                return attrs.evolve(result_from_dict(data["result"]), remote=ran)
 
     def _abandon(self, call_id: str, task_id: str) -> None:
         """Tell the worker to kill the call, and the queue to drop the task if nobody took it."""
@@ -161,6 +171,10 @@ class RemoteExecutor:
         except Exception as exc:  # the broker is gone too: the worker's own timeout still holds
             logger.warning("remote: cannot cancel task %s: %s", task_id, exc)
 
+    def _unsent(self, request: CallRequest, exc: BaseException, task_id: str) -> CallResult:
+        error = f"the call was not sent: {self._unreachable(exc)}"
+        return self._failure(request, error, remote=RemoteRun(self.queue, task_id))
+
     def _unreachable(self, exc: BaseException) -> str:
         return (
             f"the broker {_redact(self.broker_url)} is unreachable ({type(exc).__name__}: {exc}); "
@@ -168,8 +182,12 @@ class RemoteExecutor:
             f"is redis-server running and ONGRID_BROKER_URL right?"
         )
 
-    def _failure(self, request: CallRequest, error: str, status: str = "") -> CallResult:
-        return CallResult(request.tool.name, False, error=error, call_id=request.call_id, status=status)
+    def _failure(
+        self, request: CallRequest, error: str, status: str = "", remote: RemoteRun | None = None
+    ) -> CallResult:
+        return CallResult(
+            request.tool.name, False, error=error, call_id=request.call_id, status=status, remote=remote
+        )
 
 
 def _redact(url: str) -> str:

@@ -10,28 +10,42 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError
 from ..hookspecs import hookimpl
 from ..models import CallResult
-from .routes import route_for
+from .routes import RouteTable, cached_table
 
 if TYPE_CHECKING:
     from ..models import CallRequest, Tool
     from ..settings import Settings
 
-__all__ = ["ongrid_executor", "where"]
+__all__ = ["ongrid_executor", "routes", "where"]
 
 logger = logging.getLogger(__name__)
 
 
+def routes(settings: Settings) -> RouteTable:
+    """The parsed routes of ``settings`` (bad items kept as problems, never raised)."""
+    return cached_table(settings.remote_routes, settings.remote_routes_from)
+
+
 def where(tool: Tool, settings: Settings) -> str:
-    """Where calls of ``tool`` run under ``settings``: ``local`` or ``queue NAME``."""
-    if tool.kind != "subprocess" or not settings.broker_url:
+    """Where calls of ``tool`` run under ``settings``: ``local`` or ``remote queue NAME``.
+
+    A tool a broken route leaves undecided says so (``refused: ...``): its calls fail
+    until the route is fixed, they do not run locally.
+    """
+    if tool.kind != "subprocess" or not settings.remote_routes:
         return "local"
     try:
-        queue = route_for(tool, settings.remote_routes)
-    except Exception as exc:  # a malformed route: shown, never raised from a listing
-        return f"local (ONGRID_REMOTE_ROUTES is invalid: {exc})"
-    return "local" if queue is None else f"queue {queue}"
+        queue = routes(settings).queue_for(tool)
+    except ConfigError as exc:
+        return f"refused: {exc}"
+    if queue is None:
+        return "local"
+    if not settings.broker_url:
+        return f"refused: routed to queue {queue} but ONGRID_BROKER_URL is not set"
+    return f"remote queue {queue}"
 
 
 @hookimpl
@@ -39,7 +53,10 @@ def ongrid_executor(tool: Tool, settings: Settings) -> Any:
     """A remote executor for a routed ``subprocess`` tool; ``None`` for every other tool."""
     if not settings.remote_routes or tool.kind != "subprocess":
         return None
-    queue = route_for(tool, settings.remote_routes)
+    try:
+        queue = routes(settings).queue_for(tool)
+    except ConfigError as exc:
+        return _Refusing(str(exc))
     if queue is None:
         return None
     if not settings.broker_url:
