@@ -1,12 +1,42 @@
-"""The worker side: the ``ongrid.run`` task and ``ongrid-skills worker``.
+"""The worker side: the ``ongrid.run`` tasks and ``ongrid-skills worker``.
 
 A worker loads its own skills (its own roots, packs and settings, read from its
 environment) once, before Celery forks its pool, and runs each call with the local
 :class:`~ongrid_plugins.executors.subprocess.SubprocessExecutor`: its sandbox, limits,
 env allow-list, timeout and output caps. Before anything runs it checks that it has
 the tool, that the tool's digests equal the host's, narrows the host's profile and
-limits with its own (:func:`.wire.narrower`), and claims the call's idempotency key.
-It holds no approval state: the host's gate decided before the task was sent.
+limits with its own (:func:`.wire.narrower`), and, for a call that changes something,
+claims the call's idempotency key. It holds no approval state: the host's gate decided
+before the task was sent.
+
+Delivery, per class (the worker's own copy of the tool decides, not the payload):
+
+- ``safe`` calls are sent as ``ongrid.run_safe``, acknowledged *late* and rejected
+  back onto the queue when the pool process running them dies
+  (``acks_late`` + ``reject_on_worker_lost``): at least once. Running a read-only call
+  twice is harmless, and a call whose worker process was lost is then answered by
+  another one while the host still waits. The task's expiry (the host's wait) bounds
+  the redeliveries: a task nobody can finish in time is dropped, not retried forever.
+  A safe call claims nothing.
+- ``mutating`` and ``dangerous`` calls are sent as ``ongrid.run``, acknowledged *early*
+  (when a worker takes the task): at most once from the broker's side. Early acks are
+  not enough on their own (a visibility-timeout restore, a republished message, two
+  hosts spending one ticket), so before running the worker claims an idempotency key
+  atomically (``SET NX`` in Redis, kept :data:`CLAIM_TTL` seconds): the ticket id for a
+  two-person call, else the call id. A task whose key is already claimed is answered
+  with a failure that says so and names the worker and task that hold the claim; the
+  skill does not run. A call whose worker died mid-call is therefore never retried:
+  the host's caller gets a failure (the host's timeout, naming the worker) and decides.
+
+A worker killed mid-call (SIGKILL, machine loss) cannot kill its skill's processes.
+They stay in the call's cgroup (the sandbox's per-call pids group, which ``setsid``
+cannot leave), and the next worker started on that machine kills them before it
+takes any call (:func:`~ongrid_plugins.executors.confine.cgroups.sweep_stale`); so
+does each pool process Celery starts to replace one that died. Without cgroups
+(unconfined, not root) nothing tracks them and the worker says so at start.
+
+Each call is logged at INFO on ``ongrid_plugins.remote.worker``: the worker, the call
+id, the tool and the outcome (with the error when it failed).
 """
 
 from __future__ import annotations
@@ -25,6 +55,7 @@ from ..errors import OngridError
 from ..models import CallRequest, CallResult, Event
 from .app import make_app
 from .wire import (
+    SAFE_TASK_NAME,
     TASK_NAME,
     cancel_channel,
     channel,
@@ -80,9 +111,15 @@ def build_app(broker_url: str, host: SkillHost | None = None) -> Any:
         _state.host = host
     app = make_app(broker_url)
     if TASK_NAME not in app.tasks:
-
-        @app.task(name=TASK_NAME, bind=True)  # type: ignore[untyped-decorator]
+        # The result travels on the call's channel: nothing is stored in the backend.
+        @app.task(name=TASK_NAME, bind=True, ignore_result=True, acks_late=False)  # type: ignore[untyped-decorator]
         def run(self: Any, body: dict[str, Any]) -> dict[str, Any]:
+            return execute(body, str(self.request.hostname), str(self.request.id))
+
+        @app.task(  # type: ignore[untyped-decorator]
+            name=SAFE_TASK_NAME, bind=True, ignore_result=True, acks_late=True, reject_on_worker_lost=True
+        )
+        def run_safe(self: Any, body: dict[str, Any]) -> dict[str, Any]:
             return execute(body, str(self.request.hostname), str(self.request.id))
 
     return app
@@ -133,16 +170,9 @@ def _execute(
         return fail(mismatch, tool.digest)
     if not tool.available:
         return fail(f"on worker {worker}: {name} is unavailable: {'; '.join(tool.unavailable)}", tool.digest)
-    key = claim_key(body)
-    mark = f"worker {worker}, task {task_id}, call {call_id}"
-    if not client.set(key, mark, nx=True, ex=CLAIM_TTL):
-        owner = client.get(key)
-        held = owner.decode() if isinstance(owner, bytes) else str(owner)
-        return fail(
-            f"refused on worker {worker}: {key.split(':', 2)[2]} was already claimed ({held}); "
-            "a redelivered or repeated task is never run twice",
-            tool.digest,
-        )
+    refusal = _claim(tool, body, worker, task_id, client)
+    if refusal:
+        return fail(refusal, tool.digest)
     own = host.sandbox_profile(tool)
     sent = body.get("sandbox")
     profile = narrower(profile_from_dict(sent) if sent else None, own)
@@ -173,6 +203,22 @@ def _execute(
     )
     stdout_cap = min(int(body.get("stdout_cap") or settings.stdout_cap), settings.stdout_cap)
     return asyncio.run(_run(request, stdout_cap, settings, call_id)), tool.digest
+
+
+def _claim(tool: Tool, body: dict[str, Any], worker: str, task_id: str, client: redis.Redis) -> str:
+    """Claim a changing call's idempotency key; why the call is refused, or ``""`` to run it."""
+    if tool.tool_class.value == "safe":
+        return ""  # at least once: a redelivered safe call runs again
+    key = claim_key(body)
+    mark = f"worker {worker}, task {task_id}, call {body.get('call_id', '')}"
+    if client.set(key, mark, nx=True, ex=CLAIM_TTL):
+        return ""
+    owner = client.get(key)
+    held = owner.decode() if isinstance(owner, bytes) else str(owner)
+    return (
+        f"refused on worker {worker}: {key.split(':', 2)[2]} was already claimed ({held}); "
+        f"a redelivered or repeated {tool.tool_class.value} call is never run twice"
+    )
 
 
 def _digest_mismatch(tool: Tool, body: dict[str, Any], worker: str) -> str:
@@ -240,6 +286,8 @@ def run_worker(
     tools = loaded.tools()
     logging.getLogger("ongrid_plugins").setLevel(logging.INFO)
     logger.info("ongrid worker %s: %d tool(s), queues %s", name, len(tools), ",".join(queues))
+    _sweep(name, "at start")
+    _sweep_in_each_pool_process(name)
     try:
         info = {"skills": len(loaded.skills()), "tools": len(tools), "queues": list(queues)}
         _client().set(f"ongrid:worker:{name}", json.dumps(info), ex=CLAIM_TTL)
@@ -263,6 +311,38 @@ def run_worker(
         "fair",
     ]
     app.worker_main(argv)
+
+
+def _sweep(name: str, when: str, *, quiet: bool = False) -> None:
+    """Kill the processes left by calls whose worker process died (see the module docs)."""
+    from ..executors.confine import cgroups
+
+    killed = cgroups.sweep_stale()
+    if killed is None:
+        if quiet:
+            return
+        logger.warning(
+            "ongrid worker %s: no per-call cgroups here (needs root and cgroup v1 pids): "
+            "a skill's processes that left its process group can outlive a killed worker",
+            name,
+        )
+    elif killed:
+        logger.warning(
+            "ongrid worker %s: killed %d process(es) left by calls of a worker that died (%s)",
+            name,
+            killed,
+            when,
+        )
+
+
+def _sweep_in_each_pool_process(name: str) -> None:
+    """A pool process Celery starts (also to replace one that died) sweeps before its first call."""
+    from celery.signals import worker_process_init  # type: ignore[import-untyped]
+
+    def swept(**_kwargs: Any) -> None:
+        _sweep(name, "in a new pool process", quiet=True)
+
+    worker_process_init.connect(swept, weak=False)
 
 
 def live_workers(broker_url: str, timeout: float = 1.0) -> list[dict[str, Any]]:
