@@ -35,8 +35,11 @@ takes any call (:func:`~ongrid_plugins.executors.confine.cgroups.sweep_stale`); 
 does each pool process Celery starts to replace one that died. Without cgroups
 (unconfined, not root) nothing tracks them and the worker says so at start.
 
-Each call is logged at INFO on ``ongrid_plugins.remote.worker``: the worker, the call
-id, the tool and the outcome (with the error when it failed).
+Each call is logged at INFO on ``ongrid_plugins.remote.worker`` (to stderr, in Celery's
+line format, unless the embedder gave that logger a handler): the worker, the call id,
+the tool and the outcome, with the error when it failed, e.g.
+``[... INFO/ForkPoolWorker-1] ongrid_plugins.remote.worker: ongrid worker w1@db1: call
+c8ed...03 of disk_usage: ok``.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ import json
 import logging
 import os
 import socket
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -284,7 +288,7 @@ def run_worker(
     loaded = _host()
     name = name or f"ongrid-{os.getpid()}@{socket.gethostname()}"
     tools = loaded.tools()
-    logging.getLogger("ongrid_plugins").setLevel(logging.INFO)
+    _log_to_stderr()
     logger.info("ongrid worker %s: %d tool(s), queues %s", name, len(tools), ",".join(queues))
     _sweep(name, "at start")
     _sweep_in_each_pool_process(name)
@@ -311,6 +315,22 @@ def run_worker(
         "fair",
     ]
     app.worker_main(argv)
+
+
+def _log_to_stderr() -> None:
+    """Log the worker's lines at INFO to stderr, timed and levelled like Celery's own lines.
+
+    Left alone when the embedder gave ``ongrid_plugins.remote.worker`` a handler.
+    """
+    logger.setLevel(logging.INFO)
+    if logger.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        logging.Formatter("[%(asctime)s: %(levelname)s/%(processName)s] %(name)s: %(message)s")
+    )
+    logger.addHandler(handler)
+    logger.propagate = False
 
 
 def _sweep(name: str, when: str, *, quiet: bool = False) -> None:
