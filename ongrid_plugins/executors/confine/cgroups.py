@@ -110,13 +110,20 @@ def sweep_stale() -> int | None:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs; a zombie does not (a killed worker's pool process, say, until
+    init reaps it: its groups are stale already, and a restart at once must sweep them)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        stat = _read(f"/proc/{pid}/stat")
+    except OSError:
+        return not os.path.isdir("/proc/self")  # no /proc: trust kill(0)
+    fields = stat.rpartition(")")[2].split()
+    return not fields or fields[0] not in ("Z", "X")
 
 
 def _remove_own() -> None:
