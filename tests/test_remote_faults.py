@@ -9,6 +9,7 @@ number of times the skill ran.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -65,6 +66,12 @@ sleep 60
 echo '{{}}'
 """
 
+LINGERING = f"""#!/bin/sh
+cat >/dev/null
+sh -c 'sleep 60; :' lingering-{TOKEN}
+echo '{{}}'
+"""
+
 FAILING = """#!/bin/sh
 cat >/dev/null
 echo "no such disk" >&2
@@ -87,6 +94,7 @@ def _skills(root: Path, runs: Path) -> Path:
         )
     make_skill(root, "peek", script=PEEK, timeout_seconds=10, **{"class": "safe"})
     make_skill(root, "orphan", script=ORPHAN, timeout_seconds=3, **{"class": "safe"})
+    make_skill(root, "lingering", script=LINGERING, timeout_seconds=90, **{"class": "safe"})
     make_skill(root, "alpha", **{"class": "safe"})
     make_skill(root, "beta", **{"class": "safe"})
     make_skill(root, "failing", script=FAILING, **{"class": "safe"})
@@ -283,6 +291,42 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks; ``""`` for a zombie (it is dead)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return "" if fields[0] == "Z" else fields[19]
+
+
+def _call_group_of(pid: int) -> list[tuple[int, str]]:
+    """The processes in ``pid``'s per-call pids cgroup, with their start times (pids get reused)."""
+    line = next(x for x in Path(f"/proc/{pid}/cgroup").read_text().splitlines() if ":pids:" in x)
+    members = Path(f"/sys/fs/cgroup/pids{line.split(':', 2)[2]}/cgroup.procs").read_text().split()
+    return [(int(m), _start_time(int(m))) for m in members]
+
+
+def _orphan_group() -> list[tuple[int, str]]:
+    """The processes of the orphan's call group once the orphan alone carries the marker."""
+    found = _processes_with(f"ongrid-orphan-{TOKEN}")  # two while the orphan forks its sleep
+    return _call_group_of(found[0]) if len(found) == 1 else []
+
+
+def _why(pid: int, worker: Worker) -> str:
+    line = next(x for x in Path(f"/proc/{pid}/cgroup").read_text().splitlines() if ":pids:" in x)
+    owner = line.rpartition("/")[2].partition("-")[0]
+    try:
+        seen = Path(f"/proc/{owner}/stat").read_text()
+    except OSError as exc:
+        seen = str(exc)
+    return f"the orphan survived in {line}; its owner {owner}: {seen}\n{worker.log.read_text()}"
+
+
+def _alive(pid: int, start: str) -> bool:
+    try:
+        return _start_time(pid) == start
+    except OSError:
+        return False
+
+
 # ---------------------------------------------------------------- acknowledgement per class
 
 
@@ -393,20 +437,23 @@ def test_a_worker_sigkilled_mid_call_names_itself_and_leaves_no_orphan_after_res
     thread.start()
     try:
         assert forked.wait(15), victim.log.read_text()
-        assert _wait_for(lambda: bool(_processes_with(f"ongrid-orphan-{TOKEN}")), 5)
+        # The skill (sh), its sleep, the orphan (sh) and its sleep, all started.
+        assert _wait_for(lambda: len(_orphan_group()) == 4, 5), _orphan_group()
+        [orphan] = _processes_with(f"ongrid-orphan-{TOKEN}")
+        left = _call_group_of(orphan)
         victim.kill()
+        # The worker is gone; its skill and the skill's setsid grandchild are not.
+        assert [p for p in left if _alive(*p)] == left, "nothing was left to sweep"
+        victim.start()  # a machine's worker restarts at once (systemd's Restart=always)
         thread.join(15)
         [result] = box
         elapsed = time.monotonic() - started
         assert result.outcome == "timed_out"
         assert "from worker victim@test" in str(result.error)
         assert elapsed < 3 + host.settings.kill_grace + 2.5
-        # The worker is gone; its skill and the skill's setsid grandchild are not.
-        assert _processes_with(f"ongrid-orphan-{TOKEN}"), "nothing was left to sweep"
-        victim.start()
         victim.ready()
-        assert _wait_for(lambda: not _processes_with(f"ongrid-orphan-{TOKEN}"), 5), "the orphan survived"
-        assert not _processes_with(str(root / "orphan")), "the skill itself survived"
+        assert _wait_for(lambda: not _processes_with(f"ongrid-orphan-{TOKEN}"), 5), _why(orphan, victim)
+        assert not [p for p in left if _alive(*p)], "a process of the call survived"
     finally:
         victim.stop()
         for pid in _processes_with(f"ongrid-orphan-{TOKEN}"):
@@ -469,3 +516,27 @@ def test_two_hosts_racing_one_approved_ticket_on_two_workers_run_it_once(
     assert len(outcomes) == 2 and len(ran) == 1, outcomes
     assert ran[0].value == {"ran": True}
     assert _runs(runs, "wipe_remote") == before + 1
+
+
+# ------------------------------------------------------------------ cancelling on the host
+
+
+def test_cancelling_a_remote_call_on_the_host_kills_the_skill_on_the_worker(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
+) -> None:
+    """The worker's one cancel subscription per process hears the host's cancel."""
+    host = _host(tmp_path, broker, runs)
+    started = asyncio.Event()
+
+    async def main() -> None:
+        task = asyncio.ensure_future(
+            host.acall("lingering", {}, on_event=lambda e: e.kind == "start" and started.set())
+        )
+        await asyncio.wait_for(started.wait(), 15)
+        assert _wait_for(lambda: bool(_processes_with(f"lingering-{TOKEN}")), 5)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert _wait_for(lambda: not _processes_with(f"lingering-{TOKEN}"), 5), "the skill outlived the cancel"

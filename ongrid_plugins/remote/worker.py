@@ -45,12 +45,15 @@ c8ed...03 of disk_usage: ok``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import socket
 import sys
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -206,7 +209,7 @@ def _execute(
         sandbox=profile,
     )
     stdout_cap = min(int(body.get("stdout_cap") or settings.stdout_cap), settings.stdout_cap)
-    return asyncio.run(_run(request, stdout_cap, settings, call_id)), tool.digest
+    return _loop().run_until_complete(_run(request, stdout_cap, settings, call_id)), tool.digest
 
 
 def _claim(tool: Tool, body: dict[str, Any], worker: str, task_id: str, client: redis.Redis) -> str:
@@ -244,32 +247,89 @@ def _lower(sent: Any, own: float) -> float:
 
 async def _run(request: CallRequest, stdout_cap: int, settings: Settings, call_id: str) -> CallResult:
     """Run the call; a cancel published by the host kills its process group."""
-    import redis.asyncio as aioredis
-
     from ..executors.subprocess import SubprocessExecutor
 
     executor = SubprocessExecutor(stdout_cap, settings.kill_grace, settings)
-    client = aioredis.Redis.from_url(_state.broker_url, socket_connect_timeout=5)
-    pubsub = client.pubsub(ignore_subscribe_messages=True)
-    await pubsub.subscribe(cancel_channel(call_id))
     task = asyncio.ensure_future(executor.arun(request))
+    with _cancels.watching(call_id, task):
+        try:
+            return await task
+        except asyncio.CancelledError:
+            error = "cancelled by the host (timeout or cancellation): the process group was killed"
+            return CallResult(request.tool.name, False, error=error, call_id=call_id, status="cancelled")
 
-    async def watch() -> None:
-        async for message in pubsub.listen():
-            if message.get("type") == "message":
-                task.cancel()
+
+def _loop() -> asyncio.AbstractEventLoop:
+    """This thread's event loop, kept from call to call (a new loop per call costs a millisecond)."""
+    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
+    if loop is None or loop.is_closed() or getattr(_local, "pid", 0) != os.getpid():
+        loop = _local.loop = asyncio.new_event_loop()
+        _local.pid = os.getpid()
+    return loop
+
+
+_local = threading.local()
+
+
+class _Cancels:
+    """The calls running in this process, and the one subscription that hears their cancels.
+
+    One thread per process holds a pattern subscription to every call's cancel channel,
+    made when the process starts, so a call costs no connection or SUBSCRIBE of its own.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]] = {}
+        self.ready = threading.Event()
+        self.pid = 0
+
+    def start(self) -> None:
+        """Start this process's listener (again after a fork); waits briefly until it listens."""
+        with self.lock:
+            if self.pid == os.getpid():
                 return
+            self.pid = os.getpid()
+            self.running = {}
+            self.ready = threading.Event()
+            thread = threading.Thread(target=self._listen, name="ongrid-cancels", daemon=True)
+            thread.start()
+        self.ready.wait(5)
 
-    watcher = asyncio.ensure_future(watch())
-    try:
-        return await task
-    except asyncio.CancelledError:
-        error = "cancelled by the host (timeout or cancellation): the process group was killed"
-        return CallResult(request.tool.name, False, error=error, call_id=call_id, status="cancelled")
-    finally:
-        watcher.cancel()
-        await pubsub.aclose()  # type: ignore[no-untyped-call]
-        await client.aclose()
+    @contextlib.contextmanager
+    def watching(self, call_id: str, task: asyncio.Future[Any]) -> Iterator[None]:
+        self.start()
+        with self.lock:
+            self.running[call_id] = (asyncio.get_running_loop(), task)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.running.pop(call_id, None)
+
+    def _listen(self) -> None:
+        prefix = cancel_channel("")
+        while True:
+            try:
+                client = redis.Redis.from_url(_state.broker_url, socket_connect_timeout=5)
+                pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+                pubsub.psubscribe(cancel_channel("*"))
+                self.ready.set()
+                for message in pubsub.listen():
+                    if message.get("type") != "pmessage":
+                        continue
+                    name = message["channel"]
+                    call_id = (name.decode() if isinstance(name, bytes) else str(name))[len(prefix) :]
+                    with self.lock:
+                        found = self.running.get(call_id)
+                    if found is not None:
+                        found[0].call_soon_threadsafe(found[1].cancel)
+            except redis.RedisError as exc:
+                logger.warning("ongrid worker: cancel subscription lost (%s); again in 1s", exc)
+                time.sleep(1)
+
+
+_cancels = _Cancels()
 
 
 def run_worker(
@@ -361,6 +421,7 @@ def _sweep_in_each_pool_process(name: str) -> None:
 
     def swept(**_kwargs: Any) -> None:
         _sweep(name, "in a new pool process", quiet=True)
+        _cancels.start()
 
     worker_process_init.connect(swept, weak=False)
 
