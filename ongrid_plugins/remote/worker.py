@@ -118,16 +118,17 @@ def build_app(broker_url: str, host: SkillHost | None = None) -> Any:
         _state.host = host
     app = make_app(broker_url)
     if TASK_NAME not in app.tasks:
-        # The result travels on the call's channel: nothing is stored in the backend.
+        # The result travels on the call's channel: nothing is stored in the backend, and
+        # the task returns only the status (for Celery's own log line, through the pool pipe).
         @app.task(name=TASK_NAME, bind=True, ignore_result=True, acks_late=False)  # type: ignore[untyped-decorator]
-        def run(self: Any, body: dict[str, Any]) -> dict[str, Any]:
-            return execute(body, str(self.request.hostname), str(self.request.id))
+        def run(self: Any, body: dict[str, Any]) -> str:
+            return str(execute(body, str(self.request.hostname), str(self.request.id))["status"])
 
         @app.task(  # type: ignore[untyped-decorator]
             name=SAFE_TASK_NAME, bind=True, ignore_result=True, acks_late=True, reject_on_worker_lost=True
         )
-        def run_safe(self: Any, body: dict[str, Any]) -> dict[str, Any]:
-            return execute(body, str(self.request.hostname), str(self.request.id))
+        def run_safe(self: Any, body: dict[str, Any]) -> str:
+            return str(execute(body, str(self.request.hostname), str(self.request.id))["status"])
 
     return app
 
@@ -137,8 +138,14 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
     client = _client()
     topic = channel(str(body.get("call_id", "")))
 
+    held: list[str] = []  # the ``exit`` event, sent with the result in one round trip
+
     def publish(message: dict[str, Any]) -> None:
-        client.publish(topic, json.dumps(message, ensure_ascii=False))
+        text = json.dumps(message, ensure_ascii=False)
+        if message.get("kind") == "exit":
+            held.append(text)
+        else:
+            client.publish(topic, text)
 
     publish({"k": "accepted", "worker": worker, "task_id": task_id})
     result, digest = _execute(body, worker, task_id, client, publish)
@@ -151,7 +158,12 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
         f" ({result.error})" if result.error else "",
     )
     data = result_to_dict(result)
-    publish({"k": "result", "result": data, "worker": worker, "digest": digest})
+    pipe = client.pipeline(transaction=False)
+    for text in held:
+        pipe.publish(topic, text)
+    result_message = {"k": "result", "result": data, "worker": worker, "digest": digest}
+    pipe.publish(topic, json.dumps(result_message, ensure_ascii=False))
+    pipe.execute()
     return data
 
 
