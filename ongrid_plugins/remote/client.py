@@ -23,7 +23,7 @@ import redis
 
 from ..models import CallResult, RemoteRun
 from .app import make_app
-from .wire import TASK_NAME, cancel_channel, channel, payload, result_from_dict
+from .wire import cancel_channel, channel, payload, result_from_dict, task_for
 
 if TYPE_CHECKING:
     from ..models import CallRequest
@@ -91,7 +91,12 @@ class RemoteExecutor:
             pubsub.subscribe(channel(request.call_id))
             app = make_app(self.broker_url, self.settings.broker_timeout)
             app.send_task(
-                TASK_NAME, args=[body], queue=self.queue, task_id=task_id, expires=wait, retry=False
+                task_for(body["tool_class"]),
+                args=[body],
+                queue=self.queue,
+                task_id=task_id,
+                expires=wait,
+                retry=False,
             )
         except (redis.RedisError, OSError) as exc:
             pubsub.close()

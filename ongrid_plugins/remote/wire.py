@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..models import CallRequest
 
 __all__ = [
+    "SAFE_TASK_NAME",
     "TASK_NAME",
     "channel",
     "claim_key",
@@ -26,10 +27,13 @@ __all__ = [
     "profile_to_dict",
     "result_from_dict",
     "result_to_dict",
+    "task_for",
 ]
 
 TASK_NAME = "ongrid.run"
-"""The one Celery task a worker registers."""
+"""The task for ``mutating`` and ``dangerous`` calls: acknowledged early, at most once."""
+SAFE_TASK_NAME = "ongrid.run_safe"
+"""The task for ``safe`` calls: acknowledged late, redelivered if its worker is lost."""
 PROTOCOL = 1
 
 
@@ -41,6 +45,11 @@ def channel(call_id: str) -> str:
 def cancel_channel(call_id: str) -> str:
     """The channel a host publishes on to cancel a running call (the worker kills it)."""
     return f"ongrid:cancel:{call_id}"
+
+
+def task_for(tool_class: str) -> str:
+    """The task a call of ``tool_class`` is sent as (the acknowledgement mode: :mod:`.worker`)."""
+    return SAFE_TASK_NAME if tool_class == "safe" else TASK_NAME
 
 
 def claim_key(body: dict[str, Any]) -> str:

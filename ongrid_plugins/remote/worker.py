@@ -1,22 +1,59 @@
-"""The worker side: the ``ongrid.run`` task and ``ongrid-skills worker``.
+"""The worker side: the ``ongrid.run`` tasks and ``ongrid-skills worker``.
 
 A worker loads its own skills (its own roots, packs and settings, read from its
 environment) once, before Celery forks its pool, and runs each call with the local
 :class:`~ongrid_plugins.executors.subprocess.SubprocessExecutor`: its sandbox, limits,
 env allow-list, timeout and output caps. Before anything runs it checks that it has
 the tool, that the tool's digests equal the host's, narrows the host's profile and
-limits with its own (:func:`.wire.narrower`), and claims the call's idempotency key.
-It holds no approval state: the host's gate decided before the task was sent.
+limits with its own (:func:`.wire.narrower`), and, for a call that changes something,
+claims the call's idempotency key. It holds no approval state: the host's gate decided
+before the task was sent.
+
+Delivery, per class (the worker's own copy of the tool decides, not the payload):
+
+- ``safe`` calls are sent as ``ongrid.run_safe``, acknowledged *late* and rejected
+  back onto the queue when the pool process running them dies
+  (``acks_late`` + ``reject_on_worker_lost``): at least once. Running a read-only call
+  twice is harmless, and a call whose worker process was lost is then answered by
+  another one while the host still waits. The task's expiry (the host's wait) bounds
+  the redeliveries: a task nobody can finish in time is dropped, not retried forever.
+  A safe call claims nothing.
+- ``mutating`` and ``dangerous`` calls are sent as ``ongrid.run``, acknowledged *early*
+  (when a worker takes the task): at most once from the broker's side. Early acks are
+  not enough on their own (a visibility-timeout restore, a republished message, two
+  hosts spending one ticket), so before running the worker claims an idempotency key
+  atomically (``SET NX`` in Redis, kept :data:`CLAIM_TTL` seconds): the ticket id for a
+  two-person call, else the call id. A task whose key is already claimed is answered
+  with a failure that says so and names the worker and task that hold the claim; the
+  skill does not run. A call whose worker died mid-call is therefore never retried:
+  the host's caller gets a failure (the host's timeout, naming the worker) and decides.
+
+A worker killed mid-call (SIGKILL, machine loss) cannot kill its skill's processes.
+They stay in the call's cgroup (the sandbox's per-call pids group, which ``setsid``
+cannot leave), and the next worker started on that machine kills them before it
+takes any call (:func:`~ongrid_plugins.executors.confine.cgroups.sweep_stale`); so
+does each pool process Celery starts to replace one that died. Without cgroups
+(unconfined, not root) nothing tracks them and the worker says so at start.
+
+Each call is logged at INFO on ``ongrid_plugins.remote.worker`` (to stderr, in Celery's
+line format, unless the embedder gave that logger a handler): the worker, the call id,
+the tool and the outcome, with the error when it failed, e.g.
+``[... INFO/ForkPoolWorker-1] ongrid_plugins.remote.worker: ongrid worker w1@db1: call
+c8ed...03 of disk_usage: ok``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import socket
-from collections.abc import Sequence
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -25,6 +62,7 @@ from ..errors import OngridError
 from ..models import CallRequest, CallResult, Event
 from .app import make_app
 from .wire import (
+    SAFE_TASK_NAME,
     TASK_NAME,
     cancel_channel,
     channel,
@@ -80,10 +118,17 @@ def build_app(broker_url: str, host: SkillHost | None = None) -> Any:
         _state.host = host
     app = make_app(broker_url)
     if TASK_NAME not in app.tasks:
+        # The result travels on the call's channel: nothing is stored in the backend, and
+        # the task returns only the status (for Celery's own log line, through the pool pipe).
+        @app.task(name=TASK_NAME, bind=True, ignore_result=True, acks_late=False)  # type: ignore[untyped-decorator]
+        def run(self: Any, body: dict[str, Any]) -> str:
+            return str(execute(body, str(self.request.hostname), str(self.request.id))["status"])
 
-        @app.task(name=TASK_NAME, bind=True)  # type: ignore[untyped-decorator]
-        def run(self: Any, body: dict[str, Any]) -> dict[str, Any]:
-            return execute(body, str(self.request.hostname), str(self.request.id))
+        @app.task(  # type: ignore[untyped-decorator]
+            name=SAFE_TASK_NAME, bind=True, ignore_result=True, acks_late=True, reject_on_worker_lost=True
+        )
+        def run_safe(self: Any, body: dict[str, Any]) -> str:
+            return str(execute(body, str(self.request.hostname), str(self.request.id))["status"])
 
     return app
 
@@ -93,8 +138,14 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
     client = _client()
     topic = channel(str(body.get("call_id", "")))
 
+    held: list[str] = []  # the ``exit`` event, sent with the result in one round trip
+
     def publish(message: dict[str, Any]) -> None:
-        client.publish(topic, json.dumps(message, ensure_ascii=False))
+        text = json.dumps(message, ensure_ascii=False)
+        if message.get("kind") == "exit":
+            held.append(text)
+        else:
+            client.publish(topic, text)
 
     publish({"k": "accepted", "worker": worker, "task_id": task_id})
     result, digest = _execute(body, worker, task_id, client, publish)
@@ -107,7 +158,12 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
         f" ({result.error})" if result.error else "",
     )
     data = result_to_dict(result)
-    publish({"k": "result", "result": data, "worker": worker, "digest": digest})
+    pipe = client.pipeline(transaction=False)
+    for text in held:
+        pipe.publish(topic, text)
+    result_message = {"k": "result", "result": data, "worker": worker, "digest": digest}
+    pipe.publish(topic, json.dumps(result_message, ensure_ascii=False))
+    pipe.execute()
     return data
 
 
@@ -133,16 +189,9 @@ def _execute(
         return fail(mismatch, tool.digest)
     if not tool.available:
         return fail(f"on worker {worker}: {name} is unavailable: {'; '.join(tool.unavailable)}", tool.digest)
-    key = claim_key(body)
-    mark = f"worker {worker}, task {task_id}, call {call_id}"
-    if not client.set(key, mark, nx=True, ex=CLAIM_TTL):
-        owner = client.get(key)
-        held = owner.decode() if isinstance(owner, bytes) else str(owner)
-        return fail(
-            f"refused on worker {worker}: {key.split(':', 2)[2]} was already claimed ({held}); "
-            "a redelivered or repeated task is never run twice",
-            tool.digest,
-        )
+    refusal = _claim(tool, body, worker, task_id, client)
+    if refusal:
+        return fail(refusal, tool.digest)
     own = host.sandbox_profile(tool)
     sent = body.get("sandbox")
     profile = narrower(profile_from_dict(sent) if sent else None, own)
@@ -172,7 +221,23 @@ def _execute(
         sandbox=profile,
     )
     stdout_cap = min(int(body.get("stdout_cap") or settings.stdout_cap), settings.stdout_cap)
-    return asyncio.run(_run(request, stdout_cap, settings, call_id)), tool.digest
+    return _loop().run_until_complete(_run(request, stdout_cap, settings, call_id)), tool.digest
+
+
+def _claim(tool: Tool, body: dict[str, Any], worker: str, task_id: str, client: redis.Redis) -> str:
+    """Claim a changing call's idempotency key; why the call is refused, or ``""`` to run it."""
+    if tool.tool_class.value == "safe":
+        return ""  # at least once: a redelivered safe call runs again
+    key = claim_key(body)
+    mark = f"worker {worker}, task {task_id}, call {body.get('call_id', '')}"
+    if client.set(key, mark, nx=True, ex=CLAIM_TTL):
+        return ""
+    owner = client.get(key)
+    held = owner.decode() if isinstance(owner, bytes) else str(owner)
+    return (
+        f"refused on worker {worker}: {key.split(':', 2)[2]} was already claimed ({held}); "
+        f"a redelivered or repeated {tool.tool_class.value} call is never run twice"
+    )
 
 
 def _digest_mismatch(tool: Tool, body: dict[str, Any], worker: str) -> str:
@@ -194,32 +259,89 @@ def _lower(sent: Any, own: float) -> float:
 
 async def _run(request: CallRequest, stdout_cap: int, settings: Settings, call_id: str) -> CallResult:
     """Run the call; a cancel published by the host kills its process group."""
-    import redis.asyncio as aioredis
-
     from ..executors.subprocess import SubprocessExecutor
 
     executor = SubprocessExecutor(stdout_cap, settings.kill_grace, settings)
-    client = aioredis.Redis.from_url(_state.broker_url, socket_connect_timeout=5)
-    pubsub = client.pubsub(ignore_subscribe_messages=True)
-    await pubsub.subscribe(cancel_channel(call_id))
     task = asyncio.ensure_future(executor.arun(request))
+    with _cancels.watching(call_id, task):
+        try:
+            return await task
+        except asyncio.CancelledError:
+            error = "cancelled by the host (timeout or cancellation): the process group was killed"
+            return CallResult(request.tool.name, False, error=error, call_id=call_id, status="cancelled")
 
-    async def watch() -> None:
-        async for message in pubsub.listen():
-            if message.get("type") == "message":
-                task.cancel()
+
+def _loop() -> asyncio.AbstractEventLoop:
+    """This thread's event loop, kept from call to call (a new loop per call costs a millisecond)."""
+    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
+    if loop is None or loop.is_closed() or getattr(_local, "pid", 0) != os.getpid():
+        loop = _local.loop = asyncio.new_event_loop()
+        _local.pid = os.getpid()
+    return loop
+
+
+_local = threading.local()
+
+
+class _Cancels:
+    """The calls running in this process, and the one subscription that hears their cancels.
+
+    One thread per process holds a pattern subscription to every call's cancel channel,
+    made when the process starts, so a call costs no connection or SUBSCRIBE of its own.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]] = {}
+        self.ready = threading.Event()
+        self.pid = 0
+
+    def start(self) -> None:
+        """Start this process's listener (again after a fork); waits briefly until it listens."""
+        with self.lock:
+            if self.pid == os.getpid():
                 return
+            self.pid = os.getpid()
+            self.running = {}
+            self.ready = threading.Event()
+            thread = threading.Thread(target=self._listen, name="ongrid-cancels", daemon=True)
+            thread.start()
+        self.ready.wait(5)
 
-    watcher = asyncio.ensure_future(watch())
-    try:
-        return await task
-    except asyncio.CancelledError:
-        error = "cancelled by the host (timeout or cancellation): the process group was killed"
-        return CallResult(request.tool.name, False, error=error, call_id=call_id, status="cancelled")
-    finally:
-        watcher.cancel()
-        await pubsub.aclose()  # type: ignore[no-untyped-call]
-        await client.aclose()
+    @contextlib.contextmanager
+    def watching(self, call_id: str, task: asyncio.Future[Any]) -> Iterator[None]:
+        self.start()
+        with self.lock:
+            self.running[call_id] = (asyncio.get_running_loop(), task)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.running.pop(call_id, None)
+
+    def _listen(self) -> None:
+        prefix = cancel_channel("")
+        while True:
+            try:
+                client = redis.Redis.from_url(_state.broker_url, socket_connect_timeout=5)
+                pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+                pubsub.psubscribe(cancel_channel("*"))
+                self.ready.set()
+                for message in pubsub.listen():
+                    if message.get("type") != "pmessage":
+                        continue
+                    name = message["channel"]
+                    call_id = (name.decode() if isinstance(name, bytes) else str(name))[len(prefix) :]
+                    with self.lock:
+                        found = self.running.get(call_id)
+                    if found is not None:
+                        found[0].call_soon_threadsafe(found[1].cancel)
+            except redis.RedisError as exc:
+                logger.warning("ongrid worker: cancel subscription lost (%s); again in 1s", exc)
+                time.sleep(1)
+
+
+_cancels = _Cancels()
 
 
 def run_worker(
@@ -238,8 +360,10 @@ def run_worker(
     loaded = _host()
     name = name or f"ongrid-{os.getpid()}@{socket.gethostname()}"
     tools = loaded.tools()
-    logging.getLogger("ongrid_plugins").setLevel(logging.INFO)
+    _log_to_stderr()
     logger.info("ongrid worker %s: %d tool(s), queues %s", name, len(tools), ",".join(queues))
+    _sweep(name, "at start")
+    _sweep_in_each_pool_process(name)
     try:
         info = {"skills": len(loaded.skills()), "tools": len(tools), "queues": list(queues)}
         _client().set(f"ongrid:worker:{name}", json.dumps(info), ex=CLAIM_TTL)
@@ -263,6 +387,55 @@ def run_worker(
         "fair",
     ]
     app.worker_main(argv)
+
+
+def _log_to_stderr() -> None:
+    """Log the worker's lines at INFO to stderr, timed and levelled like Celery's own lines.
+
+    Left alone when the embedder gave ``ongrid_plugins.remote.worker`` a handler.
+    """
+    logger.setLevel(logging.INFO)
+    if logger.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        logging.Formatter("[%(asctime)s: %(levelname)s/%(processName)s] %(name)s: %(message)s")
+    )
+    logger.addHandler(handler)
+    logger.propagate = False
+
+
+def _sweep(name: str, when: str, *, quiet: bool = False) -> None:
+    """Kill the processes left by calls whose worker process died (see the module docs)."""
+    from ..executors.confine import cgroups
+
+    killed = cgroups.sweep_stale()
+    if killed is None:
+        if quiet:
+            return
+        logger.warning(
+            "ongrid worker %s: no per-call cgroups here (needs root and cgroup v1 pids): "
+            "a skill's processes that left its process group can outlive a killed worker",
+            name,
+        )
+    elif killed:
+        logger.warning(
+            "ongrid worker %s: killed %d process(es) left by calls of a worker that died (%s)",
+            name,
+            killed,
+            when,
+        )
+
+
+def _sweep_in_each_pool_process(name: str) -> None:
+    """A pool process Celery starts (also to replace one that died) sweeps before its first call."""
+    from celery.signals import worker_process_init  # type: ignore[import-untyped]
+
+    def swept(**_kwargs: Any) -> None:
+        _sweep(name, "in a new pool process", quiet=True)
+        _cancels.start()
+
+    worker_process_init.connect(swept, weak=False)
 
 
 def live_workers(broker_url: str, timeout: float = 1.0) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ import signal
 import threading
 import time
 
-__all__ = ["CallGroup", "acquire", "available"]
+__all__ = ["CallGroup", "acquire", "available", "sweep_stale"]
 
 _V1 = "/sys/fs/cgroup"
 _PARENT = "ongrid"
@@ -79,30 +79,51 @@ def _parents() -> tuple[str, str] | None:
     return parents[0], parents[1]
 
 
-def _sweep_stale(parent: str) -> None:
-    """Empty and remove the groups of hosts that died (named ``<pid>-<n>``)."""
+def _sweep_stale(parent: str) -> int:
+    """Empty and remove the groups of hosts that died (named ``<pid>-<n>``); processes killed."""
+    killed = 0
     try:
         names = os.listdir(parent)
     except OSError:
-        return
+        return killed
     for name in names:
         owner, _, _ = name.partition("-")
         path = os.path.join(parent, name)
         if not owner.isdigit() or not os.path.isdir(path) or _alive(int(owner)):
             continue
         with contextlib.suppress(OSError):
-            CallGroup(path, path).kill_all()
+            killed += CallGroup(path, path).kill_all()
             os.rmdir(path)
+    return killed
+
+
+def sweep_stale() -> int | None:
+    """Kill what is left in the groups of processes that died, now; None without cgroups.
+
+    A host sweeps once when it first uses cgroups; a long-lived process that outlives
+    others (a worker whose pool process was killed mid-call) calls this again.
+    """
+    parents = _parents()
+    if parents is None:
+        return None
+    return sum(_sweep_stale(parent) for parent in parents)
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs; a zombie does not (a killed worker's pool process, say, until
+    init reaps it: its groups are stale already, and a restart at once must sweep them)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        stat = _read(f"/proc/{pid}/stat")
+    except OSError:
+        return not os.path.isdir("/proc/self")  # no /proc: trust kill(0)
+    fields = stat.rpartition(")")[2].split()
+    return not fields or fields[0] not in ("Z", "X")
 
 
 def _remove_own() -> None:

@@ -1,0 +1,542 @@
+"""Remote workers under faults: redelivery, a worker killed mid-call, two queues, a ticket race.
+
+One real redis-server serves the module, and two real workers (``w-a`` on queue ``qa``,
+``w-b`` on ``qb``), each ``ongrid-skills worker`` in its own session with its own skill
+root; the test that SIGKILLs a whole worker starts (and restarts) its own. Skills that
+change something append a line to a file in ``runs/``: the number of lines is the
+number of times the skill ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("celery")
+
+import redis
+
+from ongrid_plugins import ApprovalError, ApprovalRequired, SkillHost
+from ongrid_plugins.models import CallRequest, CallResult
+from ongrid_plugins.remote.app import make_app
+from ongrid_plugins.remote.wire import SAFE_TASK_NAME, TASK_NAME, channel, payload, task_for
+from ongrid_plugins.testing import isolated_settings, make_skill
+
+pytestmark = pytest.mark.timeout(120)
+
+REPO = Path(__file__).resolve().parent.parent
+TOKEN = uuid.uuid4().hex[:12]
+"""Marks this run's orphan processes in /proc (their command line carries it)."""
+
+APPEND = """#!/bin/sh
+cat >/dev/null
+echo run >> {runs}/{name}
+echo "ran" >&2
+sleep {sleep}
+echo '{{"ran": true}}'
+"""
+
+PEEK = """#!/bin/sh
+cat >/dev/null
+echo "peeking" >&2
+sleep 1
+echo '{"seen": true}'
+"""
+
+ORPHAN = f"""#!/bin/sh
+cat >/dev/null
+setsid sh -c 'sleep 300; :' ongrid-orphan-{TOKEN} &
+echo "forked" >&2
+sleep 60
+echo '{{}}'
+"""
+
+LINGERING = f"""#!/bin/sh
+cat >/dev/null
+sh -c 'sleep 60; :' lingering-{TOKEN}
+echo '{{}}'
+"""
+
+FAILING = """#!/bin/sh
+cat >/dev/null
+echo "no such disk" >&2
+exit 4
+"""
+
+
+def _skills(root: Path, runs: Path) -> Path:
+    """The same skills, byte for byte, in every root (the host's and each worker's)."""
+    root.mkdir(parents=True, exist_ok=True)
+    write = {"write": [str(runs)]}
+    for name, cls, sleep in (("append_once", "mutating", 1.5), ("wipe_remote", "dangerous", 0.3)):
+        make_skill(
+            root,
+            name,
+            script=APPEND.format(runs=runs, name=name, sleep=sleep),
+            sandbox=write,
+            timeout_seconds=10,
+            **{"class": cls},
+        )
+    make_skill(root, "peek", script=PEEK, timeout_seconds=10, **{"class": "safe"})
+    make_skill(root, "orphan", script=ORPHAN, timeout_seconds=3, **{"class": "safe"})
+    make_skill(root, "lingering", script=LINGERING, timeout_seconds=90, **{"class": "safe"})
+    make_skill(root, "alpha", **{"class": "safe"})
+    make_skill(root, "beta", **{"class": "safe"})
+    make_skill(root, "failing", script=FAILING, **{"class": "safe"})
+    return root
+
+
+def _runs(runs: Path, name: str) -> int:
+    path = runs / name
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A private redis-server on a free 127.0.0.1 port, no persistence; killed at teardown."""
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.fail("redis-server is not installed: apt-get install redis-server (scripts/bootstrap)")
+    folder = tmp_path_factory.mktemp("redis")
+    port = _free_port()
+    argv = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    proc = subprocess.Popen(
+        [*argv, "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("redis-server did not start")
+            time.sleep(0.05)
+    yield f"redis://127.0.0.1:{port}/0"
+    proc.kill()
+    proc.wait()
+
+
+class Worker:
+    """``ongrid-skills worker`` as a subprocess in its own session, with its own root and state."""
+
+    def __init__(self, broker: str, base: Path, name: str, queue: str, root: Path) -> None:
+        self.broker, self.name, self.log = broker, name, base / "worker.log"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
+        self.env.update(
+            ONGRID_STATE_DIR=str(base / "state"),
+            ONGRID_CACHE_DIR="off",
+            ONGRID_CONFIG_DIR=str(base / "config"),
+            ONGRID_USER_SKILLS_DIR=str(base / "user"),
+            ONGRID_SYSTEM_SKILLS_DIR=str(base / "system"),
+            PYTHONPATH=str(REPO),
+        )
+        self.argv = [sys.executable, "-m", "ongrid_plugins", "--no-defaults", "--dirs", str(root)]
+        self.argv += ["worker", "--broker", broker, "--queue", queue, "--name", name]
+        self.start()
+
+    def start(self) -> None:
+        """Start the process (appending to its log); :meth:`ready` waits for it."""
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def ready(self) -> Worker:
+        deadline = time.monotonic() + 30
+        while not make_app(self.broker).control.ping(destination=[self.name], timeout=0.3):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.stop()
+                pytest.fail(f"worker {self.name} did not start:\n{self.log.read_text()}")
+        return self
+
+    def pool(self) -> list[int]:
+        """The pids of the worker's pool processes (its children)."""
+        pids: list[int] = []
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                pids += [int(p) for p in (task / "children").read_text().split()]
+        return pids
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool (its process group), like a machine's power loss."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("runs")
+    folder.chmod(0o777)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def workers(broker: str, runs: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Worker]]:
+    base = tmp_path_factory.mktemp("workers")
+    started = {
+        key: Worker(broker, base / key, f"{key}@test", queue, _skills(base / key / "skills", runs))
+        for key, queue in (("w-a", "qa"), ("w-b", "qb"))
+    }
+    for worker in started.values():
+        worker.ready()
+    yield started
+    for worker in started.values():
+        worker.stop()
+
+
+ROUTES = "beta=qb,failing=qb,*=qa"
+
+
+def _host(tmp_path: Path, broker: str, runs: Path, routes: str = ROUTES, folder: str = "host") -> SkillHost:
+    root = _skills(tmp_path / "host-skills", runs)
+    return SkillHost(isolated_settings(tmp_path / folder, root, broker_url=broker, remote_routes=routes))
+
+
+def _request(host: SkillHost, name: str, call_id: str, ticket: str | None = None) -> CallRequest:
+    tool = host.get(name)
+    return CallRequest(
+        tool=tool,
+        args={},
+        persona=host.persona("operator"),
+        call_id=call_id,
+        args_digest="d",
+        args_json="{}",
+        ticket=ticket,
+        sandbox=host.sandbox_profile(tool),
+    )
+
+
+def _send(broker: str, task: str, body: dict[str, Any], queue: str, task_id: str) -> None:
+    make_app(broker).send_task(task, args=[body], queue=queue, task_id=task_id, expires=60, retry=False)
+
+
+def _listen(
+    broker: str, call_id: str, on_message: Callable[[dict[str, Any]], None] | None = None
+) -> Callable[[float], dict[str, Any]]:
+    """Subscribe to a call's channel now; the returned function waits for its result message."""
+    pubsub = redis.Redis.from_url(broker).pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(channel(call_id))
+
+    def result(within: float) -> dict[str, Any]:
+        deadline = time.monotonic() + within
+        try:
+            while time.monotonic() < deadline:
+                message = pubsub.get_message(timeout=0.1)
+                if message is None or message.get("type") != "message":
+                    continue
+                data = json.loads(message["data"])
+                if on_message is not None:
+                    on_message(data)
+                if data.get("k") == "result":
+                    return data
+            raise AssertionError(f"no result for call {call_id} within {within}s")
+        finally:
+            pubsub.close()
+
+    return result
+
+
+def _wait_for(check: Callable[[], bool], within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def _processes_with(marker: str) -> list[int]:
+    """The pids of live processes whose command line contains ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+            if marker in cmdline and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks; ``""`` for a zombie (it is dead)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return "" if fields[0] == "Z" else fields[19]
+
+
+def _call_group_of(pid: int) -> list[tuple[int, str]]:
+    """The processes in ``pid``'s per-call pids cgroup, with their start times (pids get reused)."""
+    line = next(x for x in Path(f"/proc/{pid}/cgroup").read_text().splitlines() if ":pids:" in x)
+    members = Path(f"/sys/fs/cgroup/pids{line.split(':', 2)[2]}/cgroup.procs").read_text().split()
+    return [(int(m), _start_time(int(m))) for m in members]
+
+
+def _orphan_group() -> list[tuple[int, str]]:
+    """The processes of the orphan's call group once the orphan alone carries the marker."""
+    found = _processes_with(f"ongrid-orphan-{TOKEN}")  # two while the orphan forks its sleep
+    return _call_group_of(found[0]) if len(found) == 1 else []
+
+
+def _why(pid: int, worker: Worker) -> str:
+    line = next(x for x in Path(f"/proc/{pid}/cgroup").read_text().splitlines() if ":pids:" in x)
+    owner = line.rpartition("/")[2].partition("-")[0]
+    try:
+        seen = Path(f"/proc/{owner}/stat").read_text()
+    except OSError as exc:
+        seen = str(exc)
+    return f"the orphan survived in {line}; its owner {owner}: {seen}\n{worker.log.read_text()}"
+
+
+def _alive(pid: int, start: str) -> bool:
+    try:
+        return _start_time(pid) == start
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------- acknowledgement per class
+
+
+def test_each_class_is_sent_as_the_task_of_its_acknowledgement_mode(
+    broker: str, workers: dict[str, Worker]
+) -> None:
+    assert task_for("safe") == SAFE_TASK_NAME
+    assert task_for("mutating") == task_for("dangerous") == TASK_NAME
+    from ongrid_plugins.remote.worker import build_app
+
+    app = build_app(broker)
+    safe, changing = app.tasks[SAFE_TASK_NAME], app.tasks[TASK_NAME]
+    assert (safe.acks_late, safe.reject_on_worker_lost) == (True, True)
+    assert changing.acks_late is False
+    assert safe.ignore_result and changing.ignore_result  # the result travels on pub/sub
+
+
+def test_a_safe_call_whose_pool_process_dies_is_redelivered_and_answered(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
+) -> None:
+    """At least once for safe calls: the host still gets the answer, from the second run."""
+    host = _host(tmp_path, broker, runs)
+    worker = workers["w-a"]
+    starts: list[float] = []
+
+    def on_event(event: Any) -> None:
+        if event.kind == "start":
+            starts.append(time.monotonic())
+            if len(starts) == 1:
+                [pool] = worker.pool()
+                os.kill(pool, signal.SIGKILL)
+
+    result = host.call("peek", {}, on_event=on_event)
+    assert result.ok, result.error
+    assert result.value == {"seen": True}
+    assert len(starts) == 2, "the safe call was not run again after its pool process died"
+
+
+# ---------------------------------------------------------------------------- redelivery
+
+
+def test_a_redelivered_mutating_call_is_refused_as_claimed_and_ran_once(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
+) -> None:
+    """Even delivered acked-late (as an old host would send it) and really redelivered after its
+    pool process was SIGKILLed mid-call, a mutating call runs once: the claim refuses the rerun."""
+    host = _host(tmp_path, broker, runs)
+    worker = workers["w-a"]
+    before = _runs(runs, "append_once")
+    call_id = f"redeliver-{uuid.uuid4().hex[:8]}"
+    body = payload(_request(host, "append_once", call_id), 10, host.settings.stdout_cap)
+    killed: list[int] = []
+
+    def on_message(data: dict[str, Any]) -> None:
+        if data.get("k") == "event" and data.get("kind") == "stderr" and not killed:
+            [pool] = worker.pool()
+            os.kill(pool, signal.SIGKILL)
+            killed.append(pool)
+
+    result = _listen(broker, call_id, on_message)
+    _send(broker, SAFE_TASK_NAME, body, "qa", f"task-{call_id}")
+    data = result(20)
+    assert killed, "the skill never started"
+    assert data["result"]["ok"] is False
+    error = data["result"]["error"]
+    assert f"call:{call_id} was already claimed (worker w-a@test, task task-{call_id}" in error
+    assert "mutating call is never run twice" in error
+    assert _runs(runs, "append_once") == before + 1
+
+
+def test_a_republished_mutating_task_is_refused_and_the_skill_ran_once(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
+) -> None:
+    """The same message twice (a broker's redelivery of an early-acked task): one run."""
+    host = _host(tmp_path, broker, runs)
+    before = _runs(runs, "append_once")
+    call_id = f"republished-{uuid.uuid4().hex[:8]}"
+    body = payload(_request(host, "append_once", call_id), 10, host.settings.stdout_cap)
+    first = _listen(broker, call_id)
+    _send(broker, TASK_NAME, body, "qa", f"task-{call_id}")
+    assert first(20)["result"]["ok"] is True
+    second = _listen(broker, call_id)
+    _send(broker, TASK_NAME, body, "qb", f"task-{call_id}")  # another worker, same message
+    data = second(20)
+    assert data["worker"] == "w-b@test"
+    assert data["result"]["ok"] is False
+    assert f"was already claimed (worker w-a@test, task task-{call_id}" in data["result"]["error"]
+    assert _runs(runs, "append_once") == before + 1
+
+
+# --------------------------------------------------------------- a worker killed mid-call
+
+
+def test_a_worker_sigkilled_mid_call_names_itself_and_leaves_no_orphan_after_restart(
+    broker: str, runs: Path, tmp_path: Path
+) -> None:
+    root = _skills(tmp_path / "victim" / "skills", runs)
+    victim = Worker(broker, tmp_path / "victim", "victim@test", "q-victim", root).ready()
+    host = _host(tmp_path, broker, runs, routes="orphan=q-victim")
+    forked = threading.Event()
+    box: list[CallResult] = []
+
+    def call() -> None:
+        box.append(host.call("orphan", {}, on_event=lambda e: e.kind == "stderr" and forked.set()))
+
+    thread = threading.Thread(target=call)
+    started = time.monotonic()
+    thread.start()
+    try:
+        assert forked.wait(15), victim.log.read_text()
+        # The skill (sh), its sleep, the orphan (sh) and its sleep, all started.
+        assert _wait_for(lambda: len(_orphan_group()) == 4, 5), _orphan_group()
+        [orphan] = _processes_with(f"ongrid-orphan-{TOKEN}")
+        left = _call_group_of(orphan)
+        victim.kill()
+        # The worker is gone; its skill and the skill's setsid grandchild are not.
+        assert [p for p in left if _alive(*p)] == left, "nothing was left to sweep"
+        victim.start()  # a machine's worker restarts at once (systemd's Restart=always)
+        thread.join(15)
+        [result] = box
+        elapsed = time.monotonic() - started
+        assert result.outcome == "timed_out"
+        assert "from worker victim@test" in str(result.error)
+        assert elapsed < 3 + host.settings.kill_grace + 2.5
+        victim.ready()
+        assert _wait_for(lambda: not _processes_with(f"ongrid-orphan-{TOKEN}"), 5), _why(orphan, victim)
+        assert not [p for p in left if _alive(*p)], "a process of the call survived"
+    finally:
+        victim.stop()
+        for pid in _processes_with(f"ongrid-orphan-{TOKEN}"):
+            os.kill(pid, signal.SIGKILL)
+
+
+# ------------------------------------------------------------------ routing and the log
+
+
+def test_two_queues_route_each_tool_to_its_worker_and_each_worker_logs_its_calls(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
+) -> None:
+    host = _host(tmp_path, broker, runs)
+    alpha, beta, failing = host.call("alpha", {"a": 1}), host.call("beta", {"b": 2}), host.call("failing", {})
+    assert (alpha.value, beta.value, failing.exit_code) == ({"a": 1}, {"b": 2}, 4)
+    log_a, log_b = workers["w-a"].log.read_text(), workers["w-b"].log.read_text()
+    assert f"ongrid worker w-a@test: call {alpha.call_id} of alpha: ok" in log_a
+    assert f"ongrid worker w-b@test: call {beta.call_id} of beta: ok" in log_b
+    assert f"ongrid worker w-b@test: call {failing.call_id} of failing: failed" in log_b
+    assert beta.call_id not in log_a and alpha.call_id not in log_b
+    line = next(x for x in log_a.splitlines() if alpha.call_id in x)
+    assert "INFO/ForkPoolWorker" in line and "ongrid_plugins.remote.worker: " in line
+
+
+# ------------------------------------------------------------------- two hosts, one ticket
+
+
+def test_two_hosts_racing_one_approved_ticket_on_two_workers_run_it_once(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
+) -> None:
+    """Two SkillHosts sharing the approvals state, one routing to ``qa`` and one to ``qb``."""
+    hosts = [
+        _host(tmp_path, broker, runs, routes="wipe_remote=qa", folder="shared"),
+        _host(tmp_path, broker, runs, routes="wipe_remote=qb", folder="shared"),
+    ]
+    args = {"path": "/srv/old"}
+    with pytest.raises(ApprovalRequired) as caught:
+        hosts[0].call("wipe_remote", args, persona="admin", caller="alice")
+    ticket = caught.value.ticket
+    assert ticket is not None
+    hosts[0].approve(ticket.id, approver="bob")
+    assert hosts[1].approve(ticket.id, approver="carol").status == "approved"
+    before = _runs(runs, "wipe_remote")
+    barrier = threading.Barrier(2)
+    outcomes: list[Any] = []
+
+    def race(host: SkillHost) -> None:
+        barrier.wait()
+        try:
+            outcomes.append(host.call("wipe_remote", args, persona="admin", caller="alice", ticket=ticket.id))
+        except ApprovalError as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=race, args=(h,)) for h in hosts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    ran = [o for o in outcomes if isinstance(o, CallResult) and o.ok]
+    assert len(outcomes) == 2 and len(ran) == 1, outcomes
+    assert ran[0].value == {"ran": True}
+    assert _runs(runs, "wipe_remote") == before + 1
+
+
+# ------------------------------------------------------------------ cancelling on the host
+
+
+def test_cancelling_a_remote_call_on_the_host_kills_the_skill_on_the_worker(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
+) -> None:
+    """The worker's one cancel subscription per process hears the host's cancel."""
+    host = _host(tmp_path, broker, runs)
+    started = asyncio.Event()
+
+    async def main() -> None:
+        task = asyncio.ensure_future(
+            host.acall("lingering", {}, on_event=lambda e: e.kind == "start" and started.set())
+        )
+        await asyncio.wait_for(started.wait(), 15)
+        assert _wait_for(lambda: bool(_processes_with(f"lingering-{TOKEN}")), 5)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert _wait_for(lambda: not _processes_with(f"lingering-{TOKEN}"), 5), "the skill outlived the cancel"
