@@ -1,23 +1,27 @@
 #!/usr/bin/env python3
-"""Loading skill.json trees: ongrid's loader beside the baselines, in one run.
+"""Loading skill.json trees: cold, warm in-process and warm in a new process, against go-equiv.
 
 Trees come from ``baselines/gen_tree.py`` (3-5 property schemas, ~5% broken
-manifests). Two measurements per tree size:
+manifests). For each tree size, in one run:
 
-* in-process, interleaved round-robin with the baselines of
-  ``baselines/load_bench.py`` (``go-equiv``: the checks of the original Go
-  loader in Python; ``floor-opath+nogc``: the fastest pure-Python walk + parse
-  + canonicalisation, no checks) -- repeated loads in one process, i.e. warm;
-* fresh processes: **cold** = first load on the machine (empty ongrid cache
-  directory), **warm** = a new process over the unchanged tree (the cache the
-  cold run left behind), next to ``go-equiv`` in a fresh process.
-  ``+digests`` is the load a ``SkillHost`` does: the loader, then every skill's
-  content digest (``ongrid_plugins.catalog``). The time is
-  the load call itself, measured inside the child; the child's wall time
-  (interpreter start and imports included) is printed beside it. The OS page
-  cache is warm for every mode (dropping it needs root on the host).
+* **new process**, interleaved round by round with ``go-equiv`` (the checks of
+  the original Go loader, in Python, ``baselines/load_bench.py``) in a new
+  process: **cold** = an empty ongrid cache folder (the first load on a
+  machine; the load cache is written after the load, in the background, and
+  that write is in the wall time), **warm** = a new process over the unchanged
+  tree with the cache the cold run left (a cache hit). The time is the load call
+  itself, measured inside the child; the child's wall time (interpreter start,
+  imports, the cache write) is beside it. The ratio is the median of each
+  round's ratio to that round's go-equiv.
+* **in-process**: repeated loads in one process, round-robin with go-equiv and
+  ``floor-opath+nogc`` (the fastest pure-Python walk + parse +
+  canonicalisation, no checks): warm in-process.
 
-    python benchmarks/bench_load.py --sizes 1000,10000 --runs 5
+``--digests`` adds ``+digests``, the load a ``SkillHost`` does (the loader,
+then every skill's content digest, ``ongrid_plugins.catalog``). The OS page
+cache is warm for every mode (dropping it needs root on the host).
+
+    python benchmarks/bench_load.py --sizes 2000,10000 --runs 5
 """
 
 from __future__ import annotations
@@ -75,7 +79,8 @@ def make_tree(workdir: Path, n: int) -> Path:
     return root
 
 
-def in_process(root: Path, runs: int) -> dict[str, dict[str, float]]:
+def in_process(root: Path, runs: int, digests: bool) -> dict[str, dict[str, float]]:
+    """Repeated loads in one process (its own empty cache folder first): warm in-process."""
     import logging
 
     from ongrid_plugins.catalog.build import catalog_dirs
@@ -87,9 +92,10 @@ def in_process(root: Path, runs: int) -> dict[str, dict[str, float]]:
         "floor-opath+nogc": load_bench.nogc(
             lambda r: load_bench.load_floor(r, load_bench.iter_manifests_scandir, load_bench.realpath_opath)
         ),
-        "ongrid (warm)": load_dirs,
-        "+digests (warm)": catalog_dirs,
+        "ongrid warm": load_dirs,
     }
+    if digests:
+        modes["+digests warm"] = catalog_dirs
     times: dict[str, list[float]] = {m: [] for m in modes}
     counts: dict[str, int] = {}
     for i in range(runs + 1):  # the first round warms up
@@ -111,15 +117,20 @@ def in_process(root: Path, runs: int) -> dict[str, dict[str, float]]:
     }
 
 
-def fresh(root: Path, runs: int) -> dict[str, dict[str, float]]:
+def fresh(root: Path, runs: int, digests: bool) -> dict[str, dict[str, float]]:
+    """Cold, then warm, each in a new process, interleaved with go-equiv in a new process."""
     code = CHILD.format(baselines=str(HERE / "baselines"))
-    modes = ("go-equiv", "ongrid cold", "ongrid warm", "+digests cold", "+digests warm")
+    modes = ["go-equiv", "ongrid cold", "ongrid warm"]
+    if digests:
+        modes += ["+digests cold", "+digests warm"]
     results: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
     for _ in range(runs):
         with tempfile.TemporaryDirectory(prefix="ongrid-cache-") as cache:
             env = {**os.environ, "XDG_CACHE_HOME": cache}
+            env.pop("ONGRID_CACHE_DIR", None)
+            env.pop("ONGRID_LOAD_CACHE", None)
             for mode in modes:
-                if mode == "+digests cold":  # an empty cache again
+                if mode.endswith("cold"):  # an empty cache: the first load on a machine
                     for entry in Path(cache).iterdir():
                         shutil.rmtree(entry)
                 t0 = time.perf_counter()
@@ -139,16 +150,16 @@ def fresh(root: Path, runs: int) -> dict[str, dict[str, float]]:
                 data = json.loads(out)
                 data["wall_ms"] = (time.perf_counter() - t0) * 1e3
                 results[mode].append(data)
+    base = [r["load_ms"] for r in results["go-equiv"]]
     summary = {}
     for mode, rows in results.items():
         summary[mode] = {
             "count": rows[0]["count"],
             "load_ms": statistics.median(r["load_ms"] for r in rows),
             "wall_ms": statistics.median(r["wall_ms"] for r in rows),
+            # each run against the go-equiv process of the same round: noise hits both
+            "ratio": statistics.median(r["load_ms"] / b for r, b in zip(rows, base, strict=True)),
         }
-    base = summary["go-equiv"]["load_ms"]
-    for row in summary.values():
-        row["ratio"] = row["load_ms"] / base
     return summary
 
 
@@ -156,20 +167,30 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--sizes", default="2000,10000")
+    parser.add_argument("--digests", action="store_true", help="also time the catalog load (+digests)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ongrid-bench-trees"))
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    # as an installed package is: byte-compiled (PYTHONDONTWRITEBYTECODE would make every
+    # new process compile the package again, inside the time measured)
+    import compileall
+
+    import ongrid_plugins
+
+    compileall.compile_dir(os.path.dirname(ongrid_plugins.__file__), quiet=1)
     out: dict[str, object] = {"python": sys.version.split()[0]}
     header = ("tree", "mode", "count", "load ms", "us/manifest", "x go-equiv", "wall ms")
     print("{:>6} {:22} {:>6} {:>9} {:>12} {:>11} {:>9}".format(*header))
     for size in (int(s) for s in args.sizes.split(",")):
         root = make_tree(workdir, size)
-        inproc = in_process(root, args.runs)
-        cold_warm = fresh(root, args.runs)
+        with tempfile.TemporaryDirectory(prefix="ongrid-cache-") as cache:
+            os.environ["XDG_CACHE_HOME"] = cache  # never the user's own cache folder
+            inproc = in_process(root, args.runs, args.digests)
+        cold_warm = fresh(root, args.runs, args.digests)
         out[str(size)] = {"in_process": inproc, "fresh_process": cold_warm}
         for mode, row in inproc.items():
             per = row["median_ms"] * 1000 / size

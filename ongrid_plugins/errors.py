@@ -100,9 +100,20 @@ class ManifestBuildError(ManifestError):
     pointer and hint, for ``ongrid-skills validate``.
     """
 
-    def __init__(self, path: str, name: str, message: str, problems: Sequence[Problem] = ()) -> None:
+    def __init__(
+        self,
+        path: str,
+        name: str,
+        message: str,
+        problems: Sequence[Problem] = (),
+        *,
+        entry: str | None = None,
+    ) -> None:
         self.name = name
         self.problems = tuple(problems)
+        self.entry = entry
+        """For the load cache: the declared entry when the verdict rests on nothing but the
+        manifest's bytes and that file ("" for no file at all); None when it reads more."""
         super().__init__(path, message)
 
 

@@ -29,6 +29,9 @@ import attrs
 
 from .availability import Availability
 from .errors import ManifestBuildError, ManifestError, ManifestParseError, PluginLoadError
+from .loadcache import LoadCache, open_cache
+from .loaders import skill_json, skill_md
+from .loaders.skill_json import skill_from_record, skill_record
 from .models import LoadEvent, LoadReport, Problem, Skill, SkillRoot
 from .registry import RegistryBuilder, Snapshot
 from .roots import canonical, is_within
@@ -84,11 +87,16 @@ class _Load:
     validators: bool = attrs.field(init=False)
     listeners: bool = attrs.field(init=False)
     load_manifest: Any = attrs.field(init=False)
+    # With only the built-in loaders registered, a skill.json goes straight to its
+    # loader: the pluggy call (and the SKILL.md loader declining it) is a tenth of it.
+    load_skill_json: Any = attrs.field(init=False)
     registered_level: int = logging.INFO
+    cache: LoadCache | None = None
 
     def __attrs_post_init__(self) -> None:
         self.availability = Availability(self.pm, self.settings)
         self.load_manifest = self.pm.hook.ongrid_load_manifest
+        self.load_skill_json = _direct_loader(self.pm, self.settings)
         self.validators = bool(self.pm.hook.ongrid_validate_skill.get_hookimpls())
         self.listeners = bool(self.pm.hook.ongrid_skill_registered.get_hookimpls())
 
@@ -97,43 +105,70 @@ class _Load:
 
 
 def iter_manifests(
-    root: str, names: frozenset[str], prune: frozenset[str] = frozenset()
+    root: str,
+    names: frozenset[str],
+    prune: frozenset[str] = frozenset(),
+    cache: LoadCache | None = None,
 ) -> Iterator[tuple[str, bool]]:
     """Yield ``(path, is_symlink)`` for claimed files under ``root``, in a stable order.
 
     Depth first; within a folder files come before sub-folders and both are
     sorted by name. Symlinked folders are not followed, folders in ``prune``
-    (other roots, already walked) are skipped.
+    (other roots, already walked) are skipped. With a load ``cache``, a folder
+    whose ``lstat`` is unchanged since the last load is not read again: its
+    entries are the ones recorded then.
     """
     stack: list[tuple[str, int]] = [(root, 0)]
     warned = False
     while stack:
         folder, depth = stack.pop()
-        try:
-            with os.scandir(folder) as it:
-                entries = sorted(it, key=_BY_NAME)
-        except OSError as exc:
-            logger.warning("skill loader: cannot read %s: %s", folder, exc.strerror or exc)
-            continue
-        subdirs: list[str] = []
-        for entry in entries:
-            name = entry.name
-            if name in names:
-                is_link = entry.is_symlink()
-                if is_link or entry.is_file(follow_symlinks=False):
-                    yield entry.path, is_link
-            elif (
-                name not in SKIP_DIRS
-                and not name.startswith(SKIP_PREFIX)
-                and entry.is_dir(follow_symlinks=False)
-            ):
-                subdirs.append(entry.path)
+        listing = None
+        if cache is not None:
+            listing, sig = cache.listing(folder)
+        if listing is None:
+            listing = _list_folder(folder, names)
+            if listing is None:
+                continue
+            if cache is not None:
+                cache.remember_listing(folder, sig, listing)
+        files, subdirs = listing
+        prefix = folder if folder.endswith("/") else folder + "/"  # as os.path.join and scandir join
+        for name, is_link in files:
+            yield prefix + name, is_link
         if depth >= MAX_DEPTH:
             if subdirs and not warned:
                 logger.warning("skill loader: %s nests deeper than %d folders; not walked", folder, MAX_DEPTH)
                 warned = True
             continue
-        stack.extend((d, depth + 1) for d in reversed(subdirs) if d not in prune)
+        for name in reversed(subdirs):
+            sub = prefix + name
+            if sub not in prune:
+                stack.append((sub, depth + 1))
+
+
+def _list_folder(
+    folder: str, names: frozenset[str]
+) -> tuple[tuple[tuple[str, bool], ...], tuple[str, ...]] | None:
+    """The claimed files and the sub-folders to walk of ``folder``, sorted by name; None if unreadable."""
+    try:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=_BY_NAME)
+    except OSError as exc:
+        logger.warning("skill loader: cannot read %s: %s", folder, exc.strerror or exc)
+        return None
+    files: list[tuple[str, bool]] = []
+    subdirs: list[str] = []
+    for entry in entries:
+        name = entry.name
+        if name in names:
+            is_link = entry.is_symlink()
+            if is_link or entry.is_file(follow_symlinks=False):
+                files.append((name, is_link))
+        elif (
+            name not in SKIP_DIRS and not name.startswith(SKIP_PREFIX) and entry.is_dir(follow_symlinks=False)
+        ):
+            subdirs.append(name)
+    return tuple(files), tuple(subdirs)
 
 
 def resolve_roots(pm: pluggy.PluginManager, settings: Settings, events: list[LoadEvent]) -> list[SkillRoot]:
@@ -191,6 +226,7 @@ def load(
     skip: frozenset[str] = frozenset(),
     *,
     announce: bool = True,
+    cache: LoadCache | bool | None = True,
 ) -> tuple[Snapshot, LoadReport]:
     """Walk every root, load every manifest, and build a registry snapshot.
 
@@ -201,8 +237,18 @@ def load(
     ``registered`` lines at DEBUG instead of INFO. The cyclic garbage
     collector is paused during the walk: the parsed manifests are acyclic, and
     collecting them over and over costs more than parsing them.
+
+    ``cache`` is the persistent load cache (:mod:`ongrid_plugins.loadcache`):
+    True opens the one of ``settings.cache_dir`` and writes it back at the end;
+    a :class:`~ongrid_plugins.loadcache.LoadCache` is used and left for the
+    caller to flush (the catalog adds its digests first); False or None loads
+    without one.
     """
-    state = _Load(pm, settings, registered_level=logging.INFO if announce else logging.DEBUG)
+    own = cache is True
+    store = open_cache(pm, settings) if cache is True else cache or None
+    if store is not None:
+        store.record = skill_record
+    state = _Load(pm, settings, registered_level=logging.INFO if announce else logging.DEBUG, cache=store)
     roots = resolve_roots(pm, settings, state.events)
     names = frozenset(_flatten(pm.hook.ongrid_manifest_names()))
     reals = frozenset(r.real for r in roots) | skip
@@ -211,38 +257,94 @@ def load(
     gc.disable()
     try:
         for root in roots:
-            for path, is_link in iter_manifests(root.real, names, reals - {root.real}):
+            for path, is_link in iter_manifests(root.real, names, reals - {root.real}, store):
                 _load_one(state, root, path, is_link)
     finally:
         if was_enabled:
             gc.enable()
     snapshot = state.builder.build()
+    if own and store is not None:
+        store.flush()
     report = LoadReport(len(snapshot.skills), state.events, [r.real for r in roots])
     return snapshot, report
 
 
 def _load_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> None:
+    outcome = read_one(state, root, path, is_link)
+    kind = outcome[0]
+    if kind == "s":
+        _register(state, outcome[1], root)
+    elif kind == "p":
+        _log_parse(state, outcome[1], outcome[2])
+    elif kind == "b":
+        _log_build(state, outcome[1], outcome[2], outcome[3])
+
+
+def _direct_loader(pm: pluggy.PluginManager, settings: Settings) -> Any:
+    """The built-in skill.json loader when calling it is what the hook call would do, else None."""
+    impls = pm.hook.ongrid_load_manifest.get_hookimpls()
+    builtin = {skill_json.__name__, skill_md.__name__}
+    if settings.trace_plugins or not any(impl.plugin is skill_json for impl in impls):
+        return None
+    if getattr(getattr(pm, "_inner_hookexec", None), "__name__", "") != "_multicall":
+        return None  # hook calls are monitored (tracing, HookRecorder): they must see every one
+    for impl in impls:
+        if getattr(impl.plugin, "__name__", "") not in builtin or impl.hookwrapper or impl.wrapper:
+            return None
+    return skill_json.ongrid_load_manifest
+
+
+def read_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> tuple[Any, ...]:
+    """What the loaders (or the load cache) make of one claimed file, nothing registered or logged.
+
+    ``("s", skill)``, ``("p", path, parse error)``, ``("b", path, name, build
+    error)`` or ``("-",)`` when no loader took it. A skill's notices are
+    reported here (they are about its surroundings, not its registration).
+    """
+    cache = state.cache if not is_link and path.endswith(_CACHED_SUFFIX) else None
+    sig = None
+    if cache is not None:
+        cached, sig = cache.lookup(path, root, skill_from_record)
+        if cached is not None:
+            if cached[0] == "s":
+                return cached
+            if cached[0] == "p":
+                return ("p", path, cached[1])
+            return ("b", path, cached[1], cached[2])
     try:
         if is_link:
             path = check_symlinked_manifest(path, root)
-        skill = state.load_manifest(path=path, root=root, settings=state.settings)
+        if state.load_skill_json is not None and path.endswith(_CACHED_SUFFIX):
+            skill = state.load_skill_json(path, root, state.settings)
+        else:
+            skill = state.load_manifest(path=path, root=root, settings=state.settings)
     except ManifestParseError as exc:
-        _log_parse(state, exc.path, exc.message)
-        return
+        if cache is not None and exc.path == path and not exc.message.startswith(_UNCACHED_ERRORS):
+            cache.store(path, root, sig, ("p", exc.message), "")
+        return ("p", exc.path, exc.message)
     except ManifestBuildError as exc:
-        _log_build(state, exc.path, exc.name, exc.message)
-        return
+        if cache is not None and exc.path == path:
+            cache.store(path, root, sig, ("b", exc.name, exc.message), exc.entry)
+        return ("b", exc.path, exc.name, exc.message)
     except ManifestError as exc:
-        _log_parse(state, exc.path, exc.message)
-        return
+        return ("p", exc.path, exc.message)
     except Exception as exc:  # a third-party loader crashed: contain it
         if state.settings.strict:
             raise PluginLoadError("ongrid_load_manifest", f"{path}: {exc!r}") from exc
-        _log_parse(state, path, f"loader raised {exc!r}")
-        return
-    if skill is not None:
-        _report_notices(state, skill)
-        _register(state, skill, root)
+        return ("p", path, f"loader raised {exc!r}")
+    if skill is None:
+        return ("-",)
+    if cache is not None and skill.path == path and skill.format == "skill.json" and skill.tools:
+        cache.store(path, root, sig, ("s", skill), skill.tools[0].entry_declared or None)
+    _report_notices(state, skill)
+    return ("s", skill)
+
+
+#: Manifests the load cache keeps: the built-in skill.json loader's (a SKILL.md reads
+#: its folder and its pack's manifest, which the cache would have to watch too).
+_CACHED_SUFFIX = "/skill.json"
+#: Parse errors that say something about the file's permissions or the machine, not its bytes.
+_UNCACHED_ERRORS = ("cannot open", "cannot read")
 
 
 def _report_notices(state: _Load, skill: Skill) -> None:

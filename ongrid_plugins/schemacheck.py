@@ -970,14 +970,25 @@ def content_key(domain: bytes, payload: bytes) -> bytes | None:
     keys "this manifest's schema and defaults are valid" by the manifest's raw
     bytes). None when caching is off (jsonschema cannot be located).
     """
+    base = _content_base(domain)
+    if base is None:
+        return None
+    digest = base.copy()
+    digest.update(payload)
+    key: bytes = digest.digest()
+    return key
+
+
+@functools.lru_cache(maxsize=16)
+def _content_base(domain: bytes) -> Any:
+    """The hash of :func:`content_key`'s prefix for ``domain``, to copy (one per load, not per file)."""
     fingerprint = _environment_fingerprint()
     if fingerprint is None:
         return None
     tag = f"ongrid-schemacheck/{CACHE_VERSION}/{fingerprint}/".encode() + domain
     digest = hashlib.blake2b(len(tag).to_bytes(4, "big"), digest_size=16)
     digest.update(tag)
-    digest.update(payload)
-    return digest.digest()
+    return digest
 
 
 @functools.cache

@@ -450,3 +450,43 @@ def test_no_cache_dir_means_no_cache(make_host: Any, root: Path, monkeypatch: py
     monkeypatch.setattr(schemacheck, "check_schema", lambda s, cache=None: calls.append(s) or real(s))
     host.reload()
     assert calls == [SCHEMA]
+
+
+# The loader skips the RE2/$ref and defaults walks when the manifest's text cannot
+# hold their keywords; a keyword spelled with a \u escape must still be checked.
+ESCAPED_KEYWORDS = [
+    (
+        "escaped_pattern",
+        '{"type": "object", "properties": {"p": {"type": "string", "\\u0070attern": "(a)\\\\1"}}}',
+        "RE2",
+    ),
+    (
+        "escaped_default",
+        '{"type": "object", "properties": {"n": {"type": "integer", "d\\u0065fault": "x"}}}',
+        "does not validate",
+    ),
+    (
+        "escaped_ref",
+        '{"type": "object", "properties": {"r": {"\\u0024ref": "https://example.com/s"}}}',
+        "$ref",
+    ),
+    (
+        "plain_pattern",
+        '{"type": "object", "properties": {"p": {"type": "string", "pattern": "(a)\\\\1"}}}',
+        "RE2",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "schema", "message"), ESCAPED_KEYWORDS, ids=[c[0] for c in ESCAPED_KEYWORDS]
+)
+def test_a_keyword_spelled_with_an_escape_is_still_checked(
+    make_host: Any, root: Path, case: str, schema: str, message: str
+) -> None:
+    text = f'{{"name": "tool", "description": "A tool.", "entry": "run.sh", "schema": {schema}}}'
+    make_skill(root, "tool", raw=text)
+    host = load(make_host, root)
+    assert host.report.registered == 0
+    [error] = build_errors(host)
+    assert message in error

@@ -33,7 +33,8 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import attrs
 
@@ -149,6 +150,31 @@ def _hash_fd(fd: int, path: str) -> tuple[str, os.stat_result]:
                 _memo.clear()
             _memo[key] = digest
     return digest, st
+
+
+def remember(hashes: dict[tuple[Any, ...], str]) -> None:
+    """Add hashes memoised by an earlier process (the load cache's) to this one's memo."""
+    with _memo_lock:
+        if len(_memo) + len(hashes) >= _MEMO_LIMIT:
+            _memo.clear()
+        _memo.update(hashes)
+
+
+def remembered(skills: Iterable[Skill]) -> dict[tuple[Any, ...], str]:
+    """The memo's hashes of these skills' files (manifest, entries, a SKILL.md folder's files)."""
+    files: set[str] = set()
+    folders: set[str] = set()
+    for skill in skills:
+        files.add(skill.path)
+        files.update(tool.entry for tool in skill.tools if tool.entry)
+        if skill.format == "SKILL.md":
+            folders.add(os.path.dirname(skill.path))
+    with _memo_lock:
+        return {
+            key: value
+            for key, value in _memo.items()
+            if key[0] in files or (folders and os.path.dirname(key[0]) in folders)
+        }
 
 
 def file_record(path: str, relative: str) -> DigestFile:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import marshal
 import os
 import re
 import stat
@@ -29,7 +30,15 @@ from ._sandbox import read_sandbox
 if TYPE_CHECKING:
     from ..settings import Settings
 
-__all__ = ["MANIFEST_NAME", "MAX_MANIFEST_BYTES", "build_skill", "read_manifest"]
+__all__ = [
+    "MANIFEST_NAME",
+    "MAX_MANIFEST_BYTES",
+    "SkillRecord",
+    "build_skill",
+    "read_manifest",
+    "skill_from_record",
+    "skill_record",
+]
 
 MANIFEST_NAME = "skill.json"
 MAX_MANIFEST_BYTES = 1024 * 1024
@@ -190,17 +199,20 @@ def build_skill(
     settings: Settings | None = None,
     *,
     schema_verified: bool = False,
+    raw: bytes | None = None,
 ) -> Skill:
     """Check every field of a parsed manifest and build the skill.
 
     Raises :class:`ManifestBuildError` listing every error; warnings (unknown
     fields) are kept on the skill. ``schema_verified`` skips re-checking a
     schema (and its defaults) already found valid in these exact bytes.
+    ``raw``, the bytes ``data`` was parsed from, lets checks that look for
+    keywords the text does not hold be skipped.
     """
     check = _Checker(path, data)
     name = _check_name(check)
     description = check.string("description", required=True)
-    schema = _check_schema(check, settings, schema_verified)
+    schema = _check_schema(check, settings, schema_verified, raw)
     entry = _check_entry(check, root)
     env_allow = _check_env_allow(check)
     timeout = _check_timeout(check, settings)
@@ -212,9 +224,42 @@ def build_skill(
         errors = [p for p in check.problems if p.level == "error"]
         if errors:
             shown = name if isinstance(name, str) else ""
-            raise ManifestBuildError(path, shown, "; ".join(p.message for p in errors), check.problems)
-    folder = path.rpartition("/")[0]
-    tool = Tool(
+            raise ManifestBuildError(
+                path, shown, "; ".join(p.message for p in errors), check.problems, entry=_verdict_entry(data)
+            )
+    return _make_skill(
+        path, root, name, description, schema, tool_class, category, timeout, entry, data["entry"],
+        env_allow, extra, sandbox, check.problems,
+    )  # fmt: skip
+
+
+def _verdict_entry(data: dict[str, Any]) -> str | None:
+    """The one file besides the manifest a verdict rests on (see ``ManifestBuildError.entry``)."""
+    if "sandbox" in data:  # declared paths are resolved: their symlinks count too
+        return None
+    declared = data.get("entry")
+    return declared if isinstance(declared, str) and declared.strip() else ""
+
+
+def _make_skill(
+    path: str,
+    root: SkillRoot,
+    name: str,
+    description: str,
+    schema: Mapping[str, Any],
+    tool_class: ToolClass,
+    category: str,
+    timeout: float,
+    entry: str,
+    declared: str,
+    env_allow: tuple[str, ...],
+    extra: dict[str, Any],
+    sandbox: SandboxDecl | None,
+    warnings: list[Problem] | tuple[Problem, ...],
+    tool_type: type[Tool] = Tool,
+) -> Skill:
+    """The skill of a checked manifest: the one constructor of a built and of a cached one."""
+    tool = tool_type(
         name=name,
         description=description,
         schema=schema,
@@ -225,10 +270,10 @@ def build_skill(
         category=category,
         timeout=timeout,
         entry=entry,
-        cwd=folder,
+        cwd=path.rpartition("/")[0],
         root=root.real,
         env_allow=env_allow,
-        entry_declared=data["entry"],
+        entry_declared=declared,
         provenance=root.label,
         extra=extra,
         sandbox=sandbox,
@@ -241,9 +286,107 @@ def build_skill(
         root=root,
         tools=(tool,),
         category=category,
-        warnings=check.problems,
+        warnings=warnings,
         extra=extra,
     )
+
+
+#: What the load cache keeps of a built skill: plain values only (``marshal``-able).
+SkillRecord = tuple[
+    str, str, bytes, str, str, float, str, str, tuple[str, ...], "bytes | None", tuple[Any, ...]
+]
+
+
+def skill_record(skill: Skill, warnings: tuple[Problem, ...] | None = None) -> SkillRecord | None:
+    """The skill as plain values for the load cache; None when it must be built every time.
+
+    Only what this loader built from the manifest's bytes and its entry alone: a
+    skill with a ``sandbox`` declaration (whose paths are resolved), notices or
+    anything another plugin added is never recorded. ``warnings`` are the
+    skill's as the loader made them (default: its own now).
+    """
+    if skill.format != MANIFEST_NAME or skill.notices or len(skill.tools) != 1:
+        return None
+    tool = skill.tools[0]
+    declared = tool.entry_declared
+    if tool.sandbox is not None or tool.native is not None or tool.kind != "subprocess":
+        return None
+    if not isinstance(declared, str) or not tool.entry or tool.unavailable or skill.unavailable:
+        return None
+    schema, extra = tool.schema, skill.extra
+    if type(schema) is not dict or type(extra) is not dict or tool.extra is not extra:
+        return None
+    shown = skill.warnings if warnings is None else warnings
+    problems = tuple((w.level, w.code, w.message, w.path, w.pointer, w.hint) for w in shown)
+    return (
+        skill.name,
+        skill.description,
+        marshal.dumps(schema, 4),
+        tool.tool_class.value,
+        skill.category,
+        tool.timeout,
+        tool.entry,
+        declared,
+        tool.env_allow,
+        marshal.dumps(extra, 4) if extra else None,
+        problems,
+    )
+
+
+def skill_from_record(record: SkillRecord, path: str, root: SkillRoot) -> Skill:
+    """The skill :func:`skill_record` recorded, built as :func:`build_skill` builds it.
+
+    Its tool's schema is decoded when first read (most loads never read most
+    schemas). Raises ``TypeError``, ``ValueError`` or ``KeyError`` for a record of
+    the wrong shape (a cache of another version): the caller loads cold then.
+    """
+    name, description, schema, tool_class, category, timeout, entry, declared, env_allow, extra, warnings = (
+        record
+    )
+    if type(schema) is not bytes or type(name) is not str or type(env_allow) is not tuple:
+        raise TypeError("not a skill record")
+    skill = _make_skill(
+        path, root, name, description, _UNREAD, CLASSES[tool_class], category, timeout, entry, declared,
+        env_allow, marshal.loads(extra) if extra is not None else {},
+        None, tuple(Problem(*w) for w in warnings), RecordedTool,
+    )  # fmt: skip
+    tool = skill.tools[0]
+    _SCHEMA.__delete__(tool)
+    _BLOB.__set__(tool, schema)
+    return skill
+
+
+_UNREAD: Mapping[str, Any] = {}
+_SCHEMA: Any = Tool.__dict__["schema"]  # the slot behind Tool.schema
+
+
+class RecordedTool(Tool):
+    """A :class:`~ongrid_plugins.models.Tool` rebuilt from the load cache.
+
+    The same value in every field; ``schema`` is kept as the ``marshal`` bytes of
+    the checked schema until it is first read, then decoded once (a fresh dict
+    per tool, as a parse makes). Everything else is the Tool's own.
+    """
+
+    __slots__ = ("_schema_bytes",)
+    _schema_bytes: bytes
+
+    @property
+    def schema(self) -> Mapping[str, Any]:
+        """JSON Schema of the arguments object (decoded from the cache on first read)."""
+        try:
+            value: Mapping[str, Any] = _SCHEMA.__get__(self)
+        except AttributeError:
+            value = marshal.loads(self._schema_bytes)
+            _SCHEMA.__set__(self, value)
+        return value
+
+    @schema.setter
+    def schema(self, value: Mapping[str, Any]) -> None:
+        _SCHEMA.__set__(self, value)
+
+
+_BLOB: Any = RecordedTool.__dict__["_schema_bytes"]
 
 
 def _check_name(check: _Checker) -> str:
@@ -260,7 +403,18 @@ def _check_name(check: _Checker) -> str:
     return name
 
 
-def _check_schema(check: _Checker, settings: Settings | None, verified: bool = False) -> Mapping[str, Any]:
+def _may_hold(raw: bytes | None, *keys: bytes) -> bool:
+    """False only when no object key of the JSON text ``raw`` can start with one of ``keys``.
+
+    A key is in the text as written unless a character of it is a ``\\u``
+    escape: text with an escape, or no text, may hold anything.
+    """
+    return raw is None or b"\\u" in raw or any(key in raw for key in keys)
+
+
+def _check_schema(
+    check: _Checker, settings: Settings | None, verified: bool = False, raw: bytes | None = None
+) -> Mapping[str, Any]:
     if "schema" not in check.data:
         return empty_schema()
     schema = check.data["schema"]
@@ -281,12 +435,15 @@ def _check_schema(check: _Checker, settings: Settings | None, verified: bool = F
     if problem is not None:
         check.error("schema", "invalid_schema", f'"schema" is not a valid JSON Schema: {problem}')
         return empty_schema()
-    unsafe = safeschema.schema_problems(schema)
+    # The RE2 and $ref checks look at "pattern", "patternProperties", "$schema",
+    # "$ref" and "$dynamicRef" only; the defaults check at "default" only.
+    unsafe = safeschema.schema_problems(schema) if _may_hold(raw, b'"pattern', b'"$') else []
     for pointer, message in unsafe:
         check.error("schema" + pointer, "unsafe_schema", f'"schema{pointer}": {message}')
     if unsafe:
         return empty_schema()
-    for pointer, message in schemacheck.check_defaults(schema):
+    defaults = schemacheck.check_defaults(schema) if _may_hold(raw, b'"default"') else []
+    for pointer, message in defaults:
         check.error(
             "schema" + pointer,
             "bad_default",
@@ -440,7 +597,7 @@ def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings) -> Skil
     if key is not None and cache is not None and key in cache:
         data = json.loads(raw)
         return build_skill(data, path, root, settings, schema_verified=True)
-    skill = build_skill(parse_manifest(raw, path), path, root, settings)
+    skill = build_skill(parse_manifest(raw, path), path, root, settings, raw=raw)
     if key is not None and cache is not None:
         cache.add(key)  # parse_manifest and build_skill raise on anything wrong
     return skill

@@ -1,0 +1,615 @@
+"""The load cache file: what it holds, how it is keyed, read, checked and written.
+
+The file ``<cache_dir>/load-cache.bin`` is::
+
+    b"ongrid-loadcache-v2\\n" + crc32(body) (4 bytes) + len(body) (8 bytes) + body
+    body = marshal((FORMAT, fingerprint, roots, folders, records, digests))
+
+of plain values only (tuples, strings, numbers, bytes): nothing in it is code or
+names a class, and every record is checked for its shape when it is used. It is
+read only when it is a regular file of this user that nobody else may write. A
+wrong magic, length, checksum or shape is one warning and a cold load; a
+fingerprint of other code or settings is a cold load without a warning (an
+upgrade is no fault).
+
+* ``folders``: ``{folder: (signature, claimed files, sub-folders)}``, what the
+  walker's ``scandir`` found there. A folder whose ``lstat`` signature is
+  unchanged has the same entries (creating, removing or renaming one changes
+  its mtime and ctime), so a warm walk costs one ``lstat`` per folder.
+* ``records``: ``{manifest: (root, signature, entry, value)}``; ``entry`` is
+  ``(declared path, canonical path or "", signature)`` of the one other file
+  the verdict rests on, or None; ``value`` is ``("s", skill record)``,
+  ``("p", parse error)`` or ``("b", name, build error)``.
+* ``digests``: the catalog's memo of file hashes (``catalog.digest``).
+
+A signature is ``(dev, inode, mode, links, uid, gid, size, mtime_ns,
+ctime_ns)``: ``os.utime`` cannot set ctime back, so an edit that keeps size and
+mtime still shows. A file or folder changed less than :data:`RACY_NS` before the
+load is not recorded (a second change within one timestamp tick could keep every
+field the same).
+
+On a cold load the walker only notes what it read; the signatures (taken after
+the load: anything changed since the load began has a later ctime and is not
+recorded), the entry's and the skills' records are made after the load, in a
+background thread: the body goes to a temporary file in the same
+folder (mode 0600) that is renamed over the old one, so a reader sees the old
+file or the new one, never half of one, whoever writes. The last writer wins.
+A process keeps what it wrote last in memory and reuses it while the file is
+still the one it wrote (same inode, size and times).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import logging
+import marshal
+import os
+import stat
+import struct
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..models import SkillRoot
+from ..roots import builtin_skills_dir, resolve_file
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from ..settings import Settings
+
+__all__ = ["CACHE_NAME", "RACY_NS", "LoadCache", "fingerprint", "open_cache", "signature", "wait_for_writes"]
+
+logger = logging.getLogger(__name__)
+
+CACHE_NAME = "load-cache.bin"
+"""The cache file's name inside ``Settings.cache_dir``."""
+RACY_NS = 2_000_000_000
+"""A file changed this recently (in ns) is not recorded."""
+MAX_FILE_BYTES = 512 * 1024 * 1024
+"""A bigger cache file is ignored (it cannot be one this module wrote)."""
+FORMAT = 2
+_MAGIC = b"ongrid-loadcache-v2\n"
+_HEAD = struct.Struct("<IQ")
+_HEAD_SIZE = len(_MAGIC) + _HEAD.size
+
+Signature = tuple[int, int, int, int, int, int, int, int, int]
+Listing = tuple[tuple[tuple[str, bool], ...], tuple[str, ...]]
+"""What the walker found in a folder: ``((file name, is a symlink), ...), (sub-folder, ...)``."""
+RootKey = tuple[str, str, str, str, bool]
+
+
+def signature(st: os.stat_result) -> Signature:
+    """What must stay equal for a file to count as unchanged."""
+    return (
+        st.st_dev,
+        st.st_ino,
+        st.st_mode,
+        st.st_nlink,
+        st.st_uid,
+        st.st_gid,
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+    )
+
+
+def _root_key(root: SkillRoot) -> RootKey:
+    return (root.path, root.real, root.source, root.provenance, root.required)
+
+
+# ---------------------------------------------------------------- fingerprint
+@functools.cache
+def _code_stamp() -> str:
+    """Path, size and mtime of every module of the package, read once per process."""
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.blake2b(digest_size=16)
+    for folder, dirs, files in sorted(os.walk(top)):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".py", ".json")):
+                st = os.stat(os.path.join(folder, name))
+                h.update(f"{os.path.relpath(folder, top)}/{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str | None:
+    """The key of the whole cache: everything but the files that shapes what the loader builds.
+
+    None (no cache) when a plugin from outside this package implements
+    ``ongrid_load_manifest`` or ``ongrid_manifest_names``: what a third-party
+    loader reads cannot be known. No hook is called: the built-in names are code.
+    """
+    from .. import __version__, schemacheck
+
+    loaders = []
+    for hook in (pm.hook.ongrid_load_manifest, pm.hook.ongrid_manifest_names):
+        for impl in hook.get_hookimpls():
+            module = getattr(impl.plugin, "__name__", "")
+            if not module.startswith("ongrid_plugins."):
+                return None
+            loaders.append((hook.name, impl.plugin_name, module, impl.tryfirst, impl.trylast))
+    parts: list[Any] = [
+        FORMAT,
+        __version__,
+        sys.version,
+        _code_stamp(),
+        schemacheck._environment_fingerprint(),
+        loaders,
+        os.path.expanduser("~"),
+        os.geteuid(),
+        builtin_skills_dir(),
+        settings.default_timeout,
+        sorted(settings.sandbox_caps.items()),
+        settings.state_dir,
+        settings.config_dir,
+        settings.cache_dir,
+        settings.skill_dirs,
+        settings.env_dirs,
+        settings.system_skills_dir,
+        settings.user_skills_dir,
+        settings.include_defaults,
+    ]
+    return hashlib.blake2b(repr(parts).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+
+
+# ---------------------------------------------------------------- the state of one file
+class _State:
+    """The decoded content of a cache file (plain values; shared read-only)."""
+
+    __slots__ = ("digests", "folders", "records", "roots")
+
+    def __init__(
+        self,
+        roots: dict[RootKey, int],
+        folders: dict[str, tuple[Signature, Listing]],
+        records: dict[str, tuple[Any, ...]],
+        digests: dict[tuple[Any, ...], str],
+    ) -> None:
+        self.roots = roots
+        self.folders = folders
+        self.records = records
+        self.digests = digests
+
+
+_EMPTY = _State({}, {}, {}, {})
+#: What this process wrote last, per cache file: (the file's signature right after the rename, state).
+_written: dict[str, tuple[Signature, str, _State]] = {}
+_writers: dict[str, threading.Thread] = {}
+_lock = threading.Lock()
+
+
+def wait_for_writes(path: str | None = None) -> None:
+    """Wait until this process's background writes (of ``path``, else all) are on disk."""
+    with _lock:
+        threads = [t for p, t in _writers.items() if path is None or p == path]
+    for thread in threads:
+        thread.join()
+
+
+# ---------------------------------------------------------------- the cache
+class LoadCache:
+    """One load's view of the cache file: look up, record, then :meth:`flush` once."""
+
+    def __init__(self, directory: str, key: str) -> None:
+        self.path = os.path.join(directory, CACHE_NAME)
+        self.key = key
+        self._old = _EMPTY
+        self._roots: dict[RootKey, int] = {}
+        self._folders: dict[str, tuple[Signature, Listing]] = {}
+        self._records: dict[str, tuple[Any, ...]] = {}
+        self.digests: dict[tuple[Any, ...], str] = {}
+        self._pending: list[tuple[str, int, Signature | None, str, tuple[Any, ...]]] = []
+        self._pending_folders: list[tuple[str, Listing]] = []
+        self._stored = False
+        self._now = time.time_ns()
+        self._root: tuple[SkillRoot | None, int, int] = (None, -1, -1)
+        self.hits = 0
+        """Manifests answered from the cache in this load."""
+        self.stale = 0
+        """Manifests with a record that no longer holds (the file, its entry or its root changed)."""
+        self.record: Callable[[Any, Any], Any] | None = None
+        """``record(skill, warnings)``: a stored skill as its plain record (None: not recordable),
+        called by the writer after the load; the loader sets it. Without it skills are not kept."""
+
+    # -- reading
+    def read(self) -> None:
+        """Load the file (a missing one is simply empty; a bad one is one warning)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            self._ignore(f"cannot open it ({exc.strerror or exc})")
+            return
+        try:
+            info = os.fstat(fd)
+            why = _untrusted(info)
+            if why:
+                self._ignore(why)
+                return
+            known = _written.get(self.path)
+            if known is not None and known[0] == signature(info):
+                if known[1] == self.key:
+                    self._use(known[2])
+                return
+            data = _read_all(fd, min(info.st_size, MAX_FILE_BYTES) + 1)
+        except OSError as exc:
+            self._ignore(f"cannot read it ({exc.strerror or exc})")
+            return
+        finally:
+            os.close(fd)
+        self._parse(data)
+
+    def _parse(self, data: bytes) -> None:
+        if len(data) > MAX_FILE_BYTES:
+            self._ignore("it is larger than any load cache")
+            return
+        if not data.startswith(_MAGIC) or len(data) < _HEAD_SIZE:
+            self._ignore("it is not a load cache of this version (or it was cut short)")
+            return
+        crc, size = _HEAD.unpack_from(data, len(_MAGIC))
+        body = memoryview(data)[_HEAD_SIZE:]
+        if len(body) != size:
+            self._ignore(f"it holds {len(body)} bytes of {size} (truncated)")
+            return
+        if zlib.crc32(body) != crc:
+            self._ignore("its checksum does not match (corrupted)")
+            return
+        try:
+            chunks = _split(body)
+            fmt, key, roots, folders, digests = marshal.loads(next(chunks))
+            if not (
+                fmt == FORMAT
+                and type(key) is str
+                and type(roots) is tuple
+                and type(folders) is dict
+                and type(digests) is dict
+            ):
+                raise TypeError("unexpected layout")
+            if key != self.key:
+                logger.debug("load cache %s was written for other code or settings; loading cold", self.path)
+                return
+            records: dict[str, tuple[Any, ...]] = {}
+            for chunk in chunks:
+                part = marshal.loads(chunk)
+                if type(part) is not dict:
+                    raise TypeError("unexpected layout")
+                records.update(part)
+            table = {tuple(r): i for i, r in enumerate(roots)}
+        except Exception as exc:
+            self._ignore(f"it cannot be read back ({type(exc).__name__}: {exc})")
+            return
+        self._use(_State(table, folders, records, digests))
+
+    def _use(self, state: _State) -> None:
+        self._old = state
+        self._roots = dict(state.roots)
+        self.digests = dict(state.digests)
+
+    def _ignore(self, why: str) -> None:
+        logger.warning("load cache: ignoring %s: %s; loading without it", self.path, why)
+        self._stored = True  # replace it, even with an empty cache: one line, not one per load
+
+    # -- the walker's side
+    def listing(self, folder: str) -> tuple[Listing | None, Signature | None]:
+        """What the walk found in ``folder`` last time if it is unchanged, and its signature now.
+
+        The signature is None when the cache knows nothing of the folder: the
+        writer takes it after the load (see :meth:`_Job._complete`).
+        """
+        known = self._old.folders.get(folder)
+        if known is None:
+            return None, None
+        try:
+            sig = signature(os.lstat(folder))
+        except OSError:
+            return None, None
+        if known[0] == sig:
+            self._folders[folder] = known
+            return known[1], sig
+        return None, sig
+
+    def remember_listing(self, folder: str, sig: Signature | None, listing: Listing) -> None:
+        """Record what ``scandir`` found in ``folder`` (signature taken before it read, or None)."""
+        if sig is None:
+            self._pending_folders.append((folder, listing))
+        elif self._now - max(sig[7], sig[8]) >= RACY_NS:
+            self._folders[folder] = (sig, listing)
+        self._stored = True
+
+    def lookup(
+        self, path: str, root: SkillRoot, build: Callable[[Any, str, SkillRoot], Any]
+    ) -> tuple[tuple[Any, ...] | None, Signature | None]:
+        """``(cached value, the manifest's signature now)``; the value is None on a miss.
+
+        A skill's value is ``("s", skill)`` with the skill made by ``build(record,
+        path, root)``; errors are returned as recorded.
+        """
+        record = self._old.records.get(path)
+        if record is None:  # nothing to compare: the writer takes the signature after the load
+            return None, None
+        try:
+            sig = signature(os.lstat(path))
+        except OSError:
+            return None, None
+        result = self._check(record, sig, path, root, build)
+        if result is None:
+            self.stale += 1
+            return None, sig
+        self._records[path] = record
+        self.hits += 1
+        return result, sig
+
+    def _check(
+        self,
+        record: tuple[Any, ...],
+        sig: Signature,
+        path: str,
+        root: SkillRoot,
+        build: Callable[[Any, str, SkillRoot], Any],
+    ) -> tuple[Any, ...] | None:
+        """The value of a record that still holds, else None."""
+        try:
+            root_index, manifest_sig, dep, value = record
+            if root_index != self._root_index(root)[0] or manifest_sig != sig:
+                return None
+            if dep is not None and not _dep_holds(dep):
+                return None
+            kind = value[0]
+            if kind == "s":
+                return ("s", build(value[1], path, root))
+            if kind == "p" and type(value[1]) is str:
+                return tuple(value)
+            if kind == "b" and type(value[1]) is str and type(value[2]) is str:
+                return tuple(value)
+        except (TypeError, ValueError, KeyError, IndexError, EOFError, AttributeError, OSError):
+            pass
+        return None
+
+    def _root_index(self, root: SkillRoot) -> tuple[int, int]:
+        """(index of the root in the file read, index in the file to write)."""
+        known, old, new = self._root
+        if known is not root:
+            key = _root_key(root)
+            old = self._old.roots.get(key, -1)
+            new = self._roots.setdefault(key, len(self._roots))
+            self._root = (root, old, new)
+        return old, new
+
+    def store(
+        self, path: str, root: SkillRoot, sig: Signature | None, value: tuple[Any, ...], entry: str | None
+    ) -> None:
+        """Record what the built-in skill.json loader made of ``path``.
+
+        ``value`` is ``("s", skill)``, ``("p", message)`` or ``("b", name,
+        message)``; ``entry`` is the declared entry the verdict rests on ("" for
+        none, None: it rests on more, so it is not recorded). ``sig`` is the
+        manifest's signature taken before it was read, or None: the writer takes
+        it, with the entry's and the skill's record, after the load.
+        """
+        if entry is None or (sig is not None and self._now - max(sig[7], sig[8]) < RACY_NS):
+            return
+        if value[0] == "s":  # the warnings now: the catalog may stamp a digest warning later
+            value = ("s", value[1], value[1].warnings)
+        self._pending.append((path, self._root_index(root)[1], sig, entry, value))
+        self._stored = True
+
+    # -- writing
+    def flush(self) -> None:
+        """Write the file (in a background thread) if this load changed anything; never raises."""
+        old = self._old
+        unchanged = (
+            not self._stored
+            and len(self._records) == len(old.records)
+            and len(self._folders) == len(old.folders)
+            and self._roots == old.roots
+            and self.digests == old.digests
+        )
+        if unchanged:
+            return
+        job = _Job(self.path, self.key, self._now, self._roots, self._folders, self._records, self.digests)
+        job.pending, self._pending = self._pending, []
+        job.pending_folders, self._pending_folders = self._pending_folders, []
+        job.record = self.record
+        thread = threading.Thread(target=job.run, name="ongrid-load-cache", daemon=False)
+        with _lock:
+            previous = _writers.get(self.path)
+            _writers[self.path] = thread
+        if previous is not None:
+            previous.join()
+        thread.start()
+
+
+class _Job:
+    """One write of the cache file, run by a background thread after the load."""
+
+    def __init__(
+        self,
+        path: str,
+        key: str,
+        now: int,
+        roots: dict[RootKey, int],
+        folders: dict[str, tuple[Signature, Listing]],
+        records: dict[str, tuple[Any, ...]],
+        digests: dict[tuple[Any, ...], str],
+    ) -> None:
+        self.path = path
+        self.key = key
+        self.now = now
+        self.roots = dict(roots)
+        self.folders = folders
+        self.records = records
+        self.digests = digests
+        self.pending: list[tuple[str, int, Signature | None, str, tuple[Any, ...]]] = []
+        self.pending_folders: list[tuple[str, Listing]] = []
+        self.record: Callable[[Any, Any], Any] | None = None
+
+    def run(self) -> None:
+        try:
+            self._complete()
+            data = self._encode()
+        except Exception as exc:  # a value marshal does not know, a record that will not build
+            logger.debug("load cache: cannot record this load: %s", exc)
+            return
+        try:
+            sig = _write_atomic(self.path, data)
+        except OSError as exc:
+            logger.debug("load cache: cannot write %s: %s", self.path, exc)
+            return
+        state = _State(self.roots, self.folders, self.records, self.digests)
+        with _lock:
+            _written[self.path] = (sig, self.key, state)
+
+    def _complete(self) -> None:
+        """Turn what the load stored into records: the signatures, the skills' values.
+
+        A signature taken after the load is as good as one taken before the read:
+        a file or folder changed since ``now`` (the load's start) has a later
+        ctime and is not recorded (see :data:`RACY_NS`); one renamed into place
+        gets a new ctime too (Linux filesystems set it on rename).
+        """
+        for folder, listing in self.pending_folders:
+            found = _quiet_signature(folder, self.now)
+            if found is not None:
+                self.folders[folder] = (found, listing)
+        records = self.records
+        for path, root, taken, entry, value in self.pending:
+            sig = taken if taken is not None else _quiet_signature(path, self.now)
+            if sig is None:
+                continue
+            dep = _entry_dep(path, entry, self.now) if entry else None
+            if entry and dep is None:
+                continue
+            if value[0] == "s":
+                if self.record is None:
+                    continue
+                try:
+                    record = self.record(value[1], value[2])
+                except ValueError:  # a value marshal does not know: that skill is built every time
+                    continue
+                if record is None:
+                    continue
+                value = ("s", record)
+            records[path] = (root, sig, dep, value)
+        self.pending = []
+
+    def _encode(self) -> bytes:
+        """The file: a head chunk and the records in chunks, so the writer lets the load's thread run."""
+        roots = tuple(sorted(self.roots, key=self.roots.__getitem__))
+        chunks = [marshal.dumps((FORMAT, self.key, roots, self.folders, self.digests), 4)]
+        items = list(self.records.items())
+        for start in range(0, len(items), _CHUNK_RECORDS):
+            chunks.append(marshal.dumps(dict(items[start : start + _CHUNK_RECORDS]), 4))
+        body = b"".join(_LEN.pack(len(c)) + c for c in chunks)
+        return _MAGIC + _HEAD.pack(zlib.crc32(body), len(body)) + body
+
+
+_CHUNK_RECORDS = 500
+_LEN = struct.Struct("<I")
+
+
+def _split(body: memoryview) -> Iterator[memoryview]:
+    """The length-prefixed chunks of a body (raises ``ValueError`` on a bad length)."""
+    offset = 0
+    while offset < len(body):
+        (size,) = _LEN.unpack_from(body, offset)
+        offset += _LEN.size
+        if offset + size > len(body):
+            raise ValueError("a chunk runs past the end")
+        yield body[offset : offset + size]
+        offset += size
+
+
+def open_cache(pm: pluggy.PluginManager, settings: Settings) -> LoadCache | None:
+    """The cache for one load with these plugins and settings, read; None when there is none."""
+    if not settings.cache_dir or not settings.load_cache:
+        return None
+    key = fingerprint(pm, settings)
+    if key is None:
+        logger.debug("load cache off: a loader from outside ongrid_plugins is installed")
+        return None
+    cache = LoadCache(settings.cache_dir, key)
+    wait_for_writes(cache.path)
+    cache.read()
+    return cache
+
+
+def _quiet_signature(path: str, now: int) -> Signature | None:
+    """The ``lstat`` signature of ``path`` unless it changed since ``now - RACY_NS`` (or is gone)."""
+    try:
+        sig = signature(os.lstat(path))
+    except OSError:
+        return None
+    return None if now - max(sig[7], sig[8]) < RACY_NS else sig
+
+
+def _entry_dep(path: str, declared: str, now: int) -> tuple[str, str, Signature] | None:
+    """How to tell, on a later load, that the entry is still the file checked now; None: do not cache."""
+    folder = path.rpartition("/")[0]
+    candidate = declared if declared.startswith("/") else f"{folder}/{declared}"
+    try:
+        if "/" not in declared and declared not in (".", ".."):
+            st = os.lstat(candidate)
+            if not stat.S_ISLNK(st.st_mode):
+                sig = signature(st)
+                return None if now - max(sig[7], sig[8]) < RACY_NS else (candidate, "", sig)
+        real, st = resolve_file(candidate)
+    except (OSError, ValueError):
+        return None
+    sig = signature(st)
+    return None if now - max(sig[7], sig[8]) < RACY_NS else (candidate, real, sig)
+
+
+def _dep_holds(dep: tuple[str, str, Signature]) -> bool:
+    candidate, real, sig = dep
+    try:
+        if not real:
+            return signature(os.lstat(candidate)) == sig
+        now_real, st = resolve_file(candidate)
+    except (OSError, ValueError):
+        return False
+    return now_real == real and signature(st) == sig
+
+
+def _untrusted(info: os.stat_result) -> str:
+    if not stat.S_ISREG(info.st_mode):
+        return "it is not a regular file"
+    if info.st_uid != os.geteuid():
+        return f"it belongs to uid {info.st_uid}, not to this user"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"others may write it (mode {stat.S_IMODE(info.st_mode):04o})"
+    return ""
+
+
+def _read_all(fd: int, limit: int) -> bytes:
+    chunks = []
+    size = 0
+    while size < limit and (chunk := os.read(fd, min(limit - size, 16 * 1024 * 1024))):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _write_atomic(path: str, data: bytes) -> Signature:
+    """Write ``data`` to ``path`` through a renamed temporary file; the new file's signature."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".load-cache-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), 0o600)
+            handle.write(data)
+            handle.flush()
+            os.replace(temporary, path)
+            return signature(os.fstat(handle.fileno()))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
