@@ -20,6 +20,8 @@ from ongrid_plugins.testing import isolated_settings
 _HOSTS: dict[str, tuple[SkillHost, str]] = {}
 #: Plugins to leave out, from ONGRID_BENCH_DISABLE (e.g. "audit" to time the call without the audit log).
 DISABLED = tuple(p for p in os.environ.get("ONGRID_BENCH_DISABLE", "").split(",") if p)
+#: The host's sandbox mode, from ONGRID_BENCH_SANDBOX ("auto", the default of Settings, or "off").
+SANDBOX = os.environ.get("ONGRID_BENCH_SANDBOX", "auto")
 
 
 def _host_for(entry: str) -> tuple[SkillHost, str]:
@@ -34,7 +36,7 @@ def _host_for(entry: str) -> tuple[SkillHost, str]:
     manifest = {"name": name, "description": "benchmark entry", "entry": "entry", "timeout_seconds": 30}
     with open(os.path.join(folder, "skill.json"), "w") as f:
         json.dump(manifest, f)
-    host = SkillHost(isolated_settings(base, os.path.join(base, "skills"), disable_plugins=DISABLED))
+    host = SkillHost(isolated_settings(base, os.path.join(base, "skills"), disable_plugins=DISABLED, sandbox=SANDBOX))
     host.load()
     _HOSTS[entry] = (host, name)
     return host, name

@@ -106,7 +106,7 @@ class Journal:
         self._fd = -1
 
     def _append(self, kind: str, call_id: str, row: dict[str, Any]) -> None:
-        line = f"{kind} {call_id} {json.dumps(row, ensure_ascii=False, separators=(',', ':'))}\n".encode()
+        line = f"{kind} {call_id} {_encode(row)}\n".encode()
         with self._lock:
             fd = self._open()
             _write_all(fd, line)
@@ -247,5 +247,7 @@ class Process:
 
 
 HOST = os.uname().nodename
+# One encoder for every line (json.dumps with options builds a new one per call).
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _numbers = itertools.count(1)
 PID = Process()

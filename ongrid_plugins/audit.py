@@ -53,6 +53,7 @@ from ._auditchain import (
     JSON_COLUMNS,
     SCHEMA,
     append,
+    approvers_json,
     check_head,
     check_macs,
     clip,
@@ -300,8 +301,9 @@ class AuditLog:
             started = self._started.pop(request.call_id, None)
         if started is None:  # no before_call (another plugin's before_call failed first)
             started = (time.monotonic(), start_row(request, time.time()))
-        mono, row = started
-        row = dict(row, ticket=request.ticket, approvers=dumps(list(request.approvers)))
+        mono, row = started  # popped: this call owns the dict now (its S line is written)
+        row["ticket"] = request.ticket
+        row["approvers"] = approvers_json(request.approvers)
         row = finish_row(row, result, result.duration or (time.monotonic() - mono))
         try:
             self._journal.finished(request.call_id, row)
