@@ -127,7 +127,8 @@ def append_many(conn: sqlite3.Connection, rows: Sequence[Mapping[str, Any]], key
     """
     head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
     seq, prev = (head[0], head[1]) if head else (0, GENESIS)
-    entries = []
+    entries: list[list[Any]] = []
+    macs: list[tuple[int, str]] = []
     for row in rows:
         seq += 1
         values = [row.get(c) for c in COLUMNS]
@@ -135,15 +136,14 @@ def append_many(conn: sqlite3.Connection, rows: Sequence[Mapping[str, Any]], key
         prev = row_hash(values)
         values.append(prev)
         entries.append(values)
+        if key is not None:
+            macs.append((seq, row_mac(key, prev)))
     if not entries:
         return seq
     conn.executemany(_INSERT, entries)
     conn.execute("INSERT OR REPLACE INTO head (id, seq, hash) VALUES (1, ?, ?)", (seq, prev))
-    if key is not None:
-        conn.executemany(
-            "INSERT OR REPLACE INTO macs (seq, mac) VALUES (?, ?)",
-            [(values[0], row_mac(key, values[-1])) for values in entries],
-        )
+    if macs:
+        conn.executemany("INSERT OR REPLACE INTO macs (seq, mac) VALUES (?, ?)", macs)
     return seq
 
 

@@ -22,8 +22,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ongrid_plugins.arguments import check_arguments
-from ongrid_plugins.safeschema import safe_validator
-from ongrid_plugins.safeschema import fast
+from ongrid_plugins.safeschema import fast, safe_validator
 from ongrid_plugins.safeschema.fast import compile_accepts
 
 REPO = Path(__file__).resolve().parent.parent
@@ -177,7 +176,11 @@ def repository_schemas() -> list[tuple[str, Any]]:
         if schema is not None:
             found.append((str(path.relative_to(REPO)), schema))
     decoder = json.JSONDecoder()
-    texts = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "tests").glob("test_*.py"))]
+    texts = [
+        REPO / "README.md",
+        *sorted((REPO / "docs").glob("*.md")),
+        *sorted((REPO / "tests").glob("test_*.py")),
+    ]
     for path in texts:
         text = path.read_text(encoding="utf-8")
         for match in re.finditer(r'(?:"schema":|\bschema=|SCHEMA = )\s*', text):
@@ -192,7 +195,9 @@ def repository_schemas() -> list[tuple[str, Any]]:
 
 def generated_schemas() -> list[tuple[str, Any]]:
     rng = random.Random(14)
-    return [(f"gen_tree#{i}", gen_tree.make_manifest(rng, "probe_port", "network")["schema"]) for i in range(40)]
+    return [
+        (f"gen_tree#{i}", gen_tree.make_manifest(rng, "probe_port", "network")["schema"]) for i in range(40)
+    ]
 
 
 def candidate_values(schema: dict[str, Any], rng: random.Random) -> list[Any]:
@@ -233,7 +238,9 @@ def test_real_schemas_agree_with_jsonschema_and_are_fast_for_valid_arguments(whe
         vouched += fast
         valid += jsonschema_valid(schema, value)
     if modelled(schema):
-        assert vouched == valid, f"{where}: the compiled check left {valid - vouched} valid values to jsonschema"
+        assert vouched == valid, (
+            f"{where}: the compiled check left {valid - vouched} valid values to jsonschema"
+        )
 
 
 def modelled(schema: Any) -> bool:
@@ -326,7 +333,13 @@ def test_the_call_path_uses_the_compiled_check_and_keeps_jsonschema_messages() -
         "additionalProperties": False,
     }
     tool = Tool(
-        name="probe", description="probe a port", schema=schema, tool_class=ToolClass.SAFE, skill="probe", source="test", kind="subprocess"
+        name="probe",
+        description="probe a port",
+        schema=schema,
+        tool_class=ToolClass.SAFE,
+        skill="probe",
+        source="test",
+        kind="subprocess",
     )
     data, text, errors = check_arguments(tool, {"target": "example.com", "port": 22})
     assert errors == [] and text == '{"port":22,"target":"example.com"}'

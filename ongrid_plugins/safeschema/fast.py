@@ -190,7 +190,7 @@ def _limit(value: object) -> int | float:
         raise _Unsupported("limit")
     if type(value) is float and not math.isfinite(value):
         raise _Unsupported("limit")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def _bound(compare: Callable[[Any, Any], bool]) -> Callable[[object, int], Accepts]:
