@@ -20,8 +20,6 @@ from ongrid_plugins.testing import isolated_settings
 _HOSTS: dict[str, tuple[SkillHost, str]] = {}
 #: Plugins to leave out, from ONGRID_BENCH_DISABLE (e.g. "audit" to time the call without the audit log).
 DISABLED = tuple(p for p in os.environ.get("ONGRID_BENCH_DISABLE", "").split(",") if p)
-#: The host's sandbox mode, from ONGRID_BENCH_SANDBOX ("auto", the default of Settings, or "off").
-SANDBOX = os.environ.get("ONGRID_BENCH_SANDBOX", "auto")
 
 
 def _host_for(entry: str) -> tuple[SkillHost, str]:
@@ -37,7 +35,9 @@ def _host_for(entry: str) -> tuple[SkillHost, str]:
     with open(os.path.join(folder, "skill.json"), "w") as f:
         json.dump(manifest, f)
     skills = os.path.join(base, "skills")
-    settings = isolated_settings(base, skills, disable_plugins=DISABLED, sandbox=SANDBOX)
+    # The sandbox mode from ONGRID_BENCH_SANDBOX ("auto", the default of Settings, or "off").
+    sandbox = os.environ.get("ONGRID_BENCH_SANDBOX", "auto")
+    settings = isolated_settings(base, skills, disable_plugins=DISABLED, sandbox=sandbox)
     host = SkillHost(settings)
     host.load()
     _HOSTS[entry] = (host, name)

@@ -51,7 +51,7 @@ class SubprocessExecutor:
         # What every call of a tool shares (entry, root, the path beneath it, cwd), worked
         # out on its first call. Keyed by the tool object (frozen: a reload makes new ones)
         # and dropped with it, so nothing is cached inside the value object itself.
-        self._prepared: dict[int, tuple[Tool, _Prepared | None]] = {}
+        self._prepared: dict[int, tuple[weakref.ref[Tool], _Prepared | None]] = {}
 
     def __repr__(self) -> str:
         return f"<SubprocessExecutor cap={self.stdout_cap}>"
@@ -89,10 +89,10 @@ class SubprocessExecutor:
     def _spec(self, request: CallRequest) -> ProcessSpec | CallResult:
         tool = request.tool
         known = self._prepared.get(id(tool))
-        if known is None or known[0] is not tool:
+        if known is None or known[0]() is not tool:
             if id(tool) not in self._prepared:  # dropped with the tool (a reload makes new ones)
                 weakref.finalize(tool, self._prepared.pop, id(tool), None)
-            known = self._prepared[id(tool)] = (tool, _prepare(tool))
+            known = self._prepared[id(tool)] = (weakref.ref(tool), _prepare(tool))
         prepared = known[1]
         opened = open_entry(tool) if prepared is None else _open_prepared(tool, prepared)
         if isinstance(opened, str):
