@@ -168,7 +168,7 @@ def test_the_executor_follows_a_reload_and_forgets_dropped_tools(tmp_path: Path,
 
 
 def test_batches_chain_exactly_as_row_by_row(tmp_path: Path) -> None:
-    rows = [{"time": float(i), "call_id": f"c{i}", "tool": "t", "args": "{}", "sandbox": None} for i in range(5)]
+    rows = [{"time": float(i), "call_id": f"c{i}", "tool": "t", "args": "{}"} for i in range(5)]
     key = b"k" * 32
     chained = []
     for name, write in (("one", lambda c: [append(c, r, key) for r in rows]), ("batch", None)):
