@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ADDED_COLUMNS",
     "COLUMNS",
+    "FINISH_COLUMNS",
     "GENESIS",
     "JSON_COLUMNS",
     "SCHEMA",
@@ -362,6 +363,25 @@ def dumps(value: Any) -> str:
         return canonical_json(value)
     except (TypeError, ValueError, RecursionError):
         return json.dumps(repr(value)[:MAX_TEXT])
+
+
+#: The columns an attempt's row gets when it is over (``ongrid_after_call``): what the
+#: journal's ``F`` line holds beside its ``S`` line.
+FINISH_COLUMNS = (
+    "ticket",
+    "approvers",
+    "verdict",
+    "reason",
+    "plugin",
+    "outcome",
+    "error",
+    "exit_code",
+    "signal",
+    "duration",
+    "stderr_tail",
+    "result_size",
+    "result_digest",
+)
 
 
 def finish_row(row: dict[str, Any], result: CallResult, duration: float) -> dict[str, Any]:

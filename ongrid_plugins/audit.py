@@ -49,6 +49,7 @@ from . import _sqlite
 from ._auditchain import (
     ADDED_COLUMNS,
     COLUMNS,
+    FINISH_COLUMNS,
     GENESIS,
     JSON_COLUMNS,
     SCHEMA,
@@ -306,7 +307,7 @@ class AuditLog:
         row["approvers"] = approvers_json(request.approvers)
         row = finish_row(row, result, result.duration or (time.monotonic() - mono))
         try:
-            self._journal.finished(request.call_id, row)
+            self._journal.finished(request.call_id, row, FINISH_COLUMNS)
         except Exception as exc:
             self._failed("journal the outcome of", request, exc)
         self._writer.put(request.call_id, row)

@@ -12,6 +12,8 @@ import asyncio
 import gc
 import os
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -304,3 +306,67 @@ def test_a_call_cancelled_while_it_spawns_aside_leaves_no_process(tmp_path: Path
     assert host.audit.flush()
     outcomes = [entry.outcome for entry in host.audit.entries()]
     assert len(outcomes) == 5 and set(outcomes) == {"cancelled"}
+
+
+# ------------------------------------------------------------------ the journal's short F line
+
+KILLED_AFTER_CALLS = r"""
+import os, signal, sys
+from ongrid_plugins import SkillHost
+from ongrid_plugins.testing import isolated_settings
+tmp, root = sys.argv[1:3]
+host = SkillHost(isolated_settings(tmp, root))
+host.audit.flush()
+ids = [host.call("echo", {"n": n, "secret_token": "hunter2"}).call_id for n in range(3)]
+failed = host.call("fails", {"n": 9})
+print(" ".join([*ids, failed.call_id]), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # before the writer's first batch: only the journal has them
+"""
+
+
+def test_calls_finished_before_a_sigkill_are_recovered_whole_from_start_and_end_lines(
+    tmp_path: Path, root: Path
+) -> None:
+    make_skill(root, "echo")
+    make_skill(root, "fails", script="#!/bin/sh\necho 'disk full' >&2\nexit 3\n")
+    # The same calls in a host that lives: the rows recovery must reproduce, column by column.
+    alive = SkillHost(isolated_settings(tmp_path / "alive", root))
+    for n in range(3):
+        alive.call("echo", {"n": n, "secret_token": "hunter2"})
+    alive.call("fails", {"n": 9})
+    assert alive.audit.flush()
+    expected = [_comparable(entry.to_dict()) for entry in alive.audit.entries()]
+
+    out = subprocess.run(
+        [sys.executable, "-c", KILLED_AFTER_CALLS, str(tmp_path), str(root)], capture_output=True, text=True
+    )
+    assert out.returncode == -9, out.stderr
+    call_ids = out.stdout.split()
+    journals = list((tmp_path / ".ongrid-state" / "audit-inflight").iterdir())
+    lines = journals[0].read_text(encoding="utf-8").splitlines()
+    finished = [line for line in lines if line.startswith("F ")]
+    assert len(finished) == 4 and all('"args"' not in line for line in finished)  # the short form
+    assert "hunter2" not in journals[0].read_text(encoding="utf-8")
+
+    host = SkillHost(isolated_settings(tmp_path, root))  # opening the log recovers the journal
+    rows = host.audit.entries()
+    assert [row.call_id for row in rows] == call_ids
+    assert [_comparable(row.to_dict()) for row in rows] == expected
+    assert all(row.sandbox and row.skill_digest for row in rows)
+    assert host.audit.verify().ok and not journals[0].exists()
+
+
+def _comparable(row: dict[str, Any]) -> dict[str, Any]:
+    """A row without what differs between two runs of the same calls."""
+    # (the sandbox profile names the state folder, which differs between the two hosts)
+    varying = {"seq", "time", "call_id", "duration", "pid", "hash", "prev_hash", "caller", "sandbox"}
+    return {key: value for key, value in row.items() if key not in varying}
+
+
+def test_the_short_f_line_holds_every_column_the_end_of_a_call_sets() -> None:
+    from ongrid_plugins._auditchain import COLUMNS, FINISH_COLUMNS, finish_row
+    from ongrid_plugins.models import CallResult
+
+    finished = finish_row({}, CallResult("t", False, error="boom", stderr_tail=("x",)), 0.5)
+    assert set(finished) | {"ticket", "approvers"} == set(FINISH_COLUMNS)
+    assert set(FINISH_COLUMNS) <= set(COLUMNS)
