@@ -15,7 +15,10 @@ interleaved round-robin, so machine noise hits all of them alike:
 Concurrency 8 (calls/s): threads + ``subprocess.run`` (``threads-notimeout``,
 the baseline), threads + ``host.call``, asyncio + ``host.acall``.
 
-    python benchmarks/bench_exec.py --n 500
+    python benchmarks/bench_exec.py --n 500                 # the host's default sandbox (auto)
+    python benchmarks/bench_exec.py --n 500 --sandbox off   # skills unconfined
+
+The last table checks the targets of issue 14 for each entry.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import argparse
 import asyncio
 import concurrent.futures
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -157,7 +161,14 @@ def main() -> int:
     parser.add_argument("--conc-n", type=int, default=800)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", dest="json_out")
+    parser.add_argument(
+        "--sandbox",
+        choices=("auto", "off"),
+        default=os.environ.get("ONGRID_BENCH_SANDBOX", "auto"),
+        help="the host's sandbox mode (default: auto, as Settings; confined where the kernel can)",
+    )
     args = parser.parse_args()
+    os.environ["ONGRID_BENCH_SANDBOX"] = args.sandbox  # read by hostcall when it builds a host
     workdir = tempfile.mkdtemp(prefix="ongrid-exec-bench-")
     out: dict[str, Any] = {"python": sys.version.split()[0], "seq_us": {}, "conc_calls_per_s": {}}
     try:
@@ -176,6 +187,20 @@ def main() -> int:
     for name, rows in out["conc_calls_per_s"].items():
         for method, rate in rows.items():
             print(f"{name:6} {method:20} {rate:>10.0f} {rate / rows['threads-notimeout']:>10.2f}")
+    print(f"\ntargets (sandbox {args.sandbox}; issue 14)")
+    for name in out["seq_us"]:
+        seq, conc = out["seq_us"][name], out["conc_calls_per_s"][name]
+        base = conc["threads-notimeout"]
+        checks = [
+            ("host.call x spawn", seq["host.call"] / seq["spawn"], "<=", 1.2),
+            ("host.acall x spawn", seq["host.acall"] / seq["spawn"], "<=", 1.35),
+            ("threads host.call (conc) x baseline", conc["threads host.call"] / base, ">=", 1.0),
+            ("asyncio host.acall (conc) x baseline", conc["asyncio host.acall"] / base, ">=", 1.0),
+        ]
+        for label, value, op, bound in checks:
+            met = value <= bound if op == "<=" else value >= bound
+            print(f"{name:6} {label:38} {value:6.2f}  target {op} {bound:<5} {'met' if met else 'NOT met'}")
+    out["sandbox"] = args.sandbox
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(out, indent=1))
     return 0

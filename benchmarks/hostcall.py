@@ -34,7 +34,11 @@ def _host_for(entry: str) -> tuple[SkillHost, str]:
     manifest = {"name": name, "description": "benchmark entry", "entry": "entry", "timeout_seconds": 30}
     with open(os.path.join(folder, "skill.json"), "w") as f:
         json.dump(manifest, f)
-    host = SkillHost(isolated_settings(base, os.path.join(base, "skills"), disable_plugins=DISABLED))
+    skills = os.path.join(base, "skills")
+    # The sandbox mode from ONGRID_BENCH_SANDBOX ("auto", the default of Settings, or "off").
+    sandbox = os.environ.get("ONGRID_BENCH_SANDBOX", "auto")
+    settings = isolated_settings(base, skills, disable_plugins=DISABLED, sandbox=sandbox)
+    host = SkillHost(settings)
     host.load()
     _HOSTS[entry] = (host, name)
     return host, name

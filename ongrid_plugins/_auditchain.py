@@ -34,10 +34,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ADDED_COLUMNS",
     "COLUMNS",
+    "FINISH_COLUMNS",
     "GENESIS",
     "JSON_COLUMNS",
     "SCHEMA",
     "append",
+    "append_many",
     "check_head",
     "check_macs",
     "dumps",
@@ -120,19 +122,38 @@ def append(conn: sqlite3.Connection, row: Mapping[str, Any], key: bytes | None =
 
     With ``key`` (``ONGRID_AUDIT_KEY_FILE``), the row's HMAC goes into ``macs``.
     """
+    return append_many(conn, [row], key)
+
+
+def append_many(conn: sqlite3.Connection, rows: Sequence[Mapping[str, Any]], key: bytes | None = None) -> int:
+    """Chain ``rows``, in order, after the current head; returns the last ``seq``.
+
+    The same rows and hashes as :func:`append` once per row, in three statements
+    for the whole batch (the head is read once, and written once at the end).
+    """
     head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
-    seq, prev = (head[0] + 1, head[1]) if head else (1, GENESIS)
-    values = [row.get(c) for c in COLUMNS]
-    values[0], values[-1] = seq, prev
-    digest = row_hash(values)
-    conn.execute(
-        f"INSERT INTO entries ({', '.join(COLUMNS)}, hash) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})",
-        (*values, digest),
-    )
-    conn.execute("INSERT OR REPLACE INTO head (id, seq, hash) VALUES (1, ?, ?)", (seq, digest))
-    if key is not None:
-        conn.execute("INSERT OR REPLACE INTO macs (seq, mac) VALUES (?, ?)", (seq, row_mac(key, digest)))
+    seq, prev = (head[0], head[1]) if head else (0, GENESIS)
+    entries: list[list[Any]] = []
+    macs: list[tuple[int, str]] = []
+    for row in rows:
+        seq += 1
+        values = [row.get(c) for c in COLUMNS]
+        values[0], values[-1] = seq, prev
+        prev = row_hash(values)
+        values.append(prev)
+        entries.append(values)
+        if key is not None:
+            macs.append((seq, row_mac(key, prev)))
+    if not entries:
+        return seq
+    conn.executemany(_INSERT, entries)
+    conn.execute("INSERT OR REPLACE INTO head (id, seq, hash) VALUES (1, ?, ?)", (seq, prev))
+    if macs:
+        conn.executemany("INSERT OR REPLACE INTO macs (seq, mac) VALUES (?, ?)", macs)
     return seq
+
+
+_INSERT = f"INSERT INTO entries ({', '.join(COLUMNS)}, hash) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})"
 
 
 def row_mac(key: bytes, digest: str) -> str:
@@ -301,11 +322,12 @@ def start_row(request: CallRequest, started: float) -> dict[str, Any]:
         "tool_class": tool.tool_class.value,
         "persona": request.persona.name,
         "caller": request.caller,
-        "args": dumps(args),
+        # args_json is the canonical JSON of args already: nothing to serialise again
+        "args": dumps(args) if redacted or not request.args_json else request.args_json,
         "args_digest": "" if redacted else request.args_digest,
-        "redacted": dumps(redacted),
+        "redacted": dumps(redacted) if redacted else "[]",
         "ticket": request.ticket,
-        "approvers": dumps(list(request.approvers)),
+        "approvers": approvers_json(request.approvers),
         "skill_digest": tool.digest,
         "pid": PID.pid,
         "hostname": HOST,
@@ -313,12 +335,31 @@ def start_row(request: CallRequest, started: float) -> dict[str, Any]:
     }
 
 
+def approvers_json(approvers: Sequence[str]) -> str:
+    """The ``approvers`` column: canonical JSON of the list (most calls have none)."""
+    return dumps(list(approvers)) if approvers else "[]"
+
+
 def _sandbox(request: CallRequest) -> str | None:
-    """The profile the call ran under (or ``unconfined`` and why), as canonical JSON."""
+    """The profile the call ran under (or ``unconfined`` and why), as canonical JSON.
+
+    A tool's profile is one object for all its calls (the host computes it once per
+    settings), so its text is remembered here, keyed by the object it was made from.
+    """
     profile = request.sandbox
     if profile is None:
         return None
-    return dumps(profile.to_dict())
+    known = _sandbox_texts.get(id(profile))
+    if known is not None and known[0] is profile:
+        return known[1]
+    text = dumps(profile.to_dict())
+    if len(_sandbox_texts) >= 1024:
+        _sandbox_texts.clear()
+    _sandbox_texts[id(profile)] = (profile, text)  # holding the profile keeps its id unique
+    return text
+
+
+_sandbox_texts: dict[int, tuple[Any, str]] = {}
 
 
 def dumps(value: Any) -> str:
@@ -327,6 +368,25 @@ def dumps(value: Any) -> str:
         return canonical_json(value)
     except (TypeError, ValueError, RecursionError):
         return json.dumps(repr(value)[:MAX_TEXT])
+
+
+#: The columns an attempt's row gets when it is over (``ongrid_after_call``): what the
+#: journal's ``F`` line holds beside its ``S`` line.
+FINISH_COLUMNS = (
+    "ticket",
+    "approvers",
+    "verdict",
+    "reason",
+    "plugin",
+    "outcome",
+    "error",
+    "exit_code",
+    "signal",
+    "duration",
+    "stderr_tail",
+    "result_size",
+    "result_digest",
+)
 
 
 def finish_row(row: dict[str, Any], result: CallResult, duration: float) -> dict[str, Any]:
@@ -342,9 +402,9 @@ def finish_row(row: dict[str, Any], result: CallResult, duration: float) -> dict
         exit_code=result.exit_code,
         signal=result.signal,
         duration=float(duration),
-        stderr_tail=dumps(
-            [clip(line) for line in redact_lines(map(str, result.stderr_tail))][-STDERR_LINES:]
-        ),
+        stderr_tail=dumps([clip(line) for line in redact_lines(map(str, result.stderr_tail))][-STDERR_LINES:])
+        if result.stderr_tail
+        else "[]",
         result_size=len(data),
         result_digest=hashlib.sha256(data).hexdigest() if data else "",
         remote=dumps(result.remote.to_dict()) if result.remote is not None else None,

@@ -7,7 +7,9 @@ process's start time in clock ticks, so a reused pid names a different file;
 event, each a single ``write()``:
 
 * ``S <call_id> <row>`` before the call runs (what is known then);
-* ``F <call_id> <row>`` when it is over (the complete row, outcome included);
+* ``F <call_id> <row>`` when it is over: the columns known only then (outcome, ticket...)
+  when this file holds the call's ``S`` line, else the complete row; read back, an ``F``
+  row is laid over the ``S`` row before it;
 * ``E <call_id> ...`` once those rows are in the SQLite chain.
 
 A ``write()`` to an ``O_APPEND`` file survives the process being killed (it is
@@ -75,8 +77,18 @@ class Journal:
         """Record that ``call_id`` is about to run; raises ``OSError`` when it cannot."""
         self._append("S", call_id, row)
 
-    def finished(self, call_id: str, row: dict[str, Any]) -> None:
-        """Record ``call_id``'s complete row; raises ``OSError`` when it cannot."""
+    def finished(self, call_id: str, row: dict[str, Any], later: tuple[str, ...] = ()) -> None:
+        """Record ``call_id``'s complete row; raises ``OSError`` when it cannot.
+
+        ``later``: the columns set after the call's ``S`` line; when this file holds that
+        line, only they are written (the rest is read back from it).
+        """
+        if later:
+            with self._lock:
+                if call_id in self._active and self._fd >= 0 and self._owner[0] == os.getpid():
+                    delta = {key: row.get(key) for key in later}
+                    _write_all(self._fd, f"F {call_id} {_encode(delta)}\n".encode())
+                    return
         self._append("F", call_id, row)
 
     def chained(self, call_ids: list[str]) -> None:
@@ -106,7 +118,7 @@ class Journal:
         self._fd = -1
 
     def _append(self, kind: str, call_id: str, row: dict[str, Any]) -> None:
-        line = f"{kind} {call_id} {json.dumps(row, ensure_ascii=False, separators=(',', ':'))}\n".encode()
+        line = f"{kind} {call_id} {_encode(row)}\n".encode()
         with self._lock:
             fd = self._open()
             _write_all(fd, line)
@@ -174,6 +186,8 @@ def _open_calls(lines: Any) -> list[tuple[str, dict[str, Any], bool]]:
             except ValueError:  # a line cut short by a crash: the call id is still known
                 row = None
             if isinstance(row, dict):
+                if kind == "F" and call_id in calls:  # the columns known at the end, over the start
+                    row = {**calls[call_id][0], **row}
                 calls[call_id] = (row, kind == "F")
             elif call_id not in calls:
                 calls[call_id] = ({}, False)
@@ -247,5 +261,7 @@ class Process:
 
 
 HOST = os.uname().nodename
+# One encoder for every line (json.dumps with options builds a new one per call).
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _numbers = itertools.count(1)
 PID = Process()

@@ -4,8 +4,10 @@ A call only appends its row to the journal (one ``write()``); this thread then
 chains the rows into SQLite, many per transaction, so no call waits for a
 commit. The thread starts with the first row, lingers ``LINGER`` seconds to
 gather more, and stops after a second of idleness; a reader that needs the rows
-(:meth:`Writer.flush`) cuts the lingering short. Each batch opens its own
-connection and closes it, so an idle log holds no file open.
+(:meth:`Writer.flush`) cuts the lingering short. The thread keeps one connection
+while it runs (checked before each batch to still name the file at ``path``) and
+closes it when it stops, so an idle log holds no file open. A batch is three
+statements, whatever its size (:func:`~._auditchain.append_many`).
 
 A failed batch is retried, with a growing pause, until it goes through; its
 rows are in the journal meanwhile, so even a process that dies before then
@@ -16,6 +18,7 @@ refuses risky calls). At interpreter exit, pending rows are flushed.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import threading
@@ -24,7 +27,7 @@ import weakref
 from typing import Any
 
 from . import _sqlite
-from ._auditchain import ADDED_COLUMNS, SCHEMA, append
+from ._auditchain import ADDED_COLUMNS, SCHEMA, append_many
 from ._auditjournal import Journal
 
 __all__ = ["Writer"]
@@ -60,7 +63,8 @@ class Writer:
         self._flushing = 0
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
-        self._schema = SCHEMA
+        self._conn: Any = None  # the thread's connection, and the (dev, inode) it opened
+        self._conn_file: tuple[int, int] | None = None
         _WRITERS.add(self)
 
     def put(self, call_id: str, row: dict[str, Any]) -> None:
@@ -68,6 +72,7 @@ class Writer:
         with self._cond:
             if self._pid != os.getpid():  # forked: the parent's rows and thread are not ours
                 self._pending, self._busy, self._thread, self._pid = [], False, None, os.getpid()
+                self._conn, self._conn_file = None, None  # the parent's thread's, not ours
             self._pending.append((call_id, row))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="ongrid-audit-writer", daemon=True)
@@ -99,6 +104,7 @@ class Writer:
             with self._cond:
                 if not self._cond.wait_for(lambda: self._pending, self.IDLE):
                     self._thread = None
+                    self._disconnect()
                     return
                 self._cond.wait_for(lambda: self._flushing or len(self._pending) >= self.BATCH, self.LINGER)
                 batch, self._pending = self._pending[: self.BATCH], self._pending[self.BATCH :]
@@ -115,16 +121,14 @@ class Writer:
 
     def _write(self, batch: list[Row]) -> Exception | None:
         try:
-            added = ADDED_COLUMNS if self._schema else ()
-            conn = _sqlite.connect(self.path, self._schema, synchronous="NORMAL", added=added)
+            conn = self._connection()
             try:
-                self._schema = ""  # created: later batches skip the script
                 conn.execute("BEGIN IMMEDIATE")
-                for _call_id, row in batch:
-                    append(conn, row, self.key)
+                append_many(conn, [row for _call_id, row in batch], self.key)
                 conn.commit()
-            finally:
-                conn.close()
+            except BaseException:
+                self._disconnect()  # rolls back; the next attempt starts afresh
+                raise
         except Exception as exc:
             self.failures += 1
             if self.failing is None:
@@ -141,6 +145,32 @@ class Writer:
             logger.warning("audit log: %s is writable again", self.path)
         self.journal.chained([call_id for call_id, _row in batch])
         return None
+
+    def _connection(self) -> Any:
+        """The thread's connection, (re)opened when the file at ``path`` is not the one it has."""
+        try:
+            st = os.stat(self.path)
+            current: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except OSError:
+            current = None  # gone: connect() makes it anew (or says why it cannot)
+        if self._conn is not None and current is not None and current == self._conn_file:
+            return self._conn
+        self._disconnect()
+        # Once per thread run (not per batch): the schema script and the added columns.
+        conn = _sqlite.connect(self.path, SCHEMA, synchronous="NORMAL", added=ADDED_COLUMNS)
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            conn.close()
+            raise
+        self._conn, self._conn_file = conn, (st.st_dev, st.st_ino)
+        return conn
+
+    def _disconnect(self) -> None:
+        conn, self._conn, self._conn_file = self._conn, None, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
 
 _WRITERS: weakref.WeakSet[Writer] = weakref.WeakSet()

@@ -49,10 +49,12 @@ from . import _sqlite
 from ._auditchain import (
     ADDED_COLUMNS,
     COLUMNS,
+    FINISH_COLUMNS,
     GENESIS,
     JSON_COLUMNS,
     SCHEMA,
     append,
+    approvers_json,
     check_head,
     check_macs,
     clip,
@@ -304,11 +306,12 @@ class AuditLog:
             started = self._started.pop(request.call_id, None)
         if started is None:  # no before_call (another plugin's before_call failed first)
             started = (time.monotonic(), start_row(request, time.time()))
-        mono, row = started
-        row = dict(row, ticket=request.ticket, approvers=dumps(list(request.approvers)))
+        mono, row = started  # popped: this call owns the dict now (its S line is written)
+        row["ticket"] = request.ticket
+        row["approvers"] = approvers_json(request.approvers)
         row = finish_row(row, result, result.duration or (time.monotonic() - mono))
         try:
-            self._journal.finished(request.call_id, row)
+            self._journal.finished(request.call_id, row, FINISH_COLUMNS)
         except Exception as exc:
             self._failed("journal the outcome of", request, exc)
         self._writer.put(request.call_id, row)

@@ -58,7 +58,7 @@ from .models import (
     Verdict,
     digest_json,
 )
-from .plugins import PluginInfo, PluginManager, get_plugin_manager
+from .plugins import PluginInfo, PluginManager, call_hook, get_plugin_manager
 from .registry import Registry, Snapshot, spelling
 from .resolve import ResolvedSkill, resolve
 from .settings import Settings
@@ -582,24 +582,26 @@ class SkillHost:
             timeout=_check_timeout(timeout),
             sandbox=self.sandbox_profile(tool),
         )
-        decision = gate.decide(self.pm, tool, who, request)
+        pm = self.pm
+        decision = gate.decide(pm, tool, who, request)
         refusal, status = self._refusal(request, decision, errors)
-        before = self.pm.hook.ongrid_before_call
         try:
-            if before.get_hookimpls():
-                before(request=request)
+            call_hook(pm, "ongrid_before_call", request=request)
         except BaseException as exc:
             self._after(request, self._refused(_Attempt(request, decision, exc, "aborted")))
             raise
         if decision.verdict is Verdict.DUAL_SIGN and refusal is None and ticket is None:
             request, refusal, status = self._request_approval(request, decision)
-        self._raise_refused(_Attempt(request, decision, refusal, status))
-        executor = self._executor(_Attempt(request, decision, None, ""))
+        if refusal is not None:
+            self._raise_refused(_Attempt(request, decision, refusal, status))
+        attempt = _Attempt(request, decision, None, "")
+        executor = self._executor(attempt)
         if decision.verdict is Verdict.DUAL_SIGN:
             # Claimed last, once nothing else can stop the call: a claimed ticket is spent.
             request, refusal = self._claim_ticket(request)
             self._raise_refused(_Attempt(request, decision, refusal, "ticket_refused"))
-        return _Attempt(request, decision, None, ""), executor
+            attempt = _Attempt(request, decision, None, "")
+        return attempt, executor
 
     def sandbox_profile(self, tool: Tool) -> Profile:
         """The confinement profile every call of ``tool`` gets under this host's settings."""
@@ -706,7 +708,7 @@ class SkillHost:
 
     def _executor(self, attempt: _Attempt) -> Executor:
         tool = attempt.request.tool
-        executor: Executor | None = self.pm.hook.ongrid_executor(tool=tool, settings=self.settings)
+        executor: Executor | None = call_hook(self.pm, "ongrid_executor", tool=tool, settings=self.settings)
         if executor is None:
             refusal = SkillUnavailable(tool.name, [f"no executor can run tools of kind {tool.kind!r}"])
             self._after(attempt.request, attrs.evolve(self._refused(attempt), error=str(refusal)))
@@ -720,11 +722,8 @@ class SkillHost:
         return result
 
     def _after(self, request: CallRequest, result: CallResult) -> None:
-        after = self.pm.hook.ongrid_after_call
-        if not after.get_hookimpls():
-            return
         try:
-            after(request=request, result=result)
+            call_hook(self.pm, "ongrid_after_call", request=request, result=result)
         except Exception:
             logger.exception("an ongrid_after_call hook failed for %s", request.tool.name)
 

@@ -668,7 +668,14 @@ class CallResult:
 
 def canonical_json(value: Any) -> str:
     """The canonical JSON text of a value: sorted keys, no spaces, UTF-8 kept."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _canonical(value)
+
+
+# ``json.dumps`` with any non-default option builds a new encoder on every call (a few
+# microseconds, several times per call): one encoder, same options, same text.
+_canonical = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
 
 
 def args_digest(tool: str, args: Mapping[str, Any]) -> str:

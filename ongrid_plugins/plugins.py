@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import pluggy
+from pluggy._callers import _multicall  # what an unmonitored manager runs (see call_hook)
 
 from . import hookspecs
 from .errors import PluginLoadError
@@ -267,6 +268,46 @@ def _own_version() -> str:
     from . import __version__
 
     return __version__
+
+
+def call_hook(pm: pluggy.PluginManager, name: str, **kwargs: Any) -> Any:
+    """``pm.hook.<name>(**kwargs)``: the same calls, order, answer and exceptions.
+
+    The per-call path (``ongrid_before_call``, ``ongrid_after_call``,
+    ``ongrid_executor``) runs a handful of plain implementations: they are called here
+    in pluggy's order (last registered first, ``tryfirst``/``trylast`` honoured),
+    keeping results that are not None and stopping at the first for a ``firstresult``
+    hook, without pluggy's generic machinery (a few microseconds a hook, several
+    times that between two spawns). Anything else goes through pluggy itself: a
+    wrapper or hook wrapper, an implementation with keyword defaults, a specification
+    with defaults, a missing argument, and a manager whose calls are monitored
+    (``ONGRID_TRACE_PLUGINS``, ``add_hookcall_monitoring``), so tracing sees every call.
+    """
+    caller = getattr(pm.hook, name)
+    spec = caller.spec
+    if (
+        getattr(pm, "_inner_hookexec", None) is not _multicall
+        or spec is None
+        or spec.kwargdefaults
+        or len(kwargs) != len(spec.argnames)
+    ):
+        return caller(**kwargs)
+    impls = caller.get_hookimpls()
+    for impl in impls:
+        if impl.hookwrapper or impl.wrapper or impl.kwargnames:
+            return caller(**kwargs)
+        for arg in impl.argnames:
+            if arg not in kwargs:
+                return caller(**kwargs)  # pluggy's error for the missing argument
+    firstresult = spec.opts.get("firstresult", False)
+    results = []
+    for impl in reversed(impls):
+        result = impl.function(*[kwargs[arg] for arg in impl.argnames])
+        if result is not None:
+            if firstresult:
+                return result
+            results.append(result)
+    return None if firstresult else results
 
 
 def enable_tracing(pm: pluggy.PluginManager) -> None:

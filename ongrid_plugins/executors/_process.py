@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import logging
 import math
@@ -64,6 +65,7 @@ import os
 import select
 import signal
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -176,9 +178,12 @@ async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = Non
     group is terminated (SIGTERM, up to ``kill_grace``, SIGKILL) before re-raising.
     """
     run = _Run(spec, on_stderr)
-    driver = _LoopDriver(run, asyncio.get_running_loop())
+    loop = asyncio.get_running_loop()
+    driver = _LoopDriver(run, loop)
+    busy = _in_flight.get(loop, 0)
+    _in_flight[loop] = busy + 1
     try:
-        error = run.launch()
+        error = run.launch() if not busy else await _launch_aside(run)
         if error is not None:
             return _not_started(error, run.duration)
         run.start()
@@ -188,9 +193,36 @@ async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = Non
         await driver.wait(lambda: run.reaped)
         raise
     finally:
+        _in_flight[loop] -= 1
         driver.detach()
         run.close()  # a second cancellation lands here: SIGKILL and a blocking waitpid
     return run.outcome()
+
+
+#: Calls in flight per event loop. The first spawns on the loop itself (no thread hop,
+#: the least latency); while one is in flight, the next spawn runs in a thread, so the
+#: loop keeps serving the running children while posix_spawn waits for its child's exec
+#: (vfork) or a confined call's thread gets ready: concurrent calls overlap their spawns
+#: as threads do.
+_in_flight: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = weakref.WeakKeyDictionary()
+_spawners: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+
+
+async def _launch_aside(run: _Run) -> str | None:
+    """``run.launch()`` in a spawner thread; a cancellation still waits for it to end, so
+    a child that was started is known to ``run`` and is killed and reaped by the caller."""
+    global _spawners
+    if _spawners is None or _spawners[0] != os.getpid():  # none yet, or a forked child's copy
+        _spawners = (os.getpid(), concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="ongrid-spawn"))
+    future = _spawners[1].submit(run.launch)
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        # Cancelled before the thread took it: nothing ran. Else wait (at most one spawn's
+        # time) so the caller's clean-up sees the child and ends it.
+        with contextlib.suppress(concurrent.futures.CancelledError):
+            future.result()
+        raise
 
 
 def _not_started(message: str, duration: float) -> ProcessOutcome:

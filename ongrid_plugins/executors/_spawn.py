@@ -227,8 +227,11 @@ def spawn(
 
 
 def _spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], exec_fd: int | None) -> Child:
-    raw_argv, raw_env = _encode(argv, env)
     chosen = backend()
+    if chosen == "posix_spawn":
+        c_argv, c_cwd, c_env = _encoded(argv, cwd, env)
+    else:
+        _encode(argv, env)  # the same checks, the same errors
     try:
         pipes = _make_pipes()
     except OSError as exc:
@@ -239,7 +242,7 @@ def _spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], exec_fd: int |
     try:
         if chosen == "posix_spawn":
             assert _LIBC is not None
-            pid = _spawn_libc(_LIBC, raw_argv, os.fsencode(cwd), raw_env, child_ends, exec_fd)
+            pid = _spawn_libc(_LIBC, c_argv, c_cwd, c_env, child_ends, exec_fd)
             popen = None
         else:
             popen = _spawn_popen(argv, cwd, env, child_ends, exec_fd)
@@ -269,6 +272,33 @@ def _encode(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[bytes], l
         message = "embedded null byte in argv or env"
         raise ValueError(message)
     return raw_argv, raw_env
+
+
+_CStrings = tuple[list[bytes], "ctypes.Array[ctypes.c_char_p]"]
+_encoded_argv: dict[tuple[tuple[str, ...], str], tuple[_CStrings, bytes]] = {}
+_encoded_env: dict[tuple[tuple[str, str], ...], _CStrings] = {}
+_MEMO_LIMIT = 512
+
+
+def _encoded(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> tuple[_CStrings, bytes, _CStrings]:
+    """``_encode`` for the libc backend, as NULL-terminated arrays, remembered by value.
+
+    Every call of a tool spawns the same argv, cwd and (usually) environment: their
+    checks and encoding are done once. The arrays are only read by ``posix_spawn``, so
+    threads share them; each keeps its bytes alive beside it.
+    """
+    argv_key = (tuple(argv), cwd)
+    env_key = tuple(env.items())
+    known_argv = _encoded_argv.get(argv_key)
+    known_env = _encoded_env.get(env_key)
+    if known_argv is None or known_env is None:
+        raw_argv, raw_env = _encode(argv, env)
+        if len(_encoded_argv) >= _MEMO_LIMIT or len(_encoded_env) >= _MEMO_LIMIT:
+            _encoded_argv.clear()
+            _encoded_env.clear()
+        known_argv = _encoded_argv[argv_key] = ((raw_argv, _cstrings(raw_argv)), os.fsencode(cwd))
+        known_env = _encoded_env[env_key] = (raw_env, _cstrings(raw_env))
+    return known_argv[0], known_argv[1], known_env
 
 
 def _make_pipes() -> list[tuple[int, int]]:
@@ -303,9 +333,9 @@ _EXEC_PATH = b"/proc/self/fd/3"
 
 def _spawn_libc(
     libc: _Libc,
-    argv: list[bytes],
+    argv: _CStrings,
     cwd: bytes,
-    env: list[bytes],
+    env: _CStrings,
     fds: tuple[int, int, int],
     exec_fd: int | None = None,
 ) -> int:
@@ -328,9 +358,9 @@ def _spawn_libc(
             or libc.fa_chdir(actions, cwd)
             or (closefrom(actions, first_closed) if closefrom is not None else 0)
         )
-        path = argv[0] if exec_fd is None else _EXEC_PATH
+        path = argv[0][0] if exec_fd is None else _EXEC_PATH
         pid = ctypes.c_int(0)
-        _check(libc.spawn(ctypes.byref(pid), path, actions, libc.attr, _cstrings(argv), _cstrings(env)))
+        _check(libc.spawn(ctypes.byref(pid), path, actions, libc.attr, argv[1], env[1]))
     finally:
         libc.fa_destroy(actions)
     return pid.value

@@ -16,7 +16,8 @@ import json
 import os
 import signal as signals
 import stat
-from typing import TYPE_CHECKING, Any
+import weakref
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..catalog.digest import entry_drift
 from ..hookspecs import hookimpl
@@ -47,6 +48,10 @@ class SubprocessExecutor:
         self.stdout_cap = stdout_cap
         self.kill_grace = kill_grace
         self.settings = settings
+        # What every call of a tool shares (entry, root, the path beneath it, cwd), worked
+        # out on its first call. Keyed by the tool object (frozen: a reload makes new ones)
+        # and dropped with it, so nothing is cached inside the value object itself.
+        self._prepared: dict[int, tuple[weakref.ref[Tool], _Prepared | None]] = {}
 
     def __repr__(self) -> str:
         return f"<SubprocessExecutor cap={self.stdout_cap}>"
@@ -57,7 +62,8 @@ class SubprocessExecutor:
         if isinstance(spec, CallResult):
             return spec
         try:
-            request.emit("start", {"entry": spec.argv[0]})
+            if request.on_event is not None:
+                request.emit("start", {"entry": spec.argv[0]})
             from ._process import run_process
 
             outcome = run_process(spec, _stderr_sink(request))
@@ -71,7 +77,8 @@ class SubprocessExecutor:
         if isinstance(spec, CallResult):
             return spec
         try:
-            request.emit("start", {"entry": spec.argv[0]})
+            if request.on_event is not None:
+                request.emit("start", {"entry": spec.argv[0]})
             from ._process import arun_process
 
             outcome = await arun_process(spec, _stderr_sink(request))
@@ -81,7 +88,13 @@ class SubprocessExecutor:
 
     def _spec(self, request: CallRequest) -> ProcessSpec | CallResult:
         tool = request.tool
-        opened = open_entry(tool)
+        known = self._prepared.get(id(tool))
+        if known is None or known[0]() is not tool:
+            if id(tool) not in self._prepared:  # dropped with the tool (a reload makes new ones)
+                weakref.finalize(tool, self._prepared.pop, id(tool), None)
+            known = self._prepared[id(tool)] = (weakref.ref(tool), _prepare(tool))
+        prepared = known[1]
+        opened = open_entry(tool) if prepared is None else _open_prepared(tool, prepared)
         if isinstance(opened, str):
             return CallResult(tool.name, False, error=opened, call_id=request.call_id)
         entry, fd = opened
@@ -101,7 +114,7 @@ class SubprocessExecutor:
 
         return ProcessSpec(
             argv=(entry,),
-            cwd=tool.cwd or os.path.dirname(entry),
+            cwd=prepared.cwd if prepared is not None else tool.cwd or os.path.dirname(entry),
             env=env,
             stdin=payload.encode("utf-8"),
             timeout=timeout,
@@ -146,7 +159,8 @@ class SubprocessExecutor:
             stderr_tail=outcome.stderr_tail,
             call_id=request.call_id,
         )
-        request.emit("exit", {"ok": result.ok, "exit_code": outcome.exit_code, "signal": outcome.signal})
+        if request.on_event is not None:
+            request.emit("exit", {"ok": result.ok, "exit_code": outcome.exit_code, "signal": outcome.signal})
         return result
 
 
@@ -157,6 +171,26 @@ def _release(spec: ProcessSpec) -> None:
         os.close(spec.exec_fd)
 
 
+class _Prepared(NamedTuple):
+    """The parts of a tool's calls that depend on the tool alone."""
+
+    entry: str
+    root: str
+    relative: str
+    """The entry's path beneath ``root``."""
+    cwd: str
+
+
+def _prepare(tool: Tool) -> _Prepared | None:
+    """None when the entry is not plainly beneath its root (``open_entry`` says why)."""
+    entry = tool.entry or ""
+    root = tool.root
+    if not entry or not root or not is_within(entry, root) or entry == root:
+        return None
+    relative = entry[len(root) :].lstrip("/") if root != "/" else entry.lstrip("/")
+    return _Prepared(entry, root, relative, tool.cwd or os.path.dirname(entry))
+
+
 def open_entry(tool: Tool) -> tuple[str, int] | str:
     """Open the entry for execution: ``(canonical path, descriptor)`` or why it may not run.
 
@@ -165,12 +199,15 @@ def open_entry(tool: Tool) -> tuple[str, int] | str:
     swapped for a symlink since then is refused, and the descriptor checked here
     (a regular file with an execute bit) is the one the child executes.
     """
-    entry = tool.entry or ""
-    root = tool.root
-    if not entry or not root or not is_within(entry, root) or entry == root:
+    prepared = _prepare(tool)
+    if prepared is None:
         real, refusal = recheck_entry(tool)
-        return refusal or f"entry {real} escapes allowlist root {root}"
-    relative = entry[len(root) :].lstrip("/") if root != "/" else entry.lstrip("/")
+        return refusal or f"entry {real} escapes allowlist root {tool.root}"
+    return _open_prepared(tool, prepared)
+
+
+def _open_prepared(tool: Tool, prepared: _Prepared) -> tuple[str, int] | str:
+    entry, root, relative = prepared.entry, prepared.root, prepared.relative
     try:
         root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
@@ -257,7 +294,10 @@ def parse_result(stdout: bytes) -> tuple[Any, str | None]:
     if not text:
         return None, "the skill printed nothing on stdout (it must print one JSON object)"
     try:
-        value = json.loads(text.decode("utf-8"), parse_constant=_no_constants)
+        decoded = text.decode("utf-8")
+        if decoded.startswith("\ufeff"):  # what json.loads refuses before decoding
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", decoded, 0)
+        value = _decoder.decode(decoded)
     except (UnicodeDecodeError, ValueError) as exc:
         return None, f"stdout is not one JSON object ({_reason(exc)}); it starts with {_preview(stdout)}"
     if not isinstance(value, dict):
@@ -271,6 +311,10 @@ def parse_result(stdout: bytes) -> tuple[Any, str | None]:
 def _no_constants(name: str) -> None:
     message = f"{name} is not valid JSON"
     raise ValueError(message)
+
+
+# json.loads with an option builds a decoder per call: one, with the same option.
+_decoder = json.JSONDecoder(parse_constant=_no_constants)
 
 
 def _reason(exc: Exception) -> str:

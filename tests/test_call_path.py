@@ -1,0 +1,372 @@
+"""The fast call path keeps every behaviour of the slow one.
+
+Hooks called through ``plugins.call_hook`` answer as pluggy does (and tracing still sees
+them); the executor's per-tool preparation follows reloads; the audit writer's kept
+connection follows a replaced database and chains batches exactly as row by row; a
+concurrent ``acall`` that spawns from a thread still kills and reaps a cancelled child.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pluggy
+import pytest
+
+from ongrid_plugins import SkillHost
+from ongrid_plugins._auditchain import GENESIS, SCHEMA, append, append_many, row_hash
+from ongrid_plugins._auditwriter import Writer
+from ongrid_plugins.executors import _process
+from ongrid_plugins.executors.subprocess import ongrid_executor
+from ongrid_plugins.plugins import call_hook, enable_tracing
+from ongrid_plugins.testing import EventRecorder, assert_ok, isolated_settings, make_skill
+
+spec = pluggy.HookspecMarker("t")
+impl = pluggy.HookimplMarker("t")
+
+
+class Specs:
+    @spec
+    def each(self, value: int) -> list[int]:  # type: ignore[empty-body]
+        ...
+
+    @spec(firstresult=True)
+    def first(self, value: int) -> int | None:  # type: ignore[empty-body]
+        ...
+
+
+class Plain:
+    def __init__(self, name: str, answer: int | None, log: list[str]) -> None:
+        self.name, self.answer, self.log = name, answer, log
+
+    @impl
+    def each(self, value: int) -> int | None:
+        self.log.append(self.name)
+        return None if self.answer is None else self.answer + value
+
+    @impl
+    def first(self, value: int) -> int | None:
+        self.log.append(self.name)
+        return self.answer
+
+
+class Early(Plain):
+    @impl(tryfirst=True)
+    def each(self, value: int) -> int | None:
+        return super().each(value)
+
+
+class Wrapping:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    @impl(wrapper=True)
+    def each(self, value: int) -> Any:
+        self.log.append("wrapper in")
+        result = yield
+        self.log.append("wrapper out")
+        return [*result, 100]
+
+
+def manager(*plugins: object) -> pluggy.PluginManager:
+    pm = pluggy.PluginManager("t")
+    pm.add_hookspecs(Specs)
+    for plugin in plugins:
+        pm.register(plugin)
+    return pm
+
+
+def both(pm: pluggy.PluginManager, name: str, log: list[str], **kwargs: Any) -> tuple[Any, list[str]]:
+    """Call through pluggy and through call_hook; both must answer and call alike."""
+    log.clear()
+    expected = getattr(pm.hook, name)(**kwargs)
+    expected_log = list(log)
+    log.clear()
+    got = call_hook(pm, name, **kwargs)
+    assert (got, log) == (expected, expected_log)
+    return got, list(log)
+
+
+def test_call_hook_answers_in_pluggys_order_with_its_results() -> None:
+    log: list[str] = []
+    pm = manager(Plain("a", 1, log), Plain("b", None, log), Early("c", 10, log), Plain("d", 5, log))
+    assert both(pm, "each", log, value=1) == ([11, 6, 2], ["c", "d", "b", "a"])
+    assert both(pm, "first", log, value=0) == (5, ["d"])
+    assert both(manager(Plain("x", None, log)), "first", log, value=0) == (None, ["x"])
+    assert both(manager(), "each", log, value=0) == ([], [])
+
+
+def test_call_hook_leaves_wrappers_to_pluggy() -> None:
+    log: list[str] = []
+    pm = manager(Plain("a", 1, log), Wrapping(log))
+    assert both(pm, "each", log, value=1) == ([2, 100], ["wrapper in", "a", "wrapper out"])
+
+
+def test_an_implementations_exception_comes_out_unchanged_and_once() -> None:
+    calls: list[int] = []
+
+    class Broken:
+        @impl
+        def each(self, value: int) -> None:
+            calls.append(value)
+            raise KeyError("inside the plugin")
+
+    with pytest.raises(KeyError, match="inside the plugin"):
+        call_hook(manager(Broken()), "each", value=3)
+    assert calls == [3]
+
+
+def test_a_traced_manager_still_traces_every_call(capsys: pytest.CaptureFixture[str]) -> None:
+    log: list[str] = []
+    pm = manager(Plain("a", 1, log))
+    enable_tracing(pm)
+    assert call_hook(pm, "each", value=1) == [2]
+    assert "each" in capsys.readouterr().err
+
+
+def test_the_host_traces_its_call_hooks_when_asked(
+    tmp_path: Path, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_skill(root, "echo")
+    host = SkillHost(isolated_settings(tmp_path, root, trace_plugins=True))
+    assert_ok(host.call("echo", {"x": 1}))
+    err = capsys.readouterr().err
+    for hook in ("ongrid_before_call", "ongrid_executor", "ongrid_after_call"):
+        assert hook in err, hook
+
+
+# ------------------------------------------------------------------ the executor
+
+
+def test_the_executor_follows_a_reload_and_forgets_dropped_tools(tmp_path: Path, root: Path) -> None:
+    make_skill(root, "echo", script="#!/bin/sh\necho '{\"v\": 1}'\n")
+    host = SkillHost(isolated_settings(tmp_path, root))
+    assert host.call("echo").value == {"v": 1}
+    executor = ongrid_executor(host.get("echo"), host.settings)
+    assert executor is not None
+    # Another entry in another folder: a reload makes a new tool the cache must not confuse.
+    (root / "echo" / "skill.json").write_text(
+        '{"name": "echo", "description": "d", "entry": "bin/other.sh"}', encoding="utf-8"
+    )
+    (root / "echo" / "bin").mkdir()
+    other = root / "echo" / "bin" / "other.sh"
+    other.write_text("#!/bin/sh\necho '{\"v\": 2}'\n", encoding="utf-8")
+    other.chmod(0o755)
+    host.reload()
+    assert host.call("echo").value == {"v": 2}
+    gc.collect()
+    assert [ref().entry for ref, _prepared in executor._prepared.values()] == [str(other.resolve())]  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------ the audit writer
+
+
+def test_batches_chain_exactly_as_row_by_row(tmp_path: Path) -> None:
+    rows = [{"time": float(i), "call_id": f"c{i}", "tool": "t", "args": "{}"} for i in range(5)]
+    key = b"k" * 32
+    chained = []
+    for name, write in (("one", lambda c: [append(c, r, key) for r in rows]), ("batch", None)):
+        conn = sqlite3.connect(tmp_path / f"{name}.db", isolation_level=None)
+        conn.executescript(SCHEMA)
+        conn.execute("BEGIN")
+        if write is None:
+            assert append_many(conn, rows[:2], key) == 2
+            assert append_many(conn, [], key) == 2
+            assert append_many(conn, rows[2:], key) == 5
+        else:
+            write(conn)
+        conn.commit()
+        chained.append(
+            (
+                conn.execute("SELECT * FROM entries ORDER BY seq").fetchall(),
+                conn.execute("SELECT * FROM head").fetchall(),
+                conn.execute("SELECT * FROM macs ORDER BY seq").fetchall(),
+            )
+        )
+        conn.close()
+    assert chained[0] == chained[1]
+    entries = chained[0][0]
+    assert entries[0][-2] == GENESIS and entries[1][-2] == entries[0][-1]
+    assert entries[0][-1] == row_hash(list(entries[0][:-1]))
+
+
+def test_the_writer_holds_the_database_open_only_while_it_runs(
+    tmp_path: Path, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Writer, "IDLE", 0.1)
+    make_skill(root, "echo")
+    host = SkillHost(isolated_settings(tmp_path, root))
+    for n in range(3):
+        assert_ok(host.call("echo", {"n": n}))
+    assert host.audit.flush()
+    writer = host.audit._writer
+    assert writer._conn is not None  # one connection for the batches of this run
+    deadline = time.monotonic() + 5
+    while writer._thread is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert writer._thread is None and writer._conn is None
+    host.audit.close()
+    held = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd") if _is_link(fd)]
+    assert not [path for path in held if path.startswith(host.audit.path)]
+    assert_ok(host.call("echo", {"n": 3}))  # a new run reconnects
+    assert host.audit.flush()
+    assert [entry.args for entry in host.audit.entries()] == [{"n": n} for n in range(4)]
+    assert host.audit.verify().ok
+
+
+def _is_link(fd: str) -> bool:
+    try:
+        os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return False
+    return True
+
+
+def test_the_argument_text_in_the_audit_row_is_the_canonical_one(tmp_path: Path, root: Path) -> None:
+    make_skill(root, "echo")
+    host = SkillHost(isolated_settings(tmp_path, root))
+    assert_ok(host.call("echo", {"b": [1, 2.5, "é"], "a": {"y": None, "x": True}}))
+    assert host.audit.flush()
+    with sqlite3.connect(host.audit.path) as conn:
+        args, redacted, approvers, stderr = conn.execute(
+            "SELECT args, redacted, approvers, stderr_tail FROM entries"
+        ).fetchone()
+    assert args == '{"a":{"x":true,"y":null},"b":[1,2.5,"é"]}'
+    assert (redacted, approvers, stderr) == ("[]", "[]", "[]")
+
+
+# ------------------------------------------------------------------ concurrent acall
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        return f.read().split(")")[1].split()[0] != "Z"
+
+
+def test_concurrent_acalls_spawn_aside_and_a_cancelled_one_is_killed(tmp_path: Path, root: Path) -> None:
+    make_skill(root, "forever", script="#!/bin/sh\necho $$ >&2\nexec /bin/sleep 60\n")
+    make_skill(root, "echo")
+    host = SkillHost(isolated_settings(tmp_path, root, kill_grace=0.2))
+    host.load()
+    events = EventRecorder()
+
+    async def main() -> list[Any]:
+        holder = asyncio.ensure_future(host.acall("forever", on_event=events))
+        while not events.stderr():  # one call in flight: the next ones spawn in a thread
+            await asyncio.sleep(0.01)
+        echoes = [asyncio.ensure_future(host.acall("echo", {"i": i})) for i in range(6)]
+        done = await asyncio.gather(*echoes)
+        holder.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await holder
+        return done
+
+    results = asyncio.run(main())
+    assert [r.value for r in results] == [{"i": i} for i in range(6)]
+    assert _process._spawners is not None
+    assert not _alive(int(events.stderr()[0]))
+
+
+def test_a_call_cancelled_while_it_spawns_aside_leaves_no_process(tmp_path: Path, root: Path) -> None:
+    make_skill(root, "forever", script="#!/bin/sh\necho $$ >&2\nexec /bin/sleep 60\n")
+    host = SkillHost(isolated_settings(tmp_path, root, kill_grace=0.2))
+    host.load()
+    first, second = EventRecorder(), EventRecorder()
+
+    async def main() -> None:
+        holder = asyncio.ensure_future(host.acall("forever", on_event=first))
+        while not first.stderr():
+            await asyncio.sleep(0.01)
+        for delay in (0.0, 0.0005, 0.002, 0.01):
+            victim = asyncio.ensure_future(host.acall("forever", on_event=second))
+            await asyncio.sleep(delay)
+            victim.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await victim
+        holder.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await holder
+
+    asyncio.run(main())
+    pids = [int(line) for line in first.stderr() + second.stderr() if line.strip().isdigit()]
+    assert pids and not any(_alive(pid) for pid in pids)
+    # Every call that started has its row, cancelled ones included.
+    assert host.audit.flush()
+    outcomes = [entry.outcome for entry in host.audit.entries()]
+    assert len(outcomes) == 5 and set(outcomes) == {"cancelled"}
+
+
+# ------------------------------------------------------------------ the journal's short F line
+
+KILLED_AFTER_CALLS = r"""
+import os, signal, sys
+from ongrid_plugins import SkillHost
+from ongrid_plugins.testing import isolated_settings
+tmp, root = sys.argv[1:3]
+host = SkillHost(isolated_settings(tmp, root))
+host.audit.flush()
+ids = [host.call("echo", {"n": n, "secret_token": "hunter2"}).call_id for n in range(3)]
+failed = host.call("fails", {"n": 9})
+print(" ".join([*ids, failed.call_id]), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # before the writer's first batch: only the journal has them
+"""
+
+
+def test_calls_finished_before_a_sigkill_are_recovered_whole_from_start_and_end_lines(
+    tmp_path: Path, root: Path
+) -> None:
+    make_skill(root, "echo")
+    make_skill(root, "fails", script="#!/bin/sh\necho 'disk full' >&2\nexit 3\n")
+    # The same calls in a host that lives: the rows recovery must reproduce, column by column.
+    alive = SkillHost(isolated_settings(tmp_path / "alive", root))
+    for n in range(3):
+        alive.call("echo", {"n": n, "secret_token": "hunter2"})
+    alive.call("fails", {"n": 9})
+    assert alive.audit.flush()
+    expected = [_comparable(entry.to_dict()) for entry in alive.audit.entries()]
+
+    out = subprocess.run(
+        [sys.executable, "-c", KILLED_AFTER_CALLS, str(tmp_path), str(root)], capture_output=True, text=True
+    )
+    assert out.returncode == -9, out.stderr
+    call_ids = out.stdout.split()
+    journals = list((tmp_path / ".ongrid-state" / "audit-inflight").iterdir())
+    lines = journals[0].read_text(encoding="utf-8").splitlines()
+    finished = [line for line in lines if line.startswith("F ")]
+    assert len(finished) == 4 and all('"args"' not in line for line in finished)  # the short form
+    assert "hunter2" not in journals[0].read_text(encoding="utf-8")
+
+    host = SkillHost(isolated_settings(tmp_path, root))  # opening the log recovers the journal
+    rows = host.audit.entries()
+    assert [row.call_id for row in rows] == call_ids
+    assert [_comparable(row.to_dict()) for row in rows] == expected
+    assert all(row.sandbox and row.skill_digest for row in rows)
+    assert host.audit.verify().ok and not journals[0].exists()
+
+
+def _comparable(row: dict[str, Any]) -> dict[str, Any]:
+    """A row without what differs between two runs of the same calls."""
+    # (the sandbox profile names the state folder, which differs between the two hosts)
+    varying = {"seq", "time", "call_id", "duration", "pid", "hash", "prev_hash", "caller", "sandbox"}
+    return {key: value for key, value in row.items() if key not in varying}
+
+
+def test_the_short_f_line_holds_every_column_the_end_of_a_call_sets() -> None:
+    from ongrid_plugins._auditchain import COLUMNS, FINISH_COLUMNS, finish_row
+    from ongrid_plugins.models import CallResult
+
+    finished = finish_row({}, CallResult("t", False, error="boom", stderr_tail=("x",)), 0.5)
+    assert set(finished) | {"ticket", "approvers"} == set(FINISH_COLUMNS)
+    assert set(FINISH_COLUMNS) <= set(COLUMNS)
