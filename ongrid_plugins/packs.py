@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .errors import PackLoadError
+from .errors import PackError, PackLoadError
 from .hookspecs import hookimpl
 from .models import SkillRoot
 
@@ -58,10 +58,6 @@ logger = logging.getLogger(__name__)
 PACK_GROUP = "ongrid_skills"
 #: The file ``ongrid-skills install`` writes into every pack it installs.
 MARKER = ".ongrid-pack.json"
-
-
-class PackError(Exception):
-    """Why an ``ongrid_skills`` entry point does not name a usable folder."""
 
 
 @attrs.frozen
