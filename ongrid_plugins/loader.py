@@ -31,7 +31,7 @@ from .availability import Availability
 from .errors import ManifestBuildError, ManifestError, ManifestParseError, PluginLoadError
 from .models import LoadEvent, LoadReport, Problem, Skill, SkillRoot
 from .registry import RegistryBuilder, Snapshot
-from .roots import canonical, is_within
+from .roots import canonical, escapes
 
 if TYPE_CHECKING:
     import pluggy
@@ -263,9 +263,9 @@ def check_symlinked_manifest(path: str, root: SkillRoot) -> str:
     except OSError as exc:
         message = f"manifest is a dangling symlink ({exc.strerror})"
         raise ManifestParseError(path, message) from exc
-    if not is_within(real, root.real):
-        message = f"manifest {real} escapes allowlist root {root.real}"
-        raise ManifestParseError(path, message)
+    escape = escapes("manifest", real, root.real)
+    if escape is not None:
+        raise ManifestParseError(path, escape)
     if not stat.S_ISREG(os.stat(real).st_mode):
         message = f"manifest {real} is not a regular file"
         raise ManifestParseError(path, message)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..catalog.digest import entry_drift
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
-from ..roots import is_executable_file, is_within, open_beneath, resolve_file
+from ..roots import escapes, is_executable_file, is_within, open_beneath, resolve_file
 
 if TYPE_CHECKING:
     from ..models import Tool
@@ -169,7 +169,7 @@ def open_entry(tool: Tool) -> tuple[str, int] | str:
     root = tool.root
     if not entry or not root or not is_within(entry, root) or entry == root:
         real, refusal = recheck_entry(tool)
-        return refusal or f"entry {real} escapes allowlist root {root}"
+        return refusal or escapes("entry", real, root or "") or f"entry {real} cannot run"
     relative = entry[len(root) :].lstrip("/") if root != "/" else entry.lstrip("/")
     try:
         root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -183,13 +183,14 @@ def open_entry(tool: Tool) -> tuple[str, int] | str:
                 real = os.path.realpath(entry)
             except OSError:  # swapped again while we looked: say where it pointed, if we can
                 real = entry + " (changing)"
-            if not is_within(real, root):
-                return f"entry {real} escapes allowlist root {root}"
+            escape = escapes("entry", real, root)
+            if escape is not None:
+                return escape
             return (
                 f"entry {entry} is now reached through a symlink (to {real}); "
                 "it runs only as loaded: reload the skills to accept the new layout"
             )
-        if exc.errno == errno.EXDEV:
+        if exc.errno == errno.EXDEV:  # a mount point or "..": outside, whatever the path says
             return f"entry {entry} escapes allowlist root {root}"
         if exc.errno == errno.EACCES:
             try:
@@ -231,8 +232,9 @@ def recheck_entry(tool: Tool) -> tuple[str, str | None]:
         real, st = _resolve(candidate, declared, tool.entry)
     except (OSError, ValueError) as exc:
         return "", f"entry {candidate} is gone: {getattr(exc, 'strerror', None) or exc}"
-    if not is_within(real, tool.root):
-        return "", f"entry {real} escapes allowlist root {tool.root}"
+    escape = escapes("entry", real, tool.root or "")
+    if escape is not None:
+        return "", escape
     if not is_executable_file(st):
         return "", f"entry {real} is no longer an executable file"
     drift = entry_drift(tool)  # its bytes are still the ones loaded (the catalog's call-time check)
