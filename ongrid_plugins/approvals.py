@@ -274,7 +274,7 @@ class ApprovalStore:
         ``profile`` and ``skill_digest`` bind it to the sandbox profile and to the skill's
         files as they are now. ``args`` are the redacted arguments approvers read.
         ``call_args`` (the call's own, unredacted) are not kept here; a store on a server
-        (``server.client``) sends them so the server works out the digest and the
+        (``approvals_client``) sends them so the server works out the digest and the
         redaction itself.
         """
         problem = identity_problem(requester)
@@ -511,14 +511,14 @@ def verify_with_plugins(pm: pluggy.PluginManager) -> VerifyApproval:
     """
 
     def verify(ticket: Ticket, approval: Approval) -> str | None:
+        from .plugins import call_each
+
         kwargs = {"ticket": ticket, "approval": approval}
-        for impl in reversed(pm.hook.ongrid_verify_approval.get_hookimpls()):
-            if impl.hookwrapper or impl.wrapper:
-                continue
-            try:
-                vote = impl.function(*(kwargs[name] for name in impl.argnames))
-            except Exception as exc:
-                logger.exception("approvals: plugin %s failed to verify an approval", impl.plugin_name)
+        for impl, vote, exc in call_each(pm, "ongrid_verify_approval", kwargs):
+            if exc is not None:
+                logger.error(
+                    "approvals: plugin %s failed to verify an approval", impl.plugin_name, exc_info=exc
+                )
                 return f"plugin {impl.plugin_name} (it raised {type(exc).__name__}: {exc})"
             if vote is not None and vote is not True:
                 return f"plugin {impl.plugin_name}"

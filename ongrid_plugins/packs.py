@@ -222,8 +222,9 @@ class PackRoots:
     """The built-in plugin ``packs``: one allow-list root per pip pack and installed pack.
 
     Built once per plugin manager from the ``ongrid_skills`` entry points it is
-    given; failures are logged (and recorded as ``kind="pack"`` plugin infos,
-    which ``ongrid-skills plugins`` shows) and skipped, or raised in strict mode.
+    given; failures are logged and skipped, or raised in strict mode. What became
+    of each pack is in :attr:`packs`; the plugin manager records them as
+    ``kind="pack"`` plugin infos, which ``ongrid-skills plugins`` shows.
     """
 
     def __init__(self, pm: PluginManager, settings: Settings, entry_points: Iterable[EntryPoint]) -> None:
@@ -237,8 +238,6 @@ class PackRoots:
 
     @staticmethod
     def _resolve(pm: PluginManager, settings: Settings, ep: EntryPoint) -> PackInfo:
-        from .plugins import PluginInfo
-
         info = resolve_pack(ep, blocked=pm.is_blocked(ep.name))
         where = f" (distribution {info.distribution} {info.version})" if info.distribution else ""
         if info.status == "blocked":
@@ -247,10 +246,6 @@ class PackRoots:
             logger.warning("skill packs: cannot load pack %s%s: %s", ep.name, where, info.error)
             if settings.strict:
                 raise PackLoadError(ep.name, info.error + where)
-        status = PluginInfo(
-            ep.name, "pack", info.status, ep.value, info.distribution, info.version, error=info.error
-        )
-        pm.plugin_infos.append(status)
         return info
 
     @hookimpl(trylast=True)

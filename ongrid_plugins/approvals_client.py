@@ -22,13 +22,13 @@ import urllib.parse
 import urllib.request
 from typing import TYPE_CHECKING, Any
 
-from ..approvals import Approval, ApprovalStore, Ticket, VerifyApproval
-from ..errors import APPROVAL_REASONS, ApprovalError, ConfigError, OngridError
+from .approvals import Approval, ApprovalStore, Ticket, VerifyApproval
+from .errors import APPROVAL_REASONS, ApprovalError, ConfigError, OngridError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ..settings import Settings
+    from .settings import Settings
 
 __all__ = ["ApprovalsClient", "RemoteApprovalStore", "ServerError", "read_token", "ticket_from_dict"]
 
