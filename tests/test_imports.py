@@ -219,3 +219,16 @@ def test_the_checker_reports_an_import_from_an_earlier_stage_to_a_later_one(tmp_
 )
 def test_the_circles_the_layout_issue_named_are_gone(module: str) -> None:
     assert not any(module in component for component in cycles(GRAPH))
+
+
+def test_the_architecture_page_names_every_stage_module_and_hook() -> None:
+    import re
+
+    from ongrid_plugins import hookspecs
+
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`([\w/]+?)/?`", page))
+    missing = sorted(m for _n, members in STAGES for m in members if m != "<root>" and m not in named)
+    assert missing == [], f"docs/architecture.md does not name {missing}"
+    hooks = [name for name in dir(hookspecs) if name.startswith("ongrid_")]
+    assert hooks and [hook for hook in hooks if f"`{hook}`" not in page] == []
