@@ -51,8 +51,6 @@ from .plugins import PluginInfo, get_plugin_manager
 from .resolve import ResolvedSkill
 from .settings import Settings
 
-__version__ = "0.1.0"
-
 __all__ = [
     "Activation",
     "ApprovalError",
@@ -99,3 +97,11 @@ __all__ = [
     "hookimpl",
     "hookspec",
 ]
+
+
+def __getattr__(name: str) -> str:
+    if name == "__version__":  # read from the package metadata on first use (see ``_version``)
+        from . import _version
+
+        return _version.__version__
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -40,7 +40,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -64,6 +65,7 @@ __all__ = [
     "Approval",
     "ApprovalStore",
     "Ticket",
+    "TicketStatus",
     "os_identity",
     "verify_with_plugins",
 ]
@@ -72,7 +74,20 @@ logger = logging.getLogger(__name__)
 
 DB_NAME = "approvals.db"
 REQUIRED_APPROVALS = 2
-STATUSES = ("pending", "approved", "rejected", "executed", "expired")
+
+
+class TicketStatus(StrEnum):
+    """Where a ticket is in its life; equal to its stored string (``"approved"``)."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXECUTED = "executed"
+    EXPIRED = "expired"  # never stored: a pending or approved ticket past its expiry reads as expired
+
+
+STATUSES = tuple(status.value for status in TicketStatus)
+_OPEN = (TicketStatus.PENDING, TicketStatus.APPROVED)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tickets (
@@ -107,6 +122,14 @@ CREATE TABLE IF NOT EXISTS approvals (
     PRIMARY KEY (ticket_id, approver_key)
 );
 """
+
+#: The ``tickets`` columns a :class:`Ticket` is read from (every field but ``approvals``).
+_TICKET_COLUMNS = (
+    "id", "tool", "args_digest", "persona", "requester", "required", "status", "created", "expires",
+    "rejected_by", "note", "args", "tool_class", "reason", "executed", "executed_by", "call_id", "profile",
+    "skill_digest",
+)  # fmt: skip
+_SELECT_TICKET = f"SELECT {', '.join(_TICKET_COLUMNS)} FROM tickets WHERE id = ?"
 
 #: Columns added after the first release: ``(table, column, declaration)``, added to older databases.
 _ADDED_COLUMNS = (
@@ -149,8 +172,8 @@ class Ticket:
     requester: str
     required: int = REQUIRED_APPROVALS
     approvals: tuple[Approval, ...] = attrs.field(default=(), converter=_approvals)
-    status: str = "pending"
-    """pending, approved, rejected, executed or expired."""
+    status: TicketStatus = attrs.field(default=TicketStatus.PENDING, converter=TicketStatus)
+    """pending, approved, rejected, executed or expired (a :class:`TicketStatus`, equal to its string)."""
     created: float = 0.0
     expires: float = 0.0
     rejected_by: str | None = None
@@ -178,7 +201,46 @@ class Ticket:
     @property
     def is_open(self) -> bool:
         """Still pending or approved-but-not-executed, and not expired."""
-        return self.status in ("pending", "approved")
+        return self.status in _OPEN
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Ticket:
+        """The ticket of its JSON form (:meth:`to_dict`, as the REST API sends it)."""
+        approvals = [
+            Approval(a["approver"], a.get("note", ""), a.get("sop"), _timestamp(a.get("time")))
+            for a in data.get("approvals", [])
+        ]
+        return cls(
+            id=data["id"],
+            tool=data["tool"],
+            args_digest=data["args_digest"],
+            persona=data["persona"],
+            requester=data["requester"],
+            required=int(data.get("required", REQUIRED_APPROVALS)),
+            approvals=approvals,
+            status=data["status"],
+            created=_timestamp(data.get("created")),
+            expires=_timestamp(data.get("expires")),
+            rejected_by=data.get("rejected_by"),
+            note=data.get("note", ""),
+            args=data.get("args", {}),
+            tool_class=data.get("tool_class", ""),
+            reason=data.get("reason", ""),
+            executed=_timestamp(data.get("executed")) or None,
+            executed_by=data.get("executed_by"),
+            call_id=data.get("call_id"),
+            profile=data.get("profile", ""),
+            skill_digest=data.get("skill_digest", ""),
+        )
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], approvals: Iterable[Approval], now: float) -> Ticket:
+        """The ticket a ``tickets`` row (columns :data:`_TICKET_COLUMNS`) describes at time ``now``."""
+        fields = dict(row)
+        fields["args"] = json.loads(fields["args"])
+        if fields["status"] in _OPEN and now >= fields["expires"]:
+            fields["status"] = TicketStatus.EXPIRED
+        return cls(approvals=tuple(approvals), **fields)
 
     def to_dict(self) -> JSON:
         """A JSON-ready dict (``approvals show --json``)."""
@@ -274,7 +336,7 @@ class ApprovalStore:
         ``profile`` and ``skill_digest`` bind it to the sandbox profile and to the skill's
         files as they are now. ``args`` are the redacted arguments approvers read.
         ``call_args`` (the call's own, unredacted) are not kept here; a store on a server
-        (``server.client``) sends them so the server works out the digest and the
+        (``approvals_client``) sends them so the server works out the digest and the
         redaction itself.
         """
         problem = identity_problem(requester)
@@ -285,9 +347,9 @@ class ApprovalStore:
         with self._write() as conn:
             row = conn.execute(
                 "SELECT id FROM tickets WHERE requester = ? AND tool = ? AND args_digest = ? AND persona = ?"
-                " AND profile = ? AND skill_digest = ? AND status IN ('pending', 'approved') AND expires > ?"
+                " AND profile = ? AND skill_digest = ? AND status IN (?, ?) AND expires > ?"
                 " ORDER BY created DESC LIMIT 1",
-                (requester, tool, args_digest, persona, profile, skill_digest, now),
+                (requester, tool, args_digest, persona, profile, skill_digest, *_OPEN, now),
             ).fetchone()
             if row is not None:
                 return self._load(conn, row[0], now)
@@ -295,7 +357,7 @@ class ApprovalStore:
             conn.execute(
                 "INSERT INTO tickets (id, tool, args_digest, persona, requester, required, status, created,"
                 " expires, args, tool_class, reason, profile, skill_digest)"
-                " VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     ticket_id,
                     tool,
@@ -303,6 +365,7 @@ class ApprovalStore:
                     persona,
                     requester,
                     self.required,
+                    TicketStatus.PENDING,
                     now,
                     now + self.ttl,
                     json.dumps(dict(args), sort_keys=True, ensure_ascii=False),
@@ -347,7 +410,7 @@ class ApprovalStore:
                 (ticket_id, _key(approver), approver, note, sop, now),
             )
             if len(ticket.approvals) + 1 >= ticket.required:
-                conn.execute("UPDATE tickets SET status = 'approved' WHERE id = ?", (ticket_id,))
+                conn.execute("UPDATE tickets SET status = ? WHERE id = ?", (TicketStatus.APPROVED, ticket_id))
             ticket = self._load(conn, ticket_id, now)
         logger.info("approvals: %s approved ticket %s (%s)", approver, ticket_id, ticket.status)
         return ticket
@@ -361,8 +424,8 @@ class ApprovalStore:
             if not ticket.is_open:
                 raise _closed(ticket)
             conn.execute(
-                "UPDATE tickets SET status = 'rejected', rejected_by = ?, note = ? WHERE id = ?",
-                (approver, note, ticket_id),
+                "UPDATE tickets SET status = ?, rejected_by = ?, note = ? WHERE id = ?",
+                (TicketStatus.REJECTED, approver, note, ticket_id),
             )
             ticket = self._load(conn, ticket_id, now)
         logger.info("approvals: %s rejected ticket %s", approver, ticket_id)
@@ -394,9 +457,9 @@ class ApprovalStore:
             if ticket.status != "approved":
                 raise _closed(ticket)
             updated = conn.execute(
-                "UPDATE tickets SET status = 'executed', executed = ?, executed_by = ?, call_id = ?"
-                " WHERE id = ? AND status = 'approved'",
-                (now, caller, call_id, ticket_id),
+                "UPDATE tickets SET status = ?, executed = ?, executed_by = ?, call_id = ?"
+                " WHERE id = ? AND status = ?",
+                (TicketStatus.EXECUTED, now, caller, call_id, ticket_id, TicketStatus.APPROVED),
             ).rowcount
             if updated != 1:  # cannot happen inside BEGIN IMMEDIATE; refuse rather than run twice
                 raise _closed(self._load(conn, ticket_id, now))
@@ -407,13 +470,7 @@ class ApprovalStore:
     # ------------------------------------------------------------------ sqlite
 
     def _load(self, conn: sqlite3.Connection, ticket_id: str, now: float) -> Ticket:
-        row = conn.execute(
-            "SELECT id, tool, args_digest, persona, requester, required, status, created, expires,"
-            " rejected_by, note, args, tool_class, reason, executed, executed_by, call_id, profile,"
-            " skill_digest"
-            " FROM tickets WHERE id = ?",
-            (str(ticket_id),),
-        ).fetchone()
+        row = conn.execute(_SELECT_TICKET, (str(ticket_id),)).fetchone()
         if row is None:
             message = f"no approval ticket {ticket_id!r} (see `ongrid-skills approvals list`)"
             raise ApprovalError("unknown", str(ticket_id), message)
@@ -424,31 +481,7 @@ class ApprovalStore:
                 (ticket_id,),
             )
         ]
-        (tid, tool, digest, persona, requester, required, status, created, expires) = row[:9]
-        if status in ("pending", "approved") and now >= expires:
-            status = "expired"
-        return Ticket(
-            tid,
-            tool,
-            digest,
-            persona,
-            requester,
-            required,
-            approvals,
-            status,
-            created,
-            expires,
-            row[9],
-            row[10],
-            json.loads(row[11]),
-            row[12],
-            row[13],
-            row[14],
-            row[15],
-            row[16],
-            row[17],
-            row[18],
-        )
+        return Ticket.from_row(dict(zip(_TICKET_COLUMNS, row, strict=True)), approvals, now)
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -511,14 +544,14 @@ def verify_with_plugins(pm: pluggy.PluginManager) -> VerifyApproval:
     """
 
     def verify(ticket: Ticket, approval: Approval) -> str | None:
+        from .plugins import call_each
+
         kwargs = {"ticket": ticket, "approval": approval}
-        for impl in reversed(pm.hook.ongrid_verify_approval.get_hookimpls()):
-            if impl.hookwrapper or impl.wrapper:
-                continue
-            try:
-                vote = impl.function(*(kwargs[name] for name in impl.argnames))
-            except Exception as exc:
-                logger.exception("approvals: plugin %s failed to verify an approval", impl.plugin_name)
+        for impl, vote, exc in call_each(pm, "ongrid_verify_approval", kwargs):
+            if exc is not None:
+                logger.error(
+                    "approvals: plugin %s failed to verify an approval", impl.plugin_name, exc_info=exc
+                )
                 return f"plugin {impl.plugin_name} (it raised {type(exc).__name__}: {exc})"
             if vote is not None and vote is not True:
                 return f"plugin {impl.plugin_name}"
@@ -606,6 +639,13 @@ def _identity(name: object, ticket_id: str) -> str:
 
 def _key(identity: str) -> str:
     return identity_key(identity)
+
+
+def _timestamp(text: Any) -> float:
+    """The epoch seconds of an ISO 8601 time as :func:`_iso` writes it (0.0 for none)."""
+    if not text:
+        return 0.0
+    return datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
 
 
 def _iso(ts: float | None) -> str:

@@ -140,7 +140,7 @@ class Availability:
     def natives(self) -> dict[str, Callable[..., Any]]:
         """Every contributed ``builtin:`` key, collected once per load."""
         if self._natives is None:
-            from .executors.native import collect_native_tools
+            from .plugins import collect_native_tools
 
             self._natives = collect_native_tools(self._pm) if self._pm is not None else {}
         return self._natives
@@ -183,7 +183,7 @@ def _unbound(tool: Tool) -> bool:
 
 
 def _own_version() -> str:
-    from . import __version__
+    from ._version import __version__
 
     return __version__
 

@@ -98,17 +98,25 @@ def _error(exc: object) -> None:
     print(f"{colour('ERROR', 'red', sys.stderr)}: {exc}", file=sys.stderr)
 
 
+class _Version(argparse.Action):
+    """``--version``, reading the version only when asked (package metadata is slow to load)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
+        from ._version import __version__
+
+        print(f"{parser.prog} {__version__}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, every sub-command included."""
-    from . import __version__
-
     parser = argparse.ArgumentParser(
         prog="ongrid-skills",
         description="List, inspect, validate and run ongrid skills.",
         epilog="Exit codes: 0 ok, 1 skill failed, 2 usage or invalid arguments, "
         "3 denied or needs confirmation/approval, 4 unknown skill.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     parser.add_argument(
         "--dirs",
         action="append",

@@ -124,7 +124,7 @@ class Dispatched:
 
     call: ToolCall
     status: str
-    """``ok``, ``failed``, ``timed_out``, ``malformed_arguments``, ``unknown_tool``,
+    """``ok``, ``failed``, ``timed_out``, ``malformed_arguments``, ``unknown_skill``,
     ``invalid_arguments``, ``denied``, ``needs_confirmation``, ``needs_approval``,
     ``ticket_refused``, ``unavailable``, ``audit_unavailable`` ..."""
     payload: Any
@@ -413,31 +413,30 @@ def _payload(message: str, code: str, details: Mapping[str, Any], hint: str) -> 
     return {"error": message, "code": code, **details, "hint": hint}
 
 
+#: What a model should do next, by the refusal's code (the code and details come from the error).
+_HINTS = {
+    "unknown_skill": "call one of the tools you were given",
+    "invalid_arguments": "fix the arguments named above and call the tool again",
+    "needs_confirmation": (
+        "this call changes things and needs the user's confirmation, which the host did not give; "
+        "tell the user what you want to do and why, and do not call it again unless they agree"
+    ),
+    "denied": "you may not make this call; do not retry it, tell the user instead",
+    "ticket_refused": (
+        "the approval ticket does not cover this call; tell the user (a new call opens a new ticket)"
+    ),
+    "unavailable": "this tool cannot run here; tell the user why",
+    "audit_unavailable": "the call cannot be recorded right now; try again later or tell the user",
+}
+
+
 def _explain(exc: OngridError) -> tuple[str, dict[str, Any], str]:
-    """The code, the details and the hint for a refusal (most specific class first)."""
-    if isinstance(exc, UnknownSkill):
-        return "unknown_tool", {"suggestions": list(exc.suggestions)}, "call one of the tools you were given"
-    if isinstance(exc, InvalidArguments):
-        errors = [{"path": path, "message": message} for path, message in exc.errors]
-        hint = "fix the arguments named above and call the tool again"
-        return "invalid_arguments", {"errors": errors}, hint
-    if isinstance(exc, ConfirmationRequired):
-        hint = (
-            "this call changes things and needs the user's confirmation, which the host did not give; "
-            "tell the user what you want to do and why, and do not call it again unless they agree"
-        )
-        return "needs_confirmation", {"reason": exc.decision.reason}, hint
+    """The code, the details and the hint for a refusal: the error's own, plus what to do."""
     if isinstance(exc, ApprovalRequired):
-        return "needs_approval", *_approval(exc)
-    if isinstance(exc, PermissionDenied):
-        details = {"reason": exc.decision.reason, "by": exc.decision.plugin}
-        return "denied", details, "you may not make this call; do not retry it, tell the user instead"
-    if isinstance(exc, ApprovalError):
-        hint = "the approval ticket does not cover this call; tell the user (a new call opens a new ticket)"
-        return "ticket_refused", {"reason": exc.reason, "ticket": exc.ticket_id}, hint
-    if isinstance(exc, SkillUnavailable):
-        return "unavailable", {"reasons": list(exc.reasons)}, "this tool cannot run here; tell the user why"
-    return "audit_unavailable", {}, "the call cannot be recorded right now; try again later or tell the user"
+        return exc.code, *_approval(exc)
+    details = exc.details()
+    details.pop("args_digest", None)  # the model cannot confirm; the host does
+    return exc.code, details, _HINTS.get(exc.code, "tell the user the call failed and why")
 
 
 def _approval(exc: ApprovalRequired) -> tuple[dict[str, Any], str]:

@@ -1,8 +1,16 @@
 """One exception tree, rooted at :class:`OngridError`.
 
-Every exception says what went wrong, where, and what to do about it; the CLI
-turns them into ``ERROR: ...`` and an exit code in exactly one place
-(:data:`EXIT_CODES` and ``cli.main``).
+Every exception says what went wrong, where, and what to do about it; each
+carries what every surface needs to report it, so no surface maps classes to
+codes of its own:
+
+- ``exit_code``: the CLI's exit status (``cli.main``; the table is
+  :data:`EXIT_CODES`);
+- ``code``: a stable machine-readable string, the same in a REST error body,
+  a dispatched tool result and an MCP error;
+- ``http_status``: the REST status;
+- :meth:`OngridError.details`: the structured fields beside the message
+  (suggestions, schema errors, the gate's reason, a ticket id).
 
 Skill-level failures (a non-zero exit, a timeout, bad output) are *not*
 exceptions: they come back as a :class:`~ongrid_plugins.models.CallResult`
@@ -29,6 +37,7 @@ __all__ = [
     "ManifestError",
     "ManifestParseError",
     "OngridError",
+    "PackError",
     "PackLoadError",
     "PermissionDenied",
     "PluginLoadError",
@@ -46,6 +55,14 @@ class OngridError(Exception):
 
     #: The CLI exit code for this kind of error.
     exit_code: int = 2
+    #: The stable code every surface reports (REST body, dispatch result, MCP error).
+    code: str = "bad_request"
+    #: The REST status.
+    http_status: int = 400
+
+    def details(self) -> dict[str, Any]:
+        """The structured fields a surface reports beside the message (JSON-ready)."""
+        return {}
 
 
 class ConfigError(OngridError):
@@ -58,6 +75,8 @@ class PluginLoadError(OngridError):
     """A plugin failed to import or register (raised only in strict mode)."""
 
     exit_code = 2
+    code = "plugin_load_failed"
+    http_status = 500
 
     def __init__(self, plugin: str, cause: str) -> None:
         self.plugin = plugin
@@ -76,6 +95,16 @@ class PackLoadError(PluginLoadError):
         OngridError.__init__(self, message)
 
 
+class PackError(OngridError):
+    """An ``ongrid_skills`` entry point names no usable folder; the message says why.
+
+    Raised by :func:`ongrid_plugins.packs.pack_folder`; the loader logs it and
+    skips that pack (strict mode turns it into :class:`PackLoadError`).
+    """
+
+    code = "pack_unusable"
+
+
 class ManifestError(OngridError):
     """A manifest could not be turned into a skill.
 
@@ -83,10 +112,15 @@ class ManifestError(OngridError):
     of the specification and goes on with the next manifest.
     """
 
+    code = "manifest_invalid"
+
     def __init__(self, path: str, message: str) -> None:
         self.path = path
         self.message = message
         super().__init__(f"{path}: {message}")
+
+    def details(self) -> dict[str, Any]:
+        return {"path": self.path}
 
 
 class ManifestParseError(ManifestError):
@@ -121,6 +155,8 @@ class UnknownSkill(OngridError):
     """No registered tool has this name (``skill`` is set when a skill has it: no tool to run)."""
 
     exit_code = 4
+    code = "unknown_skill"
+    http_status = 404
 
     def __init__(self, name: str, suggestions: Sequence[str] = (), *, skill: str | None = None) -> None:
         self.name = name
@@ -136,6 +172,9 @@ class UnknownSkill(OngridError):
                 message += " (see `ongrid-skills list`)"
         super().__init__(message)
 
+    def details(self) -> dict[str, Any]:
+        return {"suggestions": list(self.suggestions)}
+
 
 def _not_a_tool(name: str, skill: str, tools: Sequence[str]) -> str:
     if not tools:
@@ -149,6 +188,8 @@ def _not_a_tool(name: str, skill: str, tools: Sequence[str]) -> str:
 
 class UnknownPersona(ConfigError):
     """The persona asked for does not exist; there is no silent fallback."""
+
+    code = "unknown_persona"
 
     def __init__(self, name: str, known: Sequence[str]) -> None:
         self.name = name
@@ -165,6 +206,8 @@ class InvalidArguments(OngridError):
     """
 
     exit_code = 2
+    code = "invalid_arguments"
+    http_status = 422
 
     def __init__(self, tool: str, errors: Sequence[tuple[str, str]]) -> None:
         self.tool = tool
@@ -172,22 +215,32 @@ class InvalidArguments(OngridError):
         lines = "; ".join(f"{path}: {msg}" for path, msg in self.errors)
         super().__init__(f"invalid arguments for {tool!r}: {lines}")
 
+    def details(self) -> dict[str, Any]:
+        return {"errors": [{"path": path, "message": message} for path, message in self.errors]}
+
 
 class SkillUnavailable(OngridError):
     """The tool exists but cannot run here (a missing binary, variable, config)."""
 
     exit_code = 1
+    code = "unavailable"
+    http_status = 409
 
     def __init__(self, tool: str, reasons: Sequence[str]) -> None:
         self.tool = tool
         self.reasons = tuple(reasons)
         super().__init__(f"skill {tool!r} is unavailable: {'; '.join(self.reasons)}")
 
+    def details(self) -> dict[str, Any]:
+        return {"reasons": list(self.reasons)}
+
 
 class PermissionDenied(OngridError):
     """The permission gate refused the call; ``decision`` says why and who."""
 
     exit_code = 3
+    code = "denied"
+    http_status = 403
 
     def __init__(self, tool: str, decision: Decision, hint: str = "") -> None:
         self.tool = tool
@@ -199,30 +252,46 @@ class PermissionDenied(OngridError):
 
     _verb = "denied by"
 
+    def details(self) -> dict[str, Any]:
+        return {"reason": self.decision.reason, "plugin": self.decision.plugin}
+
 
 class ConfirmationRequired(PermissionDenied):
     """The call needs an explicit confirmation bound to these exact arguments."""
 
     _verb = "needs a confirmation, says"
+    code = "needs_confirmation"
+    http_status = 409
 
     def __init__(self, tool: str, decision: Decision, args_digest: str) -> None:
         self.args_digest = args_digest
         hint = "re-run with --yes to confirm (confirm=True in Python)"
         super().__init__(tool, decision, hint)
 
+    def details(self) -> dict[str, Any]:
+        return {"reason": self.decision.reason, "args_digest": self.args_digest}
+
 
 class ApprovalRequired(PermissionDenied):
     """The call needs two-person approval; ``ticket`` (if any) is the ticket to approve."""
 
     _verb = "needs two-person approval, says"
+    code = "needs_approval"
+    http_status = 409
 
     def __init__(self, tool: str, decision: Decision, ticket: Any = None, hint: str = "") -> None:
         self.ticket = ticket
         super().__init__(tool, decision, hint)
 
+    def details(self) -> dict[str, Any]:
+        ticket = None if self.ticket is None else self.ticket.to_dict()
+        return {"reason": self.decision.reason, "ticket": ticket}
+
 
 class StrictSchemaError(ConfigError):
     """Some tools' schemas cannot be made strict; ``problems`` maps each tool to its reasons."""
+
+    code = "strict_schema"
 
     def __init__(self, fmt: str, problems: Mapping[str, Sequence[str]]) -> None:
         self.format = fmt
@@ -236,17 +305,25 @@ class StrictSchemaError(ConfigError):
         message = f"{len(self.problems)} tool(s) cannot be exported in {self.target}: {lines} ({fix})"
         super().__init__(message)
 
+    def details(self) -> dict[str, Any]:
+        return {"problems": {name: list(reasons) for name, reasons in self.problems.items()}}
+
 
 class ResourceRefused(OngridError):
     """A skill file may not be read: it escapes the skill folder, is missing or is not a regular file."""
 
     exit_code = 2
+    code = "resource_refused"
+    http_status = 403
 
     def __init__(self, skill: str, path: str, reason: str) -> None:
         self.skill = skill
         self.path = path
         self.reason = reason
         super().__init__(f"skill {skill!r}: file {path!r} refused: {reason}")
+
+    def details(self) -> dict[str, Any]:
+        return {"skill": self.skill, "path": self.path, "reason": self.reason}
 
 
 class ApprovalError(OngridError):
@@ -257,11 +334,19 @@ class ApprovalError(OngridError):
     """
 
     exit_code = 3
+    code = "ticket_refused"
 
     def __init__(self, reason: str, ticket_id: str, message: str) -> None:
         self.reason = reason
         self.ticket_id = ticket_id
         super().__init__(message)
+
+    @property
+    def http_status(self) -> int:  # type: ignore[override]
+        return _APPROVAL_STATUS.get(self.reason, 409)
+
+    def details(self) -> dict[str, Any]:
+        return {"reason": self.reason, "ticket": self.ticket_id}
 
 
 #: Every ``ApprovalError.reason``: what went wrong with the ticket.
@@ -281,6 +366,10 @@ APPROVAL_REASONS = (
     "store",  # the ticket database cannot be read or written
 )
 
+#: The REST status of an ``ApprovalError`` by reason (409 for the others).
+_APPROVAL_STATUS = {"unknown": 404, "own_ticket": 403, "duplicate_approver": 403, "hook_refused": 403}
+_APPROVAL_STATUS.update(no_identity=403, store=503)
+
 
 class AuditError(OngridError):
     """The audit log cannot be written, so a mutating or dangerous call was refused.
@@ -290,6 +379,8 @@ class AuditError(OngridError):
     """
 
     exit_code = 3
+    code = "audit_unavailable"
+    http_status = 503
 
 
 class StateAccessError(ConfigError):
@@ -300,9 +391,12 @@ class StateAccessError(ConfigError):
     """
 
     exit_code = 2
+    code = "state_unavailable"
+    http_status = 503
 
 
-#: Exit codes of the CLI, by outcome. Kept here so the CLI and the docs agree.
+#: Exit codes of the CLI, by outcome: what ``ongrid-skills run`` returns, and what
+#: each error's ``exit_code`` is one of (a test keeps the two in step).
 EXIT_CODES = {
     "ok": 0,
     "skill_failed": 1,

@@ -158,7 +158,7 @@ class SkillHost:
         """The two-person ticket store: ``<state_dir>/approvals.db``, or a server's (``approvals_url``)."""
         if self._approvals is None:
             if self.settings.approvals_url:
-                from .server.client import RemoteApprovalStore
+                from .approvals_client import RemoteApprovalStore
 
                 self._approvals = RemoteApprovalStore.for_settings(self.settings)
             else:

@@ -34,7 +34,7 @@ from .loaders import skill_json, skill_md
 from .loaders.skill_json import skill_from_record, skill_record
 from .models import LoadEvent, LoadReport, Problem, Skill, SkillRoot
 from .registry import RegistryBuilder, Snapshot
-from .roots import canonical, is_within
+from .roots import canonical, escapes
 
 if TYPE_CHECKING:
     import pluggy
@@ -365,9 +365,9 @@ def check_symlinked_manifest(path: str, root: SkillRoot) -> str:
     except OSError as exc:
         message = f"manifest is a dangling symlink ({exc.strerror})"
         raise ManifestParseError(path, message) from exc
-    if not is_within(real, root.real):
-        message = f"manifest {real} escapes allowlist root {root.real}"
-        raise ManifestParseError(path, message)
+    escape = escapes("manifest", real, root.real)
+    if escape is not None:
+        raise ManifestParseError(path, escape)
     if not stat.S_ISREG(os.stat(real).st_mode):
         message = f"manifest {real} is not a regular file"
         raise ManifestParseError(path, message)

@@ -118,8 +118,19 @@ class Verdict(StrEnum):
         """Strictness: allow 0 < confirm 1 < dual_sign 2 < deny 3."""
         return _VERDICT_RANK[self]
 
+    @property
+    def needs(self) -> str:
+        """What a call with this verdict needs, in the words every listing uses."""
+        return _VERDICT_NEEDS[self]
+
 
 _VERDICT_RANK = {Verdict.ALLOW: 0, Verdict.CONFIRM: 1, Verdict.DUAL_SIGN: 2, Verdict.DENY: 3}
+_VERDICT_NEEDS = {
+    Verdict.ALLOW: "-",
+    Verdict.CONFIRM: "confirmation",
+    Verdict.DUAL_SIGN: "two-person approval",
+    Verdict.DENY: "denied",
+}
 
 
 @attrs.frozen

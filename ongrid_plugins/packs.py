@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .errors import PackLoadError
+from .errors import PackError, PackLoadError
 from .hookspecs import hookimpl
 from .models import SkillRoot
 
@@ -58,10 +58,6 @@ logger = logging.getLogger(__name__)
 PACK_GROUP = "ongrid_skills"
 #: The file ``ongrid-skills install`` writes into every pack it installs.
 MARKER = ".ongrid-pack.json"
-
-
-class PackError(Exception):
-    """Why an ``ongrid_skills`` entry point does not name a usable folder."""
 
 
 @attrs.frozen
@@ -226,8 +222,9 @@ class PackRoots:
     """The built-in plugin ``packs``: one allow-list root per pip pack and installed pack.
 
     Built once per plugin manager from the ``ongrid_skills`` entry points it is
-    given; failures are logged (and recorded as ``kind="pack"`` plugin infos,
-    which ``ongrid-skills plugins`` shows) and skipped, or raised in strict mode.
+    given; failures are logged and skipped, or raised in strict mode. What became
+    of each pack is in :attr:`packs`; the plugin manager records them as
+    ``kind="pack"`` plugin infos, which ``ongrid-skills plugins`` shows.
     """
 
     def __init__(self, pm: PluginManager, settings: Settings, entry_points: Iterable[EntryPoint]) -> None:
@@ -241,8 +238,6 @@ class PackRoots:
 
     @staticmethod
     def _resolve(pm: PluginManager, settings: Settings, ep: EntryPoint) -> PackInfo:
-        from .plugins import PluginInfo
-
         info = resolve_pack(ep, blocked=pm.is_blocked(ep.name))
         where = f" (distribution {info.distribution} {info.version})" if info.distribution else ""
         if info.status == "blocked":
@@ -251,10 +246,6 @@ class PackRoots:
             logger.warning("skill packs: cannot load pack %s%s: %s", ep.name, where, info.error)
             if settings.strict:
                 raise PackLoadError(ep.name, info.error + where)
-        status = PluginInfo(
-            ep.name, "pack", info.status, ep.value, info.distribution, info.version, error=info.error
-        )
-        pm.plugin_infos.append(status)
         return info
 
     @hookimpl(trylast=True)

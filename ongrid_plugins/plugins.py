@@ -24,8 +24,9 @@ import difflib
 import functools
 import importlib
 import logging
+import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -47,6 +48,9 @@ __all__ = [
     "PROTECTED_PLUGINS",
     "PluginInfo",
     "PluginManager",
+    "call_each",
+    "call_hook",
+    "collect_native_tools",
     "get_plugin_manager",
 ]
 
@@ -150,6 +154,11 @@ def get_plugin_manager(settings: Settings | None = None) -> PluginManager:
         _register(pm, settings, name, "builtin", module, functools.partial(importlib.import_module, module))
     groups = _entry_points(ENTRY_POINT_GROUP, PACK_GROUP) if settings.load_entry_points else {}
     packs = PackRoots(pm, settings, groups.get(PACK_GROUP, ()))
+    for pack in packs.packs:
+        info = PluginInfo(
+            pack.name, "pack", pack.status, pack.value, pack.distribution, pack.version, error=pack.error
+        )
+        pm.plugin_infos.append(info)
     _register(pm, settings, "packs", "builtin", "ongrid_plugins.packs", lambda: packs)
     for ep in groups.get(ENTRY_POINT_GROUP, ()):
         _register(pm, settings, ep.name, "entrypoint", ep.value, ep.load, ep)
@@ -265,7 +274,7 @@ def _distribution(ep: EntryPoint | None) -> tuple[str, str]:
 
 
 def _own_version() -> str:
-    from . import __version__
+    from ._version import __version__
 
     return __version__
 
@@ -308,6 +317,71 @@ def call_hook(pm: pluggy.PluginManager, name: str, **kwargs: Any) -> Any:
                 return result
             results.append(result)
     return None if firstresult else results
+
+
+def call_each(
+    pm: pluggy.PluginManager, name: str, kwargs: Mapping[str, Any], *, newest_first: bool = True
+) -> Iterator[tuple[pluggy.HookImpl, Any, Exception | None]]:
+    """Call each implementation of hook ``name`` on its own: ``(impl, result, exception)``.
+
+    For hooks where one plugin's failure must be isolated and attributed (a vote
+    that fails closed naming its plugin, a contribution skipped with a warning)
+    rather than abort the whole hook call. Each call goes through the plugin
+    manager's hook executor, so ``ONGRID_TRACE_PLUGINS`` traces it like any other
+    hook call. Wrappers are skipped; ``newest_first`` is pluggy's own call order,
+    ``False`` is registration order.
+    """
+    impls = [
+        impl for impl in getattr(pm.hook, name).get_hookimpls() if not (impl.hookwrapper or impl.wrapper)
+    ]
+    for impl in reversed(impls) if newest_first else impls:
+        try:
+            results = pm._hookexec(name, [impl], dict(kwargs), False)  # the traced executor
+        except Exception as exc:
+            yield impl, None, exc
+        else:
+            assert isinstance(results, list)  # firstresult=False: a list of the non-None results
+            yield impl, results[0] if results else None, None
+
+
+#: The form of a ``builtin:`` key.
+NATIVE_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
+
+
+def collect_native_tools(pm: pluggy.PluginManager) -> dict[str, Callable[..., Any]]:
+    """Every ``builtin:`` key contributed by a plugin; on a clash the first registered wins.
+
+    A plugin whose hook raises, or that contributes a bad key or a non-callable, is
+    logged and skipped.
+    """
+    found: dict[str, Callable[..., Any]] = {}
+    owners: dict[str, str] = {}
+    for impl, contributed, exc in call_each(pm, "ongrid_native_tools", {}, newest_first=False):
+        if exc is not None:
+            logger.warning("native tools: plugin %s failed to list its tools: %r", impl.plugin_name, exc)
+            continue
+        if not isinstance(contributed, Mapping):
+            if contributed is not None:
+                logger.warning(
+                    "native tools: plugin %s returned %r, not a mapping", impl.plugin_name, contributed
+                )
+            continue
+        for key, fn in contributed.items():
+            if not isinstance(key, str) or not NATIVE_KEY.fullmatch(key) or not callable(fn):
+                logger.warning(
+                    "native tools: plugin %s: bad entry %r -> %r, skipped", impl.plugin_name, key, fn
+                )
+            elif key in found:
+                logger.warning(
+                    "native tools: builtin:%s from %s ignored; %s provides it",
+                    key,
+                    impl.plugin_name,
+                    owners[key],
+                )
+            else:
+                found[key] = fn
+                owners[key] = impl.plugin_name
+    return found
 
 
 def enable_tracing(pm: pluggy.PluginManager) -> None:

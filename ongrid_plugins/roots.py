@@ -18,7 +18,7 @@ import os
 import stat
 import sys
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .hookspecs import hookimpl
 from .models import SkillRoot
@@ -26,7 +26,16 @@ from .models import SkillRoot
 if TYPE_CHECKING:
     from .settings import Settings
 
-__all__ = ["builtin_skills_dir", "canonical", "is_within", "open_beneath", "resolve_file"]
+__all__ = [
+    "EntryRefusal",
+    "builtin_skills_dir",
+    "canonical",
+    "check_entry",
+    "escapes",
+    "is_within",
+    "open_beneath",
+    "resolve_file",
+]
 
 _O_PATH = getattr(os, "O_PATH", 0)
 _USE_PROC = sys.platform.startswith("linux") and _O_PATH != 0 and os.path.isdir("/proc/self/fd")
@@ -166,6 +175,45 @@ def is_executable_file(st: os.stat_result) -> bool:
 #: Roots whose files a package installer wrote: installers such as uv hard-link files
 #: from their cache, so a link count above 1 says nothing there.
 _INSTALLED_SOURCES = frozenset({"builtin", "pack"})
+
+
+def escapes(what: str, real: str, root: str) -> str | None:
+    """The specification's refusal when canonical ``real`` is outside canonical ``root``, else None.
+
+    ``what`` is ``entry`` or ``manifest``; the words are the specification's log
+    line (``entry %s escapes allowlist root %s``). This is the one place the rule
+    "every file a skill runs stays under its root" is decided by path: loaders
+    use it at load time, the executor again at call time, before it opens the
+    entry beneath the root by descriptor (:func:`open_beneath`).
+    """
+    if is_within(real, root):
+        return None
+    return f"{what} {real} escapes allowlist root {root}"
+
+
+class EntryRefusal(NamedTuple):
+    """Why an entry may not run: a stable problem ``code``, the message and a hint."""
+
+    code: str
+    message: str
+    hint: str = ""
+
+
+def check_entry(real: str, st: os.stat_result, root: SkillRoot) -> EntryRefusal | None:
+    """Why the canonical entry ``real`` (``st`` its stat) must not run from ``root``, or None.
+
+    In order: it escapes the root, it is not a regular file, it has no execute
+    bit, it is setuid/setgid or hard-linked (:func:`entry_problem`).
+    """
+    escape = escapes("entry", real, root.real)
+    if escape is not None:
+        return EntryRefusal("entry_escapes_root", escape)
+    if not stat.S_ISREG(st.st_mode):
+        return EntryRefusal("entry_not_file", f"entry {real} is not a regular file")
+    if not st.st_mode & 0o111:
+        return EntryRefusal("entry_not_executable", f"entry {real} is not executable", f"chmod +x {real}")
+    problem = entry_problem(real, st, root)
+    return EntryRefusal("entry_unsafe", problem) if problem is not None else None
 
 
 def entry_problem(real: str, st: os.stat_result, root: SkillRoot) -> str | None:

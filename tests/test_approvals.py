@@ -435,3 +435,49 @@ def test_the_cli_knows_every_ticket_status() -> None:
     from ongrid_plugins.commands.approvals import TICKET_STATUSES
 
     assert TICKET_STATUSES == STATUSES
+
+
+def _store_with_ticket(tmp_path: Path) -> tuple[Any, Any]:
+    from ongrid_plugins.approvals import ApprovalStore
+
+    store = ApprovalStore(str(tmp_path / "values.db"))
+    ticket = store.open_ticket(
+        tool="wipe", args_digest="d" * 64, persona="admin", requester="alice", args={"path": "/x"},
+        tool_class="dangerous", reason="dangerous", profile="p1", skill_digest="s" * 64,
+    )  # fmt: skip
+    return store, ticket
+
+
+def test_statuses_are_an_enum_equal_to_the_stored_strings(tmp_path: Path) -> None:
+    from ongrid_plugins.approvals import STATUSES, TicketStatus
+
+    store, ticket = _store_with_ticket(tmp_path)
+    assert ticket.status is TicketStatus.PENDING and ticket.status == "pending"
+    store.approve(ticket.id, approver="bob")
+    approved = store.approve(ticket.id, approver="carol")
+    assert approved.status is TicketStatus.APPROVED
+    assert [t.id for t in store.tickets("approved")] == [ticket.id]
+    assert STATUSES == ("pending", "approved", "rejected", "executed", "expired")
+    with pytest.raises(ValueError):
+        TicketStatus("done")
+
+
+def test_a_ticket_survives_its_json_form_every_field_included(tmp_path: Path) -> None:
+    """The REST client rebuilds tickets from JSON: the profile and skill digest are not lost on the way."""
+    from ongrid_plugins.approvals import Ticket
+
+    store, ticket = _store_with_ticket(tmp_path)
+    ticket = store.approve(ticket.id, approver="bob", note="ok", sop="SOP-7")
+    again = Ticket.from_dict(json.loads(json.dumps(ticket.to_dict())))
+    assert again.to_dict() == ticket.to_dict()  # the JSON form keeps whole seconds
+    assert (again.profile, again.skill_digest, again.approvals[0].sop) == ("p1", "s" * 64, "SOP-7")
+
+
+def test_a_stored_ticket_past_its_expiry_reads_as_expired(tmp_path: Path) -> None:
+    from ongrid_plugins.approvals import ApprovalStore, TicketStatus
+
+    now = [1_000_000.0]
+    store = ApprovalStore(str(tmp_path / "t.db"), ttl=60, clock=lambda: now[0])
+    ticket = store.open_ticket(tool="wipe", args_digest="d" * 64, persona="admin", requester="alice", args={})
+    now[0] += 61
+    assert store.ticket(ticket.id).status is TicketStatus.EXPIRED

@@ -191,7 +191,7 @@ def test_errors_are_flagged_for_apis_that_have_a_flag(host: SkillHost, fmt: str)
 
 def test_unknown_tool_suggests(host: SkillHost) -> None:
     body = payload(host.dispatch(anthropic_call("inspct", {})))
-    assert body["code"] == "unknown_tool" and body["suggestions"] == ["inspect"]
+    assert body["code"] == "unknown_skill" and body["suggestions"] == ["inspect"]
 
 
 def test_invalid_arguments_name_the_paths(host: SkillHost) -> None:
@@ -203,7 +203,7 @@ def test_invalid_arguments_name_the_paths(host: SkillHost) -> None:
 
 def test_denied(host: SkillHost) -> None:
     body = payload(host.dispatch(anthropic_call("restart", {"unit": "nginx"}), persona="viewer"))
-    assert body["code"] == "denied" and "read-only" in body["reason"] and body["by"] == "ongrid.gate"
+    assert body["code"] == "denied" and "read-only" in body["reason"] and body["plugin"] == "ongrid.gate"
     assert "do not retry" in body["hint"]
 
 

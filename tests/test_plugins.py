@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -213,6 +214,52 @@ def test_trace_writes_every_hook_call_to_stderr(
     err = capsys.readouterr().err
     for hook in ("ongrid_skill_roots", "ongrid_manifest_names", "ongrid_load_manifest", "ongrid_executor"):
         assert f"ongrid trace: {hook}" in err or hook in err
+
+
+def test_trace_sees_hooks_called_one_implementation_at_a_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ongrid_native_tools`` and ``ongrid_verify_approval`` isolate each plugin, and are traced too."""
+    from ongrid_plugins import hookimpl
+    from ongrid_plugins.approvals import verify_with_plugins
+
+    class Voter:
+        @hookimpl
+        def ongrid_verify_approval(self, ticket: Any, approval: Any) -> bool:
+            return False
+
+    from ongrid_plugins.plugins import collect_native_tools
+
+    host = SkillHost(isolated_settings(tmp_path, trace_plugins=True), plugins=[Voter()])
+    capsys.readouterr()
+    assert any(key.startswith("ongrid.") for key in collect_native_tools(host.pm))
+    assert verify_with_plugins(host.pm)(None, None) == "plugin Voter#0"  # type: ignore[arg-type]
+    traced = re.findall(r"ongrid trace:\s+(ongrid_\w+) \[hook\]", capsys.readouterr().err)
+    assert "ongrid_native_tools" in traced and "ongrid_verify_approval" in traced
+
+
+def test_one_failing_implementation_is_isolated_and_named() -> None:
+    from ongrid_plugins import hookimpl
+    from ongrid_plugins.plugins import PluginManager, call_each
+
+    class Broken:
+        @hookimpl
+        def ongrid_native_tools(self) -> dict[str, Any]:
+            raise RuntimeError("boom")
+
+    class Fine:
+        @hookimpl
+        def ongrid_native_tools(self) -> dict[str, Any]:
+            return {"k": print}
+
+    pm = PluginManager()
+    pm.register(Broken(), name="broken")
+    pm.register(Fine(), name="fine")
+    outcomes = [
+        (impl.plugin_name, result, type(exc).__name__)
+        for impl, result, exc in call_each(pm, "ongrid_native_tools", {}, newest_first=False)
+    ]
+    assert outcomes == [("broken", None, "RuntimeError"), ("fine", {"k": print}, "NoneType")]
 
 
 def test_host_plugins_are_registered_after_builtins_and_listed_as_manual(tmp_path: Path) -> None:

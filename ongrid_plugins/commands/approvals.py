@@ -102,7 +102,7 @@ def _store(ctx: Context) -> Any:
     """Where the tickets are: the server of ``--server`` (as the token's identity), else the host's."""
     args = ctx.args
     if args.server:
-        from ..server.client import ApprovalsClient, read_token
+        from ..approvals_client import ApprovalsClient, read_token
 
         return ApprovalsClient(args.server, read_token(args.token_file))
     if args.token_file:

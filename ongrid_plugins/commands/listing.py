@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..models import Skill
 from . import UsageError
-from .output import print_json, print_table
+from .output import first_line, print_json, print_table
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -26,13 +26,11 @@ __all__ = [
 
 def described(description: str, unavailable: tuple[str, ...], stale: str = "") -> str:
     """The first line of a description, or why the thing is unavailable or stale."""
-    from .skills import _first_line
-
     if unavailable:
         return "UNAVAILABLE: " + "; ".join(unavailable)
     if stale:
-        return "STALE (last good version): " + _first_line(stale)
-    return _first_line(description)
+        return "STALE (last good version): " + first_line(stale)
+    return first_line(description)
 
 
 def list_skills(ctx: Context) -> int:

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-__all__ = ["colour", "print_json", "print_table", "uses_colour"]
+__all__ = ["colour", "first_line", "print_json", "print_table", "uses_colour"]
 
 _CODES = {"bold": "1", "red": "31", "green": "32", "yellow": "33", "dim": "2"}
 
@@ -40,6 +40,12 @@ def colour(text: str, style: str, stream: TextIO | None = None) -> str:
     if not text or not uses_colour(stream or sys.stdout):
         return text
     return f"\033[{_CODES[style]}m{text}\033[0m"
+
+
+def first_line(text: str, limit: int = 100) -> str:
+    """The first line of ``text``, cut to ``limit`` characters with an ellipsis."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def print_json(data: Any) -> None:

@@ -15,13 +15,8 @@ if TYPE_CHECKING:
 
 __all__ = ["NEEDS", "register", "tool_needs"]
 
-#: What a call needs, by the gate's verdict, in the words the listings use.
-NEEDS = {
-    Verdict.ALLOW: "-",
-    Verdict.CONFIRM: "confirmation",
-    Verdict.DUAL_SIGN: "two-person approval",
-    Verdict.DENY: "denied",
-}
+#: What a call needs, by the gate's verdict (:attr:`Verdict.needs`), in the words the listings use.
+NEEDS = {verdict: verdict.needs for verdict in Verdict}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,7 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def tool_needs(host: SkillHost, tool: Tool, persona: Persona) -> dict[str, Any]:
     """The gate's decision for ``persona`` calling ``tool``, ready for ``--json``."""
     decision = host.decide(tool, persona)
-    return {**decision.to_dict(), "needs": NEEDS[decision.verdict]}
+    return {**decision.to_dict(), "needs": decision.verdict.needs}
 
 
 def cmd_personas(ctx: Context) -> int:

@@ -13,7 +13,7 @@ from ..gate import needs
 from ..models import CallResult, Event, Tool
 from ..remote.plugin import where
 from . import UsageError, listing
-from .output import colour, print_json, print_table
+from .output import colour, first_line, print_json, print_table
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -99,7 +99,7 @@ def cmd_list(ctx: Context) -> int:
         data: dict[str, Any] = {"items": items, "total": len(tools)}
         if not filtered:
             data["prompt_skills"] = [listing.summary(s) for s in prompts]
-        _print_json(data)
+        print_json(data)
         return 0
     routed = bool(ctx.host.settings.remote_routes)
     if tools:
@@ -115,7 +115,7 @@ def cmd_list(ctx: Context) -> int:
             )
             for t in tools
         ]
-        _print_table(header, rows)
+        print_table(header, rows)
     elif filtered:
         print("no tool matches --category/--class (see `ongrid-skills list` for them all)")
     elif not prompts:
@@ -170,16 +170,16 @@ def _list_for_persona(ctx: Context, tools: list[Tool]) -> int:
             }
             for t in tools
         ]
-        _print_json({"persona": persona.name, "items": items, "total": len(tools)})
+        print_json({"persona": persona.name, "items": items, "total": len(tools)})
         return 0
     if not tools:
         print(f"persona {persona.name} may call none of the registered tools")
         return 0
     rows = [
-        (t.name, t.tool_class.value, needs[t.name]["needs"], t.category, _first_line(t.description))
+        (t.name, t.tool_class.value, needs[t.name]["needs"], t.category, first_line(t.description))
         for t in tools
     ]
-    _print_table(("NAME", "CLASS", "NEEDS", "CATEGORY", "DESCRIPTION"), rows)
+    print_table(("NAME", "CLASS", "NEEDS", "CATEGORY", "DESCRIPTION"), rows)
     return 0
 
 
@@ -204,7 +204,7 @@ def cmd_show(ctx: Context) -> int:
         data["warnings"] = [w.to_dict() for w in skill.warnings]
         data["skill_details"] = skill.to_dict()
     if ctx.args.json:
-        _print_json(data)
+        print_json(data)
         return 0
     for key in (
         "name",
@@ -279,9 +279,7 @@ def _explain_ticket(ctx: Context, exc: ApprovalRequired) -> None:
     if not isinstance(ticket, Ticket):
         return
     if ctx.args.json:
-        _print_json(
-            {"tool": ticket.tool, "ok": False, "status": "needs_approval", "ticket": ticket.to_dict()}
-        )
+        print_json({"tool": ticket.tool, "ok": False, "status": "needs_approval", "ticket": ticket.to_dict()})
     rerun = _rerun_command(ctx, ticket.id)
     lines = [
         f"ticket {ticket.id}: {ticket.tool} as persona {ticket.persona}, requested by {ticket.requester}, "
@@ -364,9 +362,9 @@ def _stream_stderr(event: Event) -> None:
 
 def _report(result: CallResult, as_json: bool) -> int:
     if as_json:
-        _print_json(result.to_dict())
+        print_json(result.to_dict())
     elif result.value is not None:
-        _print_json(result.value)
+        print_json(result.value)
     if not result.ok:
         print(f"{colour('ERROR', 'red', sys.stderr)}: {result.tool}: {result.error}", file=sys.stderr)
         return 1
@@ -394,13 +392,3 @@ def _stale(ctx: Context) -> dict[str, str]:
     """Why each stale skill is stale, by tool name (tools of current skills are left out)."""
     skills = ctx.host.registry.snapshot.skills.values()
     return {t.name: s.stale for s in skills if s.stale for t in s.tools}
-
-
-def _first_line(text: str, limit: int = 100) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-#: Shared with the other command modules.
-_print_table = print_table
-_print_json = print_json

@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -33,59 +32,21 @@ from typing import TYPE_CHECKING, Any
 
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, Tool
+from ..plugins import NATIVE_KEY, collect_native_tools
 from ..settings import Settings
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    import pluggy
 
 __all__ = ["NativeContext", "NativeExecutor", "collect_native_tools"]
 
 logger = logging.getLogger(__name__)
 
-KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
+KEY = NATIVE_KEY
 MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
 _TAIL_LINES = 50
 _ASYNC_GRACE = 0.5  # the worker-side wait_for of an async tool fires before the caller gives up
-
-
-def collect_native_tools(pm: pluggy.PluginManager) -> dict[str, Callable[..., Any]]:
-    """Every ``builtin:`` key contributed by a plugin; on a clash the first registered wins.
-
-    A plugin whose hook raises, or that contributes a bad key or a non-callable, is
-    logged and skipped.
-    """
-    found: dict[str, Callable[..., Any]] = {}
-    owners: dict[str, str] = {}
-    for impl in pm.hook.ongrid_native_tools.get_hookimpls():
-        try:
-            contributed = impl.function()
-        except Exception as exc:
-            logger.warning("native tools: plugin %s failed to list its tools: %r", impl.plugin_name, exc)
-            continue
-        if not isinstance(contributed, Mapping):
-            if contributed is not None:
-                logger.warning(
-                    "native tools: plugin %s returned %r, not a mapping", impl.plugin_name, contributed
-                )
-            continue
-        for key, fn in contributed.items():
-            if not isinstance(key, str) or not KEY.fullmatch(key) or not callable(fn):
-                logger.warning(
-                    "native tools: plugin %s: bad entry %r -> %r, skipped", impl.plugin_name, key, fn
-                )
-            elif key in found:
-                logger.warning(
-                    "native tools: builtin:%s from %s ignored; %s provides it",
-                    key,
-                    impl.plugin_name,
-                    owners[key],
-                )
-            else:
-                found[key] = fn
-                owners[key] = impl.plugin_name
-    return found
 
 
 class NativeContext:

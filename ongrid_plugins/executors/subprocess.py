@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..catalog.digest import entry_drift
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
-from ..roots import is_executable_file, is_within, open_beneath, resolve_file
+from ..roots import escapes, is_executable_file, is_within, open_beneath, resolve_file
 
 if TYPE_CHECKING:
     from ..models import Tool
@@ -202,7 +202,7 @@ def open_entry(tool: Tool) -> tuple[str, int] | str:
     prepared = _prepare(tool)
     if prepared is None:
         real, refusal = recheck_entry(tool)
-        return refusal or f"entry {real} escapes allowlist root {tool.root}"
+        return refusal or escapes("entry", real, tool.root or "") or f"entry {real} cannot run"
     return _open_prepared(tool, prepared)
 
 
@@ -220,13 +220,14 @@ def _open_prepared(tool: Tool, prepared: _Prepared) -> tuple[str, int] | str:
                 real = os.path.realpath(entry)
             except OSError:  # swapped again while we looked: say where it pointed, if we can
                 real = entry + " (changing)"
-            if not is_within(real, root):
-                return f"entry {real} escapes allowlist root {root}"
+            escape = escapes("entry", real, root)
+            if escape is not None:
+                return escape
             return (
                 f"entry {entry} is now reached through a symlink (to {real}); "
                 "it runs only as loaded: reload the skills to accept the new layout"
             )
-        if exc.errno == errno.EXDEV:
+        if exc.errno == errno.EXDEV:  # a mount point or "..": outside, whatever the path says
             return f"entry {entry} escapes allowlist root {root}"
         if exc.errno == errno.EACCES:
             try:
@@ -268,8 +269,9 @@ def recheck_entry(tool: Tool) -> tuple[str, str | None]:
         real, st = _resolve(candidate, declared, tool.entry)
     except (OSError, ValueError) as exc:
         return "", f"entry {candidate} is gone: {getattr(exc, 'strerror', None) or exc}"
-    if not is_within(real, tool.root):
-        return "", f"entry {real} escapes allowlist root {tool.root}"
+    escape = escapes("entry", real, tool.root or "")
+    if escape is not None:
+        return "", escape
     if not is_executable_file(st):
         return "", f"entry {real} is no longer an executable file"
     drift = entry_drift(tool)  # its bytes are still the ones loaded (the catalog's call-time check)

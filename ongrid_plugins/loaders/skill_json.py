@@ -22,7 +22,7 @@ from .. import safeschema, schemacheck
 from ..errors import ManifestBuildError, ManifestParseError
 from ..hookspecs import hookimpl
 from ..models import Problem, SandboxDecl, Skill, SkillRoot, Tool, ToolClass
-from ..roots import entry_problem, is_executable_file, is_within, resolve_file
+from ..roots import check_entry, resolve_file
 from ._fields import Fields, type_name
 from ._fields import show as _show
 from ._sandbox import read_sandbox
@@ -153,10 +153,6 @@ def _read_upto(fd: int, count: int) -> bytes:
 
 
 _CHUNK = 64 * 1024
-
-
-def _is_regular(mode: int) -> bool:
-    return mode & 0o170000 == 0o100000
 
 
 def _json_type(value: object) -> str:
@@ -483,14 +479,9 @@ def _check_entry(check: _Checker, root: SkillRoot) -> str:
             "the entry path is relative to the folder holding skill.json",
         )
         return ""
-    if not is_within(real, root.real):
-        check.error("entry", "entry_escapes_root", f"entry {real} escapes allowlist root {root.real}")
-    elif not _is_regular(st.st_mode):
-        check.error("entry", "entry_not_file", f"entry {real} is not a regular file")
-    elif not is_executable_file(st):
-        check.error("entry", "entry_not_executable", f"entry {real} is not executable", f"chmod +x {real}")
-    elif problem := entry_problem(real, st, root):
-        check.error("entry", "entry_unsafe", problem)
+    refusal = check_entry(real, st, root)
+    if refusal is not None:
+        check.error("entry", *refusal)
     return real
 
 

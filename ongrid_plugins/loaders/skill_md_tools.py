@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import safeschema, schemacheck
 from ..models import SandboxDecl, SkillRoot, Tool, ToolClass
-from ..roots import entry_problem, is_executable_file, is_within, resolve_file
+from ..roots import check_entry, resolve_file
 from ._fields import Fields, canon, pointer, show, type_name
 from ._sandbox import read_sandbox
 
@@ -288,14 +288,9 @@ def _exec_entry(fields: Fields, declared: str, at: str, path: str, root: SkillRo
         message = f"entry {candidate} cannot be resolved: {reason}"
         fields.error(at, "entry_missing", message, "exec: paths are relative to the folder holding SKILL.md")
         return None
-    if not is_within(real, root.real):
-        fields.error(at, "entry_escapes_root", f"entry {real} escapes allowlist root {root.real}")
-    elif not is_executable_file(st):
-        fields.error(
-            at, "entry_not_executable", f"entry {real} is not an executable file", f"chmod +x {real}"
-        )
-    elif problem := entry_problem(real, st, root):
-        fields.error(at, "entry_unsafe", problem)
+    refusal = check_entry(real, st, root)
+    if refusal is not None:
+        fields.error(at, *refusal)
     else:
         return real
     return None

@@ -143,7 +143,7 @@ def _log_failure(future: Any) -> None:
 
 
 def _version() -> str:
-    from .. import __version__
+    from .._version import __version__
 
     return __version__
 

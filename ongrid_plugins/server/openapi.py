@@ -372,7 +372,7 @@ def _paths() -> dict[str, Any]:
 
 def document() -> dict[str, Any]:
     """The OpenAPI document (a fresh dict)."""
-    from .. import __version__
+    from .._version import __version__
 
     return {
         "openapi": "3.1.0",

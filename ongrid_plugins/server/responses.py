@@ -11,17 +11,12 @@ from typing import Any
 
 from ..arguments import NOT_UTF8
 from ..errors import (
-    ApprovalError,
     ApprovalRequired,
-    AuditError,
     ConfirmationRequired,
     InvalidArguments,
     OngridError,
-    PermissionDenied,
-    SkillUnavailable,
     StateAccessError,
     UnknownPersona,
-    UnknownSkill,
 )
 from ..models import CallResult, Event
 from . import missing_extra
@@ -35,8 +30,6 @@ __all__ = ["ApiError", "api_error", "result_body", "sse"]
 
 logger = logging.getLogger(__name__)
 
-_APPROVAL_STATUS = {"unknown": 404, "own_ticket": 403, "duplicate_approver": 403, "hook_refused": 403}
-_APPROVAL_STATUS.update(no_identity=403, store=503)
 _EXIT_KEYS = {"ok", "exit_code", "signal", "timed_out"}
 # An absolute path of two or more components (not the tail of a URL or of a relative path).
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/-])/(?:[^/\s'\"()\[\],;:]+/)+([^/\s'\"()\[\],;:]*)")
@@ -97,36 +90,28 @@ def result_body(result: CallResult) -> dict[str, Any]:
 
 
 def api_error(exc: OngridError) -> ApiError:
-    """The HTTP status, code and details for a refusal (most specific class first)."""
-    if isinstance(exc, UnknownSkill):
-        return ApiError(404, "unknown_skill", str(exc), suggestions=list(exc.suggestions))
-    if isinstance(exc, InvalidArguments):
-        errors = [{"path": path, "message": message} for path, message in exc.errors]
+    """The HTTP status, code and details of a refusal: the error's own, with REST's wording.
+
+    The status, code and fields come from the error (:mod:`ongrid_plugins.errors`);
+    this adds the REST-specific hints and keeps server internals out of the body.
+    """
+    if isinstance(exc, ApprovalRequired):
+        return _needs_approval(exc)
+    details = exc.details()
+    if isinstance(exc, InvalidArguments) and any(message == NOT_UTF8 for _path, message in exc.errors):
         # Text that is not UTF-8 (a lone surrogate) is a malformed request, not a schema miss.
-        status = 400 if any(message == NOT_UTF8 for _path, message in exc.errors) else 422
-        return ApiError(status, "invalid_arguments", str(exc), errors=errors)
+        return ApiError(400, exc.code, str(exc), **details)
     if isinstance(exc, ConfirmationRequired):
         message = f"the call to {exc.tool!r} needs a confirmation: {exc.decision.reason}"
         hint = 'send it again with "confirm": true, or "confirm": the args_digest you were shown'
-        return ApiError(409, "needs_confirmation", message, args_digest=exc.args_digest, hint=hint)
-    if isinstance(exc, ApprovalRequired):
-        return _needs_approval(exc)
-    if isinstance(exc, PermissionDenied):
-        return ApiError(403, "denied", str(exc), reason=exc.decision.reason, plugin=exc.decision.plugin)
-    if isinstance(exc, ApprovalError):
-        status = _APPROVAL_STATUS.get(exc.reason, 409)
-        return ApiError(status, "ticket_refused", str(exc), reason=exc.reason, ticket=exc.ticket_id)
-    if isinstance(exc, SkillUnavailable):
-        return ApiError(409, "unavailable", str(exc), reasons=list(exc.reasons))
-    if isinstance(exc, AuditError):
-        return ApiError(503, "audit_unavailable", str(exc))
+        return ApiError(exc.http_status, exc.code, message, **details, hint=hint)
     if isinstance(exc, StateAccessError):
         logger.error("rest: %s", exc)
-        return ApiError(503, "state_unavailable", "the server cannot use its state folder (see its log)")
+        return ApiError(exc.http_status, exc.code, "the server cannot use its state folder (see its log)")
     if isinstance(exc, UnknownPersona):
         logger.error("rest: a token names a persona that is gone: %s", exc)
         return ApiError(500, "internal", "the token's persona does not exist on this server")
-    return ApiError(400, "bad_request", str(exc))
+    return ApiError(exc.http_status, exc.code, str(exc), **details)
 
 
 def _needs_approval(exc: ApprovalRequired) -> ApiError:

@@ -33,7 +33,7 @@ from ..approvals import STATUSES
 from ..audit import OUTCOMES
 from ..errors import ApprovalError, ConfigError, OngridError, UnknownSkill
 from ..host import SkillHost
-from ..models import CallResult, Event, PermissionMode, Tool, args_digest
+from ..models import CallResult, Event, PermissionMode, Tool, Verdict, args_digest
 from ..redact import redact
 from . import missing_extra
 from .access import AccessLog as AccessLogMiddleware
@@ -71,7 +71,6 @@ DEFAULT_BODY_TIMEOUT = 30.0
 DEFAULT_MAX_PER_TOKEN = 4
 MAX_AUDIT_LIMIT = 1000
 MAX_SEQ = 2**63 - 1  # SQLite's largest integer
-_NEEDS = {"allow": "-", "confirm": "confirmation", "dual_sign": "two-person approval", "deny": "denied"}
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -269,7 +268,7 @@ class _Api:
             "available": tool.available,
             "digest": tool.digest,
             "stale": self._stale(tool),
-            "decision": {**decision, "needs": _NEEDS[decision["verdict"]]},
+            "decision": {**decision, "needs": Verdict(decision["verdict"]).needs},
         }
 
     def _stale(self, tool: Tool) -> str:

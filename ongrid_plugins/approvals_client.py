@@ -14,7 +14,6 @@ call, so requesters and approvers on different accounts or machines share one st
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import urllib.error
@@ -22,13 +21,13 @@ import urllib.parse
 import urllib.request
 from typing import TYPE_CHECKING, Any
 
-from ..approvals import Approval, ApprovalStore, Ticket, VerifyApproval
-from ..errors import APPROVAL_REASONS, ApprovalError, ConfigError, OngridError
+from .approvals import Approval, ApprovalStore, Ticket, VerifyApproval
+from .errors import APPROVAL_REASONS, ApprovalError, ConfigError, OngridError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ..settings import Settings
+    from .settings import Settings
 
 __all__ = ["ApprovalsClient", "RemoteApprovalStore", "ServerError", "read_token", "ticket_from_dict"]
 
@@ -62,38 +61,9 @@ def read_token(token_file: str | None) -> str:
     return token
 
 
-def _timestamp(text: Any) -> float:
-    if not text:
-        return 0.0
-    return datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
-
-
 def ticket_from_dict(data: dict[str, Any]) -> Ticket:
-    """A :class:`Ticket` from its JSON form (``Ticket.to_dict``)."""
-    approvals = [
-        Approval(a["approver"], a.get("note", ""), a.get("sop"), _timestamp(a.get("time")))
-        for a in data.get("approvals", [])
-    ]
-    return Ticket(
-        id=data["id"],
-        tool=data["tool"],
-        args_digest=data["args_digest"],
-        persona=data["persona"],
-        requester=data["requester"],
-        required=int(data.get("required", 2)),
-        approvals=approvals,
-        status=data["status"],
-        created=_timestamp(data.get("created")),
-        expires=_timestamp(data.get("expires")),
-        rejected_by=data.get("rejected_by"),
-        note=data.get("note", ""),
-        args=data.get("args", {}),
-        tool_class=data.get("tool_class", ""),
-        reason=data.get("reason", ""),
-        executed=_timestamp(data.get("executed")) or None,
-        executed_by=data.get("executed_by"),
-        call_id=data.get("call_id"),
-    )
+    """A :class:`Ticket` from its JSON form (:meth:`Ticket.from_dict`)."""
+    return Ticket.from_dict(data)
 
 
 class ApprovalsClient:

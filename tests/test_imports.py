@@ -1,0 +1,234 @@
+"""The import graph has no cycle, and no stage imports a later one.
+
+Every import counts, lazy ones inside functions included (a lazy import hides a
+cycle from the interpreter, not from a reader); only ``if TYPE_CHECKING:`` blocks
+are left out. The stages are the pipeline read bottom up: a module may import its
+own stage and earlier ones. The few upward imports there are stand in
+:data:`ALLOWED_UPWARD`, each with its reason.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "ongrid_plugins"
+
+#: Top-level modules and subpackages of ``ongrid_plugins`` by stage, earliest first.
+STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
+    (name, frozenset(members.split()))
+    for name, members in (
+        (
+            "values",
+            "_version errors models hookspecs identity frontmatter hints settings resolve _sqlite safeschema",
+        ),
+        ("schemas", "schemacheck strict redact arguments export_gemini archive scaffold"),
+        ("discovery", "roots loaders packs plugins registry builtin_tools"),
+        ("catalog", "loader availability instructions catalog validate sources install"),
+        ("pipeline", "gate personas approvals approvals_client _auditchain _auditjournal _auditwriter audit"),
+        ("execution", "executors statedir"),
+        ("host", "host testing"),
+        ("surfaces", "<root> __main__ cli commands dispatch export server remote"),
+    )
+)
+
+#: Imports from a stage to a later one that are kept on purpose.
+ALLOWED_UPWARD: Mapping[tuple[str, str], str] = {
+    (
+        "host",
+        "dispatch",
+    ): "SkillHost.dispatch / adispatch are documented conveniences over the dispatch surface",
+    ("host", "export"): "SkillHost.export is a documented convenience over the export surface",
+}
+
+
+def _modules(package: Path) -> dict[str, Path]:
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package.parent).with_suffix("")
+        parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+        if "skills" in parts[1:2]:  # the built-in skills folder holds skill code, not package modules
+            continue
+        found[".".join(parts)] = path
+    return found
+
+
+def _imports(module: str, path: Path, known: Iterable[str]) -> set[str]:
+    """The package modules ``module`` imports, lazy imports included, TYPE_CHECKING blocks not."""
+    known = set(known)
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
+    base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    root = module.split(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            parent = base[: len(base) - node.level + 1] if node.level else []
+            target = ".".join([*parent, *(node.module.split(".") if node.module else [])])
+            if not target.startswith(root):
+                continue
+            for alias in node.names:
+                name = f"{target}.{alias.name}"
+                targets.add(name if name in known else target)
+        elif isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names if alias.name.startswith(root + "."))
+    return {target for target in targets if target in known and target != module}
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """Module -> the package modules it imports."""
+    modules = _modules(package)
+    return {module: _imports(module, path, modules) for module, path in modules.items()}
+
+
+def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _top(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "<root>"
+
+
+def _stage(top: str) -> int:
+    for number, (_name, members) in enumerate(STAGES):
+        if top in members:
+            return number
+    raise LookupError(top)
+
+
+def upward_imports(graph: Mapping[str, set[str]]) -> list[str]:
+    """Every import from a stage to a later one that :data:`ALLOWED_UPWARD` does not list."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            pair = (_top(module), _top(target))
+            if _stage(pair[1]) > _stage(pair[0]) and pair not in ALLOWED_UPWARD:
+                found.append(
+                    f"{module} ({STAGES[_stage(pair[0])][0]}) imports {target} ({STAGES[_stage(pair[1])][0]})"
+                )
+    return found
+
+
+GRAPH = import_graph(PACKAGE)
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    assert cycles(GRAPH) == []
+
+
+def test_every_module_belongs_to_a_stage() -> None:
+    unplaced = sorted({_top(module) for module in GRAPH} - {m for _n, members in STAGES for m in members})
+    assert unplaced == [], f"add these to a stage of STAGES: {unplaced}"
+
+
+def test_no_stage_imports_a_later_one() -> None:
+    assert upward_imports(GRAPH) == []
+
+
+def test_every_allowed_upward_import_is_still_needed() -> None:
+    pairs = {(_top(module), _top(target)) for module, targets in GRAPH.items() for target in targets}
+    assert set(ALLOWED_UPWARD) <= pairs
+
+
+def test_the_version_comes_from_the_package_metadata() -> None:
+    from importlib import metadata
+
+    import ongrid_plugins
+
+    assert ongrid_plugins.__version__ == metadata.version("ongrid-plugins")
+
+
+def _write_package(tmp_path: Path, files: Mapping[str, str]) -> Path:
+    package = tmp_path / "ongrid_plugins"
+    for name, text in files.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return package
+
+
+def test_the_checker_finds_a_cycle_hidden_in_a_lazy_import(tmp_path: Path) -> None:
+    package = _write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "host.py": "from .loader import load\n",
+            "loader.py": "def load():\n    from . import host\n",
+            "models.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .host import x\n",
+        },
+    )
+    graph = import_graph(package)
+    assert cycles(graph) == [["ongrid_plugins.host", "ongrid_plugins.loader"]]
+    assert graph["ongrid_plugins.models"] == set()  # typing-only imports are not edges
+
+
+def test_the_checker_reports_an_import_from_an_earlier_stage_to_a_later_one(tmp_path: Path) -> None:
+    package = _write_package(
+        tmp_path,
+        {"__init__.py": "", "models.py": "def f():\n    from .server import app\n", "server/__init__.py": ""},
+    )
+    assert upward_imports(import_graph(package)) == [
+        "ongrid_plugins.models (values) imports ongrid_plugins.server (surfaces)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "module", ["ongrid_plugins.commands.listing", "ongrid_plugins.packs", "ongrid_plugins.plugins"]
+)
+def test_the_circles_the_layout_issue_named_are_gone(module: str) -> None:
+    assert not any(module in component for component in cycles(GRAPH))
+
+
+def test_the_architecture_page_names_every_stage_module_and_hook() -> None:
+    import re
+
+    from ongrid_plugins import hookspecs
+
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`([\w/]+?)/?`", page))
+    missing = sorted(m for _n, members in STAGES for m in members if m != "<root>" and m not in named)
+    assert missing == [], f"docs/architecture.md does not name {missing}"
+    hooks = [name for name in dir(hookspecs) if name.startswith("ongrid_")]
+    assert hooks and [hook for hook in hooks if f"`{hook}`" not in page] == []
