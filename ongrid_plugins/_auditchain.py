@@ -386,6 +386,7 @@ FINISH_COLUMNS = (
     "stderr_tail",
     "result_size",
     "result_digest",
+    "remote",
 )
 
 

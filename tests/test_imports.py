@@ -27,7 +27,7 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         ),
         ("schemas", "schemacheck strict redact arguments export_gemini archive scaffold"),
         ("discovery", "roots loaders packs plugins registry builtin_tools"),
-        ("catalog", "loader availability instructions catalog validate sources install"),
+        ("catalog", "loader loadcache availability instructions catalog validate sources install"),
         ("pipeline", "gate personas approvals approvals_client _auditchain _auditjournal _auditwriter audit"),
         ("execution", "executors statedir"),
         ("host", "host testing"),

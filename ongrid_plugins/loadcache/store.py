@@ -126,7 +126,8 @@ def fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str | None:
     ``ongrid_load_manifest`` or ``ongrid_manifest_names``: what a third-party
     loader reads cannot be known. No hook is called: the built-in names are code.
     """
-    from .. import __version__, schemacheck
+    from .. import schemacheck
+    from .._version import __version__
 
     loaders = []
     for hook in (pm.hook.ongrid_load_manifest, pm.hook.ongrid_manifest_names):
