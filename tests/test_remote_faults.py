@@ -604,3 +604,53 @@ def test_a_worker_takes_no_call_whose_cancelled_key_the_host_set(
     assert (data["ok"], data["status"]) == (False, "cancelled")
     assert "cancelled by the host before worker w-a@test started it: the skill did not run" in data["error"]
     assert _runs(runs, "append_once") == before
+
+
+# ----------------------------------------------------------- the host's result connection
+
+
+def test_a_host_process_keeps_one_result_connection_for_all_its_calls(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
+) -> None:
+    host = _host(tmp_path, broker, runs)
+    assert host.call("alpha", {"n": 0}).ok  # the host's connections are made
+    stats = redis.Redis.from_url(broker)
+    before = stats.info("stats")["total_connections_received"]
+    results = [host.call("alpha", {"n": n}) for n in range(1, 6)]
+    assert [r.value for r in results] == [{"n": n} for n in range(1, 6)]
+    opened = stats.info("stats")["total_connections_received"] - before
+    assert opened <= 1, f"{opened} connections for 5 calls (one per call is the old cost)"
+
+
+def test_the_result_connection_comes_back_after_redis_dropped_it(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
+) -> None:
+    from ongrid_plugins.remote.client import _subscriber
+
+    host = _host(tmp_path, broker, runs)
+    assert host.call("alpha", {"n": 1}).ok
+    subscriber = _subscriber(broker, host.settings.broker_timeout)
+    assert subscriber.current is not None
+    port = subscriber.current.pubsub.connection._sock.getsockname()[1]
+    assert redis.Redis.from_url(broker).client_kill(f"127.0.0.1:{port}")
+    result = host.call("alpha", {"n": 2})
+    assert result.ok, result.error
+    assert result.value == {"n": 2}
+
+
+def test_a_forked_host_process_gets_its_own_result_connection(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
+) -> None:
+    host = _host(tmp_path, broker, runs)
+    assert host.call("alpha", {"n": 1}).ok  # the parent's subscriber exists before the fork
+    pid = os.fork()
+    if pid == 0:  # the child: a call of its own, then the parent's still works
+        code = 1
+        try:
+            child = _host(tmp_path, broker, runs, folder="child")
+            code = 0 if child.call("alpha", {"n": 2}).value == {"n": 2} else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert host.call("alpha", {"n": 3}).value == {"n": 3}

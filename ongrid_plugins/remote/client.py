@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from ..models import CallResult, RemoteRun
 from .app import make_app
@@ -67,97 +69,115 @@ _LOST = "lost"
 """What the subscriber hands a call's queue when the pub/sub connection failed."""
 
 
+class _Connection:
+    """One pub/sub connection, the calls subscribed on it, and the thread that reads it."""
+
+    def __init__(self, broker_url: str, timeout: float) -> None:
+        # No silent reconnect: messages published while it reconnected would be lost
+        # unseen; a failure is told to every waiting call, and the next call connects anew.
+        self.client = redis.Redis.from_url(  # kept: a collected client closes its pool
+            broker_url,
+            socket_connect_timeout=timeout,
+            socket_timeout=timeout,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self.pubsub: Any = self.client.pubsub()  # type: ignore[no-untyped-call]
+        self.queues: dict[str, queue.SimpleQueue[tuple[str, Any]]] = {}
+        self.confirmed: dict[str, threading.Event] = {}
+        self.dead = False
+        self.pid = os.getpid()
+
+
 class _Subscriber:
     """One pub/sub connection per executor and process, shared by every call it waits for.
 
     A daemon thread reads the connection and puts each message on the queue of the call
     whose channel it came on; :meth:`open` subscribes a call's channel and returns once
     Redis confirmed the subscription, so the task is sent only after. When the
-    connection fails every waiting call gets ``(_LOST, error)`` and the next
+    connection fails every call waiting on it gets ``(_LOST, error)`` and the next
     :meth:`open` connects again; after a fork the child starts its own connection.
     """
 
     def __init__(self, broker_url: str, timeout: float) -> None:
         self.broker_url, self.timeout = broker_url, timeout
         self.lock = threading.Lock()
-        self.queues: dict[str, queue.SimpleQueue[tuple[str, Any]]] = {}
-        self.confirmed: dict[str, threading.Event] = {}
-        self.pubsub: Any = None
-        self.client: redis.Redis | None = None  # kept: a collected client closes its pool
-        self.pid = 0
+        self.current: _Connection | None = None
 
-    def open(self, name: str) -> queue.SimpleQueue[tuple[str, Any]]:
-        """Subscribe ``name``; its messages arrive on the queue returned (``("message", data)``)."""
-        box: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-        done = threading.Event()
-        with self.lock:
-            pubsub = self._connected()
-            self.queues[name] = box
-            self.confirmed[name] = done
-        try:
-            pubsub.subscribe(name)
-        except BaseException:
-            self.close(name)
-            raise
-        if not done.wait(self.timeout):
-            self.close(name)
-            raise TimeoutError(f"Redis did not confirm the subscription within {self.timeout:g}s")
-        return box
+    def open(self, name: str) -> tuple[queue.SimpleQueue[tuple[str, Any]], _Connection]:
+        """Subscribe ``name``: the queue its messages arrive on (``("message", data)``), its connection."""
+        for attempt in (1, 2):  # a connection found dead is replaced once
+            box: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+            done = threading.Event()
+            with self.lock:
+                conn = self._connected()
+                conn.queues[name], conn.confirmed[name] = box, done
+            try:
+                conn.pubsub.subscribe(name)
+            except (redis.RedisError, OSError):
+                self._drop(conn)
+                if attempt == 2:
+                    raise
+                continue
+            end = time.monotonic() + self.timeout
+            while not done.wait(0.05) and not conn.dead:
+                if time.monotonic() > end:
+                    self.close(name, conn)
+                    raise TimeoutError(f"Redis did not confirm the subscription within {self.timeout:g}s")
+            if done.is_set():
+                return box, conn
+        raise redis.ConnectionError("the result subscription's connection failed twice")
 
-    def close(self, name: str) -> None:
+    def close(self, name: str, conn: _Connection) -> None:
         """Forget ``name`` (later messages on it are dropped) and unsubscribe, without waiting."""
         with self.lock:
-            self.queues.pop(name, None)
-            self.confirmed.pop(name, None)
-            pubsub = self.pubsub if self.pid == os.getpid() else None
-        if pubsub is not None:
+            conn.queues.pop(name, None)
+            conn.confirmed.pop(name, None)
+        if not conn.dead and conn.pid == os.getpid():
             with contextlib.suppress(redis.RedisError, OSError):
-                pubsub.unsubscribe(name)
+                conn.pubsub.unsubscribe(name)
 
-    def _connected(self) -> Any:
-        """The pub/sub of this process, connected and read by its thread (call with the lock)."""
-        if self.pubsub is not None and self.pid == os.getpid():
-            return self.pubsub
-        client = redis.Redis.from_url(
-            self.broker_url, socket_connect_timeout=self.timeout, socket_timeout=self.timeout
-        )
-        pubsub = client.pubsub()  # type: ignore[no-untyped-call]
+    def _connected(self) -> _Connection:
+        """This process's live connection, read by its thread (call with the lock)."""
+        conn = self.current
+        if conn is not None and not conn.dead and conn.pid == os.getpid():
+            return conn
+        conn = self.current = _Connection(self.broker_url, self.timeout)
         # A channel of its own keeps the connection subscribed (and read) between calls.
-        pubsub.subscribe(f"ongrid:host:{uuid.uuid4().hex}")
-        self.client, self.pubsub, self.pid = client, pubsub, os.getpid()
-        self.queues, self.confirmed = {}, {}
-        threading.Thread(target=self._read, args=(pubsub,), name="ongrid-remote-results", daemon=True).start()
-        return pubsub
+        conn.pubsub.subscribe(f"ongrid:host:{uuid.uuid4().hex}")
+        threading.Thread(target=self._read, args=(conn,), name="ongrid-remote-results", daemon=True).start()
+        return conn
 
-    def _read(self, pubsub: Any) -> None:
-        while True:
+    def _drop(self, conn: _Connection, exc: BaseException | None = None) -> None:
+        """Mark ``conn`` dead and tell every call waiting on it."""
+        with self.lock:
+            conn.dead = True
+            if self.current is conn:
+                self.current = None
+            lost = list(conn.queues.values())
+            conn.queues, conn.confirmed = {}, {}
+        for waiting in lost:
+            waiting.put((_LOST, exc or redis.ConnectionError("the result subscription failed")))
+        with contextlib.suppress(Exception):
+            conn.pubsub.close()
+
+    def _read(self, conn: _Connection) -> None:
+        while not conn.dead:
             try:
-                message = pubsub.get_message(timeout=1.0)
+                message = conn.pubsub.get_message(timeout=1.0)
             except Exception as exc:  # the connection failed: every waiting call is told
-                with self.lock:
-                    if self.pubsub is pubsub:
-                        self.pubsub = None
-                    lost = list(self.queues.values())
-                    self.queues, self.confirmed = {}, {}
-                for waiting in lost:
-                    waiting.put((_LOST, exc))
-                with contextlib.suppress(Exception):
-                    pubsub.close()
+                self._drop(conn, exc)
                 return
-            if message is None:
-                with self.lock:
-                    if self.pubsub is not pubsub:
-                        return  # replaced (a fork's child does not run this thread)
+            if message is None or os.getpid() != conn.pid:
                 continue
             name = message["channel"]
             name = name.decode() if isinstance(name, bytes) else str(name)
             with self.lock:
                 if message["type"] == "subscribe":
-                    done = self.confirmed.get(name)
+                    done = conn.confirmed.get(name)
                     if done is not None:
                         done.set()
                     continue
-                box = self.queues.get(name) if message["type"] == "message" else None
+                box = conn.queues.get(name) if message["type"] == "message" else None
             if box is not None:
                 box.put(("message", message["data"]))
 
@@ -250,7 +270,7 @@ class RemoteExecutor:
         topic = channel(request.call_id)
         task_id = uuid.uuid4().hex
         try:
-            box = subscriber.open(topic)
+            box, conn = subscriber.open(topic)
         except Exception as exc:  # redis' errors, OSError, the confirmation's TimeoutError
             return self._unsent(request, exc, task_id)
         if stop is not None:
@@ -272,7 +292,7 @@ class RemoteExecutor:
                 return self._unsent(request, exc, task_id)
             return self._wait(request, box, task_id, time.monotonic() + wait, wait, stop, emit)
         finally:
-            subscriber.close(topic)
+            subscriber.close(topic, conn)
 
     def _wait(
         self,
