@@ -26,7 +26,13 @@ Delivery, per class (the worker's own copy of the tool decides, not the payload)
   two-person call, else the call id. A task whose key is already claimed is answered
   with a failure that says so and names the worker and task that hold the claim; the
   skill does not run. A call whose worker died mid-call is therefore never retried:
-  the host's caller gets a failure (the host's timeout, naming the worker) and decides.
+  the host's caller gets a failure (its lease expired, naming the worker) and decides.
+
+While it runs a call the worker holds the call's lease in Redis (renewed every second
+by the pool process; its main process holds its own liveness key): the host learns
+within seconds that a worker died mid-call (:mod:`.client`). The host's cancels are
+never lost: a call is registered for cancels before the worker looks for the host's
+``cancelled`` key, which the host sets before it publishes the cancel.
 
 A worker killed mid-call (SIGKILL, machine loss) cannot kill its skill's processes.
 They stay in the call's cgroup (the sandbox's per-call pids group, which ``setsid``
@@ -189,7 +195,7 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
         pipe.publish(topic, text)
     result_message = {"k": "result", "result": data, "worker": worker, "digest": digest}
     pipe.publish(topic, json.dumps(result_message, ensure_ascii=False))
-    pipe.delete(lease_key(call_id))  # after the result: a host never sees neither
+    pipe.delete(lease_key(call_id))  # after the result: a host that finds no lease gets the result
     pipe.execute()
     return data
 
