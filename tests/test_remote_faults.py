@@ -458,11 +458,12 @@ def test_a_worker_sigkilled_mid_call_names_itself_and_leaves_no_orphan_after_res
         [result] = box
         answered = time.monotonic()
         # The worker's lease on the call expired: a failure naming it within the call's
-        # timeout (8 s), a lease (3 s) and a check or two after the kill.
+        # timeout (8 s), a lease (3 s) and a few checks after the kill (the dead worker's
+        # liveness key may outlive its lease by a renewal).
         assert result.outcome == "failed", result.error
         assert "worker victim@test stopped answering during the call (lease expired)" in str(result.error)
         assert answered - started < 8, f"{answered - started:.1f}s after the call"
-        assert answered - killed < LEASE + 1.5, f"{answered - killed:.1f}s after the kill"
+        assert answered - killed < LEASE + 2.5, f"{answered - killed:.1f}s after the kill"
         victim.ready()
         assert _wait_for(lambda: not _processes_with(f"ongrid-orphan-{TOKEN}"), 5), _why(orphan, victim)
         assert not [p for p in left if _alive(*p)], "a process of the call survived"
