@@ -34,7 +34,15 @@ import redis
 from ongrid_plugins import ApprovalError, ApprovalRequired, SkillHost
 from ongrid_plugins.models import CallRequest, CallResult
 from ongrid_plugins.remote.app import make_app
-from ongrid_plugins.remote.wire import SAFE_TASK_NAME, TASK_NAME, channel, payload, task_for
+from ongrid_plugins.remote.wire import (
+    LEASE,
+    SAFE_TASK_NAME,
+    TASK_NAME,
+    cancelled_key,
+    channel,
+    payload,
+    task_for,
+)
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 pytestmark = pytest.mark.timeout(120)
@@ -93,7 +101,7 @@ def _skills(root: Path, runs: Path) -> Path:
             **{"class": cls},
         )
     make_skill(root, "peek", script=PEEK, timeout_seconds=10, **{"class": "safe"})
-    make_skill(root, "orphan", script=ORPHAN, timeout_seconds=3, **{"class": "safe"})
+    make_skill(root, "orphan", script=ORPHAN, timeout_seconds=8, **{"class": "safe"})
     make_skill(root, "lingering", script=LINGERING, timeout_seconds=90, **{"class": "safe"})
     make_skill(root, "alpha", **{"class": "safe"})
     make_skill(root, "beta", **{"class": "safe"})
@@ -442,15 +450,20 @@ def test_a_worker_sigkilled_mid_call_names_itself_and_leaves_no_orphan_after_res
         [orphan] = _processes_with(f"ongrid-orphan-{TOKEN}")
         left = _call_group_of(orphan)
         victim.kill()
+        killed = time.monotonic()
         # The worker is gone; its skill and the skill's setsid grandchild are not.
         assert [p for p in left if _alive(*p)] == left, "nothing was left to sweep"
         victim.start()  # a machine's worker restarts at once (systemd's Restart=always)
         thread.join(15)
         [result] = box
-        elapsed = time.monotonic() - started
-        assert result.outcome == "timed_out"
-        assert "from worker victim@test" in str(result.error)
-        assert elapsed < 3 + host.settings.kill_grace + 2.5
+        answered = time.monotonic()
+        # The worker's lease on the call expired: a failure naming it within the call's
+        # timeout (8 s), a lease (3 s) and a few checks after the kill (the dead worker's
+        # liveness key may outlive its lease by a renewal).
+        assert result.outcome == "failed", result.error
+        assert "worker victim@test stopped answering during the call (lease expired)" in str(result.error)
+        assert answered - started < 8, f"{answered - started:.1f}s after the call"
+        assert answered - killed < LEASE + 2.5, f"{answered - killed:.1f}s after the kill"
         victim.ready()
         assert _wait_for(lambda: not _processes_with(f"ongrid-orphan-{TOKEN}"), 5), _why(orphan, victim)
         assert not [p for p in left if _alive(*p)], "a process of the call survived"
@@ -540,3 +553,105 @@ def test_cancelling_a_remote_call_on_the_host_kills_the_skill_on_the_worker(
 
     asyncio.run(main())
     assert _wait_for(lambda: not _processes_with(f"lingering-{TOKEN}"), 5), "the skill outlived the cancel"
+
+
+def test_a_cancel_sent_right_after_the_task_reaches_the_worker_and_the_call_is_cancelled(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host cancels the instant the task is sent (before or after the worker registered
+    the call, whichever comes first): the worker never runs the call to its end."""
+    from ongrid_plugins.remote import client
+
+    host = _host(tmp_path, broker, runs)
+    sent: list[str] = []
+
+    async def main() -> None:
+        task = asyncio.ensure_future(host.acall("append_once", {}, confirm=True))
+        loop = asyncio.get_running_loop()
+        app = make_app(broker, host.settings.broker_timeout)
+        send_task = app.send_task
+
+        def send_then_cancel(*args: Any, **kwargs: Any) -> Any:
+            handle = send_task(*args, **kwargs)
+            sent.append(kwargs["args"][0]["call_id"])
+            loop.call_soon_threadsafe(task.cancel)
+            return handle
+
+        monkeypatch.setattr(app, "send_task", send_then_cancel)
+        monkeypatch.setattr(client, "make_app", lambda *_a: app)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    [call_id] = sent
+    log = workers["w-a"].log
+    line = f"ongrid worker w-a@test: call {call_id} of append_once: cancelled ("
+    assert _wait_for(lambda: line in log.read_text(), 10), log.read_text()[-2000:]
+
+
+def test_a_worker_takes_no_call_whose_cancelled_key_the_host_set(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
+) -> None:
+    """A cancel that lands before a worker registered the call (here: before it was sent)
+    is not lost: the worker finds the host's ``cancelled`` key and never runs the skill."""
+    host = _host(tmp_path, broker, runs)
+    before = _runs(runs, "append_once")
+    call_id = f"precancelled-{uuid.uuid4().hex[:8]}"
+    body = payload(_request(host, "append_once", call_id), 10, host.settings.stdout_cap)
+    redis.Redis.from_url(broker).set(cancelled_key(call_id), "1", ex=60)
+    result = _listen(broker, call_id)
+    _send(broker, TASK_NAME, body, "qa", f"task-{call_id}")
+    data = result(20)["result"]
+    assert (data["ok"], data["status"]) == (False, "cancelled")
+    assert "cancelled by the host before worker w-a@test started it: the skill did not run" in data["error"]
+    assert _runs(runs, "append_once") == before
+
+
+# ----------------------------------------------------------- the host's result connection
+
+
+def test_a_host_process_keeps_one_result_connection_for_all_its_calls(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
+) -> None:
+    host = _host(tmp_path, broker, runs)
+    assert host.call("alpha", {"n": 0}).ok  # the host's connections are made
+    stats = redis.Redis.from_url(broker)
+    before = stats.info("stats")["total_connections_received"]
+    results = [host.call("alpha", {"n": n}) for n in range(1, 6)]
+    assert [r.value for r in results] == [{"n": n} for n in range(1, 6)]
+    opened = stats.info("stats")["total_connections_received"] - before
+    assert opened <= 1, f"{opened} connections for 5 calls (one per call is the old cost)"
+
+
+def test_the_result_connection_comes_back_after_redis_dropped_it(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
+) -> None:
+    from ongrid_plugins.remote.client import _subscriber
+
+    host = _host(tmp_path, broker, runs)
+    assert host.call("alpha", {"n": 1}).ok
+    subscriber = _subscriber(broker, host.settings.broker_timeout)
+    assert subscriber.current is not None
+    port = subscriber.current.pubsub.connection._sock.getsockname()[1]
+    assert redis.Redis.from_url(broker).client_kill(f"127.0.0.1:{port}")
+    result = host.call("alpha", {"n": 2})
+    assert result.ok, result.error
+    assert result.value == {"n": 2}
+
+
+def test_a_forked_host_process_gets_its_own_result_connection(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
+) -> None:
+    host = _host(tmp_path, broker, runs)
+    assert host.call("alpha", {"n": 1}).ok  # the parent's subscriber exists before the fork
+    pid = os.fork()
+    if pid == 0:  # the child: a call of its own, then the parent's still works
+        code = 1
+        try:
+            child = _host(tmp_path, broker, runs, folder="child")
+            code = 0 if child.call("alpha", {"n": 2}).value == {"n": 2} else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert host.call("alpha", {"n": 3}).value == {"n": 3}

@@ -2,17 +2,30 @@
 
 The host subscribes to the call's Redis channel *before* it sends the task, so no
 event is lost; the worker publishes ``accepted``, every event (``start``, each
-``stderr`` line, ``exit``) and the ``result`` on that one channel, in order. The
-host does not trust the worker to stop: it waits at most the call's timeout plus a
-grace, then publishes a cancel (the worker kills the process group), revokes the
-task and returns a timed-out result naming the worker.
+``stderr`` line, ``exit``) and the ``result`` on that one channel, in order. One
+pub/sub connection per executor and process carries every call's subscription
+(:class:`_Subscriber`: a thread hands each channel's messages to its call).
+
+The host does not trust the worker to stop: it waits at most the call's timeout plus
+a grace, then cancels the call (a ``cancelled`` key for a worker that has not taken it
+yet, and a message on its cancel channel: the worker kills the process group), revokes
+the task and returns a timed-out result naming the worker. Nor does it trust the worker
+to live: once a worker accepted the call it holds the call's lease in Redis
+(:func:`.wire.lease_key`, :data:`.wire.LEASE` seconds, renewed every
+:data:`.wire.LEASE_RENEW`) while the call runs; the host looks at it every
+:data:`_LEASE_CHECK` seconds and, when it expired without a result, returns a failure
+naming the worker at once: a worker SIGKILLed mid-call is known about 3.5 s after its
+death, not at the timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
+import queue
 import threading
 import time
 import uuid
@@ -20,10 +33,22 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from ..models import CallResult, RemoteRun
 from .app import make_app
-from .wire import cancel_channel, channel, payload, result_from_dict, task_for
+from .wire import (
+    LEASE,
+    alive_key,
+    cancel_channel,
+    cancelled_key,
+    channel,
+    lease_key,
+    payload,
+    result_from_dict,
+    task_for,
+)
 
 if TYPE_CHECKING:
     from ..models import CallRequest
@@ -36,6 +61,163 @@ logger = logging.getLogger(__name__)
 GRACE = 1.0
 """Seconds, on top of the call's timeout and the kill grace, the host waits for a worker."""
 _POLL = 0.25
+_LEASE_CHECK = 0.5
+"""Seconds between a host's looks at the lease of a call a worker accepted."""
+_IN_FLIGHT = 0.2
+"""Seconds a host still waits for a result once the lease is gone."""
+_LOST = "lost"
+"""What the subscriber hands a call's queue when the pub/sub connection failed."""
+
+
+class _Connection:
+    """One pub/sub connection, the calls subscribed on it, and the thread that reads it."""
+
+    def __init__(self, broker_url: str, timeout: float) -> None:
+        # No silent reconnect: messages published while it reconnected would be lost
+        # unseen; a failure is told to every waiting call, and the next call connects anew.
+        self.client = redis.Redis.from_url(  # kept: a collected client closes its pool
+            broker_url,
+            socket_connect_timeout=timeout,
+            socket_timeout=timeout,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self.pubsub: Any = self.client.pubsub()  # type: ignore[no-untyped-call]
+        self.queues: dict[str, queue.SimpleQueue[tuple[str, Any]]] = {}
+        self.confirmed: dict[str, threading.Event] = {}
+        self.dead = False
+        self.pid = os.getpid()
+
+
+class _Subscriber:
+    """One pub/sub connection per executor and process, shared by every call it waits for.
+
+    A daemon thread reads the connection and puts each message on the queue of the call
+    whose channel it came on; :meth:`open` subscribes a call's channel and returns once
+    Redis confirmed the subscription, so the task is sent only after. When the
+    connection fails every call waiting on it gets ``(_LOST, error)`` and the next
+    :meth:`open` connects again; after a fork the child starts its own connection.
+    """
+
+    def __init__(self, broker_url: str, timeout: float) -> None:
+        self.broker_url, self.timeout = broker_url, timeout
+        self.lock = threading.Lock()
+        self.current: _Connection | None = None
+
+    def open(self, name: str) -> tuple[queue.SimpleQueue[tuple[str, Any]], _Connection]:
+        """Subscribe ``name``: the queue its messages arrive on (``("message", data)``), its connection."""
+        for attempt in (1, 2):  # a connection found dead is replaced once
+            box: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+            done = threading.Event()
+            with self.lock:
+                conn = self._connected()
+                conn.queues[name], conn.confirmed[name] = box, done
+            try:
+                conn.pubsub.subscribe(name)
+            except (redis.RedisError, OSError):
+                self._drop(conn)
+                if attempt == 2:
+                    raise
+                continue
+            end = time.monotonic() + self.timeout
+            while not done.wait(0.05) and not conn.dead:
+                if time.monotonic() > end:
+                    self.close(name, conn)
+                    raise TimeoutError(f"Redis did not confirm the subscription within {self.timeout:g}s")
+            if done.is_set():
+                return box, conn
+        raise redis.ConnectionError("the result subscription's connection failed twice")
+
+    def close(self, name: str, conn: _Connection) -> None:
+        """Forget ``name`` (later messages on it are dropped) and unsubscribe, without waiting."""
+        with self.lock:
+            conn.queues.pop(name, None)
+            conn.confirmed.pop(name, None)
+        if not conn.dead and conn.pid == os.getpid():
+            with contextlib.suppress(redis.RedisError, OSError):
+                conn.pubsub.unsubscribe(name)
+
+    def _connected(self) -> _Connection:
+        """This process's live connection, read by its thread (call with the lock)."""
+        conn = self.current
+        if conn is not None and not conn.dead and conn.pid == os.getpid():
+            return conn
+        conn = self.current = _Connection(self.broker_url, self.timeout)
+        # A channel of its own keeps the connection subscribed (and read) between calls.
+        conn.pubsub.subscribe(f"ongrid:host:{uuid.uuid4().hex}")
+        threading.Thread(target=self._read, args=(conn,), name="ongrid-remote-results", daemon=True).start()
+        return conn
+
+    def _drop(self, conn: _Connection, exc: BaseException | None = None) -> None:
+        """Mark ``conn`` dead and tell every call waiting on it."""
+        with self.lock:
+            conn.dead = True
+            if self.current is conn:
+                self.current = None
+            lost = list(conn.queues.values())
+            conn.queues, conn.confirmed = {}, {}
+        for waiting in lost:
+            waiting.put((_LOST, exc or redis.ConnectionError("the result subscription failed")))
+        with contextlib.suppress(Exception):
+            conn.pubsub.close()
+
+    def _read(self, conn: _Connection) -> None:
+        while not conn.dead:
+            try:
+                message = conn.pubsub.get_message(timeout=1.0)
+            except Exception as exc:  # the connection failed: every waiting call is told
+                self._drop(conn, exc)
+                return
+            if message is None or os.getpid() != conn.pid:
+                continue
+            name = message["channel"]
+            name = name.decode() if isinstance(name, bytes) else str(name)
+            with self.lock:
+                if message["type"] == "subscribe":
+                    done = conn.confirmed.get(name)
+                    if done is not None:
+                        done.set()
+                    continue
+                box = conn.queues.get(name) if message["type"] == "message" else None
+            if box is not None:
+                box.put(("message", message["data"]))
+
+
+_STOP = "stop"
+"""What a cancelled :meth:`RemoteExecutor.arun` puts on its call's queue to wake the wait."""
+
+
+class _Stop:
+    """A cancel for a call waited for in another thread: set, and the wait wakes at once."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.box: queue.SimpleQueue[tuple[str, Any]] | None = None
+
+    def wakes(self, box: queue.SimpleQueue[tuple[str, Any]]) -> None:
+        self.box = box
+        if self.event.is_set():
+            box.put((_STOP, None))
+
+    def set(self) -> None:
+        self.event.set()
+        if self.box is not None:
+            self.box.put((_STOP, None))
+
+    def is_set(self) -> bool:
+        return self.event.is_set()
+
+
+_subscribers: dict[tuple[str, float], _Subscriber] = {}
+_subscribers_lock = threading.Lock()
+
+
+def _subscriber(broker_url: str, timeout: float) -> _Subscriber:
+    """The subscriber of this process for ``broker_url`` (shared by its executors)."""
+    with _subscribers_lock:
+        found = _subscribers.get((broker_url, timeout))
+        if found is None:
+            found = _subscribers[(broker_url, timeout)] = _Subscriber(broker_url, timeout)
+        return found
 
 
 class RemoteExecutor:
@@ -65,7 +247,7 @@ class RemoteExecutor:
     async def arun(self, request: CallRequest) -> CallResult:
         """Like :meth:`run` without blocking the loop; cancelling cancels the remote call."""
         loop = asyncio.get_running_loop()
-        stop = threading.Event()
+        stop = _Stop()
 
         def emit(kind: str, data: Any = None) -> None:
             loop.call_soon_threadsafe(request.emit, kind, data)  # FIFO: the order is kept
@@ -79,51 +261,57 @@ class RemoteExecutor:
         await asyncio.sleep(0)  # deliver the events scheduled before the result
         return result
 
-    def _run(self, request: CallRequest, stop: threading.Event | None, emit: Any) -> CallResult:
+    def _run(self, request: CallRequest, stop: _Stop | None, emit: Any) -> CallResult:
         tool = request.tool
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
         wait = timeout + self.settings.kill_grace + GRACE
         body = payload(request, timeout, self.settings.stdout_cap)
-        client = self._client()
-        pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        subscriber = _subscriber(self.broker_url, self.settings.broker_timeout)
+        topic = channel(request.call_id)
         task_id = uuid.uuid4().hex
         try:
-            pubsub.subscribe(channel(request.call_id))
-            app = make_app(self.broker_url, self.settings.broker_timeout)
-            app.send_task(
-                task_for(body["tool_class"]),
-                args=[body],
-                queue=self.queue,
-                task_id=task_id,
-                expires=wait,
-                retry=False,
-            )
-        except (redis.RedisError, OSError) as exc:
-            pubsub.close()
+            box, conn = subscriber.open(topic)
+        except Exception as exc:  # redis' errors, OSError, the confirmation's TimeoutError
             return self._unsent(request, exc, task_id)
-        except Exception as exc:  # kombu's own connection errors
-            pubsub.close()
-            return self._unsent(request, exc, task_id)
+        if stop is not None:
+            stop.wakes(box)
         try:
-            return self._wait(request, pubsub, task_id, time.monotonic() + wait, wait, stop, emit)
+            try:
+                make_app(self.broker_url, self.settings.broker_timeout).send_task(
+                    task_for(body["tool_class"]),
+                    args=[body],
+                    queue=self.queue,
+                    task_id=task_id,
+                    expires=wait,
+                    retry=False,
+                    # Celery would print the whole payload (saferepr) for its log line.
+                    argsrepr=f"[<call {request.call_id} of {tool.name}>]",
+                    kwargsrepr="{}",
+                )
+            except Exception as exc:  # redis' and kombu's own connection errors
+                return self._unsent(request, exc, task_id)
+            return self._wait(request, box, task_id, time.monotonic() + wait, wait, stop, emit)
         finally:
-            pubsub.close()
+            subscriber.close(topic, conn)
 
     def _wait(
         self,
         request: CallRequest,
-        pubsub: Any,
+        box: queue.SimpleQueue[tuple[str, Any]],
         task_id: str,
         deadline: float,
         wait: float,
-        stop: threading.Event | None,
+        stop: _Stop | None,
         emit: Any,
     ) -> CallResult:
-        worker = ""
+        worker = instance = ""
+        check = 0.0  # when to look at the worker's lease next; 0 until a worker accepted
+        suspect = 0.0  # the lease was gone: when to stop waiting for a result on its way
         while True:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0 or (stop is not None and stop.is_set()):
-                self._abandon(request.call_id, task_id)
+                self._abandon(request.call_id, task_id, wait)
                 where = RemoteRun(self.queue, task_id, worker)
                 if stop is not None and stop.is_set():
                     return self._failure(request, "cancelled", status="cancelled", remote=where)
@@ -140,38 +328,103 @@ class RemoteExecutor:
                     call_id=request.call_id,
                     remote=where,
                 )
+            if suspect and now >= suspect:
+                lost = self._lease_lost(request, task_id, worker, instance, wait)
+                if lost is not None:
+                    return lost
+                suspect, check = 0.0, now + _LEASE_CHECK  # a safe call on a live worker: redelivered
+            elif check and now >= check:
+                check = now + _LEASE_CHECK
+                if not self._lease_held(request.call_id):
+                    # The worker deletes its lease right after it published the result:
+                    # a result on its way (or a redelivered call accepted again) still wins.
+                    suspect = now + _IN_FLIGHT
+            wake = min(x for x in (deadline, check, suspect) if x) - now
             try:
-                message = pubsub.get_message(timeout=min(left, _POLL))
-            except (redis.RedisError, OSError) as exc:
-                error = f"lost the broker mid-call ({exc}); on {worker or 'queue ' + self.queue}"
-                return self._failure(request, error, remote=RemoteRun(self.queue, task_id, worker))
-            if message is None or message.get("type") != "message":
+                kind, raw = box.get(timeout=min(max(wake, 0.001), _POLL))
+            except queue.Empty:
                 continue
-            data = json.loads(message["data"])
-            kind = data.get("k")
-            if kind == "accepted":
-                worker = str(data.get("worker", ""))
-            elif kind == "event":
-                emit(data["kind"], data.get("data"))
-            elif kind == "result":
-                logger.info(
-                    "remote call %s of %s ran on worker %s (queue %s, task %s, worker digest %s)",
-                    request.call_id,
-                    request.tool.name,
-                    data.get("worker"),
-                    self.queue,
-                    task_id,
-                    data.get("digest"),
-                )
-                ran = RemoteRun(
-                    self.queue, task_id, str(data.get("worker") or worker), str(data.get("digest") or "")
-                )
-                return attrs.evolve(result_from_dict(data["result"]), remote=ran)
+            if kind == _STOP:
+                continue  # the top of the loop cancels
+            if kind == _LOST:
+                error = f"lost the broker mid-call ({raw}); on {worker or 'queue ' + self.queue}"
+                return self._failure(request, error, remote=RemoteRun(self.queue, task_id, worker))
+            data = json.loads(raw)
+            if data.get("k") == "accepted":
+                worker, instance = str(data.get("worker", "")), str(data.get("instance", ""))
+                suspect, check = 0.0, time.monotonic() + _LEASE_CHECK
+                continue
+            done = self._handle(request, data, task_id, worker, emit)
+            if done is not None:
+                return done
 
-    def _abandon(self, call_id: str, task_id: str) -> None:
+    def _handle(
+        self, request: CallRequest, data: dict[str, Any], task_id: str, worker: str, emit: Any
+    ) -> CallResult | None:
+        """Deliver an event; the call's result when ``data`` is it."""
+        kind = data.get("k")
+        if kind == "event":
+            emit(data["kind"], data.get("data"))
+        elif kind == "result":
+            logger.info(
+                "remote call %s of %s ran on worker %s (queue %s, task %s, worker digest %s)",
+                request.call_id,
+                request.tool.name,
+                data.get("worker"),
+                self.queue,
+                task_id,
+                data.get("digest"),
+            )
+            who, digest = str(data.get("worker") or worker), str(data.get("digest") or "")
+            ran = RemoteRun(self.queue, task_id, who, digest)
+            return attrs.evolve(result_from_dict(data["result"]), remote=ran)
+        return None
+
+    def _lease_held(self, call_id: str) -> bool:
+        try:
+            return bool(self._client().exists(lease_key(call_id)))
+        except (redis.RedisError, OSError):
+            return True  # the subscriber hears a lost broker too; the deadline still holds
+
+    def _lease_lost(
+        self, request: CallRequest, task_id: str, worker: str, instance: str, wait: float
+    ) -> CallResult | None:
+        """The failure to return now that the worker's lease expired without a result.
+
+        ``None`` for a ``safe`` call whose worker still lives (the same instance holds its
+        :func:`.wire.alive_key`): safe calls are acknowledged late, so when only the pool
+        process running one died, that worker puts it back on the queue and runs it again;
+        the host waits on, up to its deadline. A worker restarted under the same name is
+        another instance: its predecessor's call is not coming back.
+        """
+        if request.tool.tool_class.value == "safe" and instance and self._alive(worker, instance):
+            return None
+        self._abandon(request.call_id, task_id, wait)
+        error = (
+            f"worker {worker} stopped answering during the call (lease expired): no renewal of its "
+            f"lease for {LEASE:g}s and no result; the worker or its machine died or lost the broker. "
+            f"The task {task_id} was revoked and the call cancelled; a call that changes something "
+            f"may or may not have run (it is not retried)"
+        )
+        return self._failure(request, error, remote=RemoteRun(self.queue, task_id, worker))
+
+    def _alive(self, worker: str, instance: str) -> bool:
+        """Whether the instance of ``worker`` that accepted the call still holds its liveness key."""
+        try:
+            held = self._client().get(alive_key(worker))
+        except (redis.RedisError, OSError):  # the broker is gone too: the worker counts as lost
+            return False
+        return isinstance(held, bytes) and held.decode() == instance
+
+    def _abandon(self, call_id: str, task_id: str, wait: float) -> None:
         """Tell the worker to kill the call, and the queue to drop the task if nobody took it."""
         try:
-            self._client().publish(cancel_channel(call_id), "cancel")
+            pipe = self._client().pipeline(transaction=False)
+            # The key first: a worker that takes the call after this finds it; one that took
+            # it before hears the message (it registered the call before it looked).
+            pipe.set(cancelled_key(call_id), "1", ex=int(wait) + 60)  # the task's expiry, and more
+            pipe.publish(cancel_channel(call_id), "cancel")
+            pipe.execute()
             make_app(self.broker_url, self.settings.broker_timeout).control.revoke(task_id)
         except Exception as exc:  # the broker is gone too: the worker's own timeout still holds
             logger.warning("remote: cannot cancel task %s: %s", task_id, exc)

@@ -17,10 +17,16 @@ if TYPE_CHECKING:
     from ..models import CallRequest
 
 __all__ = [
+    "LEASE",
+    "LEASE_RENEW",
     "SAFE_TASK_NAME",
     "TASK_NAME",
+    "alive_key",
+    "cancel_channel",
+    "cancelled_key",
     "channel",
     "claim_key",
+    "lease_key",
     "narrower",
     "payload",
     "profile_from_dict",
@@ -35,6 +41,10 @@ TASK_NAME = "ongrid.run"
 SAFE_TASK_NAME = "ongrid.run_safe"
 """The task for ``safe`` calls: acknowledged late, redelivered if its worker is lost."""
 PROTOCOL = 1
+LEASE = 3.0
+"""Seconds a worker's lease on a call it started lives without a renewal."""
+LEASE_RENEW = 1.0
+"""Seconds between a worker's renewals of its leases (and a host's checks of one)."""
 
 
 def channel(call_id: str) -> str:
@@ -45,6 +55,26 @@ def channel(call_id: str) -> str:
 def cancel_channel(call_id: str) -> str:
     """The channel a host publishes on to cancel a running call (the worker kills it)."""
     return f"ongrid:cancel:{call_id}"
+
+
+def lease_key(call_id: str) -> str:
+    """The key a worker holds (its name, :data:`LEASE` s, renewed) while it runs the call."""
+    return f"ongrid:lease:{call_id}"
+
+
+def alive_key(worker: str) -> str:
+    """The key a worker's main process holds (its instance id, :data:`LEASE` s, renewed).
+
+    A pool process dies alone (its call's lease expires, the worker lives on and redelivers
+    a ``safe`` call) or with its worker (this key expires, or a restarted worker of the
+    same name holds it with another instance id).
+    """
+    return f"ongrid:alive:{worker}"
+
+
+def cancelled_key(call_id: str) -> str:
+    """The key a host sets when it cancels a call, for a worker that takes it afterwards."""
+    return f"ongrid:cancelled:{call_id}"
 
 
 def task_for(tool_class: str) -> str:

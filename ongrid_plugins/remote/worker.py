@@ -26,7 +26,13 @@ Delivery, per class (the worker's own copy of the tool decides, not the payload)
   two-person call, else the call id. A task whose key is already claimed is answered
   with a failure that says so and names the worker and task that hold the claim; the
   skill does not run. A call whose worker died mid-call is therefore never retried:
-  the host's caller gets a failure (the host's timeout, naming the worker) and decides.
+  the host's caller gets a failure (its lease expired, naming the worker) and decides.
+
+While it runs a call the worker holds the call's lease in Redis (renewed every second
+by the pool process; its main process holds its own liveness key): the host learns
+within seconds that a worker died mid-call (:mod:`.client`). The host's cancels are
+never lost: a call is registered for cancels before the worker looks for the host's
+``cancelled`` key, which the host sets before it publishes the cancel.
 
 A worker killed mid-call (SIGKILL, machine loss) cannot kill its skill's processes.
 They stay in the call's cgroup (the sandbox's per-call pids group, which ``setsid``
@@ -53,6 +59,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -62,11 +69,16 @@ from ..errors import OngridError
 from ..models import CallRequest, CallResult, Event
 from .app import make_app
 from .wire import (
+    LEASE,
+    LEASE_RENEW,
     SAFE_TASK_NAME,
     TASK_NAME,
+    alive_key,
     cancel_channel,
+    cancelled_key,
     channel,
     claim_key,
+    lease_key,
     narrower,
     profile_from_dict,
     result_to_dict,
@@ -90,6 +102,8 @@ class _State:
     broker_url: str = ""
     redis: redis.Redis | None = None
     pid: int = 0
+    instance: str = ""
+    """This worker's instance id (its pool processes inherit it): see :func:`.wire.alive_key`."""
 
 
 _state = _State()
@@ -134,9 +148,17 @@ def build_app(broker_url: str, host: SkillHost | None = None) -> Any:
 
 
 def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
-    """Run one call sent by a host; publish its events and result on the call's channel."""
+    """Run one call sent by a host; publish its events and result on the call's channel.
+
+    From the ``accepted`` message to the result the worker holds the call's lease
+    (:func:`.wire.lease_key`, renewed by :class:`_Calls`): a host that sees it expire
+    without a result knows the worker died. The call is registered for cancels before
+    the worker looks for a cancel the host sent earlier (:func:`.wire.cancelled_key`),
+    so a cancel sent at any time after the task reaches it.
+    """
     client = _client()
-    topic = channel(str(body.get("call_id", "")))
+    call_id = str(body.get("call_id", ""))
+    topic = channel(call_id)
 
     held: list[str] = []  # the ``exit`` event, sent with the result in one round trip
 
@@ -147,8 +169,18 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
         else:
             client.publish(topic, text)
 
-    publish({"k": "accepted", "worker": worker, "task_id": task_id})
-    result, digest = _execute(body, worker, task_id, client, publish)
+    _calls.register(call_id)
+    try:
+        pipe = client.pipeline(transaction=False)
+        pipe.set(lease_key(call_id), worker, px=int(LEASE * 1000))
+        pipe.exists(cancelled_key(call_id))
+        accepted = {"k": "accepted", "worker": worker, "task_id": task_id, "instance": _state.instance}
+        pipe.publish(topic, json.dumps(accepted, ensure_ascii=False))
+        if pipe.execute()[1]:
+            _calls.cancel(call_id)
+        result, digest = _execute(body, worker, task_id, client, publish)
+    finally:
+        _calls.unregister(call_id)
     logger.info(
         "ongrid worker %s: call %s of %s: %s%s",
         worker,
@@ -163,6 +195,7 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
         pipe.publish(topic, text)
     result_message = {"k": "result", "result": data, "worker": worker, "digest": digest}
     pipe.publish(topic, json.dumps(result_message, ensure_ascii=False))
+    pipe.delete(lease_key(call_id))  # after the result: a host that finds no lease gets the result
     pipe.execute()
     return data
 
@@ -189,6 +222,9 @@ def _execute(
         return fail(mismatch, tool.digest)
     if not tool.available:
         return fail(f"on worker {worker}: {name} is unavailable: {'; '.join(tool.unavailable)}", tool.digest)
+    if _calls.cancelled(call_id):
+        error = f"cancelled by the host before worker {worker} started it: the skill did not run"
+        return CallResult(name, False, error=error, call_id=call_id, status="cancelled"), tool.digest
     refusal = _claim(tool, body, worker, task_id, client)
     if refusal:
         return fail(refusal, tool.digest)
@@ -263,7 +299,7 @@ async def _run(request: CallRequest, stdout_cap: int, settings: Settings, call_i
 
     executor = SubprocessExecutor(stdout_cap, settings.kill_grace, settings)
     task = asyncio.ensure_future(executor.arun(request))
-    with _cancels.watching(call_id, task):
+    with _calls.watching(call_id, task):
         try:
             return await task
         except asyncio.CancelledError:
@@ -283,41 +319,81 @@ def _loop() -> asyncio.AbstractEventLoop:
 _local = threading.local()
 
 
-class _Cancels:
-    """The calls running in this process, and the one subscription that hears their cancels.
+class _Running:
+    """A call this process took: its task once it runs, and whether the host cancelled it."""
+
+    def __init__(self) -> None:
+        self.task: tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]] | None = None
+        self.cancelled = False
+
+
+class _Calls:
+    """The calls this process took, the one subscription that hears their cancels, their leases.
 
     One thread per process holds a pattern subscription to every call's cancel channel,
-    made when the process starts, so a call costs no connection or SUBSCRIBE of its own.
+    made when the process starts, so a call costs no connection or SUBSCRIBE of its own;
+    another renews the lease of every call registered here each :data:`.wire.LEASE_RENEW`
+    seconds, in one pipeline. A call is registered from before it is accepted until its
+    result is ready: a cancel heard before its task exists is kept and applied when it does.
     """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.running: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]]] = {}
+        self.running: dict[str, _Running] = {}
         self.ready = threading.Event()
         self.pid = 0
 
     def start(self) -> None:
-        """Start this process's listener (again after a fork); waits briefly until it listens."""
+        """Start this process's threads (again after a fork); waits briefly until it listens."""
         with self.lock:
             if self.pid == os.getpid():
                 return
             self.pid = os.getpid()
             self.running = {}
             self.ready = threading.Event()
-            thread = threading.Thread(target=self._listen, name="ongrid-cancels", daemon=True)
-            thread.start()
+            threading.Thread(target=self._listen, name="ongrid-cancels", daemon=True).start()
+            threading.Thread(target=self._renew, name="ongrid-leases", daemon=True).start()
         self.ready.wait(5)
+
+    def register(self, call_id: str) -> None:
+        self.start()
+        with self.lock:
+            self.running[call_id] = _Running()
+
+    def unregister(self, call_id: str) -> None:
+        with self.lock:
+            self.running.pop(call_id, None)
+
+    def cancel(self, call_id: str) -> None:
+        """Mark the call cancelled, and cancel its task if it runs."""
+        with self.lock:
+            found = self.running.get(call_id)
+            if found is None:
+                return
+            found.cancelled = True
+            task = found.task
+        if task is not None:
+            task[0].call_soon_threadsafe(task[1].cancel)
+
+    def cancelled(self, call_id: str) -> bool:
+        with self.lock:
+            found = self.running.get(call_id)
+            return found is not None and found.cancelled
 
     @contextlib.contextmanager
     def watching(self, call_id: str, task: asyncio.Future[Any]) -> Iterator[None]:
-        self.start()
+        """Cancels of ``call_id`` cancel ``task`` (at once when one was heard already)."""
         with self.lock:
-            self.running[call_id] = (asyncio.get_running_loop(), task)
+            found = self.running.setdefault(call_id, _Running())
+            found.task = (asyncio.get_running_loop(), task)
+            cancelled = found.cancelled
+        if cancelled:
+            task.cancel()  # before it ran a step: nothing was spawned
         try:
             yield
         finally:
             with self.lock:
-                self.running.pop(call_id, None)
+                found.task = None
 
     def _listen(self) -> None:
         prefix = cancel_channel("")
@@ -331,17 +407,29 @@ class _Cancels:
                     if message.get("type") != "pmessage":
                         continue
                     name = message["channel"]
-                    call_id = (name.decode() if isinstance(name, bytes) else str(name))[len(prefix) :]
-                    with self.lock:
-                        found = self.running.get(call_id)
-                    if found is not None:
-                        found[0].call_soon_threadsafe(found[1].cancel)
+                    self.cancel((name.decode() if isinstance(name, bytes) else str(name))[len(prefix) :])
             except redis.RedisError as exc:
                 logger.warning("ongrid worker: cancel subscription lost (%s); again in 1s", exc)
                 time.sleep(1)
 
+    def _renew(self) -> None:
+        client = redis.Redis.from_url(_state.broker_url, socket_connect_timeout=5, socket_timeout=5)
+        while True:
+            time.sleep(LEASE_RENEW)
+            with self.lock:
+                calls = list(self.running)
+            if not calls:
+                continue
+            try:
+                pipe = client.pipeline(transaction=False)
+                for call_id in calls:
+                    pipe.pexpire(lease_key(call_id), int(LEASE * 1000))  # never re-creates a lease
+                pipe.execute()
+            except redis.RedisError as exc:
+                logger.warning("ongrid worker: cannot renew %d lease(s): %s", len(calls), exc)
 
-_cancels = _Cancels()
+
+_calls = _Calls()
 
 
 def run_worker(
@@ -364,6 +452,10 @@ def run_worker(
     logger.info("ongrid worker %s: %d tool(s), queues %s", name, len(tools), ",".join(queues))
     _sweep(name, "at start")
     _sweep_in_each_pool_process(name)
+    _state.instance = uuid.uuid4().hex
+    alive = threading.Thread(target=_keep_alive, args=(name, _state.instance), name="ongrid-alive")
+    alive.daemon = True
+    alive.start()
     try:
         info = {"skills": len(loaded.skills()), "tools": len(tools), "queues": list(queues)}
         _client().set(f"ongrid:worker:{name}", json.dumps(info), ex=CLAIM_TTL)
@@ -387,6 +479,17 @@ def run_worker(
         "fair",
     ]
     app.worker_main(argv)
+
+
+def _keep_alive(name: str, instance: str) -> None:
+    """Hold :func:`.wire.alive_key` for this worker while its main process lives."""
+    client = redis.Redis.from_url(_state.broker_url, socket_connect_timeout=5, socket_timeout=5)
+    while True:
+        try:
+            client.set(alive_key(name), instance, px=int(LEASE * 1000))
+        except redis.RedisError as exc:
+            logger.warning("ongrid worker %s: cannot renew its liveness key: %s", name, exc)
+        time.sleep(LEASE_RENEW)
 
 
 def _log_to_stderr() -> None:
@@ -433,7 +536,7 @@ def _sweep_in_each_pool_process(name: str) -> None:
 
     def swept(**_kwargs: Any) -> None:
         _sweep(name, "in a new pool process", quiet=True)
-        _cancels.start()
+        _calls.start()
 
     worker_process_init.connect(swept, weak=False)
 
