@@ -91,3 +91,11 @@ def beneath(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     if request.param == "walk":
         monkeypatch.setattr(roots, "_openat2", False)
     return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A private redis-server on a free 127.0.0.1 port for one test module (``tests/remotekit.py``)."""
+    from remotekit import redis_server
+
+    yield from redis_server(tmp_path_factory)

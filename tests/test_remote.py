@@ -10,9 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,7 +22,8 @@ import pytest
 
 pytest.importorskip("celery")
 
-import contextlib
+
+from remotekit import REPO, Worker, free_port
 
 from ongrid_plugins import SkillHost
 from ongrid_plugins.errors import ConfigError
@@ -35,7 +33,6 @@ from ongrid_plugins.testing import EventRecorder, isolated_settings, make_skill
 
 pytestmark = pytest.mark.timeout(120)
 
-REPO = Path(__file__).resolve().parent.parent
 
 CHATTY = """#!/bin/sh
 cat >/dev/null
@@ -75,115 +72,6 @@ def _skills(root: Path, *, echo_extra: str = "") -> Path:
     make_skill(root, "skewed", **{"class": "safe"})
     make_skill(root, "nowhere", **{"class": "safe"})
     return root
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A private redis-server on a free 127.0.0.1 port, no persistence; killed at teardown."""
-    server = shutil.which("redis-server")
-    if server is None:
-        pytest.fail(
-            "redis-server is not installed: scripts/bootstrap installs it (apt-get install redis-server)"
-        )
-    folder = tmp_path_factory.mktemp("redis")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            server,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(folder),
-            "--daemonize",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail("redis-server did not start")
-            time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0"
-    proc.kill()
-    proc.wait()
-
-
-class Worker:
-    """``ongrid-skills worker`` as a subprocess in its own session, with its own root and state."""
-
-    def __init__(self, broker: str, base: Path, name: str, queue: str, root: Path) -> None:
-        self.name = name
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
-        env.update(
-            ONGRID_STATE_DIR=str(base / "state"),
-            ONGRID_CACHE_DIR="off",
-            ONGRID_CONFIG_DIR=str(base / "config"),
-            ONGRID_USER_SKILLS_DIR=str(base / "user"),
-            ONGRID_SYSTEM_SKILLS_DIR=str(base / "system"),
-            PYTHONPATH=str(REPO),
-        )
-        self.log = base / "worker.log"
-        argv = [
-            sys.executable,
-            "-m",
-            "ongrid_plugins",
-            "--no-defaults",
-            "--dirs",
-            str(root),
-            "worker",
-            "--broker",
-            broker,
-            "--queue",
-            queue,
-            "--name",
-            name,
-        ]
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        from ongrid_plugins.remote.app import make_app
-
-        app = make_app(broker)
-        deadline = time.monotonic() + 30
-        while not app.control.ping(destination=[name], timeout=0.3):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.stop()
-                pytest.fail(f"worker {name} did not start:\n{self.log.read_text()}")
-
-    def kill(self) -> None:
-        """SIGKILL the worker and every process of its session (its pool), like a machine loss."""
-        with_pid = self.proc.pid
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(with_pid, signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 @pytest.fixture(scope="module")
@@ -347,7 +235,7 @@ def test_the_worker_enforces_the_timeout_and_kills_the_skill(host: SkillHost) ->
 
 def test_broker_down_fails_fast_and_the_host_still_lists_its_tools(tmp_path: Path) -> None:
     root = _skills(tmp_path / "skills")
-    url = f"redis://127.0.0.1:{_free_port()}/0"
+    url = f"redis://127.0.0.1:{free_port()}/0"
     down = SkillHost(
         isolated_settings(tmp_path, root, broker_url=url, remote_routes="*=q1", broker_timeout=1.0)
     )

@@ -25,7 +25,7 @@ import pytest
 
 pytest.importorskip("celery")
 
-from test_remote import REPO, Worker, _free_port, broker  # noqa: F401  (``broker`` is a fixture)
+from remotekit import REPO, Worker, free_port
 
 from ongrid_plugins import SkillHost
 from ongrid_plugins.errors import ConfigError
@@ -63,7 +63,7 @@ def _skills(root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:  # noqa: F811
+def worker(broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     base = tmp_path_factory.mktemp("surfaces-worker")
     started = Worker(broker, base, "s1@test", "s1", _skills(base / "skills"))
     yield started
@@ -76,7 +76,7 @@ def roots(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def host(broker: str, worker: Worker, tmp_path: Path, roots: Path) -> SkillHost:  # noqa: F811
+def host(broker: str, worker: Worker, tmp_path: Path, roots: Path) -> SkillHost:
     return SkillHost(isolated_settings(tmp_path, roots, broker_url=broker, remote_routes=ROUTES))
 
 
@@ -303,7 +303,7 @@ def test_dispatch_answers_a_remote_tool_call_like_a_local_one(
 
 
 def test_the_cli_streams_stderr_live_and_keeps_the_exit_codes(
-    broker: str,  # noqa: F811
+    broker: str,
     worker: Worker,
     tmp_path: Path,
     roots: Path,
@@ -365,7 +365,7 @@ def test_rest_executes_and_streams_a_remote_call(host: SkillHost, tmp_path: Path
 
 
 def test_mcp_streams_a_remote_call_as_progress(
-    broker: str,  # noqa: F811
+    broker: str,
     worker: Worker,
     tmp_path: Path,
     roots: Path,
@@ -499,7 +499,7 @@ def silent_broker() -> Iterator[str]:
 def test_a_broker_down_or_silent_fails_the_call_within_the_broker_timeout(
     kind: str, silent_broker: str, tmp_path: Path, roots: Path
 ) -> None:
-    url = silent_broker if kind == "silent" else f"redis://127.0.0.1:{_free_port()}/0"
+    url = silent_broker if kind == "silent" else f"redis://127.0.0.1:{free_port()}/0"
     settings = isolated_settings(tmp_path, roots, broker_url=url, remote_routes=ROUTES, broker_timeout=0.5)
     host = SkillHost(settings)
     assert "gate" in [t.name for t in host.tools()]
@@ -514,7 +514,7 @@ def test_a_broker_down_or_silent_fails_the_call_within_the_broker_timeout(
 
 
 def test_with_the_broker_down_the_cli_starts_lists_and_fails_a_call_fast(tmp_path: Path, roots: Path) -> None:
-    env = _env(f"redis://127.0.0.1:{_free_port()}/0", tmp_path, ONGRID_BROKER_TIMEOUT="1")
+    env = _env(f"redis://127.0.0.1:{free_port()}/0", tmp_path, ONGRID_BROKER_TIMEOUT="1")
     listed = subprocess.run(
         [*_cli(roots), "list", "--json"], env=env, capture_output=True, text=True, timeout=60
     )
@@ -529,7 +529,7 @@ def test_with_the_broker_down_the_cli_starts_lists_and_fails_a_call_fast(tmp_pat
 
 
 def test_an_unanswered_call_times_out_on_the_host_and_its_task_is_revoked(
-    broker: str,  # noqa: F811
+    broker: str,
     worker: Worker,
     tmp_path: Path,
     roots: Path,

@@ -1,0 +1,117 @@
+"""What the remote tests share: a private redis-server and ``ongrid-skills worker`` subprocesses.
+
+Imported by ``test_remote*.py`` (pytest puts ``tests/`` on the path); ``broker``
+(``conftest.py``) is a module-scoped fixture over :func:`redis_server`, so each
+test module starts one redis-server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ongrid_plugins.remote.app import make_app
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A private redis-server on a free 127.0.0.1 port, no persistence; killed at teardown."""
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.fail("redis-server is not installed: apt-get install redis-server (scripts/bootstrap)")
+    folder = tmp_path_factory.mktemp("redis")
+    port = free_port()
+    argv = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    proc = subprocess.Popen(
+        [*argv, "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("redis-server did not start")
+            time.sleep(0.05)
+    yield f"redis://127.0.0.1:{port}/0"
+    proc.kill()
+    proc.wait()
+
+
+class Worker:
+    """``ongrid-skills worker`` as a subprocess in its own session, with its own root and state."""
+
+    def __init__(
+        self, broker: str, base: Path, name: str, queue: str, root: Path, *, wait: bool = True
+    ) -> None:
+        self.broker, self.name, self.log = broker, name, base / "worker.log"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
+        self.env.update(
+            ONGRID_STATE_DIR=str(base / "state"),
+            ONGRID_CACHE_DIR="off",
+            ONGRID_CONFIG_DIR=str(base / "config"),
+            ONGRID_USER_SKILLS_DIR=str(base / "user"),
+            ONGRID_SYSTEM_SKILLS_DIR=str(base / "system"),
+            PYTHONPATH=str(REPO),
+        )
+        self.argv = [sys.executable, "-m", "ongrid_plugins", "--no-defaults", "--dirs", str(root)]
+        self.argv += ["worker", "--broker", broker, "--queue", queue, "--name", name]
+        self.start()
+        if wait:
+            self.ready()
+
+    def start(self) -> None:
+        """Start the process (appending to its log); :meth:`ready` waits for it."""
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def ready(self) -> Worker:
+        deadline = time.monotonic() + 30
+        while not make_app(self.broker).control.ping(destination=[self.name], timeout=0.3):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.stop()
+                pytest.fail(f"worker {self.name} did not start:\n{self.log.read_text()}")
+        return self
+
+    def pool(self) -> list[int]:
+        """The pids of the worker's pool processes (its children)."""
+        pids: list[int] = []
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                pids += [int(p) for p in (task / "children").read_text().split()]
+        return pids
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool (its process group), like a machine's power loss."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
