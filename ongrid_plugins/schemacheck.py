@@ -828,7 +828,7 @@ def _accept_pattern(value: object, instance: object) -> bool:
         return False
     if type(instance) is not str:
         return True
-    from .safeschema import regex_search
+    from .schema.safe import regex_search
 
     try:
         return regex_search(value, instance)  # RE2, as the argument check at call time
@@ -900,7 +900,7 @@ class _JsonschemaDefaults:
         try:
             from jsonschema.exceptions import best_match
 
-            from .safeschema import safe_validator
+            from .schema.safe import safe_validator
 
             if self._validator is None:  # RE2 regexes, refs never fetched
                 self._validator = safe_validator(self._root)  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""ongrid_plugins.safeschema: schema regexes in linear time, references never fetched.
+"""ongrid_plugins.schema.safe: schema regexes in linear time, references never fetched.
 
 Every attack runs in a child process (tests/hostile.py) and is held to 1 s, measured in
 the child: a regression fails the test instead of hanging the suite.
@@ -19,7 +19,7 @@ from hostile import CATASTROPHIC, bounded
 from jsonschema import Draft202012Validator
 
 from ongrid_plugins import InvalidArguments, SkillHost
-from ongrid_plugins.safeschema import pattern_problem, regex_search, safe_validator, schema_problems
+from ongrid_plugins.schema.safe import pattern_problem, regex_search, safe_validator, schema_problems
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 BOUND = 1.0
@@ -150,7 +150,7 @@ def test_every_keyword_matches_in_linear_time(pattern: str, text: str) -> None:
     found = bounded(
         f"""
         import json, time
-        from ongrid_plugins.safeschema import safe_validator
+        from ongrid_plugins.schema.safe import safe_validator
         validator = safe_validator({schema_for(pattern)!r})
         start = time.perf_counter()
         errors = [e.message for e in validator.iter_errors({{"p": {text!r}, {text!r}: 1}})]

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from ongrid_plugins import schemacheck
-from ongrid_plugins.safeschema.validator import _validator_class
+from ongrid_plugins.schema.safe.validator import _validator_class
 from ongrid_plugins.schemacheck import (
     MAX_DEPTH,
     FastVerdict,
@@ -36,7 +36,7 @@ from ongrid_plugins.schemacheck import (
 REPO = Path(__file__).resolve().parent.parent
 FORMATS = Draft202012Validator.FORMAT_CHECKER
 # Defaults are judged as arguments are at call time: jsonschema's validator with RE2 as the
-# regex engine (ongrid_plugins.safeschema); tests/test_safeschema.py pins the differences.
+# regex engine (ongrid_plugins.schema.safe); tests/test_safeschema.py pins the differences.
 DefaultsValidator = _validator_class()
 
 

@@ -18,11 +18,12 @@ import stat
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import safeschema, schemacheck
+from .. import schemacheck
 from ..errors import ManifestBuildError, ManifestParseError
 from ..hookspecs import hookimpl
 from ..models import Problem, SandboxDecl, Skill, SkillRoot, Tool, ToolClass
 from ..roots import check_entry, resolve_file
+from ..schema import safe
 from ._fields import Fields, type_name
 from ._fields import show as _show
 from ._sandbox import read_sandbox
@@ -433,7 +434,7 @@ def _check_schema(
         return empty_schema()
     # The RE2 and $ref checks look at "pattern", "patternProperties", "$schema",
     # "$ref" and "$dynamicRef" only; the defaults check at "default" only.
-    unsafe = safeschema.schema_problems(schema) if _may_hold(raw, b'"pattern', b'"$') else []
+    unsafe = safe.schema_problems(schema) if _may_hold(raw, b'"pattern', b'"$') else []
     for pointer, message in unsafe:
         check.error("schema" + pointer, "unsafe_schema", f'"schema{pointer}": {message}')
     if unsafe:

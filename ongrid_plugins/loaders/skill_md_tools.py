@@ -22,9 +22,10 @@ import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import safeschema, schemacheck
+from .. import schemacheck
 from ..models import SandboxDecl, SkillRoot, Tool, ToolClass
 from ..roots import check_entry, resolve_file
+from ..schema import safe
 from ._fields import Fields, canon, pointer, show, type_name
 from ._sandbox import read_sandbox
 
@@ -248,7 +249,7 @@ def _schema(
     if problem is not None:
         fields.error(at, "invalid_schema", f'"{key}" is not a valid JSON Schema: {problem}')
         return EMPTY_SCHEMA
-    unsafe = safeschema.schema_problems(schema)
+    unsafe = safe.schema_problems(schema)
     for sub, message in unsafe:
         fields.error(at + sub, "unsafe_schema", f'"{key}{sub}": {message}')
     if unsafe:
