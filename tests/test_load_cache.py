@@ -324,7 +324,7 @@ def test_the_project_version_invalidates_everything_without_a_warning(
     _root, settings = tree
     with caplog.at_level(logging.WARNING, logger=_LOGGER):
         cache = _stale_after(
-            settings, lambda: monkeypatch.setattr(ongrid_plugins, "__version__", "0.0.0-other")
+            settings, lambda: monkeypatch.setattr(ongrid_plugins._version, "__version__", "0.0.0-other")
         )
     assert cache is not None and cache.hits == 0
     assert not [r for r in caplog.records if r.name == _LOGGER]
