@@ -20,6 +20,11 @@ from jsonschema import Draft202012Validator
 
 from ongrid_plugins import InvalidArguments, SkillHost
 from ongrid_plugins.schema.safe import pattern_problem, regex_search, safe_validator, schema_problems
+from ongrid_plugins.schema.subschemas import (
+    SUBSCHEMA_ARRAY_KEYWORDS,
+    SUBSCHEMA_KEYWORDS,
+    SUBSCHEMA_MAP_KEYWORDS,
+)
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 BOUND = 1.0
@@ -473,6 +478,24 @@ def test_a_call_never_fetches_even_when_a_tool_was_built_by_hand(listener: Liste
 def test_references_outside_the_document_are_named_by_pointer(schema: dict[str, Any], pointer: str) -> None:
     problems = schema_problems(schema)
     assert [where for where, _message in problems] == [pointer]
+
+
+_OUTSIDE = {"$ref": "urn:elsewhere"}
+_EVERY_PLACE = [
+    *((key, {key: _OUTSIDE}, f"/{key}/$ref") for key in sorted(SUBSCHEMA_KEYWORDS)),
+    *((key, {key: {"x": _OUTSIDE}}, f"/{key}/x/$ref") for key in sorted(SUBSCHEMA_MAP_KEYWORDS)),
+    *((key, {key: [_OUTSIDE]}, f"/{key}/0/$ref") for key in sorted(SUBSCHEMA_ARRAY_KEYWORDS)),
+    ("additionalItems", {"additionalItems": _OUTSIDE}, "/additionalItems/$ref"),
+    ("dependencies", {"dependencies": {"x": _OUTSIDE}}, "/dependencies/x/$ref"),
+]
+
+
+@pytest.mark.parametrize(("keyword", "schema", "pointer"), _EVERY_PLACE, ids=[row[0] for row in _EVERY_PLACE])
+def test_a_reference_is_checked_wherever_the_one_subschema_table_says_subschemas_sit(
+    keyword: str, schema: dict[str, Any], pointer: str
+) -> None:
+    # schema/subschemas.py is the one table; the metaschema check and this check both read it.
+    assert [where for where, _message in schema_problems(schema)] == [pointer]
 
 
 @pytest.mark.parametrize(
