@@ -1,18 +1,18 @@
-"""Per-schema cost of ongrid_plugins.schemacheck against jsonschema (a script, not a test).
+"""Per-schema cost of the schema check (ongrid_plugins.schema) against jsonschema (a script, not a test).
 
 Builds the argument schemas of /work/shared/bench/gen_tree.py (``make_manifest``: 3-5
 properties drawn from its PROP_POOL, some with defaults, ``required`` and
 ``additionalProperties: false``) and times, interleaved in rounds with a rotating order
 so drift hits every method alike, the median per-schema wall time of:
 
-* ``schemacheck.check_schema`` (the fast path: these schemas never reach jsonschema);
+* ``schema.check.check_schema`` (the fast path: these schemas never reach jsonschema);
 * what a DEFER costs on a verdict-cache hit (canonical JSON, blake2b, set lookup);
 * ``Draft202012Validator.check_schema``, a reused 2020-12 metaschema validator's
   ``is_valid``, and ``Draft7Validator.check_schema`` for scale;
-* ``schemacheck.check_defaults`` against building a ``Draft202012Validator`` (with the
+* ``schema.defaults.check_defaults`` against building a ``Draft202012Validator`` (with the
   format checker) for every default-carrying node and validating its default.
 
-It also prints the import cost of jsonschema and of schemacheck (``-X importtime``, with
+It also prints the import cost of jsonschema and of the schema check (``-X importtime``, with
 bytecode cached in a temporary PYTHONPYCACHEPREFIX).
 
 Usage: ``python benchmarks/bench_schemacheck.py [--schemas 200] [--rounds 15]``
@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 
 from jsonschema import Draft7Validator, Draft202012Validator  # noqa: E402
 
-from ongrid_plugins import schemacheck  # noqa: E402
+from ongrid_plugins.schema import check, defaults, verdicts  # noqa: E402
 
 GEN_TREE = Path("/work/shared/bench/gen_tree.py")
 
@@ -77,9 +77,9 @@ def jsonschema_defaults(schema: dict[str, Any]) -> bool:
     return ok
 
 
-def cache_hit(cache: schemacheck.VerdictCache) -> Callable[[object], object]:
+def cache_hit(cache: verdicts.VerdictCache) -> Callable[[object], object]:
     def run(schema: object) -> object:
-        key = schemacheck._cache_key(schema)
+        key = verdicts._cache_key(schema)
         return key is not None and key in cache
 
     return run
@@ -108,7 +108,7 @@ def import_ms(module: str) -> tuple[float, float] | None:
 
     The bytecode goes to a private PYTHONPYCACHEPREFIX: this environment sets
     PYTHONDONTWRITEBYTECODE, which would otherwise charge compiling the source to every
-    import (8 ms for schemacheck).
+    import (8 ms for the schema check).
     """
     best: tuple[float, float] | None = None
     with tempfile.TemporaryDirectory() as pycache:
@@ -144,14 +144,14 @@ def main() -> int:
     schemas = build_schemas(load_gen_tree(args.gen_tree), args.schemas, args.seed)
     # Sanity: the fast path vouches for all of them and jsonschema agrees.
     for schema in schemas:
-        assert schemacheck.fast_verdict(schema) is schemacheck.FastVerdict.VALID
-        assert schemacheck.check_schema(schema) is None
-        assert schemacheck.check_defaults(schema) == [] and jsonschema_defaults(schema)
+        assert check.fast_verdict(schema) is check.FastVerdict.VALID
+        assert check.check_schema(schema) is None
+        assert defaults.check_defaults(schema) == [] and jsonschema_defaults(schema)
         Draft202012Validator.check_schema(schema)
 
-    warm = schemacheck.VerdictCache(None)
+    warm = verdicts.VerdictCache(None)
     for schema in schemas:
-        key = schemacheck._cache_key(schema)
+        key = verdicts._cache_key(schema)
         assert key is not None
         warm.add(key)
     metaschema = Draft202012Validator(
@@ -159,23 +159,23 @@ def main() -> int:
     )
 
     schema_methods: dict[str, Callable[[Any], object]] = {
-        "schemacheck.check_schema (fast path)": schemacheck.check_schema,
+        "schemacheck.check_schema (fast path)": check.check_schema,
         "DEFER on a verdict-cache hit": cache_hit(warm),
         "Draft202012Validator.check_schema": Draft202012Validator.check_schema,
         "2020-12 metaschema validator .is_valid (reused)": metaschema.is_valid,
         "Draft7Validator.check_schema": Draft7Validator.check_schema,
     }
     default_methods: dict[str, Callable[[Any], object]] = {
-        "schemacheck.check_defaults": schemacheck.check_defaults,
+        "schemacheck.check_defaults": defaults.check_defaults,
         "jsonschema: a validator per default node": jsonschema_defaults,
     }
     schema_times = time_rounds(schema_methods, schemas, args.rounds)
     default_times = time_rounds(default_methods, schemas, args.rounds)
 
-    defaults = sum(len(default_nodes(schema)) for schema in schemas)
+    default_count = sum(len(default_nodes(schema)) for schema in schemas)
     print(
         f"{len(schemas)} schemas from {args.gen_tree.name} (seed {args.seed}), "
-        f"{defaults} defaults, median of {args.rounds} interleaved rounds, "
+        f"{default_count} defaults, median of {args.rounds} interleaved rounds, "
         f"Python {sys.version.split()[0]}"
     )
     print()
@@ -186,11 +186,11 @@ def main() -> int:
         for name, micros in times.items():
             print(f"| {name:<50} | {micros:>10.1f} | {micros / base:>7.0f}x |")
     print()
-    for module in ("jsonschema", "ongrid_plugins.schemacheck"):
+    for module in ("jsonschema", "ongrid_plugins.schema.check"):
         cost = import_ms(module)
         shown = "n/a" if cost is None else f"{cost[0]:.1f} ms self, {cost[1]:.1f} ms cumulative"
         print(f"import {module}: {shown}")
-    print("(schemacheck's cumulative time includes the ongrid_plugins package __init__)")
+    print("(the schema check's cumulative time includes the ongrid_plugins package __init__)")
     return 0
 
 

@@ -24,7 +24,7 @@ import attrs
 
 from ._auditjournal import HOST, PID, alive, journal_files
 from .models import JSON, canonical_json
-from .redact import has_secrets, needs_redaction, redact, redact_lines, redact_text
+from .schema.redact import has_secrets, needs_redaction, redact, redact_lines, redact_text
 
 if TYPE_CHECKING:
     import sqlite3

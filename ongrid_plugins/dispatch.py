@@ -66,7 +66,7 @@ from .errors import (
     UnknownSkill,
 )
 from .models import CallResult, EventCallback, Tool
-from .strict import drop_strict_nulls
+from .schema.strict import drop_strict_nulls
 
 if TYPE_CHECKING:
     from .host import PersonaLike, SkillHost

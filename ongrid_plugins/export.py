@@ -40,7 +40,7 @@ import attrs
 from .errors import ConfigError, StrictSchemaError
 from .export_gemini import gemini_schema
 from .models import Tool, ToolClass
-from .strict import make_strict
+from .schema.strict import make_strict
 
 __all__ = ["FORMATS", "ExportResult", "describe", "export_tools", "raise_for_problems"]
 

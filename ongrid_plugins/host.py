@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import gate
-from .arguments import check_arguments, is_light
 from .catalog import Hub, diff, load_catalog, skill_digest
 from .errors import (
     ApprovalError,
@@ -61,6 +60,7 @@ from .models import (
 from .plugins import PluginInfo, PluginManager, call_hook, get_plugin_manager
 from .registry import Registry, Snapshot, spelling
 from .resolve import ResolvedSkill, resolve
+from .schema.arguments import check_arguments, is_light
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -518,7 +518,7 @@ class SkillHost:
 
         Argument checking, the gate and the approval store run in a worker thread unless
         the check is certainly light (small arguments, a small schema: see
-        :func:`~ongrid_plugins.arguments.is_light`): a request with huge or hostile
+        :func:`~ongrid_plugins.schema.arguments.is_light`): a request with huge or hostile
         arguments delays its own call, never the loop.
         """
         begin = functools.partial(
@@ -671,7 +671,7 @@ class SkillHost:
         return attrs.evolve(request, approvers=ticket.approvers), None
 
     def _open_ticket(self, request: CallRequest, decision: Decision) -> Ticket:
-        from .redact import redact
+        from .schema.redact import redact
 
         tool = request.tool
         args, _paths = redact(tool.schema, request.args)

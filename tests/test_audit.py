@@ -30,7 +30,7 @@ from ongrid_plugins import (
 )
 from ongrid_plugins.audit import AuditLog, row_hash
 from ongrid_plugins.errors import ApprovalError, AuditError, ConfigError
-from ongrid_plugins.redact import REDACTED, redact
+from ongrid_plugins.schema.redact import REDACTED, redact
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 PY = sys.executable

@@ -1,4 +1,4 @@
-"""ongrid_plugins.safeschema.fast: the compiled check never says "valid" where jsonschema does not.
+"""ongrid_plugins.schema.safe.fast: the compiled check never says "valid" where jsonschema does not.
 
 The oracle is the validator every call uses (:func:`safe_validator`: draft 2020-12, RE2
 patterns, format checks on). Random schemas and values (hypothesis), every schema of the
@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ongrid_plugins.arguments import check_arguments
-from ongrid_plugins.safeschema import fast, safe_validator
-from ongrid_plugins.safeschema.fast import compile_accepts
+from ongrid_plugins.schema.arguments import check_arguments
+from ongrid_plugins.schema.safe import fast, safe_validator
+from ongrid_plugins.schema.safe.fast import compile_accepts
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks" / "baselines"))

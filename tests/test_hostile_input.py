@@ -103,7 +103,7 @@ HIDING_PLACES: list[tuple[dict[str, Any], dict[str, Any]]] = [
 def test_write_only_values_are_redacted_wherever_they_hide(
     schema: dict[str, Any], args: dict[str, Any]
 ) -> None:
-    from ongrid_plugins.redact import needs_redaction, redact
+    from ongrid_plugins.schema.redact import needs_redaction, redact
 
     assert needs_redaction(schema, args)
     redacted, paths = redact(schema, args)
@@ -128,7 +128,7 @@ def test_write_only_values_are_redacted_wherever_they_hide(
     ],
 )
 def test_secret_names_are_redacted_whatever_the_schema(key: str) -> None:
-    from ongrid_plugins.redact import needs_redaction, redact
+    from ongrid_plugins.schema.redact import needs_redaction, redact
 
     args = {"nested": [{key: SECRET}], key: SECRET}
     assert needs_redaction({}, args)
@@ -138,7 +138,7 @@ def test_secret_names_are_redacted_whatever_the_schema(key: str) -> None:
 
 @pytest.mark.parametrize("key", ["max_tokens", "tokenizer", "passage", "secretary_name", "user"])
 def test_ordinary_names_are_kept(key: str) -> None:
-    from ongrid_plugins.redact import redact
+    from ongrid_plugins.schema.redact import redact
 
     assert redact({}, {key: "v"}) == ({key: "v"}, [])
 
@@ -154,7 +154,7 @@ def test_ordinary_names_are_kept(key: str) -> None:
     ],
 )
 def test_secret_shapes_in_free_text_are_redacted(line: str) -> None:
-    from ongrid_plugins.redact import redact_text
+    from ongrid_plugins.schema.redact import redact_text
 
     shown = redact_text(line)
     assert "[redacted]" in shown

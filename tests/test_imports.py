@@ -23,9 +23,9 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
     for name, members in (
         (
             "values",
-            "_version errors models hookspecs identity frontmatter hints settings resolve _sqlite safeschema",
+            "_version errors models hookspecs identity frontmatter hints settings resolve _sqlite",
         ),
-        ("schemas", "schemacheck strict redact arguments export_gemini archive scaffold"),
+        ("schemas", "schema safeschema export_gemini archive scaffold"),
         ("discovery", "roots loaders packs plugins registry builtin_tools"),
         ("catalog", "loader loadcache availability instructions catalog validate sources install"),
         ("pipeline", "gate personas approvals approvals_client _auditchain _auditjournal _auditwriter audit"),

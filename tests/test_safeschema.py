@@ -1,4 +1,4 @@
-"""ongrid_plugins.safeschema: schema regexes in linear time, references never fetched.
+"""ongrid_plugins.schema.safe: schema regexes in linear time, references never fetched.
 
 Every attack runs in a child process (tests/hostile.py) and is held to 1 s, measured in
 the child: a regression fails the test instead of hanging the suite.
@@ -19,7 +19,12 @@ from hostile import CATASTROPHIC, bounded
 from jsonschema import Draft202012Validator
 
 from ongrid_plugins import InvalidArguments, SkillHost
-from ongrid_plugins.safeschema import pattern_problem, regex_search, safe_validator, schema_problems
+from ongrid_plugins.schema.safe import pattern_problem, regex_search, safe_validator, schema_problems
+from ongrid_plugins.schema.subschemas import (
+    SUBSCHEMA_ARRAY_KEYWORDS,
+    SUBSCHEMA_KEYWORDS,
+    SUBSCHEMA_MAP_KEYWORDS,
+)
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 BOUND = 1.0
@@ -150,7 +155,7 @@ def test_every_keyword_matches_in_linear_time(pattern: str, text: str) -> None:
     found = bounded(
         f"""
         import json, time
-        from ongrid_plugins.safeschema import safe_validator
+        from ongrid_plugins.schema.safe import safe_validator
         validator = safe_validator({schema_for(pattern)!r})
         start = time.perf_counter()
         errors = [e.message for e in validator.iter_errors({{"p": {text!r}, {text!r}: 1}})]
@@ -473,6 +478,24 @@ def test_a_call_never_fetches_even_when_a_tool_was_built_by_hand(listener: Liste
 def test_references_outside_the_document_are_named_by_pointer(schema: dict[str, Any], pointer: str) -> None:
     problems = schema_problems(schema)
     assert [where for where, _message in problems] == [pointer]
+
+
+_OUTSIDE = {"$ref": "urn:elsewhere"}
+_EVERY_PLACE = [
+    *((key, {key: _OUTSIDE}, f"/{key}/$ref") for key in sorted(SUBSCHEMA_KEYWORDS)),
+    *((key, {key: {"x": _OUTSIDE}}, f"/{key}/x/$ref") for key in sorted(SUBSCHEMA_MAP_KEYWORDS)),
+    *((key, {key: [_OUTSIDE]}, f"/{key}/0/$ref") for key in sorted(SUBSCHEMA_ARRAY_KEYWORDS)),
+    ("additionalItems", {"additionalItems": _OUTSIDE}, "/additionalItems/$ref"),
+    ("dependencies", {"dependencies": {"x": _OUTSIDE}}, "/dependencies/x/$ref"),
+]
+
+
+@pytest.mark.parametrize(("keyword", "schema", "pointer"), _EVERY_PLACE, ids=[row[0] for row in _EVERY_PLACE])
+def test_a_reference_is_checked_wherever_the_one_subschema_table_says_subschemas_sit(
+    keyword: str, schema: dict[str, Any], pointer: str
+) -> None:
+    # schema/subschemas.py is the one table; the metaschema check and this check both read it.
+    assert [where for where, _message in schema_problems(schema)] == [pointer]
 
 
 @pytest.mark.parametrize(

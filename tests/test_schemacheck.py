@@ -1,4 +1,4 @@
-"""ongrid_plugins.schemacheck: the fast path never disagrees with jsonschema.
+"""ongrid_plugins.schema.check and .defaults: the fast path never disagrees with jsonschema.
 
 The hand-written tables pin every keyword of the 2020-12 metaschema; the hypothesis tests
 compare random (often broken) schemas and defaults against jsonschema itself.
@@ -22,21 +22,17 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from ongrid_plugins import schemacheck
-from ongrid_plugins.safeschema.validator import _validator_class
-from ongrid_plugins.schemacheck import (
-    MAX_DEPTH,
-    FastVerdict,
-    VerdictCache,
-    check_defaults,
-    check_schema,
-    fast_verdict,
-)
+from ongrid_plugins.schema import check, defaults, verdicts
+from ongrid_plugins.schema.check import FastVerdict, check_schema, fast_verdict
+from ongrid_plugins.schema.defaults import check_defaults
+from ongrid_plugins.schema.safe.validator import _validator_class
+from ongrid_plugins.schema.subschemas import MAX_DEPTH
+from ongrid_plugins.schema.verdicts import VerdictCache
 
 REPO = Path(__file__).resolve().parent.parent
 FORMATS = Draft202012Validator.FORMAT_CHECKER
 # Defaults are judged as arguments are at call time: jsonschema's validator with RE2 as the
-# regex engine (ongrid_plugins.safeschema); tests/test_safeschema.py pins the differences.
+# regex engine (ongrid_plugins.schema.safe); tests/test_safeschema.py pins the differences.
 DefaultsValidator = _validator_class()
 
 
@@ -291,7 +287,7 @@ def test_message_is_jsonschemas_best_match_with_a_pointer() -> None:
 
 def test_fast_invalid_is_only_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     """If the fast path wrongly said INVALID, jsonschema's acceptance would win."""
-    monkeypatch.setattr(schemacheck, "_fast_walk", lambda schema, rules: 2)
+    monkeypatch.setattr(check, "_fast_walk", lambda schema, rules: 2)
     assert check_schema({"type": "string"}) is None
 
 
@@ -381,17 +377,17 @@ def test_typical_defaults_need_no_jsonschema(monkeypatch: pytest.MonkeyPatch) ->
     def fail(schema: object, doubtful: set[int]) -> list[tuple[str, str]]:
         raise AssertionError("the fast path should have vouched for these defaults")
 
-    monkeypatch.setattr(schemacheck, "_judge_defaults", fail)
+    monkeypatch.setattr(defaults, "_judge_defaults", fail)
     assert check_defaults(TYPICAL) == []
 
 
 def test_typical_schema_does_not_import_jsonschema() -> None:
     code = (
         "import sys\n"
-        "import ongrid_plugins.schemacheck as s\n"
+        "import ongrid_plugins.schema.check as s, ongrid_plugins.schema.defaults as d\n"
         "after_import = 'jsonschema' in sys.modules\n"
         f"assert s.check_schema({TYPICAL!r}) is None\n"
-        f"assert s.check_defaults({TYPICAL!r}) == []\n"
+        f"assert d.check_defaults({TYPICAL!r}) == []\n"
         "print(after_import, 'jsonschema' in sys.modules)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -407,7 +403,7 @@ def test_typical_schema_does_not_import_jsonschema() -> None:
     assert result.returncode == 0, result.stderr
     imported_by_package, imported_after_checks = result.stdout.split()
     assert imported_by_package == "False", "importing ongrid_plugins pulls in jsonschema"
-    assert imported_after_checks == "False", "schemacheck imported jsonschema"
+    assert imported_after_checks == "False", "the schema check imported jsonschema"
 
 
 # ------------------------------------------------------------------ differential tests
@@ -675,7 +671,7 @@ def test_check_defaults_agrees_with_jsonschema(node: dict[str, Any], default: ob
         except Exception:
             standalone = False
         assert standalone is expected
-    vouched = schemacheck._simple_accepts(node, default)
+    vouched = defaults._simple_accepts(node, default)
     event(f"fast path vouched: {vouched}, jsonschema accepts: {expected}")
     if vouched:
         assert expected, "the fast path vouched for a default jsonschema rejects"
@@ -719,7 +715,7 @@ def test_cache_persists_across_instances(tmp_path: Path) -> None:
     assert KEY in first
     first.flush()
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
-    assert stat.S_IMODE((directory / schemacheck.CACHE_FILENAME).stat().st_mode) == 0o600
+    assert stat.S_IMODE((directory / verdicts.CACHE_FILENAME).stat().st_mode) == 0o600
     second = VerdictCache(directory)
     assert KEY in second
     assert len(second) == 1
@@ -757,9 +753,9 @@ def test_flush_merges_what_another_process_wrote(tmp_path: Path) -> None:
 def test_corrupt_cache_file_is_an_empty_cache(
     tmp_path: Path, content: bytes, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger=schemacheck.__name__)
-    (tmp_path / schemacheck.CACHE_FILENAME).write_bytes(content)
-    os.chmod(tmp_path / schemacheck.CACHE_FILENAME, 0o600)
+    caplog.set_level(logging.DEBUG, logger=verdicts.__name__)
+    (tmp_path / verdicts.CACHE_FILENAME).write_bytes(content)
+    os.chmod(tmp_path / verdicts.CACHE_FILENAME, 0o600)
     cache = VerdictCache(tmp_path)
     assert KEY not in cache
     assert "corrupt" in caplog.text
@@ -772,7 +768,7 @@ def test_unsafe_cache_file_is_ignored(tmp_path: Path) -> None:
     cache = VerdictCache(tmp_path)
     cache.add(KEY)
     cache.flush()
-    os.chmod(tmp_path / schemacheck.CACHE_FILENAME, 0o666)  # anyone could plant a verdict
+    os.chmod(tmp_path / verdicts.CACHE_FILENAME, 0o666)  # anyone could plant a verdict
     assert KEY not in VerdictCache(tmp_path)
 
 
@@ -806,15 +802,15 @@ def test_version_tag_change_invalidates(tmp_path: Path, monkeypatch: pytest.Monk
     assert check_schema(DEFERRING, cache=first) is None
     first.flush()
     if change == "module":
-        monkeypatch.setattr(schemacheck, "CACHE_VERSION", schemacheck.CACHE_VERSION + 1)
+        monkeypatch.setattr(verdicts, "CACHE_VERSION", verdicts.CACHE_VERSION + 1)
     else:  # e.g. another jsonschema version
-        monkeypatch.setattr(schemacheck, "_environment_fingerprint", lambda: "jsonschema=99")
+        monkeypatch.setattr(verdicts, "_environment_fingerprint", lambda: "jsonschema=99")
     forbid_jsonschema(monkeypatch)
     assert "jsonschema consulted" in (check_schema(DEFERRING, cache=VerdictCache(tmp_path)) or "")
 
 
 def test_fingerprint_names_jsonschema_version() -> None:
-    fingerprint = schemacheck._environment_fingerprint()
+    fingerprint = verdicts._environment_fingerprint()
     assert fingerprint is not None
     from importlib import metadata
 
@@ -833,7 +829,7 @@ def test_only_valid_plain_json_verdicts_are_cached(tmp_path: Path) -> None:
 
 
 def test_verdict_cache_is_shared_per_directory(tmp_path: Path) -> None:
-    assert schemacheck.verdict_cache(tmp_path) is schemacheck.verdict_cache(str(tmp_path) + "/.")
+    assert verdicts.verdict_cache(tmp_path) is verdicts.verdict_cache(str(tmp_path) + "/.")
 
 
 # ------------------------------------------------------------------------ hostile input

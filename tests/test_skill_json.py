@@ -401,13 +401,13 @@ SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "default": 3
 def test_unchanged_manifest_skips_the_schema_check_in_a_new_host(
     make_host: Any, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ongrid_plugins import schemacheck
+    from ongrid_plugins.schema import check, defaults, verdicts
 
     make_skill(root, "cached", schema=SCHEMA)
     first = load(make_host, root).get("cached")
-    schemacheck.verdict_cache(make_host(root).settings.cache_dir).flush()
-    monkeypatch.setattr(schemacheck, "check_schema", _explode)
-    monkeypatch.setattr(schemacheck, "check_defaults", _explode)
+    verdicts.verdict_cache(make_host(root).settings.cache_dir).flush()
+    monkeypatch.setattr(check, "check_schema", _explode)
+    monkeypatch.setattr(defaults, "check_defaults", _explode)
     second = load(make_host, root).get("cached")
     assert second.schema == first.schema == SCHEMA
 
@@ -422,12 +422,12 @@ def test_a_changed_manifest_is_checked_again(make_host: Any, root: Path) -> None
 
 
 def test_a_rejected_manifest_is_never_cached(make_host: Any, root: Path, tmp_path: Path) -> None:
-    from ongrid_plugins import schemacheck
+    from ongrid_plugins.schema import verdicts
 
     make_skill(root, "broken", schema={"type": "object", "properties": {"n": {"type": "nope"}}})
     for _ in range(2):
         assert "not a valid JSON Schema" in build_errors(load(make_host, root))[0]
-    cache = schemacheck.verdict_cache(make_host(root).settings.cache_dir)
+    cache = verdicts.verdict_cache(make_host(root).settings.cache_dir)
     assert len(cache) == 0
 
 
@@ -440,14 +440,14 @@ def test_duplicate_keys_are_still_refused_when_a_clean_twin_was_cached(make_host
 
 
 def test_no_cache_dir_means_no_cache(make_host: Any, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ongrid_plugins import schemacheck
+    from ongrid_plugins.schema import check
 
     make_skill(root, "nocache", schema=SCHEMA)
     host = make_host(root, cache_dir=None)
     host.load()
     calls: list[object] = []
-    real = schemacheck.check_schema
-    monkeypatch.setattr(schemacheck, "check_schema", lambda s, cache=None: calls.append(s) or real(s))
+    real = check.check_schema
+    monkeypatch.setattr(check, "check_schema", lambda s, cache=None: calls.append(s) or real(s))
     host.reload()
     assert calls == [SCHEMA]
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
-from ongrid_plugins.strict import drop_strict_nulls, make_strict
+from ongrid_plugins.schema.strict import drop_strict_nulls, make_strict
 
 SCHEMAS = Path(__file__).parent / "provider_schemas"
 OPENAI_STRICT = json.loads((SCHEMAS / "openai_strict_schema.json").read_text())

@@ -11,7 +11,7 @@ the loaders registered, the settings the loaders read, the home folder. Any
 difference is a cold load; nothing it holds is trusted without a match.
 
 What it may import: the core values (``models``, ``errors``, ``settings``),
-``roots``, ``schemacheck`` (its environment fingerprint). The loader and the
+``roots``, ``schema.verdicts`` (its environment fingerprint). The loader and the
 catalog use it; it imports neither (the loader hands it the skill.json loader's
 record constructor).
 """

@@ -126,8 +126,8 @@ def fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str | None:
     ``ongrid_load_manifest`` or ``ongrid_manifest_names``: what a third-party
     loader reads cannot be known. No hook is called: the built-in names are code.
     """
-    from .. import schemacheck
     from .._version import __version__
+    from ..schema import verdicts
 
     loaders = []
     for hook in (pm.hook.ongrid_load_manifest, pm.hook.ongrid_manifest_names):
@@ -141,7 +141,7 @@ def fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str | None:
         __version__,
         sys.version,
         _code_stamp(),
-        schemacheck._environment_fingerprint(),
+        verdicts._environment_fingerprint(),
         loaders,
         os.path.expanduser("~"),
         os.geteuid(),

@@ -18,11 +18,13 @@ import stat
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import safeschema, schemacheck
 from ..errors import ManifestBuildError, ManifestParseError
 from ..hookspecs import hookimpl
 from ..models import Problem, SandboxDecl, Skill, SkillRoot, Tool, ToolClass
 from ..roots import check_entry, resolve_file
+from ..schema import check as schema_check
+from ..schema import defaults as schema_defaults
+from ..schema import safe, verdicts
 from ._fields import Fields, type_name
 from ._fields import show as _show
 from ._sandbox import read_sandbox
@@ -427,18 +429,18 @@ def _check_schema(
         return empty_schema()
     if verified:
         return schema if "type" in schema else {"type": "object", **schema}
-    problem = schemacheck.check_schema(schema, cache=_verdicts(settings))
+    problem = schema_check.check_schema(schema, cache=_verdicts(settings))
     if problem is not None:
         check.error("schema", "invalid_schema", f'"schema" is not a valid JSON Schema: {problem}')
         return empty_schema()
     # The RE2 and $ref checks look at "pattern", "patternProperties", "$schema",
     # "$ref" and "$dynamicRef" only; the defaults check at "default" only.
-    unsafe = safeschema.schema_problems(schema) if _may_hold(raw, b'"pattern', b'"$') else []
+    unsafe = safe.schema_problems(schema) if _may_hold(raw, b'"pattern', b'"$') else []
     for pointer, message in unsafe:
         check.error("schema" + pointer, "unsafe_schema", f'"schema{pointer}": {message}')
     if unsafe:
         return empty_schema()
-    defaults = schemacheck.check_defaults(schema) if _may_hold(raw, b'"default"') else []
+    defaults = schema_defaults.check_defaults(schema) if _may_hold(raw, b'"default"') else []
     for pointer, message in defaults:
         check.error(
             "schema" + pointer,
@@ -451,15 +453,15 @@ def _check_schema(
     return schema
 
 
-def _verdicts(settings: Settings | None) -> schemacheck.VerdictCache | None:
+def _verdicts(settings: Settings | None) -> verdicts.VerdictCache | None:
     if settings is None or not settings.cache_dir:
         return None
     return _shared_cache(settings.cache_dir)
 
 
 @functools.lru_cache(maxsize=8)
-def _shared_cache(directory: str) -> schemacheck.VerdictCache:
-    return schemacheck.verdict_cache(directory)
+def _shared_cache(directory: str) -> verdicts.VerdictCache:
+    return verdicts.verdict_cache(directory)
 
 
 def _check_entry(check: _Checker, root: SkillRoot) -> str:
@@ -584,7 +586,7 @@ def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings) -> Skil
         return None
     raw = _read_bounded(path, MAX_MANIFEST_BYTES)
     cache = _verdicts(settings)
-    key = schemacheck.content_key(b"skill.json", raw) if cache is not None else None
+    key = verdicts.content_key(b"skill.json", raw) if cache is not None else None
     if key is not None and cache is not None and key in cache:
         data = json.loads(raw)
         return build_skill(data, path, root, settings, schema_verified=True)

@@ -22,9 +22,11 @@ import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import safeschema, schemacheck
 from ..models import SandboxDecl, SkillRoot, Tool, ToolClass
 from ..roots import check_entry, resolve_file
+from ..schema import check as schema_check
+from ..schema import defaults as schema_defaults
+from ..schema import safe, verdicts
 from ._fields import Fields, canon, pointer, show, type_name
 from ._sandbox import read_sandbox
 
@@ -243,17 +245,17 @@ def _schema(
         message = f'"{key}" must describe an object (its "type" is {show(schema.get("type"))})'
         fields.error(at, "schema_not_object", message, "arguments are a JSON object: use type: object")
         return EMPTY_SCHEMA
-    cache = schemacheck.verdict_cache(settings.cache_dir) if settings and settings.cache_dir else None
-    problem = schemacheck.check_schema(schema, cache=cache)
+    cache = verdicts.verdict_cache(settings.cache_dir) if settings and settings.cache_dir else None
+    problem = schema_check.check_schema(schema, cache=cache)
     if problem is not None:
         fields.error(at, "invalid_schema", f'"{key}" is not a valid JSON Schema: {problem}')
         return EMPTY_SCHEMA
-    unsafe = safeschema.schema_problems(schema)
+    unsafe = safe.schema_problems(schema)
     for sub, message in unsafe:
         fields.error(at + sub, "unsafe_schema", f'"{key}{sub}": {message}')
     if unsafe:
         return EMPTY_SCHEMA
-    for sub, message in schemacheck.check_defaults(schema):
+    for sub, message in schema_defaults.check_defaults(schema):
         fields.error(at + sub, "bad_default", f'"{key}{sub}" does not validate: {message}')
     return schema if "type" in schema else {"type": "object", **schema}
 

@@ -9,7 +9,6 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..arguments import NOT_UTF8
 from ..errors import (
     ApprovalRequired,
     ConfirmationRequired,
@@ -19,6 +18,7 @@ from ..errors import (
     UnknownPersona,
 )
 from ..models import CallResult, Event
+from ..schema.arguments import NOT_UTF8
 from . import missing_extra
 
 try:

@@ -34,7 +34,7 @@ from ..audit import OUTCOMES
 from ..errors import ApprovalError, ConfigError, OngridError, UnknownSkill
 from ..host import SkillHost
 from ..models import CallResult, Event, PermissionMode, Tool, Verdict, args_digest
-from ..redact import redact
+from ..schema.redact import redact
 from . import missing_extra
 from .access import AccessLog as AccessLogMiddleware
 from .responses import ApiError, api_error, result_body, sse

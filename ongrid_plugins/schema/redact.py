@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from .safeschema import RegexError, regex_search
+from .safe import RegexError, regex_search
 
 __all__ = [
     "REDACTED",

@@ -4,30 +4,22 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..subschemas import (
+    LEGACY_SUBSCHEMA_KEYWORDS,
+    SUBSCHEMA_ARRAY_KEYWORDS,
+    SUBSCHEMA_KEYWORDS,
+    SUBSCHEMA_MAP_KEYWORDS,
+)
 from .refs import dialect_problem, enter, ref_problem, root_resolver
 from .regex import pattern_problem
 
 __all__ = ["schema_problems"]
 
-# Where subschemas sit in draft 2020-12 (and the legacy "definitions"/"dependencies").
-_ONE: Final = frozenset(
-    {
-        "items",
-        "contains",
-        "additionalProperties",
-        "propertyNames",
-        "if",
-        "then",
-        "else",
-        "not",
-        "unevaluatedItems",
-        "unevaluatedProperties",
-        "contentSchema",
-        "additionalItems",
-    }
-)
-_MAP: Final = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs", "definitions"})
-_ARRAY: Final = frozenset({"prefixItems", "allOf", "anyOf", "oneOf"})
+# Where subschemas sit: the one table (..subschemas), plus draft 2019-09's additionalItems,
+# which jsonschema still evaluates, so a pattern or $ref inside it must be checked too.
+_ONE: Final = SUBSCHEMA_KEYWORDS | LEGACY_SUBSCHEMA_KEYWORDS
+_MAP: Final = SUBSCHEMA_MAP_KEYWORDS
+_ARRAY: Final = SUBSCHEMA_ARRAY_KEYWORDS
 _REFS: Final = ("$ref", "$dynamicRef")
 _MAX_NODES: Final = 100_000
 
@@ -37,7 +29,7 @@ def schema_problems(schema: object) -> list[tuple[str, str]]:
     leaves the document (or points to nothing), in document order.  Never raises.
 
     Meant for a schema that already passed the metaschema check
-    (:func:`ongrid_plugins.schemacheck.check_schema`), whose limits bound this walk.
+    (:func:`ongrid_plugins.schema.check.check_schema`), whose limits bound this walk.
     """
     problems: list[tuple[str, str]] = []
     try:

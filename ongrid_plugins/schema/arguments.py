@@ -1,10 +1,10 @@
 """Arguments: fill in defaults, check against the tool's schema, report every error.
 
 Validators are compiled once per tool (on its first call) and kept on the
-tool: a compiled check of the common schema subset (:mod:`.safeschema.fast`),
+tool: a compiled check of the common schema subset (:mod:`.safe.fast`),
 exact where it says "valid", and jsonschema for everything else and for the
 error messages. ``jsonschema`` is imported on the first call, not at start-up. Every
-validator is :func:`~ongrid_plugins.safeschema.safe_validator`: regexes run
+validator is :func:`~ongrid_plugins.schema.safe.safe_validator`: regexes run
 on RE2 (linear time) and no ``$ref`` is ever fetched.
 """
 
@@ -15,9 +15,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .models import Tool, canonical_json
-from .safeschema import safe_validator
-from .safeschema.fast import compile_accepts
+from ..models import Tool, canonical_json
+from .safe import safe_validator
+from .safe.fast import compile_accepts
 
 __all__ = ["NOT_UTF8", "check_arguments", "fill_defaults", "is_light"]
 

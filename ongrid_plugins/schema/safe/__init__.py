@@ -18,7 +18,8 @@ HTTP request or a file read.  This package removes both:
   tool's schema (arguments, defaults, strict export), with the RE2 keywords in place.
 
 It may import the standard library, ``re2``, ``jsonschema`` and ``referencing`` (the last
-two lazily: ``import jsonschema`` costs 70-90 ms) and nothing from ``ongrid_plugins``.
+two lazily: ``import jsonschema`` costs 70-90 ms) and, from ``ongrid_plugins``, only
+:mod:`ongrid_plugins.schema.subschemas` (the one table of where subschemas sit).
 """
 
 from __future__ import annotations

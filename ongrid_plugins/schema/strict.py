@@ -441,7 +441,7 @@ def _drop_union(branches: list[Any], value: Any, root: Mapping[str, Any], depth:
     candidates = [b for b in branches if isinstance(b, Mapping) and _admits(b, kind, root)]
     if len(candidates) == 1:
         return _drop(candidates[0], value, root, depth + 1)
-    from .safeschema import safe_validator
+    from .safe import safe_validator
 
     defs = {k: root[k] for k in ("$defs", "definitions") if k in root}
     for branch in candidates:
