@@ -135,10 +135,10 @@ class SkillHost:
         if self._pm is None:
             with self._lock:
                 if self._pm is None:
-                    pm = get_plugin_manager(self.settings)
-                    from .audit import install
+                    from .audit import PLUGIN_NAME, warn_if_disabled
 
-                    install(pm, self.audit)
+                    pm = get_plugin_manager(self.settings, per_host={PLUGIN_NAME: lambda: self.audit})
+                    warn_if_disabled(pm)
                     for index, plugin in enumerate(self._extra):
                         pm.add_plugin(plugin, _plugin_name(plugin, index))
                     self._pm = pm

@@ -391,7 +391,7 @@ def test_install_require_digest_refuses_another_archive(
 
 
 def test_an_audit_log_from_before_digests_still_verifies_and_gains_the_column(tmp_path: Path) -> None:
-    from ongrid_plugins._auditchain import ADDED_COLUMNS, COLUMNS, GENESIS
+    from ongrid_plugins.audit.chain import ADDED_COLUMNS, COLUMNS, GENESIS
     from ongrid_plugins.models import canonical_json
 
     later = {column for _table, column, _decl in ADDED_COLUMNS}

@@ -432,7 +432,7 @@ def _recompute_chain(db: Path, change: str) -> None:
     """What someone with write access but without the key does: edit, then rehash every row."""
     import sqlite3
 
-    from ongrid_plugins._auditchain import COLUMNS, GENESIS, row_hash
+    from ongrid_plugins.audit.chain import COLUMNS, GENESIS, row_hash
 
     with sqlite3.connect(db) as conn:
         conn.execute(change)
