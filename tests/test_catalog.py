@@ -18,10 +18,10 @@ from clirun import run
 
 import ongrid_plugins
 from ongrid_plugins import SkillHost
-from ongrid_plugins.approvals import ApprovalStore
 from ongrid_plugins.catalog import MAX_FILES, skill_digest
 from ongrid_plugins.catalog.lock import read_lock
 from ongrid_plugins.errors import ApprovalError, ApprovalRequired
+from ongrid_plugins.gate.approvals import ApprovalStore
 from ongrid_plugins.install import InstallError, install_pack, uninstall_pack
 from ongrid_plugins.testing import assert_ok, isolated_settings, make_skill, make_skill_md, write_executable
 

@@ -301,7 +301,7 @@ def test_a_persona_alias_bomb_is_refused_in_bounded_time(tmp_path: Path) -> None
     found = bounded(
         f"""
         import json, time, tracemalloc
-        from ongrid_plugins.personas import read_persona
+        from ongrid_plugins.gate.personas import read_persona
         tracemalloc.start()
         start = time.perf_counter()
         try:

@@ -28,7 +28,7 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         ("schemas", "schema safeschema export_gemini archive scaffold"),
         ("discovery", "roots loaders packs plugins registry builtin_tools"),
         ("catalog", "loader loadcache availability instructions catalog validate sources install"),
-        ("pipeline", "gate personas approvals approvals_client audit"),
+        ("pipeline", "gate audit"),
         ("execution", "executors statedir"),
         ("host", "host testing"),
         ("surfaces", "<root> __main__ cli commands dispatch export server remote"),

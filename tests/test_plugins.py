@@ -249,7 +249,7 @@ def test_trace_sees_hooks_called_one_implementation_at_a_time(
 ) -> None:
     """``ongrid_native_tools`` and ``ongrid_verify_approval`` isolate each plugin, and are traced too."""
     from ongrid_plugins import hookimpl
-    from ongrid_plugins.approvals import verify_with_plugins
+    from ongrid_plugins.gate.approvals import verify_with_plugins
 
     class Voter:
         @hookimpl

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 
     import pluggy
 
-    from ..approvals import Ticket
+    from ..gate.tickets import Ticket
     from ..models import CallRequest, CallResult
     from ..settings import Settings
 

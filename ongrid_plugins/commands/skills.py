@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ApprovalRequired, ConfigError, ConfirmationRequired, UnknownSkill
-from ..gate import needs
+from ..gate.decision import needs
 from ..models import CallResult, Event, Tool
 from ..remote.plugin import where
 from . import UsageError, listing
@@ -273,7 +273,7 @@ def cmd_run(ctx: Context) -> int:
 
 def _explain_ticket(ctx: Context, exc: ApprovalRequired) -> None:
     """Say exactly how to get the call approved and run: the ticket, the commands."""
-    from ..approvals import Ticket
+    from ..gate.tickets import Ticket
 
     ticket = exc.ticket
     if not isinstance(ticket, Ticket):

@@ -39,10 +39,10 @@ from typing import Any
 
 import attrs
 
-from .errors import ConfigError
-from .gate import BUILTIN_PERSONAS
-from .models import PermissionMode, Persona
-from .settings import Settings
+from ..errors import ConfigError
+from ..models import PermissionMode, Persona
+from ..settings import Settings
+from .decision import BUILTIN_PERSONAS
 
 __all__ = [
     "MAX_PERSONA_BYTES",
@@ -54,7 +54,7 @@ __all__ = [
     "read_persona",
 ]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ongrid_plugins.personas")
 
 MAX_PERSONA_BYTES = 256 * 1024
 _KNOWN_KEYS = ("name", "description", "permission_mode", "tools", "disallowed_tools")
@@ -242,7 +242,7 @@ def _split_front_matter(text: str, path: str) -> tuple[str, str]:
 
 
 def _parse_yaml(front: str, path: str) -> dict[str, Any]:
-    from .frontmatter import FrontMatterError, load_yaml
+    from ..frontmatter import FrontMatterError, load_yaml
 
     try:  # the SKILL.md guards: an alias bomb is refused without being expanded
         data = load_yaml(front, first_line=2)
