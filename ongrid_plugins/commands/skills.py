@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ApprovalRequired, ConfigError, ConfirmationRequired, UnknownSkill
-from ..gate.decision import needs
+from ..gate import needs
 from ..models import CallResult, Event, Tool
 from ..remote.plugin import where
 from . import UsageError, listing
