@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from .approvals import Approval, Ticket
     from .executors import Executor
+    from .gate.tickets import Approval, Ticket
     from .models import CallRequest, CallResult, Decision, Persona, Problem, Skill, SkillRoot, Tool
     from .settings import Settings
 

@@ -65,13 +65,14 @@ from .settings import Settings
 
 if TYPE_CHECKING:
     # Imported when first needed (the first call, load or persona file), not with the package.
-    from .approvals import ApprovalStore, Ticket
     from .audit import AuditLog
     from .catalog.events import Listener
     from .catalog.watch import Watch
     from .dispatch import ConfirmFn
     from .executors.confine import Profile
-    from .personas import PersonaCatalog
+    from .gate.approvals import ApprovalStore
+    from .gate.personas import PersonaCatalog
+    from .gate.tickets import Ticket
 
 __all__ = ["SkillHost"]
 
@@ -135,10 +136,10 @@ class SkillHost:
         if self._pm is None:
             with self._lock:
                 if self._pm is None:
-                    pm = get_plugin_manager(self.settings)
-                    from .audit import install
+                    from .audit import PLUGIN_NAME, warn_if_disabled
 
-                    install(pm, self.audit)
+                    pm = get_plugin_manager(self.settings, per_host={PLUGIN_NAME: lambda: self.audit})
+                    warn_if_disabled(pm)
                     for index, plugin in enumerate(self._extra):
                         pm.add_plugin(plugin, _plugin_name(plugin, index))
                     self._pm = pm
@@ -158,11 +159,11 @@ class SkillHost:
         """The two-person ticket store: ``<state_dir>/approvals.db``, or a server's (``approvals_url``)."""
         if self._approvals is None:
             if self.settings.approvals_url:
-                from .approvals_client import RemoteApprovalStore
+                from .gate.approvals_client import RemoteApprovalStore
 
                 self._approvals = RemoteApprovalStore.for_settings(self.settings)
             else:
-                from .approvals import ApprovalStore
+                from .gate.approvals import ApprovalStore
 
                 self._approvals = ApprovalStore.for_settings(self.settings)
         return self._approvals
@@ -232,7 +233,7 @@ class SkillHost:
         )
 
     def _watched_folders(self) -> list[str]:
-        from .personas import persona_dirs
+        from .gate.personas import persona_dirs
 
         report = self._report
         roots = list(report.roots) if report is not None else []
@@ -317,7 +318,7 @@ class SkillHost:
         builtin = gate.BUILTIN_PERSONAS.get(persona)
         if builtin is not None:
             return builtin
-        from . import personas as persona_files
+        from .gate import personas as persona_files
 
         if persona_files.looks_like_path(persona):
             return persona_files.read_persona(persona)
@@ -336,7 +337,7 @@ class SkillHost:
     def _persona_catalog(self, refresh: bool = False) -> PersonaCatalog:
         catalog = self._personas
         if catalog is None or refresh:
-            from .personas import discover
+            from .gate.personas import discover
 
             catalog = self._personas = discover(self.settings)
         return catalog
@@ -349,7 +350,7 @@ class SkillHost:
         Every ``ongrid_verify_approval`` plugin may refuse. Raises
         :class:`ApprovalError` naming the rule when the approval does not count.
         """
-        from .approvals import verify_with_plugins
+        from .gate.approvals import verify_with_plugins
 
         verify = verify_with_plugins(self.pm)
         ticket = self.approvals.approve(ticket_id, approver=approver, note=note, sop=sop, verify=verify)
@@ -379,7 +380,7 @@ class SkillHost:
 
     def _os_user(self) -> str:
         if not self._default_caller:
-            from .approvals import os_identity
+            from .gate.tickets import os_identity
 
             self._default_caller = os_identity()
         return self._default_caller

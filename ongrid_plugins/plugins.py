@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILTIN_PLUGINS",
     "ENTRY_POINT_GROUP",
+    "PER_HOST_PLUGINS",
     "POWER_HOOKS",
     "PROTECTED_PLUGINS",
     "PluginInfo",
@@ -58,7 +59,9 @@ logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "ongrid_plugins"
 
-#: (name, module) of every built-in plugin, registered in this order.
+#: (name, module) of every built-in plugin, registered in this order. A module plugin is
+#: the module itself; a per-host one (:data:`PER_HOST_PLUGINS`) is an object the host hands
+#: over (``get_plugin_manager(per_host=...)``), registered at its place in this order.
 BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("roots", "ongrid_plugins.roots"),
     ("skill_json", "ongrid_plugins.loaders.skill_json"),
@@ -70,6 +73,11 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("builtin_tools", "ongrid_plugins.builtin_tools"),
     ("audit", "ongrid_plugins.audit"),
 )
+
+#: Built-in plugins that are one object per host, since their hooks need the host's state:
+#: ``audit`` is the host's :class:`~ongrid_plugins.audit.AuditLog`. A manager built without
+#: a host has no such object, so it goes without them.
+PER_HOST_PLUGINS = frozenset({"audit"})
 
 #: Plugins that cannot be disabled: without them a safety rule would vanish.
 PROTECTED_PLUGINS = frozenset({"gate"})
@@ -141,8 +149,18 @@ class PluginManager(pluggy.PluginManager):
         return infos
 
 
-def get_plugin_manager(settings: Settings | None = None) -> PluginManager:
-    """Build a fresh plugin manager: built-ins, then ``ongrid_plugins`` entry points."""
+def get_plugin_manager(
+    settings: Settings | None = None, *, per_host: Mapping[str, Callable[[], object]] | None = None
+) -> PluginManager:
+    """Build a fresh plugin manager: built-ins, then ``ongrid_plugins`` entry points.
+
+    :param per_host: For each of :data:`PER_HOST_PLUGINS` the host has, what makes its
+        object (called once, unless ``ONGRID_DISABLE_PLUGINS`` blocks the name).
+    """
+    per_host = per_host or {}
+    unknown = sorted(set(per_host) - PER_HOST_PLUGINS)
+    if unknown:
+        raise ValueError(f"not per-host built-in plugins: {', '.join(unknown)}; use PluginManager.add_plugin")
     settings = settings if settings is not None else Settings.from_env()
     pm = PluginManager()
     for name in settings.disable_plugins:
@@ -151,7 +169,11 @@ def get_plugin_manager(settings: Settings | None = None) -> PluginManager:
         else:
             pm.set_blocked(name)
     for name, module in BUILTIN_PLUGINS:
-        _register(pm, settings, name, "builtin", module, functools.partial(importlib.import_module, module))
+        if name not in PER_HOST_PLUGINS:
+            load = functools.partial(importlib.import_module, module)
+            _register(pm, settings, name, "builtin", module, load)
+        elif name in per_host:
+            _register(pm, settings, name, "builtin", module, per_host[name])
     groups = _entry_points(ENTRY_POINT_GROUP, PACK_GROUP) if settings.load_entry_points else {}
     packs = PackRoots(pm, settings, groups.get(PACK_GROUP, ()))
     for pack in packs.packs:

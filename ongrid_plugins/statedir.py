@@ -50,11 +50,11 @@ def init_shared(folder: str, group: str) -> SharedState:
     :raises StateAccessError: this user may not give a file to the group (only its
         owner, being a member of the group, or root may).
     """
-    from ._auditchain import SCHEMA as AUDIT_SCHEMA
-    from ._auditjournal import JOURNAL_DIR
-    from .approvals import _SCHEMA as APPROVALS_SCHEMA
-    from .approvals import DB_NAME as APPROVALS_DB
     from .audit import DB_NAME as AUDIT_DB
+    from .audit.chain import SCHEMA as AUDIT_SCHEMA
+    from .audit.journal import JOURNAL_DIR
+    from .gate.approvals import _SCHEMA as APPROVALS_SCHEMA
+    from .gate.approvals import DB_NAME as APPROVALS_DB
 
     gid = _gid(group)
     folder = os.path.abspath(os.path.expanduser(folder))

@@ -14,8 +14,9 @@ import pytest
 from clitools import cli, cmd
 
 from ongrid_plugins import ApprovalRequired, PermissionMode, Persona, Settings, SkillHost, hookimpl
-from ongrid_plugins.approvals import Approval, ApprovalStore, Ticket, os_identity
 from ongrid_plugins.errors import ApprovalError
+from ongrid_plugins.gate.approvals import ApprovalStore
+from ongrid_plugins.gate.tickets import Approval, Ticket, os_identity
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 PY = sys.executable
@@ -431,14 +432,14 @@ def test_cli_approve_reject_and_list(root: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_the_cli_knows_every_ticket_status() -> None:
-    from ongrid_plugins.approvals import STATUSES
     from ongrid_plugins.commands.approvals import TICKET_STATUSES
+    from ongrid_plugins.gate.tickets import STATUSES
 
     assert TICKET_STATUSES == STATUSES
 
 
 def _store_with_ticket(tmp_path: Path) -> tuple[Any, Any]:
-    from ongrid_plugins.approvals import ApprovalStore
+    from ongrid_plugins.gate.approvals import ApprovalStore
 
     store = ApprovalStore(str(tmp_path / "values.db"))
     ticket = store.open_ticket(
@@ -449,7 +450,7 @@ def _store_with_ticket(tmp_path: Path) -> tuple[Any, Any]:
 
 
 def test_statuses_are_an_enum_equal_to_the_stored_strings(tmp_path: Path) -> None:
-    from ongrid_plugins.approvals import STATUSES, TicketStatus
+    from ongrid_plugins.gate.tickets import STATUSES, TicketStatus
 
     store, ticket = _store_with_ticket(tmp_path)
     assert ticket.status is TicketStatus.PENDING and ticket.status == "pending"
@@ -464,7 +465,7 @@ def test_statuses_are_an_enum_equal_to_the_stored_strings(tmp_path: Path) -> Non
 
 def test_a_ticket_survives_its_json_form_every_field_included(tmp_path: Path) -> None:
     """The REST client rebuilds tickets from JSON: the profile and skill digest are not lost on the way."""
-    from ongrid_plugins.approvals import Ticket
+    from ongrid_plugins.gate.tickets import Ticket
 
     store, ticket = _store_with_ticket(tmp_path)
     ticket = store.approve(ticket.id, approver="bob", note="ok", sop="SOP-7")
@@ -474,7 +475,8 @@ def test_a_ticket_survives_its_json_form_every_field_included(tmp_path: Path) ->
 
 
 def test_a_stored_ticket_past_its_expiry_reads_as_expired(tmp_path: Path) -> None:
-    from ongrid_plugins.approvals import ApprovalStore, TicketStatus
+    from ongrid_plugins.gate.approvals import ApprovalStore
+    from ongrid_plugins.gate.tickets import TicketStatus
 
     now = [1_000_000.0]
     store = ApprovalStore(str(tmp_path / "t.db"), ttl=60, clock=lambda: now[0])

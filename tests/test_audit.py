@@ -688,7 +688,7 @@ def test_verify_accepts_a_unique_prefix_of_a_head_and_asks_for_more_otherwise(
 
 
 def test_an_ambiguous_anchor_prefix_is_refused(tmp_path: Path) -> None:
-    from ongrid_plugins.audit import _anchor_problem
+    from ongrid_plugins.audit.entries import _anchor_problem
 
     seen = frozenset({"abcdef01" + "0" * 56, "abcdef02" + "0" * 56})
     assert "matches 2 row hashes" in _anchor_problem("abcdef0", seen)

@@ -22,8 +22,8 @@ import pluggy
 import pytest
 
 from ongrid_plugins import SkillHost
-from ongrid_plugins._auditchain import GENESIS, SCHEMA, append, append_many, row_hash
-from ongrid_plugins._auditwriter import Writer
+from ongrid_plugins.audit.chain import GENESIS, SCHEMA, append, append_many, row_hash
+from ongrid_plugins.audit.writer import Writer
 from ongrid_plugins.executors import _process
 from ongrid_plugins.executors.subprocess import ongrid_executor
 from ongrid_plugins.plugins import call_hook, enable_tracing
@@ -364,7 +364,7 @@ def _comparable(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_short_f_line_holds_every_column_the_end_of_a_call_sets() -> None:
-    from ongrid_plugins._auditchain import COLUMNS, FINISH_COLUMNS, finish_row
+    from ongrid_plugins.audit.chain import COLUMNS, FINISH_COLUMNS, finish_row
     from ongrid_plugins.models import CallResult
 
     finished = finish_row({}, CallResult("t", False, error="boom", stderr_tail=("x",)), 0.5)

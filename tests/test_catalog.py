@@ -18,10 +18,10 @@ from clirun import run
 
 import ongrid_plugins
 from ongrid_plugins import SkillHost
-from ongrid_plugins.approvals import ApprovalStore
 from ongrid_plugins.catalog import MAX_FILES, skill_digest
 from ongrid_plugins.catalog.lock import read_lock
 from ongrid_plugins.errors import ApprovalError, ApprovalRequired
+from ongrid_plugins.gate.approvals import ApprovalStore
 from ongrid_plugins.install import InstallError, install_pack, uninstall_pack
 from ongrid_plugins.testing import assert_ok, isolated_settings, make_skill, make_skill_md, write_executable
 
@@ -391,7 +391,7 @@ def test_install_require_digest_refuses_another_archive(
 
 
 def test_an_audit_log_from_before_digests_still_verifies_and_gains_the_column(tmp_path: Path) -> None:
-    from ongrid_plugins._auditchain import ADDED_COLUMNS, COLUMNS, GENESIS
+    from ongrid_plugins.audit.chain import ADDED_COLUMNS, COLUMNS, GENESIS
     from ongrid_plugins.models import canonical_json
 
     later = {column for _table, column, _decl in ADDED_COLUMNS}

@@ -26,7 +26,7 @@ from ongrid_plugins import (
     get_plugin_manager,
     hookimpl,
 )
-from ongrid_plugins.gate import decide
+from ongrid_plugins.gate.decision import decide
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 RANK = {"allow": 0, "confirm": 1, "dual_sign": 2, "deny": 3}

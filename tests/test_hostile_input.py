@@ -301,7 +301,7 @@ def test_a_persona_alias_bomb_is_refused_in_bounded_time(tmp_path: Path) -> None
     found = bounded(
         f"""
         import json, time, tracemalloc
-        from ongrid_plugins.personas import read_persona
+        from ongrid_plugins.gate.personas import read_persona
         tracemalloc.start()
         start = time.perf_counter()
         try:
@@ -432,7 +432,7 @@ def _recompute_chain(db: Path, change: str) -> None:
     """What someone with write access but without the key does: edit, then rehash every row."""
     import sqlite3
 
-    from ongrid_plugins._auditchain import COLUMNS, GENESIS, row_hash
+    from ongrid_plugins.audit.chain import COLUMNS, GENESIS, row_hash
 
     with sqlite3.connect(db) as conn:
         conn.execute(change)

@@ -28,7 +28,8 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         ("schemas", "schema safeschema export_gemini archive scaffold"),
         ("discovery", "roots loaders packs plugins registry builtin_tools"),
         ("catalog", "loader loadcache availability instructions catalog validate sources install"),
-        ("pipeline", "gate personas approvals approvals_client _auditchain _auditjournal _auditwriter audit"),
+        ("gate", "gate personas approvals"),
+        ("audit", "audit"),
         ("execution", "executors statedir"),
         ("host", "host testing"),
         ("surfaces", "<root> __main__ cli commands dispatch export server remote"),
@@ -232,3 +233,43 @@ def test_the_architecture_page_names_every_stage_module_and_hook() -> None:
     assert missing == [], f"docs/architecture.md does not name {missing}"
     hooks = [name for name in dir(hookspecs) if name.startswith("ongrid_")]
     assert hooks and [hook for hook in hooks if f"`{hook}`" not in page] == []
+
+
+#: Import paths the docs show, with the module that holds the name since the stage folders.
+DOCUMENTED_PATHS = (
+    ("ongrid_plugins.gate", "decide", "ongrid_plugins.gate.decision"),
+    ("ongrid_plugins.gate", "class_rule", "ongrid_plugins.gate.decision"),
+    ("ongrid_plugins.personas", "read_persona", "ongrid_plugins.gate.personas"),
+    ("ongrid_plugins.personas", "PersonaCatalog", "ongrid_plugins.gate.personas"),
+    ("ongrid_plugins.approvals", "Ticket", "ongrid_plugins.gate.tickets"),
+    ("ongrid_plugins.approvals", "Approval", "ongrid_plugins.gate.tickets"),
+    ("ongrid_plugins.approvals", "ApprovalStore", "ongrid_plugins.gate.approvals"),
+    ("ongrid_plugins.audit", "AuditLog", "ongrid_plugins.audit.log"),
+    ("ongrid_plugins.audit", "AuditEntry", "ongrid_plugins.audit.entries"),
+    ("ongrid_plugins.audit", "row_hash", "ongrid_plugins.audit.chain"),
+)
+
+
+@pytest.mark.parametrize(("path", "name", "home"), DOCUMENTED_PATHS)
+def test_a_documented_import_path_still_gives_the_same_object(path: str, name: str, home: str) -> None:
+    import importlib
+
+    assert getattr(importlib.import_module(path), name) is getattr(importlib.import_module(home), name)
+
+
+@pytest.mark.parametrize(
+    ("module", "homes"),
+    [
+        ("ongrid_plugins.personas", ("ongrid_plugins.gate.personas",)),
+        ("ongrid_plugins.approvals", ("ongrid_plugins.gate.approvals", "ongrid_plugins.gate.tickets")),
+    ],
+)
+def test_a_documented_path_module_re_exports_every_public_name_of_its_homes(
+    module: str, homes: tuple[str, ...]
+) -> None:
+    import importlib
+
+    shim = importlib.import_module(module)
+    public = {name for home in homes for name in importlib.import_module(home).__all__}
+    assert set(shim.__all__) == public
+    assert all(getattr(shim, name) is not None for name in shim.__all__)

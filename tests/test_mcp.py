@@ -17,7 +17,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from ongrid_plugins import SkillHost
-from ongrid_plugins.approvals import os_identity
+from ongrid_plugins.gate.tickets import os_identity
 from ongrid_plugins.testing import isolated_settings, make_skill, make_skill_md
 
 SCHEMAS = Path(__file__).parent / "provider_schemas"

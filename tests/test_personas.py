@@ -17,10 +17,10 @@ from ongrid_plugins import (
     Persona,
     Settings,
     UnknownPersona,
-    personas,
 )
 from ongrid_plugins.cli import main
-from ongrid_plugins.personas import PersonaFileError, discover, looks_like_path, read_persona
+from ongrid_plugins.gate import personas
+from ongrid_plugins.gate.personas import PersonaFileError, discover, looks_like_path, read_persona
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 ONCALL = """---

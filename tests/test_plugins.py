@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ongrid_plugins import PluginLoadError, Settings, SkillHost, get_plugin_manager
-from ongrid_plugins.plugins import BUILTIN_PLUGINS
+from ongrid_plugins.plugins import BUILTIN_PLUGINS, PER_HOST_PLUGINS
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 
@@ -63,9 +63,37 @@ def settings_for(tmp_path: Path, *roots: Path, **overrides: Any) -> Settings:
 def test_builtins_are_registered_as_modules_under_short_names(tmp_path: Path) -> None:
     pm = get_plugin_manager(isolated_settings(tmp_path))
     for name, module in BUILTIN_PLUGINS:
-        assert pm.get_plugin(name) is importlib.import_module(module)
-    assert [i.kind for i in pm.plugin_infos] == ["builtin"] * (len(BUILTIN_PLUGINS) + 1)
+        if name not in PER_HOST_PLUGINS:
+            assert pm.get_plugin(name) is importlib.import_module(module)
+    registered = len(BUILTIN_PLUGINS) - len(PER_HOST_PLUGINS) + 1
+    assert [i.kind for i in pm.plugin_infos] == ["builtin"] * registered
     assert pm.plugin_infos[-1].name == "packs"  # the roots of ongrid_skills entry points, one object per host
+
+
+def test_a_manager_without_a_host_has_no_per_host_plugin(tmp_path: Path) -> None:
+    pm = get_plugin_manager(isolated_settings(tmp_path))
+    assert [name for name in PER_HOST_PLUGINS if pm.get_plugin(name) is not None] == []
+
+
+def test_a_per_host_plugin_is_the_object_the_host_handed_over_at_its_place(tmp_path: Path) -> None:
+    host = SkillHost(isolated_settings(tmp_path))
+    assert host.pm.get_plugin("audit") is host.audit  # registered as it is: no placeholder module swapped out
+    names = [i.name for i in host.plugins()]
+    assert names[: len(BUILTIN_PLUGINS)] == [n for n, _m in BUILTIN_PLUGINS]
+    assert {i.name: i.module for i in host.plugins()}["audit"] == "ongrid_plugins.audit"
+
+
+def test_a_blocked_per_host_plugin_is_never_made(tmp_path: Path) -> None:
+    made: list[object] = []
+    settings = isolated_settings(tmp_path, disable_plugins=("audit",))
+    pm = get_plugin_manager(settings, per_host={"audit": lambda: made.append(1) or object()})
+    assert made == [] and pm.get_plugin("audit") is None
+    assert {i.name: i.status for i in pm.plugin_infos}["audit"] == "blocked"
+
+
+def test_only_per_host_plugins_can_be_handed_over_by_name(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not per-host built-in plugins: gate"):
+        get_plugin_manager(isolated_settings(tmp_path), per_host={"gate": object})
 
 
 def test_each_call_builds_a_fresh_manager(tmp_path: Path) -> None:
@@ -221,7 +249,7 @@ def test_trace_sees_hooks_called_one_implementation_at_a_time(
 ) -> None:
     """``ongrid_native_tools`` and ``ongrid_verify_approval`` isolate each plugin, and are traced too."""
     from ongrid_plugins import hookimpl
-    from ongrid_plugins.approvals import verify_with_plugins
+    from ongrid_plugins.gate.approvals import verify_with_plugins
 
     class Voter:
         @hookimpl

@@ -444,7 +444,7 @@ def test_the_audit_row_records_the_worker_queue_task_and_worker_digest(
 
 
 def test_an_audit_log_from_before_remote_columns_migrates_and_verifies(tmp_path: Path, roots: Path) -> None:
-    from ongrid_plugins._auditchain import COLUMNS, GENESIS
+    from ongrid_plugins.audit.chain import COLUMNS, GENESIS
     from ongrid_plugins.models import canonical_json
 
     old = [c for c in COLUMNS if c != "remote"]  # the schema of the release before remote workers

@@ -27,8 +27,8 @@ from .output import print_table
 TICKET_STATUSES = ("pending", "approved", "rejected", "executed", "expired")
 
 if TYPE_CHECKING:
-    from ..approvals import Ticket
     from ..cli import Context
+    from ..gate.tickets import Ticket
 
 __all__ = ["register"]
 
@@ -88,12 +88,12 @@ class _Local:
         return self.host.ticket(ticket_id)
 
     def approve(self, ticket_id: str, *, note: str = "", sop: str | None = None) -> Ticket:
-        from ..approvals import os_identity
+        from ..gate.tickets import os_identity
 
         return self.host.approve(ticket_id, approver=os_identity(), note=note, sop=sop)
 
     def reject(self, ticket_id: str, *, note: str = "") -> Ticket:
-        from ..approvals import os_identity
+        from ..gate.tickets import os_identity
 
         return self.host.reject(ticket_id, approver=os_identity(), note=note)
 
@@ -102,7 +102,7 @@ def _store(ctx: Context) -> Any:
     """Where the tickets are: the server of ``--server`` (as the token's identity), else the host's."""
     args = ctx.args
     if args.server:
-        from ..approvals_client import ApprovalsClient, read_token
+        from ..gate.approvals_client import ApprovalsClient, read_token
 
         return ApprovalsClient(args.server, read_token(args.token_file))
     if args.token_file:

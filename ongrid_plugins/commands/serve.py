@@ -170,7 +170,7 @@ def _serve(ctx: Context) -> int:
         )
         raise ConfigError(message)
     else:
-        from ..approvals import os_identity
+        from ..gate.tickets import os_identity
 
         ctx.host.persona(args.persona)
         token = new_token()

@@ -273,7 +273,7 @@ def cmd_run(ctx: Context) -> int:
 
 def _explain_ticket(ctx: Context, exc: ApprovalRequired) -> None:
     """Say exactly how to get the call approved and run: the ticket, the commands."""
-    from ..approvals import Ticket
+    from ..gate.tickets import Ticket
 
     ticket = exc.ticket
     if not isinstance(ticket, Ticket):

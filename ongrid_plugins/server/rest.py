@@ -29,9 +29,9 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from ..approvals import STATUSES
 from ..audit import OUTCOMES
 from ..errors import ApprovalError, ConfigError, OngridError, UnknownSkill
+from ..gate.tickets import STATUSES
 from ..host import SkillHost
 from ..models import CallResult, Event, PermissionMode, Tool, Verdict, args_digest
 from ..schema.redact import redact

@@ -7,8 +7,8 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from ...approvals import Ticket
 from ...audit import OUTCOMES, AuditEntry, VerifyReport
+from ...gate.tickets import Ticket
 from ...models import Decision, Tool
 from .forms import render_fields
 from .html import attr, badge, esc, iso, pretty_json, relative

@@ -1,4 +1,4 @@
-"""The permission gate (built-in plugin ``gate``) and the built-in personas.
+"""The permission decision (built-in plugin ``gate``) and the built-in personas.
 
 The specification's class taxonomy decides the floor of every call:
 
@@ -19,18 +19,17 @@ can loosen it. A permission or approval plugin that failed to load counts as a
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
-from .hookspecs import hookimpl
-from .models import Decision, PermissionMode, Persona, Tool, ToolClass, Verdict
+from ..hookspecs import hookimpl
+from ..models import Decision, PermissionMode, Persona, Tool, ToolClass, Verdict
 
 if TYPE_CHECKING:
     import pluggy
 
-    from .models import CallRequest
+    from ..models import CallRequest
 
 __all__ = ["BUILTIN_PERSONAS", "GATE_PLUGIN", "class_rule", "decide"]
 
@@ -118,7 +117,7 @@ def decide(pm: pluggy.PluginManager, tool: Tool, persona: Persona, request: Call
         return Decision(Verdict.DENY, reason, info.name)
     hook = pm.hook.ongrid_check_permission
     impls = hook.get_hookimpls()
-    if not impls or (len(impls) == 1 and impls[0].plugin is _THIS_MODULE):
+    if not impls or (len(impls) == 1 and impls[0].function is ongrid_check_permission):
         return floor  # only the built-in rule votes, and it is the floor already
     votes: Iterable[Decision | None] = hook(tool=tool, persona=persona, request=request)
     return Decision.strictest([floor, *(_checked(v) for v in votes if v is not None)])
@@ -146,6 +145,3 @@ def _checked(vote: object) -> Decision:
 def ongrid_check_permission(tool: Tool, persona: Persona) -> Decision:
     """The built-in class x persona-mode rule."""
     return class_rule(tool, persona)
-
-
-_THIS_MODULE = sys.modules[__name__]

@@ -5,7 +5,7 @@ server signs approvals -- and requests and runs tickets -- as the token's identi
 never as a name the client sends. Only the standard library is used (``urllib``), so
 neither the CLI nor an embedding host needs an extra.
 
-:class:`RemoteApprovalStore` is an :class:`~ongrid_plugins.approvals.ApprovalStore`
+:class:`RemoteApprovalStore` is an :class:`~ongrid_plugins.gate.approvals.ApprovalStore`
 whose tickets live on a server: a host with ``Settings.approvals_url`` opens its
 tickets there (sending the call's arguments, from which the server works out the
 digest and the redaction approvers read) and spends them there before it runs the
@@ -21,13 +21,14 @@ import urllib.parse
 import urllib.request
 from typing import TYPE_CHECKING, Any
 
-from .approvals import Approval, ApprovalStore, Ticket, VerifyApproval
-from .errors import APPROVAL_REASONS, ApprovalError, ConfigError, OngridError
+from ..errors import APPROVAL_REASONS, ApprovalError, ConfigError, OngridError
+from .approvals import ApprovalStore
+from .tickets import Approval, Ticket, VerifyApproval
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .settings import Settings
+    from ..settings import Settings
 
 __all__ = ["ApprovalsClient", "RemoteApprovalStore", "ServerError", "read_token", "ticket_from_dict"]
 

@@ -4,19 +4,19 @@ One row per attempt — run, failed, denied, invalid, needing a confirmation or
 an approval — in ``<state_dir>/audit.db`` (SQLite, WAL). Each row stores the
 hash of the row before it and its own hash over all its columns, so
 :meth:`AuditLog.verify` finds the first row that was edited, deleted, inserted
-or moved. Arguments are stored with secrets redacted (:mod:`.redact`).
+or moved. Arguments are stored with secrets redacted (:mod:`ongrid_plugins.schema.redact`).
 
 Why a per-host object: the hooks need the host's state dir, and hooks are
-called without settings. ``BUILTIN_PLUGINS`` registers this module under the
-name ``audit`` like every built-in (so ``ONGRID_DISABLE_PLUGINS=audit`` blocks
-it, and ``ongrid-skills plugins`` shows it); the host then swaps that
-placeholder for its own :class:`AuditLog`, whose methods are the hooks
-(:func:`install`). A module never holds per-host state.
+called without settings. ``audit`` is a per-host built-in plugin: it has its
+place in ``BUILTIN_PLUGINS`` like every built-in (so ``ONGRID_DISABLE_PLUGINS=audit``
+blocks it, and ``ongrid-skills plugins`` shows it), and what is registered there
+is the host's own :class:`AuditLog`, whose methods are the hooks (the host hands
+it to ``get_plugin_manager(per_host=...)``). A module never holds per-host state.
 
 Crash safety and speed: ``ongrid_before_call`` appends the attempt to this
-log's journal file (:mod:`._auditjournal`, one ``write()``);
+log's journal file (:mod:`.journal`, one ``write()``);
 ``ongrid_after_call`` appends the finished row there too and hands it to a
-writer thread (:mod:`._auditwriter`) that chains rows in batches, so no call
+writer thread (:mod:`.writer`) that chains rows in batches, so no call
 waits for an SQLite commit. Rows are visible within ~50 ms; readers of this
 object flush first. If the process dies, the next process that opens the log
 on the same machine chains what its journal still holds — finished calls with
@@ -36,22 +36,21 @@ import contextlib
 import json
 import logging
 import os
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from . import _sqlite
-from ._auditchain import (
+from .. import _sqlite
+from ..errors import AuditError, ConfigError
+from ..hookspecs import hookimpl
+from ..models import ToolClass
+from .chain import (
     ADDED_COLUMNS,
     COLUMNS,
     FINISH_COLUMNS,
-    GENESIS,
-    JSON_COLUMNS,
     SCHEMA,
     append,
     approvers_json,
@@ -62,182 +61,29 @@ from ._auditchain import (
     finish_row,
     inflight,
     recover,
-    row_hash,
     start_row,
     walk,
 )
-from ._auditjournal import HOST, JOURNAL_DIR, Journal
-from ._auditwriter import Writer
-from .errors import AuditError, ConfigError
-from .hookspecs import hookimpl
-from .models import JSON, ToolClass
+from .entries import OUTCOMES, AuditEntry, VerifyReport, _anchor_problem, _missing, read_key
+from .journal import HOST, JOURNAL_DIR, Journal
+from .writer import Writer
 
 if TYPE_CHECKING:
     import sqlite3
 
     import pluggy
 
-    from .approvals import Ticket
-    from .models import CallRequest, CallResult
-    from .settings import Settings
+    from ..gate.tickets import Ticket
+    from ..models import CallRequest, CallResult
+    from ..settings import Settings
 
-__all__ = [
-    "COLUMNS",
-    "DB_NAME",
-    "GENESIS",
-    "MIN_ANCHOR",
-    "OUTCOMES",
-    "PLUGIN_NAME",
-    "AuditEntry",
-    "AuditLog",
-    "VerifyReport",
-    "install",
-    "row_hash",
-]
+__all__ = ["DB_NAME", "PLUGIN_NAME", "AuditLog", "warn_if_disabled"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ongrid_plugins.audit")
 
 PLUGIN_NAME = "audit"
 DB_NAME = "audit.db"
 HEAD_NAME = "audit-head.json"
-
-#: Every ``outcome`` a row may have: the call outcomes, then the two ticket decisions.
-OUTCOMES = (
-    "ok",
-    "failed",
-    "timed_out",
-    "invalid_arguments",
-    "denied",
-    "needs_confirmation",
-    "needs_approval",
-    "ticket_refused",
-    "unavailable",
-    "aborted",
-    "cancelled",
-    "interrupted",
-    "approval",
-    "rejection",
-)
-#: The shortest anchor prefix ``verify`` accepts (as short as a git abbreviation).
-MIN_ANCHOR = 7
-
-
-@attrs.frozen
-class AuditEntry:
-    """One row of the audit log: one call attempt."""
-
-    seq: int
-    time: float
-    """When the attempt started (seconds since the epoch)."""
-    call_id: str
-    tool: str
-    tool_class: str
-    persona: str
-    caller: str
-    args: Any
-    """The arguments with secrets replaced by ``"[redacted]"``."""
-    args_digest: str
-    """The call's args digest; empty when a secret was redacted (a digest could confirm a guess)."""
-    redacted: tuple[str, ...]
-    """JSON paths of the redacted values."""
-    verdict: str
-    reason: str
-    plugin: str
-    outcome: str
-    """ok, failed, timed_out, denied, invalid_arguments, needs_confirmation, needs_approval,
-    ticket_refused, unavailable, aborted, cancelled or interrupted."""
-    error: str | None
-    exit_code: int | None
-    signal: int | None
-    duration: float
-    stderr_tail: tuple[str, ...]
-    result_size: int
-    """Bytes of the canonical JSON of the result value (0 when there was none)."""
-    result_digest: str
-    ticket: str | None
-    approvers: tuple[str, ...]
-    pid: int
-    hostname: str
-    sandbox: Any
-    """The confinement profile the call ran under (a dict), ``{"confined": False, "reason": ...}``,
-    or None for rows written before profiles were recorded."""
-    skill_digest: str | None
-    """The content digest of the tool's skill at the call (None in rows older than digests)."""
-    remote: Any
-    """Where a worker ran the call: ``{"queue", "task_id", "worker", "worker_digest"}``;
-    None for a local call (and in rows older than remote workers)."""
-    prev_hash: str
-    hash: str
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any]) -> AuditEntry:
-        """Build an entry from a database row (``COLUMNS`` then ``hash``)."""
-        values = dict(zip((*COLUMNS, "hash"), row, strict=True))
-        for column in JSON_COLUMNS:
-            parsed = json.loads(values[column]) if values[column] else None
-            values[column] = parsed if column == "args" else tuple(parsed or ())
-        for column in ("sandbox", "remote"):
-            values[column] = json.loads(values[column]) if values.get(column) else None
-        return cls(**values)
-
-    def to_dict(self) -> JSON:
-        """A JSON-ready dict (``audit list --json``, ``audit export``)."""
-        data = attrs.asdict(self)
-        for key in ("redacted", "stderr_tail", "approvers"):
-            data[key] = list(data[key])
-        return data
-
-
-def _dicts(value: Iterable[JSON]) -> tuple[JSON, ...]:
-    return tuple(value)
-
-
-@attrs.frozen
-class VerifyReport:
-    """What :meth:`AuditLog.verify` found."""
-
-    ok: bool
-    entries: int
-    first_bad: int | None = None
-    """The seq of the first row that does not verify."""
-    problem: str = ""
-    head: str = GENESIS
-    """The hash of the last row: record it elsewhere to anchor the log (``verify(anchor=...)``)."""
-    inflight: tuple[JSON, ...] = attrs.field(default=(), converter=_dicts)
-    """Attempts started but not finished (running now, or their host died: see ``recover``)."""
-
-    def to_dict(self) -> JSON:
-        """A JSON-ready dict."""
-        return attrs.asdict(self)
-
-
-#: Fewest bytes an audit key may have.
-MIN_KEY_BYTES = 16
-
-
-def read_key(path: str) -> bytes:
-    """The audit key in ``path`` (surrounding blanks removed); raises ConfigError."""
-    try:
-        with open(path, "rb") as f:
-            key = f.read(4096).strip()
-    except OSError as exc:
-        raise ConfigError(
-            f"ONGRID_AUDIT_KEY_FILE {path}: cannot read the audit key: {exc.strerror}"
-        ) from None
-    if len(key) < MIN_KEY_BYTES:
-        message = (
-            f"ONGRID_AUDIT_KEY_FILE {path}: the key has {len(key)} bytes, at least {MIN_KEY_BYTES} are needed"
-        )
-        raise ConfigError(message + " (e.g. `head -c 32 /dev/urandom | base64 > FILE`)")
-    return key
-
-
-def _missing(count: int, recorded: dict[str, Any]) -> str:
-    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(recorded.get("time") or 0)))
-    seen = f"row {recorded.get('seq')} (hash {recorded['hash']}, recorded {when})"
-    if not count:
-        return f"the log is empty, but its head {seen} was recorded: rows are missing"
-    return f"the recorded head {seen} is not in the chain: rows are missing or were rewritten"
 
 
 class AuditLog:
@@ -257,7 +103,7 @@ class AuditLog:
         self._pid = 0
         self._started: dict[str, tuple[float, dict[str, Any]]] = {}
         self.journal_dir = os.path.join(os.path.dirname(path) or ".", JOURNAL_DIR)
-        """Where each process journals the calls it has not chained yet (see :mod:`._auditjournal`)."""
+        """Where each process journals the calls it has not chained yet (see :mod:`.journal`)."""
         self._journal = Journal(self.journal_dir)
         self._writer = Writer(path, self._journal, self.key)
         self._failures = 0
@@ -604,42 +450,18 @@ class _Transaction:
             self.log._lock.release()
 
 
-def _anchor_problem(anchor: str, seen: frozenset[str]) -> str:
-    """Why ``anchor`` (a hash or a unique prefix of one) does not anchor the chain, or ``""``."""
-    text = anchor.strip().lower()
-    if text in seen:
-        return ""
-    if len(text) < MIN_ANCHOR or any(c not in "0123456789abcdef" for c in text):
-        return (
-            f"the anchor {anchor!r} is not a row hash: give the full 64-hex-digit hash "
-            f"(a head from `audit verify`) or at least {MIN_ANCHOR} of its first digits"
-        )
-    matches = [h for h in seen if h.startswith(text)]
-    if len(matches) == 1:
-        return ""
-    if matches:
-        count = len(matches)
-        return f"the anchor prefix {anchor} matches {count} row hashes: give more digits or the full hash"
-    return f"the anchor hash {anchor} is not in the chain"
-
-
 def _remove(paths: list[str]) -> None:
     for path in paths:
         with contextlib.suppress(OSError):
             os.unlink(path)
 
 
-def install(pm: pluggy.PluginManager, log: AuditLog) -> bool:
-    """Put the host's ``log`` where the ``audit`` placeholder module was registered.
+def warn_if_disabled(pm: pluggy.PluginManager) -> bool:
+    """Whether ``ONGRID_DISABLE_PLUGINS`` blocks ``audit``; if so, log a warning.
 
-    Returns False (and logs a warning: unrecorded calls should never go
-    unnoticed) when the plugin is disabled by ``ONGRID_DISABLE_PLUGINS``.
+    Unrecorded calls should never go unnoticed.
     """
     if pm.is_blocked(PLUGIN_NAME):
         logger.warning("audit log: disabled by ONGRID_DISABLE_PLUGINS; calls are not recorded")
-        return False
-    if pm.get_plugin(PLUGIN_NAME) is sys.modules[__name__]:
-        pm.unregister(name=PLUGIN_NAME)
-        pm.register(log, name=PLUGIN_NAME)
         return True
-    return pm.get_plugin(PLUGIN_NAME) is log
+    return False

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._auditjournal import HOST, PID, alive, journal_files
-from .models import JSON, canonical_json
-from .schema.redact import has_secrets, needs_redaction, redact, redact_lines, redact_text
+from ..models import JSON, canonical_json
+from ..schema.redact import has_secrets, needs_redaction, redact, redact_lines, redact_text
+from .journal import HOST, PID, alive, journal_files
 
 if TYPE_CHECKING:
     import sqlite3
 
-    from .models import CallRequest, CallResult
+    from ..models import CallRequest, CallResult
 
 __all__ = [
     "ADDED_COLUMNS",

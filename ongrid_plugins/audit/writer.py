@@ -7,7 +7,7 @@ gather more, and stops after a second of idleness; a reader that needs the rows
 (:meth:`Writer.flush`) cuts the lingering short. The thread keeps one connection
 while it runs (checked before each batch to still name the file at ``path``) and
 closes it when it stops, so an idle log holds no file open. A batch is three
-statements, whatever its size (:func:`~._auditchain.append_many`).
+statements, whatever its size (:func:`~.chain.append_many`).
 
 A failed batch is retried, with a growing pause, until it goes through; its
 rows are in the journal meanwhile, so even a process that dies before then
@@ -26,9 +26,9 @@ import time
 import weakref
 from typing import Any
 
-from . import _sqlite
-from ._auditchain import ADDED_COLUMNS, SCHEMA, append_many
-from ._auditjournal import Journal
+from .. import _sqlite
+from .chain import ADDED_COLUMNS, SCHEMA, append_many
+from .journal import Journal
 
 __all__ = ["Writer"]
 

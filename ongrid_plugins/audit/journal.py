@@ -18,7 +18,7 @@ hundred or more, so the call path only writes here and a writer thread chains
 the rows in batches. When a process is gone, the next process that opens the
 log on the same machine chains what its journal still holds — finished calls
 with their outcome, started ones as ``interrupted`` — skipping any call already
-in the chain (:func:`ongrid_plugins._auditchain.recover`), and removes the file.
+in the chain (:func:`ongrid_plugins.audit.chain.recover`), and removes the file.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 
 import attrs
 
-from ._sqlite import access_error, file_mode
+from .._sqlite import access_error, file_mode
 
 __all__ = ["HOST", "JOURNAL_DIR", "PID", "Journal", "JournalFile", "alive", "journal_files", "pid_start"]
 
