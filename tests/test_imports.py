@@ -30,7 +30,7 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         ("catalog", "loader loadcache availability instructions catalog validate sources install"),
         ("pipeline", "gate personas approvals approvals_client _auditchain _auditjournal _auditwriter audit"),
         ("execution", "executors statedir"),
-        ("host", "host testing"),
+        ("host", "pipeline persona_lookup host testing"),
         ("surfaces", "<root> __main__ cli commands dispatch export server remote"),
     )
 )
