@@ -33,16 +33,19 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .errors import ConfigError, StrictSchemaError
 from .export_gemini import gemini_schema
-from .models import Tool, ToolClass
+from .models import Tool, ToolClass, Verdict
 from .schema.strict import make_strict
 
-__all__ = ["FORMATS", "ExportResult", "describe", "export_tools", "raise_for_problems"]
+if TYPE_CHECKING:
+    from .host import PersonaLike, SkillHost
+
+__all__ = ["FORMATS", "ExportResult", "describe", "export_for_host", "export_tools", "raise_for_problems"]
 
 FORMATS = ("openai", "anthropic", "mcp", "responses", "gemini")
 #: The formats without a strict mode.
@@ -134,6 +137,28 @@ def export_tools(
     if strict and fmt == "anthropic":
         problems.update(_anthropic_limits(optional, unions))
     return ExportResult(fmt, tuple(out), problems)
+
+
+def export_for_host(
+    host: SkillHost, fmt: str, *, persona: PersonaLike = "operator", strict: bool = False
+) -> list[dict[str, Any]]:
+    """What :meth:`SkillHost.export <ongrid_plugins.host.SkillHost.export>` returns.
+
+    The tools ``persona`` may call, each described with what it will need to call them.
+    """
+    who = host.persona(persona)
+    tools = host.tools(who)
+    notes = {t.name: call_note(host.decide(t, who).verdict) for t in tools}
+    return raise_for_problems(export_tools(tools, fmt, strict=strict, notes=notes))
+
+
+def call_note(verdict: Verdict) -> str:
+    """What a model is told about calling a tool, beyond its description."""
+    if verdict is Verdict.CONFIRM:
+        return "Each call needs the user's confirmation before it runs."
+    if verdict is Verdict.DUAL_SIGN:
+        return "Each call needs two-person approval: the first call returns a ticket for people to approve."
+    return ""
 
 
 def raise_for_problems(result: ExportResult) -> list[dict[str, Any]]:

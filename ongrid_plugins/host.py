@@ -8,41 +8,25 @@
     report = host.load()
     result = host.call("disk_usage", {"path": "/"})
 
-Every call goes through one pipeline: look the tool up, fill in defaults and
-check the arguments, ask the gate, tell the ``ongrid_before_call`` hooks,
-enforce (raise for caller errors), run the executor, tell the
-``ongrid_after_call`` hooks. Skill-level failures come back as a
-:class:`CallResult` with ``ok=False``; caller errors raise.
+Every call goes through the steps of :mod:`ongrid_plugins.pipeline`: look the
+tool up, fill in defaults and check the arguments, ask the gate, tell the
+``ongrid_before_call`` hooks, open or claim a ticket, choose the executor, run it,
+tell the ``ongrid_after_call`` hooks. Skill-level failures come back as a
+:class:`CallResult` with ``ok=False``; caller errors raise. The host holds what the
+steps read (registry, plugins, personas, tickets, sandbox profiles).
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import itertools
 import logging
 import os
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
-from . import gate
-from .catalog import Hub, diff, load_catalog, skill_digest
-from .errors import (
-    ApprovalError,
-    ApprovalRequired,
-    ConfigError,
-    ConfirmationRequired,
-    InvalidArguments,
-    OngridError,
-    PermissionDenied,
-    SkillUnavailable,
-    UnknownPersona,
-    UnknownSkill,
-)
-from .executors import Executor
+from . import gate, pipeline
+from .catalog import Hub, diff, load_catalog
+from .errors import UnknownSkill
 from .instructions import Instructions, read_instructions
 from .models import (
     CallRequest,
@@ -55,12 +39,11 @@ from .models import (
     Tool,
     ToolClass,
     Verdict,
-    digest_json,
 )
-from .plugins import PluginInfo, PluginManager, call_hook, get_plugin_manager
+from .persona_lookup import PersonaLookup
+from .plugins import PluginInfo, PluginManager, get_plugin_manager
 from .registry import Registry, Snapshot, spelling
 from .resolve import ResolvedSkill, resolve
-from .schema.arguments import check_arguments, is_light
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -71,7 +54,6 @@ if TYPE_CHECKING:
     from .dispatch import ConfirmFn
     from .executors.confine import Profile
     from .gate.approvals import ApprovalStore
-    from .gate.personas import PersonaCatalog
     from .gate.tickets import Ticket
 
 __all__ = ["SkillHost"]
@@ -79,16 +61,6 @@ __all__ = ["SkillHost"]
 logger = logging.getLogger(__name__)
 
 PersonaLike = str | Persona
-
-
-@attrs.frozen
-class _Attempt:
-    """A prepared call: the request, the gate's decision, and why it may not run (if so)."""
-
-    request: CallRequest
-    decision: Decision
-    refusal: BaseException | None
-    status: str
 
 
 class SkillHost:
@@ -118,9 +90,10 @@ class SkillHost:
         self._lock = threading.Lock()
         self._load_lock = threading.RLock()
         self._default_caller = ""
-        self._personas: PersonaCatalog | None = None
+        self._personas = PersonaLookup()
         self._approvals: ApprovalStore | None = None
         self._audit: AuditLog | None = None
+        self._profiles: dict[int, tuple[Tool, Settings, Profile]] = {}
         self.catalog = Hub()
         """Who hears of catalog changes (see :meth:`subscribe`)."""
 
@@ -189,7 +162,8 @@ class SkillHost:
             snapshot, report = load_catalog(self.pm, self.settings, previous)
             self.registry.swap(snapshot)
             self._report = report
-            self._personas = None  # persona files are read again on next use
+            self._personas.forget()  # persona files are read again on next use
+            self._profiles = {}  # and sandbox profiles computed again, for the new tools
             if previous is not None:
                 self.catalog.publish(diff(previous, snapshot))
         return report
@@ -310,37 +284,11 @@ class SkillHost:
         :raises UnknownPersona: no persona has that name (there is no fallback).
         :raises ConfigError: the persona file named by path is broken.
         """
-        if isinstance(persona, Persona):
-            return persona
-        if not isinstance(persona, str):
-            message = f"persona must be a name, a path or a Persona, got {type(persona).__name__}"
-            raise ConfigError(message)
-        builtin = gate.BUILTIN_PERSONAS.get(persona)
-        if builtin is not None:
-            return builtin
-        from .gate import personas as persona_files
-
-        if persona_files.looks_like_path(persona):
-            return persona_files.read_persona(persona)
-        found = self._persona_catalog().personas.get(persona)
-        if found is None:  # a file added since the last look: read the folders again, once
-            found = self._persona_catalog(refresh=True).personas.get(persona)
-        if found is None:
-            raise UnknownPersona(persona, self._persona_catalog().names())
-        return found
+        return self._personas.resolve(persona, self.settings)
 
     def personas(self) -> list[Persona]:
         """Every persona: the three built-ins, then the persona files, sorted by name."""
-        files = self._persona_catalog(refresh=True).personas
-        return [*gate.BUILTIN_PERSONAS.values(), *(files[name] for name in sorted(files))]
-
-    def _persona_catalog(self, refresh: bool = False) -> PersonaCatalog:
-        catalog = self._personas
-        if catalog is None or refresh:
-            from .gate.personas import discover
-
-            catalog = self._personas = discover(self.settings)
-        return catalog
+        return self._personas.every(self.settings)
 
     # ------------------------------------------------------------------ approvals
 
@@ -400,12 +348,9 @@ class SkillHost:
         ``strict`` rewrites the schemas for the strict modes and raises
         :class:`StrictSchemaError` naming, per tool, why one cannot be made strict.
         """
-        from .export import export_tools, raise_for_problems
+        from .export import export_for_host
 
-        who = self.persona(persona)
-        tools = self.tools(who)
-        notes = {t.name: _call_note(self.decide(t, who).verdict) for t in tools}
-        return raise_for_problems(export_tools(tools, format, strict=strict, notes=notes))
+        return export_for_host(self, format, persona=persona, strict=strict)
 
     def dispatch(
         self,
@@ -480,6 +425,8 @@ class SkillHost:
     ) -> CallResult:
         """Run tool ``name`` with ``args`` (a JSON object) and wait for the result.
 
+        The call goes through the steps of :mod:`ongrid_plugins.pipeline`.
+
         :param persona: Who is asking: a persona name (built-in or from a persona
             file), the path of a persona file, or a :class:`Persona`.
         :param confirm: True (or the call's ``args_digest``) to confirm a call
@@ -495,13 +442,7 @@ class SkillHost:
             says why a ticket does not cover the call, ``AuditError`` that the
             audit log cannot record a risky call.
         """
-        attempt, executor = self._begin(name, args, persona, confirm, caller, ticket, on_event, timeout)
-        try:
-            result = executor.run(attempt.request)
-        except BaseException as exc:
-            self._after(attempt.request, _crashed(attempt, exc))
-            raise
-        return self._finish(attempt, result)
+        return pipeline.call(self, name, args, persona, confirm, caller, ticket, on_event, timeout)
 
     async def acall(
         self,
@@ -522,93 +463,17 @@ class SkillHost:
         :func:`~ongrid_plugins.schema.arguments.is_light`): a request with huge or hostile
         arguments delays its own call, never the loop.
         """
-        begin = functools.partial(
-            self._begin, name, args, persona, confirm, caller, ticket, on_event, timeout
-        )
-        if is_light(self.get(name), args):  # microseconds: a thread hop would cost more
-            attempt, executor = begin()
-        else:
-            attempt, executor = await self._begin_in_thread(begin)
-        try:
-            result = await executor.arun(attempt.request)
-        except BaseException as exc:
-            self._after(attempt.request, _crashed(attempt, exc))
-            raise
-        return self._finish(attempt, result)
-
-    async def _begin_in_thread(
-        self, begin: Callable[[], tuple[_Attempt, Executor]]
-    ) -> tuple[_Attempt, Executor]:
-        """``begin()`` in a worker thread; cancelled meanwhile, the call is recorded as cancelled.
-
-        The thread cannot be stopped: its checks, audit start and ticket claim run to the
-        end, so the attempt is closed here (as ``cancelled``) instead of left in flight.
-        """
-        future = asyncio.ensure_future(asyncio.to_thread(begin))
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError as cancelled:
-            try:
-                attempt, _executor = await future
-            except BaseException:  # refused: _begin recorded it already
-                raise cancelled from None
-            self._after(attempt.request, _crashed(attempt, cancelled))
-            raise
-
-    def _begin(
-        self,
-        name: str,
-        args: object,
-        persona: PersonaLike,
-        confirm: bool | str,
-        caller: str | None,
-        ticket: str | None,
-        on_event: EventCallback | None,
-        timeout: float | None,
-    ) -> tuple[_Attempt, Executor]:
-        tool = self.get(name)
-        who = self.persona(persona)
-        data, text, errors = check_arguments(tool, args)
-        request = CallRequest(
-            tool=tool,
-            args=data,
-            persona=who,
-            call_id=_next_call_id(),
-            args_digest=digest_json(tool.name, text) if text else "",
-            args_json=text,
-            caller=caller or self._os_user(),
-            confirm=confirm,
-            ticket=ticket,
-            on_event=on_event,
-            timeout=_check_timeout(timeout),
-            sandbox=self.sandbox_profile(tool),
-        )
-        pm = self.pm
-        decision = gate.decide(pm, tool, who, request)
-        refusal, status = self._refusal(request, decision, errors)
-        try:
-            call_hook(pm, "ongrid_before_call", request=request)
-        except BaseException as exc:
-            self._after(request, self._refused(_Attempt(request, decision, exc, "aborted")))
-            raise
-        if decision.verdict is Verdict.DUAL_SIGN and refusal is None and ticket is None:
-            request, refusal, status = self._request_approval(request, decision)
-        if refusal is not None:
-            self._raise_refused(_Attempt(request, decision, refusal, status))
-        attempt = _Attempt(request, decision, None, "")
-        executor = self._executor(attempt)
-        if decision.verdict is Verdict.DUAL_SIGN:
-            # Claimed last, once nothing else can stop the call: a claimed ticket is spent.
-            request, refusal = self._claim_ticket(request)
-            self._raise_refused(_Attempt(request, decision, refusal, "ticket_refused"))
-            attempt = _Attempt(request, decision, None, "")
-        return attempt, executor
+        return await pipeline.acall(self, name, args, persona, confirm, caller, ticket, on_event, timeout)
 
     def sandbox_profile(self, tool: Tool) -> Profile:
-        """The confinement profile every call of ``tool`` gets under this host's settings."""
-        cached = tool.cache.get("sandbox")
-        if cached is not None and cached[0] is self.settings:
-            return cached[1]  # type: ignore[no-any-return]
+        """The confinement profile every call of ``tool`` gets under this host's settings.
+
+        Remembered per tool object and settings object, by the host (not on the tool);
+        a load forgets them all.
+        """
+        cached = self._profiles.get(id(tool))
+        if cached is not None and cached[0] is tool and cached[1] is self.settings:
+            return cached[2]
         from .executors.confine import Profile, profile_for
 
         if tool.kind == "subprocess":
@@ -616,187 +481,20 @@ class SkillHost:
         else:
             reason = f"a {tool.kind} tool runs inside the host process: it confines itself in code"
             profile = Profile(False, tool.tool_class.value, reason=reason)
-        tool.cache["sandbox"] = (self.settings, profile)
+        if len(self._profiles) >= _PROFILES_KEPT:  # tools from outside the registry: stay bounded
+            self._profiles.clear()
+        self._profiles[id(tool)] = (tool, self.settings, profile)
         return profile
-
-    def _raise_refused(self, attempt: _Attempt) -> None:
-        if attempt.refusal is not None:
-            self._after(attempt.request, self._refused(attempt))
-            raise attempt.refusal
-
-    def _refusal(
-        self, request: CallRequest, decision: Decision, errors: list[tuple[str, str]]
-    ) -> tuple[OngridError | None, str]:
-        tool = request.tool
-        if not tool.available:
-            return SkillUnavailable(tool.name, tool.unavailable), "unavailable"
-        if decision.verdict is Verdict.DENY:
-            return PermissionDenied(tool.name, decision), "denied"
-        if errors:
-            return InvalidArguments(tool.name, errors), "invalid_arguments"
-        if decision.verdict is Verdict.CONFIRM and not _confirmed(request):
-            return ConfirmationRequired(tool.name, decision, request.args_digest), "needs_confirmation"
-        return None, ""
-
-    def _request_approval(
-        self, request: CallRequest, decision: Decision
-    ) -> tuple[CallRequest, OngridError, str]:
-        """Open (or find) the ticket for this call and refuse it with ``ApprovalRequired``.
-
-        Runs after ``ongrid_before_call``, so a call the audit log refuses opens no ticket.
-        """
-        try:
-            ticket = self._open_ticket(request, decision)
-        except ApprovalError as exc:
-            return request, exc, "needs_approval"
-        request = attrs.evolve(request, ticket=ticket.id)
-        refusal = ApprovalRequired(request.tool.name, decision, ticket, _approval_hint(ticket))
-        return request, refusal, "needs_approval"
-
-    def _claim_ticket(self, request: CallRequest) -> tuple[CallRequest, OngridError | None]:
-        """Spend the call's approved ticket, or say why it does not cover this call."""
-        assert request.ticket is not None
-        try:
-            ticket = self.approvals.claim(
-                request.ticket,
-                tool=request.tool.name,
-                args_digest=request.args_digest,
-                persona=request.persona.name,
-                caller=request.caller,
-                call_id=request.call_id,
-                profile=_profile_digest(request),
-                skill_digest=self._digest_now(request.tool),
-            )
-        except ApprovalError as exc:
-            return request, exc
-        return attrs.evolve(request, approvers=ticket.approvers), None
-
-    def _open_ticket(self, request: CallRequest, decision: Decision) -> Ticket:
-        from .schema.redact import redact
-
-        tool = request.tool
-        args, _paths = redact(tool.schema, request.args)
-        return self.approvals.open_ticket(
-            tool=tool.name,
-            args_digest=request.args_digest,
-            persona=request.persona.name,
-            requester=request.caller,
-            args=args,
-            tool_class=tool.tool_class.value,
-            reason=decision.reason,
-            profile=_profile_digest(request),
-            skill_digest=self._digest_now(tool),
-            call_args=request.args,
-        )
 
     def _digest_now(self, tool: Tool) -> str:
         """The digest of ``tool``'s skill as its files are now (what a ticket is bound to)."""
-        skill = self.registry.snapshot.skills.get(tool.skill)
-        if skill is None or tool not in skill.tools:
-            return tool.digest
-        return skill_digest(skill).digest
-
-    def _refused(self, attempt: _Attempt) -> CallResult:
-        request = attempt.request
-        return CallResult(
-            tool=request.tool.name,
-            ok=False,
-            error=str(attempt.refusal),
-            call_id=request.call_id,
-            status=attempt.status,
-            decision=attempt.decision,
-        )
-
-    def _executor(self, attempt: _Attempt) -> Executor:
-        tool = attempt.request.tool
-        executor: Executor | None = call_hook(self.pm, "ongrid_executor", tool=tool, settings=self.settings)
-        if executor is None:
-            refusal = SkillUnavailable(tool.name, [f"no executor can run tools of kind {tool.kind!r}"])
-            self._after(attempt.request, attrs.evolve(self._refused(attempt), error=str(refusal)))
-            raise refusal
-        return executor
-
-    def _finish(self, attempt: _Attempt, result: CallResult) -> CallResult:
-        if result.decision is not attempt.decision or result.call_id != attempt.request.call_id:
-            result = attrs.evolve(result, decision=attempt.decision, call_id=attempt.request.call_id)
-        self._after(attempt.request, result)
-        return result
-
-    def _after(self, request: CallRequest, result: CallResult) -> None:
-        try:
-            call_hook(self.pm, "ongrid_after_call", request=request, result=result)
-        except Exception:
-            logger.exception("an ongrid_after_call hook failed for %s", request.tool.name)
+        return pipeline.digest_now(self, tool)
 
 
-# Call ids must be unique, not secret: a random per-process prefix and a
-# counter cost a tenth of uuid4() on the per-call path.
-_CALL_PREFIX = os.urandom(6).hex()
-_CALL_COUNTER = itertools.count(1)
-
-
-def _next_call_id() -> str:
-    return f"{_CALL_PREFIX}{next(_CALL_COUNTER):010x}"
-
-
-def _confirmed(request: CallRequest) -> bool:
-    if request.confirm is True:
-        return True
-    return isinstance(request.confirm, str) and request.confirm == request.args_digest
-
-
-def _check_timeout(timeout: float | None) -> float | None:
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-        message = f"timeout must be a positive number of seconds, got {timeout!r}"
-        raise ConfigError(message)
-    return float(timeout)
-
-
-def _crashed(attempt: _Attempt, exc: BaseException) -> CallResult:
-    request = attempt.request
-    status = (
-        "cancelled" if not isinstance(exc, Exception) or type(exc).__name__ == "CancelledError" else "failed"
-    )
-    return CallResult(
-        tool=request.tool.name,
-        ok=False,
-        error=f"the call was interrupted: {exc!r}",
-        call_id=request.call_id,
-        status=status,
-        decision=attempt.decision,
-    )
+#: How many tools' sandbox profiles a host remembers between loads.
+_PROFILES_KEPT = 4096
 
 
 def _plugin_name(plugin: object, index: int) -> str:
     name = getattr(plugin, "__name__", None) or type(plugin).__name__
     return f"{name}#{index}"
-
-
-def _call_note(verdict: Verdict) -> str:
-    """What a model is told about calling a tool, beyond its description."""
-    if verdict is Verdict.CONFIRM:
-        return "Each call needs the user's confirmation before it runs."
-    if verdict is Verdict.DUAL_SIGN:
-        return "Each call needs two-person approval: the first call returns a ticket for people to approve."
-    return ""
-
-
-def _approval_hint(ticket: Ticket) -> str:
-    expires = ticket.to_dict()["expires"]
-    if ticket.status == "approved":
-        return (
-            f"ticket {ticket.id} is approved by {', '.join(ticket.approvers)}: run the same call again "
-            f"with ticket={ticket.id!r} (--ticket {ticket.id}) before {expires}"
-        )
-    return (
-        f"ticket {ticket.id} has {len(ticket.approvals)} of {ticket.required} approvals: two people other "
-        f"than {ticket.requester} approve it with `ongrid-skills approvals approve {ticket.id}`, then run "
-        f"the same call again with ticket={ticket.id!r} (--ticket {ticket.id}) before {expires}"
-    )
-
-
-def _profile_digest(request: CallRequest) -> str:
-    """What a ticket binds of the call's sandbox profile."""
-    return request.sandbox.digest if request.sandbox is not None else ""

@@ -31,7 +31,7 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         ("gate", "gate personas approvals"),
         ("audit", "audit"),
         ("execution", "executors statedir"),
-        ("host", "host testing"),
+        ("host", "pipeline persona_lookup host testing"),
         ("surfaces", "<root> __main__ cli commands dispatch export server remote"),
     )
 )

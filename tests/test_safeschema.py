@@ -267,15 +267,15 @@ def test_argument_checks_that_are_not_certainly_light_run_off_the_event_loop(tmp
     host = SkillHost(isolated_settings(tmp_path, root))
     host.load()
     seen: list[int] = []
-    import ongrid_plugins.host as host_module
+    import ongrid_plugins.pipeline as pipeline_module
 
-    real = host_module.check_arguments
+    real = pipeline_module.check_schema
 
     def spy(tool: Any, args: object) -> Any:
         seen.append(threading.get_ident())
         return real(tool, args)
 
-    host_module.check_arguments = spy  # type: ignore[assignment]
+    pipeline_module.check_schema = spy  # type: ignore[assignment]
     try:
         loop_thread: list[int] = []
 
@@ -288,7 +288,7 @@ def test_argument_checks_that_are_not_certainly_light_run_off_the_event_loop(tmp
 
         asyncio.run(main())
     finally:
-        host_module.check_arguments = real
+        pipeline_module.check_schema = real
     loop = loop_thread[0]
     assert [ident != loop for ident in seen] == [True, False, True, True]
 
@@ -532,9 +532,9 @@ def test_cancelling_acall_during_a_threaded_check_records_the_attempt(tmp_path: 
     make_skill(root, "echo", schema={"type": "object", "properties": {"p": {"type": "string"}}})
     host = SkillHost(isolated_settings(tmp_path, root))
     host.load()
-    import ongrid_plugins.host as host_module
+    import ongrid_plugins.pipeline as pipeline_module
 
-    real = host_module.check_arguments
+    real = pipeline_module.check_schema
     entered = threading.Event()
 
     def slow_check(tool: Any, args: object) -> Any:
@@ -544,7 +544,7 @@ def test_cancelling_acall_during_a_threaded_check_records_the_attempt(tmp_path: 
         time.sleep(0.3)
         return real(tool, args)
 
-    host_module.check_arguments = slow_check  # type: ignore[assignment]
+    pipeline_module.check_schema = slow_check  # type: ignore[assignment]
     try:
 
         async def main() -> None:
@@ -557,7 +557,7 @@ def test_cancelling_acall_during_a_threaded_check_records_the_attempt(tmp_path: 
 
         asyncio.run(main())
     finally:
-        host_module.check_arguments = real
+        pipeline_module.check_schema = real
     row = host.audit.tail(1)[0]
     assert (row.tool, row.outcome) == ("echo", "cancelled")
     assert host.audit.verify().inflight == ()

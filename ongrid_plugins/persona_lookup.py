@@ -1,0 +1,74 @@
+"""Persona lookup for the host: a :class:`Persona`, a built-in or persona-file name, or a path.
+
+The pipeline's :func:`~ongrid_plugins.pipeline.lookup` step resolves the persona of
+every call through the host's :class:`PersonaLookup`, which remembers the persona
+files found until a load (or a name it does not know yet) makes it look again.
+
+Layering: the host stage. It may import the values, the gate's built-in personas and
+the persona files' reader; it never imports the host.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import gate
+from .errors import ConfigError, UnknownPersona
+from .models import Persona
+
+if TYPE_CHECKING:
+    from .gate.personas import PersonaCatalog
+    from .settings import Settings
+
+__all__ = ["PersonaLookup"]
+
+
+class PersonaLookup:
+    """Resolves persona names for one host; the persona files are read on first need."""
+
+    __slots__ = ("_catalog",)
+
+    def __init__(self) -> None:
+        self._catalog: PersonaCatalog | None = None
+
+    def forget(self) -> None:
+        """Read the persona folders again on next use (a load calls this)."""
+        self._catalog = None
+
+    def resolve(self, persona: str | Persona, settings: Settings) -> Persona:
+        """The persona ``persona`` names: itself, a built-in, a persona file by name or by path.
+
+        :raises UnknownPersona: no persona has that name (there is no fallback).
+        :raises ConfigError: the persona file named by path is broken.
+        """
+        if isinstance(persona, Persona):
+            return persona
+        if not isinstance(persona, str):
+            message = f"persona must be a name, a path or a Persona, got {type(persona).__name__}"
+            raise ConfigError(message)
+        builtin = gate.BUILTIN_PERSONAS.get(persona)
+        if builtin is not None:
+            return builtin
+        from .gate import personas as persona_files
+
+        if persona_files.looks_like_path(persona):
+            return persona_files.read_persona(persona)
+        found = self._files(settings).personas.get(persona)
+        if found is None:  # a file added since the last look: read the folders again, once
+            found = self._files(settings, refresh=True).personas.get(persona)
+        if found is None:
+            raise UnknownPersona(persona, self._files(settings).names())
+        return found
+
+    def every(self, settings: Settings) -> list[Persona]:
+        """The three built-ins, then the persona files (read again now), sorted by name."""
+        files = self._files(settings, refresh=True).personas
+        return [*gate.BUILTIN_PERSONAS.values(), *(files[name] for name in sorted(files))]
+
+    def _files(self, settings: Settings, refresh: bool = False) -> PersonaCatalog:
+        catalog = self._catalog
+        if catalog is None or refresh:
+            from .gate.personas import discover
+
+            catalog = self._catalog = discover(settings)
+        return catalog

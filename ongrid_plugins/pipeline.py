@@ -1,0 +1,480 @@
+"""The call pipeline: named steps passing one :class:`Attempt` along.
+
+::
+
+    lookup ─► check_arguments ─► decide ─► before_call ─► request_ticket ─► refuse
+           ─► choose_executor ─► claim_ticket ─► run (sync or async) ─► after_call
+
+:func:`begin` runs the steps up to the executor and the ticket claim, :func:`call` and
+:func:`acall` drive a call through them and the executor (``acall`` moves the steps to
+a worker thread unless the argument check is certainly light). :class:`SkillHost
+<ongrid_plugins.host.SkillHost>` is a thin facade over these two drivers.
+
+Who handles what, in the order the steps run:
+
+=================================== ================= =====================================
+outcome                             step              what the caller sees (audit status)
+=================================== ================= =====================================
+unknown tool / persona, bad timeout :func:`lookup`,   raises ``UnknownSkill``,
+                                    :func:`check_     ``UnknownPersona``, ``ConfigError``
+                                    arguments`        (nothing recorded)
+tool unavailable                    :func:`decide`    ``SkillUnavailable`` (``unavailable``)
+verdict ``deny``                    :func:`decide`    ``PermissionDenied`` (``denied``)
+arguments invalid                   :func:`decide`    ``InvalidArguments``
+                                                      (``invalid_arguments``)
+verdict ``confirm``, unconfirmed    :func:`decide`    ``ConfirmationRequired``
+                                                      (``needs_confirmation``)
+a ``ongrid_before_call`` hook       :func:`before_    its exception (``aborted``); the
+raises (the audit log fails closed) call`             refusals above are recorded after it
+verdict ``dual_sign``, no ticket    :func:`request_   ``ApprovalRequired`` with the ticket
+                                    ticket`           (``needs_approval``)
+no executor for the tool's kind     :func:`choose_    ``SkillUnavailable`` (status empty)
+                                    executor`
+verdict ``dual_sign``, a ticket     :func:`claim_     ``ApprovalError`` when it does not
+                                    ticket`           cover the call (``ticket_refused``);
+                                                      else the ticket is spent and it runs
+verdict ``allow`` (or covered)      :func:`call` /    the executor's :class:`CallResult`
+                                    :func:`acall`
+the executor raises / is cancelled  :func:`call` /    re-raised (``failed`` / ``cancelled``)
+                                    :func:`acall`
+=================================== ================= =====================================
+
+Every attempt that reached :func:`decide` ends in exactly one :func:`after_call`
+(``ongrid_after_call`` hooks: the audit log's end row), and the raise for a refusal
+comes after it. A ticket is claimed last, once nothing else can stop the call: a
+claimed ticket is spent.
+
+The per-call path makes one :class:`Attempt` and one :class:`CallRequest` (two on a
+ticketed call), and calls each hook once through :func:`~ongrid_plugins.plugins.call_hook`.
+
+Layering: the host stage. It may import the values, the schema checks, the gate, the
+executors' interface and the catalog's digests; the host reaches it, it never imports
+the host (the ``host`` parameter of each step is typed only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import logging
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import attrs
+
+from . import gate
+from .catalog import skill_digest
+from .errors import (
+    ApprovalError,
+    ApprovalRequired,
+    ConfigError,
+    ConfirmationRequired,
+    InvalidArguments,
+    PermissionDenied,
+    SkillUnavailable,
+)
+from .models import CallRequest, CallResult, Decision, EventCallback, Persona, Tool, Verdict, digest_json
+from .plugins import call_hook
+from .schema.arguments import check_arguments as check_schema
+from .schema.arguments import is_light
+
+if TYPE_CHECKING:
+    from .executors import Executor
+    from .gate.tickets import Ticket
+    from .host import PersonaLike, SkillHost
+
+__all__ = [
+    "Attempt",
+    "acall",
+    "after_call",
+    "before_call",
+    "begin",
+    "call",
+    "check_arguments",
+    "choose_executor",
+    "claim_ticket",
+    "decide",
+    "digest_now",
+    "lookup",
+    "refuse",
+    "request_ticket",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class Attempt:
+    """One call on its way through the steps: each step reads it and fills in its part.
+
+    Not a value object: it lives for one call, is never shared between calls, and is
+    mutable so that the steps pass one object instead of building a new one each.
+    """
+
+    __slots__ = ("decision", "errors", "executor", "refusal", "request", "status")
+
+    def __init__(self, request: CallRequest, errors: list[tuple[str, str]]) -> None:
+        self.request = request
+        """The request as the hooks and the executor see it (a ticket step may replace it)."""
+        self.errors = errors
+        """The argument checker's (path, message) pairs; empty when the arguments are valid."""
+        self.decision: Decision = _UNDECIDED
+        self.refusal: BaseException | None = None
+        """Why the call may not run, raised by :func:`refuse` once recorded."""
+        self.status = ""
+        """The audit status of the refusal."""
+        self.executor: Executor | None = None
+
+    def refused(self) -> CallResult:
+        """The result recorded for a call that did not run."""
+        request = self.request
+        return CallResult(
+            tool=request.tool.name,
+            ok=False,
+            error=str(self.refusal),
+            call_id=request.call_id,
+            status=self.status,
+            decision=self.decision,
+        )
+
+    def crashed(self, exc: BaseException) -> CallResult:
+        """The result recorded for a call whose executor raised or was cancelled."""
+        request = self.request
+        status = (
+            "cancelled"
+            if not isinstance(exc, Exception) or type(exc).__name__ == "CancelledError"
+            else "failed"
+        )
+        return CallResult(
+            tool=request.tool.name,
+            ok=False,
+            error=f"the call was interrupted: {exc!r}",
+            call_id=request.call_id,
+            status=status,
+            decision=self.decision,
+        )
+
+
+_UNDECIDED = Decision(Verdict.DENY, "the gate has not decided yet", "pipeline")
+
+# ---------------------------------------------------------------------- the steps
+
+
+def lookup(host: SkillHost, name: str, persona: PersonaLike) -> tuple[Tool, Persona]:
+    """The tool called ``name`` and the persona asking (raises for either unknown)."""
+    return host.get(name), host.persona(persona)
+
+
+def check_arguments(
+    host: SkillHost,
+    tool: Tool,
+    persona: Persona,
+    args: object,
+    *,
+    caller: str | None,
+    confirm: bool | str,
+    ticket: str | None,
+    on_event: EventCallback | None,
+    timeout: float | None,
+) -> Attempt:
+    """Fill in defaults, check ``args`` against the schema and build the call's request.
+
+    Invalid arguments do not raise here: :func:`decide` ranks them among the refusals.
+    """
+    data, text, errors = check_schema(tool, args)
+    request = CallRequest(
+        tool=tool,
+        args=data,
+        persona=persona,
+        call_id=_next_call_id(),
+        args_digest=digest_json(tool.name, text) if text else "",
+        args_json=text,
+        caller=caller or host._os_user(),
+        confirm=confirm,
+        ticket=ticket,
+        on_event=on_event,
+        timeout=_check_timeout(timeout),
+        sandbox=host.sandbox_profile(tool),
+    )
+    return Attempt(request, errors)
+
+
+def decide(host: SkillHost, attempt: Attempt) -> None:
+    """Ask the gate, then set the first refusal: unavailable, denied, invalid, unconfirmed."""
+    request = attempt.request
+    tool = request.tool
+    decision = attempt.decision = gate.decide(host.pm, tool, request.persona, request)
+    verdict = decision.verdict
+    if not tool.available:
+        attempt.refusal, attempt.status = SkillUnavailable(tool.name, tool.unavailable), "unavailable"
+    elif verdict is Verdict.DENY:
+        attempt.refusal, attempt.status = PermissionDenied(tool.name, decision), "denied"
+    elif attempt.errors:
+        attempt.refusal = InvalidArguments(tool.name, attempt.errors)
+        attempt.status = "invalid_arguments"
+    elif verdict is Verdict.CONFIRM and not _confirmed(request):
+        attempt.refusal = ConfirmationRequired(tool.name, decision, request.args_digest)
+        attempt.status = "needs_confirmation"
+
+
+def before_call(host: SkillHost, attempt: Attempt) -> None:
+    """Tell the ``ongrid_before_call`` hooks; one that raises aborts the call (recorded)."""
+    try:
+        call_hook(host.pm, "ongrid_before_call", request=attempt.request)
+    except BaseException as exc:
+        attempt.refusal, attempt.status = exc, "aborted"
+        after_call(host, attempt.request, attempt.refused())
+        raise
+
+
+def request_ticket(host: SkillHost, attempt: Attempt) -> None:
+    """Open (or find) the two-person ticket for this call and refuse it with ``ApprovalRequired``.
+
+    Runs after ``ongrid_before_call``, so a call the audit log refuses opens no ticket.
+    """
+    request = attempt.request
+    attempt.status = "needs_approval"
+    try:
+        ticket = _open_ticket(host, request, attempt.decision)
+    except ApprovalError as exc:
+        attempt.refusal = exc
+        return
+    request = attempt.request = attrs.evolve(request, ticket=ticket.id)
+    attempt.refusal = ApprovalRequired(request.tool.name, attempt.decision, ticket, _approval_hint(ticket))
+
+
+def refuse(host: SkillHost, attempt: Attempt) -> None:
+    """Record a refused attempt with the ``ongrid_after_call`` hooks, then raise its refusal."""
+    if attempt.refusal is not None:
+        after_call(host, attempt.request, attempt.refused())
+        raise attempt.refusal
+
+
+def choose_executor(host: SkillHost, attempt: Attempt) -> None:
+    """Ask the ``ongrid_executor`` hooks who runs the tool; nobody is ``SkillUnavailable``."""
+    tool = attempt.request.tool
+    executor: Executor | None = call_hook(host.pm, "ongrid_executor", tool=tool, settings=host.settings)
+    if executor is None:
+        refusal = SkillUnavailable(tool.name, [f"no executor can run tools of kind {tool.kind!r}"])
+        after_call(host, attempt.request, attrs.evolve(attempt.refused(), error=str(refusal)))
+        raise refusal
+    attempt.executor = executor
+
+
+def claim_ticket(host: SkillHost, attempt: Attempt) -> None:
+    """Spend the call's approved ticket, or refuse with why it does not cover this call."""
+    request = attempt.request
+    assert request.ticket is not None
+    try:
+        ticket = host.approvals.claim(
+            request.ticket,
+            tool=request.tool.name,
+            args_digest=request.args_digest,
+            persona=request.persona.name,
+            caller=request.caller,
+            call_id=request.call_id,
+            profile=_profile_digest(request),
+            skill_digest=digest_now(host, request.tool),
+        )
+    except ApprovalError as exc:
+        attempt.refusal, attempt.status = exc, "ticket_refused"
+        refuse(host, attempt)
+    attempt.request = attrs.evolve(request, approvers=ticket.approvers)
+
+
+def after_call(host: SkillHost, request: CallRequest, result: CallResult) -> None:
+    """Tell the ``ongrid_after_call`` hooks (the audit log's end row); a failing hook is logged."""
+    try:
+        call_hook(host.pm, "ongrid_after_call", request=request, result=result)
+    except Exception:
+        logger.exception("an ongrid_after_call hook failed for %s", request.tool.name)
+
+
+# ---------------------------------------------------------------------- the drivers
+
+
+def begin(
+    host: SkillHost,
+    name: str,
+    args: object,
+    persona: PersonaLike,
+    confirm: bool | str,
+    caller: str | None,
+    ticket: str | None,
+    on_event: EventCallback | None,
+    timeout: float | None,
+) -> Attempt:
+    """Every step before the executor runs; returns the attempt ready to run (or raises)."""
+    tool, who = lookup(host, name, persona)
+    attempt = check_arguments(
+        host,
+        tool,
+        who,
+        args,
+        caller=caller,
+        confirm=confirm,
+        ticket=ticket,
+        on_event=on_event,
+        timeout=timeout,
+    )
+    decide(host, attempt)
+    before_call(host, attempt)
+    dual_sign = attempt.decision.verdict is Verdict.DUAL_SIGN
+    if dual_sign and attempt.refusal is None and ticket is None:
+        request_ticket(host, attempt)
+    refuse(host, attempt)
+    choose_executor(host, attempt)
+    if dual_sign:
+        claim_ticket(host, attempt)
+    return attempt
+
+
+def call(
+    host: SkillHost,
+    name: str,
+    args: object,
+    persona: PersonaLike,
+    confirm: bool | str,
+    caller: str | None,
+    ticket: str | None,
+    on_event: EventCallback | None,
+    timeout: float | None,
+) -> CallResult:
+    """Run one call through every step and the executor, waiting for the result."""
+    attempt = begin(host, name, args, persona, confirm, caller, ticket, on_event, timeout)
+    assert attempt.executor is not None
+    try:
+        result = attempt.executor.run(attempt.request)
+    except BaseException as exc:
+        after_call(host, attempt.request, attempt.crashed(exc))
+        raise
+    return _finish(host, attempt, result)
+
+
+async def acall(
+    host: SkillHost,
+    name: str,
+    args: object,
+    persona: PersonaLike,
+    confirm: bool | str,
+    caller: str | None,
+    ticket: str | None,
+    on_event: EventCallback | None,
+    timeout: float | None,
+) -> CallResult:
+    """Like :func:`call` on an event loop; the steps run in a worker thread unless light."""
+    start = functools.partial(begin, host, name, args, persona, confirm, caller, ticket, on_event, timeout)
+    if is_light(host.get(name), args):  # microseconds: a thread hop would cost more
+        attempt = start()
+    else:
+        attempt = await _begin_in_thread(host, start)
+    assert attempt.executor is not None
+    try:
+        result = await attempt.executor.arun(attempt.request)
+    except BaseException as exc:
+        after_call(host, attempt.request, attempt.crashed(exc))
+        raise
+    return _finish(host, attempt, result)
+
+
+async def _begin_in_thread(host: SkillHost, start: Callable[[], Attempt]) -> Attempt:
+    """``start()`` in a worker thread; cancelled meanwhile, the call is recorded as cancelled.
+
+    The thread cannot be stopped: its checks, audit start and ticket claim run to the
+    end, so the attempt is closed here (as ``cancelled``) instead of left in flight.
+    """
+    future = asyncio.ensure_future(asyncio.to_thread(start))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError as cancelled:
+        try:
+            attempt = await future
+        except BaseException:  # refused: begin recorded it already
+            raise cancelled from None
+        after_call(host, attempt.request, attempt.crashed(cancelled))
+        raise
+
+
+def _finish(host: SkillHost, attempt: Attempt, result: CallResult) -> CallResult:
+    request = attempt.request
+    if result.decision is not attempt.decision or result.call_id != request.call_id:
+        result = attrs.evolve(result, decision=attempt.decision, call_id=request.call_id)
+    after_call(host, request, result)
+    return result
+
+
+# ---------------------------------------------------------------------- tickets
+
+
+def _open_ticket(host: SkillHost, request: CallRequest, decision: Decision) -> Ticket:
+    from .schema.redact import redact
+
+    tool = request.tool
+    args, _paths = redact(tool.schema, request.args)
+    return host.approvals.open_ticket(
+        tool=tool.name,
+        args_digest=request.args_digest,
+        persona=request.persona.name,
+        requester=request.caller,
+        args=args,
+        tool_class=tool.tool_class.value,
+        reason=decision.reason,
+        profile=_profile_digest(request),
+        skill_digest=digest_now(host, tool),
+        call_args=request.args,
+    )
+
+
+def digest_now(host: SkillHost, tool: Tool) -> str:
+    """The digest of ``tool``'s skill as its files are now (what a ticket is bound to)."""
+    skill = host.registry.snapshot.skills.get(tool.skill)
+    if skill is None or tool not in skill.tools:
+        return tool.digest
+    return skill_digest(skill).digest
+
+
+def _approval_hint(ticket: Ticket) -> str:
+    expires = ticket.to_dict()["expires"]
+    if ticket.status == "approved":
+        return (
+            f"ticket {ticket.id} is approved by {', '.join(ticket.approvers)}: run the same call again "
+            f"with ticket={ticket.id!r} (--ticket {ticket.id}) before {expires}"
+        )
+    return (
+        f"ticket {ticket.id} has {len(ticket.approvals)} of {ticket.required} approvals: two people other "
+        f"than {ticket.requester} approve it with `ongrid-skills approvals approve {ticket.id}`, then run "
+        f"the same call again with ticket={ticket.id!r} (--ticket {ticket.id}) before {expires}"
+    )
+
+
+def _profile_digest(request: CallRequest) -> str:
+    """What a ticket binds of the call's sandbox profile."""
+    return request.sandbox.digest if request.sandbox is not None else ""
+
+
+# ---------------------------------------------------------------------- small rules
+
+# Call ids must be unique, not secret: a random per-process prefix and a
+# counter cost a tenth of uuid4() on the per-call path.
+_CALL_PREFIX = os.urandom(6).hex()
+_CALL_COUNTER = itertools.count(1)
+
+
+def _next_call_id() -> str:
+    return f"{_CALL_PREFIX}{next(_CALL_COUNTER):010x}"
+
+
+def _confirmed(request: CallRequest) -> bool:
+    if request.confirm is True:
+        return True
+    return isinstance(request.confirm, str) and request.confirm == request.args_digest
+
+
+def _check_timeout(timeout: float | None) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        message = f"timeout must be a positive number of seconds, got {timeout!r}"
+        raise ConfigError(message)
+    return float(timeout)
