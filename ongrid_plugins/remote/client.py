@@ -113,7 +113,9 @@ class _Subscriber:
                 conn.queues[name], conn.confirmed[name] = box, done
             try:
                 conn.pubsub.subscribe(name)
-            except (redis.RedisError, OSError):
+            except (redis.RedisError, OSError, ValueError):
+                # ValueError: the reader thread found the connection dead and closed its socket
+                # while this call was subscribing on it ("I/O operation on closed file").
                 self._drop(conn)
                 if attempt == 2:
                     raise
@@ -133,7 +135,7 @@ class _Subscriber:
             conn.queues.pop(name, None)
             conn.confirmed.pop(name, None)
         if not conn.dead and conn.pid == os.getpid():
-            with contextlib.suppress(redis.RedisError, OSError):
+            with contextlib.suppress(redis.RedisError, OSError, ValueError):
                 conn.pubsub.unsubscribe(name)
 
     def _connected(self) -> _Connection:
