@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sized
 from typing import Any, Final, cast
 
+from .bounds import NUMBER_BOUNDS, SIZE_BOUNDS
 from .metaschema import _JSON_TYPES
 from .subschemas import (
     _clip,
@@ -234,15 +235,9 @@ _DEFAULT_RULES: Final[dict[str, _DefaultRule]] = {
     "type": _accept_type,
     "enum": _accept_enum,
     "const": _accept_const,
-    "minimum": _bound(lambda instance, limit: not instance < limit),
-    "maximum": _bound(lambda instance, limit: not instance > limit),
-    "exclusiveMinimum": _bound(lambda instance, limit: not instance <= limit),
-    "exclusiveMaximum": _bound(lambda instance, limit: not instance >= limit),
+    **{keyword: _bound(compare) for keyword, compare in NUMBER_BOUNDS.items()},
     "multipleOf": _accept_multiple_of,
-    "minLength": _size(str, lambda length, limit: not length < limit),
-    "maxLength": _size(str, lambda length, limit: not length > limit),
-    "minItems": _size(list, lambda length, limit: not length < limit),
-    "maxItems": _size(list, lambda length, limit: not length > limit),
+    **{keyword: _size(kind, compare) for keyword, (kind, compare) in SIZE_BOUNDS.items()},
     "pattern": _accept_pattern,
     "uniqueItems": _accept_unique,
     "items": _accept_items,

@@ -25,6 +25,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
+from ..bounds import NUMBER_BOUNDS, SIZE_BOUNDS
 from .regex import RegexError, compile_regex, regex_search
 
 __all__ = ["compile_accepts"]
@@ -341,15 +342,9 @@ _BUILDERS: Final[dict[str, Callable[[Any, int], Accepts]]] = {
     "type": _type,
     "enum": _enum,
     "const": _const,
-    "minimum": _bound(lambda instance, limit: not instance < limit),
-    "maximum": _bound(lambda instance, limit: not instance > limit),
-    "exclusiveMinimum": _bound(lambda instance, limit: not instance <= limit),
-    "exclusiveMaximum": _bound(lambda instance, limit: not instance >= limit),
+    **{keyword: _bound(compare) for keyword, compare in NUMBER_BOUNDS.items()},
     "multipleOf": _multiple_of,
-    "minLength": _size(str, lambda length, limit: not length < limit),
-    "maxLength": _size(str, lambda length, limit: not length > limit),
-    "minItems": _size(list, lambda length, limit: not length < limit),
-    "maxItems": _size(list, lambda length, limit: not length > limit),
+    **{keyword: _size(kind, compare) for keyword, (kind, compare) in SIZE_BOUNDS.items()},
     "pattern": _pattern,
     "uniqueItems": _unique,
     "items": _items,
