@@ -546,6 +546,27 @@ def test_the_result_connection_comes_back_after_redis_dropped_it(
     assert result.value == {"n": 2}
 
 
+def test_a_subscribe_racing_the_reader_closing_a_dead_connection_gets_a_fresh_one(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader thread closes a dead connection's socket while a call subscribes on it."""
+    from ongrid_plugins.remote.client import _subscriber
+
+    host = _host(tmp_path, broker, runs)
+    assert host.call("alpha", {"n": 1}).ok
+    dying = _subscriber(broker, host.settings.broker_timeout).current
+    assert dying is not None
+
+    def closed_under_us(*_channels: str) -> None:
+        raise ValueError("I/O operation on closed file.")
+
+    monkeypatch.setattr(dying.pubsub, "subscribe", closed_under_us)
+    result = host.call("alpha", {"n": 2})
+    assert result.ok, result.error
+    assert result.value == {"n": 2}
+    assert _subscriber(broker, host.settings.broker_timeout).current is not dying
+
+
 def test_a_forked_host_process_gets_its_own_result_connection(
     broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
 ) -> None:
