@@ -7,7 +7,10 @@ a body this document does not describe.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
+
+import attrs
 
 from ..audit import OUTCOMES
 
@@ -211,163 +214,186 @@ def _responses(ok: dict[str, Any], *codes: str) -> dict[str, Any]:
     return out
 
 
-def _name(param: str) -> list[dict[str, Any]]:
-    return [
-        {"name": param, "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[^/]+$"}}
-    ]
+def _name(param: str) -> dict[str, Any]:
+    return {"name": param, "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[^/]+$"}}
 
 
 def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
 
 
-def _body(name: str) -> dict[str, Any]:
-    return {"required": False, "content": {"application/json": {"schema": _ref(name)}}}
-
-
 _CALL_ERRORS = ("400", "401", "403", "404", "408", "409", "413", "422", "429", "503")
 _TICKET_ERRORS = ("400", "401", "403", "404", "408", "409", "413", "503")
+_SSE_CALL = {
+    "description": "server-sent events: start, log (one per stderr line), exit, then result or error",
+    "content": {"text/event-stream": {"schema": _STR}},
+}
+_SSE_CATALOG = {
+    "description": "server-sent events: ready, then added / changed / removed / stale, "
+    "each with the skill's name, digest, previous digest, path and tools",
+    "content": {"text/event-stream": {"schema": _STR}},
+}
+
+
+@attrs.frozen
+class _Op:
+    """One operation of the document: a row of :data:`_OPERATIONS`."""
+
+    path: str
+    method: str
+    summary: str
+    ok: dict[str, Any]
+    """The 200 answer."""
+    errors: tuple[str, ...]
+    """The error statuses it may answer (described by :data:`_ERRORS`)."""
+    params: tuple[dict[str, Any], ...] = ()
+    body: str = ""
+    """The schema of its JSON body, if it takes one."""
+    body_required: bool = False
+    extra: dict[str, Any] = attrs.field(factory=dict)
+    """Keys written before ``responses`` (``security``, ``x-endless-stream``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"summary": self.summary}
+        if self.params:
+            out["parameters"] = list(self.params)
+        if self.body:
+            body = {"required": False, "content": {"application/json": {"schema": _ref(self.body)}}}
+            out["requestBody"] = {**body, "required": True} if self.body_required else body
+        out.update(self.extra)
+        out["responses"] = _responses(self.ok, *self.errors)
+        return out
+
+
+_HEALTHZ = {
+    "description": "alive",
+    "content": {"application/json": {"schema": _obj({"status": {"const": "ok"}})}},
+}
+_OPERATIONS = (
+    # ------------------------------------------------------------ open
+    _Op("/healthz", "get", "Liveness (no token needed)", _HEALTHZ, (), extra={"security": []}),
+    # ------------------------------------------------------------ skills
+    _Op(
+        "/v1/skills",
+        "get",
+        "The tools the token's persona may call",
+        _json("ToolList", "the tools"),
+        ("400", "401"),
+        params=(_query("category", _STR, "only this category"), _query("class", _CLASS, "only this class")),
+    ),
+    _Op(
+        "/v1/skills/{name}",
+        "get",
+        "One tool: its schema, class and what the persona needs to call it",
+        _json("Tool", "the tool"),
+        ("401", "404"),
+        params=(_name("name"),),
+    ),
+    _Op(
+        "/v1/skills/{name}/execute",
+        "post",
+        "Run a tool as the token's persona and identity",
+        _json("ExecuteResult", "the result, or the skill's failure"),
+        _CALL_ERRORS,
+        params=(_name("name"),),
+        body="ExecuteRequest",
+    ),
+    _Op(
+        "/v1/skills/{name}/execute/stream",
+        "post",
+        "Run a tool, streaming its log lines, then the result (server-sent events)",
+        _SSE_CALL,
+        _CALL_ERRORS,
+        params=(_name("name"),),
+        body="ExecuteRequest",
+    ),
+    # ------------------------------------------------------------ approvals
+    _Op(
+        "/v1/approvals",
+        "get",
+        "Two-person approval tickets, newest first",
+        _json("TicketList", "the tickets"),
+        ("400", "401", "503"),
+        params=(_query("status", {"type": "string", "enum": _TICKET_STATUS}, "only this status"),),
+    ),
+    _Op(
+        "/v1/approvals",
+        "post",
+        "Open a ticket for a call another host will make, as the token's identity",
+        _json("Ticket", "the ticket (the open one, if this requester asked before)"),
+        ("400", "401", "404", "413", "503"),
+        body="OpenTicketRequest",
+        body_required=True,
+    ),
+    _Op(
+        "/v1/approvals/{ticket_id}",
+        "get",
+        "One ticket",
+        _json("Ticket", "the ticket"),
+        ("401", "404", "503"),
+        params=(_name("ticket_id"),),
+    ),
+    _Op(
+        "/v1/approvals/{ticket_id}/approve",
+        "post",
+        "Approve a ticket as the token's identity (a dual-sign-required persona)",
+        _json("Ticket", "the ticket, approved by one more"),
+        _TICKET_ERRORS,
+        params=(_name("ticket_id"),),
+        body="ApproveRequest",
+    ),
+    _Op(
+        "/v1/approvals/{ticket_id}/reject",
+        "post",
+        "Reject a ticket (a dual-sign-required persona, or its requester withdrawing it)",
+        _json("Ticket", "the rejected ticket"),
+        _TICKET_ERRORS,
+        params=(_name("ticket_id"),),
+        body="RejectRequest",
+    ),
+    _Op(
+        "/v1/approvals/{ticket_id}/claim",
+        "post",
+        "Spend an approved ticket for exactly this call (its requester, once)",
+        _json("Ticket", "the ticket, now executed"),
+        _TICKET_ERRORS,
+        params=(_name("ticket_id"),),
+        body="ClaimRequest",
+        body_required=True,
+    ),
+    # ------------------------------------------------------------ audit and events
+    _Op(
+        "/v1/audit",
+        "get",
+        "Rows of the audit log (a dual-sign-required persona)",
+        _json("AuditList", "the rows, oldest first"),
+        ("400", "401", "403", "503"),
+        params=(
+            _query("tool", _STR, "only calls of this tool"),
+            _query("outcome", {"type": "string", "enum": list(OUTCOMES)}, "only this outcome"),
+            _query(
+                "since", {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}, "only rows after this seq"
+            ),
+            _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "at most this many"),
+        ),
+    ),
+    _Op(
+        "/v1/events",
+        "get",
+        "Catalog changes as they happen (server-sent events, never ends by itself)",
+        _SSE_CATALOG,
+        ("400", "401"),
+        extra={"x-endless-stream": True},
+    ),
+)
 
 
 def _paths() -> dict[str, Any]:
-    sse: dict[str, Any] = {
-        "description": "server-sent events: start, log (one per stderr line), exit, then result or error",
-        "content": {"text/event-stream": {"schema": _STR}},
-    }
-    return {
-        "/healthz": {
-            "get": {
-                "summary": "Liveness (no token needed)",
-                "security": [],
-                "responses": {
-                    "200": {
-                        "description": "alive",
-                        "content": {"application/json": {"schema": _obj({"status": {"const": "ok"}})}},
-                    }
-                },
-            }
-        },
-        "/v1/skills": {
-            "get": {
-                "summary": "The tools the token's persona may call",
-                "parameters": [
-                    _query("category", _STR, "only this category"),
-                    _query("class", _CLASS, "only this class"),
-                ],
-                "responses": _responses(_json("ToolList", "the tools"), "400", "401"),
-            }
-        },
-        "/v1/skills/{name}": {
-            "get": {
-                "summary": "One tool: its schema, class and what the persona needs to call it",
-                "parameters": _name("name"),
-                "responses": _responses(_json("Tool", "the tool"), "401", "404"),
-            }
-        },
-        "/v1/skills/{name}/execute": {
-            "post": {
-                "summary": "Run a tool as the token's persona and identity",
-                "parameters": _name("name"),
-                "requestBody": _body("ExecuteRequest"),
-                "responses": _responses(
-                    _json("ExecuteResult", "the result, or the skill's failure"), *_CALL_ERRORS
-                ),
-            }
-        },
-        "/v1/skills/{name}/execute/stream": {
-            "post": {
-                "summary": "Run a tool, streaming its log lines, then the result (server-sent events)",
-                "parameters": _name("name"),
-                "requestBody": _body("ExecuteRequest"),
-                "responses": _responses(sse, *_CALL_ERRORS),
-            }
-        },
-        "/v1/approvals": {
-            "get": {
-                "summary": "Two-person approval tickets, newest first",
-                "parameters": [
-                    _query("status", {"type": "string", "enum": _TICKET_STATUS}, "only this status")
-                ],
-                "responses": _responses(_json("TicketList", "the tickets"), "400", "401", "503"),
-            },
-            "post": {
-                "summary": "Open a ticket for a call another host will make, as the token's identity",
-                "requestBody": {**_body("OpenTicketRequest"), "required": True},
-                "responses": _responses(
-                    _json("Ticket", "the ticket (the open one, if this requester asked before)"),
-                    "400",
-                    "401",
-                    "404",
-                    "413",
-                    "503",
-                ),
-            },
-        },
-        "/v1/approvals/{ticket_id}": {
-            "get": {
-                "summary": "One ticket",
-                "parameters": _name("ticket_id"),
-                "responses": _responses(_json("Ticket", "the ticket"), "401", "404", "503"),
-            }
-        },
-        "/v1/approvals/{ticket_id}/approve": {
-            "post": {
-                "summary": "Approve a ticket as the token's identity (a dual-sign-required persona)",
-                "parameters": _name("ticket_id"),
-                "requestBody": _body("ApproveRequest"),
-                "responses": _responses(_json("Ticket", "the ticket, approved by one more"), *_TICKET_ERRORS),
-            }
-        },
-        "/v1/approvals/{ticket_id}/reject": {
-            "post": {
-                "summary": "Reject a ticket (a dual-sign-required persona, or its requester withdrawing it)",
-                "parameters": _name("ticket_id"),
-                "requestBody": _body("RejectRequest"),
-                "responses": _responses(_json("Ticket", "the rejected ticket"), *_TICKET_ERRORS),
-            }
-        },
-        "/v1/approvals/{ticket_id}/claim": {
-            "post": {
-                "summary": "Spend an approved ticket for exactly this call (its requester, once)",
-                "parameters": _name("ticket_id"),
-                "requestBody": {**_body("ClaimRequest"), "required": True},
-                "responses": _responses(_json("Ticket", "the ticket, now executed"), *_TICKET_ERRORS),
-            }
-        },
-        "/v1/audit": {
-            "get": {
-                "summary": "Rows of the audit log (a dual-sign-required persona)",
-                "parameters": [
-                    _query("tool", _STR, "only calls of this tool"),
-                    _query("outcome", {"type": "string", "enum": list(OUTCOMES)}, "only this outcome"),
-                    _query(
-                        "since",
-                        {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
-                        "only rows after this seq",
-                    ),
-                    _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "at most this many"),
-                ],
-                "responses": _responses(
-                    _json("AuditList", "the rows, oldest first"), "400", "401", "403", "503"
-                ),
-            }
-        },
-        "/v1/events": {
-            "get": {
-                "summary": "Catalog changes as they happen (server-sent events, never ends by itself)",
-                "x-endless-stream": True,
-                "responses": _responses(
-                    {
-                        "description": "server-sent events: ready, then added / changed / removed / stale, "
-                        "each with the skill's name, digest, previous digest, path and tools",
-                        "content": {"text/event-stream": {"schema": _STR}},
-                    },
-                    "400",
-                    "401",
-                ),
-            }
-        },
-    }
+    """The ``paths`` of the document, one operation per row of :data:`_OPERATIONS` (fresh dicts)."""
+    paths: dict[str, Any] = {}
+    for op in _OPERATIONS:
+        paths.setdefault(op.path, {})[op.method] = copy.deepcopy(op.to_dict())
+    return paths
 
 
 def document() -> dict[str, Any]:

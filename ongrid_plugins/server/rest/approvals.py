@@ -1,0 +1,132 @@
+"""``/v1/approvals``: two-person tickets, read, opened, approved, rejected and claimed over HTTP.
+
+The token's identity signs (``approver``) and asks (``requester``), so the store's rules
+-- never your own ticket, never twice -- hold between tokens. Tickets are read as the
+audit log is, by a dual-sign-required persona, or by their requester; a ticket another
+token may not read is answered as if absent.
+"""
+
+from __future__ import annotations
+
+from ...errors import ApprovalError
+from ...gate.tickets import STATUSES
+from ...models import args_digest
+from ...schema.redact import redact
+from .. import missing_extra
+from ..responses import ApiError, api_error
+from ..tokens import Principal
+from .api import Api
+from .bodies import fields, query, required
+
+try:
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise missing_extra("server", "starlette") from exc
+
+__all__ = ["approve", "claim", "get_approval", "list_approvals", "open_approval", "reject"]
+
+
+async def list_approvals(api: Api, request: Request, who: Principal) -> Response:
+    """``GET /v1/approvals``: the tickets this token may read, newest first."""
+    status = query(request, "status").get("status")
+    if status is not None and status not in STATUSES:
+        raise ApiError(400, "bad_request", f"status must be one of {', '.join(STATUSES)}")
+    tickets = await api.in_thread(api.host.tickets, status)
+    if not api.signs(who):  # tickets are read as the audit log is, or by their requester
+        tickets = [t for t in tickets if t.requester == who.identity]
+    return JSONResponse({"items": [t.to_dict() for t in tickets], "total": len(tickets)})
+
+
+async def get_approval(api: Api, request: Request, who: Principal) -> Response:
+    """``GET /v1/approvals/{ticket_id}``: one ticket."""
+    query(request)
+    ticket_id = request.path_params["ticket_id"]
+    ticket = await api.in_thread(api.host.ticket, ticket_id)
+    if not api.signs(who) and ticket.requester != who.identity:
+        message = f"no approval ticket {ticket_id!r} (see `ongrid-skills approvals list`)"
+        raise api_error(ApprovalError("unknown", ticket_id, message))  # as if absent
+    return JSONResponse(ticket.to_dict())
+
+
+async def approve(api: Api, request: Request, who: Principal) -> Response:
+    """``POST /v1/approvals/{ticket_id}/approve``: sign the ticket as the token's identity."""
+    ticket_id = request.path_params["ticket_id"]
+    body = fields(await api.json(request), {"note": str, "sop": (str, type(None))})
+    if not api.signs(who):
+        message = f"persona {who.persona} may not approve: approving needs a dual-sign-required persona"
+        raise ApiError(403, "forbidden", message)
+    ticket = await api.in_thread(
+        lambda: api.host.approve(
+            ticket_id, approver=who.identity, note=body.get("note", ""), sop=body.get("sop")
+        )
+    )
+    return JSONResponse(ticket.to_dict())
+
+
+async def reject(api: Api, request: Request, who: Principal) -> Response:
+    """``POST /v1/approvals/{ticket_id}/reject``: reject it, or withdraw one's own."""
+    ticket_id = request.path_params["ticket_id"]
+    body = fields(await api.json(request), {"note": str})
+    ticket = await api.in_thread(api.host.ticket, ticket_id)
+    if not api.signs(who) and ticket.requester != who.identity:
+        message = "only a dual-sign-required persona, or its requester (withdrawing it), may reject a ticket"
+        raise ApiError(403, "forbidden", message)
+    ticket = await api.in_thread(
+        lambda: api.host.reject(ticket_id, approver=who.identity, note=body.get("note", ""))
+    )
+    return JSONResponse(ticket.to_dict())
+
+
+async def open_approval(api: Api, request: Request, who: Principal) -> Response:
+    """Open (or find) a ticket for a call another host wants to make, requested by the token's identity.
+
+    The server works out the digest and the redaction from the arguments itself, so
+    what approvers read is what the ticket covers.
+    """
+    allowed = {"tool": str, "params": dict, "persona": str, "reason": str}
+    body = required(fields(await api.json(request), allowed), "tool", "params", "persona")
+    tool = api.tool(body["tool"], who)
+    if body["persona"] not in {p.name for p in await run_in_threadpool(api.host.personas)}:
+        raise ApiError(400, "bad_request", f"persona {body['persona']!r} does not exist on this server")
+    digest = args_digest(tool.name, body["params"])
+    shown, _paths = redact(tool.schema, body["params"])
+    ticket = await api.in_thread(
+        lambda: api.host.approvals.open_ticket(
+            tool=tool.name,
+            args_digest=digest,
+            persona=body["persona"],
+            requester=who.identity,
+            args=shown,
+            tool_class=tool.tool_class.value,
+            reason=body.get("reason", ""),
+            profile=api.host.sandbox_profile(tool).digest,  # the profile as this server runs it
+            skill_digest=api.host._digest_now(tool),  # and its files as they are now
+        )
+    )
+    return JSONResponse(ticket.to_dict())
+
+
+async def claim(api: Api, request: Request, who: Principal) -> Response:
+    """Spend an approved ticket for the call its requester's host is about to make."""
+    ticket_id = request.path_params["ticket_id"]
+    allowed = {"tool": str, "args_digest": str, "persona": str, "call_id": str}
+    body = required(fields(await api.json(request), allowed), *allowed)
+    ticket = await api.in_thread(api.host.ticket, ticket_id)
+    if ticket.requester.strip().casefold() != who.identity.strip().casefold():
+        message = f"only the requester of ticket {ticket_id} ({ticket.requester}) may run it over the server"
+        raise ApiError(403, "forbidden", message)
+    ticket = await api.in_thread(
+        lambda: api.host.approvals.claim(
+            ticket_id,
+            tool=body["tool"],
+            args_digest=body["args_digest"],
+            persona=body["persona"],
+            caller=who.identity,
+            call_id=body["call_id"],
+            profile=api.host.sandbox_profile(api.tool(body["tool"], who)).digest,
+            skill_digest=api.host._digest_now(api.tool(body["tool"], who)),
+        )
+    )
+    return JSONResponse(ticket.to_dict())
