@@ -81,10 +81,34 @@ def render_fields(
 def _field(name: str, spec: Mapping[str, Any], required: bool, value: str | None, error: str | None) -> str:
     kind = _kind(spec)
     ident = "f-" + "".join(c if c.isalnum() else "-" for c in name)
-    field = PREFIX + name
     default = spec.get("default")
     if value is None and default is not None:
         value = default if isinstance(default, str) else json.dumps(default)
+    common = _common(ident, PREFIX + name, spec, kind, required, error)
+    label_text = esc(str(spec.get("title") or name))
+    marker = ' <span class="req" aria-hidden="true">*</span>' if required and kind != "boolean" else ""
+    type_text = esc(_type_text(spec, kind))
+    label = f'<label for="{ident}">{label_text}{marker} <span class="type">{type_text}</span></label>'
+    control = _control(kind, spec, common, required, value)
+    if kind == "boolean":  # the box sits inside its label
+        label = (
+            f'<label for="{ident}" class="check">{control} {label_text} '
+            '<span class="type">boolean</span></label>'
+        )
+        control = ""
+    parts = [f'<div class="field{" has-error" if error else ""}">', label, control]
+    if spec.get("description"):
+        parts.append(f'<p class="help" id="{ident}-help">{esc(str(spec["description"]))}</p>')
+    if error:
+        parts.append(f'<p class="field-error" id="{ident}-error" role="alert">{esc(error)}</p>')
+    parts.append("</div>")
+    return "".join(p for p in parts if p)
+
+
+def _common(
+    ident: str, field: str, spec: Mapping[str, Any], kind: str, required: bool, error: str | None
+) -> list[str]:
+    """The attributes every control has: id, name, its description and error, required."""
     common = [f'id="{ident}"', f'name="{attr(field)}"']
     described = []
     if spec.get("description"):
@@ -96,51 +120,38 @@ def _field(name: str, spec: Mapping[str, Any], required: bool, value: str | None
         common.append(f'aria-describedby="{" ".join(described)}"')
     if required and kind != "boolean":
         common.append("required")
-    label_text = esc(str(spec.get("title") or name))
-    marker = ' <span class="req" aria-hidden="true">*</span>' if required and kind != "boolean" else ""
-    type_text = esc(_type_text(spec, kind))
-    label = f'<label for="{ident}">{label_text}{marker} <span class="type">{type_text}</span></label>'
+    return common
+
+
+def _control(kind: str, spec: Mapping[str, Any], common: list[str], required: bool, value: str | None) -> str:
+    """The input of one field: a select, a checkbox, a number or text box, or a JSON text area."""
     if kind == "enum":
         options = [] if required else ['<option value="">(not set)</option>']
         for option in spec["enum"]:
             text = str(option) if isinstance(option, str) else json.dumps(option)
             chosen = " selected" if value is not None and text == value else ""
             options.append(f'<option value="{attr(text)}"{chosen}>{esc(text)}</option>')
-        control = f"<select {' '.join(common)}>{''.join(options)}</select>"
-    elif kind == "boolean":
+        return f"<select {' '.join(common)}>{''.join(options)}</select>"
+    if kind == "boolean":
         checked = " checked" if value in ("true", "on", True) else ""
-        control = f'<input type="checkbox" value="true" {" ".join(common)}{checked}>'
-        label = (
-            f'<label for="{ident}" class="check">{control} {label_text} '
-            '<span class="type">boolean</span></label>'
-        )
-        control = ""
-    elif kind in ("integer", "number"):
+        return f'<input type="checkbox" value="true" {" ".join(common)}{checked}>'
+    shown = f' value="{attr(value)}"' if value is not None else ""
+    if kind in ("integer", "number"):
         limits = [f'step="{"1" if kind == "integer" else "any"}"', 'inputmode="decimal"']
         for key, html_key in (("minimum", "min"), ("maximum", "max")):
             if isinstance(spec.get(key), int | float) and not isinstance(spec.get(key), bool):
                 limits.append(f'{html_key}="{attr(str(spec[key]))}"')
-        shown = f' value="{attr(value)}"' if value is not None else ""
-        control = f'<input type="number" {" ".join(common + limits)}{shown}>'
-    elif kind == "string":
+        return f'<input type="number" {" ".join(common + limits)}{shown}>'
+    if kind == "string":
         limits = []
         for key, html_key in (("minLength", "minlength"), ("maxLength", "maxlength")):
             if isinstance(spec.get(key), int) and not isinstance(spec.get(key), bool):
                 limits.append(f'{html_key}="{spec[key]}"')
         if isinstance(spec.get("pattern"), str):
             limits.append(f'data-pattern="{attr(spec["pattern"])}"')
-        shown = f' value="{attr(value)}"' if value is not None else ""
-        control = f'<input type="text" autocomplete="off" {" ".join(common + limits)}{shown}>'
-    else:
-        text = esc(value) if value is not None else ""
-        control = f'<textarea rows="3" data-json="1" spellcheck="false" {" ".join(common)}>{text}</textarea>'
-    parts = [f'<div class="field{" has-error" if error else ""}">', label, control]
-    if spec.get("description"):
-        parts.append(f'<p class="help" id="{ident}-help">{esc(str(spec["description"]))}</p>')
-    if error:
-        parts.append(f'<p class="field-error" id="{ident}-error" role="alert">{esc(error)}</p>')
-    parts.append("</div>")
-    return "".join(p for p in parts if p)
+        return f'<input type="text" autocomplete="off" {" ".join(common + limits)}{shown}>'
+    text = esc(value) if value is not None else ""
+    return f'<textarea rows="3" data-json="1" spellcheck="false" {" ".join(common)}>{text}</textarea>'
 
 
 def _type_text(spec: Mapping[str, Any], kind: str) -> str:
