@@ -10,9 +10,10 @@ from __future__ import annotations
 import datetime
 import html
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["attr", "badge", "esc", "iso", "page", "pretty_json", "relative"]
+__all__ = ["attr", "badge", "esc", "iso", "options", "page", "pretty_json", "relative", "short"]
 
 
 def esc(value: object) -> str:
@@ -103,3 +104,18 @@ def page(
         f'<header class="top"><a class="brand" href="/">ongrid console</a>{nav}{user}</header>'
         f'<main id="main" tabindex="-1">{messages}{body}</main></body></html>\n'
     )
+
+
+def options(name: str, choices: Sequence[tuple[str, str]], query: Mapping[str, str]) -> str:
+    """The ``<option>`` elements of the filter ``name``, the one ``query`` chose selected."""
+    chosen = query.get(name, "")
+    return "".join(
+        f'<option value="{attr(value)}"{" selected" if value == chosen else ""}>{esc(text)}</option>'
+        for value, text in choices
+    )
+
+
+def short(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
