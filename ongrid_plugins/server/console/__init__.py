@@ -20,10 +20,28 @@ refused, and every answer carries a strict ``Content-Security-Policy``: no inlin
 script or style, no third-party origin -- the one stylesheet and the one script are
 files of this package (``static/``), so the console works without any CDN.
 
+The modules, one job each:
+
+* :mod:`.app` -- :func:`console_routes`: the route table and the static files;
+* :mod:`.state` -- :class:`~.state.Console`, what the handlers share: host, tokens,
+  sessions, running and held calls, the chain status and the entry digests;
+* :mod:`.guard` -- what every answer passes through: the hardening headers, the session
+  check, the same-origin and CSRF checks of a POST, the page frame;
+* :mod:`.sessions` -- session cookies, their CSRF tokens and flashes, idle expiry;
+* the handlers, one module per page: :mod:`.signin`, :mod:`.tools` (catalog, tool page,
+  runs), :mod:`.approvals`, :mod:`.audit`, :mod:`.live` (``/events``);
+* the HTML, no I/O: :mod:`.html` (escaping, the frame, small parts), :mod:`.forms` (a
+  schema as a form and back), :mod:`.pages` (sign-in, catalog, tool),
+  :mod:`.approval_pages`, :mod:`.audit_pages`;
+* :mod:`.digests` -- file fingerprints and the memo of entry-file digests.
+
 Layering: a surface. It may import the host (:mod:`ongrid_plugins.host`), the values and
 errors of the core, :mod:`ongrid_plugins.server.tokens` and
 :mod:`ongrid_plugins.server.responses`, and Starlette; nothing below the server layer
 imports it. :mod:`ongrid_plugins.server.rest` mounts it (:func:`console_routes`).
+Inside the folder the HTML modules import only each other (and the core's values); the
+handlers import them, :mod:`.guard`, :mod:`.state` and the helpers; only :mod:`.app`
+imports the handlers (``tests/test_imports.py`` checks these rules).
 """
 
 from __future__ import annotations

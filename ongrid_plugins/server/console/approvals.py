@@ -1,0 +1,166 @@
+"""The console's approvals page: two-person tickets, approved or rejected as the signed-in identity.
+
+Never one's own ticket: the page offers no button, and the store refuses anyway. A
+call the console holds (:attr:`.Console.held`) runs in the background as its
+requester once its ticket is approved here, or when its requester asks after an
+approval given elsewhere; its progress shows on the ticket's card.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from ...errors import ApprovalError, OngridError
+from .. import missing_extra
+from . import approval_pages
+from .guard import respond
+from .sessions import Session
+from .state import Console, Held
+
+try:
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, RedirectResponse, Response
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise missing_extra("server", "starlette") from exc
+
+__all__ = ["approvals", "approve", "reject", "run_approved"]
+
+logger = logging.getLogger(__name__)
+
+_FINISHED = ("rejected", "executed", "expired")
+
+
+async def approvals(console: Console, request: Request, session: Session, form: dict[str, str]) -> Response:
+    """``GET /approvals``: the tickets, pending first (``?part=list``: only the live list)."""
+    tickets = await run_in_threadpool(_tickets, console)
+    who = session.principal
+    listing = approval_pages.ticket_list(
+        tickets,
+        me=who.identity,
+        can_sign=console.signs(who),
+        persona=who.persona,
+        csrf=session.csrf,
+        running=console.progress,
+        held=set(console.held),
+    )
+    if request.query_params.get("part") == "list":
+        return HTMLResponse(listing)
+    body = approval_pages.approvals_body(listing)
+    return respond("Approvals", body, 200, session, current="approvals", live="approvals")
+
+
+def _tickets(console: Console) -> list[Any]:
+    try:
+        tickets = console.host.tickets()
+    except ApprovalError as exc:
+        logger.error("console: %s", exc)
+        return []
+    for ticket in tickets:  # forget held calls whose ticket can no longer run
+        if ticket.status in _FINISHED:
+            console.held.pop(ticket.id, None)
+    closed = [t for t in tickets if t.status in _FINISHED][:50]
+    return [t for t in tickets if t.status not in _FINISHED] + closed
+
+
+async def approve(console: Console, request: Request, session: Session, form: dict[str, str]) -> Response:
+    """``POST /approvals/{ticket_id}/approve``: sign; the last approval starts a held call."""
+    ticket_id = request.path_params["ticket_id"]
+    who = session.principal
+    if not console.signs(who):
+        message = f"Your persona {who.persona} cannot approve: that takes a dual-sign-required persona."
+        return await _refused(console, request, session, message)
+    note = form.get("note", "")[:2000]
+    try:
+        ticket = await run_in_threadpool(
+            lambda: console.host.approve(ticket_id, approver=who.identity, note=note)
+        )
+    except ApprovalError as exc:
+        return await _refused(console, request, session, approval_pages.rule_text(exc.reason, str(exc)))
+    if ticket.status == "approved":
+        held = console.held.pop(ticket.id, None)
+        if held is not None:
+            _start_held(console, ticket.id, held)
+            session.say(
+                "ok", f"You approved ticket {ticket.id}: it is approved, and runs now for {held.caller}."
+            )
+        else:
+            session.say(
+                "ok", f"You approved ticket {ticket.id}: it is approved; {ticket.requester} may run it once."
+            )
+    else:
+        session.say("ok", f"You approved ticket {ticket.id} ({len(ticket.approvals)} of {ticket.required}).")
+    return RedirectResponse(f"/approvals#t-{ticket.id}", 303)
+
+
+async def run_approved(
+    console: Console, request: Request, session: Session, form: dict[str, str]
+) -> Response:
+    """The requester runs the call the console holds for an approved ticket (approved elsewhere)."""
+    ticket_id = request.path_params["ticket_id"]
+    held = console.held.get(ticket_id)
+    if held is None:
+        message = (
+            f"The console holds no call for ticket {ticket_id} (it was asked elsewhere, or the server "
+            "restarted): run it where it was asked, with its ticket."
+        )
+        return await _refused(console, request, session, message)
+    if held.caller.strip().casefold() != session.principal.identity.strip().casefold():
+        return await _refused(
+            console, request, session, f"Only {held.caller}, who asked for it, runs this call."
+        )
+    console.held.pop(ticket_id, None)
+    _start_held(console, ticket_id, held)
+    session.say("ok", f"Running the approved call of ticket {ticket_id}.")
+    return RedirectResponse(f"/approvals#t-{ticket_id}", 303)
+
+
+def _start_held(console: Console, ticket_id: str, held: Held) -> None:
+    console.progress[ticket_id] = f"running now, as {held.caller}"
+    task = asyncio.ensure_future(_run_held(console, ticket_id, held))
+    console.tasks.add(task)
+    task.add_done_callback(console.tasks.discard)
+
+
+async def _run_held(console: Console, ticket_id: str, held: Held) -> None:
+    try:
+        result = await console.host.acall(
+            held.tool, held.args, persona=held.persona, caller=held.caller, ticket=ticket_id
+        )
+        console.progress[ticket_id] = f"ran: {result.outcome}"
+    except OngridError as exc:
+        console.progress[ticket_id] = f"could not run: {exc}"
+    except Exception as exc:  # a background task: log, never lose it silently
+        logger.exception("console: the approved call of ticket %s crashed", ticket_id)
+        console.progress[ticket_id] = f"crashed: {exc!r}"
+
+
+async def reject(console: Console, request: Request, session: Session, form: dict[str, str]) -> Response:
+    """``POST /approvals/{ticket_id}/reject``: reject it (a signer), or withdraw one's own."""
+    ticket_id = request.path_params["ticket_id"]
+    who = session.principal
+    note = form.get("note", "")[:2000]
+    try:
+        ticket = await run_in_threadpool(console.host.ticket, ticket_id)
+        if not console.signs(who) and ticket.requester.strip().casefold() != who.identity.strip().casefold():
+            message = (
+                "Only a dual-sign-required persona, or the requester withdrawing it, may reject a ticket."
+            )
+            return await _refused(console, request, session, message)
+        ticket = await run_in_threadpool(
+            lambda: console.host.reject(ticket_id, approver=who.identity, note=note)
+        )
+    except ApprovalError as exc:
+        return await _refused(console, request, session, approval_pages.rule_text(exc.reason, str(exc)))
+    console.held.pop(ticket.id, None)
+    session.say("ok", f"You rejected ticket {ticket.id}: it can never run.")
+    return RedirectResponse(f"/approvals#t-{ticket.id}", 303)
+
+
+async def _refused(console: Console, request: Request, session: Session, message: str) -> Response:
+    session.say("error", message)
+    response = await approvals(console, request, session, {})
+    response.status_code = 403
+    return response
