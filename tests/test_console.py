@@ -411,3 +411,63 @@ def test_form_fields_become_arguments_of_the_right_types():
     with pytest.raises(FieldError) as caught:
         form_arguments(schema, {"arg.n": "three", "arg.obj": "{", "arg.extra": "1", "arg.x": "nan"})
     assert set(caught.value.errors) == {"n", "obj", "x", ""}
+
+
+# ---------------------------------------------------------------------- entry digests
+
+
+def _entry_tool(tmp_path, name: str = "echo"):
+    from ongrid_plugins import Settings, SkillHost
+
+    write_skill(tmp_path, name, "safe")
+    host = SkillHost(Settings(skill_dirs=[str(tmp_path / "skills")], include_defaults=False))
+    return host.get(name)
+
+
+def test_the_entry_digest_is_the_files_sha256_and_kept_by_the_console_not_the_tool(tmp_path):
+    import hashlib
+
+    from ongrid_plugins.server.console.digests import EntryDigests
+
+    tool = _entry_tool(tmp_path)
+    digests = EntryDigests()
+    expected = hashlib.sha256((tmp_path / "skills" / "echo" / "run.sh").read_bytes()).hexdigest()
+    assert digests.digest(tool) == f"sha256:{expected} (entry file)"
+    assert digests.digest(tool) == f"sha256:{expected} (entry file)" and len(digests) == 1
+    assert "console-digest" not in getattr(tool, "cache", {})  # the value object is not written
+
+
+def test_an_entry_changed_in_place_never_shows_its_stale_digest_even_with_its_mtime_set_back(tmp_path):
+    import os
+
+    from ongrid_plugins.server.console.digests import EntryDigests
+
+    tool = _entry_tool(tmp_path)
+    entry = tmp_path / "skills" / "echo" / "run.sh"
+    digests = EntryDigests()
+    before = digests.digest(tool)
+    st = entry.stat()
+    data = entry.read_bytes()
+    with open(entry, "r+b") as f:  # same inode, same size, one byte changed
+        f.write(b"#!/bin/bash"[: len(data)] if data.startswith(b"#!/bin/sh") else b"X")
+    os.utime(entry, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the modification time put back
+    after = digests.digest(tool)
+    assert entry.stat().st_size == st.st_size and entry.stat().st_mtime_ns == st.st_mtime_ns
+    assert after != before
+    assert after == digests.digest(tool)
+
+
+def test_the_entry_digest_memo_is_bounded_and_unknown_entries_have_no_digest(tmp_path):
+    import attrs
+
+    from ongrid_plugins.server.console.digests import EntryDigests
+
+    tool = _entry_tool(tmp_path)
+    digests = EntryDigests(limit=2)
+    for name in ("a", "b", "c"):
+        copy = tmp_path / f"{name}.sh"
+        copy.write_text(name)
+        assert digests.digest(attrs.evolve(tool, entry=str(copy))).startswith("sha256:")
+    assert len(digests) == 2
+    assert digests.digest(attrs.evolve(tool, entry=str(tmp_path / "missing.sh"))) == ""
+    assert digests.digest(attrs.evolve(tool, entry="")) == ""
