@@ -273,3 +273,46 @@ def test_a_documented_path_module_re_exports_every_public_name_of_its_homes(
     public = {name for home in homes for name in importlib.import_module(home).__all__}
     assert set(shim.__all__) == public
     assert all(getattr(shim, name) is not None for name in shim.__all__)
+
+
+def _server(name: str) -> str:
+    return f"ongrid_plugins.server.{name}"
+
+
+#: The layering the docstrings of ``server/`` and ``server/console/`` state.
+_SERVER_LEAVES = ("tokens", "responses", "access", "limits", "openapi", "apidocs")
+_REST_ROUTES = ("rest.public", "rest.skills", "rest.approvals", "rest.audit")
+_CONSOLE_HANDLERS = ("console.signin", "console.tools", "console.approvals", "console.audit", "console.live")
+_CONSOLE_HTML = (
+    "console.html",
+    "console.forms",
+    "console.pages",
+    "console.approval_pages",
+    "console.audit_pages",
+)
+
+
+def _importers(target: str) -> set[str]:
+    return {module for module, targets in GRAPH.items() if target in targets}
+
+
+def test_the_server_folder_keeps_the_layering_its_docstrings_state() -> None:
+    server = "ongrid_plugins.server"
+    inside = {
+        m: {t for t in ts if t.startswith(server + ".")} for m, ts in GRAPH.items() if m.startswith(server)
+    }
+    problems = []
+    for leaf in map(_server, _SERVER_LEAVES):
+        problems += [f"{leaf} imports {t}" for t in inside[leaf]]
+    for module, targets in inside.items():
+        if module.startswith(_server("console")):
+            problems += [f"{module} imports {t}" for t in targets if t.startswith(_server("rest"))]
+    for route in map(_server, _REST_ROUTES):
+        problems += [f"{m} imports {route}" for m in _importers(route) - {_server("rest.app")}]
+    for handler in map(_server, _CONSOLE_HANDLERS):
+        problems += [f"{m} imports {handler}" for m in _importers(handler) - {_server("console.app")}]
+    html = set(map(_server, _CONSOLE_HTML))
+    for module in html:
+        problems += [f"{module} imports {t}" for t in inside[module] - html]
+    assert problems == []
+    assert all(name in GRAPH for name in map(_server, _REST_ROUTES + _CONSOLE_HANDLERS))

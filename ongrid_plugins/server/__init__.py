@@ -3,6 +3,29 @@
 Nothing here is imported by ``import ongrid_plugins``; the modules that need an extra
 import it themselves and, when it is missing, name the extra and the ``pip install`` that adds
 it (:mod:`ongrid_plugins.hints`), before doing anything else.
+
+The modules, one job each:
+
+* :mod:`.rest` -- the REST API (``create_app``), a package with one module per resource;
+* :mod:`.console` -- the operator console's web pages, mounted at ``/`` of the REST app;
+* :mod:`.mcp` -- the MCP server over stdio (``create_server``);
+* :mod:`.openapi` -- the OpenAPI document of the REST API, one table row per route;
+  :mod:`.apidocs` -- that document as one HTML page (``/docs``; standard library only);
+* :mod:`.responses` -- what REST and the console answer: errors with their status (read
+  from the error itself), call results, server-sent events of a run;
+* :mod:`.events` -- ``/v1/events``: the catalog's changes as server-sent events;
+* :mod:`.tokens` -- the bearer-token file: identities and personas;
+* :mod:`.access` -- the access-log middleware (one line per request, nothing secret);
+* :mod:`.limits` -- the uvicorn config of ``serve``: header timeout, connection cap.
+
+Layering: the surfaces stage. These modules may import the host and every earlier stage
+(values and errors, the catalog, the gate's ticket values, the audit log's values, the
+schema's redaction and argument values) and :mod:`ongrid_plugins.dispatch` (MCP calls through it); nothing
+outside ``server/`` imports them but the CLI (:mod:`ongrid_plugins.commands`). Inside the
+folder, :mod:`.tokens`, :mod:`.responses`, :mod:`.access`, :mod:`.limits`,
+:mod:`.openapi` and :mod:`.apidocs` import no other server module but this one;
+:mod:`.events` imports :mod:`.tokens`; :mod:`.rest` imports them and :mod:`.console`,
+which never imports :mod:`.rest`.
 """
 
 from __future__ import annotations
