@@ -31,7 +31,7 @@ from typing import IO, Any
 
 import attrs
 
-from .errors import OngridError
+from ..errors import OngridError
 
 __all__ = ["Limits", "UnpackReport", "UnsafeArchive", "archive_kind", "copy_folder", "unpack"]
 

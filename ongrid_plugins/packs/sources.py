@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from ..models import Problem
+from ..validate import FileReport, validate_paths
 from .archive import UnsafeArchive, archive_kind, unpack
-from .models import Problem
-from .packs import PACK_GROUP, PackError, pack_folder
-from .validate import FileReport, validate_paths
+from .discovery import PACK_GROUP, PackError, pack_folder
 
 if TYPE_CHECKING:
-    from .plugins import PluginManager
-    from .settings import Settings
+    from ..plugins import PluginManager
+    from ..settings import Settings
 
 __all__ = ["archive_label", "relabel", "validate_sources"]
 

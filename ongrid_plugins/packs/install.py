@@ -41,17 +41,17 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..catalog.lock import new_entry, write_entry
+from ..errors import ConfigError, OngridError
+from ..validate import FileReport, validate_paths
 from .archive import Limits, UnpackReport, unpack
-from .catalog.lock import new_entry, write_entry
-from .errors import ConfigError, OngridError
-from .packs import MARKER, InstalledPack, installed_packs, read_marker
+from .discovery import MARKER, InstalledPack, installed_packs, read_marker
 from .sources import archive_label, relabel
-from .validate import FileReport, validate_paths
 
 if TYPE_CHECKING:
     import pluggy
 
-    from .settings import Settings
+    from ..settings import Settings
 
 __all__ = ["InstallError", "InstallResult", "install_pack", "pack_identity", "uninstall_pack"]
 
