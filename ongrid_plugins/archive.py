@@ -1,0 +1,12 @@
+"""The documented import path of safe unpacking: ``ongrid_plugins.archive``.
+
+The code lives in :mod:`ongrid_plugins.packs.archive`. This module only re-exports
+its public names, so ``from ongrid_plugins.archive import UnsafeArchive`` (as
+``docs/embedding.md`` shows) keeps working. It imports nothing but that module.
+"""
+
+from __future__ import annotations
+
+from .packs.archive import Limits, UnpackReport, UnsafeArchive, archive_kind, copy_folder, unpack
+
+__all__ = ["Limits", "UnpackReport", "UnsafeArchive", "archive_kind", "copy_folder", "unpack"]
