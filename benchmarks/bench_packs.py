@@ -184,6 +184,7 @@ def install_times(work: Path, runs: int) -> None:
         cli_ms, api_ms = [], []
         for _ in range(runs):
             cli_ms.append(wall([cli, "install", str(source)], env))
+            wall([cli, "uninstall", "bench-pack"], env)  # untimed: installing over a pack needs --replace
             t0 = time.perf_counter()
             install_pack(str(source), pm, settings)
             api_ms.append((time.perf_counter() - t0) * 1e3)
