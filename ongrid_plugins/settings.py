@@ -254,6 +254,74 @@ def _remote_config(values: dict[str, Any], env: Mapping[str, str]) -> None:
             raise ConfigError(f"{where} must be a string like redis://HOST:6379/0, got {value!r}")
 
 
+def _loading_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """The ``ONGRID_*`` variables about what loads from where: roots, plugins, caches, folders."""
+    values: dict[str, Any] = {}
+    if "ONGRID_SKILLS_EXTERNAL_DIRS" in env:
+        values["env_dirs"] = split_dirs(env["ONGRID_SKILLS_EXTERNAL_DIRS"])
+    if "ONGRID_DISABLE_PLUGINS" in env:
+        raw = env["ONGRID_DISABLE_PLUGINS"]
+        values["disable_plugins"] = tuple(p.strip() for p in raw.split(",") if p.strip())
+    if "ONGRID_TRACE_PLUGINS" in env:
+        values["trace_plugins"] = _flag("ONGRID_TRACE_PLUGINS", env["ONGRID_TRACE_PLUGINS"])
+    if "ONGRID_STRICT" in env:
+        values["strict"] = _flag("ONGRID_STRICT", env["ONGRID_STRICT"])
+    if "ONGRID_CACHE_DIR" in env:
+        raw = env["ONGRID_CACHE_DIR"].strip()
+        values["cache_dir"] = None if raw.lower() in ("off", "none", "") else raw
+    if env.get("ONGRID_LOAD_CACHE", "").strip():
+        values["load_cache"] = _flag("ONGRID_LOAD_CACHE", env["ONGRID_LOAD_CACHE"])
+    if "ONGRID_PERSONAS_DIRS" in env:
+        values["persona_dirs"] = split_dirs(env["ONGRID_PERSONAS_DIRS"])
+    if "ONGRID_HOST_FILES_DIRS" in env:
+        values["host_files_dirs"] = split_dirs(env["ONGRID_HOST_FILES_DIRS"])
+    for var, field in (
+        ("ONGRID_STATE_DIR", "state_dir"),
+        ("ONGRID_CONFIG_DIR", "config_dir"),
+        ("ONGRID_USER_SKILLS_DIR", "user_skills_dir"),
+        ("ONGRID_SYSTEM_SKILLS_DIR", "system_skills_dir"),
+    ):
+        if env.get(var, "").strip():
+            values[field] = env[var].strip()
+    return values
+
+
+def _call_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """The ``ONGRID_*`` variables about how a call runs: output, approvals, audit, sandbox, broker."""
+    values: dict[str, Any] = {}
+    if "ONGRID_STDOUT_CAP" in env:
+        values["stdout_cap"] = _positive_int("ONGRID_STDOUT_CAP", env["ONGRID_STDOUT_CAP"])
+    if "ONGRID_KILL_GRACE" in env:
+        values["kill_grace"] = _nonneg_float("ONGRID_KILL_GRACE", env["ONGRID_KILL_GRACE"])
+    if env.get("ONGRID_APPROVAL_TTL", "").strip():
+        values["approval_ttl"] = _positive_float("ONGRID_APPROVAL_TTL", env["ONGRID_APPROVAL_TTL"])
+    for var, field in (
+        ("ONGRID_APPROVALS_URL", "approvals_url"),
+        ("ONGRID_APPROVALS_TOKEN_FILE", "approvals_token_file"),
+    ):
+        if env.get(var, "").strip():
+            values[field] = env[var].strip()
+    if "ONGRID_AUDIT_FAIL_CLOSED" in env:
+        values["audit_fail_closed"] = _flag("ONGRID_AUDIT_FAIL_CLOSED", env["ONGRID_AUDIT_FAIL_CLOSED"])
+    if env.get("ONGRID_AUDIT_KEY_FILE", "").strip():
+        values["audit_key_file"] = env["ONGRID_AUDIT_KEY_FILE"].strip()
+    if env.get("ONGRID_SANDBOX", "").strip():
+        values["sandbox"] = _choice("ONGRID_SANDBOX", env["ONGRID_SANDBOX"], SANDBOX_MODES)
+    if env.get("ONGRID_SANDBOX_POLICY", "").strip():
+        values["sandbox_policy"] = _choice(
+            "ONGRID_SANDBOX_POLICY", env["ONGRID_SANDBOX_POLICY"], SANDBOX_POLICIES
+        )
+    if env.get("ONGRID_SANDBOX_LIMITS", "").strip():
+        values["sandbox_caps"] = _limits("ONGRID_SANDBOX_LIMITS", env["ONGRID_SANDBOX_LIMITS"])
+    if env.get("ONGRID_BROKER_URL", "").strip():
+        values["broker_url"] = env["ONGRID_BROKER_URL"].strip()
+    if env.get("ONGRID_REMOTE_ROUTES", "").strip():
+        values["remote_routes"] = env["ONGRID_REMOTE_ROUTES"].strip()
+    if env.get("ONGRID_BROKER_TIMEOUT", "").strip():
+        values["broker_timeout"] = _positive_float("ONGRID_BROKER_TIMEOUT", env["ONGRID_BROKER_TIMEOUT"])
+    return values
+
+
 @attrs.frozen
 class Settings:
     """Everything a :class:`~ongrid_plugins.SkillHost` needs to know about its environment."""
@@ -357,63 +425,7 @@ class Settings:
         one has an unusable value.
         """
         env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        if "ONGRID_SKILLS_EXTERNAL_DIRS" in env:
-            values["env_dirs"] = split_dirs(env["ONGRID_SKILLS_EXTERNAL_DIRS"])
-        if "ONGRID_DISABLE_PLUGINS" in env:
-            raw = env["ONGRID_DISABLE_PLUGINS"]
-            values["disable_plugins"] = tuple(p.strip() for p in raw.split(",") if p.strip())
-        if "ONGRID_TRACE_PLUGINS" in env:
-            values["trace_plugins"] = _flag("ONGRID_TRACE_PLUGINS", env["ONGRID_TRACE_PLUGINS"])
-        if "ONGRID_STRICT" in env:
-            values["strict"] = _flag("ONGRID_STRICT", env["ONGRID_STRICT"])
-        if "ONGRID_STDOUT_CAP" in env:
-            values["stdout_cap"] = _positive_int("ONGRID_STDOUT_CAP", env["ONGRID_STDOUT_CAP"])
-        if "ONGRID_KILL_GRACE" in env:
-            values["kill_grace"] = _nonneg_float("ONGRID_KILL_GRACE", env["ONGRID_KILL_GRACE"])
-        if "ONGRID_CACHE_DIR" in env:
-            raw = env["ONGRID_CACHE_DIR"].strip()
-            values["cache_dir"] = None if raw.lower() in ("off", "none", "") else raw
-        if env.get("ONGRID_LOAD_CACHE", "").strip():
-            values["load_cache"] = _flag("ONGRID_LOAD_CACHE", env["ONGRID_LOAD_CACHE"])
-        if "ONGRID_PERSONAS_DIRS" in env:
-            values["persona_dirs"] = split_dirs(env["ONGRID_PERSONAS_DIRS"])
-        if env.get("ONGRID_APPROVAL_TTL", "").strip():
-            values["approval_ttl"] = _positive_float("ONGRID_APPROVAL_TTL", env["ONGRID_APPROVAL_TTL"])
-        for var, field in (
-            ("ONGRID_APPROVALS_URL", "approvals_url"),
-            ("ONGRID_APPROVALS_TOKEN_FILE", "approvals_token_file"),
-        ):
-            if env.get(var, "").strip():
-                values[field] = env[var].strip()
-        if "ONGRID_AUDIT_FAIL_CLOSED" in env:
-            values["audit_fail_closed"] = _flag("ONGRID_AUDIT_FAIL_CLOSED", env["ONGRID_AUDIT_FAIL_CLOSED"])
-        if env.get("ONGRID_AUDIT_KEY_FILE", "").strip():
-            values["audit_key_file"] = env["ONGRID_AUDIT_KEY_FILE"].strip()
-        if env.get("ONGRID_SANDBOX", "").strip():
-            values["sandbox"] = _choice("ONGRID_SANDBOX", env["ONGRID_SANDBOX"], SANDBOX_MODES)
-        if env.get("ONGRID_SANDBOX_POLICY", "").strip():
-            values["sandbox_policy"] = _choice(
-                "ONGRID_SANDBOX_POLICY", env["ONGRID_SANDBOX_POLICY"], SANDBOX_POLICIES
-            )
-        if env.get("ONGRID_SANDBOX_LIMITS", "").strip():
-            values["sandbox_caps"] = _limits("ONGRID_SANDBOX_LIMITS", env["ONGRID_SANDBOX_LIMITS"])
-        if env.get("ONGRID_BROKER_URL", "").strip():
-            values["broker_url"] = env["ONGRID_BROKER_URL"].strip()
-        if env.get("ONGRID_REMOTE_ROUTES", "").strip():
-            values["remote_routes"] = env["ONGRID_REMOTE_ROUTES"].strip()
-        if env.get("ONGRID_BROKER_TIMEOUT", "").strip():
-            values["broker_timeout"] = _positive_float("ONGRID_BROKER_TIMEOUT", env["ONGRID_BROKER_TIMEOUT"])
-        if "ONGRID_HOST_FILES_DIRS" in env:
-            values["host_files_dirs"] = split_dirs(env["ONGRID_HOST_FILES_DIRS"])
-        for var, field in (
-            ("ONGRID_STATE_DIR", "state_dir"),
-            ("ONGRID_CONFIG_DIR", "config_dir"),
-            ("ONGRID_USER_SKILLS_DIR", "user_skills_dir"),
-            ("ONGRID_SYSTEM_SKILLS_DIR", "system_skills_dir"),
-        ):
-            if env.get(var, "").strip():
-                values[field] = env[var].strip()
+        values = {**_loading_env(env), **_call_env(env)}
         values.update(overrides)
         _remote_config(values, env)
         return cls(**values)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ongrid_plugins.archive import Limits, UnsafeArchive, archive_kind, unpack
+from ongrid_plugins.packs.archive import Limits, UnsafeArchive, archive_kind, unpack
 
 GOOD = {
     "greet/skill.json": b'{"name": "greet", "description": "d", "entry": "run.sh"}',
@@ -246,7 +246,7 @@ def test_a_zip_bomb_that_lies_about_its_size_is_cut_off_by_the_bytes_written(tmp
 
 
 def test_the_bytes_written_are_counted_whatever_size_was_declared(tmp_path: Path) -> None:
-    from ongrid_plugins.archive import _Stage
+    from ongrid_plugins.packs.archive import _Stage
 
     stage = _Stage("lying.tar", str(tmp_path / "out"), Limits(max_file_bytes=100_000))
     with pytest.raises(UnsafeArchive, match="expands past the limit per file of 100000 B"):

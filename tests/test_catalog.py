@@ -22,7 +22,7 @@ from ongrid_plugins.catalog import MAX_FILES, skill_digest
 from ongrid_plugins.catalog.lock import read_lock
 from ongrid_plugins.errors import ApprovalError, ApprovalRequired
 from ongrid_plugins.gate.approvals import ApprovalStore
-from ongrid_plugins.install import InstallError, install_pack, uninstall_pack
+from ongrid_plugins.packs.install import InstallError, install_pack, uninstall_pack
 from ongrid_plugins.testing import assert_ok, isolated_settings, make_skill, make_skill_md, write_executable
 
 LOCK_SCHEMA = Path(ongrid_plugins.__file__).parent / "schemas" / "skills-lock.schema.json"

@@ -17,7 +17,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "ongrid_plugins"
 
-#: Top-level modules and subpackages of ``ongrid_plugins`` by stage, earliest first.
+#: Top-level modules and subpackages of ``ongrid_plugins`` by stage, earliest first. A
+#: folder whose modules sit at different stages (``packs/``) names the ones that are not
+#: at the folder's own stage as ``folder.module``; the longest name that matches wins.
 STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
     (name, frozenset(members.split()))
     for name, members in (
@@ -25,9 +27,13 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
             "values",
             "_version errors models hookspecs identity frontmatter hints settings resolve _sqlite",
         ),
-        ("schemas", "schema safeschema export_gemini archive scaffold"),
+        ("schemas", "schema safeschema export_gemini archive packs.archive scaffold"),
         ("discovery", "roots loaders packs plugins registry builtin_tools"),
-        ("catalog", "loader loadcache availability instructions catalog validate sources install"),
+        (
+            "catalog",
+            "loader loadcache availability instructions catalog validate"
+            " sources install packs.sources packs.install",
+        ),
         ("gate", "gate personas approvals"),
         ("audit", "audit"),
         ("execution", "executors statedir"),
@@ -128,8 +134,15 @@ def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
 
 
 def _top(module: str) -> str:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "<root>"
+    """The member of :data:`STAGES` ``module`` belongs to: its dotted name if listed, else its top level."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "<root>"
+    listed = {m for _n, members in STAGES for m in members}
+    for end in range(len(parts), 1, -1):
+        if ".".join(parts[:end]) in listed:
+            return ".".join(parts[:end])
+    return parts[0]
 
 
 def _stage(top: str) -> int:
@@ -215,6 +228,27 @@ def test_the_checker_reports_an_import_from_an_earlier_stage_to_a_later_one(tmp_
     ]
 
 
+def test_the_checker_places_a_module_of_a_split_folder_at_its_own_stage(tmp_path: Path) -> None:
+    """``packs/`` spans three stages: ``packs.install`` is at the catalog's, so it may import it."""
+    package = _write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "catalog/__init__.py": "",
+            "packs/__init__.py": "from .discovery import x\n",
+            "packs/discovery.py": "from ..models import y\n",
+            "packs/install.py": "from ..catalog import z\n",
+            "packs/archive.py": "from .install import w\n",
+            "models.py": "",
+        },
+    )
+    assert _top("ongrid_plugins.packs.discovery") == "packs"
+    assert _top("ongrid_plugins.packs.install") == "packs.install"
+    assert upward_imports(import_graph(package)) == [
+        "ongrid_plugins.packs.archive (schemas) imports ongrid_plugins.packs.install (catalog)"
+    ]
+
+
 @pytest.mark.parametrize(
     "module", ["ongrid_plugins.commands.listing", "ongrid_plugins.packs", "ongrid_plugins.plugins"]
 )
@@ -229,7 +263,9 @@ def test_the_architecture_page_names_every_stage_module_and_hook() -> None:
 
     page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
     named = set(re.findall(r"`([\w/]+?)/?`", page))
-    missing = sorted(m for _n, members in STAGES for m in members if m != "<root>" and m not in named)
+    missing = sorted(
+        m for _n, members in STAGES for m in members if m != "<root>" and m.replace(".", "/") not in named
+    )
     assert missing == [], f"docs/architecture.md does not name {missing}"
     hooks = [name for name in dir(hookspecs) if name.startswith("ongrid_")]
     assert hooks and [hook for hook in hooks if f"`{hook}`" not in page] == []
@@ -247,6 +283,12 @@ DOCUMENTED_PATHS = (
     ("ongrid_plugins.audit", "AuditLog", "ongrid_plugins.audit.log"),
     ("ongrid_plugins.audit", "AuditEntry", "ongrid_plugins.audit.entries"),
     ("ongrid_plugins.audit", "row_hash", "ongrid_plugins.audit.chain"),
+    ("ongrid_plugins.packs", "PackRoots", "ongrid_plugins.packs.discovery"),
+    ("ongrid_plugins.packs", "read_marker", "ongrid_plugins.packs.discovery"),
+    ("ongrid_plugins.install", "install_pack", "ongrid_plugins.packs.install"),
+    ("ongrid_plugins.install", "uninstall_pack", "ongrid_plugins.packs.install"),
+    ("ongrid_plugins.sources", "validate_sources", "ongrid_plugins.packs.sources"),
+    ("ongrid_plugins.archive", "UnsafeArchive", "ongrid_plugins.packs.archive"),
 )
 
 
@@ -262,6 +304,10 @@ def test_a_documented_import_path_still_gives_the_same_object(path: str, name: s
     [
         ("ongrid_plugins.personas", ("ongrid_plugins.gate.personas",)),
         ("ongrid_plugins.approvals", ("ongrid_plugins.gate.approvals", "ongrid_plugins.gate.tickets")),
+        ("ongrid_plugins.packs", ("ongrid_plugins.packs.discovery",)),
+        ("ongrid_plugins.install", ("ongrid_plugins.packs.install",)),
+        ("ongrid_plugins.sources", ("ongrid_plugins.packs.sources",)),
+        ("ongrid_plugins.archive", ("ongrid_plugins.packs.archive",)),
     ],
 )
 def test_a_documented_path_module_re_exports_every_public_name_of_its_homes(

@@ -12,9 +12,9 @@ import pytest
 from clirun import run
 
 from ongrid_plugins import SkillHost
-from ongrid_plugins import install as install_mod
-from ongrid_plugins.install import InstallError, install_pack, uninstall_pack
 from ongrid_plugins.packs import MARKER, installed_packs
+from ongrid_plugins.packs import install as install_mod
+from ongrid_plugins.packs.install import InstallError, install_pack, uninstall_pack
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 
@@ -238,7 +238,8 @@ def test_the_cli_loads_the_install_machinery_only_when_asked() -> None:
     code = (
         "import sys, ongrid_plugins.cli as cli; cli.build_parser(); "
         "print(sorted(m for m in ('tarfile', 'zipfile', 'ongrid_plugins.install', 'ongrid_plugins.sources',"
-        " 'ongrid_plugins.archive') if m in sys.modules))"
+        " 'ongrid_plugins.archive', 'ongrid_plugins.packs.install', 'ongrid_plugins.packs.sources',"
+        " 'ongrid_plugins.packs.archive') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..cli import Context
+    from ..executors.confine import Profile
+    from ..executors.confine.kernel import Support
     from ..models import Tool
+    from ..settings import Settings
+
+    #: One loaded tool as ``doctor`` sees it: the tool, its profile, its verdicts, refused, narrowed.
+    Row = tuple[Tool, Profile, dict[str, str], bool, bool]
 
 __all__ = ["register"]
 
@@ -81,7 +87,7 @@ def cmd_doctor(ctx: Context) -> int:
     settings = host.settings
     missing = sup.missing()
     tools = host.tools(include_unavailable=True)
-    rows = []
+    rows: list[Row] = []
     problems = 0
     for tool in tools:
         profile = host.sandbox_profile(tool)
@@ -91,26 +97,39 @@ def cmd_doctor(ctx: Context) -> int:
         problems += blocked
         rows.append((tool, profile, verdict, blocked, narrowed))
     if ctx.args.json:
-        data = {
-            "mode": settings.sandbox,
-            "policy": settings.sandbox_policy,
-            "machine": sup.to_dict(),
-            "tools": [
-                {
-                    "name": t.name,
-                    "class": t.tool_class.value,
-                    "kind": t.kind,
-                    "sandbox": p.to_dict(),
-                    "under_require": v["require"] or "runs",
-                    "under_strict": v["strict"] or "unchanged",
-                    "runs_as_configured": not b,
-                }
-                for t, p, v, b, _n in rows
-            ],
-            "ok": problems == 0,
-        }
-        print(json.dumps(data, indent=2))
+        _print_json(settings, sup, rows, problems)
         return 0 if problems == 0 else 1
+    _print_text(settings, sup, missing, rows)
+    if problems:
+        print(f"{problems} tool(s) cannot run as configured")
+        return 1
+    print("everything loaded can run as configured")
+    return 0
+
+
+def _print_json(settings: Settings, sup: Support, rows: list[Row], problems: int) -> None:
+    data = {
+        "mode": settings.sandbox,
+        "policy": settings.sandbox_policy,
+        "machine": sup.to_dict(),
+        "tools": [
+            {
+                "name": t.name,
+                "class": t.tool_class.value,
+                "kind": t.kind,
+                "sandbox": p.to_dict(),
+                "under_require": v["require"] or "runs",
+                "under_strict": v["strict"] or "unchanged",
+                "runs_as_configured": not b,
+            }
+            for t, p, v, b, _n in rows
+        ],
+        "ok": problems == 0,
+    }
+    print(json.dumps(data, indent=2))
+
+
+def _print_text(settings: Settings, sup: Support, missing: list[str], rows: list[Row]) -> None:
     print(f"sandbox: ONGRID_SANDBOX={settings.sandbox}, ONGRID_SANDBOX_POLICY={settings.sandbox_policy}")
     print("this machine:")
     for name, fact in _facts(sup):
@@ -132,8 +151,3 @@ def cmd_doctor(ctx: Context) -> int:
         for key in ("require", "strict"):
             if verdict[key]:
                 print(f"    {verdict[key]}")
-    if problems:
-        print(f"{problems} tool(s) cannot run as configured")
-        return 1
-    print("everything loaded can run as configured")
-    return 0

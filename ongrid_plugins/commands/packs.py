@@ -12,9 +12,9 @@ from .output import print_table
 
 if TYPE_CHECKING:
     from ..cli import Context
-    from ..install import InstallResult
+    from ..packs.install import InstallResult
 
-# ..install (tarfile, zipfile, hashlib, tempfile: ~10 ms) is imported by the
+# ..packs.install (tarfile, zipfile, hashlib, tempfile: ~10 ms) is imported by the
 # handlers that need it, not whenever the CLI builds its parser.
 
 __all__ = ["register"]
@@ -62,7 +62,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_install(ctx: Context) -> int:
-    from ..install import install_pack
+    from ..packs.install import install_pack
 
     args = ctx.args
     host = ctx.host
@@ -104,7 +104,7 @@ def _shadowed(ctx: Context, result: InstallResult) -> list[str]:
 
 
 def cmd_uninstall(ctx: Context) -> int:
-    from ..install import InstallError, uninstall_pack
+    from ..packs.install import InstallError, uninstall_pack
 
     name = ctx.args.name
     try:

@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_validate(ctx: Context) -> int:
     host = ctx.host
-    from ..sources import validate_sources  # archives and distributions: imported only when validating
+    from ..packs.sources import validate_sources  # archives and distributions: imported only when validating
 
     reports = validate_sources(ctx.args.paths, host.pm, host.settings)
     failed = [r for r in reports if not r.ok or (ctx.args.strict and r.problems)]

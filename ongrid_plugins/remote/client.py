@@ -313,23 +313,7 @@ class RemoteExecutor:
             now = time.monotonic()
             left = deadline - now
             if left <= 0 or (stop is not None and stop.is_set()):
-                self._abandon(request.call_id, task_id, wait)
-                where = RemoteRun(self.queue, task_id, worker)
-                if stop is not None and stop.is_set():
-                    return self._failure(request, "cancelled", status="cancelled", remote=where)
-                who = f"worker {worker}" if worker else f"no worker of queue {self.queue!r} took it"
-                error = (
-                    f"timed out: no answer within {wait:.1f}s (the call's timeout, the kill grace and "
-                    f"{GRACE:g}s) from {who}; the task {task_id} was revoked and the call cancelled"
-                )
-                return CallResult(
-                    request.tool.name,
-                    False,
-                    error=error,
-                    timed_out=True,
-                    call_id=request.call_id,
-                    remote=where,
-                )
+                return self._give_up(request, task_id, worker, wait, stop)
             if suspect and now >= suspect:
                 lost = self._lease_lost(request, task_id, worker, instance, wait)
                 if lost is not None:
@@ -359,6 +343,28 @@ class RemoteExecutor:
             done = self._handle(request, data, task_id, worker, emit)
             if done is not None:
                 return done
+
+    def _give_up(
+        self, request: CallRequest, task_id: str, worker: str, wait: float, stop: _Stop | None
+    ) -> CallResult:
+        """The call was cancelled or ran out of time: revoke the task, cancel the call, say which."""
+        self._abandon(request.call_id, task_id, wait)
+        where = RemoteRun(self.queue, task_id, worker)
+        if stop is not None and stop.is_set():
+            return self._failure(request, "cancelled", status="cancelled", remote=where)
+        who = f"worker {worker}" if worker else f"no worker of queue {self.queue!r} took it"
+        error = (
+            f"timed out: no answer within {wait:.1f}s (the call's timeout, the kill grace and "
+            f"{GRACE:g}s) from {who}; the task {task_id} was revoked and the call cancelled"
+        )
+        return CallResult(
+            request.tool.name,
+            False,
+            error=error,
+            timed_out=True,
+            call_id=request.call_id,
+            remote=where,
+        )
 
     def _handle(
         self, request: CallRequest, data: dict[str, Any], task_id: str, worker: str, emit: Any

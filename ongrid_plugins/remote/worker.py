@@ -51,7 +51,6 @@ c8ed...03 of disk_usage: ok``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -60,7 +59,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -68,13 +67,13 @@ import redis
 from ..errors import OngridError
 from ..models import CallRequest, CallResult, Event
 from .app import make_app
+from .calls import Calls
 from .wire import (
     LEASE,
     LEASE_RENEW,
     SAFE_TASK_NAME,
     TASK_NAME,
     alive_key,
-    cancel_channel,
     cancelled_key,
     channel,
     claim_key,
@@ -128,6 +127,7 @@ def _host() -> SkillHost:
 def build_app(broker_url: str, host: SkillHost | None = None) -> Any:
     """The worker's Celery app with the ``ongrid.run`` task; ``host`` holds its skills."""
     _state.broker_url = broker_url
+    _calls.broker_url = broker_url
     if host is not None:
         _state.host = host
     app = make_app(broker_url)
@@ -151,7 +151,7 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
     """Run one call sent by a host; publish its events and result on the call's channel.
 
     From the ``accepted`` message to the result the worker holds the call's lease
-    (:func:`.wire.lease_key`, renewed by :class:`_Calls`): a host that sees it expire
+    (:func:`.wire.lease_key`, renewed by :class:`.calls.Calls`): a host that sees it expire
     without a result knows the worker died. The call is registered for cancels before
     the worker looks for a cancel the host sent earlier (:func:`.wire.cancelled_key`),
     so a cancel sent at any time after the task reaches it.
@@ -319,117 +319,7 @@ def _loop() -> asyncio.AbstractEventLoop:
 _local = threading.local()
 
 
-class _Running:
-    """A call this process took: its task once it runs, and whether the host cancelled it."""
-
-    def __init__(self) -> None:
-        self.task: tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]] | None = None
-        self.cancelled = False
-
-
-class _Calls:
-    """The calls this process took, the one subscription that hears their cancels, their leases.
-
-    One thread per process holds a pattern subscription to every call's cancel channel,
-    made when the process starts, so a call costs no connection or SUBSCRIBE of its own;
-    another renews the lease of every call registered here each :data:`.wire.LEASE_RENEW`
-    seconds, in one pipeline. A call is registered from before it is accepted until its
-    result is ready: a cancel heard before its task exists is kept and applied when it does.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.running: dict[str, _Running] = {}
-        self.ready = threading.Event()
-        self.pid = 0
-
-    def start(self) -> None:
-        """Start this process's threads (again after a fork); waits briefly until it listens."""
-        with self.lock:
-            if self.pid == os.getpid():
-                return
-            self.pid = os.getpid()
-            self.running = {}
-            self.ready = threading.Event()
-            threading.Thread(target=self._listen, name="ongrid-cancels", daemon=True).start()
-            threading.Thread(target=self._renew, name="ongrid-leases", daemon=True).start()
-        self.ready.wait(5)
-
-    def register(self, call_id: str) -> None:
-        self.start()
-        with self.lock:
-            self.running[call_id] = _Running()
-
-    def unregister(self, call_id: str) -> None:
-        with self.lock:
-            self.running.pop(call_id, None)
-
-    def cancel(self, call_id: str) -> None:
-        """Mark the call cancelled, and cancel its task if it runs."""
-        with self.lock:
-            found = self.running.get(call_id)
-            if found is None:
-                return
-            found.cancelled = True
-            task = found.task
-        if task is not None:
-            task[0].call_soon_threadsafe(task[1].cancel)
-
-    def cancelled(self, call_id: str) -> bool:
-        with self.lock:
-            found = self.running.get(call_id)
-            return found is not None and found.cancelled
-
-    @contextlib.contextmanager
-    def watching(self, call_id: str, task: asyncio.Future[Any]) -> Iterator[None]:
-        """Cancels of ``call_id`` cancel ``task`` (at once when one was heard already)."""
-        with self.lock:
-            found = self.running.setdefault(call_id, _Running())
-            found.task = (asyncio.get_running_loop(), task)
-            cancelled = found.cancelled
-        if cancelled:
-            task.cancel()  # before it ran a step: nothing was spawned
-        try:
-            yield
-        finally:
-            with self.lock:
-                found.task = None
-
-    def _listen(self) -> None:
-        prefix = cancel_channel("")
-        while True:
-            try:
-                client = redis.Redis.from_url(_state.broker_url, socket_connect_timeout=5)
-                pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-                pubsub.psubscribe(cancel_channel("*"))
-                self.ready.set()
-                for message in pubsub.listen():
-                    if message.get("type") != "pmessage":
-                        continue
-                    name = message["channel"]
-                    self.cancel((name.decode() if isinstance(name, bytes) else str(name))[len(prefix) :])
-            except redis.RedisError as exc:
-                logger.warning("ongrid worker: cancel subscription lost (%s); again in 1s", exc)
-                time.sleep(1)
-
-    def _renew(self) -> None:
-        client = redis.Redis.from_url(_state.broker_url, socket_connect_timeout=5, socket_timeout=5)
-        while True:
-            time.sleep(LEASE_RENEW)
-            with self.lock:
-                calls = list(self.running)
-            if not calls:
-                continue
-            try:
-                pipe = client.pipeline(transaction=False)
-                for call_id in calls:
-                    pipe.pexpire(lease_key(call_id), int(LEASE * 1000))  # never re-creates a lease
-                pipe.execute()
-            except redis.RedisError as exc:
-                logger.warning("ongrid worker: cannot renew %d lease(s): %s", len(calls), exc)
-
-
-_calls = _Calls()
+_calls = Calls()
 
 
 def run_worker(

@@ -61,16 +61,15 @@ class MeasureError(Exception):
     """The path cannot be measured (exit status 1)."""
 
 
-def fail(message: str, status: int = 1) -> NoReturn:
-    """Report a failure on both channels and exit."""
-    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
-    sys.stdout.write(json.dumps({"error": message}) + "\n")
-    sys.stdout.flush()
-    sys.exit(status)
-
-
 def log(message: str) -> None:
     print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+def fail(message: str, status: int = 1) -> NoReturn:
+    """Report a failure on both channels and exit."""
+    log(message)
+    print(json.dumps({"error": message}), flush=True)
+    sys.exit(status)
 
 
 def human(n: int) -> str:
@@ -83,20 +82,12 @@ def human(n: int) -> str:
     return f"{n} B"  # pragma: no cover - the loop always returns
 
 
-def _int_arg(args: dict[str, Any], key: str, low: int, high: int) -> int:
+def _int_arg(args: dict[str, Any], key: str, low: int, high: int) -> None:
     value = args[key]
     if isinstance(value, bool) or not isinstance(value, int):
         raise UsageError(f"'{key}' must be an integer, got {value!r}")
     if not low <= value <= high:
         raise UsageError(f"'{key}' must be between {low} and {high}, got {value}")
-    return value
-
-
-def _bool_arg(args: dict[str, Any], key: str) -> bool:
-    value = args[key]
-    if not isinstance(value, bool):
-        raise UsageError(f"'{key}' must be true or false, got {value!r}")
-    return value
 
 
 def parse_args(raw: str) -> dict[str, Any]:
@@ -117,11 +108,11 @@ def parse_args(raw: str) -> dict[str, Any]:
         raise UsageError("'path' is required and must be a non-empty string")
     if "\x00" in path:
         raise UsageError("'path' must not contain NUL characters")
-    _int_arg(args, "top", 1, 100)
-    _int_arg(args, "max_depth", 1, 32)
-    _int_arg(args, "max_entries", 1, 100_000_000)
+    for key, low, high in (("top", 1, 100), ("max_depth", 1, 32), ("max_entries", 1, 100_000_000)):
+        _int_arg(args, key, low, high)
     for key in ("one_filesystem", "follow_symlinks", "apparent_size"):
-        _bool_arg(args, key)
+        if not isinstance(args[key], bool):
+            raise UsageError(f"'{key}' must be true or false, got {args[key]!r}")
     budget = args["time_budget_seconds"]
     if isinstance(budget, bool) or not isinstance(budget, (int, float)):
         raise UsageError(f"'time_budget_seconds' must be a number, got {budget!r}")
@@ -158,8 +149,7 @@ def mount_of(path: str) -> tuple[str | None, str | None]:
         return best
     # No /proc (macOS, BSD): climb while the device stays the same.
     try:
-        current = path
-        dev = os.stat(current).st_dev
+        current, dev = path, os.stat(path).st_dev
         while current != os.path.dirname(current):
             parent = os.path.dirname(current)
             if os.stat(parent).st_dev != dev:
@@ -192,14 +182,16 @@ def filesystem_info(path: str) -> dict[str, Any] | None:
     }
 
 
+KINDS = {stat.S_IFDIR: "dir", stat.S_IFREG: "file", stat.S_IFLNK: "symlink"}
+
+
 def kind_of(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "dir"
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    return "other"
+    return KINDS.get(stat.S_IFMT(mode), "other")
+
+
+def ranked_item(path: str, kind: str, size: int) -> dict[str, Any]:
+    """One item of ``largest`` and ``largest_files``."""
+    return {"path": path, "bytes": size, "human": human(size), "type": kind}
 
 
 class Scanner:
@@ -225,6 +217,7 @@ class Scanner:
         self.opener = opener or os.open
         self.log = log_line
         self.stop = stop
+        self.root_stat = root_stat
         self.root_dev = root_stat.st_dev
         self.top: int = args["top"]
         self.max_depth: int = args["max_depth"]
@@ -240,17 +233,12 @@ class Scanner:
         self.open_flags |= getattr(os, "O_CLOEXEC", 0)
         if not self.follow:
             self.open_flags |= getattr(os, "O_NOFOLLOW", 0)
-
-        self.total = 0
-        self.files = 0
-        self.dirs = 0
-        self.symlinks = 0
-        self.other = 0
-        self.entries = 0
-        self.errors = 0
+        # What was counted, in bytes and in entries; what could not be read or was left out.
+        self.total = self.size_of(root_stat)  # the root folder's own size
+        self.files = self.dirs = self.symlinks = self.other = self.entries = 0
+        self.errors = self.skipped_mount_count = 0
         self.error_samples: list[dict[str, str]] = []
         self.skipped_mounts: list[str] = []
-        self.skipped_mount_count = 0
         self.truncated_reason: str | None = None
         # Entries at depth <= max_depth: their (path, type) and running byte totals.
         self.bucket_meta: list[tuple[str, str]] = []
@@ -260,7 +248,6 @@ class Scanner:
         self.root_key = (root_stat.st_dev, root_stat.st_ino)
         self.seen_dirs: set[tuple[int, int]] = {self.root_key}
         self.seen_inodes: set[tuple[int, int]] = set()
-        self.total += self.size_of(root_stat)
 
     def size_of(self, st: os.stat_result) -> int:
         if self.apparent:
@@ -268,10 +255,10 @@ class Scanner:
         blocks = getattr(st, "st_blocks", None)
         return int(blocks) * 512 if blocks is not None else int(st.st_size)
 
-    def error(self, path: str, exc: OSError) -> None:
+    def error(self, path: str, exc: OSError | str) -> None:
         self.errors += 1
         if len(self.error_samples) < MAX_ERROR_SAMPLES:
-            reason = exc.strerror or type(exc).__name__
+            reason = exc if isinstance(exc, str) else exc.strerror or type(exc).__name__
             self.error_samples.append({"path": path, "error": reason})
 
     def over_budget(self) -> bool:
@@ -306,6 +293,10 @@ class Scanner:
         return len(self.bucket_bytes) - 1
 
     def run(self) -> None:
+        if not stat.S_ISDIR(self.root_stat.st_mode):  # a file, a device...: the one entry of its result
+            self.total, self.entries = 0, 1
+            self.count_leaf(self.root, self.root_stat, (), ranked=True)
+            return
         # Breadth-first, so that a truncated scan has looked at every top-level entry.
         queue: Queue = deque([(self.root, 0, (), self.root_key)])
         while queue and self.truncated_reason is None:
@@ -320,30 +311,20 @@ class Scanner:
             return None
         try:
             st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) == key:
+                return fd
+            self.error(path, "changed during the scan")  # replaced since it was listed
         except OSError as exc:
-            os.close(fd)
             self.error(path, exc)
-            return None
-        if (st.st_dev, st.st_ino) != key:  # replaced since it was listed
-            os.close(fd)
-            self.errors += 1
-            if len(self.error_samples) < MAX_ERROR_SAMPLES:
-                self.error_samples.append({"path": path, "error": "changed during the scan"})
-            return None
-        return fd
+        os.close(fd)
+        return None
 
     def scan_dir(
-        self,
-        path: str,
-        depth: int,
-        chain: tuple[int, ...],
-        key: tuple[int, int],
-        queue: Queue,
+        self, path: str, depth: int, chain: tuple[int, ...], key: tuple[int, int], queue: Queue
     ) -> None:
         fd = self.open_dir(path, key)
         if fd is None:
             return
-        child_depth = depth + 1
         try:
             with os.scandir(fd) as iterator:
                 while True:
@@ -357,7 +338,7 @@ class Scanner:
                     if self.over_budget():
                         return
                     self.entries += 1
-                    self.scan_entry(fd, path, entry, child_depth, chain, queue)
+                    self.scan_entry(fd, path, entry, depth + 1, chain, queue)
                     self.progress()
         except OSError as exc:
             self.error(path, exc)
@@ -383,9 +364,8 @@ class Scanner:
             # stat only (targets are never opened); a dangling link counts as itself.
             with contextlib.suppress(OSError):
                 st = os.stat(entry.name, dir_fd=dir_fd)
-        mode = st.st_mode
         ranked = depth <= self.max_depth
-        if stat.S_ISDIR(mode):
+        if stat.S_ISDIR(st.st_mode):
             if self.one_filesystem and st.st_dev != self.root_dev:
                 self.skipped_mount_count += 1
                 if len(self.skipped_mounts) < MAX_SKIPPED_MOUNTS:
@@ -401,7 +381,11 @@ class Scanner:
             self.add(self.size_of(st), chain)
             queue.append((path, depth, chain, key))
             return
-        kind = kind_of(mode)
+        self.count_leaf(path, st, chain, ranked)
+
+    def count_leaf(self, path: str, st: os.stat_result, chain: tuple[int, ...], ranked: bool) -> None:
+        """Count an entry that is not a folder: its kind, its bytes (a hard link once), the largest files."""
+        kind = kind_of(st.st_mode)
         if kind == "file":
             self.files += 1
         elif kind == "symlink":
@@ -430,21 +414,29 @@ class Scanner:
             range(len(self.bucket_bytes)),
             key=lambda i: (-self.bucket_bytes[i], self.bucket_meta[i][0]),
         )
-        return [
-            {
-                "path": self.bucket_meta[i][0],
-                "bytes": self.bucket_bytes[i],
-                "human": human(self.bucket_bytes[i]),
-                "type": self.bucket_meta[i][1],
-            }
-            for i in order
-        ]
+        return [ranked_item(*self.bucket_meta[i], self.bucket_bytes[i]) for i in order]
 
     def largest_files(self) -> list[dict[str, Any]]:
         ordered = sorted(self.file_heap, key=lambda item: (-item[0], item[2]))
-        return [
-            {"path": path, "bytes": size, "human": human(size), "type": "file"} for size, _, path in ordered
-        ]
+        return [ranked_item(path, "file", size) for size, _, path in ordered]
+
+
+def target(path: str) -> tuple[str, os.stat_result]:
+    """The canonical path to measure and what it names; :class:`MeasureError` says why not."""
+    given = os.path.expanduser(path)
+    if not os.path.isabs(given):
+        raise MeasureError(f"path must be absolute (or start with ~), got {path!r}")
+    try:
+        st = os.stat(given)  # the path itself may be a symlink: measure what it names
+    except OSError as exc:
+        raise MeasureError(f"cannot access {given}: {exc.strerror or exc}") from None
+    canonical = os.path.realpath(given)
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            os.scandir(canonical).close()
+        except OSError as exc:
+            raise MeasureError(f"cannot read directory {canonical}: {exc.strerror or exc}") from None
+    return canonical, st
 
 
 def measure(
@@ -456,73 +448,31 @@ def measure(
     ends the scan early (``truncated: true``) when it returns true.
     """
     started = time.monotonic()
-    given = os.path.expanduser(args["path"])
-    if not os.path.isabs(given):
-        raise MeasureError(f"path must be absolute (or start with ~), got {args['path']!r}")
-    try:
-        st = os.stat(given)  # the path itself may be a symlink: measure what it names
-    except OSError as exc:
-        raise MeasureError(f"cannot access {given}: {exc.strerror or exc}") from None
-    canonical = os.path.realpath(given)
-    apparent = bool(args["apparent_size"])
-    result: dict[str, Any] = {
-        "path": canonical,
-        "type": kind_of(st.st_mode),
-        "size_kind": "apparent" if apparent else "allocated",
-    }
-    if not stat.S_ISDIR(st.st_mode):
-        size = int(st.st_size) if apparent else int(getattr(st, "st_blocks", 0)) * 512
-        item = {"path": canonical, "bytes": size, "human": human(size), "type": result["type"]}
-        is_file = result["type"] == "file"
-        result.update(
-            {
-                "total_bytes": size,
-                "total_human": human(size),
-                "files": 1 if is_file else 0,
-                "dirs": 0,
-                "symlinks": 0,
-                "other": 0 if is_file else 1,
-                "largest": [item],
-                "largest_files": [item] if is_file else [],
-                "filesystem": filesystem_info(canonical),
-                "errors": 0,
-                "error_samples": [],
-                "skipped_mounts": [],
-                "skipped_mount_count": 0,
-                "truncated": False,
-                "truncated_reason": None,
-                "entries_scanned": 1,
-                "elapsed_seconds": round(time.monotonic() - started, 3),
-            }
-        )
-        return result
-    try:
-        os.scandir(canonical).close()
-    except OSError as exc:
-        raise MeasureError(f"cannot read directory {canonical}: {exc.strerror or exc}") from None
+    canonical, st = target(args["path"])
     scanner = Scanner(canonical, st, args, log_line, stop)
     scanner.run()
-    result.update(
-        {
-            "total_bytes": scanner.total,
-            "total_human": human(scanner.total),
-            "files": scanner.files,
-            "dirs": scanner.dirs,
-            "symlinks": scanner.symlinks,
-            "other": scanner.other,
-            "largest": scanner.largest(),
-            "largest_files": scanner.largest_files(),
-            "filesystem": filesystem_info(canonical),
-            "errors": scanner.errors,
-            "error_samples": scanner.error_samples,
-            "skipped_mounts": scanner.skipped_mounts,
-            "skipped_mount_count": scanner.skipped_mount_count,
-            "truncated": scanner.truncated_reason is not None,
-            "truncated_reason": scanner.truncated_reason,
-            "entries_scanned": scanner.entries,
-            "elapsed_seconds": round(time.monotonic() - started, 3),
-        }
-    )
+    result = {
+        "path": canonical,
+        "type": kind_of(st.st_mode),
+        "size_kind": "apparent" if args["apparent_size"] else "allocated",
+        "total_bytes": scanner.total,
+        "total_human": human(scanner.total),
+        "files": scanner.files,
+        "dirs": scanner.dirs,
+        "symlinks": scanner.symlinks,
+        "other": scanner.other,
+        "largest": scanner.largest(),
+        "largest_files": scanner.largest_files(),
+        "filesystem": filesystem_info(canonical),
+        "errors": scanner.errors,
+        "error_samples": scanner.error_samples,
+        "skipped_mounts": scanner.skipped_mounts,
+        "skipped_mount_count": scanner.skipped_mount_count,
+        "truncated": scanner.truncated_reason is not None,
+        "truncated_reason": scanner.truncated_reason,
+        "entries_scanned": scanner.entries,
+        "elapsed_seconds": round(time.monotonic() - started, 3),
+    }
     if scanner.truncated_reason:
         log_line(f"{scanner.truncated_reason}; totals are partial")
     return result
@@ -537,8 +487,7 @@ def main() -> int:
         result = measure(args)
     except MeasureError as exc:
         fail(str(exc))
-    sys.stdout.write(json.dumps(result) + "\n")
-    sys.stdout.flush()
+    print(json.dumps(result), flush=True)
     return 0
 
 

@@ -32,15 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .errors import PackError, PackLoadError
-from .hookspecs import hookimpl
-from .models import SkillRoot
+from ..errors import PackError, PackLoadError
+from ..hookspecs import hookimpl
+from ..models import SkillRoot
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
-    from .plugins import PluginManager
-    from .settings import Settings
+    from ..plugins import PluginManager
+    from ..settings import Settings
 
 __all__ = [
     "MARKER",
@@ -53,7 +53,7 @@ __all__ = [
     "pack_folder",
 ]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ongrid_plugins.packs")
 
 PACK_GROUP = "ongrid_skills"
 #: The file ``ongrid-skills install`` writes into every pack it installs.

@@ -1,0 +1,60 @@
+"""Skill packs: find them, check them, install them.
+
+A pack is a folder of skills that arrives as a unit: a pip distribution with an
+``ongrid_skills`` entry point, or a folder or archive given to
+``ongrid-skills install``. This package holds the whole road from one to a root the
+loader walks, one module per job:
+
+* :mod:`~ongrid_plugins.packs.archive` — unpack a folder, ``.tar[.gz|.bz2|.xz]`` or
+  ``.zip`` into a folder, refusing anything hostile (names, links, devices, bombs);
+* :mod:`~ongrid_plugins.packs.discovery` — pip packs and installed packs become
+  allow-list roots (:class:`PackRoots`, the built-in plugin ``packs``);
+* :mod:`~ongrid_plugins.packs.sources` — what a ``PATH`` given to
+  ``ongrid-skills validate`` may be (folder, archive, distribution), and its check;
+* :mod:`~ongrid_plugins.packs.install` — ``ongrid-skills install`` / ``uninstall``:
+  unpack, validate, swap into place atomically, record in ``skills.lock``.
+
+The modules sit at three stages of the pipeline (``docs/architecture.md``,
+``tests/test_imports.py``), so what each may import differs: ``archive`` imports
+only :mod:`ongrid_plugins.errors`; ``discovery`` only the core values (``errors``,
+``hookspecs``, ``models``), because the plugin manager builds :class:`PackRoots`;
+``sources`` and ``install`` come after the catalog and may import ``archive``,
+``discovery``, :mod:`ongrid_plugins.validate` and :mod:`ongrid_plugins.catalog.lock`.
+None of them imports the host or a surface.
+
+This ``__init__`` re-exports the names of ``discovery`` only, the import path
+``ongrid_plugins.packs`` has always had. ``install`` and ``sources`` (tarfile,
+zipfile, hashlib) are imported when used; their documented import paths are
+:mod:`ongrid_plugins.install`, :mod:`ongrid_plugins.sources` and
+:mod:`ongrid_plugins.archive`.
+"""
+
+from __future__ import annotations
+
+from .discovery import (
+    MARKER,
+    PACK_GROUP,
+    InstalledPack,
+    PackError,
+    PackInfo,
+    PackRoots,
+    installed_packs,
+    pack_folder,
+)
+
+# Public without being in ``__all__``, as in the module this package replaced: the
+# plugin manager, the catalog and the tests import them from here.
+from .discovery import dist_name_version as dist_name_version
+from .discovery import read_marker as read_marker
+from .discovery import resolve_pack as resolve_pack
+
+__all__ = [
+    "MARKER",
+    "PACK_GROUP",
+    "InstalledPack",
+    "PackError",
+    "PackInfo",
+    "PackRoots",
+    "installed_packs",
+    "pack_folder",
+]

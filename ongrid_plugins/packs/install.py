@@ -1,0 +1,347 @@
+"""``ongrid-skills install``: put a non-Python pack into the user skills dir, as a unit.
+
+A pack is a folder of skills (skill.json and SKILL.md alike), given as the
+folder itself or as a ``.tar.gz`` / ``.tgz`` / ``.tar`` / ``.zip`` of it. Installing:
+
+1. unpacks it into a staging folder *inside* the user skills dir (same
+   filesystem, and named ``.ongrid-staging-*`` so the walker never reads it)
+   under the rules of :mod:`ongrid_plugins.archive`;
+2. validates it with exactly the code ``ongrid-skills validate`` runs; any error
+   (any problem with ``strict``) refuses the pack and leaves nothing behind;
+3. writes the marker :data:`~ongrid_plugins.packs.MARKER` and renames the
+   folder into place. Over an existing pack (only with ``replace``: otherwise the
+   refusal names both origins and digests), the two folders are swapped with
+   one ``renameat2(RENAME_EXCHANGE)``: a host loading meanwhile sees the old
+   pack or the new one, never neither; the old one is kept until then;
+4. records the pack, file by file, in ``skills.lock``
+   (:mod:`ongrid_plugins.catalog.lock`); ``uninstall`` removes its entry.
+
+``require_digest`` (``install --require-digest SHA256``) refuses an archive
+whose sha256 is another one, before anything is unpacked.
+
+Installs and uninstalls of one user dir are serialised by a lock file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import datetime
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ..catalog.lock import new_entry, write_entry
+from ..errors import ConfigError, OngridError
+from ..validate import FileReport, validate_paths
+from .archive import Limits, UnpackReport, unpack
+from .discovery import MARKER, InstalledPack, installed_packs, read_marker
+from .sources import archive_label, relabel
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from ..settings import Settings
+
+__all__ = ["InstallError", "InstallResult", "install_pack", "pack_identity", "uninstall_pack"]
+
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+#: Files that may name a pack (and version) at its top, in order of preference.
+IDENTITY_FILES = ("pack.json", ".claude-plugin/plugin.json", "openclaw.plugin.json", "clawdbot.plugin.json")
+_ARCHIVE_SUFFIXES = (".tar.gz", ".tar.bz2", ".tar.xz", ".tgz", ".tar", ".zip")
+_LOCK = ".ongrid-install.lock"
+
+
+class InstallError(OngridError):
+    """A pack was refused; nothing was changed. ``reports`` holds the validation findings."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, reports: tuple[FileReport, ...] = ()) -> None:
+        self.reports = reports
+        super().__init__(message)
+
+
+@attrs.frozen
+class InstallResult:
+    """What ``install`` did."""
+
+    pack: InstalledPack
+    replaced: str | None
+    """The version that was replaced, or None for a fresh install."""
+    unpacked: UnpackReport
+    reports: tuple[FileReport, ...]
+    """The validation of the new pack (warnings included)."""
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            **self.pack.to_dict(),
+            "replaced": self.replaced,
+            "seconds": round(self.seconds, 4),
+            "problems": [p.to_dict() for r in self.reports for p in r.problems],
+        }
+
+
+def install_pack(
+    source: str,
+    pm: pluggy.PluginManager,
+    settings: Settings,
+    *,
+    name: str | None = None,
+    strict: bool = False,
+    limits: Limits | None = None,
+    require_digest: str | None = None,
+    replace: bool = False,
+) -> InstallResult:
+    """Install the pack at ``source`` (folder or archive) into ``settings.user_skills_dir``.
+
+    Over an installed pack of the same name, ``replace`` must be given: a pack whose
+    ``pack.json`` names another one never replaces it by surprise. The refusal shows
+    both origins and digests.
+    """
+    started = time.perf_counter()
+    source = os.path.abspath(source)
+    if not os.path.exists(source):
+        raise ConfigError(f"{source} does not exist (give a pack folder, a .tar.gz or a .zip)")
+    user_dir = settings.user_skills_dir
+    os.makedirs(user_dir, 0o755, exist_ok=True)
+    with _locked(user_dir), _staging(user_dir) as staging:
+        archive_sha = _check_digest(source, require_digest)
+        root = os.path.join(staging, "unpacked")
+        unpacked = unpack(source, root, limits)
+        if archive_sha is not None and _digest(source) != archive_sha:
+            raise InstallError(f"{source} changed while it was unpacked; nothing was installed")
+        top, default_name = _pack_top(root, source, pm)
+        pack_name, version, description = pack_identity(top, name or None, default_name)
+        shown = source if os.path.isdir(source) else archive_label(source)
+        reports = _validated(top, os.path.realpath(root), shown, pm, settings, strict)
+        target = os.path.join(user_dir, pack_name)
+        old = read_marker(target) if os.path.lexists(target) else None
+        if os.path.lexists(target) and old is None:
+            message = f"{target} exists and was not installed by `ongrid-skills install`; "
+            raise InstallError(message + "move it away or install under another --name")
+        meta = _marker(pack_name, version, description, source, unpacked, reports, archive_sha)
+        if old is not None and not replace:
+            raise InstallError(_would_replace(old, meta))
+        with open(os.path.join(top, MARKER), "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=2, ensure_ascii=False)
+        _move_into_place(top, target, replace=old is not None)
+        write_entry(user_dir, pack_name, new_entry(pack_name, version, target, source, meta["sha256"]))
+    pack = InstalledPack(pack_name, version, target, meta)
+    replaced = old.version if old is not None else None
+    return InstallResult(pack, replaced, unpacked, reports, time.perf_counter() - started)
+
+
+def uninstall_pack(name: str, settings: Settings) -> InstalledPack:
+    """Remove the installed pack ``name``; raise :class:`InstallError` naming the installed ones if none."""
+    user_dir = settings.user_skills_dir
+    target = os.path.join(user_dir, name)
+    if not NAME_RE.fullmatch(name) or not os.path.isdir(user_dir):
+        raise InstallError(_not_installed(name, user_dir))
+    with _locked(user_dir):
+        pack = read_marker(target) if os.path.isdir(target) and not os.path.islink(target) else None
+        if pack is None:
+            raise InstallError(_not_installed(name, user_dir))
+        trash = tempfile.mkdtemp(prefix=".ongrid-trash-", dir=user_dir)
+        os.rename(target, os.path.join(trash, name))  # gone for every reader at once
+        shutil.rmtree(trash, ignore_errors=True)
+        write_entry(user_dir, name, None)
+    return pack
+
+
+def _check_digest(source: str, required: str | None) -> str | None:
+    """The archive's sha256 (None for a folder); refuse it when ``required`` names another."""
+    if os.path.isdir(source):
+        if required is not None:
+            message = f"--require-digest checks an archive, and {source} is a folder; "
+            raise InstallError(message + "pack it (tar czf) or install without --require-digest")
+        return None
+    actual = _digest(source)
+    if required is not None:
+        wanted = required.strip().lower().removeprefix("sha256:")
+        if not re.fullmatch(r"[0-9a-f]{64}", wanted):
+            raise ConfigError(f"--require-digest wants a sha256 in hex (64 digits), got {required!r}")
+        if actual != wanted:
+            raise InstallError(
+                f"{source} has sha256 {actual}, not the required {wanted}; nothing was installed"
+            )
+    return actual
+
+
+def _would_replace(old: InstalledPack, new: dict[str, Any]) -> str:
+    def origin(meta: dict[str, Any], version: str) -> str:
+        digest = f"sha256 {meta['sha256']}" if meta.get("sha256") else "a folder, no digest"
+        return f"{version or 'unversioned'} from {meta.get('source') or '?'} ({digest})"
+
+    return (
+        f"pack {old.name} is already installed: {origin(old.meta, old.version)}; this one is "
+        f"{origin(new, str(new.get('version') or ''))}. Nothing was changed: give --replace to "
+        "replace it, or --name to install it beside"
+    )
+
+
+def _not_installed(name: str, user_dir: str) -> str:
+    known = ", ".join(p.name for p in installed_packs(user_dir)) or "none"
+    return f"no pack named {name!r} was installed by `ongrid-skills install` (installed: {known})"
+
+
+def pack_identity(top: str, name: str | None, default_name: str) -> tuple[str, str, str]:
+    """``(name, version, description)`` of the pack in ``top``, from ``pack.json`` and the like."""
+    found: dict[str, Any] = {}
+    for relative in IDENTITY_FILES:
+        path = os.path.join(top, relative)
+        if os.path.isfile(path) and not os.path.islink(path):
+            found = _read_identity(path)
+            break
+    chosen = name or str(found.get("name") or default_name)
+    if not NAME_RE.fullmatch(chosen):
+        message = f"pack name {chosen!r} is not usable as a folder name; give one with --name"
+        raise InstallError(message + " (letters, digits, '.', '_' and '-')")
+    return chosen, str(found.get("version") or ""), str(found.get("description") or "")
+
+
+def _read_identity(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise InstallError(f"{path}: not a readable JSON object: {exc}") from None
+    if not isinstance(data, dict):
+        raise InstallError(f"{path}: must be a JSON object with name and version")
+    return data
+
+
+def _pack_top(unpacked: str, source: str, pm: pluggy.PluginManager) -> tuple[str, str]:
+    """The pack's own folder and its default name.
+
+    A folder given is the pack. An archive holding one folder that is not itself
+    a skill (no manifest directly in it) is a wrapper (``tools-1.0/...``): the
+    pack is that folder, named after it. Otherwise the pack is named after the file.
+    """
+    base = os.path.basename(source.rstrip("/"))
+    if os.path.isdir(source):
+        return unpacked, base
+    names = {n for result in pm.hook.ongrid_manifest_names() if result for n in result}
+    entries = os.listdir(unpacked)
+    if len(entries) == 1:
+        only = os.path.join(unpacked, entries[0])
+        if os.path.isdir(only) and not os.path.islink(only) and not names & set(os.listdir(only)):
+            return only, entries[0]
+    for suffix in _ARCHIVE_SUFFIXES:
+        if base.lower().endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    return unpacked, base
+
+
+def _validated(
+    top: str, staged: str, shown: str, pm: pluggy.PluginManager, settings: Settings, strict: bool
+) -> tuple[FileReport, ...]:
+    reports = tuple(relabel(r, staged, shown) for r in validate_paths([top], pm, settings))
+    failed = [r for r in reports if not r.ok or (strict and r.problems)]
+    if failed:
+        lines = [str(p) for r in failed for p in r.problems if p.level == "error" or strict]
+        message = f"{shown} is not a valid pack; nothing was installed:\n  " + "\n  ".join(lines)
+        raise InstallError(message, reports)
+    return reports
+
+
+def _marker(
+    name: str,
+    version: str,
+    description: str,
+    source: str,
+    unpacked: UnpackReport,
+    reports: tuple[FileReport, ...],
+    archive_sha: str | None,
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "version": version,
+        "description": description,
+        "source": source,
+        "sha256": archive_sha,
+        "installed_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "skills": sorted(r.skill for r in reports if r.skill),
+        "files": unpacked.files,
+        "bytes": unpacked.bytes,
+    }
+
+
+def _digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1024 * 1024):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(user_dir: str) -> Iterator[None]:
+    fd = os.open(os.path.join(user_dir, _LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _staging(user_dir: str) -> Iterator[str]:
+    staging = tempfile.mkdtemp(prefix=".ongrid-staging-", dir=user_dir)
+    try:
+        yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _move_into_place(new: str, target: str, *, replace: bool) -> None:
+    """Rename ``new`` to ``target``; with ``replace``, swap them atomically (the old one lands at ``new``)."""
+    if not replace:
+        os.rename(new, target)
+        return
+    if _exchange(new, target):
+        return
+    # No renameat2 (old kernel or libc, some filesystems): two renames, the old
+    # pack parked beside the new one until the second succeeds.
+    parked = new + ".old"
+    os.rename(target, parked)
+    try:
+        os.rename(new, target)
+    except OSError:
+        os.rename(parked, target)
+        raise
+    os.rename(parked, new)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Atomically swap two paths with ``renameat2``; False when the system cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), b)

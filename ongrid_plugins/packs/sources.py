@@ -1,0 +1,136 @@
+"""What a ``PATH`` given to ``ongrid-skills validate`` may be, and how each is checked.
+
+* a skill folder, a pack folder or a manifest file — :func:`~ongrid_plugins.validate.validate_paths`;
+* an archive (``.tar.gz``, ``.tgz``, ``.tar``, ``.zip``) — unpacked into a temporary
+  folder under the rules ``install`` applies (a refused member is a problem),
+  then validated; paths are shown as ``archive.tar.gz!/folder/skill.json``;
+* the name of an installed distribution — the folders of its ``ongrid_skills``
+  entry points are validated, and each of its ``ongrid_plugins`` entry points
+  that failed to load is a problem.
+
+Everything ends up as :class:`~ongrid_plugins.validate.FileReport`\\ s with the
+file, JSON pointer and hint of every problem.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ..models import Problem
+from ..validate import FileReport, validate_paths
+from .archive import UnsafeArchive, archive_kind, unpack
+from .discovery import PACK_GROUP, PackError, pack_folder
+
+if TYPE_CHECKING:
+    from ..plugins import PluginManager
+    from ..settings import Settings
+
+__all__ = ["archive_label", "relabel", "validate_sources"]
+
+
+def validate_sources(targets: Iterable[str], pm: PluginManager, settings: Settings) -> list[FileReport]:
+    """Check every target (folder, manifest, archive or distribution name), in order."""
+    reports: list[FileReport] = []
+    folders: list[str] = []
+    for target in targets:
+        if os.path.isfile(target) and archive_kind(target) is not None:
+            reports += validate_paths(folders, pm, settings) if folders else []
+            folders = []
+            reports += _validate_archive(target, pm, settings)
+        elif _looks_like_distribution(target) and (not os.path.lexists(target) or _installed(target)):
+            # A bare name is the installed distribution even when a folder has that name
+            # too (the checkout next to it): `./NAME` is how to ask for the folder.
+            reports += validate_paths(folders, pm, settings) if folders else []
+            folders = []
+            reports += _validate_distribution(target, pm, settings)
+        else:
+            folders.append(target)
+    if folders:
+        reports += validate_paths(folders, pm, settings)
+    return reports
+
+
+def archive_label(source: str) -> str:
+    """How paths inside an archive are shown: ``/x/pack.tar.gz!``."""
+    return os.path.abspath(source) + "!"
+
+
+def relabel(report: FileReport, staged: str, shown: str) -> FileReport:
+    """The report with the folder ``staged`` replaced by ``shown`` in every path, message and hint."""
+
+    def fix(text: str) -> str:
+        return text.replace(staged, shown) if text else text
+
+    problems = [
+        attrs.evolve(p, path=fix(p.path), message=fix(p.message), hint=fix(p.hint)) for p in report.problems
+    ]
+    return attrs.evolve(report, path=fix(report.path), problems=problems)
+
+
+def _validate_archive(source: str, pm: PluginManager, settings: Settings) -> list[FileReport]:
+    label = archive_label(source)
+    with tempfile.TemporaryDirectory(prefix="ongrid-validate-") as tmp:
+        staged = os.path.join(tmp, "pack")
+        try:
+            unpack(source, staged)
+        except UnsafeArchive as exc:
+            where = f"{label}/{exc.member}" if exc.member else os.path.abspath(source)
+            hint = "repack the pack without it" if exc.member else ""
+            problem = Problem("error", "unsafe_archive", exc.reason, where, "", hint)
+            return [FileReport(where, (problem,))]
+        staged_real = os.path.realpath(staged)
+        return [relabel(r, staged_real, label) for r in validate_paths([staged_real], pm, settings)]
+
+
+def _looks_like_distribution(name: str) -> bool:
+    return "/" not in name and not name.startswith(".")
+
+
+def _installed(name: str) -> bool:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution(name)
+    except (PackageNotFoundError, ValueError):
+        return False
+    return True
+
+
+def _validate_distribution(name: str, pm: PluginManager, settings: Settings) -> list[FileReport]:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        dist = distribution(name)
+    except PackageNotFoundError:
+        message = f"{name} is neither a path nor an installed distribution"
+        hint = "give a skill folder, a pack folder or archive, a manifest, or a distribution name"
+        return [FileReport(name, (Problem("error", "path_missing", message, name, "", hint),))]
+    label = f"{dist.name} {dist.version}"
+    packs = [ep for ep in dist.entry_points if ep.group == PACK_GROUP]
+    reports = list(_plugin_problems(dist.name, label, pm))
+    if not packs and not reports:
+        message = f"distribution {label} declares no {PACK_GROUP} entry point"
+        hint = f'add [project.entry-points.{PACK_GROUP}] name = "your_package" to its pyproject.toml'
+        reports.append(FileReport(name, (Problem("error", "no_pack", message, name, "", hint),)))
+    for ep in packs:
+        try:
+            folder = pack_folder(ep.value)
+        except PackError as exc:
+            where = f"{label}: entry point {ep.name} = {ep.value}"
+            reports.append(FileReport(where, (Problem("error", "pack_unusable", str(exc), where),)))
+            continue
+        reports += validate_paths([folder], pm, settings)
+    return reports
+
+
+def _plugin_problems(dist: str, label: str, pm: PluginManager) -> Iterator[FileReport]:
+    for info in pm.plugin_infos:
+        if info.kind == "entrypoint" and info.distribution == dist and info.status == "failed":
+            where = f"{label}: entry point {info.name} = {info.module}"
+            hint = "run `ongrid-skills plugins` for every plugin's status"
+            yield FileReport(where, (Problem("error", "plugin_failed", info.error, where, "", hint),))
