@@ -24,12 +24,6 @@ PENDING: frozenset[str] = frozenset(
         "ongrid_plugins/executors/confine/plan.py",
         "ongrid_plugins/loaders/skill_json.py",
         "ongrid_plugins/loadcache/store.py",
-        "ongrid_plugins/server/rest.py",
-        "ongrid_plugins/server/console/app.py",
-        "ongrid_plugins/server/openapi.py::_paths",
-        "ongrid_plugins/server/console/pages.py::catalog_body",
-        "ongrid_plugins/server/console/pages.py::tool_body",
-        "ongrid_plugins/server/console/forms.py::_field",
     }
 )
 
