@@ -174,8 +174,6 @@ class SkillRoot:
     """False for default roots that may simply not exist (no warning when missing)."""
     real: str = ""
     """The canonical path (symlinks resolved); set by the walker before loaders see it."""
-    cache: dict[str, Any] = attrs.field(factory=dict, init=False, eq=False, repr=False)
-    """Per-load memo of loaders (e.g. which folders are packs); a fresh one on every load."""
 
     @property
     def label(self) -> str:
@@ -280,8 +278,6 @@ class Tool:
     """The content digest of the tool's skill (see :attr:`Skill.digest`); empty until the catalog set it."""
     entry_digest: str = ""
     """sha256 of the entry's bytes when the skill was loaded; the call re-checks it (empty: not checked)."""
-    cache: dict[str, Any] = attrs.field(factory=dict, init=False, repr=False)
-    """Per-tool memo (the compiled argument validator); not part of the value."""
 
     @property
     def available(self) -> bool:

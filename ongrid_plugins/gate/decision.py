@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from ..hookspecs import hookimpl
 from ..models import Decision, PermissionMode, Persona, Tool, ToolClass, Verdict
+from ..sidetable import SideTable
 
 if TYPE_CHECKING:
     import pluggy
@@ -123,11 +124,15 @@ def decide(pm: pluggy.PluginManager, tool: Tool, persona: Persona, request: Call
     return Decision.strictest([floor, *(_checked(v) for v in votes if v is not None)])
 
 
+#: The class rule's decision per (tool, persona rules), by tool identity.
+_RULES: SideTable[dict[tuple[object, ...], Decision]] = SideTable()
+
+
 def _cached_rule(tool: Tool, persona: Persona) -> Decision:
     # Tools and personas are immutable, so the rule's answer for a pair never
-    # changes: remember it on the tool, keyed by what the rule reads.
+    # changes: remember it beside the tool, keyed by what the rule reads.
     key = (persona.name, persona.permission_mode, persona.tools, persona.disallowed_tools)
-    rules: dict[tuple[object, ...], Decision] = tool.cache.setdefault("gate", {})
+    rules = _RULES.setdefault(tool, dict)
     decision = rules.get(key)
     if decision is None:
         decision = rules[key] = class_rule(tool, persona)

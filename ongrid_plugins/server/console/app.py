@@ -27,6 +27,7 @@ from ...audit import VerifyReport
 from ...errors import ApprovalError, ApprovalRequired, OngridError, UnknownSkill
 from ...host import SkillHost
 from ...models import CallResult, Event, PermissionMode, Tool, Verdict
+from ...sidetable import SideTable
 from .. import missing_extra
 from ..responses import ApiError, api_error, result_body, sse
 from ..tokens import Principal, TokenStore
@@ -685,6 +686,10 @@ def _fingerprint(paths: list[str]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+_DIGESTS: SideTable[tuple[tuple[Any, ...], str]] = SideTable()
+"""Each tool's entry digest, with the file state it was computed for."""
+
+
 def _digest(tool: Tool) -> str:
     """The sha256 of a subprocess tool's entry file (memoised per file state); empty when unknown."""
     if not tool.entry:
@@ -692,7 +697,7 @@ def _digest(tool: Tool) -> str:
     try:
         st = os.stat(tool.entry)
         key = ("console-digest", st.st_ino, st.st_size, st.st_mtime_ns)
-        cached = tool.cache.get("console-digest")
+        cached = _DIGESTS.get(tool)
         if cached and cached[0] == key:
             return str(cached[1])
         if st.st_size > 64 * 1024 * 1024:
@@ -704,7 +709,7 @@ def _digest(tool: Tool) -> str:
     except OSError:
         return ""
     text = f"sha256:{h.hexdigest()} (entry file)"
-    tool.cache["console-digest"] = (key, text)
+    _DIGESTS.put(tool, (key, text))
     return text
 
 
