@@ -1,7 +1,8 @@
 """Arguments: fill in defaults, check against the tool's schema, report every error.
 
 Validators are compiled once per tool (on its first call) and kept beside the
-tool (:data:`COMPILED`, a side table: the tool itself stays a frozen value): a compiled check of the common schema subset (:mod:`.safe.fast`),
+tool (:data:`COMPILED`, a side table: the tool stays a frozen value): a compiled
+check of the common schema subset (:mod:`.safe.fast`),
 exact where it says "valid", and jsonschema for everything else and for the
 error messages. ``jsonschema`` is imported on the first call, not at start-up. Every
 validator is :func:`~ongrid_plugins.schema.safe.safe_validator`: regexes run
