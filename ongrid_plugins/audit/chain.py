@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..models import JSON, canonical_json
+from ..models import JSON, Outcome, canonical_json
 from ..schema.redact import has_secrets, needs_redaction, redact, redact_lines, redact_text
 from ..sidetable import SideTable
 from .journal import HOST, PID, alive, journal_files
@@ -278,7 +278,7 @@ def recover(conn: sqlite3.Connection, folder: str, key: bytes | None = None) -> 
 def _interrupted(call_id: str, row: dict[str, Any], pid: int) -> dict[str, Any]:
     row = dict(row, call_id=call_id, tool=row.get("tool") or "?", time=row.get("time") or 0.0)
     row.update(
-        outcome="interrupted",
+        outcome=Outcome.INTERRUPTED,
         error=f"the host process {pid} ended before the outcome of this call was recorded",
         duration=0.0,
         stderr_tail="[]",

@@ -312,7 +312,7 @@ class ApprovalStore:
             ticket = self._load(conn, ticket_id, now)
             _check_matches(ticket, tool, args_digest, persona, profile)
             _check_skill(ticket, skill_digest)
-            if ticket.status != "approved":
+            if ticket.status != TicketStatus.APPROVED:
                 raise _closed(ticket)
             updated = conn.execute(
                 "UPDATE tickets SET status = ?, executed = ?, executed_by = ?, call_id = ?"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .base import JSON as JSON  # shared by most modules, not public API
 from .base import args_digest, canonical_json, digest_json
-from .calls import CallRequest, CallResult, Event, RemoteRun
+from .calls import CallRequest, CallResult, Event, Outcome, RemoteRun
 from .calls import EventCallback as EventCallback
 from .permissions import Decision, PermissionMode, Persona, ToolClass, Verdict
 from .skills import Activation, LoadEvent, LoadReport, Problem, Requirements, Skill, SkillRoot
@@ -34,6 +34,7 @@ __all__ = [
     "Event",
     "LoadEvent",
     "LoadReport",
+    "Outcome",
     "PermissionMode",
     "Persona",
     "Problem",

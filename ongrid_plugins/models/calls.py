@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from enum import StrEnum
 from typing import Any
 
 import attrs
@@ -16,9 +17,37 @@ from .base import JSON, strs
 from .permissions import Decision, Persona
 from .tools import Tool
 
-__all__ = ["CallRequest", "CallResult", "Event", "EventCallback", "RemoteRun"]
+__all__ = ["CallRequest", "CallResult", "Event", "EventCallback", "Outcome", "RemoteRun"]
 
 EventCallback = Callable[["Event"], None]
+
+
+class Outcome(StrEnum):
+    """What became of a call attempt, as its result's ``status`` and its audit row's ``outcome``.
+
+    Each member equals the string the audit log has always stored (``Outcome.OK == "ok"``),
+    so rows, hashes and filters are byte-identical whether a caller passes a member or a string.
+    """
+
+    OK = "ok"
+    FAILED = "failed"
+    """The skill ran and failed (or the executor raised)."""
+    TIMED_OUT = "timed_out"
+    INVALID_ARGUMENTS = "invalid_arguments"
+    DENIED = "denied"
+    NEEDS_CONFIRMATION = "needs_confirmation"
+    NEEDS_APPROVAL = "needs_approval"
+    TICKET_REFUSED = "ticket_refused"
+    UNAVAILABLE = "unavailable"
+    ABORTED = "aborted"
+    """An ``ongrid_before_call`` hook raised."""
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+    """The host process ended before the call's outcome was recorded (found at recovery)."""
+    APPROVAL = "approval"
+    """Not a call: an approver signed a two-person ticket."""
+    REJECTION = "rejection"
+    """Not a call: an approver rejected a two-person ticket."""
 
 
 @attrs.frozen
@@ -115,9 +144,9 @@ class CallResult:
     """The last lines the skill wrote to stderr."""
     call_id: str = ""
     status: str = ""
-    """ok, failed, timed_out, invalid_arguments, denied, needs_confirmation,
-    needs_approval, ticket_refused, unavailable, aborted or cancelled; empty means
-    derive it from ``ok``."""
+    """An :class:`Outcome` (ok, failed, timed_out, invalid_arguments, denied,
+    needs_confirmation, needs_approval, ticket_refused, unavailable, aborted or
+    cancelled); empty means derive it from ``ok``."""
     decision: Decision | None = None
     """The gate's decision for this call."""
     remote: RemoteRun | None = None
@@ -129,8 +158,8 @@ class CallResult:
         if self.status:
             return self.status
         if self.ok:
-            return "ok"
-        return "timed_out" if self.timed_out else "failed"
+            return Outcome.OK
+        return Outcome.TIMED_OUT if self.timed_out else Outcome.FAILED
 
     def to_dict(self) -> JSON:
         """A JSON-ready dict (``run --json``)."""
