@@ -34,7 +34,6 @@ from .models import (
     Decision,
     EventCallback,
     LoadReport,
-    Outcome,
     Persona,
     Skill,
     Tool,
@@ -303,13 +302,13 @@ class SkillHost:
 
         verify = verify_with_plugins(self.pm)
         ticket = self.approvals.approve(ticket_id, approver=approver, note=note, sop=sop, verify=verify)
-        self._record_ticket(ticket, Outcome.APPROVAL, approver, note)
+        self._record_ticket(ticket, "approval", approver, note)
         return ticket
 
     def reject(self, ticket_id: str, *, approver: str, note: str = "") -> Ticket:
         """Reject a ticket: it can never be approved or executed again."""
         ticket = self.approvals.reject(ticket_id, approver=approver, note=note)
-        self._record_ticket(ticket, Outcome.REJECTION, approver, note)
+        self._record_ticket(ticket, "rejection", approver, note)
         return ticket
 
     def _record_ticket(self, ticket: Ticket, outcome: str, by: str, note: str) -> None:
