@@ -15,7 +15,9 @@ or names a permission or approval hook fails *closed*: the gate then refuses eve
 mutating and dangerous call, naming it, until it loads or is disabled by name.
 
 Nothing here runs at import time: :func:`get_plugin_manager` builds a fresh
-manager every time it is called.
+manager every time it is called. Hooks are called through the manager's typed
+facade (:attr:`PluginManager.hooks`, :mod:`ongrid_plugins.hooks`); ``call_hook`` and
+``call_each`` are re-exported from there.
 """
 
 from __future__ import annotations
