@@ -152,9 +152,9 @@ class Hooks:
         For a caller that already has ``function``'s answer (the gate's built-in rule is its
         floor): it may skip the hook call, since tracing would not miss it.
         """
-        if self.monitored:
+        if getattr(self._pm, "_inner_hookexec", None) is not _multicall:  # monitored (the gate asks per call)
             return False
-        impls = getattr(self._hook, name).get_hookimpls()
+        impls = getattr(self._hook, name)._hookimpls  # the list itself: get_hookimpls() copies it
         return not impls or (len(impls) == 1 and impls[0].function is function)
 
     def hook_names(self, plugin: object) -> list[tuple[str, bool]]:

@@ -343,7 +343,7 @@ def test_the_call_path_uses_the_compiled_check_and_keeps_jsonschema_messages() -
     )
     data, text, errors = check_arguments(tool, {"target": "example.com", "port": 22})
     assert errors == [] and text == '{"port":22,"target":"example.com"}'
-    compiled = COMPILED.get(tool)
+    compiled = COMPILED.get(id(tool))
     assert compiled is not None and compiled.accepts(data) is True
     _data, _text, errors = check_arguments(tool, {"port": 0, "extra": 1})
     assert errors == [

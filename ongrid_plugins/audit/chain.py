@@ -313,7 +313,7 @@ def start_row(request: CallRequest, started: float) -> dict[str, Any]:
     tool = request.tool
     args: Any = request.args
     redacted: list[str] = []
-    secret = _HAS_SECRETS.get(tool)
+    secret = _HAS_SECRETS.get(id(tool))
     if secret is None:
         secret = _HAS_SECRETS.put(tool, has_secrets(tool.schema))
     if needs_redaction(tool.schema, args, secret):

@@ -131,7 +131,9 @@ def _cached_rule(tool: Tool, persona: Persona) -> Decision:
     # Tools and personas are immutable, so the rule's answer for a pair never
     # changes: remember it beside the tool, keyed by what the rule reads.
     key = (persona.name, persona.permission_mode, persona.tools, persona.disallowed_tools)
-    rules = _RULES.setdefault(tool, dict)
+    rules = _RULES.get(id(tool))
+    if rules is None:
+        rules = _RULES.put(tool, {})
     decision = rules.get(key)
     if decision is None:
         decision = rules[key] = class_rule(tool, persona)

@@ -89,7 +89,7 @@ class Pack:
 
 def find_pack(skill_dir: str, root: SkillRoot) -> Pack | None:
     """The nearest pack at or above ``skill_dir`` within ``root``, cached for the load."""
-    cache = _PACKS.setdefault(root, dict)
+    cache = _PACKS.of(root, dict)
     visited: list[str] = []
     folder = skill_dir
     pack: Pack | None = None
@@ -109,7 +109,7 @@ def find_pack(skill_dir: str, root: SkillRoot) -> Pack | None:
 
 def take_notices(pack: Pack, root: SkillRoot) -> tuple[Problem, ...]:
     """The pack's notices the first time they are asked for in this load, then nothing."""
-    reported = _REPORTED.setdefault(root, set)
+    reported = _REPORTED.of(root, set)
     if pack.manifest in reported:
         return ()
     reported.add(pack.manifest)

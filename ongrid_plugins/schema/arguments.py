@@ -125,7 +125,7 @@ def is_light(tool: Tool, args: object) -> bool:
     Costs at most ``_LIGHT_ARGS`` steps. False until the tool's validator was built once
     (its first check always runs in a worker thread under ``acall``).
     """
-    compiled = COMPILED.get(tool)
+    compiled = COMPILED.get(id(tool))
     if compiled is None or not compiled.light_schema:
         return False
     budget = _LIGHT_ARGS
@@ -161,7 +161,7 @@ def _schema_nodes(schema: object, limit: int) -> int:
 
 
 def _validate(tool: Tool, data: dict[str, Any]) -> list[tuple[str, str]]:
-    compiled = COMPILED.get(tool)
+    compiled = COMPILED.get(id(tool))
     if compiled is None:
         light = _schema_nodes(tool.schema, _LIGHT_SCHEMA) <= _LIGHT_SCHEMA
         compiled = Compiled(safe_validator(tool.schema), compile_accepts(tool.schema), light)

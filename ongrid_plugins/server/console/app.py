@@ -697,7 +697,7 @@ def _digest(tool: Tool) -> str:
     try:
         st = os.stat(tool.entry)
         key = ("console-digest", st.st_ino, st.st_size, st.st_mtime_ns)
-        cached = _DIGESTS.get(tool)
+        cached = _DIGESTS.get(id(tool))
         if cached and cached[0] == key:
             return str(cached[1])
         if st.st_size > 64 * 1024 * 1024:
