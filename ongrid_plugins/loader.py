@@ -29,6 +29,7 @@ import attrs
 
 from .availability import Availability
 from .errors import ManifestBuildError, ManifestError, ManifestParseError, PluginLoadError
+from .hooks import hooks
 from .loadcache import LoadCache, open_cache
 from .loaders import skill_json, skill_md
 from .loaders.skill_json import skill_from_record, skill_record
@@ -95,10 +96,10 @@ class _Load:
 
     def __attrs_post_init__(self) -> None:
         self.availability = Availability(self.pm, self.settings)
-        self.load_manifest = self.pm.hook.ongrid_load_manifest
+        self.load_manifest = hooks(self.pm).load_manifest
         self.load_skill_json = _direct_loader(self.pm, self.settings)
-        self.validators = bool(self.pm.hook.ongrid_validate_skill.get_hookimpls())
-        self.listeners = bool(self.pm.hook.ongrid_skill_registered.get_hookimpls())
+        self.validators = hooks(self.pm).implemented("ongrid_validate_skill")
+        self.listeners = hooks(self.pm).implemented("ongrid_skill_registered")
 
     def event(self, path: str, outcome: str, message: str = "", skill: str = "") -> None:
         self.events.append(LoadEvent(path, outcome, message, skill))
@@ -175,7 +176,7 @@ def resolve_roots(pm: pluggy.PluginManager, settings: Settings, events: list[Loa
     """Collect roots from every plugin, keep the usable ones, canonicalised and de-duplicated."""
     seen: set[str] = set()
     usable: list[SkillRoot] = []
-    for root in _flatten(pm.hook.ongrid_skill_roots(settings=settings)):
+    for root in hooks(pm).skill_roots(settings=settings):
         real = _check_root(root, events)
         if real is None:
             continue
@@ -214,12 +215,6 @@ def _check_root(root: SkillRoot, events: list[LoadEvent]) -> str | None:
     return None
 
 
-def _flatten(results: Iterable[Any]) -> Iterator[Any]:
-    for result in results:
-        if result:
-            yield from result
-
-
 def load(
     pm: pluggy.PluginManager,
     settings: Settings,
@@ -250,7 +245,7 @@ def load(
         store.record = skill_record
     state = _Load(pm, settings, registered_level=logging.INFO if announce else logging.DEBUG, cache=store)
     roots = resolve_roots(pm, settings, state.events)
-    names = frozenset(_flatten(pm.hook.ongrid_manifest_names()))
+    names = hooks(pm).manifest_names()
     reals = frozenset(r.real for r in roots) | skip
     roots = [r for r in roots if r.real not in skip]
     was_enabled = gc.isenabled()
@@ -282,14 +277,14 @@ def _load_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> None:
 
 def _direct_loader(pm: pluggy.PluginManager, settings: Settings) -> Any:
     """The built-in skill.json loader when calling it is what the hook call would do, else None."""
-    impls = pm.hook.ongrid_load_manifest.get_hookimpls()
+    impls = hooks(pm).implementations("ongrid_load_manifest")
     builtin = {skill_json.__name__, skill_md.__name__}
     if settings.trace_plugins or not any(impl.plugin is skill_json for impl in impls):
         return None
-    if getattr(getattr(pm, "_inner_hookexec", None), "__name__", "") != "_multicall":
+    if hooks(pm).monitored:
         return None  # hook calls are monitored (tracing, HookRecorder): they must see every one
     for impl in impls:
-        if getattr(impl.plugin, "__name__", "") not in builtin or impl.hookwrapper or impl.wrapper:
+        if getattr(impl.plugin, "__name__", "") not in builtin or impl.wrapper:
             return None
     return skill_json.ongrid_load_manifest
 
@@ -407,12 +402,12 @@ def _register(state: _Load, skill: Skill, root: SkillRoot) -> None:
     if skill.unavailable:
         logger.info('skill loader: skill "%s" is unavailable: %s', skill.name, "; ".join(skill.unavailable))
     if state.listeners:
-        state.pm.hook.ongrid_skill_registered(skill=skill)
+        hooks(state.pm).skill_registered(skill=skill)
 
 
 def validate_skill(pm: pluggy.PluginManager, skill: Skill, root: SkillRoot) -> list[Problem]:
     """Every problem the ``ongrid_validate_skill`` implementations report."""
-    return list(_flatten(pm.hook.ongrid_validate_skill(skill=skill, root=root)))
+    return hooks(pm).validate_skill(skill=skill, root=root)
 
 
 def _kind(skill: Skill) -> str:

@@ -45,7 +45,7 @@ comes after it. A ticket is claimed last, once nothing else can stop the call: a
 claimed ticket is spent.
 
 The per-call path makes one :class:`Attempt` and one :class:`CallRequest` (two on a
-ticketed call), and calls each hook once through :func:`~ongrid_plugins.plugins.call_hook`.
+ticketed call), and calls each hook once through its typed method (:func:`~ongrid_plugins.hooks.hooks`).
 
 Layering: the host stage. It may import the values, the schema checks, the gate, the
 executors' interface and the catalog's digests; the host reaches it, it never imports
@@ -75,8 +75,8 @@ from .errors import (
     PermissionDenied,
     SkillUnavailable,
 )
+from .hooks import hooks
 from .models import CallRequest, CallResult, Decision, EventCallback, Persona, Tool, Verdict, digest_json
-from .plugins import call_hook
 from .schema.arguments import check_arguments as check_schema
 from .schema.arguments import is_light
 
@@ -221,7 +221,7 @@ def decide(host: SkillHost, attempt: Attempt) -> None:
 def before_call(host: SkillHost, attempt: Attempt) -> None:
     """Tell the ``ongrid_before_call`` hooks; one that raises aborts the call (recorded)."""
     try:
-        call_hook(host.pm, "ongrid_before_call", request=attempt.request)
+        hooks(host.pm).before_call(request=attempt.request)
     except BaseException as exc:
         attempt.refusal, attempt.status = exc, "aborted"
         after_call(host, attempt.request, attempt.refused())
@@ -254,7 +254,7 @@ def refuse(host: SkillHost, attempt: Attempt) -> None:
 def choose_executor(host: SkillHost, attempt: Attempt) -> None:
     """Ask the ``ongrid_executor`` hooks who runs the tool; nobody is ``SkillUnavailable``."""
     tool = attempt.request.tool
-    executor: Executor | None = call_hook(host.pm, "ongrid_executor", tool=tool, settings=host.settings)
+    executor: Executor | None = hooks(host.pm).executor(tool=tool, settings=host.settings)
     if executor is None:
         refusal = SkillUnavailable(tool.name, [f"no executor can run tools of kind {tool.kind!r}"])
         after_call(host, attempt.request, attrs.evolve(attempt.refused(), error=str(refusal)))
@@ -286,7 +286,7 @@ def claim_ticket(host: SkillHost, attempt: Attempt) -> None:
 def after_call(host: SkillHost, request: CallRequest, result: CallResult) -> None:
     """Tell the ``ongrid_after_call`` hooks (the audit log's end row); a failing hook is logged."""
     try:
-        call_hook(host.pm, "ongrid_after_call", request=request, result=result)
+        hooks(host.pm).after_call(request=request, result=result)
     except Exception:
         logger.exception("an ongrid_after_call hook failed for %s", request.tool.name)
 

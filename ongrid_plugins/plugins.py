@@ -15,7 +15,9 @@ or names a permission or approval hook fails *closed*: the gate then refuses eve
 mutating and dangerous call, naming it, until it loads or is disabled by name.
 
 Nothing here runs at import time: :func:`get_plugin_manager` builds a fresh
-manager every time it is called.
+manager every time it is called. Hooks are called through the manager's typed
+facade (:attr:`PluginManager.hooks`, :mod:`ongrid_plugins.hooks`); ``call_hook`` and
+``call_each`` are re-exported from there.
 """
 
 from __future__ import annotations
@@ -26,15 +28,15 @@ import importlib
 import logging
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import pluggy
-from pluggy._callers import _multicall  # what an unmonitored manager runs (see call_hook)
 
 from . import hookspecs
 from .errors import PluginLoadError
+from .hooks import Hooks, call_each, call_hook, hooks
 from .packs import PACK_GROUP, PackRoots, dist_name_version
 from .settings import Settings
 
@@ -127,6 +129,11 @@ class PluginManager(pluggy.PluginManager):
         """The failed plugins that hold power (permission or approval hooks): the gate reads
         it on every call, so it is kept apart from ``plugin_infos``."""
 
+    @property
+    def hooks(self) -> Hooks:
+        """The typed hook calls of this manager (:class:`~ongrid_plugins.hooks.Hooks`)."""
+        return hooks(self)
+
     def add_plugin(self, plugin: object, name: str) -> None:
         """Register a plugin the host hands over; a broken one raises at once.
 
@@ -143,8 +150,8 @@ class PluginManager(pluggy.PluginManager):
         for info in self.plugin_infos:
             plugin = self.get_plugin(info.name) if info.kind != "pack" else None
             if plugin is not None:
-                hooks = sorted(h.name for h in self.get_hookcallers(plugin) or ())
-                info = attrs.evolve(info, hooks=hooks)
+                names = sorted(name for name, _declared in self.hooks.hook_names(plugin))
+                info = attrs.evolve(info, hooks=names)
             infos.append(info)
         return infos
 
@@ -245,7 +252,7 @@ def _register(
 
 def _check_known_hooks(pm: PluginManager, plugin: object, name: str) -> None:
     """Refuse a plugin implementing a hook that does not exist (a typo would be silent otherwise)."""
-    unknown = [hc.name for hc in pm.get_hookcallers(plugin) or () if hc.spec is None]
+    unknown = [name for name, declared in hooks(pm).hook_names(plugin) if not declared]
     if not unknown:
         return
     pm.unregister(plugin)
@@ -301,71 +308,6 @@ def _own_version() -> str:
     return __version__
 
 
-def call_hook(pm: pluggy.PluginManager, name: str, **kwargs: Any) -> Any:
-    """``pm.hook.<name>(**kwargs)``: the same calls, order, answer and exceptions.
-
-    The per-call path (``ongrid_before_call``, ``ongrid_after_call``,
-    ``ongrid_executor``) runs a handful of plain implementations: they are called here
-    in pluggy's order (last registered first, ``tryfirst``/``trylast`` honoured),
-    keeping results that are not None and stopping at the first for a ``firstresult``
-    hook, without pluggy's generic machinery (a few microseconds a hook, several
-    times that between two spawns). Anything else goes through pluggy itself: a
-    wrapper or hook wrapper, an implementation with keyword defaults, a specification
-    with defaults, a missing argument, and a manager whose calls are monitored
-    (``ONGRID_TRACE_PLUGINS``, ``add_hookcall_monitoring``), so tracing sees every call.
-    """
-    caller = getattr(pm.hook, name)
-    spec = caller.spec
-    if (
-        getattr(pm, "_inner_hookexec", None) is not _multicall
-        or spec is None
-        or spec.kwargdefaults
-        or len(kwargs) != len(spec.argnames)
-    ):
-        return caller(**kwargs)
-    impls = caller.get_hookimpls()
-    for impl in impls:
-        if impl.hookwrapper or impl.wrapper or impl.kwargnames:
-            return caller(**kwargs)
-        for arg in impl.argnames:
-            if arg not in kwargs:
-                return caller(**kwargs)  # pluggy's error for the missing argument
-    firstresult = spec.opts.get("firstresult", False)
-    results = []
-    for impl in reversed(impls):
-        result = impl.function(*[kwargs[arg] for arg in impl.argnames])
-        if result is not None:
-            if firstresult:
-                return result
-            results.append(result)
-    return None if firstresult else results
-
-
-def call_each(
-    pm: pluggy.PluginManager, name: str, kwargs: Mapping[str, Any], *, newest_first: bool = True
-) -> Iterator[tuple[pluggy.HookImpl, Any, Exception | None]]:
-    """Call each implementation of hook ``name`` on its own: ``(impl, result, exception)``.
-
-    For hooks where one plugin's failure must be isolated and attributed (a vote
-    that fails closed naming its plugin, a contribution skipped with a warning)
-    rather than abort the whole hook call. Each call goes through the plugin
-    manager's hook executor, so ``ONGRID_TRACE_PLUGINS`` traces it like any other
-    hook call. Wrappers are skipped; ``newest_first`` is pluggy's own call order,
-    ``False`` is registration order.
-    """
-    impls = [
-        impl for impl in getattr(pm.hook, name).get_hookimpls() if not (impl.hookwrapper or impl.wrapper)
-    ]
-    for impl in reversed(impls) if newest_first else impls:
-        try:
-            results = pm._hookexec(name, [impl], dict(kwargs), False)  # the traced executor
-        except Exception as exc:
-            yield impl, None, exc
-        else:
-            assert isinstance(results, list)  # firstresult=False: a list of the non-None results
-            yield impl, results[0] if results else None, None
-
-
 #: The form of a ``builtin:`` key.
 NATIVE_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
 
@@ -378,31 +320,27 @@ def collect_native_tools(pm: pluggy.PluginManager) -> dict[str, Callable[..., An
     """
     found: dict[str, Callable[..., Any]] = {}
     owners: dict[str, str] = {}
-    for impl, contributed, exc in call_each(pm, "ongrid_native_tools", {}, newest_first=False):
+    for plugin, contributed, exc in hooks(pm).native_tools():
         if exc is not None:
-            logger.warning("native tools: plugin %s failed to list its tools: %r", impl.plugin_name, exc)
+            logger.warning("native tools: plugin %s failed to list its tools: %r", plugin, exc)
             continue
         if not isinstance(contributed, Mapping):
             if contributed is not None:
-                logger.warning(
-                    "native tools: plugin %s returned %r, not a mapping", impl.plugin_name, contributed
-                )
+                logger.warning("native tools: plugin %s returned %r, not a mapping", plugin, contributed)
             continue
         for key, fn in contributed.items():
             if not isinstance(key, str) or not NATIVE_KEY.fullmatch(key) or not callable(fn):
-                logger.warning(
-                    "native tools: plugin %s: bad entry %r -> %r, skipped", impl.plugin_name, key, fn
-                )
+                logger.warning("native tools: plugin %s: bad entry %r -> %r, skipped", plugin, key, fn)
             elif key in found:
                 logger.warning(
                     "native tools: builtin:%s from %s ignored; %s provides it",
                     key,
-                    impl.plugin_name,
+                    plugin,
                     owners[key],
                 )
             else:
                 found[key] = fn
-                owners[key] = impl.plugin_name
+                owners[key] = plugin
     return found
 
 

@@ -16,6 +16,7 @@ import attrs
 
 from .availability import Availability
 from .errors import ManifestBuildError, ManifestError
+from .hooks import hooks
 from .loader import check_symlinked_manifest, iter_manifests, validate_skill
 from .models import Problem, Skill, SkillRoot
 from .roots import canonical
@@ -76,7 +77,7 @@ class FileReport:
 
 def validate_paths(paths: Iterable[str], pm: pluggy.PluginManager, settings: Settings) -> list[FileReport]:
     """Check every manifest under ``paths`` (folders or manifest files)."""
-    names = frozenset(n for result in pm.hook.ongrid_manifest_names() if result for n in result)
+    names = hooks(pm).manifest_names()
     reports: list[FileReport] = []
     owners: dict[str, str] = {}
     availability = Availability(pm, settings)
@@ -127,7 +128,7 @@ def _inspect(
     try:
         if is_link:
             path = check_symlinked_manifest(path, root)
-        skill = pm.hook.ongrid_load_manifest(path=path, root=root, settings=settings)
+        skill = hooks(pm).load_manifest(path=path, root=root, settings=settings)
     except ManifestBuildError as exc:
         problems = exc.problems or (Problem("error", "build_error", exc.message, path),)
         return FileReport(path, problems, exc.name)

@@ -25,7 +25,8 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
     for name, members in (
         (
             "values",
-            "_version errors models hookspecs identity frontmatter hints settings resolve _sqlite",
+            "_version errors models hookspecs hooks sidetable identity frontmatter hints settings resolve"
+            " _sqlite",
         ),
         ("schemas", "schema safeschema export_gemini archive packs.archive scaffold"),
         ("discovery", "roots loaders packs plugins registry builtin_tools"),

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..models import JSON, canonical_json
+from ..models import JSON, Outcome, canonical_json
 from ..schema.redact import has_secrets, needs_redaction, redact, redact_lines, redact_text
+from ..sidetable import SideTable
 from .journal import HOST, PID, alive, journal_files
 
 if TYPE_CHECKING:
@@ -103,6 +104,8 @@ ADDED_COLUMNS = (
 )
 _LATER = frozenset(COLUMNS.index(column) for _table, column, _decl in ADDED_COLUMNS)
 _REQUIRED = ("time", "call_id", "tool", "prev_hash")
+#: Whether a tool's schema marks any argument secret, by tool identity (read on every call).
+_HAS_SECRETS: SideTable[bool] = SideTable()
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS entries (
     seq INTEGER PRIMARY KEY,
@@ -275,7 +278,7 @@ def recover(conn: sqlite3.Connection, folder: str, key: bytes | None = None) -> 
 def _interrupted(call_id: str, row: dict[str, Any], pid: int) -> dict[str, Any]:
     row = dict(row, call_id=call_id, tool=row.get("tool") or "?", time=row.get("time") or 0.0)
     row.update(
-        outcome="interrupted",
+        outcome=Outcome.INTERRUPTED,
         error=f"the host process {pid} ended before the outcome of this call was recorded",
         duration=0.0,
         stderr_tail="[]",
@@ -310,9 +313,9 @@ def start_row(request: CallRequest, started: float) -> dict[str, Any]:
     tool = request.tool
     args: Any = request.args
     redacted: list[str] = []
-    secret = tool.cache.get("audit_has_secrets")
+    secret = _HAS_SECRETS.get(id(tool))
     if secret is None:
-        secret = tool.cache["audit_has_secrets"] = has_secrets(tool.schema)
+        secret = _HAS_SECRETS.put(tool, has_secrets(tool.schema))
     if needs_redaction(tool.schema, args, secret):
         args, redacted = redact(tool.schema, args)
     return {

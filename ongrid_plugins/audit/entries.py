@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from ..errors import ConfigError
-from ..models import JSON
+from ..models import JSON, Outcome
 from .chain import COLUMNS, GENESIS, JSON_COLUMNS
 
 __all__ = [
@@ -29,22 +29,7 @@ __all__ = [
 
 
 #: Every ``outcome`` a row may have: the call outcomes, then the two ticket decisions.
-OUTCOMES = (
-    "ok",
-    "failed",
-    "timed_out",
-    "invalid_arguments",
-    "denied",
-    "needs_confirmation",
-    "needs_approval",
-    "ticket_refused",
-    "unavailable",
-    "aborted",
-    "cancelled",
-    "interrupted",
-    "approval",
-    "rejection",
-)
+OUTCOMES: tuple[Outcome, ...] = tuple(Outcome)
 #: The shortest anchor prefix ``verify`` accepts (as short as a git abbreviation).
 MIN_ANCHOR = 7
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _sqlite
 from ..errors import ApprovalError
+from ..hooks import hooks
 from ..identity import identity_problem, normalize_identity
 from .tickets import (
     _OPEN,
@@ -311,7 +312,7 @@ class ApprovalStore:
             ticket = self._load(conn, ticket_id, now)
             _check_matches(ticket, tool, args_digest, persona, profile)
             _check_skill(ticket, skill_digest)
-            if ticket.status != "approved":
+            if ticket.status != TicketStatus.APPROVED:
                 raise _closed(ticket)
             updated = conn.execute(
                 "UPDATE tickets SET status = ?, executed = ?, executed_by = ?, call_id = ?"
@@ -401,17 +402,12 @@ def verify_with_plugins(pm: pluggy.PluginManager) -> VerifyApproval:
     """
 
     def verify(ticket: Ticket, approval: Approval) -> str | None:
-        from ..plugins import call_each
-
-        kwargs = {"ticket": ticket, "approval": approval}
-        for impl, vote, exc in call_each(pm, "ongrid_verify_approval", kwargs):
+        for plugin, vote, exc in hooks(pm).verify_approval(ticket=ticket, approval=approval):
             if exc is not None:
-                logger.error(
-                    "approvals: plugin %s failed to verify an approval", impl.plugin_name, exc_info=exc
-                )
-                return f"plugin {impl.plugin_name} (it raised {type(exc).__name__}: {exc})"
+                logger.error("approvals: plugin %s failed to verify an approval", plugin, exc_info=exc)
+                return f"plugin {plugin} (it raised {type(exc).__name__}: {exc})"
             if vote is not None and vote is not True:
-                return f"plugin {impl.plugin_name}"
+                return f"plugin {plugin}"
         return None
 
     return verify

@@ -142,7 +142,7 @@ def _refusal(exc: urllib.error.HTTPError) -> OngridError:
         body = {}
     message = str(body.get("error") or exc.reason)
     code = str(body.get("code", ""))
-    if code == "ticket_refused" and body.get("reason") in APPROVAL_REASONS:
+    if code == ApprovalError.code and body.get("reason") in APPROVAL_REASONS:
         return ApprovalError(body["reason"], str(body.get("ticket") or ""), message)
     if exc.code == 401:
         return ServerError(f"the server refused the token ({message})", status=401, code=code)

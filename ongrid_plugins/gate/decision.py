@@ -19,12 +19,13 @@ can loosen it. A permission or approval plugin that failed to load counts as a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
+from ..hooks import hooks
 from ..hookspecs import hookimpl
 from ..models import Decision, PermissionMode, Persona, Tool, ToolClass, Verdict
+from ..sidetable import SideTable
 
 if TYPE_CHECKING:
     import pluggy
@@ -115,19 +116,24 @@ def decide(pm: pluggy.PluginManager, tool: Tool, persona: Persona, request: Call
             f"ONGRID_DISABLE_PLUGINS={info.name}"
         )
         return Decision(Verdict.DENY, reason, info.name)
-    hook = pm.hook.ongrid_check_permission
-    impls = hook.get_hookimpls()
-    if not impls or (len(impls) == 1 and impls[0].function is ongrid_check_permission):
+    calls = hooks(pm)
+    if calls.only("ongrid_check_permission", ongrid_check_permission):
         return floor  # only the built-in rule votes, and it is the floor already
-    votes: Iterable[Decision | None] = hook(tool=tool, persona=persona, request=request)
+    votes = calls.check_permission(tool=tool, persona=persona, request=request)
     return Decision.strictest([floor, *(_checked(v) for v in votes if v is not None)])
+
+
+#: The class rule's decision per (tool, persona rules), by tool identity.
+_RULES: SideTable[dict[tuple[object, ...], Decision]] = SideTable()
 
 
 def _cached_rule(tool: Tool, persona: Persona) -> Decision:
     # Tools and personas are immutable, so the rule's answer for a pair never
-    # changes: remember it on the tool, keyed by what the rule reads.
+    # changes: remember it beside the tool, keyed by what the rule reads.
     key = (persona.name, persona.permission_mode, persona.tools, persona.disallowed_tools)
-    rules: dict[tuple[object, ...], Decision] = tool.cache.setdefault("gate", {})
+    rules = _RULES.get(id(tool))
+    if rules is None:
+        rules = _RULES.put(tool, {})
     decision = rules.get(key)
     if decision is None:
         decision = rules[key] = class_rule(tool, persona)

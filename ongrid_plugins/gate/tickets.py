@@ -185,7 +185,7 @@ def os_identity() -> str:
 def _check_approvable(ticket: Ticket, approver: str) -> None:
     if not ticket.is_open:
         raise _closed(ticket)
-    if ticket.status == "approved":
+    if ticket.status == TicketStatus.APPROVED:
         message = (
             f"ticket {ticket.id} already has its {ticket.required} approvals ({', '.join(ticket.approvers)})"
         )
@@ -228,15 +228,15 @@ def _check_skill(ticket: Ticket, skill_digest: str | None) -> None:
 
 
 def _closed(ticket: Ticket) -> ApprovalError:
-    if ticket.status == "rejected":
+    if ticket.status == TicketStatus.REJECTED:
         why = f": {ticket.note}" if ticket.note else ""
         message = f"ticket {ticket.id} was rejected by {ticket.rejected_by}{why}; it is dead, open a new one"
-    elif ticket.status == "executed":
+    elif ticket.status == TicketStatus.EXECUTED:
         message = (
             f"ticket {ticket.id} already ran at {_iso(ticket.executed)} (call {ticket.call_id}); "
             "a ticket executes once"
         )
-    elif ticket.status == "expired":
+    elif ticket.status == TicketStatus.EXPIRED:
         message = f"ticket {ticket.id} expired at {_iso(ticket.expires)}; open a new one"
     else:
         message = (

@@ -56,6 +56,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..hooks import hooks
 from ..models import SkillRoot
 from ..roots import builtin_skills_dir, resolve_file
 
@@ -130,12 +131,12 @@ def fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str | None:
     from ..schema import verdicts
 
     loaders = []
-    for hook in (pm.hook.ongrid_load_manifest, pm.hook.ongrid_manifest_names):
-        for impl in hook.get_hookimpls():
+    for hook in ("ongrid_load_manifest", "ongrid_manifest_names"):
+        for impl in hooks(pm).implementations(hook):
             module = getattr(impl.plugin, "__name__", "")
             if not module.startswith("ongrid_plugins."):
                 return None
-            loaders.append((hook.name, impl.plugin_name, module, impl.tryfirst, impl.trylast))
+            loaders.append((hook, impl.plugin_name, module, impl.tryfirst, impl.trylast))
     parts: list[Any] = [
         FORMAT,
         __version__,

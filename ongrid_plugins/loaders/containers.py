@@ -5,7 +5,7 @@ name ``clawdbot.plugin.json`` is a pack. The walk is shared with every other loa
 so a pack is not walked on its own: when the walker reaches a ``SKILL.md``, the
 loader looks upward (up to the allow-listed root) for the nearest pack manifest,
 remembering the answer for every folder on the way for the rest of the load
-(``SkillRoot.cache``), so each folder costs one ``listdir`` per load.
+(a side table keyed by the root object), so each folder costs one ``listdir`` per load.
 
 A pack's skills are the ``SKILL.md`` at its root, and the folders its ``skills`` list
 names (a skill folder, or a folder of skill folders); without a list, ``skills/*/``.
@@ -27,6 +27,7 @@ import attrs
 from ..errors import ManifestParseError
 from ..models import Problem, SkillRoot
 from ..roots import is_within, resolve_file
+from ..sidetable import SideTable
 from .skill_json import read_manifest
 
 __all__ = ["MANIFESTS", "Pack", "find_pack"]
@@ -39,8 +40,9 @@ MANIFESTS = (
 )
 SKILL_FILES = ("SKILL.md", "skill.md")
 _FIRST_PARTS = frozenset(relative.split("/")[0] for relative, _kind in MANIFESTS)
-_CACHE_KEY = "skill_md.packs"
-_REPORTED_KEY = "skill_md.reported"
+#: Per root object (so per load): the pack of each folder seen, and the packs whose notices were given.
+_PACKS: SideTable[dict[str, Pack | None]] = SideTable()
+_REPORTED: SideTable[set[str]] = SideTable()
 
 #: (manifest key, files or folders in the pack, what it is) of every unsupported component.
 _UNSUPPORTED = (
@@ -87,7 +89,7 @@ class Pack:
 
 def find_pack(skill_dir: str, root: SkillRoot) -> Pack | None:
     """The nearest pack at or above ``skill_dir`` within ``root``, cached for the load."""
-    cache: dict[str, Pack | None] = root.cache.setdefault(_CACHE_KEY, {})
+    cache = _PACKS.of(root, dict)
     visited: list[str] = []
     folder = skill_dir
     pack: Pack | None = None
@@ -107,7 +109,7 @@ def find_pack(skill_dir: str, root: SkillRoot) -> Pack | None:
 
 def take_notices(pack: Pack, root: SkillRoot) -> tuple[Problem, ...]:
     """The pack's notices the first time they are asked for in this load, then nothing."""
-    reported: set[str] = root.cache.setdefault(_REPORTED_KEY, set())
+    reported = _REPORTED.of(root, set)
     if pack.manifest in reported:
         return ()
     reported.add(pack.manifest)

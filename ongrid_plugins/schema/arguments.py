@@ -1,7 +1,8 @@
 """Arguments: fill in defaults, check against the tool's schema, report every error.
 
-Validators are compiled once per tool (on its first call) and kept on the
-tool: a compiled check of the common schema subset (:mod:`.safe.fast`),
+Validators are compiled once per tool (on its first call) and kept beside the
+tool (:data:`COMPILED`, a side table: the tool stays a frozen value): a compiled
+check of the common schema subset (:mod:`.safe.fast`),
 exact where it says "valid", and jsonschema for everything else and for the
 error messages. ``jsonschema`` is imported on the first call, not at start-up. Every
 validator is :func:`~ongrid_plugins.schema.safe.safe_validator`: regexes run
@@ -15,11 +16,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
+
 from ..models import Tool, canonical_json
+from ..sidetable import SideTable
 from .safe import safe_validator
 from .safe.fast import compile_accepts
 
-__all__ = ["NOT_UTF8", "check_arguments", "fill_defaults", "is_light"]
+__all__ = ["COMPILED", "NOT_UTF8", "Compiled", "check_arguments", "fill_defaults", "is_light"]
 
 _MAX_MESSAGE = 300
 #: A call is "light" (checked where it arrives, even on an event loop) when its arguments
@@ -30,6 +34,22 @@ _LIGHT_ARGS = 4096
 _LIGHT_SCHEMA = 256
 #: The error message for arguments holding a lone surrogate (REST answers it with 400).
 NOT_UTF8 = "arguments contain a lone surrogate (not UTF-8 text)"
+
+
+@attrs.frozen
+class Compiled:
+    """A tool's schema, compiled on its first call."""
+
+    validator: Any
+    """jsonschema's validator (:func:`~ongrid_plugins.schema.safe.safe_validator`)."""
+    accepts: Any
+    """The compiled fast check: True means valid, anything else asks ``validator``."""
+    light_schema: bool
+    """At most ``_LIGHT_SCHEMA`` subschemas: a call with light arguments is checked inline."""
+
+
+#: Each tool's :class:`Compiled` schema, by tool identity (a new snapshot's tools compile anew).
+COMPILED: SideTable[Compiled] = SideTable()
 
 
 def fill_defaults(schema: Mapping[str, Any], args: Mapping[str, Any]) -> dict[str, Any]:
@@ -105,7 +125,8 @@ def is_light(tool: Tool, args: object) -> bool:
     Costs at most ``_LIGHT_ARGS`` steps. False until the tool's validator was built once
     (its first check always runs in a worker thread under ``acall``).
     """
-    if tool.cache.get("light_schema") is not True:
+    compiled = COMPILED.get(id(tool))
+    if compiled is None or not compiled.light_schema:
         return False
     budget = _LIGHT_ARGS
     stack = [args]
@@ -140,14 +161,15 @@ def _schema_nodes(schema: object, limit: int) -> int:
 
 
 def _validate(tool: Tool, data: dict[str, Any]) -> list[tuple[str, str]]:
-    validator = tool.cache.get("validator")
-    if validator is None:
-        validator = tool.cache["validator"] = safe_validator(tool.schema)
-        tool.cache["accepts"] = compile_accepts(tool.schema)
-        tool.cache["light_schema"] = _schema_nodes(tool.schema, _LIGHT_SCHEMA) <= _LIGHT_SCHEMA
+    compiled = COMPILED.get(id(tool))
+    if compiled is None:
+        light = _schema_nodes(tool.schema, _LIGHT_SCHEMA) <= _LIGHT_SCHEMA
+        compiled = Compiled(safe_validator(tool.schema), compile_accepts(tool.schema), light)
+        COMPILED.put(tool, compiled)
+    validator = compiled.validator
     try:
         # The compiled check is exact where it says "valid"; anything else is jsonschema's.
-        if tool.cache["accepts"](data) or validator.is_valid(data):
+        if compiled.accepts(data) or validator.is_valid(data):
             return []
         errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     except RecursionError:

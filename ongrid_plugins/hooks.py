@@ -1,0 +1,250 @@
+"""The typed hook facade: one method per hook of :mod:`~ongrid_plugins.hookspecs`.
+
+Core code never writes ``pm.hook.ongrid_*(...)`` with unchecked keyword arguments, as
+tox 4's ``Plugin`` does for its own hooks: it asks :func:`hooks` for the manager's
+:class:`Hooks` and calls a typed method, which says what the hook gives back (a list
+flattened once, the first answer, or each plugin's answer on its own)::
+
+    calls = hooks(pm)
+    names = calls.manifest_names()
+    skill = calls.load_manifest(path=path, root=root, settings=settings)
+
+This module is the only one that touches pluggy's hook callers and internals
+(``pm.hook``, ``get_hookimpls``, ``HookImpl``, the hook executor); ``tests/test_hooks.py``
+fails on any other. Every method goes through the manager's hook executor, so
+``ONGRID_TRACE_PLUGINS`` (or any ``add_hookcall_monitoring``) sees every hook call:
+the per-call hooks take a direct path only while nothing monitors the manager
+(:func:`call_hook`), and a shortcut a caller takes (:meth:`Hooks.only`) is refused
+while it is monitored.
+
+May import: :mod:`.hookspecs` and pluggy (a values module; hook argument types only
+under ``TYPE_CHECKING``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import pluggy
+from pluggy._callers import _multicall  # what an unmonitored manager runs (see call_hook)
+
+if TYPE_CHECKING:
+    from .executors import Executor
+    from .gate.tickets import Approval, Ticket
+    from .models import CallRequest, CallResult, Persona, Problem, Skill, SkillRoot, Tool
+    from .settings import Settings
+
+__all__ = ["Contribution", "Hooks", "Implementation", "call_each", "call_hook", "hooks"]
+
+
+class Contribution(NamedTuple):
+    """One plugin's answer to a hook called one implementation at a time."""
+
+    plugin: str
+    """The name the plugin is registered under."""
+    result: Any
+    """What it returned (None when it raised)."""
+    error: Exception | None
+    """What it raised, or None."""
+
+
+class Implementation(NamedTuple):
+    """One plugin's implementation of a hook, as the loader and the load cache inspect it."""
+
+    plugin_name: str
+    plugin: object
+    """The registered object (a module for the built-ins)."""
+    wrapper: bool
+    """A wrapper or old-style hook wrapper."""
+    tryfirst: bool
+    trylast: bool
+
+
+class Hooks:
+    """Typed calls of every hook, for one plugin manager (get it with :func:`hooks`)."""
+
+    __slots__ = ("_hook", "_pm")
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self._pm = pm
+        self._hook = pm.hook
+
+    def __repr__(self) -> str:
+        return f"<Hooks of {self._pm.project_name}>"
+
+    # ------------------------------------------------------------------ discovery
+
+    def skill_roots(self, *, settings: Settings) -> list[SkillRoot]:
+        """``ongrid_skill_roots``: every plugin's roots, in the order they came back."""
+        return list(_flatten(self._hook.ongrid_skill_roots(settings=settings)))
+
+    def manifest_names(self) -> frozenset[str]:
+        """``ongrid_manifest_names``: every file name some loader claims."""
+        return frozenset(_flatten(self._hook.ongrid_manifest_names()))
+
+    def load_manifest(self, *, path: str, root: SkillRoot, settings: Settings) -> Skill | None:
+        """``ongrid_load_manifest``: the first loader's skill, or None (a loader's error propagates)."""
+        skill: Skill | None = self._hook.ongrid_load_manifest(path=path, root=root, settings=settings)
+        return skill
+
+    # ------------------------------------------------------------------ validation and registration
+
+    def validate_skill(self, *, skill: Skill, root: SkillRoot) -> list[Problem]:
+        """``ongrid_validate_skill``: every plugin's problems, flattened."""
+        return list(_flatten(self._hook.ongrid_validate_skill(skill=skill, root=root)))
+
+    def skill_registered(self, *, skill: Skill) -> None:
+        """``ongrid_skill_registered``: tell every listener."""
+        self._hook.ongrid_skill_registered(skill=skill)
+
+    # ------------------------------------------------------------------ permissions
+
+    def check_permission(self, *, tool: Tool, persona: Persona, request: CallRequest | None) -> list[object]:
+        """``ongrid_check_permission``: every vote that is not None, unchecked (the gate checks them)."""
+        votes: list[object] = self._hook.ongrid_check_permission(tool=tool, persona=persona, request=request)
+        return votes
+
+    def verify_approval(self, *, ticket: Ticket, approval: Approval) -> Iterator[Contribution]:
+        """``ongrid_verify_approval``: each plugin's vote on its own, newest first; a raise is its answer."""
+        return _each(self._pm, "ongrid_verify_approval", {"ticket": ticket, "approval": approval}, True)
+
+    # ------------------------------------------------------------------ execution
+
+    def native_tools(self) -> Iterator[Contribution]:
+        """``ongrid_native_tools``: each plugin's mapping on its own, in registration order."""
+        return _each(self._pm, "ongrid_native_tools", {}, False)
+
+    def executor(self, *, tool: Tool, settings: Settings) -> Executor | None:
+        """``ongrid_executor``: the first plugin's executor for ``tool``, or None."""
+        executor: Executor | None = call_hook(self._pm, "ongrid_executor", tool=tool, settings=settings)
+        return executor
+
+    def before_call(self, *, request: CallRequest) -> None:
+        """``ongrid_before_call``: every implementation; the first that raises aborts the call."""
+        call_hook(self._pm, "ongrid_before_call", request=request)
+
+    def after_call(self, *, request: CallRequest, result: CallResult) -> None:
+        """``ongrid_after_call``: every implementation (the caller logs an exception)."""
+        call_hook(self._pm, "ongrid_after_call", request=request, result=result)
+
+    # ------------------------------------------------------------------ what is registered
+
+    @property
+    def monitored(self) -> bool:
+        """True when hook calls are traced or monitored: then every call must reach pluggy."""
+        return getattr(self._pm, "_inner_hookexec", None) is not _multicall
+
+    def implemented(self, name: str) -> bool:
+        """True when some plugin implements hook ``name`` (wrappers included)."""
+        return bool(getattr(self._hook, name).get_hookimpls())
+
+    def implementations(self, name: str) -> tuple[Implementation, ...]:
+        """The implementations of hook ``name``, in registration order (pluggy calls them newest first)."""
+        return tuple(
+            Implementation(i.plugin_name, i.plugin, i.hookwrapper or i.wrapper, i.tryfirst, i.trylast)
+            for i in getattr(self._hook, name).get_hookimpls()
+        )
+
+    def only(self, name: str, function: Callable[..., Any]) -> bool:
+        """True when calling hook ``name`` could only call ``function``, and nothing monitors the calls.
+
+        For a caller that already has ``function``'s answer (the gate's built-in rule is its
+        floor): it may skip the hook call, since tracing would not miss it.
+        """
+        if getattr(self._pm, "_inner_hookexec", None) is not _multicall:  # monitored (the gate asks per call)
+            return False
+        impls = getattr(self._hook, name)._hookimpls  # the list itself: get_hookimpls() copies it
+        return not impls or (len(impls) == 1 and impls[0].function is function)
+
+    def hook_names(self, plugin: object) -> list[tuple[str, bool]]:
+        """The hooks ``plugin`` implements, each with whether :mod:`.hookspecs` declares it."""
+        return [(caller.name, caller.spec is not None) for caller in self._pm.get_hookcallers(plugin) or ()]
+
+
+def hooks(pm: pluggy.PluginManager) -> Hooks:
+    """The :class:`Hooks` of ``pm``, made on first use and kept on the manager."""
+    found: Hooks | None = getattr(pm, "_ongrid_hooks", None)
+    if found is None:
+        found = Hooks(pm)
+        pm._ongrid_hooks = found  # type: ignore[attr-defined]  # one per manager
+    return found
+
+
+def _flatten(results: Iterable[Any]) -> Iterator[Any]:
+    # The one place a list-of-lists hook answer becomes one sequence (None and [] skipped).
+    for result in results:
+        if result:
+            yield from result
+
+
+def _each(
+    pm: pluggy.PluginManager, name: str, kwargs: Mapping[str, Any], newest_first: bool
+) -> Iterator[Contribution]:
+    for impl, result, exc in call_each(pm, name, kwargs, newest_first=newest_first):
+        yield Contribution(impl.plugin_name, result, exc)
+
+
+def call_hook(pm: pluggy.PluginManager, name: str, **kwargs: Any) -> Any:
+    """``pm.hook.<name>(**kwargs)``: the same calls, order, answer and exceptions.
+
+    The per-call path (``ongrid_before_call``, ``ongrid_after_call``,
+    ``ongrid_executor``) runs a handful of plain implementations: they are called here
+    in pluggy's order (last registered first, ``tryfirst``/``trylast`` honoured),
+    keeping results that are not None and stopping at the first for a ``firstresult``
+    hook, without pluggy's generic machinery (a few microseconds a hook, several
+    times that between two spawns). Anything else goes through pluggy itself: a
+    wrapper or hook wrapper, an implementation with keyword defaults, a specification
+    with defaults, a missing argument, and a manager whose calls are monitored
+    (``ONGRID_TRACE_PLUGINS``, ``add_hookcall_monitoring``), so tracing sees every call.
+    """
+    caller = getattr(pm.hook, name)
+    spec = caller.spec
+    if (
+        getattr(pm, "_inner_hookexec", None) is not _multicall
+        or spec is None
+        or spec.kwargdefaults
+        or len(kwargs) != len(spec.argnames)
+    ):
+        return caller(**kwargs)
+    impls = caller.get_hookimpls()
+    for impl in impls:
+        if impl.hookwrapper or impl.wrapper or impl.kwargnames:
+            return caller(**kwargs)
+        for arg in impl.argnames:
+            if arg not in kwargs:
+                return caller(**kwargs)  # pluggy's error for the missing argument
+    firstresult = spec.opts.get("firstresult", False)
+    results = []
+    for impl in reversed(impls):
+        result = impl.function(*[kwargs[arg] for arg in impl.argnames])
+        if result is not None:
+            if firstresult:
+                return result
+            results.append(result)
+    return None if firstresult else results
+
+
+def call_each(
+    pm: pluggy.PluginManager, name: str, kwargs: Mapping[str, Any], *, newest_first: bool = True
+) -> Iterator[tuple[pluggy.HookImpl, Any, Exception | None]]:
+    """Call each implementation of hook ``name`` on its own: ``(impl, result, exception)``.
+
+    For hooks where one plugin's failure must be isolated and attributed (a vote
+    that fails closed naming its plugin, a contribution skipped with a warning)
+    rather than abort the whole hook call. Each call goes through the plugin
+    manager's hook executor, so ``ONGRID_TRACE_PLUGINS`` traces it like any other
+    hook call. Wrappers are skipped; ``newest_first`` is pluggy's own call order,
+    ``False`` is registration order.
+    """
+    impls = [
+        impl for impl in getattr(pm.hook, name).get_hookimpls() if not (impl.hookwrapper or impl.wrapper)
+    ]
+    for impl in reversed(impls) if newest_first else impls:
+        try:
+            results = pm._hookexec(name, [impl], dict(kwargs), False)  # the traced executor
+        except Exception as exc:
+            yield impl, None, exc
+        else:
+            assert isinstance(results, list)  # firstresult=False: a list of the non-None results
+            yield impl, results[0] if results else None, None
