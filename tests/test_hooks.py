@@ -29,9 +29,7 @@ PLUGGY_INTERNALS = re.compile(
 )
 
 #: Modules still calling a hook by hand, each with why; the lead drops an entry once it moved.
-NOT_YET_CONVERTED = {
-    "install.py": "moves into packs/ on another branch; its one ongrid_manifest_names call goes then",
-}
+NOT_YET_CONVERTED: dict[str, str] = {}
 
 HOOKS = sorted(name for name in dir(hookspecs) if name.startswith("ongrid_"))
 

@@ -43,6 +43,7 @@ import attrs
 
 from ..catalog.lock import new_entry, write_entry
 from ..errors import ConfigError, OngridError
+from ..hooks import hooks
 from ..validate import FileReport, validate_paths
 from .archive import Limits, UnpackReport, unpack
 from .discovery import MARKER, InstalledPack, installed_packs, read_marker
@@ -233,7 +234,7 @@ def _pack_top(unpacked: str, source: str, pm: pluggy.PluginManager) -> tuple[str
     base = os.path.basename(source.rstrip("/"))
     if os.path.isdir(source):
         return unpacked, base
-    names = {n for result in pm.hook.ongrid_manifest_names() if result for n in result}
+    names = hooks(pm).manifest_names()
     entries = os.listdir(unpacked)
     if len(entries) == 1:
         only = os.path.join(unpacked, entries[0])
