@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .discovery.roots import open_beneath
 from .hookspecs import hookimpl
-from .roots import open_beneath
 
 if TYPE_CHECKING:
     from .executors.native import NativeContext

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import gate, pipeline
 from .catalog import Hub, diff, load_catalog
+from .discovery.registry import Registry, Snapshot, spelling
 from .errors import UnknownSkill
 from .instructions import Instructions, read_instructions
 from .models import (
@@ -42,7 +43,6 @@ from .models import (
 )
 from .persona_lookup import PersonaLookup
 from .plugins import PluginInfo, PluginManager, get_plugin_manager
-from .registry import Registry, Snapshot, spelling
 from .resolve import ResolvedSkill, resolve
 from .settings import Settings
 

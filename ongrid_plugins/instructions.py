@@ -24,9 +24,9 @@ from typing import Any
 
 import attrs
 
+from .discovery.roots import open_beneath
 from .errors import ManifestParseError, ResourceRefused
 from .models import Skill
-from .roots import open_beneath
 
 __all__ = ["MAX_FILE_BYTES", "RESOURCE_DIRS", "Instructions", "Resource", "read_instructions"]
 

@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .availability import Availability
+from .discovery.registry import RegistryBuilder, Snapshot
+from .discovery.roots import canonical, escapes
 from .errors import ManifestBuildError, ManifestError, ManifestParseError, PluginLoadError
 from .hooks import hooks
 from .loadcache import LoadCache, open_cache
 from .loaders import skill_json, skill_md
 from .loaders.skill_json import skill_from_record, skill_record
 from .models import LoadEvent, LoadReport, Problem, Skill, SkillRoot
-from .registry import RegistryBuilder, Snapshot
-from .roots import canonical, escapes
 
 if TYPE_CHECKING:
     import pluggy

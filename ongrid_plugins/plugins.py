@@ -65,7 +65,7 @@ ENTRY_POINT_GROUP = "ongrid_plugins"
 #: the module itself; a per-host one (:data:`PER_HOST_PLUGINS`) is an object the host hands
 #: over (``get_plugin_manager(per_host=...)``), registered at its place in this order.
 BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
-    ("roots", "ongrid_plugins.roots"),
+    ("roots", "ongrid_plugins.discovery.roots"),
     ("skill_json", "ongrid_plugins.loaders.skill_json"),
     ("skill_md", "ongrid_plugins.loaders.skill_md"),
     ("remote", "ongrid_plugins.remote.plugin"),

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .availability import Availability
+from .discovery.roots import canonical
 from .errors import ManifestBuildError, ManifestError
 from .hooks import hooks
 from .loader import check_symlinked_manifest, iter_manifests, validate_skill
 from .models import Problem, Skill, SkillRoot
-from .roots import canonical
 
 if TYPE_CHECKING:
     import pluggy

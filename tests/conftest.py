@@ -86,7 +86,7 @@ def ongrid_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(params=["openat2", "walk"])
 def beneath(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Both ways ``roots.open_beneath`` works: ``openat2``, and the component walk of older kernels."""
-    from ongrid_plugins import roots
+    from ongrid_plugins.discovery import roots
 
     if request.param == "walk":
         monkeypatch.setattr(roots, "_openat2", False)

@@ -29,7 +29,7 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
             " _sqlite",
         ),
         ("schemas", "schema safeschema export_gemini archive packs.archive scaffold"),
-        ("discovery", "roots loaders packs plugins registry builtin_tools"),
+        ("discovery", "discovery roots loaders packs plugins builtin_tools"),
         (
             "catalog",
             "loader loadcache availability instructions catalog validate"
@@ -236,14 +236,14 @@ def test_the_checker_places_a_module_of_a_split_folder_at_its_own_stage(tmp_path
         {
             "__init__.py": "",
             "catalog/__init__.py": "",
-            "packs/__init__.py": "from .discovery import x\n",
-            "packs/discovery.py": "from ..models import y\n",
+            "packs/__init__.py": "from .pack_roots import x\n",
+            "packs/pack_roots.py": "from ..models import y\n",
             "packs/install.py": "from ..catalog import z\n",
             "packs/archive.py": "from .install import w\n",
             "models.py": "",
         },
     )
-    assert _top("ongrid_plugins.packs.discovery") == "packs"
+    assert _top("ongrid_plugins.packs.pack_roots") == "packs"
     assert _top("ongrid_plugins.packs.install") == "packs.install"
     assert upward_imports(import_graph(package)) == [
         "ongrid_plugins.packs.archive (schemas) imports ongrid_plugins.packs.install (catalog)"
@@ -284,12 +284,14 @@ DOCUMENTED_PATHS = (
     ("ongrid_plugins.audit", "AuditLog", "ongrid_plugins.audit.log"),
     ("ongrid_plugins.audit", "AuditEntry", "ongrid_plugins.audit.entries"),
     ("ongrid_plugins.audit", "row_hash", "ongrid_plugins.audit.chain"),
-    ("ongrid_plugins.packs", "PackRoots", "ongrid_plugins.packs.discovery"),
-    ("ongrid_plugins.packs", "read_marker", "ongrid_plugins.packs.discovery"),
+    ("ongrid_plugins.packs", "PackRoots", "ongrid_plugins.packs.pack_roots"),
+    ("ongrid_plugins.packs", "read_marker", "ongrid_plugins.packs.pack_roots"),
     ("ongrid_plugins.install", "install_pack", "ongrid_plugins.packs.install"),
     ("ongrid_plugins.install", "uninstall_pack", "ongrid_plugins.packs.install"),
     ("ongrid_plugins.sources", "validate_sources", "ongrid_plugins.packs.sources"),
     ("ongrid_plugins.archive", "UnsafeArchive", "ongrid_plugins.packs.archive"),
+    ("ongrid_plugins.roots", "open_beneath", "ongrid_plugins.discovery.roots"),
+    ("ongrid_plugins.roots", "check_entry", "ongrid_plugins.discovery.roots"),
 )
 
 
@@ -305,10 +307,11 @@ def test_a_documented_import_path_still_gives_the_same_object(path: str, name: s
     [
         ("ongrid_plugins.personas", ("ongrid_plugins.gate.personas",)),
         ("ongrid_plugins.approvals", ("ongrid_plugins.gate.approvals", "ongrid_plugins.gate.tickets")),
-        ("ongrid_plugins.packs", ("ongrid_plugins.packs.discovery",)),
+        ("ongrid_plugins.packs", ("ongrid_plugins.packs.pack_roots",)),
         ("ongrid_plugins.install", ("ongrid_plugins.packs.install",)),
         ("ongrid_plugins.sources", ("ongrid_plugins.packs.sources",)),
         ("ongrid_plugins.archive", ("ongrid_plugins.packs.archive",)),
+        ("ongrid_plugins.roots", ("ongrid_plugins.discovery.roots",)),
     ],
 )
 def test_a_documented_path_module_re_exports_every_public_name_of_its_homes(

@@ -1,4 +1,4 @@
-"""The rule "every file a skill runs stays under its root", decided in one place (roots.py).
+"""The rule "every file a skill runs stays under its root", decided in one place (discovery/roots.py).
 
 The same functions decide at load time (both loaders, symlinked manifests) and at
 call time (the executor, before it opens the entry beneath the root by descriptor).

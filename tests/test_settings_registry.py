@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ongrid_plugins import ConfigError, Settings, Skill, SkillRoot, Tool, ToolClass, UnknownSkill
-from ongrid_plugins.registry import Registry, RegistryBuilder
+from ongrid_plugins.discovery.registry import Registry, RegistryBuilder
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "ongrid_plugins" / "schemas" / "skill.schema.json"
 

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, TypeVar
 import attrs
 
 from .. import loader
+from ..discovery.registry import Snapshot, spelling
 from ..errors import ConfigError
 from ..loadcache import open_cache
 from ..models import LoadEvent, LoadReport, Skill
 from ..packs import read_marker
-from ..registry import Snapshot, spelling
 from . import digest as _digest
 from .digest import partial_warning, relative_to, skill_digest
 from .lock import read_lock, verify_pack

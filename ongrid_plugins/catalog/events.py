@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
+from ..discovery.registry import Snapshot
 from ..models import Skill
-from ..registry import Snapshot
 
 __all__ = ["KINDS", "CatalogChange", "Hub", "Listener", "diff"]
 

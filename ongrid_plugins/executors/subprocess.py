@@ -20,9 +20,9 @@ import weakref
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..catalog.digest import entry_drift
+from ..discovery.roots import escapes, is_executable_file, is_within, open_beneath, resolve_file
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
-from ..roots import escapes, is_executable_file, is_within, open_beneath, resolve_file
 
 if TYPE_CHECKING:
     from ..models import Tool

@@ -56,9 +56,9 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..discovery.roots import builtin_skills_dir, resolve_file
 from ..hooks import hooks
 from ..models import SkillRoot
-from ..roots import builtin_skills_dir, resolve_file
 
 if TYPE_CHECKING:
     import pluggy

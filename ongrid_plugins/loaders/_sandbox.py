@@ -34,8 +34,8 @@ from typing import Any
 
 import attrs
 
+from ..discovery.roots import builtin_skills_dir
 from ..models import LIMIT_NAMES, SandboxDecl, SandboxLimits
-from ..roots import builtin_skills_dir
 from ..settings import MAX_SANDBOX_LIMITS, Settings
 from ._fields import Fields, pointer, show, type_name
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import attrs
 
+from ..discovery.roots import is_within, resolve_file
 from ..errors import ManifestParseError
 from ..models import Problem, SkillRoot
-from ..roots import is_within, resolve_file
 from ..sidetable import SideTable
 from .skill_json import read_manifest
 

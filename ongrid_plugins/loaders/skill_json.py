@@ -18,10 +18,10 @@ import stat
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..discovery.roots import check_entry, resolve_file
 from ..errors import ManifestBuildError, ManifestParseError
 from ..hookspecs import hookimpl
 from ..models import Problem, SandboxDecl, Skill, SkillRoot, Tool, ToolClass
-from ..roots import check_entry, resolve_file
 from ..schema import check as schema_check
 from ..schema import defaults as schema_defaults
 from ..schema import safe, verdicts

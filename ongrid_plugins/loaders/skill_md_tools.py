@@ -22,8 +22,8 @@ import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..discovery.roots import check_entry, resolve_file
 from ..models import SandboxDecl, SkillRoot, Tool, ToolClass
-from ..roots import check_entry, resolve_file
 from ..schema import check as schema_check
 from ..schema import defaults as schema_defaults
 from ..schema import safe, verdicts

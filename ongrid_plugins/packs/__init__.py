@@ -7,7 +7,7 @@ loader walks, one module per job:
 
 * :mod:`~ongrid_plugins.packs.archive` — unpack a folder, ``.tar[.gz|.bz2|.xz]`` or
   ``.zip`` into a folder, refusing anything hostile (names, links, devices, bombs);
-* :mod:`~ongrid_plugins.packs.discovery` — pip packs and installed packs become
+* :mod:`~ongrid_plugins.packs.pack_roots` — pip packs and installed packs become
   allow-list roots (:class:`PackRoots`, the built-in plugin ``packs``);
 * :mod:`~ongrid_plugins.packs.sources` — what a ``PATH`` given to
   ``ongrid-skills validate`` may be (folder, archive, distribution), and its check;
@@ -16,13 +16,13 @@ loader walks, one module per job:
 
 The modules sit at three stages of the pipeline (``docs/architecture.md``,
 ``tests/test_imports.py``), so what each may import differs: ``archive`` imports
-only :mod:`ongrid_plugins.errors`; ``discovery`` only the core values (``errors``,
+only :mod:`ongrid_plugins.errors`; ``pack_roots`` only the core values (``errors``,
 ``hookspecs``, ``models``), because the plugin manager builds :class:`PackRoots`;
 ``sources`` and ``install`` come after the catalog and may import ``archive``,
-``discovery``, :mod:`ongrid_plugins.validate` and :mod:`ongrid_plugins.catalog.lock`.
+``pack_roots``, :mod:`ongrid_plugins.validate` and :mod:`ongrid_plugins.catalog.lock`.
 None of them imports the host or a surface.
 
-This ``__init__`` re-exports the names of ``discovery`` only, the import path
+This ``__init__`` re-exports the names of ``pack_roots`` only, the import path
 ``ongrid_plugins.packs`` has always had. ``install`` and ``sources`` (tarfile,
 zipfile, hashlib) are imported when used; their documented import paths are
 :mod:`ongrid_plugins.install`, :mod:`ongrid_plugins.sources` and
@@ -31,7 +31,7 @@ zipfile, hashlib) are imported when used; their documented import paths are
 
 from __future__ import annotations
 
-from .discovery import (
+from .pack_roots import (
     MARKER,
     PACK_GROUP,
     InstalledPack,
@@ -44,9 +44,9 @@ from .discovery import (
 
 # Public without being in ``__all__``, as in the module this package replaced: the
 # plugin manager, the catalog and the tests import them from here.
-from .discovery import dist_name_version as dist_name_version
-from .discovery import read_marker as read_marker
-from .discovery import resolve_pack as resolve_pack
+from .pack_roots import dist_name_version as dist_name_version
+from .pack_roots import read_marker as read_marker
+from .pack_roots import resolve_pack as resolve_pack
 
 __all__ = [
     "MARKER",

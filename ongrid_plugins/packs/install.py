@@ -46,7 +46,7 @@ from ..errors import ConfigError, OngridError
 from ..hooks import hooks
 from ..validate import FileReport, validate_paths
 from .archive import Limits, UnpackReport, unpack
-from .discovery import MARKER, InstalledPack, installed_packs, read_marker
+from .pack_roots import MARKER, InstalledPack, installed_packs, read_marker
 from .sources import archive_label, relabel
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ import attrs
 from ..models import Problem
 from ..validate import FileReport, validate_paths
 from .archive import UnsafeArchive, archive_kind, unpack
-from .discovery import PACK_GROUP, PackError, pack_folder
+from .pack_roots import PACK_GROUP, PackError, pack_folder
 
 if TYPE_CHECKING:
     from ..plugins import PluginManager

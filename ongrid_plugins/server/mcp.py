@@ -44,11 +44,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..catalog import CatalogChange
+from ..discovery.registry import spelling
 from ..dispatch import Confirmation, Dispatched, adispatch
 from ..errors import ConfirmationRequired, ResourceRefused
 from ..host import PersonaLike, SkillHost
 from ..models import Event, Skill, Verdict
-from ..registry import spelling
 from . import missing_extra
 
 try:

@@ -64,7 +64,7 @@ def bind_back(under: int, keep: list[tuple[str, int, bool]]) -> None:
     under the writable tmpfs would be writable too: each bind is made read-only
     unless it is a declared write path.
     """
-    from ...roots import open_beneath
+    from ...discovery.roots import open_beneath
 
     bound: list[str] = []
     for path, host_fd, writable in sorted(keep, key=lambda k: (k[0], not k[2])):

@@ -22,8 +22,8 @@ from types import MappingProxyType
 
 import attrs
 
-from .errors import UnknownSkill
-from .models import Skill, Tool, ToolClass
+from ..errors import UnknownSkill
+from ..models import Skill, Tool, ToolClass
 
 __all__ = ["Registry", "RegistryBuilder", "Snapshot", "spelling"]
 
