@@ -35,6 +35,7 @@ from .models import (
     Decision,
     EventCallback,
     LoadReport,
+    Outcome,
     Persona,
     Skill,
     Tool,
@@ -295,23 +296,22 @@ class SkillHost:
     def approve(self, ticket_id: str, *, approver: str, note: str = "", sop: str | None = None) -> Ticket:
         """Approve a two-person ticket as ``approver`` (an identity the host vouches for).
 
-        Every ``ongrid_verify_approval`` plugin may refuse. Raises
-        :class:`ApprovalError` naming the rule when the approval does not count.
+        Every ``ongrid_verify_approval`` plugin may refuse: :class:`ApprovalError` names the rule.
         """
         from .gate.approvals import verify_with_plugins
 
         verify = verify_with_plugins(self.pm)
         ticket = self.approvals.approve(ticket_id, approver=approver, note=note, sop=sop, verify=verify)
-        self._record_ticket(ticket, "approval", approver, note)
+        self._record_ticket(ticket, Outcome.APPROVAL, approver, note)
         return ticket
 
     def reject(self, ticket_id: str, *, approver: str, note: str = "") -> Ticket:
         """Reject a ticket: it can never be approved or executed again."""
         ticket = self.approvals.reject(ticket_id, approver=approver, note=note)
-        self._record_ticket(ticket, "rejection", approver, note)
+        self._record_ticket(ticket, Outcome.REJECTION, approver, note)
         return ticket
 
-    def _record_ticket(self, ticket: Ticket, outcome: str, by: str, note: str) -> None:
+    def _record_ticket(self, ticket: Ticket, outcome: Outcome, by: str, note: str) -> None:
         """Chain the decision in the audit log, unless the ``audit`` plugin is disabled."""
         from .audit import PLUGIN_NAME
 

@@ -46,7 +46,7 @@ import attrs
 from .. import _sqlite
 from ..errors import AuditError, ConfigError
 from ..hookspecs import hookimpl
-from ..models import ToolClass
+from ..models import Outcome, ToolClass
 from .chain import (
     ADDED_COLUMNS,
     COLUMNS,
@@ -281,7 +281,7 @@ class AuditLog:
 
     # ------------------------------------------------------------------ tickets
 
-    def record_ticket(self, ticket: Ticket, outcome: str, by: str, note: str = "") -> int:
+    def record_ticket(self, ticket: Ticket, outcome: Outcome, by: str, note: str = "") -> int:
         """Chain a ticket decision (``approval`` or ``rejection``) by ``by``; return its row number.
 
         The row names the ticket, its tool, persona and arguments (already redacted

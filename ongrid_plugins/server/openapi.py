@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from ..audit import OUTCOMES
+from ..gate.tickets import STATUSES
 
 __all__ = ["document"]
 
@@ -22,7 +23,7 @@ _INT = {"type": "integer"}
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _STRS = {"type": "array", "items": _STR}
 _CLASS = {"type": "string", "enum": ["safe", "mutating", "dangerous"]}
-_TICKET_STATUS = ["pending", "approved", "rejected", "executed", "expired"]
+_TICKET_STATUS = list(STATUSES)
 
 
 def _ref(name: str) -> dict[str, str]:

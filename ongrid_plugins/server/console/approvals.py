@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from ...errors import ApprovalError, OngridError
+from ...gate.tickets import TicketStatus
 from .. import missing_extra
 from . import approval_pages
 from .guard import respond
@@ -30,7 +31,7 @@ __all__ = ["approvals", "approve", "reject", "run_approved"]
 
 logger = logging.getLogger(__name__)
 
-_FINISHED = ("rejected", "executed", "expired")
+_FINISHED = (TicketStatus.REJECTED, TicketStatus.EXECUTED, TicketStatus.EXPIRED)
 
 
 async def approvals(console: Console, request: Request, session: Session, form: dict[str, str]) -> Response:
