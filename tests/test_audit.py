@@ -252,6 +252,23 @@ def test_no_secret_reaches_the_audit_log_or_the_ticket_database(
     assert not leaked
 
 
+def test_secret_names_in_any_spelling_are_redacted_without_a_schema_that_marks_them(
+    make_host: Any, root: Path
+) -> None:
+    # The audit log skips its walk over the arguments when their text cannot name a
+    # secret: every spelling the walk knows must still get through that first look.
+    make_skill(root, "plain", script="#!/bin/sh\necho '{}'\n")  # a schema with no secret in it
+    host = make_host(root)
+    keys = ["DB-Pass_Word", "\u017fecret", "api\u212aey", "X_AUTH_TOKEN", "Authorization", "private-key"]
+    for key in keys:
+        assert host.call("plain", {"nested": [{"deep": {key: "s3cr3t-value"}}]}).ok
+    host.call("plain", {"passwords_in_a_value": "my password is not a key"})
+    rows = host.audit.entries()
+    assert [row.redacted for row in rows[:-1]] == [(f"$.nested[0].deep.{key}",) for key in keys]
+    assert all("s3cr3t-value" not in json.dumps(row.args) for row in rows)
+    assert rows[-1].redacted == () and rows[-1].args == {"passwords_in_a_value": "my password is not a key"}
+
+
 # ---------------------------------------------------------------- the chain
 
 

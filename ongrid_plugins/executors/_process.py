@@ -198,7 +198,8 @@ class _Run:
         self._payload = memoryview(spec.stdin)  # before spawning: it may raise
         self._stdout: list[bytes] = []
         self._stdout_size = 0
-        self._stderr = StderrLines(spec, on_stderr)
+        self._on_stderr = on_stderr
+        self._stderr: StderrLines | None = None  # made when the first stderr bytes arrive
         self._status: int | None = None
         self.timed_out = False
         self.overflow = False
@@ -323,9 +324,10 @@ class _Run:
         if data is None:
             return
         if data:
-            self._stderr.feed(data)
+            self._stderr_lines().feed(data)
         else:
-            self._stderr.flush()
+            if self._stderr is not None:
+                self._stderr.flush()
             self._close("stderr_fd")
 
     def on_exit(self) -> None:
@@ -354,7 +356,8 @@ class _Run:
                 self.spec.argv[0],
                 _EOF_BOUND,
             )
-            self._stderr.flush()
+            if self._stderr is not None:
+                self._stderr.flush()
             self._close("stdout_fd")
             self._close("stderr_fd")
 
@@ -397,9 +400,14 @@ class _Run:
             signal=-code if code is not None and code < 0 else None,
             timed_out=self.timed_out,
             stdout_overflow=self.overflow,
-            stderr_tail=self._stderr.tail,
+            stderr_tail=self._stderr.tail if self._stderr is not None else (),
             duration=self.duration,
         )
+
+    def _stderr_lines(self) -> StderrLines:
+        if self._stderr is None:
+            self._stderr = StderrLines(self.spec, self._on_stderr)
+        return self._stderr
 
     def _poll_exit(self, now: float) -> None:
         # WNOWAIT leaves the zombie in place, so the group can still be killed safely.
