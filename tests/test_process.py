@@ -726,3 +726,26 @@ def test_waitid_fallback_without_pidfd(tmp_path: Path, call: Runner) -> None:
     assert dead(int(out.stderr_tail[0]))
     out = call(make_spec(tmp_path, sh(tmp_path, "sleep 100"), timeout=0.2))
     assert (out.timed_out, out.signal) == (True, signal.SIGTERM)
+
+
+@pytest.mark.parametrize("epoll", [True, False], ids=["one-epoll-reader", "a-reader-per-descriptor"])
+def test_the_loop_driver_moves_big_stdin_stderr_and_timeouts_with_or_without_epoll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, epoll: bool
+) -> None:
+    from ongrid_plugins.executors import _drivers
+
+    if not epoll:
+        monkeypatch.setattr(_drivers, "_EPOLL", None)
+    payload = b"x" * (3 * MIB)  # more than a pipe holds: stdin waits for room (POLLOUT)
+    out = asyncio.run(arun_process(make_spec(tmp_path, "/bin/cat", stdin=payload, stdout_cap=4 * MIB)))
+    assert (out.exit_code, len(out.stdout)) == (0, len(payload))
+    lines: list[str] = []
+    entry = sh(tmp_path, "echo one >&2; echo two >&2; echo '{}'", name="err.sh")
+    out = asyncio.run(arun_process(make_spec(tmp_path, entry), lines.append))
+    assert (lines, out.stderr_tail, out.stdout) == (["one", "two"], ("one", "two"), b"{}\n")
+    slow = sh(tmp_path, "sleep 100", name="slow.sh")
+    out = asyncio.run(arun_process(make_spec(tmp_path, slow, timeout=0.2)))
+    assert (out.timed_out, out.signal) == (True, signal.SIGTERM)
+    before = len(os.listdir("/proc/self/fd"))
+    asyncio.run(arun_process(make_spec(tmp_path, "/bin/true")))
+    assert len(os.listdir("/proc/self/fd")) == before  # the call's epoll is closed with it

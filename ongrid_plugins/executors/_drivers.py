@@ -11,7 +11,7 @@ import math
 import select
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._process import _Run
@@ -58,13 +58,19 @@ class PollDriver:
 
 
 class LoopDriver:
-    """Feeds a :class:`_Run` from an asyncio loop: readers, writers and one timer."""
+    """Feeds a :class:`_Run` from an asyncio loop: one reader and one timer.
+
+    The run's descriptors go into an ``epoll`` object of the call's own, and only that
+    one descriptor is registered with the loop: one ``add_reader`` a call instead of one
+    per pipe (the loop's per-descriptor bookkeeping is most of a call's asyncio cost).
+    Without ``epoll`` (not Linux), each descriptor is registered with the loop itself.
+    """
 
     def __init__(self, run: _Run, loop: asyncio.AbstractEventLoop) -> None:
         self._run = run
         self._loop = loop
-        self._readers: set[int] = set()
-        self._writers: set[int] = set()
+        self._epoll: Any = None  # select.epoll, made by the first wait()
+        self._watched: dict[int, int] = {}  # fd -> POLLIN or POLLOUT
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         self._waiter: asyncio.Future[None] | None = None
@@ -74,42 +80,73 @@ class LoopDriver:
     async def wait(self, until: Callable[[], bool]) -> None:
         self._until = until
         self._waiter = self._loop.create_future()
-        self._refresh()
+        # No descriptor is ever added later: register once, unregister on close.
+        for fd, events in self._run.watches():
+            if fd not in self._watched:
+                self._watch(fd, events)
+        self._settle()
         await self._waiter
 
     def detach(self) -> None:
-        for fd in list(self._readers | self._writers):
+        for fd in list(self._watched):
             self._forget(fd)
+        if self._epoll is not None:
+            self._loop.remove_reader(self._epoll.fileno())
+            self._epoll.close()
+            self._epoll = None
         self._set_timer(math.inf)
 
+    def _watch(self, fd: int, events: int) -> None:
+        self._watched[fd] = events
+        if _EPOLL is None:
+            add = self._loop.add_reader if events == _POLLIN else self._loop.add_writer
+            add(fd, self._on_fd, fd)
+            return
+        if self._epoll is None:
+            self._epoll = _EPOLL()
+            self._loop.add_reader(self._epoll.fileno(), self._on_events)
+        self._epoll.register(fd, events)
+
+    def _on_events(self) -> None:
+        """The call's epoll is readable: hand every ready descriptor to the run."""
+        try:
+            for fd, _ in self._epoll.poll(0):
+                self._run.on_ready(fd)
+        except Exception as exc:  # a callback's exception would only be logged by the loop
+            self._fail(exc)
+            return
+        self._step()
+
     def _on_fd(self, fd: int) -> None:
-        self._step(lambda: self._run.on_ready(fd))
+        try:
+            self._run.on_ready(fd)
+        except Exception as exc:
+            self._fail(exc)
+            return
+        self._step()
 
     def _on_timer(self) -> None:
         self._timer, self._timer_at = None, math.inf
-        self._step(lambda: None)
+        self._step()
 
-    def _step(self, action: Callable[[], None]) -> None:
+    def _step(self) -> None:
         try:
-            action()
             self._run.on_time(time.monotonic())
-            self._refresh()
-        except Exception as exc:  # a callback's exception would only be logged by the loop
-            if self._waiter is not None and not self._waiter.done():
-                self._waiter.set_exception(exc)
+            self._settle()
+        except Exception as exc:
+            self._fail(exc)
 
-    def _refresh(self) -> None:
-        """Register what the run waits on, re-arm the timer, wake ``wait`` when done."""
-        for fd, events in self._run.watches():
-            if events == _POLLIN and fd not in self._readers:
-                self._loop.add_reader(fd, self._on_fd, fd)
-                self._readers.add(fd)
-            elif events == _POLLOUT and fd not in self._writers:
-                self._loop.add_writer(fd, self._on_fd, fd)
-                self._writers.add(fd)
+    def _fail(self, exc: Exception) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(exc)
+
+    def _settle(self) -> None:
+        """Wake ``wait`` when the run is where it waits for, else re-arm the timer."""
+        if self._until():
+            if self._waiter is not None and not self._waiter.done():
+                self._waiter.set_result(None)
+            return
         self._set_timer(self._run.next_wakeup())
-        if self._waiter is not None and not self._waiter.done() and self._until():
-            self._waiter.set_result(None)
 
     def _set_timer(self, when: float) -> None:
         if when == self._timer_at:
@@ -123,9 +160,14 @@ class LoopDriver:
 
     def _forget(self, fd: int) -> None:
         """Unregister ``fd`` before it is closed, so a reused number is never watched."""
-        if fd in self._readers:
-            self._readers.discard(fd)
-            self._loop.remove_reader(fd)
-        if fd in self._writers:
-            self._writers.discard(fd)
-            self._loop.remove_writer(fd)
+        events = self._watched.pop(fd, None)
+        if events is None:
+            return
+        if _EPOLL is None:
+            (self._loop.remove_reader if events == _POLLIN else self._loop.remove_writer)(fd)
+        elif self._epoll is not None:
+            self._epoll.unregister(fd)
+
+
+_EPOLL: Any = getattr(select, "epoll", None)
+"""``select.epoll`` (Linux); tests set it to None to exercise one loop registration per descriptor."""
