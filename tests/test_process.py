@@ -749,3 +749,15 @@ def test_the_loop_driver_moves_big_stdin_stderr_and_timeouts_with_or_without_epo
     before = len(os.listdir("/proc/self/fd"))
     asyncio.run(arun_process(make_spec(tmp_path, "/bin/true")))
     assert len(os.listdir("/proc/self/fd")) == before  # the call's epoll is closed with it
+
+
+@pytest.mark.parametrize("size", [1, 65535, 65536, 65537, 300_000])
+def test_output_written_just_before_exit_is_read_to_the_last_byte(
+    tmp_path: Path, call: Runner, size: int
+) -> None:
+    # A pipe that hung up is closed after a short read, without waiting for its EOF:
+    # around a read's size the data must still arrive whole, on stdout and stderr.
+    entry = py(tmp_path, f"import os\nos.write(2, b'e' * {size} + b'\\n')\nos.write(1, b'o' * {size})")
+    out = call(make_spec(tmp_path, entry, stderr_tail_bytes=10 * MIB, max_line_bytes=10 * MIB))
+    assert out.exit_code == 0 and out.stdout == b"o" * size
+    assert out.stderr_tail == ("e" * size,)

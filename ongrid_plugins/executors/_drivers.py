@@ -47,8 +47,8 @@ class PollDriver:
                 # Round up: a 0 ms timeout just before the deadline would spin.
                 timeout = math.ceil((wakeup - time.monotonic()) * 1000)
                 timeout = min(max(timeout, 0), _MAX_POLL_MS)
-            for fd, _ in poller.poll(timeout):
-                run.on_ready(fd)
+            for fd, events in poller.poll(timeout):
+                run.on_ready(fd, events)
             run.on_time(time.monotonic())
 
     def _forget(self, fd: int) -> None:
@@ -110,8 +110,8 @@ class LoopDriver:
     def _on_events(self) -> None:
         """The call's epoll is readable: hand every ready descriptor to the run."""
         try:
-            for fd, _ in self._epoll.poll(0):
-                self._run.on_ready(fd)
+            for fd, events in self._epoll.poll(0):
+                self._run.on_ready(fd, events)
         except Exception as exc:  # a callback's exception would only be logged by the loop
             self._fail(exc)
             return

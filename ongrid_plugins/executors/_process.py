@@ -90,6 +90,7 @@ _EXIT_POLL_MIN = 0.001  # waitid polling (no pidfd): first interval
 _EXIT_POLL_MAX = 0.05  # ... doubling up to this
 _POLLIN = select.POLLIN
 _POLLOUT = select.POLLOUT
+_POLLHUP = select.POLLHUP  # the same bit as EPOLLHUP
 
 
 def run_process(spec: ProcessSpec, on_stderr: StderrCallback | None = None) -> ProcessOutcome:
@@ -275,12 +276,17 @@ class _Run:
             return min(when, self._exit_poll_at) if self.pidfd is None else when
         return self._drain_until if not self.finished else math.inf
 
-    def on_ready(self, fd: int) -> None:
-        """``fd`` is readable, writable or hung up (stale descriptors are ignored)."""
+    def on_ready(self, fd: int, events: int = 0) -> None:
+        """``fd`` is readable, writable or hung up (stale descriptors are ignored).
+
+        ``events``: what poll said, when the driver knows. A pipe that hung up (no writer
+        left) and gave less than a full read is drained: it is closed at once, without
+        another wake-up to read its EOF.
+        """
         if fd == self.stdout_fd:
-            self.on_stdout()
+            self.on_stdout(events & _POLLHUP)
         elif fd == self.stderr_fd:
-            self.on_stderr()
+            self.on_stderr(events & _POLLHUP)
         elif fd == self.stdin_fd:
             self.on_stdin()
         elif fd == self.pidfd:
@@ -300,10 +306,11 @@ class _Run:
         if not self._payload:
             self._close("stdin_fd")
 
-    def on_stdout(self) -> None:
+    def on_stdout(self, hup: int = 0) -> None:
         assert self.stdout_fd is not None
         room = self.spec.stdout_cap - self._stdout_size
-        data = self._read(self.stdout_fd, min(_CHUNK, room + 1))  # +1 detects overflow
+        size = min(_CHUNK, room + 1)  # +1 detects overflow
+        data = self._read(self.stdout_fd, size)
         if data is None:
             return
         if not data:
@@ -317,15 +324,17 @@ class _Run:
             self._close("stdout_fd")
         self._stdout.append(data)
         self._stdout_size += len(data)
+        if hup and len(data) < size and self.stdout_fd is not None:
+            self._close("stdout_fd")  # hung up and drained: the next read could only say EOF
 
-    def on_stderr(self) -> None:
+    def on_stderr(self, hup: int = 0) -> None:
         assert self.stderr_fd is not None
         data = self._read(self.stderr_fd, _CHUNK)
         if data is None:
             return
         if data:
             self._stderr_lines().feed(data)
-        else:
+        if not data or (hup and len(data) < _CHUNK):  # EOF, or hung up and drained
             if self._stderr is not None:
                 self._stderr.flush()
             self._close("stderr_fd")
@@ -438,8 +447,11 @@ class _Run:
     def _killpg(self, sig: int) -> None:
         if self.reaped:  # never signal a pid (group) that may have been reused
             return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+        # Not contextlib.suppress: this runs on every call, and the manager costs more.
+        try:  # noqa: SIM105
             os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def _read(self, fd: int, size: int) -> bytes | None:
         try:

@@ -232,7 +232,7 @@ def spawn(
 
 
 def _spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], exec_fd: int | None) -> Child:
-    chosen = backend()
+    chosen = "posix_spawn" if _BACKEND == "auto" and _LIBC is not None else backend()
     if chosen == "posix_spawn":
         c_argv, c_cwd, c_env = _encoded(argv, cwd, env)
     else:

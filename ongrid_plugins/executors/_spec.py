@@ -45,7 +45,8 @@ class ProcessSpec:
 
     def __attrs_post_init__(self) -> None:
         # One hook rather than a validator per field: specs are built once per call.
-        if not self.argv or not os.path.isabs(self.argv[0]):
+        argv = self.argv
+        if not argv or not (argv[0].startswith("/") if type(argv[0]) is str else os.path.isabs(argv[0])):
             message = f"argv[0] must be an absolute path (got {self.argv!r})"
             raise ValueError(message)
         limits = (self.timeout, self.stdout_cap, self.kill_grace)
