@@ -761,3 +761,31 @@ def test_output_written_just_before_exit_is_read_to_the_last_byte(
     out = call(make_spec(tmp_path, entry, stderr_tail_bytes=10 * MIB, max_line_bytes=10 * MIB))
     assert out.exit_code == 0 and out.stdout == b"o" * size
     assert out.stderr_tail == ("e" * size,)
+
+
+def test_concurrent_calls_on_one_loop_share_one_epoll_that_closes_when_the_loop_is_idle(
+    tmp_path: Path,
+) -> None:
+    from ongrid_plugins.executors import _drivers
+
+    slow = sh(tmp_path, "sleep 100", name="slow.sh")
+    talk = sh(tmp_path, "sleep 0.3; cat; echo line >&2", name="talk.sh")
+
+    async def main() -> tuple[list[ProcessOutcome], int, bool, bool]:
+        loop = asyncio.get_running_loop()
+        before = len(os.listdir("/proc/self/fd"))
+        calls = [arun_process(make_spec(tmp_path, talk, stdin=str(i).encode())) for i in range(6)]
+        calls.append(arun_process(make_spec(tmp_path, slow, timeout=0.3)))
+        calls.append(arun_process(make_spec(tmp_path, "/bin/cat", stdin=b"y" * MIB, stdout_cap=1000)))
+        started = asyncio.ensure_future(asyncio.gather(*calls))
+        await asyncio.sleep(0.1)
+        shared = loop in _drivers._muxes and _drivers._muxes[loop].users == 7  # all but the overflow
+        outs = await started
+        await asyncio.sleep(0)  # one step with no call: the epoll goes
+        return outs, len(os.listdir("/proc/self/fd")) - before, shared, loop in _drivers._muxes
+
+    outs, extra_fds, shared, still = asyncio.run(main())
+    assert (shared, still, extra_fds) == (True, False, 0)
+    assert [(o.stdout, o.stderr_tail) for o in outs[:6]] == [(str(i).encode(), ("line",)) for i in range(6)]
+    assert (outs[6].timed_out, outs[6].signal) == (True, signal.SIGTERM)
+    assert outs[7].stdout_overflow and len(outs[7].stdout) == 1000

@@ -10,6 +10,7 @@ import asyncio
 import math
 import select
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -58,18 +59,13 @@ class PollDriver:
 
 
 class LoopDriver:
-    """Feeds a :class:`_Run` from an asyncio loop: one reader and one timer.
-
-    The run's descriptors go into an ``epoll`` object of the call's own, and only that
-    one descriptor is registered with the loop: one ``add_reader`` a call instead of one
-    per pipe (the loop's per-descriptor bookkeeping is most of a call's asyncio cost).
-    Without ``epoll`` (not Linux), each descriptor is registered with the loop itself.
-    """
+    """Feeds a :class:`_Run` from an asyncio loop: its descriptors through the loop's
+    :class:`_Mux`, and one timer."""
 
     def __init__(self, run: _Run, loop: asyncio.AbstractEventLoop) -> None:
         self._run = run
         self._loop = loop
-        self._epoll: Any = None  # select.epoll, made by the first wait()
+        self._mux: _Mux | None = None  # attached by the first wait()
         self._watched: dict[int, int] = {}  # fd -> POLLIN or POLLOUT
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
@@ -80,56 +76,39 @@ class LoopDriver:
     async def wait(self, until: Callable[[], bool]) -> None:
         self._until = until
         self._waiter = self._loop.create_future()
+        if self._mux is None:
+            self._mux = _Mux.attach(self._loop)
         # No descriptor is ever added later: register once, unregister on close.
         for fd, events in self._run.watches():
             if fd not in self._watched:
-                self._watch(fd, events)
+                self._watched[fd] = events
+                self._mux.watch(fd, events, self)
         self._settle()
         await self._waiter
 
     def detach(self) -> None:
         for fd in list(self._watched):
             self._forget(fd)
-        if self._epoll is not None:
-            self._loop.remove_reader(self._epoll.fileno())
-            self._epoll.close()
-            self._epoll = None
+        if self._mux is not None:
+            self._mux.detach(self._loop)
+            self._mux = None
         self._set_timer(math.inf)
 
-    def _watch(self, fd: int, events: int) -> None:
-        self._watched[fd] = events
-        if _EPOLL is None:
-            add = self._loop.add_reader if events == _POLLIN else self._loop.add_writer
-            add(fd, self._on_fd, fd)
-            return
-        if self._epoll is None:
-            self._epoll = _EPOLL()
-            self._loop.add_reader(self._epoll.fileno(), self._on_events)
-        self._epoll.register(fd, events)
-
-    def _on_events(self) -> None:
-        """The call's epoll is readable: hand every ready descriptor to the run."""
+    def ready(self, fd: int, events: int) -> bool:
+        """``fd`` is ready (called by the mux); False when the run failed (``wait`` raises)."""
         try:
-            for fd, events in self._epoll.poll(0):
-                self._run.on_ready(fd, events)
+            self._run.on_ready(fd, events)
         except Exception as exc:  # a callback's exception would only be logged by the loop
             self._fail(exc)
-            return
-        self._step()
-
-    def _on_fd(self, fd: int) -> None:
-        try:
-            self._run.on_ready(fd)
-        except Exception as exc:
-            self._fail(exc)
-            return
-        self._step()
+            return False
+        return True
 
     def _on_timer(self) -> None:
         self._timer, self._timer_at = None, math.inf
-        self._step()
+        self.step()
 
-    def _step(self) -> None:
+    def step(self) -> None:
+        """After events (or the timer): apply what became due, then settle."""
         try:
             self._run.on_time(time.monotonic())
             self._settle()
@@ -161,13 +140,94 @@ class LoopDriver:
     def _forget(self, fd: int) -> None:
         """Unregister ``fd`` before it is closed, so a reused number is never watched."""
         events = self._watched.pop(fd, None)
-        if events is None:
+        if events is not None and self._mux is not None:
+            self._mux.forget(fd, events)
+
+
+class _Mux:
+    """The descriptors of every call running on one event loop, in one ``epoll``.
+
+    Only the epoll's own descriptor is registered with the loop, once for as long as
+    calls run on it (back-to-back calls keep it; it is closed at the first loop step
+    with none): a call costs an ``epoll.register`` per pipe instead of the loop's
+    ``add_reader`` and its bookkeeping. Without ``epoll`` (not Linux), each descriptor
+    is registered with the loop itself.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.users = 0
+        self.owners: dict[int, LoopDriver] = {}
+        self.epoll: Any = None
+        if _EPOLL is not None:
+            self.epoll = _EPOLL()
+            loop.add_reader(self.epoll.fileno(), self._on_events)
+        self._loop = weakref.ref(loop)
+
+    @classmethod
+    def attach(cls, loop: asyncio.AbstractEventLoop) -> _Mux:
+        mux = _muxes.get(loop)
+        if mux is None or (mux.epoll is None) != (_EPOLL is None):
+            mux = _muxes[loop] = cls(loop)
+        mux.users += 1
+        return mux
+
+    def detach(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.users -= 1
+        if not self.users:
+            try:
+                loop.call_soon(self._close_if_idle)
+            except RuntimeError:  # the loop is closed (a call finalised after it): close now
+                self._close(loop, registered=False)
+
+    def _close_if_idle(self) -> None:
+        loop = self._loop()
+        if not self.users and loop is not None and _muxes.get(loop) is self:
+            self._close(loop, registered=True)
+
+    def _close(self, loop: asyncio.AbstractEventLoop, registered: bool) -> None:
+        if _muxes.get(loop) is self:
+            del _muxes[loop]
+        if self.epoll is not None:
+            if registered:
+                loop.remove_reader(self.epoll.fileno())
+            self.epoll.close()
+
+    def watch(self, fd: int, events: int, driver: LoopDriver) -> None:
+        self.owners[fd] = driver
+        if self.epoll is not None:
+            self.epoll.register(fd, events)
             return
-        if _EPOLL is None:
-            (self._loop.remove_reader if events == _POLLIN else self._loop.remove_writer)(fd)
-        elif self._epoll is not None:
-            self._epoll.unregister(fd)
+        loop = self._loop()
+        assert loop is not None
+        add = loop.add_reader if events == _POLLIN else loop.add_writer
+        add(fd, self._on_fd, fd)
+
+    def forget(self, fd: int, events: int) -> None:
+        if self.owners.pop(fd, None) is None:
+            return
+        if self.epoll is not None:
+            self.epoll.unregister(fd)
+            return
+        loop = self._loop()
+        if loop is not None:
+            (loop.remove_reader if events == _POLLIN else loop.remove_writer)(fd)
+
+    def _on_events(self) -> None:
+        """The epoll is readable: hand each ready descriptor to its call, then step each call once."""
+        touched: list[LoopDriver] = []
+        for fd, events in self.epoll.poll(0):
+            driver = self.owners.get(fd)
+            if driver is not None and driver.ready(fd, events) and driver not in touched:
+                touched.append(driver)
+        for driver in touched:
+            driver.step()
+
+    def _on_fd(self, fd: int) -> None:
+        driver = self.owners.get(fd)
+        if driver is not None and driver.ready(fd, 0):
+            driver.step()
 
 
+_muxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Mux] = weakref.WeakKeyDictionary()
 _EPOLL: Any = getattr(select, "epoll", None)
 """``select.epoll`` (Linux); tests set it to None to exercise one loop registration per descriptor."""
