@@ -110,6 +110,7 @@ def run_process(spec: ProcessSpec, on_stderr: StderrCallback | None = None) -> P
         raise
     finally:
         run.close()
+        run.before_close = _ignore  # no cycle left (run -> driver -> run): freed at once, not by the gc
     return run.outcome()
 
 
@@ -138,6 +139,7 @@ async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = Non
         _in_flight[loop] -= 1
         driver.detach()
         run.close()  # a second cancellation lands here: SIGKILL and a blocking waitpid
+        run.before_close = _ignore
     return run.outcome()
 
 
