@@ -36,7 +36,7 @@ def fill_defaults(schema: Mapping[str, Any], args: Mapping[str, Any]) -> dict[st
     """A copy of ``args`` with the schema's top-level property defaults filled in."""
     data = dict(args)
     properties = schema.get("properties")
-    if isinstance(properties, Mapping):
+    if type(properties) is dict or isinstance(properties, Mapping):
         for key, sub in properties.items():
             if key not in data and isinstance(sub, Mapping) and "default" in sub:
                 default = sub["default"]
@@ -55,7 +55,7 @@ def check_arguments(tool: Tool, args: object) -> tuple[dict[str, Any], str, list
     """
     if args is None:
         args = {}
-    if not isinstance(args, Mapping):
+    if type(args) is not dict and not isinstance(args, Mapping):  # dict first: an ABC check is slow
         return {}, "", [("$", f"arguments must be a JSON object, got {type(args).__name__}")]
     data = fill_defaults(tool.schema, args)
     try:
@@ -114,7 +114,7 @@ def is_light(tool: Tool, args: object) -> bool:
         budget -= 1
         if isinstance(value, str):
             budget -= len(value)
-        elif isinstance(value, Mapping):
+        elif type(value) is dict or isinstance(value, Mapping):  # dict first: an ABC check is slow
             for key, item in value.items():
                 budget -= len(key) if isinstance(key, str) else 1
                 stack.append(item)
