@@ -114,7 +114,9 @@ def is_light(tool: Tool, args: object) -> bool:
         budget -= 1
         if isinstance(value, str):
             budget -= len(value)
-        elif type(value) is dict or isinstance(value, Mapping):  # dict first: an ABC check is slow
+        elif type(value) in _ATOMS:  # before the Mapping check: an ABC check is slow
+            pass
+        elif type(value) is dict or isinstance(value, Mapping):
             for key, item in value.items():
                 budget -= len(key) if isinstance(key, str) else 1
                 stack.append(item)
@@ -123,6 +125,9 @@ def is_light(tool: Tool, args: object) -> bool:
         if budget < 0:
             return False
     return True
+
+
+_ATOMS = frozenset((int, float, bool, type(None)))
 
 
 def _schema_nodes(schema: object, limit: int) -> int:
