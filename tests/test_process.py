@@ -789,3 +789,18 @@ def test_concurrent_calls_on_one_loop_share_one_epoll_that_closes_when_the_loop_
     assert [(o.stdout, o.stderr_tail) for o in outs[:6]] == [(str(i).encode(), ("line",)) for i in range(6)]
     assert (outs[6].timed_out, outs[6].signal) == (True, signal.SIGTERM)
     assert outs[7].stdout_overflow and len(outs[7].stdout) == 1000
+
+
+def test_back_to_back_calls_on_a_loop_keep_one_epoll_and_an_idle_step_closes_it(tmp_path: Path) -> None:
+    from ongrid_plugins.executors import _drivers
+
+    async def main() -> tuple[bool, bool, bool]:
+        loop = asyncio.get_running_loop()
+        await arun_process(make_spec(tmp_path, "/bin/cat"))
+        first = _drivers._muxes.get(loop)  # still there: no loop step without a call yet
+        await arun_process(make_spec(tmp_path, "/bin/cat"))
+        kept = first is not None and _drivers._muxes.get(loop) is first and not first.epoll.closed
+        await asyncio.sleep(0)
+        return kept, loop in _drivers._muxes, first is not None and first.epoll.closed
+
+    assert asyncio.run(main()) == (True, False, True)

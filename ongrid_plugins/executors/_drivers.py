@@ -181,13 +181,14 @@ class _Mux:
 
     def _close_if_idle(self) -> None:
         loop = self._loop()
-        if not self.users and loop is not None and _muxes.get(loop) is self:
+        if not self.users and loop is not None:
             self._close(loop, registered=True)
 
     def _close(self, loop: asyncio.AbstractEventLoop, registered: bool) -> None:
+        """Once: off the loop, and the epoll closed (a later close would find its number reused)."""
         if _muxes.get(loop) is self:
             del _muxes[loop]
-        if self.epoll is not None:
+        if self.epoll is not None and not self.epoll.closed:
             if registered:
                 loop.remove_reader(self.epoll.fileno())
             self.epoll.close()

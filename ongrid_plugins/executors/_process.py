@@ -43,10 +43,11 @@ Limits
 One state machine, two drivers
     :class:`_Run` holds one child's state and reacts to events ("fd readable",
     "time passed"). :func:`run_process` drives it with ``select.poll``;
-    :func:`arun_process` with ``loop.add_reader``/``add_writer`` and timer handles, no
-    threads. Either way, an exception (KeyboardInterrupt, CancelledError) terminates
-    the group (SIGTERM, up to ``kill_grace``, SIGKILL), reaps the child and closes every
-    descriptor before it propagates.
+    :func:`arun_process` from the event loop, no threads: every call on a loop puts
+    its descriptors in one ``epoll`` that the loop watches (one reader per loop, not
+    three per call), and a timer handle. Either way, an exception (KeyboardInterrupt,
+    CancelledError) terminates the group (SIGTERM, up to ``kill_grace``, SIGKILL), reaps
+    the child and closes every descriptor before it propagates.
 
 The host must not reap children it did not start (``waitpid(-1)`` in a SIGCHLD
 handler), and must keep SIGPIPE ignored (Python's default) so that writing to a
