@@ -12,6 +12,9 @@ interleaved round-robin, so machine noise hits all of them alike:
   argument validation, the permission gate, the call hooks, the hardened
   runner (entry re-check, process group, caps) and result parsing.
 
+``cpu us`` is the calling thread's CPU per call (``time.thread_time``), the figure
+that decides how many calls a second the host can make once they run concurrently.
+
 Concurrency 8 (calls/s): threads + ``subprocess.run`` (``threads-notimeout``,
 the baseline), threads + ``host.call``, asyncio + ``host.acall``.
 
@@ -47,7 +50,9 @@ import hostcall  # noqa: E402
 PAYLOAD = exec_bench.PAYLOAD
 
 
-def sequential(entry: str, n: int, block: int, warm: int) -> dict[str, float]:
+def sequential(entry: str, n: int, block: int, warm: int, cpu: dict[str, float]) -> dict[str, float]:
+    """Median µs per call of each method; ``cpu`` gets each method's mean CPU µs per call
+    in the calling thread (what decides throughput once calls run concurrently)."""
     loop = asyncio.new_event_loop()
 
     def sync_block(fn: Callable[[], Any], k: int) -> list[float]:
@@ -80,15 +85,19 @@ def sequential(entry: str, n: int, block: int, warm: int) -> dict[str, float]:
         "host.acall": async_block,
     }
     lat: dict[str, list[float]] = {m: [] for m in methods}
+    spent = dict.fromkeys(methods, 0.0)
     for fn in methods.values():
         fn(warm)
     done = 0
     while done < n:
         k = min(block, n - done)
         for method, fn in methods.items():
+            start = time.thread_time()
             lat[method] += fn(k)
+            spent[method] += time.thread_time() - start
         done += k
     loop.close()
+    cpu.update({m: spent[m] / n * 1e6 for m in methods})
     return {m: statistics.median(v) for m, v in lat.items()}
 
 
@@ -170,19 +179,27 @@ def main() -> int:
     args = parser.parse_args()
     os.environ["ONGRID_BENCH_SANDBOX"] = args.sandbox  # read by hostcall when it builds a host
     workdir = tempfile.mkdtemp(prefix="ongrid-exec-bench-")
-    out: dict[str, Any] = {"python": sys.version.split()[0], "seq_us": {}, "conc_calls_per_s": {}}
+    out: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "seq_us": {},
+        "seq_cpu_us": {},
+        "conc_calls_per_s": {},
+    }
     try:
         paths, _cfloor = exec_bench.build_entries(workdir)
         for name in args.entries.split(","):
             entry = paths[name]
-            out["seq_us"][name] = sequential(entry, args.n, args.block, args.warm)
+            cpu: dict[str, float] = {}
+            out["seq_us"][name] = sequential(entry, args.n, args.block, args.warm, cpu)
+            out["seq_cpu_us"][name] = cpu
             out["conc_calls_per_s"][name] = concurrent_rate(entry, args.conc_n, args.conc, args.rounds)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"{'entry':6} {'method':20} {'median us':>10} {'x spawn':>8}")
+    print(f"{'entry':6} {'method':20} {'median us':>10} {'x spawn':>8} {'cpu us':>8}")
     for name, rows in out["seq_us"].items():
         for method, us in rows.items():
-            print(f"{name:6} {method:20} {us:>10.0f} {us / rows['spawn']:>8.2f}")
+            cpu_us = out["seq_cpu_us"][name][method]
+            print(f"{name:6} {method:20} {us:>10.0f} {us / rows['spawn']:>8.2f} {cpu_us:>8.0f}")
     print(f"\n{'entry':6} {'concurrency ' + str(args.conc):20} {'calls/s':>10} {'x baseline':>10}")
     for name, rows in out["conc_calls_per_s"].items():
         for method, rate in rows.items():

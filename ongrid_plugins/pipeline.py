@@ -399,9 +399,23 @@ async def _begin_in_thread(host: SkillHost, start: Callable[[], Attempt]) -> Att
 def _finish(host: SkillHost, attempt: Attempt, result: CallResult) -> CallResult:
     request = attempt.request
     if result.decision is not attempt.decision or result.call_id != request.call_id:
-        result = attrs.evolve(result, decision=attempt.decision, call_id=request.call_id)
+        result = _evolve(result, decision=attempt.decision, call_id=request.call_id)
     after_call(host, request, result)
     return result
+
+
+def _evolve(value: CallResult, **changes: object) -> CallResult:
+    """``attrs.evolve`` with the class's init fields looked up once, not on every call."""
+    cls = type(value)
+    names = _INIT_FIELDS.get(cls)
+    if names is None:
+        names = _INIT_FIELDS[cls] = tuple((a.name, a.alias) for a in attrs.fields(cls) if a.init)
+    kwargs = {alias: getattr(value, name) for name, alias in names}
+    kwargs.update(changes)
+    return cls(**kwargs)
+
+
+_INIT_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
 # ---------------------------------------------------------------------- tickets

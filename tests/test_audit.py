@@ -252,6 +252,23 @@ def test_no_secret_reaches_the_audit_log_or_the_ticket_database(
     assert not leaked
 
 
+def test_secret_names_in_any_spelling_are_redacted_without_a_schema_that_marks_them(
+    make_host: Any, root: Path
+) -> None:
+    # The audit log skips its walk over the arguments when their text cannot name a
+    # secret: every spelling the walk knows must still get through that first look.
+    make_skill(root, "plain", script="#!/bin/sh\necho '{}'\n")  # a schema with no secret in it
+    host = make_host(root)
+    keys = ["DB-Pass_Word", "\u017fecret", "api\u212aey", "X_AUTH_TOKEN", "Authorization", "private-key"]
+    for key in keys:
+        assert host.call("plain", {"nested": [{"deep": {key: "s3cr3t-value"}}]}).ok
+    host.call("plain", {"passwords_in_a_value": "my password is not a key"})
+    rows = host.audit.entries()
+    assert [row.redacted for row in rows[:-1]] == [(f"$.nested[0].deep.{key}",) for key in keys]
+    assert all("s3cr3t-value" not in json.dumps(row.args) for row in rows)
+    assert rows[-1].redacted == () and rows[-1].args == {"passwords_in_a_value": "my password is not a key"}
+
+
 # ---------------------------------------------------------------- the chain
 
 
@@ -751,3 +768,26 @@ def test_approvals_and_rejections_are_rows_of_the_chain(tmp_path: Path, root: Pa
     sql(tmp_path, f"UPDATE entries SET caller = 'mallory' WHERE seq = {rows[2].seq}")
     report = host.audit.verify()
     assert not report.ok and report.first_bad == rows[2].seq
+
+
+def test_a_forked_child_records_its_calls_under_its_own_pid_and_journal(make_host: Any, root: Path) -> None:
+    # The audit log keeps this process's pid instead of asking the kernel on every call:
+    # a fork must still make the child's rows and journal its own.
+    make_skill(root, "echo", script="#!/bin/sh\necho '{}'\n")
+    host = make_host(root)
+    assert host.call("echo").ok
+    assert host.audit.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: one call, its row, then out without running pytest's exit
+        code = 1
+        try:
+            ok = host.call("echo").ok and host.audit.flush()
+            last = host.audit.entries()[-1]
+            code = 0 if ok and last.pid == os.getpid() else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    rows = host.audit.entries()
+    assert [row.pid for row in rows] == [os.getpid(), pid]
+    assert host.audit.verify().ok

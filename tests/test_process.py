@@ -726,3 +726,81 @@ def test_waitid_fallback_without_pidfd(tmp_path: Path, call: Runner) -> None:
     assert dead(int(out.stderr_tail[0]))
     out = call(make_spec(tmp_path, sh(tmp_path, "sleep 100"), timeout=0.2))
     assert (out.timed_out, out.signal) == (True, signal.SIGTERM)
+
+
+@pytest.mark.parametrize("epoll", [True, False], ids=["one-epoll-reader", "a-reader-per-descriptor"])
+def test_the_loop_driver_moves_big_stdin_stderr_and_timeouts_with_or_without_epoll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, epoll: bool
+) -> None:
+    from ongrid_plugins.executors import _drivers
+
+    if not epoll:
+        monkeypatch.setattr(_drivers, "_EPOLL", None)
+    payload = b"x" * (3 * MIB)  # more than a pipe holds: stdin waits for room (POLLOUT)
+    out = asyncio.run(arun_process(make_spec(tmp_path, "/bin/cat", stdin=payload, stdout_cap=4 * MIB)))
+    assert (out.exit_code, len(out.stdout)) == (0, len(payload))
+    lines: list[str] = []
+    entry = sh(tmp_path, "echo one >&2; echo two >&2; echo '{}'", name="err.sh")
+    out = asyncio.run(arun_process(make_spec(tmp_path, entry), lines.append))
+    assert (lines, out.stderr_tail, out.stdout) == (["one", "two"], ("one", "two"), b"{}\n")
+    slow = sh(tmp_path, "sleep 100", name="slow.sh")
+    out = asyncio.run(arun_process(make_spec(tmp_path, slow, timeout=0.2)))
+    assert (out.timed_out, out.signal) == (True, signal.SIGTERM)
+    before = len(os.listdir("/proc/self/fd"))
+    asyncio.run(arun_process(make_spec(tmp_path, "/bin/true")))
+    assert len(os.listdir("/proc/self/fd")) == before  # the call's epoll is closed with it
+
+
+@pytest.mark.parametrize("size", [1, 65535, 65536, 65537, 300_000])
+def test_output_written_just_before_exit_is_read_to_the_last_byte(
+    tmp_path: Path, call: Runner, size: int
+) -> None:
+    # A pipe that hung up is closed after a short read, without waiting for its EOF:
+    # around a read's size the data must still arrive whole, on stdout and stderr.
+    entry = py(tmp_path, f"import os\nos.write(2, b'e' * {size} + b'\\n')\nos.write(1, b'o' * {size})")
+    out = call(make_spec(tmp_path, entry, stderr_tail_bytes=10 * MIB, max_line_bytes=10 * MIB))
+    assert out.exit_code == 0 and out.stdout == b"o" * size
+    assert out.stderr_tail == ("e" * size,)
+
+
+def test_concurrent_calls_on_one_loop_share_one_epoll_that_closes_when_the_loop_is_idle(
+    tmp_path: Path,
+) -> None:
+    from ongrid_plugins.executors import _drivers
+
+    slow = sh(tmp_path, "sleep 100", name="slow.sh")
+    talk = sh(tmp_path, "sleep 0.3; cat; echo line >&2", name="talk.sh")
+
+    async def main() -> tuple[list[ProcessOutcome], int, bool, bool]:
+        loop = asyncio.get_running_loop()
+        before = len(os.listdir("/proc/self/fd"))
+        calls = [arun_process(make_spec(tmp_path, talk, stdin=str(i).encode())) for i in range(6)]
+        calls.append(arun_process(make_spec(tmp_path, slow, timeout=0.3)))
+        calls.append(arun_process(make_spec(tmp_path, "/bin/cat", stdin=b"y" * MIB, stdout_cap=1000)))
+        started = asyncio.ensure_future(asyncio.gather(*calls))
+        await asyncio.sleep(0.1)
+        shared = loop in _drivers._muxes and _drivers._muxes[loop].users == 7  # all but the overflow
+        outs = await started
+        await asyncio.sleep(0)  # one step with no call: the epoll goes
+        return outs, len(os.listdir("/proc/self/fd")) - before, shared, loop in _drivers._muxes
+
+    outs, extra_fds, shared, still = asyncio.run(main())
+    assert (shared, still, extra_fds) == (True, False, 0)
+    assert [(o.stdout, o.stderr_tail) for o in outs[:6]] == [(str(i).encode(), ("line",)) for i in range(6)]
+    assert (outs[6].timed_out, outs[6].signal) == (True, signal.SIGTERM)
+    assert outs[7].stdout_overflow and len(outs[7].stdout) == 1000
+
+
+def test_back_to_back_calls_on_a_loop_keep_one_epoll_and_an_idle_step_closes_it(tmp_path: Path) -> None:
+    from ongrid_plugins.executors import _drivers
+
+    async def main() -> tuple[bool, bool, bool]:
+        loop = asyncio.get_running_loop()
+        await arun_process(make_spec(tmp_path, "/bin/cat"))
+        first = _drivers._muxes.get(loop)  # still there: no loop step without a call yet
+        await arun_process(make_spec(tmp_path, "/bin/cat"))
+        kept = first is not None and _drivers._muxes.get(loop) is first and not first.epoll.closed
+        await asyncio.sleep(0)
+        return kept, loop in _drivers._muxes, first is not None and first.epoll.closed
+
+    assert asyncio.run(main()) == (True, False, True)

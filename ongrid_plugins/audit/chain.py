@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..models import JSON, Outcome, canonical_json
-from ..schema.redact import has_secrets, needs_redaction, redact, redact_lines, redact_text
+from ..schema.redact import SECRET_NAMES, has_secrets, needs_redaction, redact, redact_lines, redact_text
 from ..sidetable import SideTable
 from .journal import HOST, PID, alive, journal_files
 
@@ -316,7 +316,7 @@ def start_row(request: CallRequest, started: float) -> dict[str, Any]:
     secret = _HAS_SECRETS.get(id(tool))
     if secret is None:
         secret = _HAS_SECRETS.put(tool, has_secrets(tool.schema))
-    if needs_redaction(tool.schema, args, secret):
+    if secret or (_may_name_secret(request.args_json) and needs_redaction(tool.schema, args, secret)):
         args, redacted = redact(tool.schema, args)
     return {
         "time": started,
@@ -336,6 +336,20 @@ def start_row(request: CallRequest, started: float) -> dict[str, Any]:
         "hostname": HOST,
         "sandbox": _sandbox(request),
     }
+
+
+def _may_name_secret(text: str) -> bool:
+    """False when no key of the arguments whose canonical JSON is ``text`` can be a secret's name.
+
+    A secret's name (:data:`~ongrid_plugins.schema.redact.SECRET_NAMES`) is a suffix of the
+    key folded (case, ``-`` and ``_`` dropped), and JSON escapes no letter, so it is then a
+    substring of the whole text folded alike; a text that holds none cannot name a secret,
+    and the walk over the arguments is skipped. Without the text (``""``), walk.
+    """
+    if not text:
+        return True
+    folded = (text.lower() if text.isascii() else text.casefold()).replace("-", "").replace("_", "")
+    return any(name in folded for name in SECRET_NAMES)
 
 
 def approvers_json(approvers: Sequence[str]) -> str:

@@ -85,7 +85,7 @@ class Journal:
         """
         if later:
             with self._lock:
-                if call_id in self._active and self._fd >= 0 and self._owner[0] == os.getpid():
+                if call_id in self._active and self._fd >= 0 and self._owner[0] == PID.pid:
                     delta = {key: row.get(key) for key in later}
                     _write_all(self._fd, f"F {call_id} {_encode(delta)}\n".encode())
                     return
@@ -99,7 +99,7 @@ class Journal:
         """
         with self._lock:
             ours = [c for c in call_ids if c in self._active]
-            if not ours or self._fd < 0 or self._owner[0] != os.getpid():
+            if not ours or self._fd < 0 or self._owner[0] != PID.pid:
                 return
             self._active.difference_update(ours)
             if not self._active:
@@ -235,16 +235,25 @@ def alive(pid: int, started: str) -> bool:
 
 
 class Process:
-    """This process's pid and start time, re-read after a fork (``PID.pid``, ``PID.start``)."""
+    """This process's pid and start time, re-read after a fork (``PID.pid``, ``PID.start``).
+
+    Read on every call (four times), so kept rather than asked of the kernel each time
+    (``getpid`` is a system call): a fork through :func:`os.fork` forgets it in the child.
+    """
 
     def __init__(self) -> None:
+        self._ident = (-1, "")
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
         self._ident = (-1, "")
 
     @property
     def ident(self) -> tuple[int, str]:
         """(pid, start time in clock ticks since boot) of the calling process, read together."""
         ident = self._ident
-        if ident[0] != os.getpid():
+        if ident[0] == -1:
             pid = os.getpid()
             ident = self._ident = (pid, pid_start(pid))  # one assignment: threads see both or neither
         return ident

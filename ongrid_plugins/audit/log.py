@@ -65,7 +65,7 @@ from .chain import (
     walk,
 )
 from .entries import OUTCOMES, AuditEntry, VerifyReport, _anchor_problem, _missing, read_key
-from .journal import HOST, JOURNAL_DIR, Journal
+from .journal import HOST, JOURNAL_DIR, PID, Journal
 from .writer import Writer
 
 if TYPE_CHECKING:
@@ -389,7 +389,7 @@ class AuditLog:
 
     def _connection(self) -> sqlite3.Connection:
         """One connection per process (re-opened after a fork), used under ``self._lock``."""
-        if self._conn is not None and self._pid == os.getpid():
+        if self._conn is not None and self._pid == PID.pid:
             return self._conn
         # NORMAL in WAL mode: a killed process loses nothing committed; a power cut may
         # drop the last commits but never breaks the chain.

@@ -28,7 +28,7 @@ from typing import Any
 
 from .. import _sqlite
 from .chain import ADDED_COLUMNS, SCHEMA, append_many
-from .journal import Journal
+from .journal import PID, Journal
 
 __all__ = ["Writer"]
 
@@ -70,8 +70,8 @@ class Writer:
     def put(self, call_id: str, row: dict[str, Any]) -> None:
         """Queue a finished row; it is in the chain within ``LINGER`` seconds (or at the next flush)."""
         with self._cond:
-            if self._pid != os.getpid():  # forked: the parent's rows and thread are not ours
-                self._pending, self._busy, self._thread, self._pid = [], False, None, os.getpid()
+            if self._pid != PID.pid:  # forked: the parent's rows and thread are not ours
+                self._pending, self._busy, self._thread, self._pid = [], False, None, PID.pid
                 self._conn, self._conn_file = None, None  # the parent's thread's, not ours
             self._pending.append((call_id, row))
             if self._thread is None:

@@ -43,20 +43,24 @@ Limits
 One state machine, two drivers
     :class:`_Run` holds one child's state and reacts to events ("fd readable",
     "time passed"). :func:`run_process` drives it with ``select.poll``;
-    :func:`arun_process` with ``loop.add_reader``/``add_writer`` and timer handles, no
-    threads. Either way, an exception (KeyboardInterrupt, CancelledError) terminates
-    the group (SIGTERM, up to ``kill_grace``, SIGKILL), reaps the child and closes every
-    descriptor before it propagates.
+    :func:`arun_process` from the event loop, no threads: every call on a loop puts
+    its descriptors in one ``epoll`` that the loop watches (one reader per loop, not
+    three per call), and a timer handle. Either way, an exception (KeyboardInterrupt,
+    CancelledError) terminates the group (SIGTERM, up to ``kill_grace``, SIGKILL), reaps
+    the child and closes every descriptor before it propagates.
 
 The host must not reap children it did not start (``waitpid(-1)`` in a SIGCHLD
 handler), and must keep SIGPIPE ignored (Python's default) so that writing to a
 child that closed its stdin gives EPIPE instead of killing the host.
+
+Modules: this one holds the state machine and the two entry points; the values are
+in :mod:`._spec` (re-exported here), the stderr line splitter in :mod:`._stderr`,
+the drivers in :mod:`._drivers`, the spawn in :mod:`._spawn`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextlib
 import logging
@@ -66,14 +70,14 @@ import select
 import signal
 import time
 import weakref
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
-import attrs
-
+from ._drivers import LoopDriver, PollDriver
 from ._spawn import Child, SpawnError, spawn
+from ._spec import ProcessOutcome, ProcessSpec, StderrCallback
+from ._stderr import StderrLines
 
-__all__ = ["ProcessOutcome", "ProcessSpec", "arun_process", "run_process"]
+__all__ = ["ProcessOutcome", "ProcessSpec", "StderrCallback", "arun_process", "run_process"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,76 +89,15 @@ _EOF_BOUND = 1.0  # longest wait for EOF once the child is reaped
 _EOF_MIN = 0.1  # ... but always this long, even past the deadline
 _EXIT_POLL_MIN = 0.001  # waitid polling (no pidfd): first interval
 _EXIT_POLL_MAX = 0.05  # ... doubling up to this
-_MAX_POLL_MS = 86_400_000  # poll() takes a C int: wake daily under absurd timeouts
 _POLLIN = select.POLLIN
 _POLLOUT = select.POLLOUT
-
-StderrCallback = Callable[[str], None]
-
-
-@attrs.frozen
-class ProcessSpec:
-    """What to run and within which limits (checked once, in ``__attrs_post_init__``)."""
-
-    argv: tuple[str, ...]
-    """``argv[0]`` is the absolute, canonical path of the executable."""
-    cwd: str
-    """Working directory of the child."""
-    env: Mapping[str, str]
-    """The child's complete environment: empty means no environment at all."""
-    stdin: bytes
-    """Written to the child's stdin, which is then closed."""
-    timeout: float
-    """Seconds before the group gets SIGTERM."""
-    stdout_cap: int = 16 * 1024 * 1024
-    kill_grace: float = 2.0
-    """Seconds between SIGTERM and SIGKILL."""
-    stderr_tail_lines: int = 50
-    stderr_tail_bytes: int = 16384
-    max_line_bytes: int = 8192
-    """Longer stderr lines are split into chunks of this size."""
-    exec_fd: int | None = None
-    """Execute this descriptor (the entry as checked) rather than the path ``argv[0]``."""
-    confine: Any = None
-    """A :class:`~.confine.plan.Plan` (``apply``, ``started``, ``kill_all``) or None."""
-
-    def __attrs_post_init__(self) -> None:
-        # One hook rather than a validator per field: specs are built once per call.
-        if not self.argv or not os.path.isabs(self.argv[0]):
-            message = f"argv[0] must be an absolute path (got {self.argv!r})"
-            raise ValueError(message)
-        limits = (self.timeout, self.stdout_cap, self.kill_grace)
-        tail = (self.stderr_tail_lines, self.stderr_tail_bytes)
-        if min(*limits, *tail) < 0 or self.max_line_bytes <= 0:
-            message = f"limits must be >= 0 and max_line_bytes > 0: {self!r}"
-            raise ValueError(message)
-
-
-@attrs.frozen
-class ProcessOutcome:
-    """How the child ended and what it printed."""
-
-    stdout: bytes
-    """At most ``stdout_cap`` bytes."""
-    exit_code: int | None
-    """None when killed by a signal or never started."""
-    signal: int | None
-    """The signal that ended the child, if any."""
-    timed_out: bool
-    stdout_overflow: bool
-    """stdout went past the cap and the child was killed."""
-    stderr_tail: tuple[str, ...]
-    """The last stderr lines, without their newline."""
-    duration: float
-    """Seconds from spawn to reaping."""
-    spawn_error: str | None = None
-    """Set when no process ran (exec failure): a readable message."""
+_POLLHUP = select.POLLHUP  # the same bit as EPOLLHUP
 
 
 def run_process(spec: ProcessSpec, on_stderr: StderrCallback | None = None) -> ProcessOutcome:
     """Run ``spec`` to completion in this thread (safe from many threads at once)."""
     run = _Run(spec, on_stderr)
-    driver = _PollDriver(run)
+    driver = PollDriver(run)
     try:
         error = run.launch()
         if error is not None:
@@ -168,6 +111,7 @@ def run_process(spec: ProcessSpec, on_stderr: StderrCallback | None = None) -> P
         raise
     finally:
         run.close()
+        run.before_close = _ignore  # no cycle left (run -> driver -> run): freed at once, not by the gc
     return run.outcome()
 
 
@@ -179,7 +123,7 @@ async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = Non
     """
     run = _Run(spec, on_stderr)
     loop = asyncio.get_running_loop()
-    driver = _LoopDriver(run, loop)
+    driver = LoopDriver(run, loop)
     busy = _in_flight.get(loop, 0)
     _in_flight[loop] = busy + 1
     try:
@@ -196,6 +140,7 @@ async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = Non
         _in_flight[loop] -= 1
         driver.detach()
         run.close()  # a second cancellation lands here: SIGKILL and a blocking waitpid
+        run.before_close = _ignore
     return run.outcome()
 
 
@@ -238,76 +183,6 @@ def _not_started(message: str, duration: float) -> ProcessOutcome:
     )
 
 
-class _StderrLines:
-    """Splits stderr into lines, reports each one and keeps a bounded tail."""
-
-    def __init__(self, spec: ProcessSpec, callback: StderrCallback | None) -> None:
-        self._max_line = spec.max_line_bytes
-        self._max_lines = spec.stderr_tail_lines
-        self._max_bytes = spec.stderr_tail_bytes
-        self._callback = callback
-        self._partial = bytearray()
-        self._tail: collections.deque[tuple[str, int]] = collections.deque()
-        self._tail_bytes = 0
-        self._callback_failed = False
-
-    @property
-    def tail(self) -> tuple[str, ...]:
-        return tuple(line for line, _ in self._tail)
-
-    def feed(self, data: bytes) -> None:
-        buf = self._partial
-        buf += data
-        start = 0
-        while (newline := buf.find(b"\n", start)) >= 0:
-            self._emit_long(bytes(buf[start:newline]))
-            start = newline + 1
-        del buf[:start]
-        # Keep at most max_line bytes pending: the next byte may be the newline.
-        while len(buf) > self._max_line:
-            cut = _utf8_cut(buf, self._max_line)
-            self._emit(bytes(buf[:cut]))
-            del buf[:cut]
-
-    def flush(self) -> None:
-        """EOF: the last line had no newline."""
-        if self._partial:
-            self._emit_long(bytes(self._partial))
-            self._partial.clear()
-
-    def _emit_long(self, line: bytes) -> None:
-        while len(line) > self._max_line:
-            cut = _utf8_cut(line, self._max_line)
-            self._emit(line[:cut])
-            line = line[cut:]
-        self._emit(line)
-
-    def _emit(self, raw: bytes) -> None:
-        line = raw.decode("utf-8", errors="replace")
-        self._tail.append((line, len(raw)))
-        self._tail_bytes += len(raw)
-        while self._tail and (len(self._tail) > self._max_lines or self._tail_bytes > self._max_bytes):
-            self._tail_bytes -= self._tail.popleft()[1]
-        if self._callback is None:
-            return
-        try:
-            self._callback(line)
-        except Exception:
-            # A broken log sink must not break the call; say so once, not per line.
-            if not self._callback_failed:
-                self._callback_failed = True
-                logger.exception("on_stderr callback failed; further failures not logged")
-
-
-def _utf8_cut(buf: bytes | bytearray, limit: int) -> int:
-    """Where to cut ``buf`` (longer than ``limit``) at most ``limit`` bytes in, without
-    splitting a UTF-8 sequence when one straddles the limit."""
-    for back in range(4):
-        if limit - back > 0 and buf[limit - back] & 0xC0 != 0x80:
-            return limit - back
-    return limit
-
-
 class _Run:
     """One child's state. Drivers call the ``on_*`` methods; none of them blocks."""
 
@@ -327,7 +202,8 @@ class _Run:
         self._payload = memoryview(spec.stdin)  # before spawning: it may raise
         self._stdout: list[bytes] = []
         self._stdout_size = 0
-        self._stderr = _StderrLines(spec, on_stderr)
+        self._on_stderr = on_stderr
+        self._stderr: StderrLines | None = None  # made when the first stderr bytes arrive
         self._status: int | None = None
         self.timed_out = False
         self.overflow = False
@@ -403,12 +279,17 @@ class _Run:
             return min(when, self._exit_poll_at) if self.pidfd is None else when
         return self._drain_until if not self.finished else math.inf
 
-    def on_ready(self, fd: int) -> None:
-        """``fd`` is readable, writable or hung up (stale descriptors are ignored)."""
+    def on_ready(self, fd: int, events: int = 0) -> None:
+        """``fd`` is readable, writable or hung up (stale descriptors are ignored).
+
+        ``events``: what poll said, when the driver knows. A pipe that hung up (no writer
+        left) and gave less than a full read is drained: it is closed at once, without
+        another wake-up to read its EOF.
+        """
         if fd == self.stdout_fd:
-            self.on_stdout()
+            self.on_stdout(events & _POLLHUP)
         elif fd == self.stderr_fd:
-            self.on_stderr()
+            self.on_stderr(events & _POLLHUP)
         elif fd == self.stdin_fd:
             self.on_stdin()
         elif fd == self.pidfd:
@@ -428,10 +309,11 @@ class _Run:
         if not self._payload:
             self._close("stdin_fd")
 
-    def on_stdout(self) -> None:
+    def on_stdout(self, hup: int = 0) -> None:
         assert self.stdout_fd is not None
         room = self.spec.stdout_cap - self._stdout_size
-        data = self._read(self.stdout_fd, min(_CHUNK, room + 1))  # +1 detects overflow
+        size = min(_CHUNK, room + 1)  # +1 detects overflow
+        data = self._read(self.stdout_fd, size)
         if data is None:
             return
         if not data:
@@ -445,16 +327,19 @@ class _Run:
             self._close("stdout_fd")
         self._stdout.append(data)
         self._stdout_size += len(data)
+        if hup and len(data) < size and self.stdout_fd is not None:
+            self._close("stdout_fd")  # hung up and drained: the next read could only say EOF
 
-    def on_stderr(self) -> None:
+    def on_stderr(self, hup: int = 0) -> None:
         assert self.stderr_fd is not None
         data = self._read(self.stderr_fd, _CHUNK)
         if data is None:
             return
         if data:
-            self._stderr.feed(data)
-        else:
-            self._stderr.flush()
+            self._stderr_lines().feed(data)
+        if not data or (hup and len(data) < _CHUNK):  # EOF, or hung up and drained
+            if self._stderr is not None:
+                self._stderr.flush()
             self._close("stderr_fd")
 
     def on_exit(self) -> None:
@@ -483,7 +368,8 @@ class _Run:
                 self.spec.argv[0],
                 _EOF_BOUND,
             )
-            self._stderr.flush()
+            if self._stderr is not None:
+                self._stderr.flush()
             self._close("stdout_fd")
             self._close("stderr_fd")
 
@@ -526,9 +412,14 @@ class _Run:
             signal=-code if code is not None and code < 0 else None,
             timed_out=self.timed_out,
             stdout_overflow=self.overflow,
-            stderr_tail=self._stderr.tail,
+            stderr_tail=self._stderr.tail if self._stderr is not None else (),
             duration=self.duration,
         )
+
+    def _stderr_lines(self) -> StderrLines:
+        if self._stderr is None:
+            self._stderr = StderrLines(self.spec, self._on_stderr)
+        return self._stderr
 
     def _poll_exit(self, now: float) -> None:
         # WNOWAIT leaves the zombie in place, so the group can still be killed safely.
@@ -559,8 +450,11 @@ class _Run:
     def _killpg(self, sig: int) -> None:
         if self.reaped:  # never signal a pid (group) that may have been reused
             return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+        # Not contextlib.suppress: this runs on every call, and the manager costs more.
+        try:  # noqa: SIM105
             os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def _read(self, fd: int, size: int) -> bytes | None:
         try:
@@ -588,111 +482,3 @@ def _open_pidfd(pid: int) -> int | None:
     except OSError as exc:  # ENOSYS (old kernel, seccomp), EMFILE: fall back to waitid
         logger.debug("pidfd_open(%d) failed, polling waitid instead: %s", pid, exc)
         return None
-
-
-class _PollDriver:
-    """Feeds a :class:`_Run` from ``select.poll`` in the calling thread."""
-
-    def __init__(self, run: _Run) -> None:
-        self._run = run
-        self._poller = select.poll()
-        self._registered: set[int] = set()
-        run.before_close = self._forget
-
-    def wait(self, until: Callable[[], bool]) -> None:
-        """Handle events, then due timers, until ``until()``."""
-        run, poller = self._run, self._poller
-        # No descriptor is ever added later: register once, unregister on close.
-        for fd, events in run.watches():
-            if fd not in self._registered:
-                poller.register(fd, events)
-                self._registered.add(fd)
-        while not until():
-            wakeup = run.next_wakeup()
-            timeout = None
-            if wakeup != math.inf:
-                # Round up: a 0 ms timeout just before the deadline would spin.
-                timeout = math.ceil((wakeup - time.monotonic()) * 1000)
-                timeout = min(max(timeout, 0), _MAX_POLL_MS)
-            for fd, _ in poller.poll(timeout):
-                run.on_ready(fd)
-            run.on_time(time.monotonic())
-
-    def _forget(self, fd: int) -> None:
-        if fd in self._registered:
-            self._registered.discard(fd)
-            self._poller.unregister(fd)
-
-
-class _LoopDriver:
-    """Feeds a :class:`_Run` from an asyncio loop: readers, writers and one timer."""
-
-    def __init__(self, run: _Run, loop: asyncio.AbstractEventLoop) -> None:
-        self._run = run
-        self._loop = loop
-        self._readers: set[int] = set()
-        self._writers: set[int] = set()
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = math.inf
-        self._waiter: asyncio.Future[None] | None = None
-        self._until: Callable[[], bool] = lambda: True
-        run.before_close = self._forget
-
-    async def wait(self, until: Callable[[], bool]) -> None:
-        self._until = until
-        self._waiter = self._loop.create_future()
-        self._refresh()
-        await self._waiter
-
-    def detach(self) -> None:
-        for fd in list(self._readers | self._writers):
-            self._forget(fd)
-        self._set_timer(math.inf)
-
-    def _on_fd(self, fd: int) -> None:
-        self._step(lambda: self._run.on_ready(fd))
-
-    def _on_timer(self) -> None:
-        self._timer, self._timer_at = None, math.inf
-        self._step(lambda: None)
-
-    def _step(self, action: Callable[[], None]) -> None:
-        try:
-            action()
-            self._run.on_time(time.monotonic())
-            self._refresh()
-        except Exception as exc:  # a callback's exception would only be logged by the loop
-            if self._waiter is not None and not self._waiter.done():
-                self._waiter.set_exception(exc)
-
-    def _refresh(self) -> None:
-        """Register what the run waits on, re-arm the timer, wake ``wait`` when done."""
-        for fd, events in self._run.watches():
-            if events == _POLLIN and fd not in self._readers:
-                self._loop.add_reader(fd, self._on_fd, fd)
-                self._readers.add(fd)
-            elif events == _POLLOUT and fd not in self._writers:
-                self._loop.add_writer(fd, self._on_fd, fd)
-                self._writers.add(fd)
-        self._set_timer(self._run.next_wakeup())
-        if self._waiter is not None and not self._waiter.done() and self._until():
-            self._waiter.set_result(None)
-
-    def _set_timer(self, when: float) -> None:
-        if when == self._timer_at:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_at = when
-        if when != math.inf:
-            self._timer = self._loop.call_later(max(0.0, when - time.monotonic()), self._on_timer)
-
-    def _forget(self, fd: int) -> None:
-        """Unregister ``fd`` before it is closed, so a reused number is never watched."""
-        if fd in self._readers:
-            self._readers.discard(fd)
-            self._loop.remove_reader(fd)
-        if fd in self._writers:
-            self._writers.discard(fd)
-            self._loop.remove_writer(fd)

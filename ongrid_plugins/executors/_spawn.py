@@ -98,17 +98,22 @@ class _Libc:
 
     def __init__(self) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
+        # The file-action calls only fill in memory (no I/O, no waiting): through
+        # PyDLL they keep the GIL, so building a spawn's actions never hands the GIL to
+        # another thread (six round trips a call otherwise). posix_spawn itself waits
+        # for the child's exec and releases the GIL (CDLL).
+        quick = ctypes.PyDLL(None, use_errno=True)
         # Called on every spawn, so without argtypes: ctypes' default conversions (int
         # to int, bytes to char *, arrays and byref to pointers) are exactly right for
         # them, and skipping from_param saves time on the hot path.
         self.spawn = _fn(libc, "posix_spawn")
-        self.fa_init = _fn(libc, "posix_spawn_file_actions_init")
-        self.fa_destroy = _fn(libc, "posix_spawn_file_actions_destroy")
-        self.fa_dup2 = _fn(libc, "posix_spawn_file_actions_adddup2")
-        self.fa_close = _fn(libc, "posix_spawn_file_actions_addclose")
-        self.fa_chdir = _fn(libc, "posix_spawn_file_actions_addchdir_np")
+        self.fa_init = _fn(quick, "posix_spawn_file_actions_init")
+        self.fa_destroy = _fn(quick, "posix_spawn_file_actions_destroy")
+        self.fa_dup2 = _fn(quick, "posix_spawn_file_actions_adddup2")
+        self.fa_close = _fn(quick, "posix_spawn_file_actions_addclose")
+        self.fa_chdir = _fn(quick, "posix_spawn_file_actions_addchdir_np")
         try:
-            self.fa_closefrom: Any = _fn(libc, "posix_spawn_file_actions_addclosefrom_np")
+            self.fa_closefrom: Any = _fn(quick, "posix_spawn_file_actions_addclosefrom_np")
         except AttributeError:  # glibc < 2.34, musl
             self.fa_closefrom = None
         self.attr = self._make_attr(libc)
@@ -227,7 +232,7 @@ def spawn(
 
 
 def _spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], exec_fd: int | None) -> Child:
-    chosen = backend()
+    chosen = "posix_spawn" if _BACKEND == "auto" and _LIBC is not None else backend()
     if chosen == "posix_spawn":
         c_argv, c_cwd, c_env = _encoded(argv, cwd, env)
     else:

@@ -23,11 +23,13 @@ from ..catalog.digest import entry_drift
 from ..discovery.roots import escapes, is_executable_file, is_within, open_beneath, resolve_file
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
+from ._spec import ProcessOutcome, ProcessSpec
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from ..models import Tool
     from ..settings import Settings
-    from ._process import ProcessOutcome, ProcessSpec
     from .confine import Plan
 
 __all__ = ["SubprocessExecutor", "parse_result"]
@@ -64,9 +66,7 @@ class SubprocessExecutor:
         try:
             if request.on_event is not None:
                 request.emit("start", {"entry": spec.argv[0]})
-            from ._process import run_process
-
-            outcome = run_process(spec, _stderr_sink(request))
+            outcome = (_PROCESS or _runner()).run_process(spec, _stderr_sink(request))
             return self._result(request, spec, outcome)
         finally:
             _release(spec)
@@ -79,9 +79,7 @@ class SubprocessExecutor:
         try:
             if request.on_event is not None:
                 request.emit("start", {"entry": spec.argv[0]})
-            from ._process import arun_process
-
-            outcome = await arun_process(spec, _stderr_sink(request))
+            outcome = await (_PROCESS or _runner()).arun_process(spec, _stderr_sink(request))
             return self._result(request, spec, outcome)
         finally:
             _release(spec)
@@ -110,8 +108,6 @@ class SubprocessExecutor:
             env.update(plan.env_extra)
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
         payload = request.args_json or canonical_json(request.args)
-        from ._process import ProcessSpec  # the runner (and asyncio) load on the first call
-
         return ProcessSpec(
             argv=(entry,),
             cwd=prepared.cwd if prepared is not None else tool.cwd or os.path.dirname(entry),
@@ -162,6 +158,18 @@ class SubprocessExecutor:
         if request.on_event is not None:
             request.emit("exit", {"ok": result.ok, "exit_code": outcome.exit_code, "signal": outcome.signal})
         return result
+
+
+_PROCESS: ModuleType | None = None
+
+
+def _runner() -> ModuleType:
+    """The runner (:mod:`._process`, and asyncio with it), imported on the first call."""
+    global _PROCESS
+    from . import _process
+
+    _PROCESS = _process
+    return _process
 
 
 def _release(spec: ProcessSpec) -> None:

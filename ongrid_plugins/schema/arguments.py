@@ -56,7 +56,7 @@ def fill_defaults(schema: Mapping[str, Any], args: Mapping[str, Any]) -> dict[st
     """A copy of ``args`` with the schema's top-level property defaults filled in."""
     data = dict(args)
     properties = schema.get("properties")
-    if isinstance(properties, Mapping):
+    if type(properties) is dict or isinstance(properties, Mapping):
         for key, sub in properties.items():
             if key not in data and isinstance(sub, Mapping) and "default" in sub:
                 default = sub["default"]
@@ -75,7 +75,7 @@ def check_arguments(tool: Tool, args: object) -> tuple[dict[str, Any], str, list
     """
     if args is None:
         args = {}
-    if not isinstance(args, Mapping):
+    if type(args) is not dict and not isinstance(args, Mapping):  # dict first: an ABC check is slow
         return {}, "", [("$", f"arguments must be a JSON object, got {type(args).__name__}")]
     data = fill_defaults(tool.schema, args)
     try:
@@ -135,7 +135,9 @@ def is_light(tool: Tool, args: object) -> bool:
         budget -= 1
         if isinstance(value, str):
             budget -= len(value)
-        elif isinstance(value, Mapping):
+        elif type(value) in _ATOMS:  # before the Mapping check: an ABC check is slow
+            pass
+        elif type(value) is dict or isinstance(value, Mapping):
             for key, item in value.items():
                 budget -= len(key) if isinstance(key, str) else 1
                 stack.append(item)
@@ -144,6 +146,9 @@ def is_light(tool: Tool, args: object) -> bool:
         if budget < 0:
             return False
     return True
+
+
+_ATOMS = frozenset((int, float, bool, type(None)))
 
 
 def _schema_nodes(schema: object, limit: int) -> int:
