@@ -1,0 +1,80 @@
+"""The key of the whole load cache: everything but the files that shapes what the loader builds.
+
+A cache file written under another key is a cold load without a warning (an
+upgrade is no fault). See :func:`fingerprint`.
+
+It may import the core values, ``roots`` and ``schema.verdicts``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ..roots import builtin_skills_dir
+from .cachefile import FORMAT
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from ..settings import Settings
+
+__all__ = ["fingerprint"]
+
+
+@functools.cache
+def _code_stamp() -> str:
+    """Path, size and mtime of every module of the package, read once per process."""
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.blake2b(digest_size=16)
+    for folder, dirs, files in sorted(os.walk(top)):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith((".py", ".json")):
+                st = os.stat(os.path.join(folder, name))
+                h.update(f"{os.path.relpath(folder, top)}/{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str | None:
+    """The key of the whole cache: everything but the files that shapes what the loader builds.
+
+    None (no cache) when a plugin from outside this package implements
+    ``ongrid_load_manifest`` or ``ongrid_manifest_names``: what a third-party
+    loader reads cannot be known. No hook is called: the built-in names are code.
+    """
+    from .._version import __version__
+    from ..schema import verdicts
+
+    loaders = []
+    for hook in (pm.hook.ongrid_load_manifest, pm.hook.ongrid_manifest_names):
+        for impl in hook.get_hookimpls():
+            module = getattr(impl.plugin, "__name__", "")
+            if not module.startswith("ongrid_plugins."):
+                return None
+            loaders.append((hook.name, impl.plugin_name, module, impl.tryfirst, impl.trylast))
+    parts: list[Any] = [
+        FORMAT,
+        __version__,
+        sys.version,
+        _code_stamp(),
+        verdicts._environment_fingerprint(),
+        loaders,
+        os.path.expanduser("~"),
+        os.geteuid(),
+        builtin_skills_dir(),
+        settings.default_timeout,
+        sorted(settings.sandbox_caps.items()),
+        settings.state_dir,
+        settings.config_dir,
+        settings.cache_dir,
+        settings.skill_dirs,
+        settings.env_dirs,
+        settings.system_skills_dir,
+        settings.user_skills_dir,
+        settings.include_defaults,
+    ]
+    return hashlib.blake2b(repr(parts).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
