@@ -475,6 +475,21 @@ ESCAPED_KEYWORDS = [
         '{"type": "object", "properties": {"p": {"type": "string", "pattern": "(a)\\\\1"}}}',
         "RE2",
     ),
+    (  # JSON whitespace around the colon: still the keyword
+        "spaced_pattern",
+        '{"type": "object", "properties": {"p": {"type": "string", "pattern" \n:\t "(a)\\\\1"}}}',
+        "RE2",
+    ),
+    (  # a property named "pattern" (no walk needed for it) holding the keyword
+        "pattern_in_a_property_named_pattern",
+        '{"type": "object", "properties": {"pattern": {"type": "string", "pattern": "(a)\\\\1"}}}',
+        "RE2",
+    ),
+    (
+        "pattern_properties",
+        '{"type": "object", "patternProperties": {"(a)\\\\1": {"type": "string"}}}',
+        "RE2",
+    ),
 ]
 
 

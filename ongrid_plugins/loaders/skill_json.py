@@ -169,13 +169,35 @@ def _check_name(check: _Checker) -> str:
     return name
 
 
-def _may_hold(raw: bytes | None, *keys: bytes) -> bool:
-    """False only when no object key of the JSON text ``raw`` can start with one of ``keys``.
+def _may_need_safe_checks(raw: bytes | None) -> bool:
+    """False only when the JSON text ``raw`` holds nothing the RE2 and ``$ref`` checks look at.
 
-    A key is in the text as written unless a character of it is a ``\\u``
-    escape: text with an escape, or no text, may hold anything.
+    They report a ``"pattern"`` keyword with a string value, a ``"patternProperties"``
+    key and the ``"$schema"``, ``"$ref"`` and ``"$dynamicRef"`` keywords: a property
+    merely named ``pattern`` (an object value) needs no walk. A key is in the text as
+    written unless a character of it is a ``\\u`` escape: text with an escape, or no
+    text, may hold anything. (One-byte searches first: they are ``memchr``, several
+    times faster than a two-byte one.)
     """
-    return raw is None or b"\\u" in raw or any(key in raw for key in keys)
+    if raw is None or _may_escape(raw) or (b"$" in raw and b'"$' in raw):
+        return True
+    if b'"pattern' not in raw:
+        return False
+    return b'"patternProperties"' in raw or _PATTERN_KEYWORD.search(raw) is not None
+
+
+#: ``"pattern"`` then a string value (JSON whitespace is space, tab, CR and LF).
+_PATTERN_KEYWORD = re.compile(rb'"pattern"[ \t\r\n]*:[ \t\r\n]*"')
+
+
+def _may_hold_default(raw: bytes | None) -> bool:
+    """False only when no object key of the JSON text ``raw`` is ``"default"`` (see above)."""
+    return raw is None or b'"default"' in raw or _may_escape(raw)
+
+
+def _may_escape(raw: bytes) -> bool:
+    """Does the JSON text hold a ``\\u`` escape (a key spelled with one may be any key)?"""
+    return b"\\" in raw and b"\\u" in raw
 
 
 def _check_schema(
@@ -203,12 +225,12 @@ def _check_schema(
         return empty_schema()
     # The RE2 and $ref checks look at "pattern", "patternProperties", "$schema",
     # "$ref" and "$dynamicRef" only; the defaults check at "default" only.
-    unsafe = safe.schema_problems(schema) if _may_hold(raw, b'"pattern', b'"$') else []
+    unsafe = safe.schema_problems(schema) if _may_need_safe_checks(raw) else []
     for pointer, message in unsafe:
         check.error("schema" + pointer, "unsafe_schema", f'"schema{pointer}": {message}')
     if unsafe:
         return empty_schema()
-    defaults = schema_defaults.check_defaults(schema) if _may_hold(raw, b'"default"') else []
+    defaults = schema_defaults.check_defaults(schema) if _may_hold_default(raw) else []
     for pointer, message in defaults:
         check.error(
             "schema" + pointer,
