@@ -35,6 +35,7 @@ from .loaders.skill_json import skill_from_record, skill_record
 from .models import LoadEvent, LoadReport, Problem, Skill, SkillRoot
 from .registry import RegistryBuilder, Snapshot
 from .roots import canonical, escapes
+from .schema import verdicts
 
 if TYPE_CHECKING:
     import pluggy
@@ -269,6 +270,7 @@ def load(
     snapshot = state.builder.build()
     if own and store is not None:
         store.flush()
+    verdicts.settle_in_background()  # the schema verdicts this load found, hashed after it
     report = LoadReport(len(snapshot.skills), state.events, [r.real for r in roots])
     return snapshot, report
 

@@ -376,11 +376,10 @@ def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings) -> Skil
         return None
     raw = _read_bounded(path, MAX_MANIFEST_BYTES)
     cache = _verdicts(settings)
-    key = verdicts.content_key(b"skill.json", raw) if cache is not None else None
-    if key is not None and cache is not None and key in cache:
+    if cache is not None and cache.knows_content(b"skill.json", raw):
         data = json.loads(raw)
         return build_skill(data, path, root, settings, schema_verified=True)
     skill = build_skill(parse_manifest(raw, path), path, root, settings, raw=raw)
-    if key is not None and cache is not None:
-        cache.add(key)  # parse_manifest and build_skill raise on anything wrong
+    if cache is not None:
+        cache.add_content_later(b"skill.json", raw)  # parse_manifest and build_skill raise on anything wrong
     return skill
