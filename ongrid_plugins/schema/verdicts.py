@@ -26,6 +26,7 @@ import os
 import stat
 import sys
 import threading
+import time
 from typing import Any, Final
 
 __all__ = [
@@ -245,7 +246,7 @@ class VerdictCache:
         """Start hashing what :meth:`add_content_later` recorded in a thread of its own."""
         if not self._later or (self._settler is not None and self._settler.is_alive()):
             return
-        thread = threading.Thread(target=self.settle, name="ongrid-schema-verdicts", daemon=False)
+        thread = threading.Thread(target=self._settle_soon, name="ongrid-schema-verdicts", daemon=False)
         self._settler = thread
         thread.start()
 
@@ -255,6 +256,12 @@ class VerdictCache:
         if key not in self._loaded():
             with self._lock:
                 self._added.add(key)
+
+    def _settle_soon(self) -> None:
+        # Yield first: a new thread would otherwise keep the GIL for a switch interval
+        # (5 ms or more) while Thread.start() waits in the load that started it.
+        time.sleep(0)
+        self.settle()
 
     def flush(self) -> None:
         """Write the file atomically (tempfile + os.replace), only if something was added."""
