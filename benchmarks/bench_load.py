@@ -7,9 +7,14 @@ manifests). For each tree size, in one run:
 * **new process**, interleaved round by round with ``go-equiv`` (the checks of
   the original Go loader, in Python, ``baselines/load_bench.py``) in a new
   process: **cold** = an empty ongrid cache folder (the first load on a
-  machine; the load cache is written after the load, in the background, and
-  that write is in the wall time), **warm** = a new process over the unchanged
-  tree with the cache the cold run left (a cache hit). The time is the load call
+  machine: no load cache ``load-cache.bin``, no schema verdicts
+  ``schema-verdicts-v1.bin``, nothing else; each child lists the folder before
+  it loads and the run stops if a cold one finds anything; the load cache is
+  written after the load, in the background, and that write is in the wall
+  time), **warm** = a new process over the unchanged
+  tree with the cache the cold run left (a cache hit). Cold and warm are about
+  ongrid's own caches only: the bytecode is compiled (as an installed package's
+  is) and the OS page cache is warm for every mode, go-equiv included. The time is the load call
   itself, measured inside the child; the child's wall time (interpreter start,
   imports, the cache write) is beside it. The ratio is the median of each
   round's ratio to that round's go-equiv.
@@ -18,8 +23,8 @@ manifests). For each tree size, in one run:
   canonicalisation, no checks): warm in-process.
 
 ``--digests`` adds ``+digests``, the load a ``SkillHost`` does (the loader,
-then every skill's content digest, ``ongrid_plugins.catalog``). The OS page
-cache is warm for every mode (dropping it needs root on the host).
+then every skill's content digest, ``ongrid_plugins.catalog``). Dropping the
+OS page cache would need root on the host.
 
     python benchmarks/bench_load.py --sizes 2000,10000 --runs 5
 """
@@ -45,9 +50,12 @@ import gen_tree  # noqa: E402
 import load_bench  # noqa: E402
 
 CHILD = r"""
-import gc, json, sys, time
+import gc, json, os, sys, time
 sys.path.insert(0, {baselines!r})
 mode, root = sys.argv[1], sys.argv[2]
+# what this child finds in every cache ongrid keeps (all under Settings.cache_dir)
+cache_dir = os.path.join(os.environ["XDG_CACHE_HOME"], "ongrid")
+found = sorted(os.listdir(cache_dir)) if os.path.isdir(cache_dir) else []
 t0 = time.perf_counter()
 if mode == "go-equiv":
     import load_bench
@@ -66,7 +74,7 @@ else:
     t1 = time.perf_counter()
     n = len(load_dirs([root]))
 t2 = time.perf_counter()
-print(json.dumps({{"import_ms": (t1 - t0) * 1e3, "load_ms": (t2 - t1) * 1e3, "count": n}}))
+print(json.dumps({{"import_ms": (t1 - t0) * 1e3, "load_ms": (t2 - t1) * 1e3, "count": n, "found": found}}))
 """
 
 
@@ -130,9 +138,12 @@ def fresh(root: Path, runs: int, digests: bool) -> dict[str, dict[str, float]]:
             env.pop("ONGRID_CACHE_DIR", None)
             env.pop("ONGRID_LOAD_CACHE", None)
             for mode in modes:
-                if mode.endswith("cold"):  # an empty cache: the first load on a machine
+                if mode.endswith("cold"):  # an empty cache folder: the first load on a machine
                     for entry in Path(cache).iterdir():
-                        shutil.rmtree(entry)
+                        if entry.is_dir() and not entry.is_symlink():
+                            shutil.rmtree(entry)
+                        else:
+                            entry.unlink()
                 t0 = time.perf_counter()
                 out = subprocess.run(
                     [
@@ -149,6 +160,7 @@ def fresh(root: Path, runs: int, digests: bool) -> dict[str, dict[str, float]]:
                 ).stdout
                 data = json.loads(out)
                 data["wall_ms"] = (time.perf_counter() - t0) * 1e3
+                _check_cache_state(mode, data.pop("found"))
                 results[mode].append(data)
     base = [r["load_ms"] for r in results["go-equiv"]]
     summary = {}
@@ -161,6 +173,14 @@ def fresh(root: Path, runs: int, digests: bool) -> dict[str, dict[str, float]]:
             "ratio": statistics.median(r["load_ms"] / b for r, b in zip(rows, base, strict=True)),
         }
     return summary
+
+
+def _check_cache_state(mode: str, found: list[str]) -> None:
+    """Cold means no cache file at all (load cache, schema verdicts); warm means the cold run's."""
+    if mode.endswith("cold") and found:
+        raise SystemExit(f"{mode}: the cache folder was not empty: {found}")
+    if mode.endswith("warm") and "load-cache.bin" not in found:
+        raise SystemExit(f"{mode}: the cold run left no load cache: {found}")
 
 
 def main() -> int:

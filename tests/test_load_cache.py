@@ -134,8 +134,10 @@ def test_every_cache_state_loads_what_a_cold_load_does_with_at_most_one_line(
     elif state == "garbage_with_a_good_checksum":
         import zlib
 
-        body = store._LEN.pack(5) + b"\xff\xff\xff\xff\xff"
-        path.write_bytes(store._MAGIC + store._HEAD.pack(zlib.crc32(body), len(body)) + body)
+        from ongrid_plugins.loadcache import cachefile
+
+        body = cachefile.LEN.pack(5) + b"\xff\xff\xff\xff\xff"
+        path.write_bytes(cachefile.MAGIC + cachefile.HEAD.pack(zlib.crc32(body), len(body)) + body)
     elif state == "empty":
         path.write_bytes(b"")
     _forget_memory()

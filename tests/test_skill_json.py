@@ -475,6 +475,21 @@ ESCAPED_KEYWORDS = [
         '{"type": "object", "properties": {"p": {"type": "string", "pattern": "(a)\\\\1"}}}',
         "RE2",
     ),
+    (  # JSON whitespace around the colon: still the keyword
+        "spaced_pattern",
+        '{"type": "object", "properties": {"p": {"type": "string", "pattern" \n:\t "(a)\\\\1"}}}',
+        "RE2",
+    ),
+    (  # a property named "pattern" (no walk needed for it) holding the keyword
+        "pattern_in_a_property_named_pattern",
+        '{"type": "object", "properties": {"pattern": {"type": "string", "pattern": "(a)\\\\1"}}}',
+        "RE2",
+    ),
+    (
+        "pattern_properties",
+        '{"type": "object", "patternProperties": {"(a)\\\\1": {"type": "string"}}}',
+        "RE2",
+    ),
 ]
 
 
@@ -490,3 +505,23 @@ def test_a_keyword_spelled_with_an_escape_is_still_checked(
     assert host.report.registered == 0
     [error] = build_errors(host)
     assert message in error
+
+
+def test_an_empty_verdict_cache_hashes_nothing_and_a_load_leaves_its_verdicts_for_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ongrid_plugins.schema import verdicts
+
+    raw = b'{"name": "n", "description": "d", "entry": "run.sh"}'
+    cache = verdicts.VerdictCache(tmp_path)
+    real = verdicts.content_key
+    monkeypatch.setattr(verdicts, "content_key", _explode)
+    assert not cache.knows_content(b"skill.json", raw)  # no file: "no" without a hash
+    cache.add_content_later(b"skill.json", raw)
+    monkeypatch.setattr(verdicts, "content_key", real)
+    cache.settle_in_background()
+    cache.flush()  # waits for the settling thread, then writes
+    again = verdicts.VerdictCache(tmp_path)
+    assert again.knows_content(b"skill.json", raw)
+    assert not again.knows_content(b"skill.json", raw + b" ")
+    assert real(b"skill.json", raw) in again

@@ -1,9 +1,9 @@
-"""The load cache file: what it holds, how it is keyed, read, checked and written.
+"""The load cache of one load: what it holds, how it is read, checked and looked up.
 
-The file ``<cache_dir>/load-cache.bin`` is::
+The file ``<cache_dir>/load-cache.bin`` (its byte layout and writer:
+:mod:`.cachefile`; its key: :mod:`.key`) holds a head and records::
 
-    b"ongrid-loadcache-v2\\n" + crc32(body) (4 bytes) + len(body) (8 bytes) + body
-    body = marshal((FORMAT, fingerprint, roots, folders, records, digests))
+    (FORMAT, fingerprint, roots, folders, digests), {manifest: record, ...}...
 
 of plain values only (tuples, strings, numbers, bytes): nothing in it is code or
 names a class, and every record is checked for its shape when it is used. It is
@@ -40,25 +40,31 @@ still the one it wrote (same inode, size and times).
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
 import logging
 import marshal
 import os
-import stat
-import struct
-import sys
-import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..discovery.roots import builtin_skills_dir, resolve_file
-from ..hooks import hooks
 from ..models import SkillRoot
+from .cachefile import EMPTY as _EMPTY
+from .cachefile import FORMAT, Listing, RootKey, Signature, signature, wait_for_writes
+from .cachefile import HEAD as _HEAD
+from .cachefile import HEAD_SIZE as _HEAD_SIZE
+from .cachefile import MAGIC as _MAGIC
+from .cachefile import Job as _Job
+from .cachefile import State as _State
+from .cachefile import dep_holds as _dep_holds
+from .cachefile import lock as _lock
+from .cachefile import read_all as _read_all
+from .cachefile import split_chunks as _split
+from .cachefile import untrusted as _untrusted
+from .cachefile import writers as _writers
+from .cachefile import written as _written
+from .key import fingerprint
 
 if TYPE_CHECKING:
     import pluggy
@@ -75,124 +81,10 @@ RACY_NS = 2_000_000_000
 """A file changed this recently (in ns) is not recorded."""
 MAX_FILE_BYTES = 512 * 1024 * 1024
 """A bigger cache file is ignored (it cannot be one this module wrote)."""
-FORMAT = 2
-_MAGIC = b"ongrid-loadcache-v2\n"
-_HEAD = struct.Struct("<IQ")
-_HEAD_SIZE = len(_MAGIC) + _HEAD.size
-
-Signature = tuple[int, int, int, int, int, int, int, int, int]
-Listing = tuple[tuple[tuple[str, bool], ...], tuple[str, ...]]
-"""What the walker found in a folder: ``((file name, is a symlink), ...), (sub-folder, ...)``."""
-RootKey = tuple[str, str, str, str, bool]
-
-
-def signature(st: os.stat_result) -> Signature:
-    """What must stay equal for a file to count as unchanged."""
-    return (
-        st.st_dev,
-        st.st_ino,
-        st.st_mode,
-        st.st_nlink,
-        st.st_uid,
-        st.st_gid,
-        st.st_size,
-        st.st_mtime_ns,
-        st.st_ctime_ns,
-    )
 
 
 def _root_key(root: SkillRoot) -> RootKey:
     return (root.path, root.real, root.source, root.provenance, root.required)
-
-
-# ---------------------------------------------------------------- fingerprint
-@functools.cache
-def _code_stamp() -> str:
-    """Path, size and mtime of every module of the package, read once per process."""
-    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    h = hashlib.blake2b(digest_size=16)
-    for folder, dirs, files in sorted(os.walk(top)):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith((".py", ".json")):
-                st = os.stat(os.path.join(folder, name))
-                h.update(f"{os.path.relpath(folder, top)}/{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()
-
-
-def fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str | None:
-    """The key of the whole cache: everything but the files that shapes what the loader builds.
-
-    None (no cache) when a plugin from outside this package implements
-    ``ongrid_load_manifest`` or ``ongrid_manifest_names``: what a third-party
-    loader reads cannot be known. No hook is called: the built-in names are code.
-    """
-    from .._version import __version__
-    from ..schema import verdicts
-
-    loaders = []
-    for hook in ("ongrid_load_manifest", "ongrid_manifest_names"):
-        for impl in hooks(pm).implementations(hook):
-            module = getattr(impl.plugin, "__name__", "")
-            if not module.startswith("ongrid_plugins."):
-                return None
-            loaders.append((hook, impl.plugin_name, module, impl.tryfirst, impl.trylast))
-    parts: list[Any] = [
-        FORMAT,
-        __version__,
-        sys.version,
-        _code_stamp(),
-        verdicts._environment_fingerprint(),
-        loaders,
-        os.path.expanduser("~"),
-        os.geteuid(),
-        builtin_skills_dir(),
-        settings.default_timeout,
-        sorted(settings.sandbox_caps.items()),
-        settings.state_dir,
-        settings.config_dir,
-        settings.cache_dir,
-        settings.skill_dirs,
-        settings.env_dirs,
-        settings.system_skills_dir,
-        settings.user_skills_dir,
-        settings.include_defaults,
-    ]
-    return hashlib.blake2b(repr(parts).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
-
-
-# ---------------------------------------------------------------- the state of one file
-class _State:
-    """The decoded content of a cache file (plain values; shared read-only)."""
-
-    __slots__ = ("digests", "folders", "records", "roots")
-
-    def __init__(
-        self,
-        roots: dict[RootKey, int],
-        folders: dict[str, tuple[Signature, Listing]],
-        records: dict[str, tuple[Any, ...]],
-        digests: dict[tuple[Any, ...], str],
-    ) -> None:
-        self.roots = roots
-        self.folders = folders
-        self.records = records
-        self.digests = digests
-
-
-_EMPTY = _State({}, {}, {}, {})
-#: What this process wrote last, per cache file: (the file's signature right after the rename, state).
-_written: dict[str, tuple[Signature, str, _State]] = {}
-_writers: dict[str, threading.Thread] = {}
-_lock = threading.Lock()
-
-
-def wait_for_writes(path: str | None = None) -> None:
-    """Wait until this process's background writes (of ``path``, else all) are on disk."""
-    with _lock:
-        threads = [t for p, t in _writers.items() if path is None or p == path]
-    for thread in threads:
-        thread.join()
 
 
 # ---------------------------------------------------------------- the cache
@@ -416,7 +308,9 @@ class LoadCache:
         )
         if unchanged:
             return
-        job = _Job(self.path, self.key, self._now, self._roots, self._folders, self._records, self.digests)
+        job = _Job(
+            self.path, self.key, self._now, self._roots, self._folders, self._records, self.digests, RACY_NS
+        )
         job.pending, self._pending = self._pending, []
         job.pending_folders, self._pending_folders = self._pending_folders, []
         job.record = self.record
@@ -427,106 +321,6 @@ class LoadCache:
         if previous is not None:
             previous.join()
         thread.start()
-
-
-class _Job:
-    """One write of the cache file, run by a background thread after the load."""
-
-    def __init__(
-        self,
-        path: str,
-        key: str,
-        now: int,
-        roots: dict[RootKey, int],
-        folders: dict[str, tuple[Signature, Listing]],
-        records: dict[str, tuple[Any, ...]],
-        digests: dict[tuple[Any, ...], str],
-    ) -> None:
-        self.path = path
-        self.key = key
-        self.now = now
-        self.roots = dict(roots)
-        self.folders = folders
-        self.records = records
-        self.digests = digests
-        self.pending: list[tuple[str, int, Signature | None, str, tuple[Any, ...]]] = []
-        self.pending_folders: list[tuple[str, Listing]] = []
-        self.record: Callable[[Any, Any], Any] | None = None
-
-    def run(self) -> None:
-        try:
-            self._complete()
-            data = self._encode()
-        except Exception as exc:  # a value marshal does not know, a record that will not build
-            logger.debug("load cache: cannot record this load: %s", exc)
-            return
-        try:
-            sig = _write_atomic(self.path, data)
-        except OSError as exc:
-            logger.debug("load cache: cannot write %s: %s", self.path, exc)
-            return
-        state = _State(self.roots, self.folders, self.records, self.digests)
-        with _lock:
-            _written[self.path] = (sig, self.key, state)
-
-    def _complete(self) -> None:
-        """Turn what the load stored into records: the signatures, the skills' values.
-
-        A signature taken after the load is as good as one taken before the read:
-        a file or folder changed since ``now`` (the load's start) has a later
-        ctime and is not recorded (see :data:`RACY_NS`); one renamed into place
-        gets a new ctime too (Linux filesystems set it on rename).
-        """
-        for folder, listing in self.pending_folders:
-            found = _quiet_signature(folder, self.now)
-            if found is not None:
-                self.folders[folder] = (found, listing)
-        records = self.records
-        for path, root, taken, entry, value in self.pending:
-            sig = taken if taken is not None else _quiet_signature(path, self.now)
-            if sig is None:
-                continue
-            dep = _entry_dep(path, entry, self.now) if entry else None
-            if entry and dep is None:
-                continue
-            if value[0] == "s":
-                if self.record is None:
-                    continue
-                try:
-                    record = self.record(value[1], value[2])
-                except ValueError:  # a value marshal does not know: that skill is built every time
-                    continue
-                if record is None:
-                    continue
-                value = ("s", record)
-            records[path] = (root, sig, dep, value)
-        self.pending = []
-
-    def _encode(self) -> bytes:
-        """The file: a head chunk and the records in chunks, so the writer lets the load's thread run."""
-        roots = tuple(sorted(self.roots, key=self.roots.__getitem__))
-        chunks = [marshal.dumps((FORMAT, self.key, roots, self.folders, self.digests), 4)]
-        items = list(self.records.items())
-        for start in range(0, len(items), _CHUNK_RECORDS):
-            chunks.append(marshal.dumps(dict(items[start : start + _CHUNK_RECORDS]), 4))
-        body = b"".join(_LEN.pack(len(c)) + c for c in chunks)
-        return _MAGIC + _HEAD.pack(zlib.crc32(body), len(body)) + body
-
-
-_CHUNK_RECORDS = 500
-_LEN = struct.Struct("<I")
-
-
-def _split(body: memoryview) -> Iterator[memoryview]:
-    """The length-prefixed chunks of a body (raises ``ValueError`` on a bad length)."""
-    offset = 0
-    while offset < len(body):
-        (size,) = _LEN.unpack_from(body, offset)
-        offset += _LEN.size
-        if offset + size > len(body):
-            raise ValueError("a chunk runs past the end")
-        yield body[offset : offset + size]
-        offset += size
 
 
 def open_cache(pm: pluggy.PluginManager, settings: Settings) -> LoadCache | None:
@@ -541,77 +335,3 @@ def open_cache(pm: pluggy.PluginManager, settings: Settings) -> LoadCache | None
     wait_for_writes(cache.path)
     cache.read()
     return cache
-
-
-def _quiet_signature(path: str, now: int) -> Signature | None:
-    """The ``lstat`` signature of ``path`` unless it changed since ``now - RACY_NS`` (or is gone)."""
-    try:
-        sig = signature(os.lstat(path))
-    except OSError:
-        return None
-    return None if now - max(sig[7], sig[8]) < RACY_NS else sig
-
-
-def _entry_dep(path: str, declared: str, now: int) -> tuple[str, str, Signature] | None:
-    """How to tell, on a later load, that the entry is still the file checked now; None: do not cache."""
-    folder = path.rpartition("/")[0]
-    candidate = declared if declared.startswith("/") else f"{folder}/{declared}"
-    try:
-        if "/" not in declared and declared not in (".", ".."):
-            st = os.lstat(candidate)
-            if not stat.S_ISLNK(st.st_mode):
-                sig = signature(st)
-                return None if now - max(sig[7], sig[8]) < RACY_NS else (candidate, "", sig)
-        real, st = resolve_file(candidate)
-    except (OSError, ValueError):
-        return None
-    sig = signature(st)
-    return None if now - max(sig[7], sig[8]) < RACY_NS else (candidate, real, sig)
-
-
-def _dep_holds(dep: tuple[str, str, Signature]) -> bool:
-    candidate, real, sig = dep
-    try:
-        if not real:
-            return signature(os.lstat(candidate)) == sig
-        now_real, st = resolve_file(candidate)
-    except (OSError, ValueError):
-        return False
-    return now_real == real and signature(st) == sig
-
-
-def _untrusted(info: os.stat_result) -> str:
-    if not stat.S_ISREG(info.st_mode):
-        return "it is not a regular file"
-    if info.st_uid != os.geteuid():
-        return f"it belongs to uid {info.st_uid}, not to this user"
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"others may write it (mode {stat.S_IMODE(info.st_mode):04o})"
-    return ""
-
-
-def _read_all(fd: int, limit: int) -> bytes:
-    chunks = []
-    size = 0
-    while size < limit and (chunk := os.read(fd, min(limit - size, 16 * 1024 * 1024))):
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
-
-
-def _write_atomic(path: str, data: bytes) -> Signature:
-    """Write ``data`` to ``path`` through a renamed temporary file; the new file's signature."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".load-cache-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), 0o600)
-            handle.write(data)
-            handle.flush()
-            os.replace(temporary, path)
-            return signature(os.fstat(handle.fileno()))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise

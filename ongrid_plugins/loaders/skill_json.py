@@ -4,6 +4,10 @@ Every field rule of the specification is enforced here, plus the ones a
 careful operator expects (types, sizes, encodings, variable names, a schema
 that really is a JSON Schema). Problems are collected, not raised one by one,
 so a manifest with three mistakes gets one log line naming all three.
+
+Reading the bytes into a dict is :mod:`.skill_json_parse`; the skill's one
+constructor and its plain record for the load cache are
+:mod:`.skill_json_record`. Their public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -11,7 +15,6 @@ from __future__ import annotations
 import difflib
 import functools
 import json
-import marshal
 import os
 import re
 import stat
@@ -19,41 +22,41 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..discovery.roots import check_entry, resolve_file
-from ..errors import ManifestBuildError, ManifestParseError
+from ..errors import ManifestBuildError
 from ..hookspecs import hookimpl
-from ..models import Problem, SandboxDecl, Skill, SkillRoot, Tool, ToolClass
+from ..models import Problem, SandboxDecl, Skill, SkillRoot, ToolClass
 from ..schema import check as schema_check
 from ..schema import defaults as schema_defaults
 from ..schema import safe, verdicts
-from ._fields import Fields, type_name
+from ._fields import Fields
 from ._fields import show as _show
 from ._sandbox import read_sandbox
+from .skill_json_parse import MANIFEST_NAME, MAX_MANIFEST_BYTES, parse_manifest, read_manifest
+from .skill_json_parse import json_type as _json_type
+from .skill_json_parse import read_bounded as _read_bounded
+from .skill_json_record import CLASSES, RecordedTool, SkillRecord, skill_from_record, skill_record
+from .skill_json_record import make_skill as _make_skill
 
 if TYPE_CHECKING:
     from ..settings import Settings
 
 __all__ = [
+    "CLASSES",
     "MANIFEST_NAME",
     "MAX_MANIFEST_BYTES",
+    "RecordedTool",
     "SkillRecord",
     "build_skill",
+    "parse_manifest",
     "read_manifest",
     "skill_from_record",
     "skill_record",
 ]
 
-MANIFEST_NAME = "skill.json"
-MAX_MANIFEST_BYTES = 1024 * 1024
 MAX_NAME_LENGTH = 64
 MAX_TIMEOUT = 24 * 60 * 60
 NAME_RE = re.compile(r"[a-z0-9_]+")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-CLASSES = {
-    "": ToolClass.SAFE,
-    "safe": ToolClass.SAFE,
-    "mutating": ToolClass.MUTATING,
-    "dangerous": ToolClass.DANGEROUS,
-}
 KNOWN_FIELDS = (
     "name",
     "description",
@@ -72,93 +75,6 @@ _KNOWN_SET = frozenset(KNOWN_FIELDS)
 def empty_schema() -> dict[str, Any]:
     """The schema of a manifest without one: any object (a fresh dict every time)."""
     return {"type": "object", "properties": {}}
-
-
-def _reject_constant(name: str) -> None:
-    message = f"{name} is not valid JSON"
-    raise ValueError(message)
-
-
-def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        keys = [key for key, _value in pairs]
-        dup = next(key for index, key in enumerate(keys) if key in keys[:index])
-        message = f'duplicate key "{dup}" (two parsers could read two different manifests)'
-        raise ValueError(message)
-    return obj
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_unique_object, parse_constant=_reject_constant)
-
-
-def read_manifest(path: str, limit: int = MAX_MANIFEST_BYTES) -> dict[str, Any]:
-    """Read and parse a manifest; raise :class:`ManifestParseError` saying why not.
-
-    Refuses anything but a regular file of at most ``limit`` bytes of UTF-8
-    holding one JSON object without duplicate keys or NaN/Infinity.
-    """
-    return parse_manifest(_read_bounded(path, limit), path)
-
-
-def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
-    """Parse the bytes of a manifest (see :func:`read_manifest`)."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        message = f"invalid UTF-8 at byte {exc.start}: {exc.reason}"
-        raise ManifestParseError(path, message) from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    try:
-        data = _DECODER.decode(text)
-    except ValueError as exc:
-        raise ManifestParseError(path, str(exc)) from None
-    if not isinstance(data, dict):
-        message = f"the manifest must be a JSON object, got {_json_type(data)}"
-        raise ManifestParseError(path, message)
-    return data
-
-
-def _read_bounded(path: str, limit: int) -> bytes:
-    # The walker only offers regular files (symlinked manifests are resolved and
-    # checked first), so one read of limit+1 bytes tells the size without an
-    # fstat; O_NONBLOCK still keeps a FIFO swapped in meanwhile from hanging boot.
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError as exc:
-        raise ManifestParseError(path, f"cannot open: {exc.strerror}") from None
-    try:
-        raw = _read_upto(fd, limit + 1)
-    except OSError as exc:
-        raise ManifestParseError(path, f"cannot read: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-    if len(raw) > limit:
-        message = f"manifest is larger than the limit of {limit} bytes"
-        raise ManifestParseError(path, message)
-    return raw
-
-
-def _read_upto(fd: int, count: int) -> bytes:
-    # Asking os.read for a whole MiB allocates a MiB per manifest; manifests are
-    # small, so read a page-sized chunk first and only loop for big files.
-    chunk = os.read(fd, min(count, _CHUNK))
-    if len(chunk) < _CHUNK:
-        return chunk
-    chunks = [chunk]
-    size = len(chunk)
-    while size < count and (chunk := os.read(fd, min(count - size, 1024 * 1024))):
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
-
-
-_CHUNK = 64 * 1024
-
-
-def _json_type(value: object) -> str:
-    return type_name(value, json=True)
 
 
 class _Checker:
@@ -239,154 +155,6 @@ def _verdict_entry(data: dict[str, Any]) -> str | None:
     return declared if isinstance(declared, str) and declared.strip() else ""
 
 
-def _make_skill(
-    path: str,
-    root: SkillRoot,
-    name: str,
-    description: str,
-    schema: Mapping[str, Any],
-    tool_class: ToolClass,
-    category: str,
-    timeout: float,
-    entry: str,
-    declared: str,
-    env_allow: tuple[str, ...],
-    extra: dict[str, Any],
-    sandbox: SandboxDecl | None,
-    warnings: list[Problem] | tuple[Problem, ...],
-    tool_type: type[Tool] = Tool,
-) -> Skill:
-    """The skill of a checked manifest: the one constructor of a built and of a cached one."""
-    tool = tool_type(
-        name=name,
-        description=description,
-        schema=schema,
-        tool_class=tool_class,
-        skill=name,
-        source=path,
-        kind="subprocess",
-        category=category,
-        timeout=timeout,
-        entry=entry,
-        cwd=path.rpartition("/")[0],
-        root=root.real,
-        env_allow=env_allow,
-        entry_declared=declared,
-        provenance=root.label,
-        extra=extra,
-        sandbox=sandbox,
-    )
-    return Skill(
-        name=name,
-        description=description,
-        format=MANIFEST_NAME,
-        path=path,
-        root=root,
-        tools=(tool,),
-        category=category,
-        warnings=warnings,
-        extra=extra,
-    )
-
-
-#: What the load cache keeps of a built skill: plain values only (``marshal``-able).
-SkillRecord = tuple[
-    str, str, bytes, str, str, float, str, str, tuple[str, ...], "bytes | None", tuple[Any, ...]
-]
-
-
-def skill_record(skill: Skill, warnings: tuple[Problem, ...] | None = None) -> SkillRecord | None:
-    """The skill as plain values for the load cache; None when it must be built every time.
-
-    Only what this loader built from the manifest's bytes and its entry alone: a
-    skill with a ``sandbox`` declaration (whose paths are resolved), notices or
-    anything another plugin added is never recorded. ``warnings`` are the
-    skill's as the loader made them (default: its own now).
-    """
-    if skill.format != MANIFEST_NAME or skill.notices or len(skill.tools) != 1:
-        return None
-    tool = skill.tools[0]
-    declared = tool.entry_declared
-    if tool.sandbox is not None or tool.native is not None or tool.kind != "subprocess":
-        return None
-    if not isinstance(declared, str) or not tool.entry or tool.unavailable or skill.unavailable:
-        return None
-    schema, extra = tool.schema, skill.extra
-    if type(schema) is not dict or type(extra) is not dict or tool.extra is not extra:
-        return None
-    shown = skill.warnings if warnings is None else warnings
-    problems = tuple((w.level, w.code, w.message, w.path, w.pointer, w.hint) for w in shown)
-    return (
-        skill.name,
-        skill.description,
-        marshal.dumps(schema, 4),
-        tool.tool_class.value,
-        skill.category,
-        tool.timeout,
-        tool.entry,
-        declared,
-        tool.env_allow,
-        marshal.dumps(extra, 4) if extra else None,
-        problems,
-    )
-
-
-def skill_from_record(record: SkillRecord, path: str, root: SkillRoot) -> Skill:
-    """The skill :func:`skill_record` recorded, built as :func:`build_skill` builds it.
-
-    Its tool's schema is decoded when first read (most loads never read most
-    schemas). Raises ``TypeError``, ``ValueError`` or ``KeyError`` for a record of
-    the wrong shape (a cache of another version): the caller loads cold then.
-    """
-    name, description, schema, tool_class, category, timeout, entry, declared, env_allow, extra, warnings = (
-        record
-    )
-    if type(schema) is not bytes or type(name) is not str or type(env_allow) is not tuple:
-        raise TypeError("not a skill record")
-    skill = _make_skill(
-        path, root, name, description, _UNREAD, CLASSES[tool_class], category, timeout, entry, declared,
-        env_allow, marshal.loads(extra) if extra is not None else {},
-        None, tuple(Problem(*w) for w in warnings), RecordedTool,
-    )  # fmt: skip
-    tool = skill.tools[0]
-    _SCHEMA.__delete__(tool)
-    _BLOB.__set__(tool, schema)
-    return skill
-
-
-_UNREAD: Mapping[str, Any] = {}
-_SCHEMA: Any = Tool.__dict__["schema"]  # the slot behind Tool.schema
-
-
-class RecordedTool(Tool):
-    """A :class:`~ongrid_plugins.models.Tool` rebuilt from the load cache.
-
-    The same value in every field; ``schema`` is kept as the ``marshal`` bytes of
-    the checked schema until it is first read, then decoded once (a fresh dict
-    per tool, as a parse makes). Everything else is the Tool's own.
-    """
-
-    __slots__ = ("_schema_bytes",)
-    _schema_bytes: bytes
-
-    @property
-    def schema(self) -> Mapping[str, Any]:
-        """JSON Schema of the arguments object (decoded from the cache on first read)."""
-        try:
-            value: Mapping[str, Any] = _SCHEMA.__get__(self)
-        except AttributeError:
-            value = marshal.loads(self._schema_bytes)
-            _SCHEMA.__set__(self, value)
-        return value
-
-    @schema.setter
-    def schema(self, value: Mapping[str, Any]) -> None:
-        _SCHEMA.__set__(self, value)
-
-
-_BLOB: Any = RecordedTool.__dict__["_schema_bytes"]
-
-
 def _check_name(check: _Checker) -> str:
     name = check.string("name", required=True)
     if not name:
@@ -401,13 +169,35 @@ def _check_name(check: _Checker) -> str:
     return name
 
 
-def _may_hold(raw: bytes | None, *keys: bytes) -> bool:
-    """False only when no object key of the JSON text ``raw`` can start with one of ``keys``.
+def _may_need_safe_checks(raw: bytes | None) -> bool:
+    """False only when the JSON text ``raw`` holds nothing the RE2 and ``$ref`` checks look at.
 
-    A key is in the text as written unless a character of it is a ``\\u``
-    escape: text with an escape, or no text, may hold anything.
+    They report a ``"pattern"`` keyword with a string value, a ``"patternProperties"``
+    key and the ``"$schema"``, ``"$ref"`` and ``"$dynamicRef"`` keywords: a property
+    merely named ``pattern`` (an object value) needs no walk. A key is in the text as
+    written unless a character of it is a ``\\u`` escape: text with an escape, or no
+    text, may hold anything. (One-byte searches first: they are ``memchr``, several
+    times faster than a two-byte one.)
     """
-    return raw is None or b"\\u" in raw or any(key in raw for key in keys)
+    if raw is None or _may_escape(raw) or (b"$" in raw and b'"$' in raw):
+        return True
+    if b'"pattern' not in raw:
+        return False
+    return b'"patternProperties"' in raw or _PATTERN_KEYWORD.search(raw) is not None
+
+
+#: ``"pattern"`` then a string value (JSON whitespace is space, tab, CR and LF).
+_PATTERN_KEYWORD = re.compile(rb'"pattern"[ \t\r\n]*:[ \t\r\n]*"')
+
+
+def _may_hold_default(raw: bytes | None) -> bool:
+    """False only when no object key of the JSON text ``raw`` is ``"default"`` (see above)."""
+    return raw is None or b'"default"' in raw or _may_escape(raw)
+
+
+def _may_escape(raw: bytes) -> bool:
+    """Does the JSON text hold a ``\\u`` escape (a key spelled with one may be any key)?"""
+    return b"\\" in raw and b"\\u" in raw
 
 
 def _check_schema(
@@ -435,12 +225,12 @@ def _check_schema(
         return empty_schema()
     # The RE2 and $ref checks look at "pattern", "patternProperties", "$schema",
     # "$ref" and "$dynamicRef" only; the defaults check at "default" only.
-    unsafe = safe.schema_problems(schema) if _may_hold(raw, b'"pattern', b'"$') else []
+    unsafe = safe.schema_problems(schema) if _may_need_safe_checks(raw) else []
     for pointer, message in unsafe:
         check.error("schema" + pointer, "unsafe_schema", f'"schema{pointer}": {message}')
     if unsafe:
         return empty_schema()
-    defaults = schema_defaults.check_defaults(schema) if _may_hold(raw, b'"default"') else []
+    defaults = schema_defaults.check_defaults(schema) if _may_hold_default(raw) else []
     for pointer, message in defaults:
         check.error(
             "schema" + pointer,
@@ -586,11 +376,10 @@ def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings) -> Skil
         return None
     raw = _read_bounded(path, MAX_MANIFEST_BYTES)
     cache = _verdicts(settings)
-    key = verdicts.content_key(b"skill.json", raw) if cache is not None else None
-    if key is not None and cache is not None and key in cache:
+    if cache is not None and cache.knows_content(b"skill.json", raw):
         data = json.loads(raw)
         return build_skill(data, path, root, settings, schema_verified=True)
     skill = build_skill(parse_manifest(raw, path), path, root, settings, raw=raw)
-    if key is not None and cache is not None:
-        cache.add(key)  # parse_manifest and build_skill raise on anything wrong
+    if cache is not None:
+        cache.add_content_later(b"skill.json", raw)  # parse_manifest and build_skill raise on anything wrong
     return skill

@@ -26,7 +26,7 @@ from ..models import Activation, Skill, SkillRoot
 from . import containers
 from ._fields import Fields, canon, show, type_name
 from ._sandbox import read_sandbox
-from .skill_json import _read_bounded
+from .skill_json_parse import read_bounded as _read_bounded
 from .skill_md_meta import Metadata, read_metadata
 from .skill_md_tools import build_tools, normalise_name
 

@@ -5,7 +5,10 @@ across processes, a hash of every schema jsonschema declared valid, keyed by the
 JSON text and a tag naming the checker's rules (:data:`CACHE_VERSION`), the Python version
 (``re`` syntax changes between versions) and the installed jsonschema, metaschema and
 format-checker packages.  Only "valid" is ever cached, so a stale or missing cache only
-costs time.  :func:`content_key` gives loaders keys for whole documents under the same tag.
+costs time.  :func:`content_key` gives loaders keys for whole documents under the same tag;
+:meth:`VerdictCache.knows_content` and :meth:`VerdictCache.add_content_later` key them
+lazily: a cache that holds nothing hashes nothing to answer "no", and what a load adds is
+hashed after the load (:func:`settle_in_background`), not between its manifests.
 
 It may import the standard library only (it finds jsonschema's files, never imports it).
 """
@@ -23,9 +26,17 @@ import os
 import stat
 import sys
 import threading
+import time
 from typing import Any, Final
 
-__all__ = ["CACHE_FILENAME", "CACHE_VERSION", "VerdictCache", "content_key", "verdict_cache"]
+__all__ = [
+    "CACHE_FILENAME",
+    "CACHE_VERSION",
+    "VerdictCache",
+    "content_key",
+    "settle_in_background",
+    "verdict_cache",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -181,6 +192,8 @@ class VerdictCache:
         self._directory = None if directory is None else os.fspath(directory)
         self._known: set[bytes] | None = None
         self._added: set[bytes] = set()
+        self._later: list[tuple[bytes, bytes]] = []
+        self._settler: threading.Thread | None = None
         self._lock = threading.Lock()
 
     @property
@@ -194,7 +207,48 @@ class VerdictCache:
         return key in self._added or key in self._loaded()
 
     def __len__(self) -> int:
+        self.settle()
         return len(self._loaded() | self._added)
+
+    def knows_content(self, domain: bytes, payload: bytes) -> bool:
+        """Is ``content_key(domain, payload)`` in the cache? Hashes nothing while it is empty.
+
+        A document added with :meth:`add_content_later` and not yet settled counts as
+        unknown (it is only checked again).
+        """
+        known = self._loaded()
+        if not known and not self._added:  # a first load on this machine: nothing to find
+            return False
+        key = content_key(domain, payload)
+        return key is not None and (key in self._added or key in known)
+
+    def add_content_later(self, domain: bytes, payload: bytes) -> None:
+        """Record a "valid" verdict about a whole document; it is hashed by :meth:`settle`."""
+        with self._lock:
+            self._later.append((domain, payload))
+
+    def settle(self) -> None:
+        """Hash the documents :meth:`add_content_later` recorded into keys (waits for a running settle)."""
+        settler = self._settler
+        if settler is not None and settler is not threading.current_thread():
+            settler.join()
+        if not self._later:
+            return
+        with self._lock:
+            later, self._later = self._later, []
+        keys = {content_key(domain, payload) for domain, payload in later}
+        keys.discard(None)
+        known = self._loaded()
+        with self._lock:
+            self._added.update(key for key in keys if key is not None and key not in known)
+
+    def settle_in_background(self) -> None:
+        """Start hashing what :meth:`add_content_later` recorded in a thread of its own."""
+        if not self._later or (self._settler is not None and self._settler.is_alive()):
+            return
+        thread = threading.Thread(target=self._settle_soon, name="ongrid-schema-verdicts", daemon=False)
+        self._settler = thread
+        thread.start()
 
     def add(self, key: bytes) -> None:
         if type(key) is not bytes or len(key) != _RECORD:
@@ -203,8 +257,15 @@ class VerdictCache:
             with self._lock:
                 self._added.add(key)
 
+    def _settle_soon(self) -> None:
+        # Yield first: a new thread would otherwise keep the GIL for a switch interval
+        # (5 ms or more) while Thread.start() waits in the load that started it.
+        time.sleep(0)
+        self.settle()
+
     def flush(self) -> None:
         """Write the file atomically (tempfile + os.replace), only if something was added."""
+        self.settle()
         path = self.path
         with self._lock:
             if not self._added or path is None:
@@ -278,6 +339,18 @@ def _trustworthy(info: os.stat_result) -> bool:
 
 _SHARED_CACHES: dict[str, VerdictCache] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+def settle_in_background() -> None:
+    """Hash, in a background thread per cache, what loads added to the shared caches.
+
+    The loader calls it after a load: the hashes are bookkeeping for the next
+    process, not part of this load's answer.
+    """
+    with _SHARED_LOCK:
+        caches = list(_SHARED_CACHES.values())
+    for cache in caches:
+        cache.settle_in_background()
 
 
 def verdict_cache(directory: str | os.PathLike[str]) -> VerdictCache:

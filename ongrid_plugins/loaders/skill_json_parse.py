@@ -1,0 +1,117 @@
+"""Reading a ``skill.json``: bounded bytes, strict UTF-8, one JSON object, no duplicate keys.
+
+The first step of the ``skill_json`` loader (:mod:`.skill_json`): the file's
+bytes become a plain ``dict``, or a :class:`~ongrid_plugins.errors.ManifestParseError`
+saying why not. Nothing here checks a field.
+
+It may import the core values (``errors``) and :mod:`._fields`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from ..errors import ManifestParseError
+from ._fields import type_name
+
+__all__ = [
+    "MANIFEST_NAME",
+    "MAX_MANIFEST_BYTES",
+    "json_type",
+    "parse_manifest",
+    "read_bounded",
+    "read_manifest",
+]
+
+MANIFEST_NAME = "skill.json"
+MAX_MANIFEST_BYTES = 1024 * 1024
+
+
+def _reject_constant(name: str) -> None:
+    message = f"{name} is not valid JSON"
+    raise ValueError(message)
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        keys = [key for key, _value in pairs]
+        dup = next(key for index, key in enumerate(keys) if key in keys[:index])
+        message = f'duplicate key "{dup}" (two parsers could read two different manifests)'
+        raise ValueError(message)
+    return obj
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_object, parse_constant=_reject_constant)
+
+
+def read_manifest(path: str, limit: int = MAX_MANIFEST_BYTES) -> dict[str, Any]:
+    """Read and parse a manifest; raise :class:`ManifestParseError` saying why not.
+
+    Refuses anything but a regular file of at most ``limit`` bytes of UTF-8
+    holding one JSON object without duplicate keys or NaN/Infinity.
+    """
+    return parse_manifest(read_bounded(path, limit), path)
+
+
+def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
+    """Parse the bytes of a manifest (see :func:`read_manifest`)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        message = f"invalid UTF-8 at byte {exc.start}: {exc.reason}"
+        raise ManifestParseError(path, message) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        data = _DECODER.decode(text)
+    except ValueError as exc:
+        raise ManifestParseError(path, str(exc)) from None
+    if not isinstance(data, dict):
+        message = f"the manifest must be a JSON object, got {json_type(data)}"
+        raise ManifestParseError(path, message)
+    return data
+
+
+def read_bounded(path: str, limit: int) -> bytes:
+    # The walker only offers regular files (symlinked manifests are resolved and
+    # checked first), so one read of limit+1 bytes tells the size without an
+    # fstat; O_NONBLOCK still keeps a FIFO swapped in meanwhile from hanging boot.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ManifestParseError(path, f"cannot open: {exc.strerror}") from None
+    try:
+        raw = _read_upto(fd, limit + 1)
+    except OSError as exc:
+        raise ManifestParseError(path, f"cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > limit:
+        message = f"manifest is larger than the limit of {limit} bytes"
+        raise ManifestParseError(path, message)
+    return raw
+
+
+def _read_upto(fd: int, count: int) -> bytes:
+    # Asking os.read for a whole MiB allocates a MiB per manifest; manifests are
+    # small, so read a page-sized chunk first and only loop for big files.
+    chunk = os.read(fd, min(count, _CHUNK))
+    if len(chunk) < _CHUNK:
+        return chunk
+    chunks = [chunk]
+    size = len(chunk)
+    while size < count and (chunk := os.read(fd, min(count - size, 1024 * 1024))):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+_CHUNK = 64 * 1024
+
+
+def json_type(value: object) -> str:
+    """The JSON name of a parsed value's type (``object``, ``array``, ``string``...)."""
+    return type_name(value, json=True)
