@@ -195,6 +195,32 @@ def test_the_version_comes_from_the_package_metadata() -> None:
     assert ongrid_plugins.__version__ == metadata.version("ongrid-plugins")
 
 
+@pytest.mark.parametrize("folder", ["ongrid_plugins-9.9.1.dist-info", "Ongrid.Plugins-9.9.1.dist-info"])
+def test_the_direct_metadata_read_agrees_with_importlib_metadata_on_the_first_path_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folder: str
+) -> None:
+    from importlib import metadata
+
+    from ongrid_plugins import _version
+
+    (tmp_path / folder).mkdir()
+    (tmp_path / folder / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: ongrid-plugins\nVersion: 9.9.1\n\nbody\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _version._from_dist_info() == metadata.version("ongrid-plugins") == "9.9.1"
+
+
+def test_an_egg_info_first_on_the_path_is_left_to_importlib_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ongrid_plugins import _version
+
+    (tmp_path / "ongrid_plugins.egg-info").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _version._from_dist_info() is None
+
+
 def _write_package(tmp_path: Path, files: Mapping[str, str]) -> Path:
     package = tmp_path / "ongrid_plugins"
     for name, text in files.items():
