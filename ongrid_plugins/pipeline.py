@@ -76,7 +76,17 @@ from .errors import (
     SkillUnavailable,
 )
 from .hooks import hooks
-from .models import CallRequest, CallResult, Decision, EventCallback, Persona, Tool, Verdict, digest_json
+from .models import (
+    CallRequest,
+    CallResult,
+    Decision,
+    EventCallback,
+    Outcome,
+    Persona,
+    Tool,
+    Verdict,
+    digest_json,
+)
 from .schema.arguments import check_arguments as check_schema
 from .schema.arguments import is_light
 
@@ -142,9 +152,9 @@ class Attempt:
         """The result recorded for a call whose executor raised or was cancelled."""
         request = self.request
         status = (
-            "cancelled"
+            Outcome.CANCELLED
             if not isinstance(exc, Exception) or type(exc).__name__ == "CancelledError"
-            else "failed"
+            else Outcome.FAILED
         )
         return CallResult(
             tool=request.tool.name,
@@ -207,15 +217,15 @@ def decide(host: SkillHost, attempt: Attempt) -> None:
     decision = attempt.decision = gate.decide(host.pm, tool, request.persona, request)
     verdict = decision.verdict
     if not tool.available:
-        attempt.refusal, attempt.status = SkillUnavailable(tool.name, tool.unavailable), "unavailable"
+        attempt.refusal, attempt.status = SkillUnavailable(tool.name, tool.unavailable), Outcome.UNAVAILABLE
     elif verdict is Verdict.DENY:
-        attempt.refusal, attempt.status = PermissionDenied(tool.name, decision), "denied"
+        attempt.refusal, attempt.status = PermissionDenied(tool.name, decision), Outcome.DENIED
     elif attempt.errors:
         attempt.refusal = InvalidArguments(tool.name, attempt.errors)
-        attempt.status = "invalid_arguments"
+        attempt.status = Outcome.INVALID_ARGUMENTS
     elif verdict is Verdict.CONFIRM and not _confirmed(request):
         attempt.refusal = ConfirmationRequired(tool.name, decision, request.args_digest)
-        attempt.status = "needs_confirmation"
+        attempt.status = Outcome.NEEDS_CONFIRMATION
 
 
 def before_call(host: SkillHost, attempt: Attempt) -> None:
@@ -223,7 +233,7 @@ def before_call(host: SkillHost, attempt: Attempt) -> None:
     try:
         hooks(host.pm).before_call(request=attempt.request)
     except BaseException as exc:
-        attempt.refusal, attempt.status = exc, "aborted"
+        attempt.refusal, attempt.status = exc, Outcome.ABORTED
         after_call(host, attempt.request, attempt.refused())
         raise
 
@@ -234,14 +244,14 @@ def request_ticket(host: SkillHost, attempt: Attempt) -> None:
     Runs after ``ongrid_before_call``, so a call the audit log refuses opens no ticket.
     """
     request = attempt.request
-    attempt.status = "needs_approval"
+    attempt.status = Outcome.NEEDS_APPROVAL
     try:
         ticket = _open_ticket(host, request, attempt.decision)
     except ApprovalError as exc:
         attempt.refusal = exc
         return
     request = attempt.request = attrs.evolve(request, ticket=ticket.id)
-    attempt.refusal = ApprovalRequired(request.tool.name, attempt.decision, ticket, _approval_hint(ticket))
+    attempt.refusal = ApprovalRequired(request.tool.name, attempt.decision, ticket, ticket.next_step())
 
 
 def refuse(host: SkillHost, attempt: Attempt) -> None:
@@ -278,7 +288,7 @@ def claim_ticket(host: SkillHost, attempt: Attempt) -> None:
             skill_digest=digest_now(host, request.tool),
         )
     except ApprovalError as exc:
-        attempt.refusal, attempt.status = exc, "ticket_refused"
+        attempt.refusal, attempt.status = exc, Outcome.TICKET_REFUSED
         refuse(host, attempt)
     attempt.request = attrs.evolve(request, approvers=ticket.approvers)
 
@@ -446,20 +456,6 @@ def digest_now(host: SkillHost, tool: Tool) -> str:
     if skill is None or tool not in skill.tools:
         return tool.digest
     return skill_digest(skill).digest
-
-
-def _approval_hint(ticket: Ticket) -> str:
-    expires = ticket.to_dict()["expires"]
-    if ticket.status == "approved":
-        return (
-            f"ticket {ticket.id} is approved by {', '.join(ticket.approvers)}: run the same call again "
-            f"with ticket={ticket.id!r} (--ticket {ticket.id}) before {expires}"
-        )
-    return (
-        f"ticket {ticket.id} has {len(ticket.approvals)} of {ticket.required} approvals: two people other "
-        f"than {ticket.requester} approve it with `ongrid-skills approvals approve {ticket.id}`, then run "
-        f"the same call again with ticket={ticket.id!r} (--ticket {ticket.id}) before {expires}"
-    )
 
 
 def _profile_digest(request: CallRequest) -> str:

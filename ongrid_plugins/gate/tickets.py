@@ -158,6 +158,18 @@ class Ticket:
             fields["status"] = TicketStatus.EXPIRED
         return cls(approvals=tuple(approvals), **fields)
 
+    def next_step(self) -> str:
+        """What the requester does next, in one sentence (the hint of ``ApprovalRequired``)."""
+        expires = self.to_dict()["expires"]
+        again = f"the same call again with ticket={self.id!r} (--ticket {self.id}) before {expires}"
+        if self.status == TicketStatus.APPROVED:
+            return f"ticket {self.id} is approved by {', '.join(self.approvers)}: run {again}"
+        return (
+            f"ticket {self.id} has {len(self.approvals)} of {self.required} approvals: two people other "
+            f"than {self.requester} approve it with `ongrid-skills approvals approve {self.id}`, then run "
+            f"{again}"
+        )
+
     def to_dict(self) -> JSON:
         """A JSON-ready dict (``approvals show --json``)."""
         data = attrs.asdict(self, recurse=False)
