@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ongrid_plugins import SkillHost
+from ongrid_plugins import SkillHost, loadcache
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 TRIVIAL_SH = "#!/bin/sh\necho '{}'\n"
@@ -124,11 +124,13 @@ def rest(base: Path, n: int) -> dict[str, dict[str, float]]:
         "serve",
     ]
     command += ["--port", "0", "--tokens", str(base / "tokens.json"), "--max-concurrent", "64"]
-    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    # stderr goes to a file: the server logs a line per request, and a pipe nobody reads
+    # would fill up and stop it mid-run.
+    log_path = base / "serve.log"
+    with open(log_path, "w") as log:
+        server = subprocess.Popen(command, stderr=log, text=True, env=env)
     try:
-        assert server.stderr is not None
-        line = server.stderr.readline()
-        url = line.split("listening on ")[1].strip()
+        url = _listening_url(log_path, server)
         out = {}
         for concurrency in (1, 16):
             done = subprocess.run(
@@ -142,6 +144,19 @@ def rest(base: Path, n: int) -> dict[str, dict[str, float]]:
     finally:
         server.terminate()
         server.wait(30)
+
+
+def _listening_url(log_path: Path, server: subprocess.Popen[str]) -> str:
+    """The URL of the server's ``listening on URL`` line, once it has written it."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for line in log_path.read_text().splitlines():
+            if "listening on " in line:
+                return line.split("listening on ")[1].strip()
+        if server.poll() is not None:
+            raise RuntimeError(f"the server exited ({server.returncode}): {log_path.read_text()}")
+        time.sleep(0.05)
+    raise RuntimeError(f"the server did not say where it listens within 60 s: {log_path.read_text()}")
 
 
 # ---------------------------------------------------------------------- MCP
@@ -241,6 +256,7 @@ def main() -> int:
         results.update(rest(base, args.requests))
         results["MCP tools/call, 1"] = mcp_latency(base, args.mcp_calls)
         exported = export(base, args.tools)
+        loadcache.wait_for_writes()  # the load cache is written in the background: not into a removed folder
     print(f"{'trivial skill':28} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
     for name, row in results.items():
         print(f"{name:28} {row['rps']:9.0f} {row['p50']:8.2f} {row['p99']:8.2f}")

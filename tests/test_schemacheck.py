@@ -971,3 +971,30 @@ def test_jsonschema_exceptions_are_reported_not_raised() -> None:
     problems = check_defaults({"multipleOf": 0.5, "default": 10**400})
     assert len(problems) == 1
     assert problems[0][0] == "/default"
+
+
+def test_the_exit_flush_never_recreates_a_folder_the_embedder_removed(tmp_path: Path) -> None:
+    """A host over a temporary folder, removed before exit: the verdicts are not written back into it."""
+    work = tmp_path / "work"
+    script = f"""
+import shutil
+from ongrid_plugins import SkillHost
+from ongrid_plugins.loadcache import wait_for_writes
+from ongrid_plugins.testing import isolated_settings, make_skill
+schema = {{"type": "object", "properties": {{"n": {{"type": "integer"}}}}}}
+make_skill({str(work / "skills")!r}, "greet", args_schema=schema)
+host = SkillHost(isolated_settings({str(work)!r}, {str(work / "skills")!r}))
+host.load()
+wait_for_writes()
+shutil.rmtree({str(work)!r})
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert not work.exists(), sorted(str(p) for p in work.rglob("*"))
+
+
+def test_the_exit_flush_still_writes_into_a_cache_folder_whose_parent_exists(tmp_path: Path) -> None:
+    cache = VerdictCache(tmp_path / "cache")
+    cache.add(b"k" * 16)
+    cache.flush_at_exit()
+    assert (tmp_path / "cache" / "schema-verdicts-v1.bin").is_file()

@@ -282,6 +282,16 @@ class VerdictCache:
             self._known = set(records)
             self._added -= added
 
+    def flush_at_exit(self) -> None:
+        """:meth:`flush`, unless the folder that held the cache folder is gone.
+
+        Registered with ``atexit``: an embedder that ran a host over a temporary folder
+        and removed it must not find it made again, holding only this file.
+        """
+        path = self.path
+        if path is not None and os.path.isdir(os.path.dirname(os.path.dirname(path))):
+            self.flush()
+
     def _loaded(self) -> set[bytes]:
         known = self._known
         if known is None:
@@ -364,5 +374,5 @@ def verdict_cache(directory: str | os.PathLike[str]) -> VerdictCache:
         cache = _SHARED_CACHES.get(path)
         if cache is None:
             cache = _SHARED_CACHES[path] = VerdictCache(path)
-            atexit.register(cache.flush)
+            atexit.register(cache.flush_at_exit)
     return cache
