@@ -133,7 +133,7 @@ class Hooks:
     @property
     def monitored(self) -> bool:
         """True when hook calls are traced or monitored: then every call must reach pluggy."""
-        return getattr(self._pm, "_inner_hookexec", None) is not _multicall
+        return _monitored(self._pm)
 
     def implemented(self, name: str) -> bool:
         """True when some plugin implements hook ``name`` (wrappers included)."""
@@ -152,7 +152,7 @@ class Hooks:
         For a caller that already has ``function``'s answer (the gate's built-in rule is its
         floor): it may skip the hook call, since tracing would not miss it.
         """
-        if getattr(self._pm, "_inner_hookexec", None) is not _multicall:  # monitored (the gate asks per call)
+        if _monitored(self._pm):
             return False
         impls = getattr(self._hook, name)._hookimpls  # the list itself: get_hookimpls() copies it
         return not impls or (len(impls) == 1 and impls[0].function is function)
@@ -169,6 +169,11 @@ def hooks(pm: pluggy.PluginManager) -> Hooks:
         found = Hooks(pm)
         pm._ongrid_hooks = found  # type: ignore[attr-defined]  # one per manager
     return found
+
+
+def _monitored(pm: pluggy.PluginManager) -> bool:
+    # pluggy swaps its hook executor for a tracing one while calls are monitored.
+    return getattr(pm, "_inner_hookexec", None) is not _multicall
 
 
 def _flatten(results: Iterable[Any]) -> Iterator[Any]:
@@ -200,12 +205,7 @@ def call_hook(pm: pluggy.PluginManager, name: str, **kwargs: Any) -> Any:
     """
     caller = getattr(pm.hook, name)
     spec = caller.spec
-    if (
-        getattr(pm, "_inner_hookexec", None) is not _multicall
-        or spec is None
-        or spec.kwargdefaults
-        or len(kwargs) != len(spec.argnames)
-    ):
+    if _monitored(pm) or spec is None or spec.kwargdefaults or len(kwargs) != len(spec.argnames):
         return caller(**kwargs)
     impls = caller.get_hookimpls()
     for impl in impls:

@@ -28,9 +28,6 @@ PLUGGY_INTERNALS = re.compile(
     r"|\b(impl|impls\[\d\])\.function\b"
 )
 
-#: Modules still calling a hook by hand, each with why; the lead drops an entry once it moved.
-NOT_YET_CONVERTED: dict[str, str] = {}
-
 HOOKS = sorted(name for name in dir(hookspecs) if name.startswith("ongrid_"))
 
 
@@ -38,7 +35,7 @@ def _offenders(package: Path) -> list[str]:
     found = []
     for path in sorted(package.rglob("*.py")):
         relative = path.relative_to(package).as_posix()
-        if relative == "hooks.py" or relative in NOT_YET_CONVERTED or relative.startswith("skills/"):
+        if relative == "hooks.py" or relative.startswith("skills/"):
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if PLUGGY_INTERNALS.search(line):
@@ -48,11 +45,6 @@ def _offenders(package: Path) -> list[str]:
 
 def test_no_module_but_the_facade_touches_pluggys_hook_callers() -> None:
     assert _offenders(PACKAGE) == []
-
-
-def test_the_exceptions_still_call_a_hook_by_hand() -> None:
-    for relative in NOT_YET_CONVERTED:
-        assert PLUGGY_INTERNALS.search((PACKAGE / relative).read_text(encoding="utf-8")), relative
 
 
 def test_the_check_finds_a_hook_called_by_hand(tmp_path: Path) -> None:
