@@ -8,6 +8,8 @@ interleaved round-robin, so machine noise hits all of them alike:
 * ``spawn``: bare ``os.posix_spawn`` + pipes + poll + waitpid (the baseline,
   about the Go executor of the original system);
 * ``run-notimeout``: ``subprocess.run`` without a timeout;
+* ``runner only``: the hardened runner alone (the compiled one, where it was built),
+  and ``runner (python)``: the same with the Python runner;
 * ``host.call`` / ``host.acall``: the whole ongrid pipeline -- lookup,
   argument validation, the permission gate, the call hooks, the hardened
   runner (entry re-check, process group, caps) and result parsing.
@@ -80,6 +82,7 @@ def sequential(entry: str, n: int, block: int, warm: int, cpu: dict[str, float])
         "spawn": lambda k: sync_block(lambda: exec_bench.call_spawn(entry), k),
         "run-notimeout": lambda k: sync_block(lambda: exec_bench.call_run_nt(entry), k),
         "runner only": lambda k: sync_block(runner, k),
+        "runner (python)": lambda k: _python_runner(lambda: sync_block(runner, k)),
         "minimal pipeline": lambda k: sync_block(minimal, k),
         "host.call": lambda k: sync_block(lambda: hostcall.call(entry, PAYLOAD), k),
         "host.acall": async_block,
@@ -99,6 +102,17 @@ def sequential(entry: str, n: int, block: int, warm: int, cpu: dict[str, float])
     loop.close()
     cpu.update({m: spent[m] / n * 1e6 for m in methods})
     return {m: statistics.median(v) for m, v in lat.items()}
+
+
+def _python_runner(block: Callable[[], list[float]]) -> list[float]:
+    """``block`` with the compiled runner switched off (what a call costs without it)."""
+    from ongrid_plugins.executors import _fast
+
+    _fast.USE = False
+    try:
+        return block()
+    finally:
+        _fast.USE = True
 
 
 def _runner_floors(entry: str) -> tuple[Callable[[], Any], Callable[[], Any]]:

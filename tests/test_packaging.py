@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,52 @@ def test_version_in_pyproject_matches_the_package() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert project["version"] == ongrid_plugins.__version__
     assert project["scripts"]["ongrid-skills"] == "ongrid_plugins.cli:main"
+
+
+def test_the_wheel_carries_the_compiled_runner_and_calls_use_it(installed: Path, tmp_path: Path) -> None:
+    code = (
+        "from ongrid_plugins.executors import _fast, _process\n"
+        "spec = _process.ProcessSpec(argv=('/bin/cat',), cwd='/', env={}, stdin=b'hi', timeout=5)\n"
+        "print(_fast.available(), _fast.usable(spec), _process.run_process(spec).stdout.decode())\n"
+    )
+    out = subprocess.run(
+        [str(installed / "python"), "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    ).stdout.split()
+    assert out == ["True", "True", "hi"]
+    assert ongrid_wheel_tag(installed) != "py3-none-any"  # a platform wheel: it holds a compiled module
+
+
+def ongrid_wheel_tag(installed: Path) -> str:
+    site = Path(
+        subprocess.run(
+            [str(installed / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    (wheel_file,) = site.glob("ongrid_plugins-*.dist-info/WHEEL")
+    return next(
+        line.split(": ", 1)[1] for line in wheel_file.read_text().splitlines() if line.startswith("Tag: ")
+    )
+
+
+def test_without_a_c_compiler_the_package_still_builds_and_says_it_uses_the_python_runner(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "CC": str(tmp_path / "no-such-cc")}
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(tmp_path / "dist"), str(REPO)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr
+    assert (
+        "no C compiler" in built.stdout + built.stderr
+        and "the Python runner will be used" in built.stdout + built.stderr
+    )
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl")  # pure: nothing compiled went in
+    assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".so")]

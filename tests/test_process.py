@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ongrid_plugins.executors import _process, _spawn
+from ongrid_plugins.executors import _fast, _process, _spawn
 from ongrid_plugins.executors._process import (
     ProcessOutcome,
     ProcessSpec,
@@ -43,11 +43,16 @@ def _earlier_hosts_settled() -> None:
     gc.collect()
 
 
-@pytest.fixture(autouse=True, params=["posix_spawn", "popen"])
+@pytest.fixture(autouse=True, params=["native", "posix_spawn", "popen"])
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test runs once with ctypes posix_spawn and once with subprocess.Popen."""
+    """Every test runs with the compiled runner (:mod:`._fast`: unconfined sync calls get
+    it by default), with ctypes posix_spawn and the Python runner, and with subprocess.Popen."""
     name: str = request.param
+    if name == "native":
+        assert _fast.available(), "the compiled runner was not built: reinstall with gcc and Python's headers"
+        return name
     monkeypatch.setattr(_spawn, "_BACKEND", name)
+    monkeypatch.setattr(_fast, "USE", False)
     assert _spawn.backend() == name
     return name
 
@@ -267,7 +272,7 @@ def test_sigpipe_and_sigxfsz_are_restored(tmp_path: Path, backend: str) -> None:
     masks = _status_masks(tmp_path)
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         assert not masks["SigIgn"] & (1 << (sig - 1))
-    if backend == "posix_spawn":  # every disposition reset, not only Python's...
+    if backend != "popen":  # every disposition reset, not only Python's...
         glibc_internal = (1 << 31) | (1 << 32)  # ...but glibc keeps its 32 and 33 ignored
         assert masks["SigIgn"] & ~glibc_internal == 0
 
@@ -284,7 +289,7 @@ def test_signal_mask_is_emptied(tmp_path: Path, backend: str) -> None:
         blocked = _status_masks(tmp_path)["SigBlk"]
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
-    if backend == "posix_spawn":
+    if backend != "popen":
         assert blocked == 0
     else:  # documented: Popen passes the calling thread's mask on
         assert blocked & (1 << (signal.SIGUSR1 - 1))

@@ -12,7 +12,7 @@ import select
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ._process import _Run
@@ -144,6 +144,14 @@ class LoopDriver:
             self._mux.forget(fd, events)
 
 
+class _Watcher(Protocol):
+    """What the mux hands ready descriptors to (a :class:`LoopDriver`, or a compiled call's stepper)."""
+
+    def ready(self, fd: int, events: int) -> bool: ...
+
+    def step(self) -> None: ...
+
+
 class _Mux:
     """The descriptors of every call running on one event loop, in one ``epoll``.
 
@@ -156,7 +164,7 @@ class _Mux:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.users = 0
-        self.owners: dict[int, LoopDriver] = {}
+        self.owners: dict[int, _Watcher] = {}
         self.epoll: Any = None
         if _EPOLL is not None:
             self.epoll = _EPOLL()
@@ -193,7 +201,7 @@ class _Mux:
                 loop.remove_reader(self.epoll.fileno())
             self.epoll.close()
 
-    def watch(self, fd: int, events: int, driver: LoopDriver) -> None:
+    def watch(self, fd: int, events: int, driver: _Watcher) -> None:
         self.owners[fd] = driver
         if self.epoll is not None:
             self.epoll.register(fd, events)
@@ -215,7 +223,7 @@ class _Mux:
 
     def _on_events(self) -> None:
         """The epoll is readable: hand each ready descriptor to its call, then step each call once."""
-        touched: list[LoopDriver] = []
+        touched: list[_Watcher] = []
         for fd, events in self.epoll.poll(0):
             driver = self.owners.get(fd)
             if driver is not None and driver.ready(fd, events) and driver not in touched:

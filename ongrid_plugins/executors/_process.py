@@ -72,6 +72,7 @@ import time
 import weakref
 from collections.abc import Callable
 
+from . import _fast
 from ._drivers import LoopDriver, PollDriver
 from ._spawn import Child, SpawnError, spawn
 from ._spec import ProcessOutcome, ProcessSpec, StderrCallback
@@ -95,13 +96,17 @@ _POLLHUP = select.POLLHUP  # the same bit as EPOLLHUP
 
 
 def run_process(spec: ProcessSpec, on_stderr: StderrCallback | None = None) -> ProcessOutcome:
-    """Run ``spec`` to completion in this thread (safe from many threads at once)."""
+    """Run ``spec`` to completion in this thread (safe from many threads at once).
+
+    Unconfined calls run in C (:mod:`._fast`) where the extension was built."""
+    if _fast.usable(spec):
+        return _fast.run(spec, on_stderr, (_EOF_BOUND, _EOF_MIN, _USE_PIDFD))
     run = _Run(spec, on_stderr)
     driver = PollDriver(run)
     try:
         error = run.launch()
         if error is not None:
-            return _not_started(error, run.duration)
+            return ProcessOutcome.never_ran(error, run.duration)
         run.start()
         driver.wait(lambda: run.finished)
     except BaseException:
@@ -120,16 +125,30 @@ async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = Non
 
     Spawning happens synchronously (a few hundred microseconds). On cancellation the
     group is terminated (SIGTERM, up to ``kill_grace``, SIGKILL) before re-raising.
+    Unconfined calls are stepped by the compiled runner (:func:`._fast.arun`) where
+    the extension was built.
     """
-    run = _Run(spec, on_stderr)
     loop = asyncio.get_running_loop()
-    driver = LoopDriver(run, loop)
     busy = _in_flight.get(loop, 0)
     _in_flight[loop] = busy + 1
     try:
+        if _fast.usable(spec):
+            tuning = (_EOF_BOUND, _EOF_MIN, _USE_PIDFD)
+            return await _fast.arun(spec, on_stderr, tuning, _spawner() if busy else None)
+        return await _arun_python(spec, on_stderr, loop, busy)
+    finally:
+        _in_flight[loop] -= 1
+
+
+async def _arun_python(
+    spec: ProcessSpec, on_stderr: StderrCallback | None, loop: asyncio.AbstractEventLoop, busy: int
+) -> ProcessOutcome:
+    run = _Run(spec, on_stderr)
+    driver = LoopDriver(run, loop)
+    try:
         error = run.launch() if not busy else await _launch_aside(run)
         if error is not None:
-            return _not_started(error, run.duration)
+            return ProcessOutcome.never_ran(error, run.duration)
         run.start()
         await driver.wait(lambda: run.finished)
     except BaseException:
@@ -137,7 +156,6 @@ async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = Non
         await driver.wait(lambda: run.reaped)
         raise
     finally:
-        _in_flight[loop] -= 1
         driver.detach()
         run.close()  # a second cancellation lands here: SIGKILL and a blocking waitpid
         run.before_close = _ignore
@@ -156,10 +174,7 @@ _spawners: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
 async def _launch_aside(run: _Run) -> str | None:
     """``run.launch()`` in a spawner thread; a cancellation still waits for it to end, so
     a child that was started is known to ``run`` and is killed and reaped by the caller."""
-    global _spawners
-    if _spawners is None or _spawners[0] != os.getpid():  # none yet, or a forked child's copy
-        _spawners = (os.getpid(), concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="ongrid-spawn"))
-    future = _spawners[1].submit(run.launch)
+    future = _spawner().submit(run.launch)
     try:
         return await asyncio.wrap_future(future)
     except asyncio.CancelledError:
@@ -170,17 +185,12 @@ async def _launch_aside(run: _Run) -> str | None:
         raise
 
 
-def _not_started(message: str, duration: float) -> ProcessOutcome:
-    return ProcessOutcome(
-        stdout=b"",
-        exit_code=None,
-        signal=None,
-        timed_out=False,
-        stdout_overflow=False,
-        stderr_tail=(),
-        duration=duration,
-        spawn_error=message,
-    )
+def _spawner() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads concurrent calls on a loop spawn in (made anew in a forked child)."""
+    global _spawners
+    if _spawners is None or _spawners[0] != os.getpid():  # none yet, or a forked child's copy
+        _spawners = (os.getpid(), concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="ongrid-spawn"))
+    return _spawners[1]
 
 
 class _Run:

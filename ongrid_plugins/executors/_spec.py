@@ -51,8 +51,9 @@ class ProcessSpec:
             raise ValueError(message)
         limits = (self.timeout, self.stdout_cap, self.kill_grace)
         tail = (self.stderr_tail_lines, self.stderr_tail_bytes)
-        if min(*limits, *tail) < 0 or self.max_line_bytes <= 0:
-            message = f"limits must be >= 0 and max_line_bytes > 0: {self!r}"
+        nan = self.timeout != self.timeout or self.kill_grace != self.kill_grace
+        if nan or min(*limits, *tail) < 0 or self.max_line_bytes <= 0:
+            message = f"limits must be >= 0 and not NaN, and max_line_bytes > 0: {self!r}"
             raise ValueError(message)
 
 
@@ -75,3 +76,17 @@ class ProcessOutcome:
     """Seconds from spawn to reaping."""
     spawn_error: str | None = None
     """Set when no process ran (exec failure): a readable message."""
+
+    @classmethod
+    def never_ran(cls, message: str, duration: float) -> ProcessOutcome:
+        """No process ran: ``message`` says why."""
+        return cls(
+            stdout=b"",
+            exit_code=None,
+            signal=None,
+            timed_out=False,
+            stdout_overflow=False,
+            stderr_tail=(),
+            duration=duration,
+            spawn_error=message,
+        )

@@ -1,0 +1,81 @@
+"""Build hook: compile the runner's C hot path (``ongrid_plugins/executors/_fastrun.c``).
+
+The extension is optional. Where it cannot be built (no C compiler, no Python headers,
+not Linux with glibc >= 2.34) the package installs without it, says so, and runs every
+call through the Python runner, which does the same things more slowly
+(``ongrid_plugins/executors/_fast.py``). ``ONGRID_BUILD_NATIVE=0`` skips the build;
+``CC`` names the compiler (default: the one Python was built with).
+
+An editable install (``pip install -e .``) compiles it next to its source, where the
+import system finds it; a wheel gets it as a platform-specific file.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from typing import Any
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+SOURCE = os.path.join("ongrid_plugins", "executors", "_fastrun.c")
+MODULE = os.path.join("ongrid_plugins", "executors", "_fastrun")
+
+
+class NativeRunnerHook(BuildHookInterface):  # type: ignore[type-arg,unused-ignore]
+    PLUGIN_NAME = "custom"
+
+    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        if self.target_name != "wheel" or os.environ.get("ONGRID_BUILD_NATIVE", "1") == "0":
+            return
+        if not sys.platform.startswith("linux"):
+            _say("not Linux: the compiled runner is left out (the Python runner is used)")
+            return
+        name = MODULE + str(sysconfig.get_config_var("EXT_SUFFIX") or ".so")
+        if version == "editable":
+            target = os.path.join(self.root, name)
+        else:
+            target = os.path.join(tempfile.mkdtemp(prefix="ongrid-native-"), os.path.basename(name))
+        if not compile_extension(os.path.join(self.root, SOURCE), target):
+            return
+        if version != "editable":
+            build_data["force_include"][target] = name
+            build_data["pure_python"] = False
+            build_data["infer_tag"] = True
+
+
+def compile_extension(source: str, target: str) -> bool:
+    """Compile ``source`` into the extension module ``target``; False (and why) on failure."""
+    compiler = shlex.split(os.environ.get("CC") or str(sysconfig.get_config_var("CC") or "cc"))
+    include = sysconfig.get_paths()["include"]
+    command = [
+        *compiler,
+        "-shared",
+        "-fPIC",
+        "-O2",
+        "-Wall",
+        "-Wextra",
+        f"-I{include}",
+        source,
+        "-o",
+        target + ".tmp",
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        _say(f"no C compiler ({compiler[0]}: {exc.strerror}); the Python runner will be used")
+        return False
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        _say("the compiled runner did not build; the Python runner will be used:\n  " + "\n  ".join(detail))
+        return False
+    os.replace(target + ".tmp", target)
+    return True
+
+
+def _say(message: str) -> None:
+    print(f"ongrid-plugins build: {message}", file=sys.stderr)

@@ -1,0 +1,263 @@
+"""The compiled runner (:mod:`._fastrun`, built from ``_fastrun.c`` at install time).
+
+For an unconfined call, :func:`run` does in one C call what :class:`._process._Run`
+driven by ``select.poll`` does: the same spawn (libc ``posix_spawn``, new session,
+default signals, empty mask, the checked entry on fd 3, ``closefrom(3 or 4)``), the
+same waiting (pidfd + poll, no sleeps), the same limits (deadline, SIGTERM then
+SIGKILL after ``kill_grace``, the stdout cap), the same group kill before the reap
+and the same bounded drain. The GIL is released for the whole wait, so concurrent
+calls from threads do not take turns on it, and the runner's own CPU per call is
+about the bare ``posix_spawn`` round trip's. stderr bytes come back to Python as they
+arrive (:class:`._stderr.StderrLines` splits and reports them, as for the Python
+runner). :func:`arun` is the same state machine stepped by an event loop: each call
+is one descriptor for the loop (an epoll of its pipes, its pidfd and a timerfd).
+
+The Python runner remains the reference and the fallback: it runs confined calls
+(their confiner applies in a thread of its own and kills through a cgroup) and
+everything where the extension is missing (no compiler when the package was
+installed) or where libc lacks what the C code relies on (``addclosefrom_np``).
+Without a pidfd the C code polls ``waitid`` as the Python one does. :func:`usable`
+says which runner a call gets; the tests run every runner test against each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from . import _drivers, _spawn
+from ._spec import ProcessOutcome, ProcessSpec, StderrCallback
+from ._stderr import StderrLines
+
+__all__ = ["arun", "available", "run", "usable"]
+
+# The runner's logger (one name for everything the runner reports).
+logger = logging.getLogger("ongrid_plugins.executors._process")
+
+_native: Any = None
+with contextlib.suppress(ImportError):  # not built (no compiler at install time), another platform
+    _native = importlib.import_module(f"{__package__}._fastrun")
+
+USE = True
+"""Tests set this to False to run every call through the Python runner."""
+
+_EXEC_PATH = b"/proc/self/fd/3"
+_MEMO_LIMIT = 512
+_argv_memo: dict[tuple[tuple[str, ...], str, bool], tuple[bytes, tuple[bytes, ...], bytes]] = {}
+_env_memo: dict[tuple[tuple[str, str], ...], tuple[bytes, ...]] = {}
+
+
+def available() -> bool:
+    """The extension was built and imports."""
+    return _native is not None
+
+
+def usable(spec: ProcessSpec) -> bool:
+    """This call runs in C: unconfined, the libc backend chosen, and nothing a test
+    switched to a fallback (no closefrom, the Popen backend)."""
+    return (
+        _native is not None
+        and USE
+        and spec.confine is None
+        and _spawn._BACKEND == "auto"
+        and _spawn._USE_CLOSEFROM
+        and _spawn._LIBC is not None
+        and _spawn._LIBC.fa_closefrom is not None
+    )
+
+
+Tuning = tuple[float, float, bool]
+"""The Python runner's ``(_EOF_BOUND, _EOF_MIN, _USE_PIDFD)``, which tests change there."""
+
+
+def run(spec: ProcessSpec, on_stderr: StderrCallback | None, tuning: Tuning) -> ProcessOutcome:
+    """Run ``spec`` to completion in this thread (the GIL released while it waits)."""
+    lines = _Lines(spec, on_stderr)
+    got = _native.run(*_arguments(spec, lines.feed, tuning))
+    return _outcome(spec, got, lines, tuning[0])
+
+
+async def arun(
+    spec: ProcessSpec,
+    on_stderr: StderrCallback | None,
+    tuning: Tuning,
+    spawner: concurrent.futures.Executor | None,
+) -> ProcessOutcome:
+    """Run ``spec`` on the running event loop: one descriptor watched, no threads.
+
+    The loop watches the call's epoll (its pipes, pidfd and a timerfd for the deadline)
+    and steps it when something is ready; stderr lines are reported on the loop.
+    ``spawner``: while another call is in flight on the loop, the spawn runs in one of
+    its threads, so the loop keeps serving the running children. On cancellation the
+    group is terminated (SIGTERM, up to ``kill_grace``, SIGKILL) and reaped before the
+    cancellation propagates; a second cancellation kills it at once.
+    """
+    lines = _Lines(spec, on_stderr)
+    arguments = _arguments(spec, lines.feed, tuning)
+    loop = asyncio.get_running_loop()
+    call = _native.start(*arguments) if spawner is None else await _start_aside(spawner, arguments)
+    if type(call) is tuple:
+        return _outcome(spec, call, lines, tuning[0])
+    try:
+        await _until_done(loop, call)
+    except BaseException:
+        call.terminate()
+        await _until_done(loop, call)  # terminated: done once the child is reaped
+        raise
+    finally:
+        call.close()  # a second cancellation lands here: SIGKILL and a blocking reap
+    return _outcome(spec, call.result(), lines, tuning[0])
+
+
+async def _until_done(loop: asyncio.AbstractEventLoop, call: Any) -> None:
+    """Step ``call`` whenever its descriptor is readable, until it says it is done.
+
+    The descriptor goes into the loop's shared epoll (:class:`._drivers._Mux`, one
+    reader per loop for every call on it), not to the loop itself.
+    """
+    stepper = _Stepper(call, loop.create_future())
+    mux = _drivers._Mux.attach(loop)
+    fd = call.fileno()
+    mux.watch(fd, _drivers._POLLIN, stepper)
+    try:
+        await stepper.waiter
+    finally:
+        mux.forget(fd, _drivers._POLLIN)
+        mux.detach(loop)
+
+
+class _Stepper:
+    """Steps one call for the mux and wakes the coroutine waiting for it when it is done."""
+
+    __slots__ = ("call", "waiter")
+
+    def __init__(self, call: Any, waiter: asyncio.Future[None]) -> None:
+        self.call = call
+        self.waiter = waiter
+
+    def ready(self, fd: int, events: int) -> bool:
+        return True  # the call reads its own events in step()
+
+    def step(self) -> None:
+        try:
+            finished = self.call.step()
+        except BaseException as exc:  # the stderr callback raised: the caller ends the call
+            if not self.waiter.done():
+                self.waiter.set_exception(exc)
+            return
+        if finished and not self.waiter.done():
+            self.waiter.set_result(None)
+
+
+async def _start_aside(spawner: concurrent.futures.Executor, arguments: tuple[Any, ...]) -> Any:
+    """``start`` in a spawner thread; a cancellation still waits for it, and ends a
+    child that was started before propagating."""
+    future = spawner.submit(_native.start, *arguments)
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        with contextlib.suppress(concurrent.futures.CancelledError):
+            call = future.result()
+            if type(call) is not tuple:
+                call.close()  # SIGKILL and a reap: it never ran for anyone
+        raise
+
+
+class _Lines:
+    """The stderr line splitter, made when the first stderr bytes arrive."""
+
+    __slots__ = ("lines", "on_stderr", "spec")
+
+    def __init__(self, spec: ProcessSpec, on_stderr: StderrCallback | None) -> None:
+        self.spec = spec
+        self.on_stderr = on_stderr
+        self.lines: StderrLines | None = None
+
+    def feed(self, data: bytes) -> None:
+        if self.lines is None:
+            self.lines = StderrLines(self.spec, self.on_stderr)
+        self.lines.feed(data)
+
+
+def _arguments(spec: ProcessSpec, feed: Any, tuning: Tuning) -> tuple[Any, ...]:
+    path, argv, cwd = _encoded_argv(spec.argv, spec.cwd, spec.exec_fd is not None)
+    return (
+        path, argv, _encoded_env(spec.env), cwd, -1 if spec.exec_fd is None else spec.exec_fd, spec.stdin,
+        float(spec.timeout), float(spec.kill_grace), min(spec.stdout_cap, sys.maxsize), feed,
+        3 if spec.exec_fd is None else 4,
+        *tuning,
+    )  # fmt: skip
+
+
+def _outcome(spec: ProcessSpec, got: tuple[Any, ...], stderr: _Lines, eof_bound: float) -> ProcessOutcome:
+    if got[0] is None:
+        return _not_started(spec, got[1], got[2])
+    stdout, status, timed_out, overflow, duration, left_open, reaped_elsewhere = got
+    if reaped_elsewhere:  # the pid of a child someone else reaped: its status is lost
+        logger.warning("child %d of %s was reaped by someone else", reaped_elsewhere, spec.argv[0])
+    if left_open:
+        logger.warning(
+            "%s exited but its output pipes stayed open for %.1f s; a process it "
+            "started left its process group and keeps running",
+            spec.argv[0],
+            eof_bound,
+        )
+    lines = stderr.lines
+    if lines is not None:
+        lines.flush()
+    code = None if status is None else os.waitstatus_to_exitcode(status)
+    return ProcessOutcome(
+        stdout=stdout,
+        exit_code=code if code is not None and code >= 0 else None,
+        signal=-code if code is not None and code < 0 else None,
+        timed_out=timed_out,
+        stdout_overflow=overflow,
+        stderr_tail=lines.tail if lines is not None else (),
+        duration=duration,
+    )
+
+
+def _not_started(spec: ProcessSpec, errno: int, stage: str) -> ProcessOutcome:
+    exc = OSError(errno, os.strerror(errno))
+    if stage == "pipes":
+        message = f"cannot create pipes for {spec.argv[0]}: {_spawn._reason(exc)}"
+    else:
+        message = _spawn._describe(exc, spec.argv[0], spec.cwd)
+    return ProcessOutcome.never_ran(message, 0.0)
+
+
+def _encoded_argv(argv: Sequence[str], cwd: str, from_fd: bool) -> tuple[bytes, tuple[bytes, ...], bytes]:
+    """The checked, encoded argv (and what to execute), remembered by value: every call
+    of a tool spawns the same one. The checks are :func:`._spawn._encode`'s."""
+    key = (tuple(argv), cwd, from_fd)
+    known = _argv_memo.get(key)
+    if known is None:
+        raw_argv, _ = _spawn._encode(argv, {})
+        if b"\0" in os.fsencode(cwd):
+            message = "embedded null byte in cwd"
+            raise ValueError(message)
+        _forget_when_full(_argv_memo)
+        known = _argv_memo[key] = (_EXEC_PATH if from_fd else raw_argv[0], tuple(raw_argv), os.fsencode(cwd))
+    return known
+
+
+def _encoded_env(env: Mapping[str, str]) -> tuple[bytes, ...]:
+    key = tuple(env.items())
+    known = _env_memo.get(key)
+    if known is None:
+        _, raw_env = _spawn._encode(("-",), env)
+        _forget_when_full(_env_memo)
+        known = _env_memo[key] = tuple(raw_env)
+    return known
+
+
+def _forget_when_full(memo: dict[Any, Any]) -> None:
+    if len(memo) >= _MEMO_LIMIT:
+        memo.clear()

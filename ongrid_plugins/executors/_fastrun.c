@@ -1,0 +1,858 @@
+/* The hardened runner's hot path in C: spawn one child and see it through.
+ *
+ * ongrid_plugins.executors._fastrun.run() does, for one unconfined call, what
+ * _process._Run driven by _drivers.PollDriver does: three O_CLOEXEC pipes (never on
+ * fds 0-2), posix_spawn with a new session, an empty signal mask, every catchable
+ * signal at its default, the pipes dup2-ed onto 0-2, the checked entry onto fd 3,
+ * chdir and closefrom; then one poll() loop over stdout, stderr, stdin room and a
+ * pidfd, with the deadline (SIGTERM to the group, SIGKILL kill_grace later), the
+ * stdout cap (SIGKILL at once), the group SIGKILLed before the zombie is reaped,
+ * and the short drain of the pipes after the exit. The GIL is released for the
+ * whole wait and taken back only to hand stderr bytes to Python and to let
+ * Python's signal handlers run (KeyboardInterrupt: the group gets SIGTERM, its
+ * grace, SIGKILL, is reaped, and the exception propagates).
+ *
+ * It is the same state machine as the Python one, written out once more because
+ * the Python version spends most of a trivial call's CPU in the interpreter. The
+ * Python runner stays: it is the fallback (no compiler at install time, no pidfd,
+ * no closefrom, another libc) and the asyncio path, and tests run both.
+ */
+#define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE
+#include <Python.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#if !defined(__GLIBC__) || !__GLIBC_PREREQ(2, 34)
+#error "needs glibc >= 2.34 (posix_spawn_file_actions_addclosefrom_np)"
+#endif
+
+#define CHUNK 65536
+#define EXIT_POLL_MIN 0.001
+#define EXIT_POLL_MAX 0.05
+#define EXEC_FD 3
+#define MAX_POLL_MS 86400000
+
+static posix_spawnattr_t spawn_attr;
+
+static double now_mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct {
+    pid_t pid;
+    int reaped;
+    int status_known;
+    int status;
+    int fd_in, fd_out, fd_err, pidfd;
+    unsigned cancels; /* stop requests (Call.terminate) */
+    const char *payload;
+    Py_ssize_t payload_left;
+    char *out;
+    size_t out_size, out_alloc, out_cap;
+    double started, ended, deadline, grace, kill_at, drain_until, eof_bound, eof_min;
+    double exit_poll, exit_poll_at;
+    int have_kill_at, sigkilled, timed_out, overflow, left_open, reaped_elsewhere;
+    PyObject *on_stderr; /* called with bytes */
+    char *errbuf;
+} Run;
+
+static void close_fd(int *fd) {
+    if (*fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+static int finished(const Run *r) { return r->reaped && r->fd_out < 0 && r->fd_err < 0; }
+
+static void killpg_quiet(Run *r, int sig) {
+    if (!r->reaped) /* never signal a pid (group) that may have been reused */
+        killpg(r->pid, sig);
+}
+
+static void kill_run(Run *r, int sig) {
+    if (r->reaped || r->sigkilled)
+        return;
+    r->sigkilled = sig == SIGKILL;
+    killpg_quiet(r, sig);
+    pid_t group = getpgid(r->pid);
+    if (group >= 0 && group != r->pid)
+        kill(r->pid, sig); /* it left its group: signal it too */
+}
+
+static void terminate_run(Run *r, double now) {
+    if (!r->reaped && !r->have_kill_at && !r->sigkilled) {
+        r->kill_at = now + r->grace;
+        r->have_kill_at = 1;
+        kill_run(r, SIGTERM);
+    }
+}
+
+static void reap(Run *r) {
+    int status = 0;
+    pid_t got;
+    do {
+        got = waitpid(r->pid, &status, 0);
+    } while (got < 0 && errno == EINTR);
+    if (got == r->pid) {
+        r->status = status;
+        r->status_known = 1;
+    } else {
+        r->reaped_elsewhere = 1; /* someone else reaped it: the status is lost */
+    }
+    r->ended = now_mono();
+    r->reaped = 1;
+    close_fd(&r->pidfd);
+    close_fd(&r->fd_in);
+}
+
+static void on_exit_(Run *r) {
+    killpg_quiet(r, SIGKILL); /* leftovers, while the zombie pins the group id */
+    reap(r);
+    double now = now_mono();
+    double lower = r->deadline > now + r->eof_min ? r->deadline : now + r->eof_min;
+    r->drain_until = now + r->eof_bound < lower ? now + r->eof_bound : lower;
+}
+
+static void on_stdin(Run *r) {
+    ssize_t n = write(r->fd_in, r->payload, (size_t)r->payload_left);
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR)
+            return;
+        close_fd(&r->fd_in); /* EPIPE: the child closed stdin or exited */
+        return;
+    }
+    r->payload += n;
+    r->payload_left -= n;
+    if (r->payload_left == 0)
+        close_fd(&r->fd_in);
+}
+
+/* 0 on success, -1 with errno ENOMEM */
+static int on_stdout(Run *r, int hup) {
+    size_t room = r->out_cap - r->out_size;
+    size_t want = room + 1 < CHUNK ? room + 1 : CHUNK; /* +1 detects overflow */
+    if (r->out_alloc - r->out_size < want) {
+        size_t grown = r->out_alloc ? r->out_alloc : CHUNK;
+        while (grown - r->out_size < want)
+            grown *= 2;
+        char *bigger = realloc(r->out, grown);
+        if (bigger == NULL)
+            return -1;
+        r->out = bigger;
+        r->out_alloc = grown;
+    }
+    ssize_t n = read(r->fd_out, r->out + r->out_size, want);
+    if (n < 0)
+        return 0; /* EAGAIN, EINTR: poll again */
+    if (n == 0) {
+        close_fd(&r->fd_out);
+        return 0;
+    }
+    if ((size_t)n > room) { /* stop at once: the child could print gigabytes */
+        r->overflow = 1;
+        n = (ssize_t)room;
+        kill_run(r, SIGKILL);
+        close_fd(&r->fd_out);
+    }
+    r->out_size += (size_t)n;
+    if (hup && (size_t)n < want)
+        close_fd(&r->fd_out); /* hung up and drained: the next read could only say EOF */
+    return 0;
+}
+
+/* Hands stderr bytes to Python. ts: the saved thread state when called without the
+ * GIL (it is taken for the call and released again), NULL when the GIL is held.
+ * Returns -1 when Python raised (the exception is then pending). */
+static int on_stderr(Run *r, int hup, PyThreadState **ts) {
+    ssize_t n = read(r->fd_err, r->errbuf, CHUNK);
+    if (n < 0)
+        return 0;
+    int rc = 0;
+    if (n > 0 && r->on_stderr != Py_None) {
+        if (ts)
+            PyEval_RestoreThread(*ts);
+        PyObject *data = PyBytes_FromStringAndSize(r->errbuf, n);
+        PyObject *res = data ? PyObject_CallOneArg(r->on_stderr, data) : NULL;
+        Py_XDECREF(data);
+        if (res == NULL)
+            rc = -1;
+        Py_XDECREF(res);
+        if (ts)
+            *ts = PyEval_SaveThread();
+    }
+    if (n == 0 || (hup && n < CHUNK))
+        close_fd(&r->fd_err); /* EOF, or hung up and drained */
+    return rc;
+}
+
+static double next_wakeup(const Run *r) {
+    if (!r->reaped) {
+        double when = r->sigkilled ? INFINITY : (r->have_kill_at ? r->kill_at : r->deadline);
+        if (r->pidfd < 0 && r->exit_poll_at < when)
+            when = r->exit_poll_at;
+        return when;
+    }
+    return finished(r) ? INFINITY : r->drain_until;
+}
+
+static void on_time(Run *r, double now) {
+    if (!r->reaped && r->pidfd < 0 && now >= r->exit_poll_at) {
+        siginfo_t info;
+        memset(&info, 0, sizeof info);
+        /* WNOWAIT leaves the zombie in place, so the group can still be killed safely. */
+        if (waitid(P_PID, (id_t)r->pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == r->pid) {
+            on_exit_(r);
+        } else {
+            r->exit_poll = r->exit_poll * 2 < EXIT_POLL_MAX ? r->exit_poll * 2 : EXIT_POLL_MAX;
+            r->exit_poll_at = now + r->exit_poll;
+        }
+    }
+    if (!r->reaped) {
+        if (!r->have_kill_at && !r->sigkilled && now >= r->deadline) {
+            r->timed_out = 1;
+            terminate_run(r, now);
+        } else if (r->have_kill_at && now >= r->kill_at) {
+            kill_run(r, SIGKILL);
+        }
+    } else if (!finished(r) && now >= r->drain_until) {
+        r->left_open = 1; /* a process it started left its group and holds the pipes */
+        close_fd(&r->fd_out);
+        close_fd(&r->fd_err);
+    }
+}
+
+/* A request to stop (Call.terminate()): the first terminates (SIGTERM, then SIGKILL
+ * after the grace), the second kills at once; either way the call is then over as
+ * soon as the child is reaped. */
+static void stop_run(Run *r) {
+    r->cancels++;
+    terminate_run(r, now_mono());
+    if (r->cancels >= 2)
+        kill_run(r, SIGKILL);
+}
+
+static int done(const Run *r, int until_reaped) {
+    return (until_reaped || r->cancels) ? r->reaped : finished(r);
+}
+
+/* One ready descriptor (poll and epoll share the IN/OUT/HUP bits). Returns -1 when
+ * Python raised, -3 when out of memory. */
+static int dispatch(Run *r, int fd, unsigned events, PyThreadState **ts) {
+    int hup = events & POLLHUP;
+    if (fd < 0)
+        return 0;
+    if (fd == r->fd_out)
+        return on_stdout(r, hup) < 0 ? -3 : 0;
+    if (fd == r->fd_err)
+        return on_stderr(r, hup, ts);
+    if (fd == r->fd_in)
+        on_stdin(r);
+    else if (fd == r->pidfd)
+        on_exit_(r);
+    return 0;
+}
+
+/* Wait until done; the GIL is released on entry via *ts. Returns 0, -1 when Python
+ * raised, -2 when poll failed (errno), -3 when out of memory. */
+static int drive(Run *r, PyThreadState **ts, int until_reaped) {
+    struct pollfd fds[4];
+    while (!done(r, until_reaped)) {
+        int nfds = 0;
+        if (r->fd_out >= 0)
+            fds[nfds++] = (struct pollfd){r->fd_out, POLLIN, 0};
+        if (r->fd_err >= 0)
+            fds[nfds++] = (struct pollfd){r->fd_err, POLLIN, 0};
+        if (r->pidfd >= 0)
+            fds[nfds++] = (struct pollfd){r->pidfd, POLLIN, 0};
+        if (r->fd_in >= 0)
+            fds[nfds++] = (struct pollfd){r->fd_in, POLLOUT, 0};
+        double wakeup = next_wakeup(r);
+        int timeout = -1;
+        if (wakeup != INFINITY) {
+            /* Round up: a 0 ms timeout just before the deadline would spin. */
+            double ms = ceil((wakeup - now_mono()) * 1000.0);
+            timeout = ms < 0 ? 0 : (ms > MAX_POLL_MS ? MAX_POLL_MS : (int)ms);
+        }
+        int ready = poll(fds, (nfds_t)nfds, timeout);
+        if (ready < 0) {
+            if (errno != EINTR)
+                return -2;
+            PyEval_RestoreThread(*ts);
+            int raised = PyErr_CheckSignals();
+            *ts = PyEval_SaveThread();
+            if (raised < 0)
+                return -1;
+            continue;
+        }
+        /* A descriptor closed by an earlier one's handler is skipped: dispatch matches
+         * it against the run's current descriptors, and a closed one is -1 there. */
+        for (int i = 0; i < nfds && ready > 0; i++) {
+            if (!fds[i].revents)
+                continue;
+            ready--;
+            int rc = dispatch(r, fds[i].fd, (unsigned)fds[i].revents, ts);
+            if (rc)
+                return rc;
+        }
+        on_time(r, now_mono());
+    }
+    return 0;
+}
+
+static void close_all(Run *r) {
+    if (!r->reaped) {
+        kill_run(r, SIGKILL);
+        reap(r);
+    }
+    close_fd(&r->fd_in);
+    close_fd(&r->fd_out);
+    close_fd(&r->fd_err);
+    close_fd(&r->pidfd);
+}
+
+/* Three O_CLOEXEC pipes with every end above 2 (a pipe on 0-2 would keep its
+ * close-on-exec flag through dup2(n, n)). Returns 0, or -1 with errno. */
+static int make_pipes(int p[3][2]) {
+    int parked[6];
+    int n_parked = 0, made = 0, err = 0;
+    while (made < 3) {
+        int pair[2];
+        if (pipe2(pair, O_CLOEXEC) < 0) {
+            err = errno;
+            break;
+        }
+        if (pair[0] < 3 || pair[1] < 3) {
+            if (n_parked >= 6) { /* cannot happen: at most fds 0-2 get parked */
+                close(pair[0]);
+                close(pair[1]);
+                err = EMFILE;
+                break;
+            }
+            parked[n_parked++] = pair[0];
+            parked[n_parked++] = pair[1];
+            continue;
+        }
+        p[made][0] = pair[0];
+        p[made][1] = pair[1];
+        made++;
+    }
+    for (int i = 0; i < n_parked; i++)
+        close(parked[i]);
+    if (err) {
+        for (int i = 0; i < made; i++) {
+            close(p[i][0]);
+            close(p[i][1]);
+        }
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+/* A NULL-terminated char *[] borrowing from a tuple of bytes (valid while the tuple lives). */
+static char **cstrings(PyObject *tuple) {
+    Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+    char **out = PyMem_Malloc(sizeof(char *) * (size_t)(n + 1));
+    if (out == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        if (!PyBytes_Check(item)) {
+            PyMem_Free(out);
+            PyErr_SetString(PyExc_TypeError, "argv and env must be tuples of bytes");
+            return NULL;
+        }
+        out[i] = PyBytes_AS_STRING(item);
+    }
+    out[n] = NULL;
+    return out;
+}
+
+/* Returns 0, -1 (the pipes failed, errno set) or -2 (the spawn failed: exec, chdir). */
+static int spawn_child(Run *r, const char *path, char **argv, char **envp, const char *cwd, int exec_fd,
+                       int first_closed) {
+    int p[3][2];
+    if (make_pipes(p) < 0)
+        return -1;
+    posix_spawn_file_actions_t actions;
+    int rc = posix_spawn_file_actions_init(&actions);
+    if (!rc)
+        rc = posix_spawn_file_actions_adddup2(&actions, p[0][0], 0);
+    if (!rc)
+        rc = posix_spawn_file_actions_adddup2(&actions, p[1][1], 1);
+    if (!rc)
+        rc = posix_spawn_file_actions_adddup2(&actions, p[2][1], 2);
+    if (!rc && exec_fd >= 0)
+        rc = posix_spawn_file_actions_adddup2(&actions, exec_fd, EXEC_FD);
+    if (!rc)
+        rc = posix_spawn_file_actions_addchdir_np(&actions, cwd);
+    if (!rc)
+        rc = posix_spawn_file_actions_addclosefrom_np(&actions, first_closed);
+    pid_t pid = -1;
+    if (!rc) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = posix_spawn(&pid, path, &actions, &spawn_attr, argv, envp);
+        Py_END_ALLOW_THREADS
+    }
+    posix_spawn_file_actions_destroy(&actions);
+    close(p[0][0]);
+    close(p[1][1]);
+    close(p[2][1]);
+    if (rc) {
+        close(p[0][1]);
+        close(p[1][0]);
+        close(p[2][0]);
+        errno = rc;
+        return -2;
+    }
+    r->pid = pid;
+    r->reaped = 0;
+    r->fd_in = p[0][1];
+    r->fd_out = p[1][0];
+    r->fd_err = p[2][0];
+    return 0;
+}
+
+#define N_ARGS 14
+#define ARGS_DOC                                                                                                \
+    "(path, argv, env, cwd, exec_fd, payload, timeout, kill_grace, stdout_cap, on_stderr, first_closed,\n"      \
+    "    eof_bound, eof_min, use_pidfd)\n"
+
+/* Parse the arguments, spawn, write what fits of stdin. Returns 1 when the child
+ * runs, 0 when it could not be started (*failure is then the (None, errno, stage)
+ * tuple), -1 when Python raised. The GIL is held throughout (released for the spawn). */
+static int start_run(Run *r, PyObject *const *args, Py_ssize_t nargs, PyObject **failure) {
+    memset(r, 0, sizeof *r);
+    r->pid = -1;
+    r->reaped = 1; /* nothing to signal or reap until the spawn succeeds */
+    r->fd_in = r->fd_out = r->fd_err = r->pidfd = -1;
+    if (nargs != N_ARGS) {
+        PyErr_Format(PyExc_TypeError, "takes %d arguments (%zd given)", N_ARGS, nargs);
+        return -1;
+    }
+    PyObject *path = args[0], *argv_t = args[1], *env_t = args[2], *cwd = args[3], *payload = args[5];
+    if (!PyBytes_Check(path) || !PyTuple_Check(argv_t) || !PyTuple_Check(env_t) || !PyBytes_Check(cwd) ||
+        !PyBytes_Check(payload) || PyTuple_GET_SIZE(argv_t) == 0 || !PyCallable_Check(args[9])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "path, cwd and payload are bytes, argv (not empty) and env tuples of bytes, on_stderr callable");
+        return -1;
+    }
+    int exec_fd = (int)PyLong_AsLong(args[4]);
+    double timeout = PyFloat_AsDouble(args[6]);
+    double grace = PyFloat_AsDouble(args[7]);
+    Py_ssize_t cap = PyLong_AsSsize_t(args[8]);
+    int first_closed = (int)PyLong_AsLong(args[10]);
+    double eof_bound = PyFloat_AsDouble(args[11]);
+    double eof_min = PyFloat_AsDouble(args[12]);
+    int use_pidfd = PyObject_IsTrue(args[13]);
+    if (PyErr_Occurred())
+        return -1;
+    if (!(cap >= 0 && timeout >= 0 && grace >= 0 && eof_bound >= 0 && eof_min >= 0) || first_closed < 3) {
+        PyErr_SetString(PyExc_ValueError, "limits must be numbers >= 0 (not NaN) and first_closed >= 3");
+        return -1;
+    }
+    char **argv = cstrings(argv_t);
+    if (argv == NULL)
+        return -1;
+    char **envp = cstrings(env_t);
+    if (envp == NULL) {
+        PyMem_Free(argv);
+        return -1;
+    }
+    r->errbuf = PyMem_RawMalloc(CHUNK);
+    if (r->errbuf == NULL) {
+        PyMem_Free(argv);
+        PyMem_Free(envp);
+        PyErr_NoMemory();
+        return -1;
+    }
+    r->payload = PyBytes_AS_STRING(payload);
+    r->payload_left = PyBytes_GET_SIZE(payload);
+    r->out_cap = (size_t)cap;
+    r->grace = grace;
+    r->eof_bound = eof_bound;
+    r->eof_min = eof_min;
+    r->on_stderr = args[9];
+    r->started = r->ended = now_mono();
+    int spawned = spawn_child(r, PyBytes_AS_STRING(path), argv, envp, PyBytes_AS_STRING(cwd), exec_fd, first_closed);
+    int err = errno;
+    PyMem_Free(argv);
+    PyMem_Free(envp);
+    if (spawned < 0) {
+        r->ended = now_mono();
+        *failure = Py_BuildValue("(Ois)", Py_None, err, spawned == -1 ? "pipes" : "spawn");
+        return *failure ? 0 : -1;
+    }
+    /* -1 (ENOSYS, EMFILE, or not wanted): poll waitid instead */
+    r->pidfd = use_pidfd ? (int)syscall(SYS_pidfd_open, r->pid, 0) : -1;
+    r->deadline = r->started + timeout;
+    r->exit_poll = EXIT_POLL_MIN;
+    r->exit_poll_at = r->started + EXIT_POLL_MIN;
+    /* A write of at most PIPE_BUF bytes to a fresh pipe never blocks; bigger payloads
+     * make the pipe non-blocking and fill what fits. */
+    if (r->payload_left > PIPE_BUF) {
+        int flags = fcntl(r->fd_in, F_GETFL);
+        fcntl(r->fd_in, F_SETFL, flags | O_NONBLOCK);
+    }
+    if (r->payload_left)
+        on_stdin(r);
+    else
+        close_fd(&r->fd_in);
+    return 1;
+}
+
+/* How the run ended, with the GIL held: (stdout, status or None, timed_out, overflow,
+ * duration, left_open, pid reaped elsewhere or 0). */
+static PyObject *outcome(Run *r) {
+    PyObject *out = PyBytes_FromStringAndSize(r->out ? r->out : "", (Py_ssize_t)r->out_size);
+    if (out == NULL)
+        return NULL;
+    PyObject *status = r->status_known ? PyLong_FromLong(r->status) : Py_NewRef(Py_None);
+    if (status == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return Py_BuildValue("(NNOOdOi)", out, status, r->timed_out ? Py_True : Py_False,
+                         r->overflow ? Py_True : Py_False, r->ended - r->started, r->left_open ? Py_True : Py_False,
+                         r->reaped_elsewhere ? (int)r->pid : 0);
+}
+
+static void free_buffers(Run *r) {
+    PyMem_RawFree(r->errbuf);
+    r->errbuf = NULL;
+    free(r->out);
+    r->out = NULL;
+}
+
+static void raise_failure(int failed, int saved_errno) {
+    if (failed == -3) {
+        PyErr_NoMemory();
+    } else if (failed == -2) {
+        errno = saved_errno;
+        PyErr_SetFromErrno(PyExc_OSError);
+    }
+}
+
+PyDoc_STRVAR(run_doc, "run" ARGS_DOC "--\n\n"
+"Spawn one child and see it through in this thread, the GIL released while it waits;\n"
+"see ongrid_plugins/executors/_fast.py. Returns (stdout, status or None, timed_out,\n"
+"overflow, duration, left_open, pid reaped elsewhere or 0), or (None, errno, stage)\n"
+"when no process ran (stage: 'pipes' or 'spawn').");
+
+static PyObject *native_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    Run r;
+    PyObject *failure = NULL;
+    int started = start_run(&r, args, nargs, &failure);
+    if (started <= 0) {
+        PyMem_RawFree(r.errbuf);
+        return started < 0 ? NULL : failure;
+    }
+    PyThreadState *ts = PyEval_SaveThread();
+    int failed = drive(&r, &ts, 0);
+    int saved_errno = errno;
+    PyObject *type = NULL, *value = NULL, *tb = NULL;
+    if (failed == -1) {
+        /* Python raised (KeyboardInterrupt, the stderr callback): the group gets SIGTERM,
+         * its grace, SIGKILL; a second exception goes straight to SIGKILL and a reap. */
+        PyEval_RestoreThread(ts);
+        PyErr_Fetch(&type, &value, &tb);
+        ts = PyEval_SaveThread();
+        terminate_run(&r, now_mono());
+        if (drive(&r, &ts, 1) == -1) {
+            PyEval_RestoreThread(ts);
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
+            PyErr_Fetch(&type, &value, &tb);
+            ts = PyEval_SaveThread();
+        }
+    }
+    close_all(&r);
+    PyEval_RestoreThread(ts);
+    PyObject *result = NULL;
+    if (failed == -1)
+        PyErr_Restore(type, value, tb);
+    else if (failed)
+        raise_failure(failed, saved_errno);
+    else
+        result = outcome(&r);
+    free_buffers(&r);
+    return result;
+}
+
+/* -- Call: the same run, stepped by an event loop ------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    Run r;
+    int running; /* start succeeded and close() has not run */
+    int epfd;    /* the run's descriptors and its timer, for the loop to watch */
+    int tfd;     /* timerfd armed at next_wakeup */
+    double armed;
+    PyObject *payload; /* r.payload points into it */
+    PyObject *on_stderr;
+} CallObject;
+
+static void call_close(CallObject *c) {
+    if (c->running) {
+        close_all(&c->r);
+        c->running = 0;
+    }
+    if (c->tfd >= 0) {
+        close(c->tfd);
+        c->tfd = -1;
+    }
+    if (c->epfd >= 0) {
+        close(c->epfd);
+        c->epfd = -1;
+    }
+    free_buffers(&c->r);
+}
+
+static void call_dealloc(CallObject *c) {
+    call_close(c); /* a dropped call is killed and reaped, never left running */
+    Py_XDECREF(c->payload);
+    Py_XDECREF(c->on_stderr);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static int watch(int epfd, int fd, unsigned events) {
+    struct epoll_event ev = {.events = events, .data.fd = fd};
+    return fd < 0 ? 0 : epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+/* Arm the timer at the run's next wakeup (disarm at infinity); only when it changed. */
+static void arm(CallObject *c) {
+    double when = next_wakeup(&c->r);
+    if (when == c->armed)
+        return;
+    c->armed = when;
+    struct itimerspec spec;
+    memset(&spec, 0, sizeof spec);
+    if (when != INFINITY) {
+        if (when <= 0)
+            when = 1e-9; /* zero would disarm */
+        spec.it_value.tv_sec = (time_t)when;
+        spec.it_value.tv_nsec = (long)((when - (double)(time_t)when) * 1e9);
+        if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0)
+            spec.it_value.tv_nsec = 1;
+    }
+    timerfd_settime(c->tfd, TFD_TIMER_ABSTIME, &spec, NULL);
+}
+
+static PyTypeObject CallType;
+
+PyDoc_STRVAR(start_doc, "start" ARGS_DOC "--\n\n"
+"Spawn one child for an event loop to see through: returns a Call (watch fileno() for\n"
+"reading, call step() when it is readable, until step() returns True), or\n"
+"(None, errno, stage) when no process ran.");
+
+static PyObject *native_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    CallObject *c = PyObject_New(CallObject, &CallType);
+    if (c == NULL)
+        return NULL;
+    memset(&c->r, 0, sizeof c->r);
+    c->running = 0;
+    c->armed = INFINITY;
+    c->payload = NULL;
+    c->on_stderr = NULL;
+    c->epfd = epoll_create1(EPOLL_CLOEXEC);
+    c->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (c->epfd < 0 || c->tfd < 0 || watch(c->epfd, c->tfd, EPOLLIN) < 0) {
+        int err = errno;
+        Py_DECREF(c);
+        return Py_BuildValue("(Ois)", Py_None, err, "pipes");
+    }
+    PyObject *failure = NULL;
+    int started = start_run(&c->r, args, nargs, &failure);
+    if (started <= 0) {
+        Py_DECREF(c);
+        return started < 0 ? NULL : failure;
+    }
+    c->running = 1;
+    c->payload = Py_NewRef(args[5]);
+    c->on_stderr = Py_NewRef(args[9]);
+    Run *r = &c->r;
+    if (watch(c->epfd, r->fd_out, EPOLLIN) < 0 || watch(c->epfd, r->fd_err, EPOLLIN) < 0 ||
+        watch(c->epfd, r->pidfd, EPOLLIN) < 0 || watch(c->epfd, r->fd_in, EPOLLOUT) < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        Py_DECREF(c); /* kills and reaps the child */
+        return NULL;
+    }
+    arm(c);
+    return (PyObject *)c;
+}
+
+static PyObject *call_fileno(CallObject *c, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromLong(c->epfd);
+}
+
+PyDoc_STRVAR(step_doc, "step($self, /)\n--\n\n"
+"Handle what is ready and what became due, without blocking; True once the call is over\n"
+"(after terminate(): once the child is reaped).");
+
+static PyObject *call_step(CallObject *c, PyObject *unused) {
+    (void)unused;
+    if (!c->running)
+        return Py_NewRef(Py_True);
+    struct epoll_event events[8];
+    int ready = epoll_wait(c->epfd, events, 8, 0);
+    if (ready < 0 && errno != EINTR)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    for (int i = 0; i < ready; i++) {
+        int fd = events[i].data.fd;
+        if (fd == c->tfd) {
+            unsigned long long expirations;
+            if (read(c->tfd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+                return PyErr_SetFromErrno(PyExc_OSError);
+            c->armed = NAN; /* fired: re-arm whatever the next wakeup is */
+            continue;
+        }
+        int rc = dispatch(&c->r, fd, events[i].events, NULL);
+        if (rc == -3)
+            return PyErr_NoMemory();
+        if (rc == -1)
+            return NULL;
+    }
+    on_time(&c->r, now_mono());
+    if (done(&c->r, 0))
+        return Py_NewRef(Py_True);
+    arm(c);
+    return Py_NewRef(Py_False);
+}
+
+static PyObject *call_terminate(CallObject *c, PyObject *unused) {
+    (void)unused;
+    if (c->running) {
+        stop_run(&c->r);
+        arm(c);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *call_result(CallObject *c, PyObject *unused) {
+    (void)unused;
+    if (c->running && !c->r.reaped) {
+        PyErr_SetString(PyExc_RuntimeError, "the call is still running");
+        return NULL;
+    }
+    return outcome(&c->r);
+}
+
+static PyObject *call_close_method(CallObject *c, PyObject *unused) {
+    (void)unused;
+    if (c->running) {
+        Py_BEGIN_ALLOW_THREADS /* a blocking reap when still running */
+        close_all(&c->r);
+        Py_END_ALLOW_THREADS
+        c->running = 0;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *call_reaped(CallObject *c, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(c->r.reaped);
+}
+
+static PyMethodDef call_methods[] = {
+    {"fileno", (PyCFunction)call_fileno, METH_NOARGS, "The descriptor the loop watches for reading."},
+    {"step", (PyCFunction)call_step, METH_NOARGS, step_doc},
+    {"terminate", (PyCFunction)call_terminate, METH_NOARGS,
+     "Stop: SIGTERM to the group, SIGKILL after the grace (a second time: SIGKILL now)."},
+    {"result", (PyCFunction)call_result, METH_NOARGS, "How it ended: the tuple run() returns."},
+    {"close", (PyCFunction)call_close_method, METH_NOARGS,
+     "SIGKILL and a blocking reap if still running; close the pipes (the result stays)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *call_pid(CallObject *c, void *closure) {
+    (void)closure;
+    return PyLong_FromLong((long)c->r.pid);
+}
+
+static PyGetSetDef call_getset[] = {
+    {"reaped", (getter)call_reaped, NULL, "The child was reaped (or never ran).", NULL},
+    {"pid", (getter)call_pid, NULL, "The child's pid (its process group and session too).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject CallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ongrid_plugins.executors._fastrun.Call",
+    .tp_basicsize = sizeof(CallObject),
+    .tp_dealloc = (destructor)call_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One child seen through by an event loop (made by start()).",
+    .tp_methods = call_methods,
+    .tp_getset = call_getset,
+};
+
+static PyMethodDef native_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))native_run, METH_FASTCALL, run_doc},
+    {"start", (PyCFunction)(void (*)(void))native_start, METH_FASTCALL, start_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static int native_exec(PyObject *module) {
+    sigset_t empty, defaults;
+    sigemptyset(&empty);
+    sigfillset(&defaults); /* glibc leaves out its two internal signals */
+    sigdelset(&defaults, SIGKILL);
+    sigdelset(&defaults, SIGSTOP);
+    int rc = posix_spawnattr_init(&spawn_attr);
+    if (!rc)
+        rc = posix_spawnattr_setflags(&spawn_attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    if (!rc)
+        rc = posix_spawnattr_setsigmask(&spawn_attr, &empty);
+    if (!rc)
+        rc = posix_spawnattr_setsigdefault(&spawn_attr, &defaults);
+    if (rc) {
+        errno = rc;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    if (PyType_Ready(&CallType) < 0)
+        return -1;
+    return PyModule_AddObjectRef(module, "Call", (PyObject *)&CallType);
+}
+
+static PyModuleDef_Slot native_slots[] = {
+    {Py_mod_exec, native_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "ongrid_plugins.executors._fastrun",
+    .m_doc = "The hardened runner's hot path in C (see _fastrun.c).",
+    .m_size = 0,
+    .m_methods = native_methods,
+    .m_slots = native_slots,
+};
+
+PyMODINIT_FUNC PyInit__fastrun(void) { return PyModuleDef_Init(&native_module); }

@@ -1,0 +1,231 @@
+"""The compiled runner (``executors/_fastrun.c``) beyond what every runner test checks.
+
+tests/test_process.py runs all of its tests against the compiled runner, the Python
+runner with ctypes posix_spawn, and subprocess.Popen. Here: which calls get the
+compiled runner, the threads its callbacks run on, what its own arguments refuse,
+and that a call object dropped mid-run never leaves a process behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ongrid_plugins.executors import _fast, _process, _spawn
+from ongrid_plugins.executors._process import ProcessSpec, arun_process, run_process
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the compiled runner is Linux-only"
+)
+
+
+TUNING = (_process._EOF_BOUND, _process._EOF_MIN, _process._USE_PIDFD)
+
+
+def spec(tmp_path: Path, body: str, **kw: Any) -> ProcessSpec:
+    entry = tmp_path / "entry.sh"
+    entry.write_text("#!/bin/sh\n" + body + "\n")
+    entry.chmod(0o755)
+    return ProcessSpec(
+        argv=(str(entry),), cwd=str(tmp_path), env={}, stdin=kw.pop("stdin", b""), **{"timeout": 10, **kw}
+    )
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+class Counting:
+    """The extension module, counting the calls of each function."""
+
+    def __init__(self, native: Any) -> None:
+        self.native = native
+        self.counts = {"run": 0, "start": 0}
+
+    def __getattr__(self, name: str) -> Any:
+        function = getattr(self.native, name)
+        if name not in self.counts:
+            return function
+
+        def counted(*args: Any) -> Any:
+            self.counts[name] += 1
+            return function(*args)
+
+        return counted
+
+
+@pytest.fixture
+def counting(monkeypatch: pytest.MonkeyPatch) -> Counting:
+    assert _fast.available(), "the compiled runner was not built: reinstall with gcc and Python's headers"
+    proxy = Counting(_fast._native)
+    monkeypatch.setattr(_fast, "_native", proxy)
+    return proxy
+
+
+def test_the_extension_is_built_where_the_suite_runs() -> None:
+    assert _fast.available()
+
+
+def test_unconfined_calls_run_in_the_compiled_runner_sync_and_async(
+    tmp_path: Path, counting: Counting
+) -> None:
+    call = spec(tmp_path, "cat", stdin=b"hello")
+    assert run_process(call).stdout == b"hello"
+    assert asyncio.run(arun_process(call)).stdout == b"hello"
+    assert counting.counts == {"run": 1, "start": 1}
+
+
+def test_confined_calls_and_fallback_switches_take_the_python_runner(
+    tmp_path: Path, counting: Counting, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = spec(tmp_path, "cat")
+    assert _fast.usable(plain)
+    confined = ProcessSpec(argv=plain.argv, cwd=plain.cwd, env={}, stdin=b"", timeout=5, confine=object())
+    assert not _fast.usable(confined)  # its confiner applies in a thread of its own
+    monkeypatch.setattr(_spawn, "_BACKEND", "popen")
+    assert not _fast.usable(plain)
+    monkeypatch.setattr(_spawn, "_BACKEND", "auto")
+    monkeypatch.setattr(_spawn, "_USE_CLOSEFROM", False)
+    assert not _fast.usable(plain)
+    assert run_process(plain).exit_code == 0
+    assert counting.counts == {"run": 0, "start": 0}
+
+
+def test_stderr_lines_reach_the_callback_on_the_calling_thread_and_on_the_loop_thread(tmp_path: Path) -> None:
+    call = spec(tmp_path, "echo one >&2; echo two >&2")
+    seen: list[tuple[str, int]] = []
+
+    def record(line: str) -> None:
+        seen.append((line, threading.get_ident()))
+
+    out = run_process(call, record)
+    assert out.stderr_tail == ("one", "two")
+    assert seen == [("one", threading.get_ident()), ("two", threading.get_ident())]
+
+    async def on_loop() -> int:
+        await arun_process(call, record)
+        return threading.get_ident()
+
+    seen.clear()
+    loop_thread = asyncio.run(on_loop())
+    assert [line for line, _ in seen] == ["one", "two"]
+    assert {ident for _, ident in seen} == {loop_thread}
+
+
+def test_other_threads_run_python_while_a_call_waits(tmp_path: Path) -> None:
+    call = spec(tmp_path, "sleep 0.5")
+    counted = 0
+    stop = threading.Event()
+
+    def count() -> None:
+        nonlocal counted
+        while not stop.is_set():
+            counted += 1
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    try:
+        time.sleep(0.05)
+        before = counted
+        assert run_process(call).exit_code == 0
+        during = counted - before
+    finally:
+        stop.set()
+        counter.join()
+    assert during > 10_000  # held the GIL, it would be a handful (one switch interval's worth)
+
+
+def test_the_extension_refuses_malformed_arguments_before_starting_anything(tmp_path: Path) -> None:
+    native = _fast._native
+    good = spec(tmp_path, "cat")
+    arguments = list(_fast._arguments(good, lambda data: None, TUNING))
+    before = open_fds()
+    with pytest.raises(TypeError, match="takes 14 arguments"):
+        native.run(*arguments[:3])
+    for index, bad, error in [
+        (1, (), TypeError),  # an empty argv
+        (1, ("not bytes",), TypeError),
+        (2, ("A=1", b"B=2"), TypeError),
+        (6, math.nan, ValueError),  # timeout
+        (7, -1.0, ValueError),  # kill_grace
+        (8, -5, ValueError),  # stdout cap
+        (9, "not callable", TypeError),
+        (10, 1, ValueError),  # closefrom would close stdout and stderr
+    ]:
+        wrong = list(arguments)
+        wrong[index] = bad
+        with pytest.raises(error):
+            native.run(*wrong)
+        with pytest.raises(error):
+            native.start(*wrong)
+    assert open_fds() == before
+
+
+def test_a_nan_limit_is_refused_when_the_spec_is_made(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not NaN"):
+        spec(tmp_path, "cat", timeout=math.nan)
+    with pytest.raises(ValueError, match="not NaN"):
+        spec(tmp_path, "cat", kill_grace=math.nan)
+
+
+def test_a_nul_in_the_working_directory_is_refused(tmp_path: Path) -> None:
+    good = spec(tmp_path, "cat")
+    bad = ProcessSpec(argv=good.argv, cwd=good.cwd + "\0x", env={}, stdin=b"", timeout=5)
+    with pytest.raises(ValueError, match="null byte"):
+        run_process(bad)
+
+
+def test_a_stdout_cap_beyond_a_machine_word_is_no_cap(tmp_path: Path) -> None:
+    out = run_process(spec(tmp_path, "cat", stdin=b"x" * 1000, stdout_cap=2**80))
+    assert (out.stdout, out.stdout_overflow) == (b"x" * 1000, False)
+
+
+def fd_targets() -> dict[int, str]:
+    """This process's descriptors and what each is (``pipe:[123]``, ``anon_inode:[eventpoll]``)."""
+    found = {}
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(FileNotFoundError):  # the listing's own descriptor, gone already
+            found[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+    return found
+
+
+def test_a_call_object_dropped_while_running_kills_and_reaps_its_child(tmp_path: Path) -> None:
+    call = spec(tmp_path, "sleep 100 & wait")
+    before = fd_targets()
+    started = _fast._native.start(*_fast._arguments(call, lambda data: None, TUNING))
+    pid = started.pid
+    assert Path(f"/proc/{pid}").exists() and not started.reaped
+    ours = {fd: target for fd, target in fd_targets().items() if before.get(fd) != target}
+    # its epoll, timerfd and pidfd, its stdout and stderr (stdin was closed at once: no payload)
+    assert sorted(target.split(":")[0] for target in ours.values()) == ["anon_inode"] * 3 + ["pipe"] * 2
+    del started  # no other reference: freed now
+    assert not Path(f"/proc/{pid}").exists()  # killed and reaped: not even a zombie
+    now = fd_targets()
+    assert [fd for fd, target in ours.items() if now.get(fd) == target] == []  # each closed
+
+
+def test_terminate_then_step_ends_once_the_child_is_reaped(tmp_path: Path) -> None:
+    call = spec(tmp_path, "trap '' TERM; echo ready >&2; sleep 100 & wait", kill_grace=0.2)
+    said: list[bytes] = []
+    started = _fast._native.start(*_fast._arguments(call, said.append, TUNING))
+    deadline = time.monotonic() + 5
+    while not said and time.monotonic() < deadline:  # the trap is set
+        started.step()
+        time.sleep(0.01)
+    started.terminate()  # SIGTERM (ignored), SIGKILL 0.2 s later
+    while not started.step() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stdout, status, timed_out, overflow, duration, left_open, reaped_elsewhere = started.result()
+    assert started.reaped and os.waitstatus_to_exitcode(status) == -9
+    assert (stdout, timed_out, overflow, left_open, reaped_elsewhere) == (b"", False, False, False, 0)
+    assert 0.15 < duration < 2
+    started.close()
