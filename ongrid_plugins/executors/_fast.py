@@ -90,7 +90,7 @@ async def arun(
     tuning: Tuning,
     spawner: concurrent.futures.Executor | None,
 ) -> ProcessOutcome:
-    """Run ``spec`` on the running event loop: one descriptor watched, no threads.
+    """Run ``spec`` on the running event loop, which watches one descriptor for it.
 
     The loop watches the call's epoll (its pipes, pidfd and a timerfd for the deadline)
     and steps it when something is ready; stderr lines are reported on the loop.
