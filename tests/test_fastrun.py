@@ -229,3 +229,49 @@ def test_terminate_then_step_ends_once_the_child_is_reaped(tmp_path: Path) -> No
     assert (stdout, timed_out, overflow, left_open, reaped_elsewhere) == (b"", False, False, False, 0)
     assert 0.15 < duration < 2
     started.close()
+
+
+def test_open_beneath_in_c_refuses_what_the_python_walk_refuses(tmp_path: Path) -> None:
+    import errno
+
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "entry").write_text("x")
+    (tmp_path / "outside").write_text("secret")
+    (root / "link").symlink_to(root / "sub")
+    (root / "escape").symlink_to(tmp_path / "outside")
+    native, flags = _fast._native, os.O_RDONLY
+    fd = native.open_beneath(os.fsencode(root), b"sub/entry", flags)
+    try:
+        assert os.read(fd, 10) == b"x" and not os.get_inheritable(fd)
+    finally:
+        os.close(fd)
+    for relative, code in [
+        (b"link/entry", errno.ELOOP),
+        (b"escape", errno.ELOOP),
+        (b"../outside", errno.EXDEV),
+    ]:
+        with pytest.raises(OSError) as caught:
+            native.open_beneath(os.fsencode(root), relative, flags)
+        assert (caught.value.errno, caught.value.filename) == (code, relative)
+    with pytest.raises(OSError) as missing:
+        native.open_beneath(os.fsencode(tmp_path / "gone"), b"entry", flags)
+    assert missing.value.filename == os.fsencode(tmp_path / "gone")  # the root's fault, not the entry's
+    with pytest.raises(ValueError, match="null byte"):
+        native.open_beneath(os.fsencode(root), b"sub/entry\0x", flags)
+    # The wrapper answers None for every refusal: the Python path meets it again and words it.
+    assert _fast.open_beneath(str(root), "link/entry", flags) is None
+    assert _fast.open_beneath(str(tmp_path / "gone"), "entry", flags) is None
+
+
+def test_open_beneath_in_c_steps_aside_when_openat2_is_switched_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ongrid_plugins.discovery import roots
+
+    (tmp_path / "entry").write_text("x")
+    fd = _fast.open_beneath(str(tmp_path), "entry", os.O_RDONLY)
+    assert fd is not None
+    os.close(fd)
+    monkeypatch.setattr(roots, "_openat2", False)  # as on a kernel without it: the walk
+    assert _fast.open_beneath(str(tmp_path), "entry", os.O_RDONLY) is None

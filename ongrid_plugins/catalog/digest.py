@@ -129,9 +129,12 @@ def _hash_open(path: str) -> tuple[str, os.stat_result]:
         os.close(fd)
 
 
-def _hash_fd(fd: int, path: str) -> tuple[str, os.stat_result]:
-    """sha256 of the regular file open as ``fd`` (read with ``pread``: its offset is left alone)."""
-    st = os.fstat(fd)
+def _hash_fd(fd: int, path: str, st: os.stat_result | None = None) -> tuple[str, os.stat_result]:
+    """sha256 of the regular file open as ``fd`` (read with ``pread``: its offset is left alone).
+
+    ``st``: the caller's ``fstat`` of ``fd``, when it has one."""
+    if st is None:
+        st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         raise OSError(f"{path} is not a regular file")
     key = _key(path, st)
@@ -292,20 +295,21 @@ def partial_warning(skill: Skill, digest: SkillDigest) -> Problem:
     return Problem("warning", "digest_partial", digest.partial, skill.path)
 
 
-def entry_drift(tool: Tool, fd: int | None = None) -> str | None:
+def entry_drift(tool: Tool, fd: int | None = None, st: os.stat_result | None = None) -> str | None:
     """Why the entry ``tool`` is about to run is not the file that was loaded, or None.
 
     The call-time check: only the entry (the one file the call opens anyway) is
     hashed again, against :attr:`Tool.entry_digest`; its memo makes an
     unchanged file cost one ``stat``. ``fd`` is the entry already opened by the
     caller (the file it will execute): it is hashed instead of the path, so no
-    swap can slip between the check and the run. Tools without an entry digest
-    (native ones, or loaded without the catalog) are not checked.
+    swap can slip between the check and the run (``st``: its ``fstat``, when the caller
+    has one). Tools without an entry digest (native ones, or loaded without the
+    catalog) are not checked.
     """
     if not tool.entry_digest or not tool.entry:
         return None
     try:
-        now = file_sha256(tool.entry) if fd is None else _hash_fd(fd, tool.entry)[0]
+        now = file_sha256(tool.entry) if fd is None else _hash_fd(fd, tool.entry, st)[0]
     except OSError as exc:
         return f"entry {tool.entry} cannot be read: {getattr(exc, 'strerror', None) or exc}"
     if now == tool.entry_digest:

@@ -32,11 +32,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..discovery import roots as _roots
 from . import _drivers, _spawn
 from ._spec import ProcessOutcome, ProcessSpec, StderrCallback
 from ._stderr import StderrLines
 
-__all__ = ["arun", "available", "run", "usable"]
+__all__ = ["arun", "available", "open_beneath", "run", "usable"]
 
 # The runner's logger (one name for everything the runner reports).
 logger = logging.getLogger("ongrid_plugins.executors._process")
@@ -71,6 +72,20 @@ def usable(spec: ProcessSpec) -> bool:
         and _spawn._LIBC is not None
         and _spawn._LIBC.fa_closefrom is not None
     )
+
+
+def open_beneath(root: str, relative: str, flags: int) -> int | None:
+    """The entry opened beneath its root in one C call (``openat2``, no symlink, no
+    ``..``), or None: no extension, no ``openat2`` here (or switched off, as tests do:
+    :data:`ongrid_plugins.discovery.roots._openat2`), or any failure, which the
+    caller's Python path then meets again and words in its own terms."""
+    if _native is None or not USE or not _roots._syscall():
+        return None
+    try:
+        fd: int | None = _native.open_beneath(os.fsencode(root), os.fsencode(relative), flags)
+    except (OSError, ValueError):
+        return None
+    return fd
 
 
 Tuning = tuple[float, float, bool]

@@ -812,7 +812,58 @@ static PyTypeObject CallType = {
     .tp_getset = call_getset,
 };
 
+/* -- the entry, opened beneath its root ------------------------------------------- */
+
+#define SYS_OPENAT2_NR 437 /* the same number on every Linux architecture */
+#define RESOLVE_NO_MAGICLINKS_ 0x02
+#define RESOLVE_NO_SYMLINKS_ 0x04
+#define RESOLVE_BENEATH_ 0x08
+
+struct open_how_ {
+    unsigned long long flags, mode, resolve;
+};
+
+PyDoc_STRVAR(open_beneath_doc, "open_beneath(root, relative, flags, /)\n--\n\n"
+"Open the directory root (bytes), then relative (bytes) beneath it with openat2: no\n"
+"symlink in any component, no '..' above it, no magic link; root is closed again.\n"
+"Returns the descriptor (O_CLOEXEC added), or None when the kernel has no openat2\n"
+"(ENOSYS, or EPERM from a seccomp filter): the caller walks instead. Raises OSError\n"
+"whose filename is root when the root could not be opened, else relative. The GIL\n"
+"is kept: two local opens, cheaper than handing it over twice.");
+
+static PyObject *native_open_beneath(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1]) || !PyLong_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "open_beneath(root: bytes, relative: bytes, flags: int)");
+        return NULL;
+    }
+    const char *root = PyBytes_AS_STRING(args[0]), *relative = PyBytes_AS_STRING(args[1]);
+    if ((Py_ssize_t)strlen(root) != PyBytes_GET_SIZE(args[0]) ||
+        (Py_ssize_t)strlen(relative) != PyBytes_GET_SIZE(args[1])) {
+        PyErr_SetString(PyExc_ValueError, "embedded null byte");
+        return NULL;
+    }
+    long flags = PyLong_AsLong(args[2]);
+    if (flags == -1 && PyErr_Occurred())
+        return NULL;
+    int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0)
+        return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, args[0]);
+    struct open_how_ how = {(unsigned long long)(flags | O_CLOEXEC), 0,
+                            RESOLVE_BENEATH_ | RESOLVE_NO_SYMLINKS_ | RESOLVE_NO_MAGICLINKS_};
+    long fd = syscall(SYS_OPENAT2_NR, root_fd, relative, &how, sizeof how);
+    int err = errno;
+    close(root_fd);
+    if (fd >= 0)
+        return PyLong_FromLong(fd);
+    if (err == ENOSYS || err == EPERM)
+        Py_RETURN_NONE;
+    errno = err;
+    return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, args[1]);
+}
+
 static PyMethodDef native_methods[] = {
+    {"open_beneath", (PyCFunction)(void (*)(void))native_open_beneath, METH_FASTCALL, open_beneath_doc},
     {"run", (PyCFunction)(void (*)(void))native_run, METH_FASTCALL, run_doc},
     {"start", (PyCFunction)(void (*)(void))native_start, METH_FASTCALL, start_doc},
     {NULL, NULL, 0, NULL},

@@ -23,6 +23,7 @@ from ..catalog.digest import entry_drift
 from ..discovery.roots import escapes, is_executable_file, is_within, open_beneath, resolve_file
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
+from . import _fast
 from ._spec import ProcessOutcome, ProcessSpec
 
 if TYPE_CHECKING:
@@ -215,13 +216,27 @@ def open_entry(tool: Tool) -> tuple[str, int] | str:
 
 
 def _open_prepared(tool: Tool, prepared: _Prepared) -> tuple[str, int] | str:
+    fd = _fast.open_beneath(prepared.root, prepared.relative, _ENTRY_FLAGS)
+    if fd is None:
+        opened = _open_beneath_root(prepared)
+        if isinstance(opened, str):
+            return opened
+        fd = opened
+    return _checked(tool, prepared.entry, fd)
+
+
+_ENTRY_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
+
+
+def _open_beneath_root(prepared: _Prepared) -> int | str:
+    """The entry opened beneath its root, in Python, or why it cannot be."""
     entry, root, relative = prepared.entry, prepared.root, prepared.relative
     try:
         root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         return f"allowlist root {root} is gone: {exc.strerror}"
     try:
-        fd = open_beneath(root_fd, relative, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        fd = open_beneath(root_fd, relative, _ENTRY_FLAGS)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             try:
@@ -246,12 +261,18 @@ def _open_prepared(tool: Tool, prepared: _Prepared) -> tuple[str, int] | str:
             return f"entry {entry} is gone: {exc.strerror}"
     finally:
         os.close(root_fd)
+    return fd
+
+
+def _checked(tool: Tool, entry: str, fd: int) -> tuple[str, int] | str:
+    """``(entry, fd)`` once the open entry is checked (an executable file, its bytes the
+    ones loaded, above the stdio numbers), else why not (``fd`` is then closed)."""
     try:
         st = os.fstat(fd)
         if not is_executable_file(st):
             os.close(fd)
             return f"entry {entry} is no longer an executable file"
-        drift = entry_drift(tool, fd)  # the bytes about to run are still the ones loaded
+        drift = entry_drift(tool, fd, st)  # the bytes about to run are still the ones loaded
         if drift is not None:
             os.close(fd)
             return drift
