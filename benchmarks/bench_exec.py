@@ -106,8 +106,10 @@ def sequential(entry: str, n: int, block: int, warm: int, cpu: dict[str, float])
 
 def _python_runner(block: Callable[[], list[float]]) -> list[float]:
     """``block`` with the compiled runner switched off (what a call costs without it)."""
-    from ongrid_plugins.executors import _fast
-
+    try:
+        from ongrid_plugins.executors import _fast
+    except ImportError:  # a tree from before the compiled runner (bench_side_by_side --base)
+        return block()
     _fast.USE = False
     try:
         return block()
