@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import json
 import logging
 import re
@@ -196,7 +197,7 @@ def _insert(conn: sqlite3.Connection, sql: tuple[str, str], rows: Sequence[Seque
     """``INSERT ... VALUES (...), (...)`` of ``rows``, :data:`CHUNK` rows a statement."""
     for start in range(0, len(rows), CHUNK):
         chunk = rows[start : start + CHUNK]
-        conn.execute(sql[0] + ",".join([sql[1]] * len(chunk)), [value for row in chunk for value in row])
+        conn.execute(sql[0] + ",".join([sql[1]] * len(chunk)), list(itertools.chain.from_iterable(chunk)))
 
 
 def row_mac(key: bytes, digest: str) -> str:
