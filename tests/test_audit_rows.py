@@ -29,15 +29,14 @@ from ongrid_plugins.audit.chain import (
     COLUMNS,
     SCHEMA,
     Prepared,
-    _canonical,
     append,
     append_many,
     append_prepared,
-    finish_row,
-    start_row,
+    canonical,
     walk,
 )
 from ongrid_plugins.audit.journal import END_COLUMNS, START_COLUMNS, _write_all
+from ongrid_plugins.audit.rows import finish_row, start_row
 from ongrid_plugins.models import CallRequest, Decision, Outcome, RemoteRun, Verdict, canonical_json
 from ongrid_plugins.testing import isolated_settings, make_skill
 
@@ -177,10 +176,10 @@ def test_the_fast_encoder_writes_what_canonical_json_writes() -> None:
         None,
     ]
     for value in values:
-        assert _canonical(value) == canonical_json(value)
+        assert canonical(value) == canonical_json(value)
     for bad, error in ((float("nan"), ValueError), (object(), TypeError), ({1j: 1}, TypeError)):
         with pytest.raises(error):
-            _canonical([bad])
+            canonical([bad])
 
 
 def test_a_journal_line_that_cannot_be_written_raises_the_os_error(tmp_path: Path) -> None:

@@ -364,8 +364,9 @@ def _comparable(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_start_and_end_lines_hold_every_column_and_the_row_keeps_column_order() -> None:
-    from ongrid_plugins.audit.chain import BODY_COLUMNS, COLUMNS, FINISH_COLUMNS, HEAD_COLUMNS, TAIL_COLUMNS
+    from ongrid_plugins.audit.chain import COLUMNS
     from ongrid_plugins.audit.journal import END_COLUMNS, START_COLUMNS
+    from ongrid_plugins.audit.rows import BODY_COLUMNS, FINISH_COLUMNS, HEAD_COLUMNS, TAIL_COLUMNS
 
     assert (*HEAD_COLUMNS, *BODY_COLUMNS, *TAIL_COLUMNS, "remote") == COLUMNS[1:-1]
     assert (*HEAD_COLUMNS, *TAIL_COLUMNS, "ticket", "approvers") == START_COLUMNS

@@ -47,24 +47,10 @@ from .. import _sqlite
 from ..errors import AuditError, ConfigError
 from ..hookspecs import hookimpl
 from ..models import Outcome, ToolClass
-from .chain import (
-    ADDED_COLUMNS,
-    COLUMNS,
-    SCHEMA,
-    Started,
-    append,
-    check_head,
-    check_macs,
-    clip,
-    dumps,
-    finish_row,
-    inflight,
-    recover,
-    start_row,
-    walk,
-)
+from .chain import ADDED_COLUMNS, COLUMNS, SCHEMA, append, check_head, check_macs, inflight, recover, walk
 from .entries import OUTCOMES, AuditEntry, VerifyReport, _anchor_problem, _missing, read_key
 from .journal import HOST, JOURNAL_DIR, PID, Journal
+from .rows import Started, clip, dumps, finish_row, start_row
 from .writer import Writer
 
 if TYPE_CHECKING:

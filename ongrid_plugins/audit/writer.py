@@ -8,7 +8,7 @@ gather more, and stops after a second of idleness; a reader that needs the rows
 while it runs (checked before each batch to still name the file at ``path``) and
 closes it when it stops, so an idle log holds no file open. A batch is a few
 statements, whatever its size (:func:`~.chain.append_prepared`: a statement per
-32 rows), and its rows come serialised (:func:`~.chain.finish_row`): the thread
+32 rows), and its rows come serialised (:func:`~.rows.finish_row`): the thread
 hashes them without serialising them again.
 
 A failed batch is retried, with a growing pause, until it goes through; its
