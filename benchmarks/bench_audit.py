@@ -68,7 +68,7 @@ def audit_rows_per_second(base: Path, rows: int, threads: int) -> float:
 
     def work(n: int) -> None:
         for _ in range(n):
-            request = CallRequest(tool, {"n": 1}, persona, uuid.uuid4().hex, "d" * 64, "bench")
+            request = CallRequest(tool, {"n": 1}, persona, uuid.uuid4().hex, "d" * 64, '{"n":1}', "bench")
             log.ongrid_before_call(request=request)
             log.ongrid_after_call(
                 request=request, result=CallResult("noop", True, {"ok": True}, duration=0.001)

@@ -363,10 +363,12 @@ def _comparable(row: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in row.items() if key not in varying}
 
 
-def test_the_short_f_line_holds_every_column_the_end_of_a_call_sets() -> None:
-    from ongrid_plugins.audit.chain import COLUMNS, FINISH_COLUMNS, finish_row
-    from ongrid_plugins.models import CallResult
+def test_the_start_and_end_lines_hold_every_column_and_the_row_keeps_column_order() -> None:
+    from ongrid_plugins.audit.chain import COLUMNS
+    from ongrid_plugins.audit.journal import END_COLUMNS, START_COLUMNS
+    from ongrid_plugins.audit.rows import BODY_COLUMNS, FINISH_COLUMNS, HEAD_COLUMNS, TAIL_COLUMNS
 
-    finished = finish_row({}, CallResult("t", False, error="boom", stderr_tail=("x",)), 0.5)
-    assert set(finished) | {"ticket", "approvers"} == set(FINISH_COLUMNS)
-    assert set(FINISH_COLUMNS) <= set(COLUMNS)
+    assert (*HEAD_COLUMNS, *BODY_COLUMNS, *TAIL_COLUMNS, "remote") == COLUMNS[1:-1]
+    assert (*HEAD_COLUMNS, *TAIL_COLUMNS, "ticket", "approvers") == START_COLUMNS
+    assert END_COLUMNS == FINISH_COLUMNS == (*BODY_COLUMNS, "remote")
+    assert set(START_COLUMNS) | set(END_COLUMNS) == set(COLUMNS[1:-1])

@@ -2,9 +2,10 @@
 
 One row per attempt, and per ticket decision, in ``<state_dir>/audit.db``,
 each row hash-chained to the one before it (:mod:`.chain`); a call only appends
-to its process's journal (:mod:`.journal`) and a writer thread chains the rows
-in batches (:mod:`.writer`). :class:`AuditLog` (:mod:`.log`) is the built-in
-plugin ``audit``, one object per host, whose ``ongrid_before_call`` /
+its row, serialised once (:mod:`.rows`), to its process's journal
+(:mod:`.journal`) and a writer thread chains the rows in batches
+(:mod:`.writer`). :class:`AuditLog` (:mod:`.log`) is the built-in plugin
+``audit``, one object per host, whose ``ongrid_before_call`` /
 ``ongrid_after_call`` hooks record the calls and refuse risky ones it cannot
 record. :mod:`.entries` holds what readers get back: rows and verify reports.
 See ``docs/audit.md``.

@@ -15,41 +15,37 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
+import itertools
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ..models import JSON, Outcome, canonical_json
-from ..schema.redact import SECRET_NAMES, has_secrets, needs_redaction, redact, redact_lines, redact_text
-from ..sidetable import SideTable
-from .journal import HOST, PID, alive, journal_files
+from .journal import HOST, alive, journal_files
 
 if TYPE_CHECKING:
     import sqlite3
 
-    from ..models import CallRequest, CallResult
 
 __all__ = [
     "ADDED_COLUMNS",
     "COLUMNS",
-    "FINISH_COLUMNS",
     "GENESIS",
     "JSON_COLUMNS",
     "SCHEMA",
+    "Prepared",
     "append",
     "append_many",
+    "append_prepared",
+    "canonical",
     "check_head",
     "check_macs",
-    "dumps",
-    "finish_row",
     "inflight",
     "recover",
     "row_hash",
     "row_mac",
-    "start_row",
     "walk",
 ]
 
@@ -102,10 +98,9 @@ ADDED_COLUMNS = (
     ("entries", "skill_digest", "TEXT"),
     ("entries", "remote", "TEXT"),
 )
-_LATER = frozenset(COLUMNS.index(column) for _table, column, _decl in ADDED_COLUMNS)
+_ADDED = frozenset(column for _table, column, _decl in ADDED_COLUMNS)
+_LATER = frozenset(COLUMNS.index(column) for column in _ADDED)
 _REQUIRED = ("time", "call_id", "tool", "prev_hash")
-#: Whether a tool's schema marks any argument secret, by tool identity (read on every call).
-_HAS_SECRETS: SideTable[bool] = SideTable()
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS entries (
     seq INTEGER PRIMARY KEY,
@@ -120,6 +115,12 @@ CREATE TABLE IF NOT EXISTS macs (seq INTEGER PRIMARY KEY, mac TEXT NOT NULL);
 """
 
 
+#: A row ready to chain: its values in ``COLUMNS[1:-1]`` order (``seq`` and ``prev_hash``
+#: are the chain's), and the canonical JSON that :func:`row_hash` hashes between those two
+#: (:func:`.rows.finish_row` makes both), or None to serialise the values here.
+Prepared = tuple[list[Any], str | None]
+
+
 def append(conn: sqlite3.Connection, row: Mapping[str, Any], key: bytes | None = None) -> int:
     """Chain ``row`` after the current head (the caller holds a write transaction).
 
@@ -131,32 +132,58 @@ def append(conn: sqlite3.Connection, row: Mapping[str, Any], key: bytes | None =
 def append_many(conn: sqlite3.Connection, rows: Sequence[Mapping[str, Any]], key: bytes | None = None) -> int:
     """Chain ``rows``, in order, after the current head; returns the last ``seq``.
 
-    The same rows and hashes as :func:`append` once per row, in three statements
-    for the whole batch (the head is read once, and written once at the end).
+    The same rows and hashes as :func:`append` once per row (see :func:`append_prepared`).
+    """
+    return append_prepared(conn, [([row.get(c) for c in _MIDDLE], None) for row in rows], key)
+
+
+def append_prepared(conn: sqlite3.Connection, rows: Sequence[Prepared], key: bytes | None = None) -> int:
+    """Chain prepared ``rows``, in order, after the current head; returns the last ``seq``.
+
+    The head is read once and written once; the rows go in by :data:`CHUNK` a
+    statement (each statement is one trip out of Python, where one per row handed
+    the GIL to the calling threads and waited for it again, row after row).
     """
     head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
     seq, prev = (head[0], head[1]) if head else (0, GENESIS)
     entries: list[list[Any]] = []
     macs: list[tuple[int, str]] = []
-    for row in rows:
+    for values, middle in rows:
         seq += 1
-        values = [row.get(c) for c in COLUMNS]
-        values[0], values[-1] = seq, prev
-        prev = row_hash(values)
-        values.append(prev)
-        entries.append(values)
+        row = [seq, *values, prev]
+        if middle is None:
+            prev = row_hash(row)
+        else:  # what row_hash(row) computes, without serialising the values again
+            prev = hashlib.sha256(f'[{seq},{middle},"{prev}"]'.encode()).hexdigest()
+        row.append(prev)
+        entries.append(row)
         if key is not None:
             macs.append((seq, row_mac(key, prev)))
     if not entries:
         return seq
-    conn.executemany(_INSERT, entries)
+    _insert(conn, _INSERT_ENTRIES, entries)
     conn.execute("INSERT OR REPLACE INTO head (id, seq, hash) VALUES (1, ?, ?)", (seq, prev))
     if macs:
-        conn.executemany("INSERT OR REPLACE INTO macs (seq, mac) VALUES (?, ?)", macs)
+        _insert(conn, _INSERT_MACS, macs)
     return seq
 
 
-_INSERT = f"INSERT INTO entries ({', '.join(COLUMNS)}, hash) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})"
+_MIDDLE = COLUMNS[1:-1]
+#: Rows per INSERT statement: 32 rows of 30 values stay under the 999 parameters of the
+#: oldest SQLite Python supports.
+CHUNK = 32
+_INSERT_ENTRIES = (
+    f"INSERT INTO entries ({', '.join(COLUMNS)}, hash) VALUES ",
+    f"({', '.join('?' * (len(COLUMNS) + 1))})",
+)
+_INSERT_MACS = ("INSERT OR REPLACE INTO macs (seq, mac) VALUES ", "(?, ?)")
+
+
+def _insert(conn: sqlite3.Connection, sql: tuple[str, str], rows: Sequence[Sequence[Any]]) -> None:
+    """``INSERT ... VALUES (...), (...)`` of ``rows``, :data:`CHUNK` rows a statement."""
+    for start in range(0, len(rows), CHUNK):
+        chunk = rows[start : start + CHUNK]
+        conn.execute(sql[0] + ",".join([sql[1]] * len(chunk)), list(itertools.chain.from_iterable(chunk)))
 
 
 def row_mac(key: bytes, digest: str) -> str:
@@ -191,10 +218,43 @@ def check_macs(conn: sqlite3.Connection, key: bytes) -> tuple[int | None, str]:
     return None, ""
 
 
+def _fast_canonical() -> Callable[[Any], str]:
+    """:func:`~ongrid_plugins.models.canonical_json`, calling the C encoder it runs directly.
+
+    ``JSONEncoder.encode`` makes a new C encoder object on every call, which costs as
+    much as encoding a row's few values: the audit log serialises four lists a call
+    (:mod:`.rows`) and ``verify`` every row.
+    Same encoder, same options, so the same text (checked here, else the plain one),
+    except that a cycle is a ``RecursionError`` instead of a ``ValueError``.
+    """
+    try:
+        from json import encoder
+
+        def default(value: Any) -> Any:
+            raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+        c_encoder = encoder.c_make_encoder(  # type: ignore[attr-defined]
+            None, default, encoder.encode_basestring, None, ":", ",", True, False, False
+        )
+
+        def fast(value: Any) -> str:
+            return "".join(c_encoder(value, 0))
+
+        sample = [1.5, 2**70, -0.0, 'é\n"\u2028', None, True, {"b": [{}], "a": 1}, Outcome.OK]
+        if fast(sample) == canonical_json(sample) and fast("x") == canonical_json("x"):
+            return fast
+    except Exception:  # another Python's json module: the plain encoder
+        logger.debug("audit log: the C JSON encoder cannot be called directly", exc_info=True)
+    return canonical_json
+
+
+canonical = _fast_canonical()
+
+
 def row_hash(values: Sequence[Any]) -> str:
     """sha256 over the canonical JSON of a row's columns (``COLUMNS`` order, ``prev_hash`` last)."""
     kept = [value for i, value in enumerate(values) if value is not None or i not in _LATER]
-    return hashlib.sha256(canonical_json(kept).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical(kept).encode("utf-8")).hexdigest()
 
 
 # ---------------------------------------------------------------------- verify
@@ -303,132 +363,3 @@ def inflight(folder: str) -> list[JSON]:
         for journal in journal_files(folder)
         for call_id, row, _finished in journal.open_calls
     ]
-
-
-# ---------------------------------------------------------------------- rows
-
-
-def start_row(request: CallRequest, started: float) -> dict[str, Any]:
-    """The columns known before the call runs (also what the journal keeps for recovery)."""
-    tool = request.tool
-    args: Any = request.args
-    redacted: list[str] = []
-    secret = _HAS_SECRETS.get(id(tool))
-    if secret is None:
-        secret = _HAS_SECRETS.put(tool, has_secrets(tool.schema))
-    if secret or (_may_name_secret(request.args_json) and needs_redaction(tool.schema, args, secret)):
-        args, redacted = redact(tool.schema, args)
-    return {
-        "time": started,
-        "call_id": request.call_id,
-        "tool": tool.name,
-        "tool_class": tool.tool_class.value,
-        "persona": request.persona.name,
-        "caller": request.caller,
-        # args_json is the canonical JSON of args already: nothing to serialise again
-        "args": dumps(args) if redacted or not request.args_json else request.args_json,
-        "args_digest": "" if redacted else request.args_digest,
-        "redacted": dumps(redacted) if redacted else "[]",
-        "ticket": request.ticket,
-        "approvers": approvers_json(request.approvers),
-        "skill_digest": tool.digest,
-        "pid": PID.pid,
-        "hostname": HOST,
-        "sandbox": _sandbox(request),
-    }
-
-
-def _may_name_secret(text: str) -> bool:
-    """False when no key of the arguments whose canonical JSON is ``text`` can be a secret's name.
-
-    A secret's name (:data:`~ongrid_plugins.schema.redact.SECRET_NAMES`) is a suffix of the
-    key folded (case, ``-`` and ``_`` dropped), and JSON escapes no letter, so it is then a
-    substring of the whole text folded alike; a text that holds none cannot name a secret,
-    and the walk over the arguments is skipped. Without the text (``""``), walk.
-    """
-    if not text:
-        return True
-    folded = (text.lower() if text.isascii() else text.casefold()).replace("-", "").replace("_", "")
-    return any(name in folded for name in SECRET_NAMES)
-
-
-def approvers_json(approvers: Sequence[str]) -> str:
-    """The ``approvers`` column: canonical JSON of the list (most calls have none)."""
-    return dumps(list(approvers)) if approvers else "[]"
-
-
-def _sandbox(request: CallRequest) -> str | None:
-    """The profile the call ran under (or ``unconfined`` and why), as canonical JSON.
-
-    A tool's profile is one object for all its calls (the host computes it once per
-    settings), so its text is remembered here, keyed by the object it was made from.
-    """
-    profile = request.sandbox
-    if profile is None:
-        return None
-    known = _sandbox_texts.get(id(profile))
-    if known is not None and known[0] is profile:
-        return known[1]
-    text = dumps(profile.to_dict())
-    if len(_sandbox_texts) >= 1024:
-        _sandbox_texts.clear()
-    _sandbox_texts[id(profile)] = (profile, text)  # holding the profile keeps its id unique
-    return text
-
-
-_sandbox_texts: dict[int, tuple[Any, str]] = {}
-
-
-def dumps(value: Any) -> str:
-    """Canonical JSON, and never an exception: what cannot be JSON is kept as its repr."""
-    try:
-        return canonical_json(value)
-    except (TypeError, ValueError, RecursionError):
-        return json.dumps(repr(value)[:MAX_TEXT])
-
-
-#: The columns an attempt's row gets when it is over (``ongrid_after_call``): what the
-#: journal's ``F`` line holds beside its ``S`` line.
-FINISH_COLUMNS = (
-    "ticket",
-    "approvers",
-    "verdict",
-    "reason",
-    "plugin",
-    "outcome",
-    "error",
-    "exit_code",
-    "signal",
-    "duration",
-    "stderr_tail",
-    "result_size",
-    "result_digest",
-    "remote",
-)
-
-
-def finish_row(row: dict[str, Any], result: CallResult, duration: float) -> dict[str, Any]:
-    decision = result.decision
-    text = dumps(result.value) if result.value is not None else ""
-    data = text.encode("utf-8")
-    row.update(
-        verdict=decision.verdict.value if decision else "",
-        reason=decision.reason if decision else "",
-        plugin=decision.plugin if decision else "",
-        outcome=result.outcome,
-        error=clip(redact_text(result.error)) if result.error else None,
-        exit_code=result.exit_code,
-        signal=result.signal,
-        duration=float(duration),
-        stderr_tail=dumps([clip(line) for line in redact_lines(map(str, result.stderr_tail))][-STDERR_LINES:])
-        if result.stderr_tail
-        else "[]",
-        result_size=len(data),
-        result_digest=hashlib.sha256(data).hexdigest() if data else "",
-        remote=dumps(result.remote.to_dict()) if result.remote is not None else None,
-    )
-    return row
-
-
-def clip(text: str) -> str:
-    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."

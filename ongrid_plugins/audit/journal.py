@@ -6,14 +6,20 @@ process's start time in clock ticks, so a reused pid names a different file;
 ``n`` tells apart the logs of several hosts in one process), one line per
 event, each a single ``write()``:
 
-* ``S <call_id> <row>`` before the call runs (what is known then);
-* ``F <call_id> <row>`` when it is over: the columns known only then (outcome, ticket...)
-  when this file holds the call's ``S`` line, else the complete row; read back, an ``F``
-  row is laid over the ``S`` row before it;
+* ``S <call_id> <values>`` before the call runs: what is known then, a JSON list
+  of the :data:`START_COLUMNS`;
+* ``F <call_id> <values>`` when it is over: the columns known only then (outcome,
+  ticket...), a JSON list of the :data:`END_COLUMNS`, laid over the ``S`` line
+  before it (the file always holds one: :meth:`Journal.finished` writes both when
+  it does not);
 * ``E <call_id> ...`` once those rows are in the SQLite chain.
 
+Lines of older versions hold JSON objects instead (``{"column": value, ...}``; an
+``F`` object without an ``S`` line is the complete row); a process that recovers a
+journal left by an older one reads both.
+
 A ``write()`` to an ``O_APPEND`` file survives the process being killed (it is
-in the page cache) and costs a few microseconds where an SQLite commit costs a
+in the page cache) and costs a microsecond or two where an SQLite commit costs a
 hundred or more, so the call path only writes here and a writer thread chains
 the rows in batches. When a process is gone, the next process that opens the
 log on the same machine chains what its journal still holds — finished calls
@@ -24,6 +30,7 @@ in the chain (:func:`ongrid_plugins.audit.chain.recover`), and removes the file.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -36,10 +43,56 @@ import attrs
 
 from .._sqlite import access_error, file_mode
 
-__all__ = ["HOST", "JOURNAL_DIR", "PID", "Journal", "JournalFile", "alive", "journal_files", "pid_start"]
+__all__ = [
+    "END_COLUMNS",
+    "HOST",
+    "JOURNAL_DIR",
+    "PID",
+    "START_COLUMNS",
+    "Journal",
+    "JournalFile",
+    "alive",
+    "journal_files",
+    "pid_start",
+]
 
 JOURNAL_DIR = "audit-inflight"
 SUFFIX = ".journal"
+#: The values of an ``S`` line, in order: the row's columns known before the call runs.
+START_COLUMNS = (
+    "time",
+    "call_id",
+    "tool",
+    "tool_class",
+    "persona",
+    "caller",
+    "args",
+    "args_digest",
+    "redacted",
+    "pid",
+    "hostname",
+    "sandbox",
+    "skill_digest",
+    "ticket",
+    "approvers",
+)
+#: The values of an ``F`` line, in order: the columns an attempt's row gets when it is over.
+END_COLUMNS = (
+    "verdict",
+    "reason",
+    "plugin",
+    "outcome",
+    "error",
+    "exit_code",
+    "signal",
+    "duration",
+    "stderr_tail",
+    "result_size",
+    "result_digest",
+    "ticket",
+    "approvers",
+    "remote",
+)
 
 
 @attrs.frozen
@@ -73,23 +126,30 @@ class Journal:
         self._path = ""
         self._finalizer: Any = None  # weakref.finalize closing the fd if the journal is dropped
 
-    def started(self, call_id: str, row: dict[str, Any]) -> None:
-        """Record that ``call_id`` is about to run; raises ``OSError`` when it cannot."""
-        self._append("S", call_id, row)
+    def started(self, call_id: str, values: str) -> None:
+        """Record that ``call_id`` is about to run (``values``: the ``S`` line's JSON list).
 
-    def finished(self, call_id: str, row: dict[str, Any], later: tuple[str, ...] = ()) -> None:
-        """Record ``call_id``'s complete row; raises ``OSError`` when it cannot.
-
-        ``later``: the columns set after the call's ``S`` line; when this file holds that
-        line, only they are written (the rest is read back from it).
+        :raises OSError: the line cannot be written.
         """
-        if later:
-            with self._lock:
-                if call_id in self._active and self._fd >= 0 and self._owner[0] == PID.pid:
-                    delta = {key: row.get(key) for key in later}
-                    _write_all(self._fd, f"F {call_id} {_encode(delta)}\n".encode())
-                    return
-        self._append("F", call_id, row)
+        line = f"S {call_id} {values}\n".encode()
+        with self._lock:
+            _write_all(self._open(), line)
+            self._active.add(call_id)
+
+    def finished(self, call_id: str, values: str, start: str) -> None:
+        """Record that ``call_id`` is over (``values``: the ``F`` line's JSON list).
+
+        ``start`` is its ``S`` line's list, written too when this file does not hold
+        that line (no ``ongrid_before_call``, or a fork in between).
+
+        :raises OSError: the line cannot be written.
+        """
+        with self._lock:
+            if call_id in self._active and self._fd >= 0 and self._owner[0] == PID.pid:
+                _write_all(self._fd, f"F {call_id} {values}\n".encode())
+                return
+            _write_all(self._open(), f"S {call_id} {start}\nF {call_id} {values}\n".encode())
+            self._active.add(call_id)
 
     def chained(self, call_ids: list[str]) -> None:
         """Record that these calls' rows are in the chain (best effort: a failure is harmless).
@@ -116,13 +176,6 @@ class Journal:
         if self._finalizer is not None:
             self._finalizer.detach()
         self._fd = -1
-
-    def _append(self, kind: str, call_id: str, row: dict[str, Any]) -> None:
-        line = f"{kind} {call_id} {_encode(row)}\n".encode()
-        with self._lock:
-            fd = self._open()
-            _write_all(fd, line)
-            self._active.add(call_id)
 
     def _open(self) -> int:
         owner = PID.ident
@@ -181,19 +234,32 @@ def _open_calls(lines: Any) -> list[tuple[str, dict[str, Any], bool]]:
         kind, _, rest = line.rstrip("\n").partition(" ")
         call_id, _, data = rest.partition(" ")
         if kind in ("S", "F") and call_id:
-            try:
-                row = json.loads(data)
-            except ValueError:  # a line cut short by a crash: the call id is still known
-                row = None
-            if isinstance(row, dict):
+            row = _row(kind, data)
+            if row is not None:
                 if kind == "F" and call_id in calls:  # the columns known at the end, over the start
                     row = {**calls[call_id][0], **row}
-                calls[call_id] = (row, kind == "F")
-            elif call_id not in calls:
+                # finished when complete: an end line over a start line cut short stays interrupted
+                calls[call_id] = (row, kind == "F" and "tool" in row)
+            elif call_id not in calls:  # a line cut short by a crash: the call id is still known
                 calls[call_id] = ({}, False)
         elif kind == "E":
             calls.pop(call_id, None)
     return [(call_id, row, finished) for call_id, (row, finished) in calls.items()]
+
+
+def _row(kind: str, data: str) -> dict[str, Any] | None:
+    """The columns a line's JSON holds: a list of :data:`START_COLUMNS` / :data:`END_COLUMNS`
+    (an older version's object, as it is); None for a line that cannot be read."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    if isinstance(value, dict):
+        return value
+    columns = START_COLUMNS if kind == "S" else END_COLUMNS
+    if isinstance(value, list) and len(value) == len(columns):
+        return dict(zip(columns, value, strict=True))
+    return None
 
 
 def _close_fd(fd: int) -> None:
@@ -202,9 +268,33 @@ def _close_fd(fd: int) -> None:
 
 
 def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
+    """Write all of ``data``, keeping the GIL for the first (usually only) ``write()``.
+
+    An append of a line to a local file only copies it into the page cache (the
+    state folder is local: SQLite's WAL mode, which the log runs in, does not work
+    over a network filesystem), so handing the GIL to another thread and waiting to
+    get it back costs more than the write itself: two round trips a call otherwise.
+    """
+    quick = _quick_write()
+    written = quick(fd, data, len(data)) if quick is not None else -1
+    if written == len(data):
+        return
+    view = memoryview(data)[max(written, 0) :]
+    while view:  # the rest, or the error (and a retry after EINTR), the usual way
         view = view[os.write(fd, view) :]
+
+
+@functools.cache
+def _quick_write() -> Any:
+    """libc's ``write`` through ``ctypes.PyDLL`` (which keeps the GIL), or None without one."""
+    try:
+        import ctypes
+
+        # No argtypes: ctypes' default conversions (int, bytes to char *) are right
+        # here and skip a from_param per argument; a line is far below 2**31 bytes.
+        return ctypes.PyDLL(None).write
+    except (ImportError, OSError, AttributeError):
+        return None
 
 
 def pid_start(pid: int) -> str:
@@ -270,7 +360,5 @@ class Process:
 
 
 HOST = os.uname().nodename
-# One encoder for every line (json.dumps with options builds a new one per call).
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _numbers = itertools.count(1)
 PID = Process()

@@ -47,25 +47,10 @@ from .. import _sqlite
 from ..errors import AuditError, ConfigError
 from ..hookspecs import hookimpl
 from ..models import Outcome, ToolClass
-from .chain import (
-    ADDED_COLUMNS,
-    COLUMNS,
-    FINISH_COLUMNS,
-    SCHEMA,
-    append,
-    approvers_json,
-    check_head,
-    check_macs,
-    clip,
-    dumps,
-    finish_row,
-    inflight,
-    recover,
-    start_row,
-    walk,
-)
+from .chain import ADDED_COLUMNS, COLUMNS, SCHEMA, append, check_head, check_macs, inflight, recover, walk
 from .entries import OUTCOMES, AuditEntry, VerifyReport, _anchor_problem, _missing, read_key
 from .journal import HOST, JOURNAL_DIR, PID, Journal
+from .rows import Started, clip, dumps, finish_row, start_row
 from .writer import Writer
 
 if TYPE_CHECKING:
@@ -101,7 +86,7 @@ class AuditLog:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
-        self._started: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._started: dict[str, tuple[float, Started]] = {}
         self.journal_dir = os.path.join(os.path.dirname(path) or ".", JOURNAL_DIR)
         """Where each process journals the calls it has not chained yet (see :mod:`.journal`)."""
         self._journal = Journal(self.journal_dir)
@@ -123,13 +108,14 @@ class AuditLog:
     def ongrid_before_call(self, request: CallRequest) -> None:
         """Journal the attempt before anything runs; refuse risky calls the log cannot record."""
         try:
-            row = start_row(request, time.time())
-            with self._lock:
-                self._started[request.call_id] = (time.monotonic(), row)
-                self._connection()  # the first call opens the database: a broken one shows now
+            start = start_row(request, time.time())
+            self._started[request.call_id] = (time.monotonic(), start)
+            if self._conn is None or self._pid != PID.pid:
+                with self._lock:
+                    self._connection()  # the first call opens the database: a broken one shows now
             if self._writer.failing is not None:
                 raise self._writer.failing
-            self._journal.started(request.call_id, row)
+            self._journal.started(request.call_id, start.line)
         except Exception as exc:
             self._failed("journal", request, exc)
             if self.fail_closed and request.tool.tool_class is not ToolClass.SAFE:
@@ -148,16 +134,13 @@ class AuditLog:
         logged as an error (the call already happened); while rows cannot be
         written, mutating and dangerous calls are refused (when failing closed).
         """
-        with self._lock:
-            started = self._started.pop(request.call_id, None)
+        started = self._started.pop(request.call_id, None)
         if started is None:  # no before_call (another plugin's before_call failed first)
             started = (time.monotonic(), start_row(request, time.time()))
-        mono, row = started  # popped: this call owns the dict now (its S line is written)
-        row["ticket"] = request.ticket
-        row["approvers"] = approvers_json(request.approvers)
-        row = finish_row(row, result, result.duration or (time.monotonic() - mono))
+        mono, start = started
+        row, line = finish_row(start, request, result, result.duration or (time.monotonic() - mono))
         try:
-            self._journal.finished(request.call_id, row, FINISH_COLUMNS)
+            self._journal.finished(request.call_id, line, start.line)
         except Exception as exc:
             self._failed("journal the outcome of", request, exc)
         self._writer.put(request.call_id, row)
@@ -397,7 +380,6 @@ class AuditLog:
             self.path, SCHEMA, synchronous="NORMAL", check_same_thread=False, added=ADDED_COLUMNS
         )
         try:
-            self._conn, self._pid = conn, os.getpid()
             conn.execute("BEGIN IMMEDIATE")
             try:
                 _count, done = recover(conn, self.journal_dir, self.key)
@@ -407,9 +389,10 @@ class AuditLog:
             conn.commit()
             _remove(done)
         except BaseException:
-            self._conn = None
             conn.close()
             raise
+        # Published once recovered: ongrid_before_call reads these two without the lock.
+        self._conn, self._pid = conn, os.getpid()
         return conn
 
     def close(self) -> None:

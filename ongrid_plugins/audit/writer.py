@@ -6,8 +6,10 @@ commit. The thread starts with the first row, lingers ``LINGER`` seconds to
 gather more, and stops after a second of idleness; a reader that needs the rows
 (:meth:`Writer.flush`) cuts the lingering short. The thread keeps one connection
 while it runs (checked before each batch to still name the file at ``path``) and
-closes it when it stops, so an idle log holds no file open. A batch is three
-statements, whatever its size (:func:`~.chain.append_many`).
+closes it when it stops, so an idle log holds no file open. A batch is a few
+statements, whatever its size (:func:`~.chain.append_prepared`: a statement per
+32 rows), and its rows come serialised (:func:`~.rows.finish_row`): the thread
+hashes them without serialising them again.
 
 A failed batch is retried, with a growing pause, until it goes through; its
 rows are in the journal meanwhile, so even a process that dies before then
@@ -27,14 +29,14 @@ import weakref
 from typing import Any
 
 from .. import _sqlite
-from .chain import ADDED_COLUMNS, SCHEMA, append_many
+from .chain import ADDED_COLUMNS, SCHEMA, Prepared, append_prepared
 from .journal import PID, Journal
 
 __all__ = ["Writer"]
 
 logger = logging.getLogger("ongrid_plugins.audit")
 
-Row = tuple[str, dict[str, Any]]
+Row = tuple[str, Prepared]
 
 
 class Writer:
@@ -57,7 +59,7 @@ class Writer:
         """The error of the last batch while it could not be written, else None."""
         self.failures = 0
         """Batches that failed (each retry counts)."""
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())  # never taken twice: no RLock needed
         self._pending: list[Row] = []
         self._busy = False
         self._flushing = 0
@@ -67,7 +69,7 @@ class Writer:
         self._conn_file: tuple[int, int] | None = None
         _WRITERS.add(self)
 
-    def put(self, call_id: str, row: dict[str, Any]) -> None:
+    def put(self, call_id: str, row: Prepared) -> None:
         """Queue a finished row; it is in the chain within ``LINGER`` seconds (or at the next flush)."""
         with self._cond:
             if self._pid != PID.pid:  # forked: the parent's rows and thread are not ours
@@ -124,7 +126,7 @@ class Writer:
             conn = self._connection()
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                append_many(conn, [row for _call_id, row in batch], self.key)
+                append_prepared(conn, [row for _call_id, row in batch], self.key)
                 conn.commit()
             except BaseException:
                 self._disconnect()  # rolls back; the next attempt starts afresh
