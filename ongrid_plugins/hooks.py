@@ -198,31 +198,69 @@ def call_hook(pm: pluggy.PluginManager, name: str, **kwargs: Any) -> Any:
     in pluggy's order (last registered first, ``tryfirst``/``trylast`` honoured),
     keeping results that are not None and stopping at the first for a ``firstresult``
     hook, without pluggy's generic machinery (a few microseconds a hook, several
-    times that between two spawns). Anything else goes through pluggy itself: a
-    wrapper or hook wrapper, an implementation with keyword defaults, a specification
-    with defaults, a missing argument, and a manager whose calls are monitored
+    times that between two spawns). What to call is worked out once per hook and kept
+    while its implementations stay the same objects (a plugin registered or removed
+    makes a new plan). Anything else goes through pluggy itself: a wrapper or hook
+    wrapper, an implementation with keyword defaults, a specification with defaults, a
+    missing argument, and a manager whose calls are monitored
     (``ONGRID_TRACE_PLUGINS``, ``add_hookcall_monitoring``), so tracing sees every call.
     """
     caller = getattr(pm.hook, name)
-    spec = caller.spec
-    if _monitored(pm) or spec is None or spec.kwargdefaults or len(kwargs) != len(spec.argnames):
+    if _monitored(pm):
         return caller(**kwargs)
-    impls = caller.get_hookimpls()
+    plans: dict[str, _Plan] | None = pm.__dict__.get("_ongrid_plans")
+    if plans is None:
+        plans = pm.__dict__["_ongrid_plans"] = {}
+    plan = plans.get(name)
+    if (
+        plan is None
+        or plan.caller is not caller
+        or plan.impls != caller._hookimpls
+        or plan.names != kwargs.keys()
+    ):
+        plan = plans[name] = _plan(caller, kwargs)
+    if plan.calls is None:
+        return caller(**kwargs)
+    get = kwargs.__getitem__
+    if plan.firstresult:
+        for function, argnames in plan.calls:
+            result = function(*map(get, argnames))
+            if result is not None:
+                return result
+        return None
+    results = []
+    for function, argnames in plan.calls:
+        result = function(*map(get, argnames))
+        if result is not None:
+            results.append(result)
+    return results
+
+
+class _Plan(NamedTuple):
+    """What :func:`call_hook` calls for one hook, and what it was worked out from."""
+
+    caller: Any
+    impls: list[Any]
+    """A copy of the caller's implementations: the plan holds while they are equal."""
+    names: frozenset[str]
+    """The keyword arguments it was made for."""
+    firstresult: bool
+    calls: tuple[tuple[Callable[..., Any], tuple[str, ...]], ...] | None
+    """``(function, argument names)`` in pluggy's call order; None: let pluggy call."""
+
+
+def _plan(caller: Any, kwargs: Mapping[str, Any]) -> _Plan:
+    spec = caller.spec
+    impls = list(caller._hookimpls)
+    plan = _Plan(caller, impls, frozenset(kwargs), bool(spec and spec.opts.get("firstresult", False)), None)
+    if spec is None or spec.kwargdefaults or len(kwargs) != len(spec.argnames):
+        return plan
     for impl in impls:
         if impl.hookwrapper or impl.wrapper or impl.kwargnames:
-            return caller(**kwargs)
-        for arg in impl.argnames:
-            if arg not in kwargs:
-                return caller(**kwargs)  # pluggy's error for the missing argument
-    firstresult = spec.opts.get("firstresult", False)
-    results = []
-    for impl in reversed(impls):
-        result = impl.function(*[kwargs[arg] for arg in impl.argnames])
-        if result is not None:
-            if firstresult:
-                return result
-            results.append(result)
-    return None if firstresult else results
+            return plan
+        if any(arg not in kwargs for arg in impl.argnames):
+            return plan  # pluggy's error for the missing argument
+    return plan._replace(calls=tuple((impl.function, tuple(impl.argnames)) for impl in reversed(impls)))
 
 
 def call_each(

@@ -110,6 +110,21 @@ def test_call_hook_leaves_wrappers_to_pluggy() -> None:
     assert both(pm, "each", log, value=1) == ([2, 100], ["wrapper in", "a", "wrapper out"])
 
 
+def test_call_hook_follows_plugins_registered_and_removed_after_its_first_call() -> None:
+    log: list[str] = []
+    pm = manager(Plain("a", 1, log))
+    assert both(pm, "each", log, value=1) == ([2], ["a"])  # the plan is made here
+    late = Plain("b", 10, log)
+    pm.register(late)
+    assert both(pm, "each", log, value=1) == ([11, 2], ["b", "a"])
+    pm.unregister(late)
+    pm.register(Early("c", 100, log))
+    assert both(pm, "each", log, value=1) == ([101, 2], ["c", "a"])
+    pm.register(Wrapping(log))  # now pluggy's to call
+    assert both(pm, "each", log, value=1) == ([101, 2, 100], ["wrapper in", "c", "a", "wrapper out"])
+    assert both(pm, "first", log, value=0) == (100, ["c"])  # another hook: its own plan
+
+
 def test_an_implementations_exception_comes_out_unchanged_and_once() -> None:
     calls: list[int] = []
 
