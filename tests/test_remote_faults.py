@@ -353,9 +353,18 @@ def test_a_worker_sigkilled_mid_call_names_itself_and_leaves_no_orphan_after_res
     try:
         assert forked.wait(15), victim.log.read_text()
         # The skill (sh), its sleep, the orphan (sh) and its sleep, all started.
-        assert _wait_for(lambda: len(_orphan_group()) == 4, 5), _orphan_group()
-        [orphan] = _processes_with(f"ongrid-orphan-{TOKEN}")
-        left = _call_group_of(orphan)
+        # One scan gives both the orphan and its group: a second scan could catch the
+        # orphan's shell between fork and exec (two processes with its command line).
+        settled: list[tuple[int, list[tuple[int, str]]]] = []
+
+        def settle() -> bool:
+            found = _processes_with(f"ongrid-orphan-{TOKEN}")
+            group = _call_group_of(found[0]) if len(found) == 1 else []
+            settled[:] = [(found[0], group)] if len(group) == 4 else []
+            return bool(settled)
+
+        assert _wait_for(settle, 5), _orphan_group()
+        [(orphan, left)] = settled
         victim.kill()
         killed = time.monotonic()
         # The worker is gone; its skill and the skill's setsid grandchild are not.
