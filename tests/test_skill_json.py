@@ -407,6 +407,7 @@ def test_unchanged_manifest_skips_the_schema_check_in_a_new_host(
     first = load(make_host, root).get("cached")
     verdicts.verdict_cache(make_host(root).settings.cache_dir).flush()
     monkeypatch.setattr(check, "check_schema", _explode)
+    monkeypatch.setattr(check, "check_schema_finding_defaults", _explode)
     monkeypatch.setattr(defaults, "check_defaults", _explode)
     second = load(make_host, root).get("cached")
     assert second.schema == first.schema == SCHEMA
@@ -446,8 +447,8 @@ def test_no_cache_dir_means_no_cache(make_host: Any, root: Path, monkeypatch: py
     host = make_host(root, cache_dir=None)
     host.load()
     calls: list[object] = []
-    real = check.check_schema
-    monkeypatch.setattr(check, "check_schema", lambda s, cache=None: calls.append(s) or real(s))
+    real = check.check_schema_finding_defaults
+    monkeypatch.setattr(check, "check_schema_finding_defaults", lambda s, cache=None: calls.append(s) or real(s))
     host.reload()
     assert calls == [SCHEMA]
 

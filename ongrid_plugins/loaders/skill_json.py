@@ -219,7 +219,7 @@ def _check_schema(
         return empty_schema()
     if verified:
         return schema if "type" in schema else {"type": "object", **schema}
-    problem = schema_check.check_schema(schema, cache=_verdicts(settings))
+    problem, with_default = schema_check.check_schema_finding_defaults(schema, cache=_verdicts(settings))
     if problem is not None:
         check.error("schema", "invalid_schema", f'"schema" is not a valid JSON Schema: {problem}')
         return empty_schema()
@@ -230,7 +230,10 @@ def _check_schema(
         check.error("schema" + pointer, "unsafe_schema", f'"schema{pointer}": {message}')
     if unsafe:
         return empty_schema()
-    defaults = schema_defaults.check_defaults(schema) if _may_hold_default(raw) else []
+    if with_default is None:  # jsonschema vouched for the schema: walk it for defaults here
+        defaults = schema_defaults.check_defaults(schema) if _may_hold_default(raw) else []
+    else:
+        defaults = schema_defaults.check_defaults(schema, with_default) if with_default else []
     for pointer, message in defaults:
         check.error(
             "schema" + pointer,
