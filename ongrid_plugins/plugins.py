@@ -28,6 +28,7 @@ import importlib
 import logging
 import re
 import sys
+import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -118,6 +119,10 @@ class PluginInfo:
         return attrs.asdict(self)
 
 
+#: The attribute pluggy's ``HookimplMarker`` sets on a hook implementation.
+_IMPL_MARKER = hookspecs.PROJECT_NAME + "_impl"
+
+
 class PluginManager(pluggy.PluginManager):
     """A pluggy manager that remembers what happened to every plugin it was offered."""
 
@@ -133,6 +138,22 @@ class PluginManager(pluggy.PluginManager):
     def hooks(self) -> Hooks:
         """The typed hook calls of this manager (:class:`~ongrid_plugins.hooks.Hooks`)."""
         return hooks(self)
+
+    def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
+        """pluggy's answer, read straight from a module's namespace for its plain functions.
+
+        Registering a module asks this of every name in it; pluggy's own lookup
+        (``inspect.getattr_static``) is most of a built-in manager's start-up. For a
+        function defined in a module it finds the object of the module's ``__dict__``
+        and reads its marker: so does this, in one dictionary lookup. Anything else
+        (classes, instances, wrapped or absent names) is left to pluggy.
+        """
+        if type(plugin) is types.ModuleType and not name.startswith("__"):
+            value = plugin.__dict__.get(name)
+            if type(value) is types.FunctionType and "__func__" not in value.__dict__:
+                opts = getattr(value, _IMPL_MARKER, None)
+                return opts if isinstance(opts, dict) else None
+        return super().parse_hookimpl_opts(plugin, name)  # type: ignore[arg-type]
 
     def add_plugin(self, plugin: object, name: str) -> None:
         """Register a plugin the host hands over; a broken one raises at once.
