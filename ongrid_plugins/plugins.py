@@ -121,6 +121,9 @@ class PluginInfo:
 
 #: The attribute pluggy's ``HookimplMarker`` sets on a hook implementation.
 _IMPL_MARKER = hookspecs.PROJECT_NAME + "_impl"
+#: What pluggy's lookup can take for a hook implementation besides a plain function.
+_HOOKABLE = (types.FunctionType, staticmethod, classmethod, types.MethodType)
+_ABSENT = object()
 
 
 class PluginManager(pluggy.PluginManager):
@@ -145,14 +148,17 @@ class PluginManager(pluggy.PluginManager):
         Registering a module asks this of every name in it; pluggy's own lookup
         (``inspect.getattr_static``) is most of a built-in manager's start-up. For a
         function defined in a module it finds the object of the module's ``__dict__``
-        and reads its marker: so does this, in one dictionary lookup. Anything else
-        (classes, instances, wrapped or absent names) is left to pluggy.
+        and reads its marker: so does this, in one dictionary lookup, and it answers no
+        for what pluggy never hooks (classes, modules, constants). Wrapped routines and
+        absent names are left to pluggy.
         """
         if type(plugin) is types.ModuleType and not name.startswith("__"):
-            value = plugin.__dict__.get(name)
+            value = plugin.__dict__.get(name, _ABSENT)
             if type(value) is types.FunctionType and "__func__" not in value.__dict__:
                 opts = getattr(value, _IMPL_MARKER, None)
                 return opts if isinstance(opts, dict) else None
+            if value is not _ABSENT and not isinstance(value, _HOOKABLE):
+                return None  # a class, a module, a constant: pluggy only hooks routines
         return super().parse_hookimpl_opts(plugin, name)  # type: ignore[arg-type]
 
     def add_plugin(self, plugin: object, name: str) -> None:
