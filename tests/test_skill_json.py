@@ -486,6 +486,16 @@ ESCAPED_KEYWORDS = [
         '{"type": "object", "properties": {"pattern": {"type": "string", "pattern": "(a)\\\\1"}}}',
         "RE2",
     ),
+    (  # the first "pattern" of the text is a property (an object value), the second the keyword
+        "pattern_keyword_after_a_property_named_pattern",
+        '{"type": "object", "properties": {"pattern": {"type": "string"}, "q": {"pattern": "(a)\\\\1"}}}',
+        "RE2",
+    ),
+    (  # "pattern" as a string value first, then as the keyword
+        "pattern_keyword_after_the_word_as_a_value",
+        '{"type": "object", "title": "pattern", "properties": {"q": {"pattern": "(a)\\\\1"}}}',
+        "RE2",
+    ),
     (
         "pattern_properties",
         '{"type": "object", "patternProperties": {"(a)\\\\1": {"type": "string"}}}',
