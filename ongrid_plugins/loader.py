@@ -398,12 +398,12 @@ def _register(state: _Load, skill: Skill, root: SkillRoot) -> None:
         state.event(skill.path, "skipped", skip, skill.name)
         return
     skill = state.availability.apply(skill)
-    problems = validate_skill(state.pm, skill, root) if state.validators else []
-    errors = [p for p in problems if p.level == "error"]
-    if errors:
-        _log_build(state, skill.path, skill.name, "; ".join(p.message for p in errors))
-        return
+    problems = validate_skill(state.pm, skill, root) if state.validators else None
     if problems:
+        errors = [p for p in problems if p.level == "error"]
+        if errors:
+            _log_build(state, skill.path, skill.name, "; ".join(p.message for p in errors))
+            return
         skill = attrs.evolve(skill, warnings=skill.warnings + tuple(problems))
     for warning in skill.warnings:
         level = logging.INFO if warning.code in INTEROP_NOTES else logging.WARNING
@@ -413,13 +413,14 @@ def _register(state: _Load, skill: Skill, root: SkillRoot) -> None:
         logger.warning('skill loader: skill "%s" already registered, skipping %s', clash, skill.path)
         state.event(skill.path, "duplicate", f'skill "{clash}" already registered', skill.name)
         return
-    logger.log(
-        state.registered_level,
-        'skill loader: registered %s skill "%s" from %s',
-        _kind(skill),
-        skill.name,
-        skill.path,
-    )
+    if logger.isEnabledFor(state.registered_level):  # one call, not two, when the line is off
+        logger.log(
+            state.registered_level,
+            'skill loader: registered %s skill "%s" from %s',
+            _kind(skill),
+            skill.name,
+            skill.path,
+        )
     state.event(skill.path, "registered", "", skill.name)
     if skill.unavailable:
         logger.info('skill loader: skill "%s" is unavailable: %s', skill.name, "; ".join(skill.unavailable))

@@ -371,6 +371,10 @@ def _check_unknown(check: _Checker) -> dict[str, Any]:
     return extra
 
 
+#: The end of a claimed path (its basename is then the manifest name on every OS).
+_CLAIMED_TAIL = "/" + MANIFEST_NAME
+
+
 @hookimpl
 def ongrid_manifest_names() -> list[str]:
     """This loader claims files named exactly ``skill.json``."""
@@ -385,7 +389,7 @@ def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings) -> Skil
     are known to parse cleanly and to carry a valid schema, so they skip the
     duplicate-key parser and the schema checks: together, most of a load.
     """
-    if os.path.basename(path) != MANIFEST_NAME:
+    if not path.endswith(_CLAIMED_TAIL) and os.path.basename(path) != MANIFEST_NAME:
         return None
     raw = _read_bounded(path, MAX_MANIFEST_BYTES)
     cache = _verdicts(settings)
