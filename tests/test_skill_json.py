@@ -297,43 +297,6 @@ def test_a_repeated_key_is_found_wherever_it_is(raw: bytes, message: str) -> Non
     assert raised.value.message.startswith(message)
 
 
-def test_the_fast_parse_is_the_duplicate_key_parser_on_any_text() -> None:
-    # A text without a backslash is parsed by the C parser alone when the colons
-    # written back match the text's (no key dropped); every text, of any shape, must
-    # come out as the duplicate-key parser reads it, or fail with its words.
-    import random
-
-    from ongrid_plugins.loaders import skill_json_parse as parse
-
-    rng = random.Random(14)
-    keys = ['"a"', '"b"', '"a:"', '":"', '"c d"', '"é"']
-    values = ["1", '"x"', '":"', '"a:b"', "true", "null", "1.5e3", "[]", '"\\u0041"', "NaN", "1e400"]
-
-    def text(depth: int = 0) -> str:
-        if depth > 3 or rng.random() < 0.3:
-            return rng.choice(values)
-        if rng.random() < 0.5:
-            return "[" + ", ".join(text(depth + 1) for _ in range(rng.randint(0, 3))) + "]"
-        members = (f"{rng.choice(keys)}:{' ' * rng.randint(0, 2)}{text(depth + 1)}" for _ in range(rng.randint(0, 4)))
-        return "{" + ", ".join(members) + "}"
-
-    def read(decode: Any, doc: str) -> tuple[str, object]:
-        try:
-            return "ok", decode(doc)
-        except ValueError as exc:
-            return "error", str(exc)
-
-    outcomes = set()
-    for _ in range(3000):
-        doc = text()
-        if rng.random() < 0.05:
-            doc = doc[: rng.randint(0, len(doc))]
-        expected = read(parse._DECODER.decode, doc)
-        assert read(parse._decode, doc) == expected, doc
-        outcomes.add(expected[0] if expected[0] == "ok" else "duplicate" in str(expected[1]))
-    assert outcomes == {"ok", True, False}  # parsed, duplicates and other errors all met
-
-
 def test_utf8_bom_is_tolerated(make_host: Any, root: Path) -> None:
     text = json.dumps({"name": "bom", "description": "d", "entry": "run.sh"})
     make_skill(root, "bom", raw=b"\xef\xbb\xbf" + text.encode())

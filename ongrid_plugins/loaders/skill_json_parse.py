@@ -45,36 +45,6 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique_object, parse_constant=_reject_constant)
-#: The same parser without the Python call per object that catches duplicates (see :func:`_decode`).
-_PLAIN = json.JSONDecoder(parse_constant=_reject_constant)
-#: A C encoder writing strings as they are (no escapes) with ``": "`` after each key.
-_ENCODE = (
-    json.encoder.c_make_encoder(None, None, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
-    if json.encoder.c_make_encoder is not None
-    else None
-)
-
-
-def _decode(text: str) -> Any:
-    """``_DECODER.decode(text)``, at the cost of the C parser when no key repeats.
-
-    The duplicate-key check is a Python call for every object of the manifest. When
-    the text holds no backslash, no string in it has an escape, so every ``"`` opens
-    or closes a string and the C encoder writes each string back exactly as it was.
-    Written back, the parsed value then holds exactly the text's colons, those in
-    strings and one after each key, unless a repeated key dropped a member (and its
-    colon): equal counts mean no key repeats. Anything else (a text with a backslash,
-    a repeated key, any error) goes through the duplicate-key parser, which names the
-    key or words the error as always.
-    """
-    if _ENCODE is not None and "\\" not in text:
-        try:
-            data = _PLAIN.decode(text)
-            if "".join(_ENCODE(data, 0)).count(":") == text.count(":"):
-                return data
-        except Exception:  # noqa: S110  # the duplicate-key parser says what is wrong
-            pass
-    return _DECODER.decode(text)
 
 
 def read_manifest(path: str, limit: int = MAX_MANIFEST_BYTES) -> dict[str, Any]:
@@ -96,7 +66,7 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        data = _decode(text)
+        data = _DECODER.decode(text)
     except ValueError as exc:
         raise ManifestParseError(path, str(exc)) from None
     if not isinstance(data, dict):
