@@ -163,9 +163,10 @@ def _list_folder(
     for entry in entries:
         name = entry.name
         if name in names:
-            is_link = entry.is_symlink()
-            if is_link or entry.is_file(follow_symlinks=False):
-                files.append((name, is_link))
+            if entry.is_file(follow_symlinks=False):  # a regular file is never a symlink
+                files.append((name, False))
+            elif entry.is_symlink():
+                files.append((name, True))
         elif (
             name not in SKIP_DIRS and not name.startswith(SKIP_PREFIX) and entry.is_dir(follow_symlinks=False)
         ):
@@ -263,9 +264,12 @@ def load(
             _keep_unscanned()
             gc.enable()
     snapshot = state.builder.build()
+    # The schema verdicts this load found, hashed after it; its thread waits a moment
+    # before it starts, so it is started first: the load cache writer's start then
+    # does not wait for it to give up the GIL.
+    verdicts.settle_in_background()
     if own and store is not None:
         store.flush()
-    verdicts.settle_in_background()  # the schema verdicts this load found, hashed after it
     report = LoadReport(len(snapshot.skills), state.events, [r.real for r in roots])
     return snapshot, report
 

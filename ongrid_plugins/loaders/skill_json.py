@@ -72,6 +72,9 @@ KNOWN_FIELDS = (
 _KNOWN_SET = frozenset(KNOWN_FIELDS)
 
 
+_MISSING: Any = object()
+
+
 def empty_schema() -> dict[str, Any]:
     """The schema of a manifest without one: any object (a fresh dict every time)."""
     return {"type": "object", "properties": {}}
@@ -92,11 +95,11 @@ class _Checker:
         self.problems.append(Problem("warning", code, message, self.path, f"/{field}", hint))
 
     def string(self, field: str, *, required: bool, default: str = "") -> str:
-        if field not in self.data:
+        value = self.data.get(field, _MISSING)
+        if value is _MISSING:
             if required:
                 self.error(field, "missing_field", f'missing required field "{field}"')
             return default
-        value = self.data[field]
         if not isinstance(value, str):
             message = f'"{field}" must be a string (got {_json_type(value)} {_show(value)})'
             self.error(field, "wrong_type", message)
