@@ -143,6 +143,7 @@ def _odd_module() -> Any:
 def test_hook_implementations_are_found_in_a_module_as_pluggy_finds_them() -> None:
     import pluggy
 
+    from ongrid_plugins import hookspecs
     from ongrid_plugins.plugins import PluginManager
 
     pm = PluginManager()
@@ -154,6 +155,12 @@ def test_hook_implementations_are_found_in_a_module_as_pluggy_finds_them() -> No
             assert ours == pluggy.PluginManager.parse_hookimpl_opts(pm, module, name), (module, name)
             found += ours is not None
     assert found >= len(modules)
+    specs = 0
+    for name in [*dir(hookspecs), "absent"]:
+        ours = pm.parse_hookspec_opts(hookspecs, name)
+        assert ours == pluggy.PluginManager.parse_hookspec_opts(pm, hookspecs, name), name
+        specs += ours is not None
+    assert specs == len([n for n in dir(hookspecs) if n.startswith("ongrid_")])
 
 
 def test_importing_the_package_creates_no_plugin_manager() -> None:

@@ -297,6 +297,28 @@ def test_a_repeated_key_is_found_wherever_it_is(raw: bytes, message: str) -> Non
     assert raised.value.message.startswith(message)
 
 
+def test_the_manifest_parser_answers_as_the_json_decoder_it_wraps() -> None:
+    # parse_manifest calls the decoder's C scanner itself (the decoder's two Python
+    # wrappers written out): every text must parse, or fail with the same words.
+    import random
+
+    from ongrid_plugins.loaders import skill_json_parse as parse
+
+    rng = random.Random(14)
+    parts = ["{", "}", "[", "]", '"a"', ":", ",", " ", "\n", "1", "-", ".5", "e", "true", "nul", "NaN", '"x', '""']
+    parts.append('{"a": 1, "a": 2}')
+
+    def read(decode: Any, text: str) -> tuple[str, object]:
+        try:
+            return "ok", decode(text)
+        except ValueError as exc:
+            return type(exc).__name__, str(exc)
+
+    for _ in range(3000):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 10)))
+        assert read(parse._decode, text) == read(parse._DECODER.decode, text), text
+
+
 def test_utf8_bom_is_tolerated(make_host: Any, root: Path) -> None:
     text = json.dumps({"name": "bom", "description": "d", "entry": "run.sh"})
     make_skill(root, "bom", raw=b"\xef\xbb\xbf" + text.encode())
