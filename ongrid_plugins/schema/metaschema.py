@@ -378,6 +378,9 @@ def _fast_walk(schema: object, rules: dict[str, _Rule], defaults: list[dict[str,
                 elif rule is _number:
                     if type(value) is int or type(value) is float:
                         continue
+                elif rule is _array:
+                    if type(value) is list:
+                        continue
                 found = rule(value, depth, stack)
                 if found > verdict:
                     verdict = found
