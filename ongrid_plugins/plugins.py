@@ -172,7 +172,7 @@ class PluginManager(pluggy.PluginManager):
         """
         opts = _module_marker(plugin, name, _IMPL_MARKER)
         if opts is _ABSENT:
-            return super().parse_hookimpl_opts(plugin, name)  # type: ignore[arg-type]
+            return super().parse_hookimpl_opts(plugin, name)
         return opts
 
     def parse_hookspec_opts(self, module_or_class: object, name: str) -> Any:

@@ -152,7 +152,9 @@ def test_load_and_call_time_refuse_the_same_escape_with_the_same_words(make_host
     assert [event.message for event in report.events if event.skill == "swapped"] == [expected]
 
 
-def test_the_builtin_skills_folder_is_the_one_importlib_resources_names(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_builtin_skills_folder_is_the_one_importlib_resources_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import sys
     from importlib import resources
 

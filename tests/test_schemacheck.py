@@ -613,10 +613,14 @@ def test_defaults_found_by_the_metaschema_walk_are_judged_like_a_walk_of_their_o
     problem, found = check.check_schema_finding_defaults(schema)
     assert problem is None and found is not None
     assert sorted(repr(node["default"]) for node in found) == ["'ok'", "'x'", "0"]
-    assert check_defaults(schema, found) == check_defaults(schema) == [
-        ("/properties/n/default", "'x' is not of type 'integer'"),
-        ("/items/allOf/0/default", "0 is not of type 'null'"),
-    ]
+    assert (
+        check_defaults(schema, found)
+        == check_defaults(schema)
+        == [
+            ("/properties/n/default", "'x' is not of type 'integer'"),
+            ("/items/allOf/0/default", "0 is not of type 'null'"),
+        ]
+    )
 
 
 def test_no_nodes_are_handed_over_when_jsonschema_decided() -> None:

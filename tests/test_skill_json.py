@@ -305,7 +305,26 @@ def test_the_manifest_parser_answers_as_the_json_decoder_it_wraps() -> None:
     from ongrid_plugins.loaders import skill_json_parse as parse
 
     rng = random.Random(14)
-    parts = ["{", "}", "[", "]", '"a"', ":", ",", " ", "\n", "1", "-", ".5", "e", "true", "nul", "NaN", '"x', '""']
+    parts = [
+        "{",
+        "}",
+        "[",
+        "]",
+        '"a"',
+        ":",
+        ",",
+        " ",
+        "\n",
+        "1",
+        "-",
+        ".5",
+        "e",
+        "true",
+        "nul",
+        "NaN",
+        '"x',
+        '""',
+    ]
     parts.append('{"a": 1, "a": 2}')
 
     def read(decode: Any, text: str) -> tuple[str, object]:
@@ -493,7 +512,9 @@ def test_no_cache_dir_means_no_cache(make_host: Any, root: Path, monkeypatch: py
     host.load()
     calls: list[object] = []
     real = check.check_schema_finding_defaults
-    monkeypatch.setattr(check, "check_schema_finding_defaults", lambda s, cache=None: calls.append(s) or real(s))
+    monkeypatch.setattr(
+        check, "check_schema_finding_defaults", lambda s, cache=None: calls.append(s) or real(s)
+    )
     host.reload()
     assert calls == [SCHEMA]
 

@@ -45,8 +45,8 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique_object, parse_constant=_reject_constant)
-_SCAN = _DECODER.scan_once
-_SPACE = json.decoder.WHITESPACE.match
+_SCAN: Any = _DECODER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
+_SPACE: Any = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]  # the pattern decode() uses
 
 
 def _decode(text: str) -> Any:

@@ -332,7 +332,9 @@ def _format_environment() -> tuple[bool, bool]:
         return False, True
 
 
-def _fast_walk(schema: object, rules: dict[str, _Rule], defaults: list[dict[str, object]] | None = None) -> int:
+def _fast_walk(
+    schema: object, rules: dict[str, _Rule], defaults: list[dict[str, object]] | None = None
+) -> int:
     """Worst verdict over every subschema; raises _LimitExceeded.  Iterative, no recursion.
 
     With a ``defaults`` list, every subschema (a dict) holding a ``"default"`` key is
@@ -378,9 +380,8 @@ def _fast_walk(schema: object, rules: dict[str, _Rule], defaults: list[dict[str,
                 elif rule is _number:
                     if type(value) is int or type(value) is float:
                         continue
-                elif rule is _array:
-                    if type(value) is list:
-                        continue
+                elif rule is _array and type(value) is list:
+                    continue
                 found = rule(value, depth, stack)
                 if found > verdict:
                     verdict = found
