@@ -52,6 +52,7 @@ import load_bench  # noqa: E402
 CHILD = r"""
 import gc, json, os, sys, time
 sys.path.insert(0, {baselines!r})
+sys.path.insert(0, {package_root!r})  # the ongrid_plugins this script compiled, not the one in the cwd
 mode, root = sys.argv[1], sys.argv[2]
 # what this child finds in every cache ongrid keeps (all under Settings.cache_dir)
 cache_dir = os.path.join(os.environ["XDG_CACHE_HOME"], "ongrid")
@@ -127,7 +128,13 @@ def in_process(root: Path, runs: int, digests: bool) -> dict[str, dict[str, floa
 
 def fresh(root: Path, runs: int, digests: bool) -> dict[str, dict[str, float]]:
     """Cold, then warm, each in a new process, interleaved with go-equiv in a new process."""
-    code = CHILD.format(baselines=str(HERE / "baselines"))
+    import ongrid_plugins
+
+    # ``python -c`` puts the working directory first on sys.path: from a checkout, a child
+    # would import the checkout's package whatever PYTHONPATH says (a before/after run
+    # with PYTHONPATH=<other tree> then timed the same code twice).
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(ongrid_plugins.__file__)))
+    code = CHILD.format(baselines=str(HERE / "baselines"), package_root=package_root)
     modes = ["go-equiv", "ongrid cold", "ongrid warm"]
     if digests:
         modes += ["+digests cold", "+digests warm"]

@@ -92,8 +92,8 @@ class Availability:
 
     def apply(self, skill: Skill) -> Skill:
         """The skill with its missing requirements recorded and its native tools bound."""
-        natives = any(_unbound(tool) for tool in skill.tools)
-        if skill.requires.empty and not natives:
+        natives = any(map(_unbound, skill.tools))  # no generator: this runs for every skill
+        if not natives and skill.requires.empty:
             return skill
         reasons = tuple(self.missing(skill.requires))
         warnings: list[Problem] = []

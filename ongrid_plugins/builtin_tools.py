@@ -24,7 +24,6 @@ call runs is refused or skipped; nothing outside is ever read or listed.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import errno
 import importlib
 import json
@@ -323,6 +322,8 @@ def _absolute(raw: str) -> str:
 
 
 def _iso(epoch: float) -> str:
+    import datetime  # only when a tool reports a time: every plugin manager imports this module
+
     moment = datetime.datetime.fromtimestamp(epoch, datetime.UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 

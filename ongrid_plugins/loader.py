@@ -163,9 +163,10 @@ def _list_folder(
     for entry in entries:
         name = entry.name
         if name in names:
-            is_link = entry.is_symlink()
-            if is_link or entry.is_file(follow_symlinks=False):
-                files.append((name, is_link))
+            if entry.is_file(follow_symlinks=False):  # a regular file is never a symlink
+                files.append((name, False))
+            elif entry.is_symlink():
+                files.append((name, True))
         elif (
             name not in SKIP_DIRS and not name.startswith(SKIP_PREFIX) and entry.is_dir(follow_symlinks=False)
         ):
@@ -263,9 +264,12 @@ def load(
             _keep_unscanned()
             gc.enable()
     snapshot = state.builder.build()
+    # The schema verdicts this load found, hashed after it; its thread waits a moment
+    # before it starts, so it is started first: the load cache writer's start then
+    # does not wait for it to give up the GIL.
+    verdicts.settle_in_background()
     if own and store is not None:
         store.flush()
-    verdicts.settle_in_background()  # the schema verdicts this load found, hashed after it
     report = LoadReport(len(snapshot.skills), state.events, [r.real for r in roots])
     return snapshot, report
 
@@ -398,12 +402,12 @@ def _register(state: _Load, skill: Skill, root: SkillRoot) -> None:
         state.event(skill.path, "skipped", skip, skill.name)
         return
     skill = state.availability.apply(skill)
-    problems = validate_skill(state.pm, skill, root) if state.validators else []
-    errors = [p for p in problems if p.level == "error"]
-    if errors:
-        _log_build(state, skill.path, skill.name, "; ".join(p.message for p in errors))
-        return
+    problems = validate_skill(state.pm, skill, root) if state.validators else None
     if problems:
+        errors = [p for p in problems if p.level == "error"]
+        if errors:
+            _log_build(state, skill.path, skill.name, "; ".join(p.message for p in errors))
+            return
         skill = attrs.evolve(skill, warnings=skill.warnings + tuple(problems))
     for warning in skill.warnings:
         level = logging.INFO if warning.code in INTEROP_NOTES else logging.WARNING
@@ -413,13 +417,14 @@ def _register(state: _Load, skill: Skill, root: SkillRoot) -> None:
         logger.warning('skill loader: skill "%s" already registered, skipping %s', clash, skill.path)
         state.event(skill.path, "duplicate", f'skill "{clash}" already registered', skill.name)
         return
-    logger.log(
-        state.registered_level,
-        'skill loader: registered %s skill "%s" from %s',
-        _kind(skill),
-        skill.name,
-        skill.path,
-    )
+    if logger.isEnabledFor(state.registered_level):  # one call, not two, when the line is off
+        logger.log(
+            state.registered_level,
+            'skill loader: registered %s skill "%s" from %s',
+            _kind(skill),
+            skill.name,
+            skill.path,
+        )
     state.event(skill.path, "registered", "", skill.name)
     if skill.unavailable:
         logger.info('skill loader: skill "%s" is unavailable: %s', skill.name, "; ".join(skill.unavailable))

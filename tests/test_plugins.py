@@ -101,6 +101,68 @@ def test_each_call_builds_a_fresh_manager(tmp_path: Path) -> None:
     assert get_plugin_manager(settings) is not get_plugin_manager(settings)
 
 
+def _odd_module() -> Any:
+    """A module holding every kind of attribute pluggy's own lookup tells apart."""
+    import types
+
+    import pluggy
+
+    from ongrid_plugins.hookspecs import hookimpl
+
+    module = types.ModuleType("odd_plugin")
+
+    @hookimpl
+    def ongrid_manifest_names() -> list[str]:
+        return []
+
+    def wrapped() -> None: ...
+
+    wrapped.__func__ = ongrid_manifest_names  # type: ignore[attr-defined]
+    not_a_dict = lambda: None  # noqa: E731
+    not_a_dict.ongrid_impl = "yes"  # type: ignore[attr-defined]
+
+    class Holder:
+        @staticmethod
+        @hookimpl
+        def ongrid_manifest_names() -> list[str]:
+            return []
+
+    module.__dict__.update(
+        ongrid_manifest_names=ongrid_manifest_names,
+        wrapped=wrapped,
+        not_a_dict=not_a_dict,
+        static=Holder.__dict__["ongrid_manifest_names"],
+        Holder=Holder,
+        number=3,
+        __getattr__=ongrid_manifest_names,
+        pluggy=pluggy,
+    )
+    return module
+
+
+def test_hook_implementations_are_found_in_a_module_as_pluggy_finds_them() -> None:
+    import pluggy
+
+    from ongrid_plugins import hookspecs
+    from ongrid_plugins.plugins import PluginManager
+
+    pm = PluginManager()
+    modules = [importlib.import_module(module) for _name, module in BUILTIN_PLUGINS]
+    found = 0
+    for module in [*modules, _odd_module()]:
+        for name in [*dir(module), "absent"]:
+            ours = pm.parse_hookimpl_opts(module, name)
+            assert ours == pluggy.PluginManager.parse_hookimpl_opts(pm, module, name), (module, name)
+            found += ours is not None
+    assert found >= len(modules)
+    specs = 0
+    for name in [*dir(hookspecs), "absent"]:
+        ours = pm.parse_hookspec_opts(hookspecs, name)
+        assert ours == pluggy.PluginManager.parse_hookspec_opts(pm, hookspecs, name), name
+        specs += ours is not None
+    assert specs == len([n for n in dir(hookspecs) if n.startswith("ongrid_")])
+
+
 def test_importing_the_package_creates_no_plugin_manager() -> None:
     import subprocess
 

@@ -150,3 +150,21 @@ def test_load_and_call_time_refuse_the_same_escape_with_the_same_words(make_host
     report = fresh.load()
     assert report.registered == 0
     assert [event.message for event in report.events if event.skill == "swapped"] == [expected]
+
+
+def test_the_builtin_skills_folder_is_the_one_importlib_resources_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+    from importlib import resources
+
+    from ongrid_plugins.discovery.roots import builtin_skills_dir
+
+    expected = str(resources.files("ongrid_plugins") / "skills")
+    assert builtin_skills_dir() == expected
+    assert os.path.isdir(expected)
+    # a package not read by the standard file loaders (a zip, a custom finder): resources decides
+    spec = sys.modules["ongrid_plugins"].__spec__
+    monkeypatch.setattr(spec, "loader", type("OtherLoader", (), {})(), raising=True)
+    monkeypatch.setattr(resources, "files", lambda package: Path("/elsewhere") / package)
+    assert builtin_skills_dir() == "/elsewhere/ongrid_plugins/skills"

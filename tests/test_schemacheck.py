@@ -26,7 +26,7 @@ from ongrid_plugins.schema import check, defaults, verdicts
 from ongrid_plugins.schema.check import FastVerdict, check_schema, fast_verdict
 from ongrid_plugins.schema.defaults import check_defaults
 from ongrid_plugins.schema.safe.validator import _validator_class
-from ongrid_plugins.schema.subschemas import MAX_DEPTH
+from ongrid_plugins.schema.subschemas import MAX_DEPTH, _nodes_with_default
 from ongrid_plugins.schema.verdicts import VerdictCache
 
 REPO = Path(__file__).resolve().parent.parent
@@ -585,6 +585,51 @@ def test_check_schema_agrees_with_jsonschema(schema: object) -> None:
     # (in this environment, with no URI format checker installed, it never needs to defer).
     assert verdict is (FastVerdict.VALID if accepted else FastVerdict.INVALID)
     assert (check_schema(schema) is None) is accepted
+
+
+@DIFFERENTIAL
+@pytest.mark.filterwarnings("ignore:Possible nested set:FutureWarning")
+@given(SCHEMAS)
+def test_the_metaschema_walk_finds_the_nodes_the_default_check_walks_to(schema: object) -> None:
+    # The loader hands the default check the nodes the metaschema walk met (one walk, not
+    # two): when the fast path vouches for a schema they must be exactly the ones its own
+    # walk finds; otherwise none are handed over and the default check walks by itself.
+    problem, found = check.check_schema_finding_defaults(schema)
+    assert problem == check_schema(schema)
+    if fast_verdict(schema) is not FastVerdict.VALID:
+        assert found is None
+        return
+    assert found is not None
+    assert sorted(map(id, found)) == sorted(map(id, _nodes_with_default(schema)))
+    assert check_defaults(schema, found) == check_defaults(schema)
+
+
+def test_defaults_found_by_the_metaschema_walk_are_judged_like_a_walk_of_their_own() -> None:
+    schema = {
+        "properties": {"n": {"type": "integer", "default": "x"}, "m": {"type": "string", "default": "ok"}},
+        "items": {"allOf": [{"type": "null", "default": 0}]},
+        "enum": [{"type": "integer", "default": "ignored: not a schema position"}],
+    }
+    problem, found = check.check_schema_finding_defaults(schema)
+    assert problem is None and found is not None
+    assert sorted(repr(node["default"]) for node in found) == ["'ok'", "'x'", "0"]
+    assert (
+        check_defaults(schema, found)
+        == check_defaults(schema)
+        == [
+            ("/properties/n/default", "'x' is not of type 'integer'"),
+            ("/items/allOf/0/default", "0 is not of type 'null'"),
+        ]
+    )
+
+
+def test_no_nodes_are_handed_over_when_jsonschema_decided() -> None:
+    assert check.check_schema_finding_defaults({"type": "nope", "default": 1})[1] is None
+    too_deep: dict[str, Any] = {}
+    for _ in range(MAX_DEPTH + 2):
+        too_deep = {"not": too_deep}
+    problem, found = check.check_schema_finding_defaults(too_deep)
+    assert problem is not None and "deeper" in problem and found is None
 
 
 SCALARS = st.sampled_from([0, 1, 1.0, -0.0, True, False, None, "a", "1", "", 0.5, 2, 10**20])

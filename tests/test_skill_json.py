@@ -274,6 +274,70 @@ def test_unparseable_manifest_is_a_parse_error(make_host: Any, root: Path, raw: 
     assert message in event.message
 
 
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        # a key repeated inside a nested object, beside strings holding colons
+        (b'{"a": "x:y", "s": {"k": 1, "k": ":"}}', 'duplicate key "k"'),
+        # the first member's colon is in the text, its value is dropped for the second's
+        (b'{"k": "a:b:c", "k": "z"}', 'duplicate key "k"'),
+        # a repeated key before a syntax error: the duplicate is what is reported
+        (b'{"o": {"k": 1, "k": 2}, "x": }', 'duplicate key "k"'),
+        # with a backslash in the text: the duplicate-key parser reads it all
+        (b'{"d": "\\u0041", "d": 1}', 'duplicate key "d"'),
+    ],
+    ids=["nested", "colon_in_dropped_value", "before_syntax_error", "escaped"],
+)
+def test_a_repeated_key_is_found_wherever_it_is(raw: bytes, message: str) -> None:
+    from ongrid_plugins.errors import ManifestParseError
+    from ongrid_plugins.loaders.skill_json_parse import parse_manifest
+
+    with pytest.raises(ManifestParseError) as raised:
+        parse_manifest(raw, "/p/skill.json")
+    assert raised.value.message.startswith(message)
+
+
+def test_the_manifest_parser_answers_as_the_json_decoder_it_wraps() -> None:
+    # parse_manifest calls the decoder's C scanner itself (the decoder's two Python
+    # wrappers written out): every text must parse, or fail with the same words.
+    import random
+
+    from ongrid_plugins.loaders import skill_json_parse as parse
+
+    rng = random.Random(14)
+    parts = [
+        "{",
+        "}",
+        "[",
+        "]",
+        '"a"',
+        ":",
+        ",",
+        " ",
+        "\n",
+        "1",
+        "-",
+        ".5",
+        "e",
+        "true",
+        "nul",
+        "NaN",
+        '"x',
+        '""',
+    ]
+    parts.append('{"a": 1, "a": 2}')
+
+    def read(decode: Any, text: str) -> tuple[str, object]:
+        try:
+            return "ok", decode(text)
+        except ValueError as exc:
+            return type(exc).__name__, str(exc)
+
+    for _ in range(3000):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 10)))
+        assert read(parse._decode, text) == read(parse._DECODER.decode, text), text
+
+
 def test_utf8_bom_is_tolerated(make_host: Any, root: Path) -> None:
     text = json.dumps({"name": "bom", "description": "d", "entry": "run.sh"})
     make_skill(root, "bom", raw=b"\xef\xbb\xbf" + text.encode())
@@ -407,6 +471,7 @@ def test_unchanged_manifest_skips_the_schema_check_in_a_new_host(
     first = load(make_host, root).get("cached")
     verdicts.verdict_cache(make_host(root).settings.cache_dir).flush()
     monkeypatch.setattr(check, "check_schema", _explode)
+    monkeypatch.setattr(check, "check_schema_finding_defaults", _explode)
     monkeypatch.setattr(defaults, "check_defaults", _explode)
     second = load(make_host, root).get("cached")
     assert second.schema == first.schema == SCHEMA
@@ -446,8 +511,10 @@ def test_no_cache_dir_means_no_cache(make_host: Any, root: Path, monkeypatch: py
     host = make_host(root, cache_dir=None)
     host.load()
     calls: list[object] = []
-    real = check.check_schema
-    monkeypatch.setattr(check, "check_schema", lambda s, cache=None: calls.append(s) or real(s))
+    real = check.check_schema_finding_defaults
+    monkeypatch.setattr(
+        check, "check_schema_finding_defaults", lambda s, cache=None: calls.append(s) or real(s)
+    )
     host.reload()
     assert calls == [SCHEMA]
 
@@ -483,6 +550,16 @@ ESCAPED_KEYWORDS = [
     (  # a property named "pattern" (no walk needed for it) holding the keyword
         "pattern_in_a_property_named_pattern",
         '{"type": "object", "properties": {"pattern": {"type": "string", "pattern": "(a)\\\\1"}}}',
+        "RE2",
+    ),
+    (  # the first "pattern" of the text is a property (an object value), the second the keyword
+        "pattern_keyword_after_a_property_named_pattern",
+        '{"type": "object", "properties": {"pattern": {"type": "string"}, "q": {"pattern": "(a)\\\\1"}}}',
+        "RE2",
+    ),
+    (  # "pattern" as a string value first, then as the keyword
+        "pattern_keyword_after_the_word_as_a_value",
+        '{"type": "object", "title": "pattern", "properties": {"q": {"pattern": "(a)\\\\1"}}}',
         "RE2",
     ),
     (

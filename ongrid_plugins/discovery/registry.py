@@ -124,7 +124,7 @@ class RegistryBuilder:
 
     def build(self) -> Snapshot:
         """Freeze what was collected."""
-        aliases = {spelling(name): name for name in self._skills if spelling(name) != name}
+        aliases = {spelling(name): name for name in self._skills if "-" in name}  # spelling() changes it
         return Snapshot(
             MappingProxyType(dict(self._skills)),
             MappingProxyType(dict(self._tools)),

@@ -45,6 +45,20 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique_object, parse_constant=_reject_constant)
+_SCAN: Any = _DECODER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
+_SPACE: Any = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]  # the pattern decode() uses
+
+
+def _decode(text: str) -> Any:
+    """``_DECODER.decode(text)``, its two Python-level wrappers written out (same errors)."""
+    try:
+        data, end = _SCAN(text, _SPACE(text, 0).end())
+    except StopIteration as err:
+        raise json.JSONDecodeError("Expecting value", text, err.value) from None
+    end = _SPACE(text, end).end()
+    if end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return data
 
 
 def read_manifest(path: str, limit: int = MAX_MANIFEST_BYTES) -> dict[str, Any]:
@@ -66,7 +80,7 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        data = _DECODER.decode(text)
+        data = _decode(text)
     except ValueError as exc:
         raise ManifestParseError(path, str(exc)) from None
     if not isinstance(data, dict):

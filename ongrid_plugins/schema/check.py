@@ -31,7 +31,8 @@ few dozen levels of ``{"allOf": [x, x]}``).
 
 Where each part lives
 ---------------------
-This module is the entry point (:func:`check_schema`, :func:`fast_verdict`).  The keyword
+This module is the entry point (:func:`check_schema`, :func:`fast_verdict`;
+:func:`check_schema_finding_defaults` also hands the default check the nodes it needs).  The keyword
 rules are in :mod:`.metaschema`, the bounded walks in :mod:`.subschemas`, the ``default``
 evaluator in :mod:`.defaults` and the cross-process cache of jsonschema's "valid" verdicts
 in :mod:`.verdicts`.
@@ -49,7 +50,7 @@ from .metaschema import _DEFER, _VALID, _fast_walk, _format_environment, _rules
 from .subschemas import _clip, _limit_problem, _LimitExceeded, _where
 from .verdicts import VerdictCache, _cache_key
 
-__all__ = ["FastVerdict", "check_schema", "fast_verdict"]
+__all__ = ["FastVerdict", "check_schema", "check_schema_finding_defaults", "fast_verdict"]
 
 
 class FastVerdict(enum.IntEnum):
@@ -109,6 +110,27 @@ def check_schema(schema: object, *, cache: VerdictCache | None = None) -> str | 
     if verdict == _VALID:
         return None
     return _confirm(schema, cache)
+
+
+def check_schema_finding_defaults(
+    schema: object, *, cache: VerdictCache | None = None
+) -> tuple[str | None, list[dict[str, Any]] | None]:
+    """:func:`check_schema`, and the subschemas carrying a ``"default"`` that its walk met.
+
+    The nodes are the ones :func:`.defaults.check_defaults` would look for (pass them
+    as its ``candidates``: one walk instead of two). They are None when the fast path
+    did not vouch for the schema itself (jsonschema decided): then nothing is known.
+    """
+    nodes: list[dict[str, Any]] = []
+    try:
+        verdict = _fast_walk(schema, _rules(*_format_environment()), nodes)
+    except _LimitExceeded:
+        return _limit_message(schema), None
+    except Exception:
+        verdict = _DEFER
+    if verdict == _VALID:
+        return None, nodes
+    return _confirm(schema, cache), None
 
 
 def _confirm(schema: object, cache: VerdictCache | None) -> str | None:

@@ -30,19 +30,22 @@ from .subschemas import (
 __all__ = ["check_defaults"]
 
 
-def check_defaults(schema: object) -> list[tuple[str, str]]:
+def check_defaults(schema: object, candidates: list[dict[Any, Any]] | None = None) -> list[tuple[str, str]]:
     """For every subschema node (at any depth) carrying a "default", check that the default
     validates against that node (ignoring the "default" keyword itself).
 
     Returns (json_pointer, message) pairs; the pointer leads to the default, or into it
     when the problem is inside an object or array default.  Never raises.
+    ``candidates`` are those nodes when a walk already found them
+    (:func:`.check.check_schema_finding_defaults`); None walks the schema here.
     """
-    try:
-        candidates = _nodes_with_default(schema)
-    except _LimitExceeded:
-        return [_limit_problem(schema)]
-    except Exception as error:
-        return [("", f"schema could not be walked: {type(error).__name__}")]
+    if candidates is None:
+        try:
+            candidates = _nodes_with_default(schema)
+        except _LimitExceeded:
+            return [_limit_problem(schema)]
+        except Exception as error:
+            return [("", f"schema could not be walked: {type(error).__name__}")]
     doubtful: set[int] = set()
     for node in candidates:
         try:

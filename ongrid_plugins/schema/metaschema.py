@@ -332,23 +332,55 @@ def _format_environment() -> tuple[bool, bool]:
         return False, True
 
 
-def _fast_walk(schema: object, rules: dict[str, _Rule]) -> int:
-    """Worst verdict over every subschema; raises _LimitExceeded.  Iterative, no recursion."""
+def _fast_walk(
+    schema: object, rules: dict[str, _Rule], defaults: list[dict[str, object]] | None = None
+) -> int:
+    """Worst verdict over every subschema; raises _LimitExceeded.  Iterative, no recursion.
+
+    Every dict subschema holding ``"default"`` is appended to ``defaults`` (if given): when
+    the verdict is VALID, the nodes :func:`.subschemas._nodes_with_default` finds.
+    """
     verdict = _VALID
     budget = MAX_SUBSCHEMAS
     stack: _Stack = [(schema, 0)]
+    push = stack.append
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise _LimitExceeded(_TOO_DEEP)
         if type(node) is dict:
             before = len(stack)
+            if defaults is not None and "default" in node:
+                defaults.append(node)
             for key, value in node.items():
                 rule = rules.get(key)
-                if rule is not None:
-                    found = rule(value, depth, stack)
-                    if found > verdict:
-                        verdict = found
+                if rule is None:
+                    continue
+                # The commonest rules inlined (a call costs more than the check): each
+                # exactly its rule's VALID case; anything else calls the rule.
+                if rule is _string and type(value) is str:
+                    continue
+                if rule is _type and type(value) is str and value in _SIMPLE_TYPES:
+                    continue
+                if rule is _count and type(value) is int and value >= 0:
+                    continue
+                if rule is _subschema_map:
+                    if type(value) is dict:
+                        child = depth + 2
+                        for sub in value.values():
+                            push((sub, child))
+                        continue
+                elif rule is _subschema:
+                    push((value, depth + 1))
+                    continue
+                elif rule is _number:
+                    if type(value) is int or type(value) is float:
+                        continue
+                elif rule is _array and type(value) is list:
+                    continue
+                found = rule(value, depth, stack)
+                if found > verdict:
+                    verdict = found
             # Counting pushes (not pops) bounds the work even when one node is shared
             # by a huge allOf: the walk stops after the first such node.
             budget -= len(stack) - before

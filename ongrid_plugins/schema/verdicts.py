@@ -258,9 +258,10 @@ class VerdictCache:
                 self._added.add(key)
 
     def _settle_soon(self) -> None:
-        # Yield first: a new thread would otherwise keep the GIL for a switch interval
-        # (5 ms or more) while Thread.start() waits in the load that started it.
-        time.sleep(0)
+        # Wait first: the load that started this thread has its last steps to do (the
+        # load cache's writer thread to start, whose Thread.start() would otherwise wait
+        # out this thread's GIL slice, 5 ms or more). The hashes are for the next process.
+        time.sleep(SETTLE_DELAY)
         self.settle()
 
     def flush(self) -> None:
@@ -349,6 +350,10 @@ def _trustworthy(info: os.stat_result) -> bool:
 
 _SHARED_CACHES: dict[str, VerdictCache] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+#: Seconds a background settling waits before it hashes (see ``VerdictCache._settle_soon``).
+SETTLE_DELAY = 0.005
 
 
 def settle_in_background() -> None:
