@@ -275,3 +275,48 @@ def test_open_beneath_in_c_steps_aside_when_openat2_is_switched_off(
     os.close(fd)
     monkeypatch.setattr(roots, "_openat2", False)  # as on a kernel without it: the walk
     assert _fast.open_beneath(str(tmp_path), "entry", os.O_RDONLY) is None
+
+
+def test_stepping_a_call_that_is_over_returns_at_once_even_after_terminate(tmp_path: Path) -> None:
+    # A cancellation that lands after the last step: terminate() then the wait must not
+    # hang on a call whose pipes and pidfd are all closed already.
+    call = spec(tmp_path, "cat", stdin=b"x")
+    started = _fast._native.start(*_fast._arguments(call, lambda data: None, TUNING))
+
+    async def main() -> bool:
+        loop = asyncio.get_running_loop()
+        while not started.step():
+            await asyncio.sleep(0.01)
+        started.terminate()
+        await asyncio.wait_for(_fast._until_done(loop, started), 2)
+        return bool(started.reaped)
+
+    assert asyncio.run(main())
+    assert started.result()[0] == b"x"
+    started.close()
+
+
+def test_without_a_pidfd_a_child_reaped_by_someone_else_is_reported_and_not_signalled(tmp_path: Path) -> None:
+    call = spec(tmp_path, "exit 3")
+    started = _fast._native.start(*_fast._arguments(call, lambda data: None, (1.0, 0.1, False)))
+    pid = started.pid
+    _, status = os.waitpid(pid, 0)  # the host's own SIGCHLD handler, say
+    assert os.waitstatus_to_exitcode(status) == 3
+    deadline = time.monotonic() + 5
+    while not started.step() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    stdout, status_seen, timed_out, *_, reaped_elsewhere = started.result()
+    assert (stdout, status_seen, timed_out, reaped_elsewhere) == (b"", None, False, pid)  # not the deadline
+    started.close()
+
+
+def test_a_last_stderr_line_without_newline_is_reported_when_stderr_ends_not_when_the_call_does(
+    tmp_path: Path,
+) -> None:
+    call = spec(tmp_path, "printf partial >&2; exec 2>&-; sleep 0.4")
+    seen: list[tuple[str, float]] = []
+    started = time.monotonic()
+    out = run_process(call, lambda line: seen.append((line, time.monotonic() - started)))
+    ended = time.monotonic() - started
+    assert out.stderr_tail == ("partial",)
+    assert [line for line, _ in seen] == ["partial"] and seen[0][1] < ended - 0.25

@@ -137,6 +137,8 @@ async def _until_done(loop: asyncio.AbstractEventLoop, call: Any) -> None:
     The descriptor goes into the loop's shared epoll (:class:`._drivers._Mux`, one
     reader per loop for every call on it), not to the loop itself.
     """
+    if call.step():  # over already (a cancellation that came after the last step, say)
+        return
     stepper = _Stepper(call, loop.create_future())
     mux = _drivers._Mux.attach(loop)
     fd = call.fileno()
@@ -196,6 +198,11 @@ class _Lines:
         self.lines: StderrLines | None = None
 
     def feed(self, data: bytes) -> None:
+        """Bytes as they arrive; empty bytes at stderr's end (the last line, if it had no newline)."""
+        if not data:
+            if self.lines is not None:
+                self.lines.flush()
+            return
         if self.lines is None:
             self.lines = StderrLines(self.spec, self.on_stderr)
         self.lines.feed(data)
@@ -243,6 +250,8 @@ def _not_started(spec: ProcessSpec, errno: int, stage: str) -> ProcessOutcome:
     exc = OSError(errno, os.strerror(errno))
     if stage == "pipes":
         message = f"cannot create pipes for {spec.argv[0]}: {_spawn._reason(exc)}"
+    elif stage == "fds":
+        message = f"cannot create the descriptors to wait for {spec.argv[0]}: {_spawn._reason(exc)}"
     else:
         message = _spawn._describe(exc, spec.argv[0], spec.cwd)
     return ProcessOutcome.never_ran(message, 0.0)

@@ -63,6 +63,8 @@ typedef struct {
     int status;
     int fd_in, fd_out, fd_err, pidfd;
     unsigned cancels; /* stop requests (Call.terminate) */
+    int epfd;         /* the Call's epoll holding these descriptors, or -1 (run()) */
+    int err_seen;     /* stderr bytes were handed to Python: its EOF is reported too */
     const char *payload;
     Py_ssize_t payload_left;
     char *out;
@@ -74,8 +76,13 @@ typedef struct {
     char *errbuf;
 } Run;
 
-static void close_fd(int *fd) {
+/* Close one of the run's descriptors, out of the Call's epoll first: a copy of the
+ * pipe in a forked process would keep a closed descriptor's entry there, ready for
+ * ever (a busy loop). */
+static void close_fd(Run *r, int *fd) {
     if (*fd >= 0) {
+        if (r->epfd >= 0)
+            epoll_ctl(r->epfd, EPOLL_CTL_DEL, *fd, NULL);
         close(*fd);
         *fd = -1;
     }
@@ -120,16 +127,30 @@ static void reap(Run *r) {
     }
     r->ended = now_mono();
     r->reaped = 1;
-    close_fd(&r->pidfd);
-    close_fd(&r->fd_in);
+    close_fd(r, &r->pidfd);
+    close_fd(r, &r->fd_in);
+}
+
+static void start_drain(Run *r) {
+    double now = now_mono();
+    double lower = r->deadline > now + r->eof_min ? r->deadline : now + r->eof_min;
+    r->drain_until = now + r->eof_bound < lower ? now + r->eof_bound : lower;
 }
 
 static void on_exit_(Run *r) {
     killpg_quiet(r, SIGKILL); /* leftovers, while the zombie pins the group id */
     reap(r);
-    double now = now_mono();
-    double lower = r->deadline > now + r->eof_min ? r->deadline : now + r->eof_min;
-    r->drain_until = now + r->eof_bound < lower ? now + r->eof_bound : lower;
+    start_drain(r);
+}
+
+/* Someone else reaped the child (waitid: ECHILD): its pid may be anyone's now, so
+ * nothing is signalled; the status is lost. */
+static void lost(Run *r) {
+    r->reaped_elsewhere = 1;
+    r->reaped = 1;
+    r->ended = now_mono();
+    close_fd(r, &r->fd_in);
+    start_drain(r);
 }
 
 static void on_stdin(Run *r) {
@@ -137,13 +158,13 @@ static void on_stdin(Run *r) {
     if (n < 0) {
         if (errno == EAGAIN || errno == EINTR)
             return;
-        close_fd(&r->fd_in); /* EPIPE: the child closed stdin or exited */
+        close_fd(r, &r->fd_in); /* EPIPE: the child closed stdin or exited */
         return;
     }
     r->payload += n;
     r->payload_left -= n;
     if (r->payload_left == 0)
-        close_fd(&r->fd_in);
+        close_fd(r, &r->fd_in);
 }
 
 /* 0 on success, -1 with errno ENOMEM */
@@ -164,18 +185,18 @@ static int on_stdout(Run *r, int hup) {
     if (n < 0)
         return 0; /* EAGAIN, EINTR: poll again */
     if (n == 0) {
-        close_fd(&r->fd_out);
+        close_fd(r, &r->fd_out);
         return 0;
     }
     if ((size_t)n > room) { /* stop at once: the child could print gigabytes */
         r->overflow = 1;
         n = (ssize_t)room;
         kill_run(r, SIGKILL);
-        close_fd(&r->fd_out);
+        close_fd(r, &r->fd_out);
     }
     r->out_size += (size_t)n;
     if (hup && (size_t)n < want)
-        close_fd(&r->fd_out); /* hung up and drained: the next read could only say EOF */
+        close_fd(r, &r->fd_out); /* hung up and drained: the next read could only say EOF */
     return 0;
 }
 
@@ -199,8 +220,23 @@ static int on_stderr(Run *r, int hup, PyThreadState **ts) {
         if (ts)
             *ts = PyEval_SaveThread();
     }
-    if (n == 0 || (hup && n < CHUNK))
-        close_fd(&r->fd_err); /* EOF, or hung up and drained */
+    if (n > 0)
+        r->err_seen = 1;
+    if (rc == 0 && (n == 0 || (hup && n < CHUNK))) { /* EOF, or hung up and drained */
+        close_fd(r, &r->fd_err);
+        if (r->err_seen && r->on_stderr != Py_None) { /* empty bytes: the end (the last line) */
+            if (ts)
+                PyEval_RestoreThread(*ts);
+            PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
+            PyObject *res = empty ? PyObject_CallOneArg(r->on_stderr, empty) : NULL;
+            Py_XDECREF(empty);
+            if (res == NULL)
+                rc = -1;
+            Py_XDECREF(res);
+            if (ts)
+                *ts = PyEval_SaveThread();
+        }
+    }
     return rc;
 }
 
@@ -219,8 +255,11 @@ static void on_time(Run *r, double now) {
         siginfo_t info;
         memset(&info, 0, sizeof info);
         /* WNOWAIT leaves the zombie in place, so the group can still be killed safely. */
-        if (waitid(P_PID, (id_t)r->pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == r->pid) {
+        int got = waitid(P_PID, (id_t)r->pid, &info, WEXITED | WNOHANG | WNOWAIT);
+        if (got == 0 && info.si_pid == r->pid) {
             on_exit_(r);
+        } else if (got < 0 && errno == ECHILD) {
+            lost(r);
         } else {
             r->exit_poll = r->exit_poll * 2 < EXIT_POLL_MAX ? r->exit_poll * 2 : EXIT_POLL_MAX;
             r->exit_poll_at = now + r->exit_poll;
@@ -235,8 +274,8 @@ static void on_time(Run *r, double now) {
         }
     } else if (!finished(r) && now >= r->drain_until) {
         r->left_open = 1; /* a process it started left its group and holds the pipes */
-        close_fd(&r->fd_out);
-        close_fd(&r->fd_err);
+        close_fd(r, &r->fd_out);
+        close_fd(r, &r->fd_err);
     }
 }
 
@@ -323,10 +362,10 @@ static void close_all(Run *r) {
         kill_run(r, SIGKILL);
         reap(r);
     }
-    close_fd(&r->fd_in);
-    close_fd(&r->fd_out);
-    close_fd(&r->fd_err);
-    close_fd(&r->pidfd);
+    close_fd(r, &r->fd_in);
+    close_fd(r, &r->fd_out);
+    close_fd(r, &r->fd_err);
+    close_fd(r, &r->pidfd);
 }
 
 /* Three O_CLOEXEC pipes with every end above 2 (a pipe on 0-2 would keep its
@@ -446,7 +485,7 @@ static int start_run(Run *r, PyObject *const *args, Py_ssize_t nargs, PyObject *
     memset(r, 0, sizeof *r);
     r->pid = -1;
     r->reaped = 1; /* nothing to signal or reap until the spawn succeeds */
-    r->fd_in = r->fd_out = r->fd_err = r->pidfd = -1;
+    r->fd_in = r->fd_out = r->fd_err = r->pidfd = r->epfd = -1;
     if (nargs != N_ARGS) {
         PyErr_Format(PyExc_TypeError, "takes %d arguments (%zd given)", N_ARGS, nargs);
         return -1;
@@ -518,7 +557,7 @@ static int start_run(Run *r, PyObject *const *args, Py_ssize_t nargs, PyObject *
     if (r->payload_left)
         on_stdin(r);
     else
-        close_fd(&r->fd_in);
+        close_fd(r, &r->fd_in);
     return 1;
 }
 
@@ -558,7 +597,7 @@ PyDoc_STRVAR(run_doc, "run" ARGS_DOC "--\n\n"
 "Spawn one child and see it through in this thread, the GIL released while it waits;\n"
 "see ongrid_plugins/executors/_fast.py. Returns (stdout, status or None, timed_out,\n"
 "overflow, duration, left_open, pid reaped elsewhere or 0), or (None, errno, stage)\n"
-"when no process ran (stage: 'pipes' or 'spawn').");
+"when no process ran (stage: 'pipes', 'spawn', or 'fds' for start()'s epoll).");
 
 static PyObject *native_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
@@ -569,23 +608,38 @@ static PyObject *native_run(PyObject *self, PyObject *const *args, Py_ssize_t na
         PyMem_RawFree(r.errbuf);
         return started < 0 ? NULL : failure;
     }
+    /* A signal that came while posix_spawn ran without the GIL only left a flag: its
+     * handler (KeyboardInterrupt) runs now, not after the child is done. */
+    int failed = PyErr_CheckSignals() < 0 ? -1 : 0;
     PyThreadState *ts = PyEval_SaveThread();
-    int failed = drive(&r, &ts, 0);
+    if (!failed)
+        failed = drive(&r, &ts, 0);
     int saved_errno = errno;
     PyObject *type = NULL, *value = NULL, *tb = NULL;
     if (failed == -1) {
         /* Python raised (KeyboardInterrupt, the stderr callback): the group gets SIGTERM,
-         * its grace, SIGKILL; a second exception goes straight to SIGKILL and a reap. */
+         * its grace, SIGKILL; a second exception goes straight to SIGKILL and a reap, and
+         * is raised with the first as its context. */
         PyEval_RestoreThread(ts);
         PyErr_Fetch(&type, &value, &tb);
         ts = PyEval_SaveThread();
         terminate_run(&r, now_mono());
         if (drive(&r, &ts, 1) == -1) {
             PyEval_RestoreThread(ts);
+            PyObject *type2 = NULL, *value2 = NULL, *tb2 = NULL;
+            PyErr_Fetch(&type2, &value2, &tb2);
+            PyErr_NormalizeException(&type, &value, &tb);
+            PyErr_NormalizeException(&type2, &value2, &tb2);
+            if (value2 != NULL && value != NULL) {
+                if (tb != NULL)
+                    PyException_SetTraceback(value, tb);
+                PyException_SetContext(value2, value); /* steals value */
+                value = NULL;
+            }
             Py_XDECREF(type);
             Py_XDECREF(value);
             Py_XDECREF(tb);
-            PyErr_Fetch(&type, &value, &tb);
+            type = type2, value = value2, tb = tb2;
             ts = PyEval_SaveThread();
         }
     }
@@ -617,7 +671,13 @@ typedef struct {
 
 static void call_close(CallObject *c) {
     if (c->running) {
-        close_all(&c->r);
+        if (c->r.reaped) {
+            close_all(&c->r);
+        } else {
+            Py_BEGIN_ALLOW_THREADS /* SIGKILL and a blocking reap: never with the GIL held */
+            close_all(&c->r);
+            Py_END_ALLOW_THREADS
+        }
         c->running = 0;
     }
     if (c->tfd >= 0) {
@@ -684,7 +744,7 @@ static PyObject *native_start(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (c->epfd < 0 || c->tfd < 0 || watch(c->epfd, c->tfd, EPOLLIN) < 0) {
         int err = errno;
         Py_DECREF(c);
-        return Py_BuildValue("(Ois)", Py_None, err, "pipes");
+        return Py_BuildValue("(Ois)", Py_None, err, "fds");
     }
     PyObject *failure = NULL;
     int started = start_run(&c->r, args, nargs, &failure);
@@ -696,11 +756,12 @@ static PyObject *native_start(PyObject *self, PyObject *const *args, Py_ssize_t 
     c->payload = Py_NewRef(args[5]);
     c->on_stderr = Py_NewRef(args[9]);
     Run *r = &c->r;
+    r->epfd = c->epfd;
     if (watch(c->epfd, r->fd_out, EPOLLIN) < 0 || watch(c->epfd, r->fd_err, EPOLLIN) < 0 ||
         watch(c->epfd, r->pidfd, EPOLLIN) < 0 || watch(c->epfd, r->fd_in, EPOLLOUT) < 0) {
-        PyErr_SetFromErrno(PyExc_OSError);
-        Py_DECREF(c); /* kills and reaps the child */
-        return NULL;
+        int err = errno; /* ENOSPC: max_user_watches; the child is killed and reaped unseen */
+        Py_DECREF(c);
+        return Py_BuildValue("(Ois)", Py_None, err, "fds");
     }
     arm(c);
     return (PyObject *)c;
