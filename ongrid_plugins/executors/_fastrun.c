@@ -200,44 +200,40 @@ static int on_stdout(Run *r, int hup) {
     return 0;
 }
 
-/* Hands stderr bytes to Python. ts: the saved thread state when called without the
- * GIL (it is taken for the call and released again), NULL when the GIL is held.
- * Returns -1 when Python raised (the exception is then pending). */
+/* Calls on_stderr with n bytes of data (n == 0: stderr ended). ts: the saved thread
+ * state when called without the GIL (it is taken for the call and released again),
+ * NULL when the GIL is held. Returns -1 when Python raised (the exception pending). */
+static int to_python(Run *r, const char *data, Py_ssize_t n, PyThreadState **ts) {
+    if (ts)
+        PyEval_RestoreThread(*ts);
+    PyObject *bytes = PyBytes_FromStringAndSize(data, n);
+    PyObject *res = bytes ? PyObject_CallOneArg(r->on_stderr, bytes) : NULL;
+    Py_XDECREF(bytes);
+    int rc = res == NULL ? -1 : 0;
+    Py_XDECREF(res);
+    if (ts)
+        *ts = PyEval_SaveThread();
+    return rc;
+}
+
+/* Reads stderr and hands what came to Python, then its end (empty bytes: the last
+ * line, if it had no newline, is reported when stderr ends, not when the call does).
+ * Returns -1 when Python raised. */
 static int on_stderr(Run *r, int hup, PyThreadState **ts) {
     ssize_t n = read(r->fd_err, r->errbuf, CHUNK);
     if (n < 0)
         return 0;
-    int rc = 0;
-    if (n > 0 && r->on_stderr != Py_None) {
-        if (ts)
-            PyEval_RestoreThread(*ts);
-        PyObject *data = PyBytes_FromStringAndSize(r->errbuf, n);
-        PyObject *res = data ? PyObject_CallOneArg(r->on_stderr, data) : NULL;
-        Py_XDECREF(data);
-        if (res == NULL)
-            rc = -1;
-        Py_XDECREF(res);
-        if (ts)
-            *ts = PyEval_SaveThread();
-    }
-    if (n > 0)
+    if (n > 0) {
         r->err_seen = 1;
-    if (rc == 0 && (n == 0 || (hup && n < CHUNK))) { /* EOF, or hung up and drained */
-        close_fd(r, &r->fd_err);
-        if (r->err_seen && r->on_stderr != Py_None) { /* empty bytes: the end (the last line) */
-            if (ts)
-                PyEval_RestoreThread(*ts);
-            PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
-            PyObject *res = empty ? PyObject_CallOneArg(r->on_stderr, empty) : NULL;
-            Py_XDECREF(empty);
-            if (res == NULL)
-                rc = -1;
-            Py_XDECREF(res);
-            if (ts)
-                *ts = PyEval_SaveThread();
-        }
+        if (r->on_stderr != Py_None && to_python(r, r->errbuf, n, ts) < 0)
+            return -1;
     }
-    return rc;
+    if (n == 0 || (hup && n < CHUNK)) { /* EOF, or hung up and drained */
+        close_fd(r, &r->fd_err);
+        if (r->err_seen && r->on_stderr != Py_None)
+            return to_python(r, NULL, 0, ts);
+    }
+    return 0;
 }
 
 static double next_wakeup(const Run *r) {
