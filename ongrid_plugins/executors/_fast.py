@@ -29,7 +29,6 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..discovery import roots as _roots
@@ -48,11 +47,6 @@ with contextlib.suppress(ImportError):  # not built (no compiler at install time
 
 USE = True
 """Tests set this to False to run every call through the Python runner."""
-
-_EXEC_PATH = b"/proc/self/fd/3"
-_MEMO_LIMIT = 512
-_argv_memo: dict[tuple[tuple[str, ...], str, bool], tuple[bytes, tuple[bytes, ...], bytes]] = {}
-_env_memo: dict[tuple[tuple[str, str], ...], tuple[bytes, ...]] = {}
 
 
 def available() -> bool:
@@ -124,7 +118,10 @@ async def arun(
         await _until_done(loop, call)
     except BaseException:
         call.terminate()
-        await _until_done(loop, call)  # terminated: done once the child is reaped
+        # Done once the child is reaped; a call that was over before the cancellation came
+        # has nothing left in its epoll to wake the loop: asked first, it says so at once.
+        if not call.step():
+            await _until_done(loop, call)
         raise
     finally:
         call.close()  # a second cancellation lands here: SIGKILL and a blocking reap
@@ -137,8 +134,6 @@ async def _until_done(loop: asyncio.AbstractEventLoop, call: Any) -> None:
     The descriptor goes into the loop's shared epoll (:class:`._drivers._Mux`, one
     reader per loop for every call on it), not to the loop itself.
     """
-    if call.step():  # over already (a cancellation that came after the last step, say)
-        return
     stepper = _Stepper(call, loop.create_future())
     mux = _drivers._Mux.attach(loop)
     fd = call.fileno()
@@ -209,9 +204,11 @@ class _Lines:
 
 
 def _arguments(spec: ProcessSpec, feed: Any, tuning: Tuning) -> tuple[Any, ...]:
-    path, argv, cwd = _encoded_argv(spec.argv, spec.cwd, spec.exec_fd is not None)
+    # Checked and encoded once per argv, cwd and environment, as for the ctypes spawn.
+    (argv, _), cwd, (env, _) = _spawn._encoded(spec.argv, spec.cwd, spec.env)
+    path = argv[0] if spec.exec_fd is None else _spawn._EXEC_PATH
     return (
-        path, argv, _encoded_env(spec.env), cwd, -1 if spec.exec_fd is None else spec.exec_fd, spec.stdin,
+        path, argv, env, cwd, -1 if spec.exec_fd is None else spec.exec_fd, spec.stdin,
         float(spec.timeout), float(spec.kill_grace), min(spec.stdout_cap, sys.maxsize), feed,
         3 if spec.exec_fd is None else 4,
         *tuning,
@@ -249,39 +246,9 @@ def _outcome(spec: ProcessSpec, got: tuple[Any, ...], stderr: _Lines, eof_bound:
 def _not_started(spec: ProcessSpec, errno: int, stage: str) -> ProcessOutcome:
     exc = OSError(errno, os.strerror(errno))
     if stage == "pipes":
-        message = f"cannot create pipes for {spec.argv[0]}: {_spawn._reason(exc)}"
+        message = _spawn.pipes_error(spec.argv[0], exc)
     elif stage == "fds":
         message = f"cannot create the descriptors to wait for {spec.argv[0]}: {_spawn._reason(exc)}"
     else:
         message = _spawn._describe(exc, spec.argv[0], spec.cwd)
     return ProcessOutcome.never_ran(message, 0.0)
-
-
-def _encoded_argv(argv: Sequence[str], cwd: str, from_fd: bool) -> tuple[bytes, tuple[bytes, ...], bytes]:
-    """The checked, encoded argv (and what to execute), remembered by value: every call
-    of a tool spawns the same one. The checks are :func:`._spawn._encode`'s."""
-    key = (tuple(argv), cwd, from_fd)
-    known = _argv_memo.get(key)
-    if known is None:
-        raw_argv, _ = _spawn._encode(argv, {})
-        if b"\0" in os.fsencode(cwd):
-            message = "embedded null byte in cwd"
-            raise ValueError(message)
-        _forget_when_full(_argv_memo)
-        known = _argv_memo[key] = (_EXEC_PATH if from_fd else raw_argv[0], tuple(raw_argv), os.fsencode(cwd))
-    return known
-
-
-def _encoded_env(env: Mapping[str, str]) -> tuple[bytes, ...]:
-    key = tuple(env.items())
-    known = _env_memo.get(key)
-    if known is None:
-        _, raw_env = _spawn._encode(("-",), env)
-        _forget_when_full(_env_memo)
-        known = _env_memo[key] = tuple(raw_env)
-    return known
-
-
-def _forget_when_full(memo: dict[Any, Any]) -> None:
-    if len(memo) >= _MEMO_LIMIT:
-        memo.clear()

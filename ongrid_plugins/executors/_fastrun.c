@@ -403,19 +403,21 @@ static int make_pipes(int p[3][2]) {
     return 0;
 }
 
-/* A NULL-terminated char *[] borrowing from a tuple of bytes (valid while the tuple lives). */
-static char **cstrings(PyObject *tuple) {
-    Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+/* A NULL-terminated char *[] borrowing from a list or tuple of bytes (valid while it
+ * lives, unchanged: the caller's are the spawn module's memo, never modified). */
+static char **cstrings(PyObject *seq) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
     char **out = PyMem_Malloc(sizeof(char *) * (size_t)(n + 1));
     if (out == NULL) {
         PyErr_NoMemory();
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        PyObject *item = items[i];
         if (!PyBytes_Check(item)) {
             PyMem_Free(out);
-            PyErr_SetString(PyExc_TypeError, "argv and env must be tuples of bytes");
+            PyErr_SetString(PyExc_TypeError, "argv and env must be lists of bytes");
             return NULL;
         }
         out[i] = PyBytes_AS_STRING(item);
@@ -487,10 +489,11 @@ static int start_run(Run *r, PyObject *const *args, Py_ssize_t nargs, PyObject *
         return -1;
     }
     PyObject *path = args[0], *argv_t = args[1], *env_t = args[2], *cwd = args[3], *payload = args[5];
-    if (!PyBytes_Check(path) || !PyTuple_Check(argv_t) || !PyTuple_Check(env_t) || !PyBytes_Check(cwd) ||
-        !PyBytes_Check(payload) || PyTuple_GET_SIZE(argv_t) == 0 || !PyCallable_Check(args[9])) {
+    int sequences = (PyList_Check(argv_t) || PyTuple_Check(argv_t)) && (PyList_Check(env_t) || PyTuple_Check(env_t));
+    if (!PyBytes_Check(path) || !sequences || !PyBytes_Check(cwd) || !PyBytes_Check(payload) ||
+        PySequence_Fast_GET_SIZE(argv_t) == 0 || !PyCallable_Check(args[9])) {
         PyErr_SetString(PyExc_TypeError,
-                        "path, cwd and payload are bytes, argv (not empty) and env tuples of bytes, on_stderr callable");
+                        "path, cwd and payload are bytes, argv (not empty) and env lists of bytes, on_stderr callable");
         return -1;
     }
     int exec_fd = (int)PyLong_AsLong(args[4]);

@@ -240,7 +240,7 @@ def _spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], exec_fd: int |
     try:
         pipes = _make_pipes()
     except OSError as exc:
-        raise SpawnError(f"cannot create pipes for {argv[0]}: {_reason(exc)}") from None
+        raise SpawnError(pipes_error(argv[0], exc)) from None
     (stdin_r, stdin_w), (stdout_r, stdout_w), (stderr_r, stderr_w) = pipes
     child_ends = (stdin_r, stdout_w, stderr_w)
     ok = False
@@ -259,6 +259,11 @@ def _spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], exec_fd: int |
         for fd in child_ends if ok else (*child_ends, stdin_w, stdout_r, stderr_r):
             os.close(fd)
     return Child(pid, stdin_w, stdout_r, stderr_r, popen)
+
+
+def pipes_error(executable: str, exc: OSError) -> str:
+    """Why no process ran when its pipes could not be made."""
+    return f"cannot create pipes for {executable}: {_reason(exc)}"
 
 
 def _encode(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[bytes], list[bytes]]:
@@ -289,7 +294,8 @@ def _encoded(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> tuple[_CS
     """``_encode`` for the libc backend, as NULL-terminated arrays, remembered by value.
 
     Every call of a tool spawns the same argv, cwd and (usually) environment: their
-    checks and encoding are done once. The arrays are only read by ``posix_spawn``, so
+    checks and encoding are done once (the compiled runner takes the byte lists).
+    The arrays are only read by ``posix_spawn``, so
     threads share them; each keeps its bytes alive beside it.
     """
     argv_key = (tuple(argv), cwd)
@@ -301,7 +307,11 @@ def _encoded(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> tuple[_CS
         if len(_encoded_argv) >= _MEMO_LIMIT or len(_encoded_env) >= _MEMO_LIMIT:
             _encoded_argv.clear()
             _encoded_env.clear()
-        known_argv = _encoded_argv[argv_key] = ((raw_argv, _cstrings(raw_argv)), os.fsencode(cwd))
+        raw_cwd = os.fsencode(cwd)
+        if b"\0" in raw_cwd:  # libc would stop at it: another folder than the one named
+            message = "embedded null byte in cwd"
+            raise ValueError(message)
+        known_argv = _encoded_argv[argv_key] = ((raw_argv, _cstrings(raw_argv)), raw_cwd)
         known_env = _encoded_env[env_key] = (raw_env, _cstrings(raw_env))
     return known_argv[0], known_argv[1], known_env
 
