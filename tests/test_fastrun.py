@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from ongrid_plugins.executors import _fast, _process, _spawn
-from ongrid_plugins.executors._process import ProcessSpec, arun_process, run_process
+from ongrid_plugins.executors._process import ProcessOutcome, ProcessSpec, arun_process, run_process
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the compiled runner is Linux-only"
@@ -41,7 +41,16 @@ def spec(tmp_path: Path, body: str, **kw: Any) -> ProcessSpec:
 
 
 def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+    """Open pipes and anonymous inodes (epoll, timerfd, pidfd): what the runner makes.
+
+    Not files: an idle audit writer of an earlier test closes its database whenever it stops.
+    """
+    count = 0
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+            target = os.readlink(f"/proc/self/fd/{name}")
+            count += target.startswith(("pipe:", "anon_inode:"))
+    return count
 
 
 class Counting:
@@ -333,3 +342,33 @@ def test_a_last_stderr_line_without_newline_is_reported_when_stderr_ends_not_whe
     ended = time.monotonic() - started
     assert out.stderr_tail == ("partial",)
     assert [line for line, _ in seen] == ["partial"] and seen[0][1] < ended - 0.25
+
+
+def test_concurrent_calls_spawn_on_the_loop_and_a_cancelled_one_leaves_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_thread() -> Any:
+        raise AssertionError("the compiled runner spawned in a thread")
+
+    monkeypatch.setattr(_process, "_spawner", no_thread)
+    (tmp_path / "holder").mkdir()
+    holder = spec(tmp_path / "holder", "echo $$ >&2\nexec /bin/sleep 60", kill_grace=0.2)
+    echo = spec(tmp_path, "cat", stdin=b"hello")
+    pids: list[str] = []
+
+    async def main() -> list[ProcessOutcome]:
+        waiting = asyncio.ensure_future(arun_process(holder, pids.append))
+        for _ in range(500):  # one call in flight: the next ones spawn beside it
+            if pids:
+                break
+            await asyncio.sleep(0.01)
+        echoes = await asyncio.gather(*(arun_process(echo) for _ in range(8)))
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        return echoes
+
+    echoes = asyncio.run(main())
+    assert [(o.stdout, o.exit_code) for o in echoes] == [(b"hello", 0)] * 8
+    with pytest.raises(ProcessLookupError):  # terminated and reaped before the cancellation propagated
+        os.kill(int(pids[0]), 0)
