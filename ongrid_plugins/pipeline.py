@@ -58,9 +58,10 @@ import asyncio
 import functools
 import itertools
 import logging
+import operator
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -417,15 +418,22 @@ def _finish(host: SkillHost, attempt: Attempt, result: CallResult) -> CallResult
 def _evolve(value: CallResult, **changes: object) -> CallResult:
     """``attrs.evolve`` with the class's init fields looked up once, not on every call."""
     cls = type(value)
-    names = _INIT_FIELDS.get(cls)
-    if names is None:
-        names = _INIT_FIELDS[cls] = tuple((a.name, a.alias) for a in attrs.fields(cls) if a.init)
-    kwargs = {alias: getattr(value, name) for name, alias in names}
+    known = _INIT_FIELDS.get(cls)
+    if known is None:
+        fields = [a for a in attrs.fields(cls) if a.init]
+        getter = operator.attrgetter(*(a.name for a in fields)) if len(fields) > 1 else None
+        known = _INIT_FIELDS[cls] = (
+            tuple(a.alias for a in fields),
+            getter or (lambda v: tuple(getattr(v, a.name) for a in fields)),
+        )
+    aliases, values = known
+    kwargs = dict(zip(aliases, values(value), strict=True))  # in C: no loop here
     kwargs.update(changes)
     return cls(**kwargs)
 
 
-_INIT_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
+#: Per class, its init fields' keyword names and a getter of their values (a tuple).
+_INIT_FIELDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
 
 
 # ---------------------------------------------------------------------- tickets

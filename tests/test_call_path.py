@@ -387,3 +387,22 @@ def test_the_start_and_end_lines_hold_every_column_and_the_row_keeps_column_orde
     assert (*HEAD_COLUMNS, *TAIL_COLUMNS, "ticket", "approvers") == START_COLUMNS
     assert END_COLUMNS == FINISH_COLUMNS == (*BODY_COLUMNS, "remote")
     assert set(START_COLUMNS) | set(END_COLUMNS) == set(COLUMNS[1:-1])
+
+
+def test_the_pipelines_evolve_is_attrs_evolve() -> None:
+    import attrs
+
+    from ongrid_plugins.gate.decision import Decision
+    from ongrid_plugins.models import CallResult, RemoteRun, Verdict
+    from ongrid_plugins.pipeline import _evolve
+
+    full = CallResult(
+        "t", False, value={"a": [1]}, error="boom", exit_code=3, signal=9, timed_out=True, duration=1.5,
+        stderr_tail=["x", "y"], call_id="c1", status="failed",
+        remote=RemoteRun(queue="q", task_id="id"),
+    )  # fmt: skip
+    decision = Decision(Verdict.ALLOW, "because", "gate")
+    for changes in ({}, {"decision": decision, "call_id": "c2"}, {"stderr_tail": ["z"], "ok": True}):
+        assert _evolve(full, **changes) == attrs.evolve(full, **changes)
+    with pytest.raises(TypeError):
+        _evolve(full, no_such_field=1)

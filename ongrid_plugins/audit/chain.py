@@ -17,7 +17,7 @@ import hashlib
 import hmac
 import itertools
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -218,37 +218,8 @@ def check_macs(conn: sqlite3.Connection, key: bytes) -> tuple[int | None, str]:
     return None, ""
 
 
-def _fast_canonical() -> Callable[[Any], str]:
-    """:func:`~ongrid_plugins.models.canonical_json`, calling the C encoder it runs directly.
-
-    ``JSONEncoder.encode`` makes a new C encoder object on every call, which costs as
-    much as encoding a row's few values: the audit log serialises four lists a call
-    (:mod:`.rows`) and ``verify`` every row.
-    Same encoder, same options, so the same text (checked here, else the plain one),
-    except that a cycle is a ``RecursionError`` instead of a ``ValueError``.
-    """
-    try:
-        from json import encoder
-
-        def default(value: Any) -> Any:
-            raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-        c_encoder = encoder.c_make_encoder(  # type: ignore[attr-defined]
-            None, default, encoder.encode_basestring, None, ":", ",", True, False, False
-        )
-
-        def fast(value: Any) -> str:
-            return "".join(c_encoder(value, 0))
-
-        sample = [1.5, 2**70, -0.0, 'é\n"\u2028', None, True, {"b": [{}], "a": 1}, Outcome.OK]
-        if fast(sample) == canonical_json(sample) and fast("x") == canonical_json("x"):
-            return fast
-    except Exception:  # another Python's json module: the plain encoder
-        logger.debug("audit log: the C JSON encoder cannot be called directly", exc_info=True)
-    return canonical_json
-
-
-canonical = _fast_canonical()
+#: The canonical JSON of a value (:func:`~ongrid_plugins.models.canonical_json`).
+canonical = canonical_json
 
 
 def row_hash(values: Sequence[Any]) -> str:

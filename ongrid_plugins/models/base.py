@@ -5,9 +5,10 @@ May import: the standard library only.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = ["JSON", "args_digest", "canonical_json", "digest_json", "strs"]
@@ -20,16 +21,61 @@ def strs(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
-def canonical_json(value: Any) -> str:
-    """The canonical JSON text of a value: sorted keys, no spaces, UTF-8 kept."""
-    return _canonical(value)
-
-
 # ``json.dumps`` with any non-default option builds a new encoder on every call (a few
 # microseconds, several times per call): one encoder, same options, same text.
 _canonical = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 ).encode
+
+
+def _plain(value: Any) -> str:
+    """The canonical JSON text of a value: sorted keys, no spaces, UTF-8 kept."""
+    return _canonical(value)
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+class _StrSample(enum.StrEnum):
+    """A str enum (as the audit's outcomes are), for :func:`_fast_canonical`'s check."""
+
+    X = "x"
+
+
+def _fast_canonical() -> Callable[[Any], str]:
+    """:func:`_plain`, calling the C encoder it runs directly, or ``_plain`` itself.
+
+    ``JSONEncoder.encode`` makes a new C encoder object on every call (and its
+    ``markers`` dict, to find cycles), which costs as much as encoding the few values
+    of a call's arguments or of an audit row. This one has no markers: a cycle ends in
+    a ``RecursionError``, and the text (or the error) then comes from ``_plain``,
+    which says "Circular reference detected" as ``json.dumps`` does. The same
+    options make the same text: checked here against ``_plain``, else ``_plain`` it is.
+    """
+    try:
+        from json import encoder
+
+        c_encoder = encoder.c_make_encoder(  # type: ignore[attr-defined]
+            None, _not_json, encoder.encode_basestring, None, ":", ",", True, False, False
+        )
+
+        def canonical_json(value: Any) -> str:
+            """The canonical JSON text of a value: sorted keys, no spaces, UTF-8 kept."""
+            try:
+                return "".join(c_encoder(value, 0))
+            except RecursionError:  # a cycle, or nested deeper than the recursion limit
+                return _plain(value)
+
+        sample = [1.5, 2**70, -0.0, 'é\n"\u2028', None, True, {"b": [{}], "a": 1}, _StrSample.X]
+        if canonical_json(sample) == _plain(sample) and canonical_json("x") == _plain("x"):
+            return canonical_json
+    except Exception:  # another Python's json module: the plain encoder
+        pass
+    return _plain
+
+
+canonical_json = _fast_canonical()
 
 
 def args_digest(tool: str, args: Mapping[str, Any]) -> str:
