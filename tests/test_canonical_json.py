@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from ongrid_plugins.models import Outcome, canonical_json
-from ongrid_plugins.models import base
+from ongrid_plugins.models import Outcome, base, canonical_json
 
 
 def plain(value: Any) -> str:
@@ -40,7 +39,7 @@ def test_the_fast_encoder_is_the_one_in_use() -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        {"b": 1, "a": [1.5, -0.0, 2**70, None, True, False], "é": "\u2028\n\"\\", "": {}},
+        {"b": 1, "a": [1.5, -0.0, 2**70, None, True, False], "é": '\u2028\n"\\', "": {}},
         "a lone \ud800 surrogate",
         [1e308, 5e-324, 0.1, -1, 0],
         {"1": "x", "10": "y", "2": "z"},
