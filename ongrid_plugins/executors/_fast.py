@@ -23,6 +23,7 @@ says which runner a call gets; the tests run every runner test against each.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import importlib
 import logging
@@ -92,22 +93,28 @@ def run(spec: ProcessSpec, on_stderr: StderrCallback | None, tuning: Tuning) -> 
     return _outcome(spec, got, lines, tuning[0])
 
 
-async def arun(spec: ProcessSpec, on_stderr: StderrCallback | None, tuning: Tuning) -> ProcessOutcome:
+async def arun(
+    spec: ProcessSpec,
+    on_stderr: StderrCallback | None,
+    tuning: Tuning,
+    spawner: concurrent.futures.Executor | None,
+) -> ProcessOutcome:
     """Run ``spec`` on the running event loop, which watches one descriptor for it.
 
     The loop watches the call's epoll (its pipes, pidfd and a timerfd for the deadline)
-    and steps it when something is ready; stderr lines are reported on the loop. The
-    spawn happens on the loop, with the GIL released while ``posix_spawn`` waits for
-    the child's exec, whatever else is in flight: handing it to a thread (as the Python
-    runner does for confined calls) cost 20% of the calls per second of 8 concurrent
-    calls, in the thread's wake-up, the GIL hand-offs and the futures, more than the
-    loop waits (``benchmarks/README.md``). On cancellation the group is terminated
-    (SIGTERM, up to ``kill_grace``, SIGKILL) and reaped before the cancellation
-    propagates; a second cancellation kills it at once.
+    and steps it when something is ready; stderr lines are reported on the loop.
+    ``spawner``: while another call is in flight on the loop, the spawn runs in one of
+    its threads, so the loop keeps serving the running children: ``posix_spawn`` returns
+    once its vfork child has exec'd, and that child can wait behind the running ones for
+    a CPU (spawned on the loop, 8 concurrent calls ran at half their rate now and then,
+    though faster when they did not). On cancellation the
+    group is terminated (SIGTERM, up to ``kill_grace``, SIGKILL) and reaped before the
+    cancellation propagates; a second cancellation kills it at once.
     """
     lines = _Lines(spec, on_stderr)
+    arguments = _arguments(spec, lines.feed, tuning)
     loop = asyncio.get_running_loop()
-    call = _native.start(*_arguments(spec, lines.feed, tuning))
+    call = _native.start(*arguments) if spawner is None else await _start_aside(spawner, arguments)
     if type(call) is tuple:
         return _outcome(spec, call, lines, tuning[0])
     try:
@@ -162,6 +169,20 @@ class _Stepper:
             return
         if finished and not self.waiter.done():
             self.waiter.set_result(None)
+
+
+async def _start_aside(spawner: concurrent.futures.Executor, arguments: tuple[Any, ...]) -> Any:
+    """``start`` in a spawner thread; a cancellation still waits for it, and ends a
+    child that was started before propagating."""
+    future = spawner.submit(_native.start, *arguments)
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        with contextlib.suppress(concurrent.futures.CancelledError):
+            call = future.result()
+            if type(call) is not tuple:
+                call.close()  # SIGKILL and a reap: it never ran for anyone
+        raise
 
 
 class _Lines:

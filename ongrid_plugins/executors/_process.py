@@ -129,12 +129,13 @@ async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = Non
     Unconfined calls are stepped by the compiled runner (:func:`._fast.arun`) where
     the extension was built.
     """
-    if _fast.usable(spec):  # spawns on the loop, whatever else is in flight
-        return await _fast.arun(spec, on_stderr, (_EOF_BOUND, _EOF_MIN, _USE_PIDFD))
     loop = asyncio.get_running_loop()
     busy = _in_flight.get(loop, 0)
     _in_flight[loop] = busy + 1
     try:
+        if _fast.usable(spec):
+            tuning = (_EOF_BOUND, _EOF_MIN, _USE_PIDFD)
+            return await _fast.arun(spec, on_stderr, tuning, _spawner() if busy else None)
         return await _arun_python(spec, on_stderr, loop, busy)
     finally:
         _in_flight[loop] -= 1
@@ -162,12 +163,11 @@ async def _arun_python(
     return run.outcome()
 
 
-#: Calls of the Python runner in flight per event loop. The first spawns on the loop
-#: itself (no thread hop, the least latency); while one is in flight, the next spawn runs
-#: in a thread, so the loop keeps serving the running children while a confined call's
-#: thread gets ready (milliseconds) or posix_spawn waits for its child's exec (vfork):
-#: concurrent calls overlap their spawns as threads do. (The compiled runner spawns on
-#: the loop: its spawn holds no GIL and costs less than the hop, see :func:`._fast.arun`.)
+#: Calls in flight per event loop. The first spawns on the loop itself (no thread hop,
+#: the least latency); while one is in flight, the next spawn runs in a thread, so the
+#: loop keeps serving the running children while posix_spawn waits for its child's exec
+#: (vfork) or a confined call's thread gets ready: concurrent calls overlap their spawns
+#: as threads do.
 _in_flight: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = weakref.WeakKeyDictionary()
 _spawners: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
 
