@@ -440,3 +440,33 @@ def test_the_entry_check_can_hash_the_descriptor_the_executor_will_run(
         assert "changed since the skill was loaded" in str(entry_drift(tool, fd))
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("size", [0, 1, 99, 1024 * 1024 - 1, 1024 * 1024, 3 * 1024 * 1024 + 7])
+def test_an_open_file_hashes_to_its_bytes_whatever_its_size(tmp_path: Path, size: int) -> None:
+    from ongrid_plugins.catalog import digest
+
+    data = os.urandom(size)
+    path = tmp_path / "entry"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert digest._hash_fd(fd, str(path))[0] == hashlib.sha256(data).hexdigest()
+    finally:
+        os.close(fd)
+
+
+def test_a_file_that_grew_after_its_stat_is_hashed_whole(tmp_path: Path) -> None:
+    from ongrid_plugins.catalog import digest
+
+    path = tmp_path / "entry"
+    path.write_bytes(b"#!/bin/sh\n")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        with path.open("ab") as f:
+            f.write(b"echo more\n" * 1000)
+        found, _ = digest._hash_fd(fd, str(path), st)
+        assert found == hashlib.sha256(path.read_bytes()).hexdigest()
+    finally:
+        os.close(fd)

@@ -67,6 +67,7 @@ _MEMO_LIMIT = 200_000
 # change again with the same size and timestamps, so its hash is not memoised
 # (git's "racily clean" rule).
 _RACY_NS = 2_000_000_000
+_READ = 1024 * 1024
 
 
 @attrs.frozen
@@ -143,9 +144,13 @@ def _hash_fd(fd: int, path: str, st: os.stat_result | None = None) -> tuple[str,
         return found, st
     h = hashlib.sha256()
     offset = 0
-    while chunk := os.pread(fd, 1024 * 1024, offset):
+    # Reads sized by the stat (one more byte sees a file that grew): a 1 MiB buffer for
+    # a small entry is an mmap and an munmap on every call that hashes it.
+    want = min(st.st_size + 1, _READ)
+    while chunk := os.pread(fd, want, offset):
         h.update(chunk)
         offset += len(chunk)
+        want = _READ
     digest = h.hexdigest()
     if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS:
         with _memo_lock:
