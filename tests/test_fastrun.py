@@ -58,7 +58,7 @@ class Counting:
 
     def __init__(self, native: Any) -> None:
         self.native = native
-        self.counts = {"run": 0, "start": 0}
+        self.counts = {"run": 0, "start": 0, "start_aside": 0}
 
     def __getattr__(self, name: str) -> Any:
         function = getattr(self.native, name)
@@ -90,7 +90,7 @@ def test_unconfined_calls_run_in_the_compiled_runner_sync_and_async(
     call = spec(tmp_path, "cat", stdin=b"hello")
     assert run_process(call).stdout == b"hello"
     assert asyncio.run(arun_process(call)).stdout == b"hello"
-    assert counting.counts == {"run": 1, "start": 1}
+    assert counting.counts == {"run": 1, "start": 1, "start_aside": 0}
 
 
 def test_confined_calls_and_fallback_switches_take_the_python_runner(
@@ -106,7 +106,7 @@ def test_confined_calls_and_fallback_switches_take_the_python_runner(
     monkeypatch.setattr(_spawn, "_USE_CLOSEFROM", False)
     assert not _fast.usable(plain)
     assert run_process(plain).exit_code == 0
-    assert counting.counts == {"run": 0, "start": 0}
+    assert counting.counts == {"run": 0, "start": 0, "start_aside": 0}
 
 
 def test_stderr_lines_reach_the_callback_on_the_calling_thread_and_on_the_loop_thread(tmp_path: Path) -> None:
@@ -176,6 +176,8 @@ def test_the_extension_refuses_malformed_arguments_before_starting_anything(tmp_
             native.run(*wrong)
         with pytest.raises(error):
             native.start(*wrong)
+        with pytest.raises(error):
+            native.start_aside(*wrong)
     assert open_fds() == before
 
 
@@ -345,20 +347,15 @@ def test_a_last_stderr_line_without_newline_is_reported_when_stderr_ends_not_whe
 
 
 def test_concurrent_compiled_calls_spawn_aside_and_a_cancelled_one_leaves_no_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, counting: Counting, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Spawned on the loop, a concurrent call's vfork child can wait behind the running
-    # children for a CPU, and the whole loop with it (its calls per second then halved,
-    # now and then): while one call is in flight, the next spawn goes to a thread.
-    spawner = _process._spawner()
-    aside: list[Any] = []
+    # children for a CPU, and the whole loop with it: while one call is in flight, the
+    # next spawns go to the extension's own threads, never to the Python spawner.
+    def no_python_thread() -> Any:
+        raise AssertionError("the compiled runner handed a spawn to a Python thread")
 
-    class Counting:
-        def submit(self, function: Any, *args: Any) -> Any:
-            aside.append(function)
-            return spawner.submit(function, *args)
-
-    monkeypatch.setattr(_process, "_spawner", Counting)
+    monkeypatch.setattr(_process, "_spawner", no_python_thread)
     (tmp_path / "holder").mkdir()
     holder = spec(tmp_path / "holder", "echo $$ >&2\nexec /bin/sleep 60", kill_grace=0.2)
     echo = spec(tmp_path, "cat", stdin=b"hello")
@@ -376,8 +373,104 @@ def test_concurrent_compiled_calls_spawn_aside_and_a_cancelled_one_leaves_no_pro
             await waiting
         return echoes
 
+    before = open_fds()
     echoes = asyncio.run(main())
     assert [(o.stdout, o.exit_code) for o in echoes] == [(b"hello", 0)] * 8
-    assert aside == [_fast._native.start] * 8
+    assert counting.counts == {"run": 0, "start": 1, "start_aside": 8}
     with pytest.raises(ProcessLookupError):  # terminated and reaped before the cancellation propagated
         os.kill(int(pids[0]), 0)
+    assert open_fds() == before
+
+
+def children() -> set[int]:
+    """This process's living children (every thread's), zombies included."""
+    found: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as f:
+            found.update(int(pid) for pid in f.read().split())
+    return found
+
+
+def step_until_done(call: Any, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not call.step():
+        assert time.monotonic() < deadline, "the call never ended"
+        time.sleep(0.002)
+
+
+def test_a_spawn_aside_that_fails_is_the_calls_result_worded_as_inline(tmp_path: Path) -> None:
+    missing = ProcessSpec(argv=(str(tmp_path / "nope"),), cwd=str(tmp_path), env={}, stdin=b"", timeout=5)
+    script = spec(tmp_path, "true")
+    no_cwd = ProcessSpec(argv=script.argv, cwd=str(tmp_path / "gone"), env={}, stdin=b"", timeout=5)
+    for bad in (missing, no_cwd):
+        arguments = _fast._arguments(bad, lambda data: None, TUNING)
+        inline = _fast._native.start(*arguments)
+        call = _fast._native.start_aside(*arguments)
+        assert type(inline) is tuple and type(call) is not tuple
+        step_until_done(call)
+        assert call.result() == inline  # (None, ENOENT, "spawn")
+        call.close()
+
+        async def busy_loop(target: ProcessSpec = bad) -> ProcessOutcome:
+            return await _fast.arun(target, None, TUNING, True)
+
+        assert (
+            asyncio.run(busy_loop()).spawn_error
+            == _fast._outcome(bad, inline, _fast._Lines(bad, None), 1).spawn_error
+        )
+
+
+def test_a_call_stopped_or_dropped_while_it_spawns_aside_leaves_no_process(tmp_path: Path) -> None:
+    forever = spec(tmp_path, "exec /bin/sleep 60", kill_grace=5)
+    arguments = _fast._arguments(forever, lambda data: None, TUNING)
+    before = open_fds()
+    for end in ("terminate", "close", "drop"):
+        for _ in range(20):  # caught at every point of the spawn, some before, some after it
+            call = _fast._native.start_aside(*arguments)
+            if end == "terminate":
+                call.terminate()
+                started = time.monotonic()
+                step_until_done(call)
+                assert time.monotonic() - started < 2  # SIGKILL, not the 5 s grace: it never ran for anyone
+                outcome = call.result()
+                assert os.WIFSIGNALED(outcome[1]) and os.WTERMSIG(outcome[1]) == 9
+                call.close()
+            elif end == "close":
+                call.close()
+                assert call.reaped
+            else:
+                del call
+    assert children() == set()
+    assert open_fds() == before
+
+
+def test_a_fork_while_a_spawn_is_aside_does_not_hang_the_child(tmp_path: Path) -> None:
+    quick = spec(tmp_path, "exit 0")
+    arguments = _fast._arguments(quick, lambda data: None, TUNING)
+    for _ in range(10):
+        calls = [_fast._native.start_aside(*arguments) for _ in range(6)]
+        pid = os.fork()
+        if pid == 0:  # the child: no spawner thread here; each call ends, none hangs
+            try:
+                for call in calls:
+                    call.close()
+                    got = call.result()
+                    assert got[0] is None or got[1] is not None or got[-1]
+            except BaseException:
+                os._exit(1)
+            os._exit(0)
+        deadline = time.monotonic() + 10
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                raise AssertionError("the forked child hung on a spawn its parent's thread was doing")
+            time.sleep(0.01)
+        assert os.waitstatus_to_exitcode(status) == 0
+        for call in calls:
+            step_until_done(call)
+            assert call.result()[1] == 0  # exited 0 in the parent
+            call.close()

@@ -23,7 +23,6 @@ says which runner a call gets; the tests run every runner test against each.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import importlib
 import logging
@@ -94,27 +93,26 @@ def run(spec: ProcessSpec, on_stderr: StderrCallback | None, tuning: Tuning) -> 
 
 
 async def arun(
-    spec: ProcessSpec,
-    on_stderr: StderrCallback | None,
-    tuning: Tuning,
-    spawner: concurrent.futures.Executor | None,
+    spec: ProcessSpec, on_stderr: StderrCallback | None, tuning: Tuning, aside: bool
 ) -> ProcessOutcome:
     """Run ``spec`` on the running event loop, which watches one descriptor for it.
 
     The loop watches the call's epoll (its pipes, pidfd and a timerfd for the deadline)
     and steps it when something is ready; stderr lines are reported on the loop.
-    ``spawner``: while another call is in flight on the loop, the spawn runs in one of
-    its threads, so the loop keeps serving the running children: ``posix_spawn`` returns
-    once its vfork child has exec'd, and that child can wait behind the running ones for
-    a CPU (spawned on the loop, 8 concurrent calls ran at half their rate now and then,
-    though faster when they did not). On cancellation the
+    ``aside``: another call is in flight on the loop, so the spawn is left to the
+    extension's spawner threads (plain threads: no GIL, no future, no Python), and the
+    loop keeps serving the running children meanwhile. ``posix_spawn`` returns once its
+    vfork child has exec'd, and with every CPU busy that child can wait for one: spawned
+    on the loop, 8 concurrent calls ran at half their rate now and then. Alone on the
+    loop, a call spawns where it is (no hand-off, the least latency). On cancellation the
     group is terminated (SIGTERM, up to ``kill_grace``, SIGKILL) and reaped before the
-    cancellation propagates; a second cancellation kills it at once.
+    cancellation propagates (a child still being spawned is killed once it is); a
+    second cancellation kills it at once.
     """
     lines = _Lines(spec, on_stderr)
     arguments = _arguments(spec, lines.feed, tuning)
     loop = asyncio.get_running_loop()
-    call = _native.start(*arguments) if spawner is None else await _start_aside(spawner, arguments)
+    call = (_native.start_aside if aside else _native.start)(*arguments)
     if type(call) is tuple:
         return _outcome(spec, call, lines, tuning[0])
     try:
@@ -169,20 +167,6 @@ class _Stepper:
             return
         if finished and not self.waiter.done():
             self.waiter.set_result(None)
-
-
-async def _start_aside(spawner: concurrent.futures.Executor, arguments: tuple[Any, ...]) -> Any:
-    """``start`` in a spawner thread; a cancellation still waits for it, and ends a
-    child that was started before propagating."""
-    future = spawner.submit(_native.start, *arguments)
-    try:
-        return await asyncio.wrap_future(future)
-    except asyncio.CancelledError:
-        with contextlib.suppress(concurrent.futures.CancelledError):
-            call = future.result()
-            if type(call) is not tuple:
-                call.close()  # SIGKILL and a reap: it never ran for anyone
-        raise
 
 
 class _Lines:

@@ -12,10 +12,15 @@
  * Python's signal handlers run (KeyboardInterrupt: the group gets SIGTERM, its
  * grace, SIGKILL, is reaped, and the exception propagates).
  *
+ * start() is the same run stepped by an event loop (a Call: one epoll of the pipes,
+ * the pidfd and a timerfd); start_aside() leaves its spawn to a few plain threads
+ * (no GIL, no Python) while the loop serves the other calls (see "The spawner
+ * threads" below).
+ *
  * It is the same state machine as the Python one, written out once more because
  * the Python version spends most of a trivial call's CPU in the interpreter. The
  * Python runner stays: it is the fallback (no compiler at install time, no pidfd,
- * no closefrom, another libc) and the asyncio path, and tests run both.
+ * no closefrom, another libc) and it runs confined calls, and tests run both.
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -26,11 +31,14 @@
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/types.h>
@@ -426,7 +434,8 @@ static char **cstrings(PyObject *seq) {
     return out;
 }
 
-/* Returns 0, -1 (the pipes failed, errno set) or -2 (the spawn failed: exec, chdir). */
+/* Returns 0, -1 (the pipes failed, errno set) or -2 (the spawn failed: exec, chdir).
+ * Touches no Python object: called without the GIL, by the caller or a spawner thread. */
 static int spawn_child(Run *r, const char *path, char **argv, char **envp, const char *cwd, int exec_fd,
                        int first_closed) {
     int p[3][2];
@@ -447,11 +456,8 @@ static int spawn_child(Run *r, const char *path, char **argv, char **envp, const
     if (!rc)
         rc = posix_spawn_file_actions_addclosefrom_np(&actions, first_closed);
     pid_t pid = -1;
-    if (!rc) {
-        Py_BEGIN_ALLOW_THREADS
+    if (!rc)
         rc = posix_spawn(&pid, path, &actions, &spawn_attr, argv, envp);
-        Py_END_ALLOW_THREADS
-    }
     posix_spawn_file_actions_destroy(&actions);
     close(p[0][0]);
     close(p[1][1]);
@@ -476,10 +482,17 @@ static int spawn_child(Run *r, const char *path, char **argv, char **envp, const
     "(path, argv, env, cwd, exec_fd, payload, timeout, kill_grace, stdout_cap, on_stderr, first_closed,\n"      \
     "    eof_bound, eof_min, use_pidfd)\n"
 
-/* Parse the arguments, spawn, write what fits of stdin. Returns 1 when the child
- * runs, 0 when it could not be started (*failure is then the (None, errno, stage)
- * tuple), -1 when Python raised. The GIL is held throughout (released for the spawn). */
-static int start_run(Run *r, PyObject *const *args, Py_ssize_t nargs, PyObject **failure) {
+/* What start_run() spawns with: C views of the arguments (argv and envp are freed
+ * with PyMem_Free; the strings stay the caller's, which must keep them alive). */
+typedef struct {
+    const char *path, *cwd;
+    char **argv, **envp;
+    int exec_fd, first_closed, use_pidfd;
+    double timeout;
+} Launch;
+
+/* Parse the arguments into r and *how. Returns 0, or -1 when Python raised. */
+static int prepare_run(Run *r, PyObject *const *args, Py_ssize_t nargs, Launch *how) {
     memset(r, 0, sizeof *r);
     r->pid = -1;
     r->reaped = 1; /* nothing to signal or reap until the spawn succeeds */
@@ -533,18 +546,23 @@ static int start_run(Run *r, PyObject *const *args, Py_ssize_t nargs, PyObject *
     r->eof_min = eof_min;
     r->on_stderr = args[9];
     r->started = r->ended = now_mono();
-    int spawned = spawn_child(r, PyBytes_AS_STRING(path), argv, envp, PyBytes_AS_STRING(cwd), exec_fd, first_closed);
-    int err = errno;
-    PyMem_Free(argv);
-    PyMem_Free(envp);
+    *how = (Launch){PyBytes_AS_STRING(path), PyBytes_AS_STRING(cwd), argv, envp, exec_fd, first_closed, use_pidfd,
+                    timeout};
+    return 0;
+}
+
+/* The spawn happened (spawned: spawn_child's return, err its errno), GIL held: the
+ * failure tuple (returns 0, *failure set), or the pidfd and the payload's first
+ * write (returns 1); -1 when Python raised. */
+static int launched(Run *r, const Launch *how, int spawned, int err, PyObject **failure) {
     if (spawned < 0) {
         r->ended = now_mono();
         *failure = Py_BuildValue("(Ois)", Py_None, err, spawned == -1 ? "pipes" : "spawn");
         return *failure ? 0 : -1;
     }
     /* -1 (ENOSYS, EMFILE, or not wanted): poll waitid instead */
-    r->pidfd = use_pidfd ? (int)syscall(SYS_pidfd_open, r->pid, 0) : -1;
-    r->deadline = r->started + timeout;
+    r->pidfd = how->use_pidfd ? (int)syscall(SYS_pidfd_open, r->pid, 0) : -1;
+    r->deadline = r->started + how->timeout;
     r->exit_poll = EXIT_POLL_MIN;
     r->exit_poll_at = r->started + EXIT_POLL_MIN;
     /* A write of at most PIPE_BUF bytes to a fresh pipe never blocks; bigger payloads
@@ -558,6 +576,23 @@ static int start_run(Run *r, PyObject *const *args, Py_ssize_t nargs, PyObject *
     else
         close_fd(r, &r->fd_in);
     return 1;
+}
+
+/* Parse the arguments, spawn, write what fits of stdin. Returns 1 when the child
+ * runs, 0 when it could not be started (*failure is then the (None, errno, stage)
+ * tuple), -1 when Python raised. The GIL is held throughout (released for the spawn). */
+static int start_run(Run *r, PyObject *const *args, Py_ssize_t nargs, PyObject **failure) {
+    Launch how;
+    if (prepare_run(r, args, nargs, &how) < 0)
+        return -1;
+    int spawned, err;
+    Py_BEGIN_ALLOW_THREADS
+    spawned = spawn_child(r, how.path, how.argv, how.envp, how.cwd, how.exec_fd, how.first_closed);
+    err = errno;
+    Py_END_ALLOW_THREADS
+    PyMem_Free(how.argv);
+    PyMem_Free(how.envp);
+    return launched(r, &how, spawned, err, failure);
 }
 
 /* How the run ended, with the GIL held: (stdout, status or None, timed_out, overflow,
@@ -657,7 +692,7 @@ static PyObject *native_run(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* -- Call: the same run, stepped by an event loop ------------------------------------ */
 
-typedef struct {
+typedef struct CallObject {
     PyObject_HEAD
     Run r;
     int running; /* start succeeded and close() has not run */
@@ -666,9 +701,158 @@ typedef struct {
     double armed;
     PyObject *payload; /* r.payload points into it */
     PyObject *on_stderr;
+    /* A spawn aside (start_aside): a spawner thread runs spawn_child and then writes efd,
+     * which sits in epfd. Until step() has seen it, only these fields are in use. */
+    int efd;         /* -1 once the spawn is over and seen (or when there was none) */
+    int spawning;    /* the spawn is queued or running: under pool.lock */
+    int spawned;     /* spawn_child's return, and its errno: written by the thread */
+    int spawn_errno;
+    Launch how;
+    PyObject *args;  /* the arguments, alive while the thread reads their bytes */
+    PyObject *failure; /* (None, errno, stage) when the spawn aside failed */
+    struct CallObject *next, *prev; /* in pool.calls while spawning */
+    struct CallObject *queued;      /* in pool.queue, next to spawn */
 } CallObject;
 
+/* -- The spawner threads: posix_spawn off the event loop, no Python on the way ------- *
+ *
+ * posix_spawn returns once its vfork child has exec'd, and with every CPU busy that child
+ * can wait for one: on the loop, every call on it would wait too. A few plain threads,
+ * made on demand, take queued calls and spawn them; each then writes its call's eventfd,
+ * which wakes the loop through the call's epoll. The threads hold no GIL and call no
+ * Python; they block every signal (the main thread handles them). A forked child has
+ * none of them: whatever was queued or spawning in the parent fails there with ECHILD. */
+#define SPAWNERS 4
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake, over; /* work queued; a spawn is over */
+    CallObject *queue, *queue_tail;
+    CallObject *calls; /* every call whose spawn is queued or running */
+    int threads, idle;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, NULL, 0, 0};
+
+/* Under pool.lock: the spawn of c is over (its result stored): wake its loop, and
+ * whoever waits in close(). The eventfd is written before the lock is let go, so a
+ * closer that sees spawning == 0 may close it. */
+static void spawn_over(CallObject *c) {
+    c->spawning = 0;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        pool.calls = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->next = c->prev = NULL;
+    uint64_t one = 1;
+    while (write(c->efd, &one, sizeof one) < 0 && errno == EINTR) {
+    }
+    pthread_cond_broadcast(&pool.over);
+}
+
+static void *spawner_main(void *unused) {
+    (void)unused;
+    pthread_mutex_lock(&pool.lock);
+    for (;;) {
+        while (pool.queue == NULL) {
+            pool.idle++;
+            pthread_cond_wait(&pool.wake, &pool.lock);
+            pool.idle--;
+        }
+        CallObject *c = pool.queue;
+        pool.queue = c->queued;
+        if (pool.queue == NULL)
+            pool.queue_tail = NULL;
+        c->queued = NULL;
+        pthread_mutex_unlock(&pool.lock);
+        int spawned = spawn_child(&c->r, c->how.path, c->how.argv, c->how.envp, c->how.cwd, c->how.exec_fd,
+                                  c->how.first_closed);
+        int err = errno;
+        pthread_mutex_lock(&pool.lock);
+        c->spawned = spawned;
+        c->spawn_errno = err;
+        spawn_over(c);
+    }
+    return NULL;
+}
+
+/* Under pool.lock: queue c, with a thread to take it. Returns 0, or an errno when no
+ * thread could be made (c is then not queued). */
+static int queue_spawn(CallObject *c) {
+    if (pool.idle == 0 && pool.threads < SPAWNERS) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old); /* the thread starts with every signal blocked */
+        pthread_attr_t attr;
+        pthread_t thread;
+        int rc = pthread_attr_init(&attr);
+        if (!rc) {
+            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            pthread_attr_setstacksize(&attr, 256 * 1024);
+            rc = pthread_create(&thread, &attr, spawner_main, NULL);
+            pthread_attr_destroy(&attr);
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (rc && pool.threads == 0)
+            return rc;
+        if (!rc)
+            pool.threads++;
+    }
+    c->spawning = 1;
+    c->queued = NULL;
+    if (pool.queue_tail)
+        pool.queue_tail->queued = c;
+    else
+        pool.queue = c;
+    pool.queue_tail = c;
+    c->prev = NULL;
+    c->next = pool.calls;
+    if (pool.calls)
+        pool.calls->prev = c;
+    pool.calls = c;
+    pthread_cond_signal(&pool.wake);
+    return 0;
+}
+
+/* In a forked child: no spawner thread came along, and the lock may have been held. */
+static void pool_after_fork(void) {
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+    pthread_cond_init(&pool.over, NULL);
+    pool.threads = pool.idle = 0;
+    pool.queue = pool.queue_tail = NULL;
+    while (pool.calls) {
+        CallObject *c = pool.calls;
+        c->queued = NULL;
+        c->spawned = -2;
+        c->spawn_errno = ECHILD;
+        spawn_over(c);
+    }
+}
+
+/* With the GIL held: wait (GIL released) until c's spawn is over. */
+static void wait_spawned(CallObject *c) {
+    pthread_mutex_lock(&pool.lock);
+    int busy = c->spawning;
+    pthread_mutex_unlock(&pool.lock);
+    if (!busy)
+        return;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&pool.lock);
+    while (c->spawning)
+        pthread_cond_wait(&pool.over, &pool.lock);
+    pthread_mutex_unlock(&pool.lock);
+    Py_END_ALLOW_THREADS
+}
+
+static int finish_aside(CallObject *c);
+
 static void call_close(CallObject *c) {
+    if (c->efd >= 0) { /* a spawn aside not seen yet: wait for it, then end what it started */
+        wait_spawned(c);
+        if (finish_aside(c) < 0)
+            PyErr_WriteUnraisable((PyObject *)c);
+    }
     if (c->running) {
         if (c->r.reaped) {
             close_all(&c->r);
@@ -694,6 +878,8 @@ static void call_dealloc(CallObject *c) {
     call_close(c); /* a dropped call is killed and reaped, never left running */
     Py_XDECREF(c->payload);
     Py_XDECREF(c->on_stderr);
+    Py_XDECREF(c->failure);
+    Py_XDECREF(c->args);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -728,24 +914,54 @@ PyDoc_STRVAR(start_doc, "start" ARGS_DOC "--\n\n"
 "reading, call step() when it is readable, until step() returns True), or\n"
 "(None, errno, stage) when no process ran.");
 
-static PyObject *native_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
+/* A new Call with its epoll and timer, or NULL: *failure is then the (None, errno,
+ * "fds") tuple, or NULL when Python raised. */
+static CallObject *new_call(PyObject **failure) {
+    *failure = NULL;
     CallObject *c = PyObject_New(CallObject, &CallType);
     if (c == NULL)
         return NULL;
     memset(&c->r, 0, sizeof c->r);
+    memset(&c->how, 0, sizeof c->how);
     c->running = 0;
     c->armed = INFINITY;
-    c->payload = NULL;
-    c->on_stderr = NULL;
+    c->payload = c->on_stderr = c->args = c->failure = NULL;
+    c->efd = -1;
+    c->spawning = c->spawned = c->spawn_errno = 0;
+    c->next = c->prev = c->queued = NULL;
+    c->r.reaped = 1;
+    c->r.fd_in = c->r.fd_out = c->r.fd_err = c->r.pidfd = c->r.epfd = -1;
+    c->tfd = -1;
     c->epfd = epoll_create1(EPOLL_CLOEXEC);
-    c->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (c->epfd >= 0)
+        c->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (c->epfd < 0 || c->tfd < 0 || watch(c->epfd, c->tfd, EPOLLIN) < 0) {
         int err = errno;
         Py_DECREF(c);
-        return Py_BuildValue("(Ois)", Py_None, err, "fds");
+        *failure = Py_BuildValue("(Ois)", Py_None, err, "fds");
+        return NULL;
     }
-    PyObject *failure = NULL;
+    return c;
+}
+
+/* The run's descriptors into the call's epoll, and its timer armed. Returns 0, or -1
+ * (errno set: ENOSPC, max_user_watches). */
+static int watch_run(CallObject *c) {
+    Run *r = &c->r;
+    r->epfd = c->epfd;
+    if (watch(c->epfd, r->fd_out, EPOLLIN) < 0 || watch(c->epfd, r->fd_err, EPOLLIN) < 0 ||
+        watch(c->epfd, r->pidfd, EPOLLIN) < 0 || watch(c->epfd, r->fd_in, EPOLLOUT) < 0)
+        return -1;
+    arm(c);
+    return 0;
+}
+
+static PyObject *native_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    PyObject *failure;
+    CallObject *c = new_call(&failure);
+    if (c == NULL)
+        return failure;
     int started = start_run(&c->r, args, nargs, &failure);
     if (started <= 0) {
         Py_DECREF(c);
@@ -754,16 +970,107 @@ static PyObject *native_start(PyObject *self, PyObject *const *args, Py_ssize_t 
     c->running = 1;
     c->payload = Py_NewRef(args[5]);
     c->on_stderr = Py_NewRef(args[9]);
-    Run *r = &c->r;
-    r->epfd = c->epfd;
-    if (watch(c->epfd, r->fd_out, EPOLLIN) < 0 || watch(c->epfd, r->fd_err, EPOLLIN) < 0 ||
-        watch(c->epfd, r->pidfd, EPOLLIN) < 0 || watch(c->epfd, r->fd_in, EPOLLOUT) < 0) {
-        int err = errno; /* ENOSPC: max_user_watches; the child is killed and reaped unseen */
+    if (watch_run(c) < 0) {
+        int err = errno; /* the child is killed and reaped unseen */
         Py_DECREF(c);
         return Py_BuildValue("(Ois)", Py_None, err, "fds");
     }
-    arm(c);
     return (PyObject *)c;
+}
+
+PyDoc_STRVAR(start_aside_doc, "start_aside" ARGS_DOC "--\n\n"
+"start(), the spawn done by a spawner thread: returns a Call at once (its fileno() is\n"
+"readable when the spawn is over), or (None, errno, 'fds'). A spawn that fails is then\n"
+"the call's result(): (None, errno, stage).");
+
+static PyObject *native_start_aside(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    PyObject *failure;
+    CallObject *c = new_call(&failure);
+    if (c == NULL)
+        return failure;
+    if (prepare_run(&c->r, args, nargs, &c->how) < 0) {
+        Py_DECREF(c);
+        return NULL;
+    }
+    c->args = PyTuple_Pack(4, args[0], args[1], args[2], args[3]); /* what how's strings point into */
+    c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (c->args == NULL || c->efd < 0 || watch(c->epfd, c->efd, EPOLLIN) < 0) {
+        int err = errno;
+        PyObject *none = c->args == NULL ? NULL : Py_None;
+        PyMem_Free(c->how.argv);
+        PyMem_Free(c->how.envp);
+        c->how.argv = c->how.envp = NULL;
+        if (c->efd >= 0)
+            close(c->efd);
+        c->efd = -1;
+        Py_DECREF(c);
+        return none == NULL ? NULL : Py_BuildValue("(Ois)", Py_None, err, "fds");
+    }
+    c->running = 1;
+    c->payload = Py_NewRef(args[5]);
+    c->on_stderr = Py_NewRef(args[9]);
+    pthread_mutex_lock(&pool.lock);
+    int no_thread = queue_spawn(c);
+    pthread_mutex_unlock(&pool.lock);
+    if (no_thread) { /* no spawner thread could be made: spawn here, the outcome is the same */
+        int spawned, err;
+        Py_BEGIN_ALLOW_THREADS
+        spawned = spawn_child(&c->r, c->how.path, c->how.argv, c->how.envp, c->how.cwd, c->how.exec_fd,
+                              c->how.first_closed);
+        err = errno;
+        Py_END_ALLOW_THREADS
+        c->spawned = spawned;
+        c->spawn_errno = err;
+        uint64_t one = 1;
+        while (write(c->efd, &one, sizeof one) < 0 && errno == EINTR) {
+        }
+    }
+    return (PyObject *)c;
+}
+
+/* The spawn aside is over (nothing spawns for c any more): take its result in, GIL
+ * held. Afterwards the call is a start()ed one, or over with c->failure. Returns 0, or
+ * -1 when Python raised (nothing was started then). */
+static int finish_aside(CallObject *c) {
+    epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->efd, NULL);
+    close(c->efd);
+    c->efd = -1;
+    PyMem_Free(c->how.argv);
+    PyMem_Free(c->how.envp);
+    c->how.argv = c->how.envp = NULL;
+    Py_CLEAR(c->args);
+    PyObject *failure = NULL;
+    int started = launched(&c->r, &c->how, c->spawned, c->spawn_errno, &failure);
+    if (started <= 0) {
+        c->running = 0;
+        c->failure = failure;
+        return started;
+    }
+    if (watch_run(c) < 0) {
+        int err = errno;
+        Py_BEGIN_ALLOW_THREADS /* SIGKILL and a blocking reap: it never ran for anyone */
+        close_all(&c->r);
+        Py_END_ALLOW_THREADS
+        c->running = 0;
+        c->failure = Py_BuildValue("(Ois)", Py_None, err, "fds");
+        return c->failure == NULL ? -1 : 0;
+    }
+    if (c->r.cancels) /* stopped before it was seen running: it never ran for anyone */
+        kill_run(&c->r, SIGKILL);
+    return 0;
+}
+
+/* 1 while c's spawn aside is not seen over yet (0: finished now or before), -1 when Python raised. */
+static int still_spawning(CallObject *c) {
+    if (c->efd < 0)
+        return 0;
+    pthread_mutex_lock(&pool.lock);
+    int busy = c->spawning;
+    pthread_mutex_unlock(&pool.lock);
+    if (busy)
+        return 1;
+    return finish_aside(c) < 0 ? -1 : 0;
 }
 
 static PyObject *call_fileno(CallObject *c, PyObject *unused) {
@@ -777,6 +1084,9 @@ PyDoc_STRVAR(step_doc, "step($self, /)\n--\n\n"
 
 static PyObject *call_step(CallObject *c, PyObject *unused) {
     (void)unused;
+    int spawning = still_spawning(c);
+    if (spawning)
+        return spawning < 0 ? NULL : Py_NewRef(Py_False);
     if (!c->running)
         return Py_NewRef(Py_True);
     struct epoll_event events[8];
@@ -807,6 +1117,10 @@ static PyObject *call_step(CallObject *c, PyObject *unused) {
 
 static PyObject *call_terminate(CallObject *c, PyObject *unused) {
     (void)unused;
+    if (c->efd >= 0) { /* spawning: the spawner thread owns the run; ended once seen */
+        c->r.cancels++;
+        Py_RETURN_NONE;
+    }
     if (c->running) {
         stop_run(&c->r);
         arm(c);
@@ -816,7 +1130,9 @@ static PyObject *call_terminate(CallObject *c, PyObject *unused) {
 
 static PyObject *call_result(CallObject *c, PyObject *unused) {
     (void)unused;
-    if (c->running && !c->r.reaped) {
+    if (c->failure != NULL)
+        return Py_NewRef(c->failure);
+    if (c->efd >= 0 || (c->running && !c->r.reaped)) {
         PyErr_SetString(PyExc_RuntimeError, "the call is still running");
         return NULL;
     }
@@ -825,6 +1141,11 @@ static PyObject *call_result(CallObject *c, PyObject *unused) {
 
 static PyObject *call_close_method(CallObject *c, PyObject *unused) {
     (void)unused;
+    if (c->efd >= 0) {
+        wait_spawned(c);
+        if (finish_aside(c) < 0)
+            return NULL;
+    }
     if (c->running) {
         Py_BEGIN_ALLOW_THREADS /* a blocking reap when still running */
         close_all(&c->r);
@@ -836,7 +1157,7 @@ static PyObject *call_close_method(CallObject *c, PyObject *unused) {
 
 static PyObject *call_reaped(CallObject *c, void *closure) {
     (void)closure;
-    return PyBool_FromLong(c->r.reaped);
+    return PyBool_FromLong(c->efd < 0 && c->r.reaped);
 }
 
 static PyMethodDef call_methods[] = {
@@ -852,7 +1173,7 @@ static PyMethodDef call_methods[] = {
 
 static PyObject *call_pid(CallObject *c, void *closure) {
     (void)closure;
-    return PyLong_FromLong((long)c->r.pid);
+    return PyLong_FromLong(c->efd < 0 ? (long)c->r.pid : -1L);
 }
 
 static PyGetSetDef call_getset[] = {
@@ -926,6 +1247,7 @@ static PyMethodDef native_methods[] = {
     {"open_beneath", (PyCFunction)(void (*)(void))native_open_beneath, METH_FASTCALL, open_beneath_doc},
     {"run", (PyCFunction)(void (*)(void))native_run, METH_FASTCALL, run_doc},
     {"start", (PyCFunction)(void (*)(void))native_start, METH_FASTCALL, start_doc},
+    {"start_aside", (PyCFunction)(void (*)(void))native_start_aside, METH_FASTCALL, start_aside_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -946,6 +1268,16 @@ static int native_exec(PyObject *module) {
         errno = rc;
         PyErr_SetFromErrno(PyExc_OSError);
         return -1;
+    }
+    static int forks_watched = 0;
+    if (!forks_watched) {
+        rc = pthread_atfork(NULL, NULL, pool_after_fork);
+        if (rc) {
+            errno = rc;
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        forks_watched = 1;
     }
     if (PyType_Ready(&CallType) < 0)
         return -1;

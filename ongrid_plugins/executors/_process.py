@@ -135,7 +135,7 @@ async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = Non
     try:
         if _fast.usable(spec):
             tuning = (_EOF_BOUND, _EOF_MIN, _USE_PIDFD)
-            return await _fast.arun(spec, on_stderr, tuning, _spawner() if busy else None)
+            return await _fast.arun(spec, on_stderr, tuning, busy > 0)
         return await _arun_python(spec, on_stderr, loop, busy)
     finally:
         _in_flight[loop] -= 1
