@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import math
 import os
+import select
 import sys
 import threading
 import time
@@ -444,33 +446,62 @@ def test_a_call_stopped_or_dropped_while_it_spawns_aside_leaves_no_process(tmp_p
     assert open_fds() == before
 
 
-def test_a_fork_while_a_spawn_is_aside_does_not_hang_the_child(tmp_path: Path) -> None:
-    quick = spec(tmp_path, "exit 0")
-    arguments = _fast._arguments(quick, lambda data: None, TUNING)
-    for _ in range(10):
-        calls = [_fast._native.start_aside(*arguments) for _ in range(6)]
-        pid = os.fork()
-        if pid == 0:  # the child: no spawner thread here; each call ends, none hangs
-            try:
-                for call in calls:
-                    call.close()
-                    got = call.result()
-                    assert got[0] is None or got[1] is not None or got[-1]
-            except BaseException:
-                os._exit(1)
-            os._exit(0)
-        deadline = time.monotonic() + 10
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-                raise AssertionError("the forked child hung on a spawn its parent's thread was doing")
-            time.sleep(0.01)
-        assert os.waitstatus_to_exitcode(status) == 0
+def in_a_forked_child(action: Any) -> None:
+    """Run ``action()`` in a forked child, which must exit 0 within 10 s."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            action()
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 10
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child hung")
+        time.sleep(0.01)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def wait_readable_and_step(call: Any) -> None:
+    """As an event loop does: step only when ``fileno()`` is readable (a lost wake-up hangs)."""
+    while True:
+        ready, _, _ = select.select([call.fileno()], [], [], 5)
+        assert ready, "the call's descriptor never became readable"
+        if call.step():
+            return
+
+
+@pytest.mark.parametrize("child_does", ["close", "step", "drop", "result"])
+def test_a_forked_childs_copies_of_calls_leave_the_parents_calls_alone(
+    tmp_path: Path, child_does: str
+) -> None:
+    # The child shares the parent's epolls, pipes and pidfds: its copies must end without
+    # taking anything out of them, writing to them or signalling the parent's children.
+    slow = spec(tmp_path, "sleep 0.3\ncat", stdin=b"hello")
+    arguments = _fast._arguments(slow, lambda data: None, TUNING)
+    calls = [_fast._native.start_aside(*arguments) for _ in range(6)]
+    calls += [_fast._native.start(*arguments)]
+    select.select([calls[0].fileno()], [], [], 5)  # some spawns over, not yet stepped
+
+    def in_child() -> None:
         for call in calls:
-            step_until_done(call)
-            assert call.result()[1] == 0  # exited 0 in the parent
-            call.close()
+            if child_does == "close":
+                call.close()
+            elif child_does == "step":
+                assert call.step() is True  # over at once: it is the parent's
+            elif child_does == "result":
+                assert call.result()[:2] == (None, errno.ECHILD)
+        calls.clear()  # "drop": freed here
+
+    in_a_forked_child(in_child)
+    for call in calls:
+        wait_readable_and_step(call)
+        assert call.result()[:2] == (b"hello", 0)  # ran to its end, not killed by the child
+        call.close()

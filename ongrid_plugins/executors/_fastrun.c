@@ -561,7 +561,8 @@ static int launched(Run *r, const Launch *how, int spawned, int err, PyObject **
         return *failure ? 0 : -1;
     }
     /* -1 (ENOSYS, EMFILE, or not wanted): poll waitid instead */
-    r->pidfd = how->use_pidfd ? (int)syscall(SYS_pidfd_open, r->pid, 0) : -1;
+    if (r->pidfd < 0 && how->use_pidfd) /* the spawner thread opened it already */
+        r->pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
     r->deadline = r->started + how->timeout;
     r->exit_poll = EXIT_POLL_MIN;
     r->exit_poll_at = r->started + EXIT_POLL_MIN;
@@ -712,6 +713,8 @@ typedef struct CallObject {
     PyObject *failure; /* (None, errno, stage) when the spawn aside failed */
     struct CallObject *next, *prev; /* in pool.calls while spawning */
     struct CallObject *queued;      /* in pool.queue, next to spawn */
+    int spawn_failed; /* the spawn aside failed: result() is (None, errno, stage) */
+    unsigned generation; /* fork_generation when made: another one is a forked child's copy */
 } CallObject;
 
 /* -- The spawner threads: posix_spawn off the event loop, no Python on the way ------- *
@@ -723,6 +726,10 @@ typedef struct CallObject {
  * Python; they block every signal (the main thread handles them). A forked child has
  * none of them: whatever was queued or spawning in the parent fails there with ECHILD. */
 #define SPAWNERS 4
+
+/* Bumped in a forked child: a Call made before is the parent's, whose descriptors the
+ * child shares (the same epoll, pipes and pidfd): see disown(). */
+static unsigned fork_generation;
 
 static struct {
     pthread_mutex_t lock;
@@ -765,9 +772,12 @@ static void *spawner_main(void *unused) {
             pool.queue_tail = NULL;
         c->queued = NULL;
         pthread_mutex_unlock(&pool.lock);
+        c->r.started = c->r.ended = now_mono(); /* the deadline counts from the spawn, not the queue */
         int spawned = spawn_child(&c->r, c->how.path, c->how.argv, c->how.envp, c->how.cwd, c->how.exec_fd,
                                   c->how.first_closed);
         int err = errno;
+        if (spawned == 0 && c->how.use_pidfd) /* at once: before anyone else could reap it */
+            c->r.pidfd = (int)syscall(SYS_pidfd_open, c->r.pid, 0);
         pthread_mutex_lock(&pool.lock);
         c->spawned = spawned;
         c->spawn_errno = err;
@@ -814,8 +824,11 @@ static int queue_spawn(CallObject *c) {
     return 0;
 }
 
-/* In a forked child: no spawner thread came along, and the lock may have been held. */
+/* In a forked child: no spawner thread came along, and the lock may have been held.
+ * The parent's calls are the parent's: nothing is written to their eventfds (shared
+ * with the parent); each is disowned when the child next touches it. */
 static void pool_after_fork(void) {
+    fork_generation++;
     pthread_mutex_init(&pool.lock, NULL);
     pthread_cond_init(&pool.wake, NULL);
     pthread_cond_init(&pool.over, NULL);
@@ -823,11 +836,45 @@ static void pool_after_fork(void) {
     pool.queue = pool.queue_tail = NULL;
     while (pool.calls) {
         CallObject *c = pool.calls;
-        c->queued = NULL;
-        c->spawned = -2;
-        c->spawn_errno = ECHILD;
-        spawn_over(c);
+        pool.calls = c->next;
+        c->spawning = 0;
+        c->next = c->prev = c->queued = NULL;
     }
+}
+
+static void close_plain(int *fd) {
+    if (*fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+/* A forked child's copy of a parent's call (GIL held): its descriptors are the
+ * parent's too, so they are only closed here, never taken out of the shared epoll,
+ * and its child (the parent's) is never signalled or reaped. The call is then over,
+ * with (None, ECHILD, "spawn") for a result. Returns 1 when c was such a copy. */
+static int disown(CallObject *c) {
+    if (c->generation == fork_generation)
+        return 0;
+    c->generation = fork_generation;
+    Run *r = &c->r;
+    int *fds[] = {&c->efd, &c->tfd, &c->epfd, &r->fd_in, &r->fd_out, &r->fd_err, &r->pidfd};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        close_plain(fds[i]);
+    r->epfd = -1;
+    r->reaped = 1;
+    r->pid = -1;
+    c->running = 0;
+    c->spawning = 0;
+    PyMem_Free(c->how.argv);
+    PyMem_Free(c->how.envp);
+    c->how.argv = c->how.envp = NULL;
+    Py_CLEAR(c->args);
+    c->spawned = -2;
+    c->spawn_errno = ECHILD;
+    c->spawn_failed = 1;
+    Py_CLEAR(c->failure);
+    return 1;
 }
 
 /* With the GIL held: wait (GIL released) until c's spawn is over. */
@@ -848,6 +895,7 @@ static void wait_spawned(CallObject *c) {
 static int finish_aside(CallObject *c);
 
 static void call_close(CallObject *c) {
+    disown(c);
     if (c->efd >= 0) { /* a spawn aside not seen yet: wait for it, then end what it started */
         wait_spawned(c);
         if (finish_aside(c) < 0)
@@ -929,6 +977,8 @@ static CallObject *new_call(PyObject **failure) {
     c->efd = -1;
     c->spawning = c->spawned = c->spawn_errno = 0;
     c->next = c->prev = c->queued = NULL;
+    c->spawn_failed = 0;
+    c->generation = fork_generation;
     c->r.reaped = 1;
     c->r.fd_in = c->r.fd_out = c->r.fd_err = c->r.pidfd = c->r.epfd = -1;
     c->tfd = -1;
@@ -1044,7 +1094,8 @@ static int finish_aside(CallObject *c) {
     int started = launched(&c->r, &c->how, c->spawned, c->spawn_errno, &failure);
     if (started <= 0) {
         c->running = 0;
-        c->failure = failure;
+        c->spawn_failed = 1;
+        c->failure = failure; /* NULL when out of memory: result() makes it again */
         return started;
     }
     if (watch_run(c) < 0) {
@@ -1053,6 +1104,9 @@ static int finish_aside(CallObject *c) {
         close_all(&c->r);
         Py_END_ALLOW_THREADS
         c->running = 0;
+        c->spawn_failed = 1;
+        c->spawned = -3;
+        c->spawn_errno = err;
         c->failure = Py_BuildValue("(Ois)", Py_None, err, "fds");
         return c->failure == NULL ? -1 : 0;
     }
@@ -1063,7 +1117,7 @@ static int finish_aside(CallObject *c) {
 
 /* 1 while c's spawn aside is not seen over yet (0: finished now or before), -1 when Python raised. */
 static int still_spawning(CallObject *c) {
-    if (c->efd < 0)
+    if (disown(c) || c->efd < 0)
         return 0;
     pthread_mutex_lock(&pool.lock);
     int busy = c->spawning;
@@ -1117,6 +1171,8 @@ static PyObject *call_step(CallObject *c, PyObject *unused) {
 
 static PyObject *call_terminate(CallObject *c, PyObject *unused) {
     (void)unused;
+    if (disown(c))
+        Py_RETURN_NONE;
     if (c->efd >= 0) { /* spawning: the spawner thread owns the run; ended once seen */
         c->r.cancels++;
         Py_RETURN_NONE;
@@ -1130,8 +1186,14 @@ static PyObject *call_terminate(CallObject *c, PyObject *unused) {
 
 static PyObject *call_result(CallObject *c, PyObject *unused) {
     (void)unused;
+    disown(c);
     if (c->failure != NULL)
         return Py_NewRef(c->failure);
+    if (c->spawn_failed) {
+        const char *stage = c->spawned == -1 ? "pipes" : c->spawned == -3 ? "fds" : "spawn";
+        c->failure = Py_BuildValue("(Ois)", Py_None, c->spawn_errno, stage);
+        return Py_XNewRef(c->failure);
+    }
     if (c->efd >= 0 || (c->running && !c->r.reaped)) {
         PyErr_SetString(PyExc_RuntimeError, "the call is still running");
         return NULL;
@@ -1141,6 +1203,7 @@ static PyObject *call_result(CallObject *c, PyObject *unused) {
 
 static PyObject *call_close_method(CallObject *c, PyObject *unused) {
     (void)unused;
+    disown(c);
     if (c->efd >= 0) {
         wait_spawned(c);
         if (finish_aside(c) < 0)
@@ -1157,6 +1220,7 @@ static PyObject *call_close_method(CallObject *c, PyObject *unused) {
 
 static PyObject *call_reaped(CallObject *c, void *closure) {
     (void)closure;
+    disown(c);
     return PyBool_FromLong(c->efd < 0 && c->r.reaped);
 }
 
@@ -1173,6 +1237,7 @@ static PyMethodDef call_methods[] = {
 
 static PyObject *call_pid(CallObject *c, void *closure) {
     (void)closure;
+    disown(c);
     return PyLong_FromLong(c->efd < 0 ? (long)c->r.pid : -1L);
 }
 
