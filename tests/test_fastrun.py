@@ -505,3 +505,40 @@ def test_a_forked_childs_copies_of_calls_leave_the_parents_calls_alone(
         wait_readable_and_step(call)
         assert call.result()[:2] == (b"hello", 0)  # ran to its end, not killed by the child
         call.close()
+
+
+def test_a_forked_child_can_reuse_the_descriptor_numbers_of_its_parents_calls(tmp_path: Path) -> None:
+    # The copies' descriptors are closed at the fork itself: a number the child reuses
+    # afterwards (a log file, say) is never closed under it when a copy is dropped.
+    call = _fast._native.start_aside(
+        *_fast._arguments(spec(tmp_path, "cat", stdin=b"x"), lambda data: None, TUNING)
+    )
+    number = call.fileno()
+    log = tmp_path / "child.log"
+
+    def in_child() -> None:
+        nonlocal call
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
+        assert fd <= number  # the parent's numbers are free here
+        del call  # dropped: nothing of the child's is closed
+        os.write(fd, b"still open\n")
+
+    in_a_forked_child(in_child)
+    assert log.read_bytes() == b"still open\n"
+    wait_readable_and_step(call)
+    assert call.result()[:2] == (b"x", 0)
+    call.close()
+
+
+def test_a_forked_childs_copy_of_a_finished_call_keeps_its_outcome(tmp_path: Path) -> None:
+    call = _fast._native.start(*_fast._arguments(spec(tmp_path, "echo hi"), lambda data: None, TUNING))
+    wait_readable_and_step(call)
+    parent = call.result()
+
+    def in_child() -> None:
+        assert call.result() == parent
+        assert call.step() is True
+
+    in_a_forked_child(in_child)
+    assert parent[:2] == (b"hi\n", 0)
+    call.close()

@@ -715,7 +715,11 @@ typedef struct CallObject {
     struct CallObject *queued;      /* in pool.queue, next to spawn */
     int spawn_failed; /* the spawn aside failed: result() is (None, errno, stage) */
     unsigned generation; /* fork_generation when made: another one is a forked child's copy */
+    struct CallObject *live_next, *live_prev; /* in live_calls (changed with the GIL held) */
 } CallObject;
+
+/* Every Call alive in this process: a forked child closes their descriptors at once. */
+static CallObject *live_calls;
 
 /* -- The spawner threads: posix_spawn off the event loop, no Python on the way ------- *
  *
@@ -737,7 +741,8 @@ static struct {
     CallObject *queue, *queue_tail;
     CallObject *calls; /* every call whose spawn is queued or running */
     int threads, idle;
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, NULL, 0, 0};
+    int in_flight; /* spawns a thread is doing: their pipes are in no call yet */
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, NULL, 0, 0, 0};
 
 /* Under pool.lock: the spawn of c is over (its result stored): wake its loop, and
  * whoever waits in close(). The eventfd is written before the lock is let go, so a
@@ -771,6 +776,7 @@ static void *spawner_main(void *unused) {
         if (pool.queue == NULL)
             pool.queue_tail = NULL;
         c->queued = NULL;
+        pool.in_flight++;
         pthread_mutex_unlock(&pool.lock);
         c->r.started = c->r.ended = now_mono(); /* the deadline counts from the spawn, not the queue */
         int spawned = spawn_child(&c->r, c->how.path, c->how.argv, c->how.envp, c->how.cwd, c->how.exec_fd,
@@ -778,9 +784,11 @@ static void *spawner_main(void *unused) {
         int err = errno;
         if (spawned == 0 && c->how.use_pidfd) /* at once: before anyone else could reap it */
             c->r.pidfd = (int)syscall(SYS_pidfd_open, c->r.pid, 0);
+        c->how.use_pidfd = 0; /* tried: a failure is not retried later on a pid maybe reused */
         pthread_mutex_lock(&pool.lock);
         c->spawned = spawned;
         c->spawn_errno = err;
+        pool.in_flight--;
         spawn_over(c);
     }
     return NULL;
@@ -824,15 +832,42 @@ static int queue_spawn(CallObject *c) {
     return 0;
 }
 
-/* In a forked child: no spawner thread came along, and the lock may have been held.
- * The parent's calls are the parent's: nothing is written to their eventfds (shared
- * with the parent); each is disowned when the child next touches it. */
+static void close_plain(int *fd) {
+    if (*fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+/* Before a fork: wait until no spawn is half done (its pipes would be copied into the
+ * child, held by no call there, and keep the parent's child's pipes open), and hold the
+ * lock through the fork. At most one spawn's time; the threads never need the GIL. */
+static void pool_before_fork(void) {
+    pthread_mutex_lock(&pool.lock);
+    while (pool.in_flight)
+        pthread_cond_wait(&pool.over, &pool.lock);
+}
+
+static void pool_after_fork_parent(void) { pthread_mutex_unlock(&pool.lock); }
+
+/* In a forked child: no spawner thread came along (the lock is reset, not unlocked).
+ * The parent's calls are the parent's, and so are their descriptors (the same epolls,
+ * eventfds, pipes and pidfds): each copy's are closed here and now, before the child
+ * can reuse their numbers, and never taken out of an epoll or written to; the rest is
+ * done when the child next touches the copy (disown()). close() is async-signal-safe. */
 static void pool_after_fork(void) {
     fork_generation++;
+    for (CallObject *c = live_calls; c != NULL; c = c->live_next) {
+        Run *r = &c->r;
+        int *fds[] = {&c->efd, &c->tfd, &c->epfd, &r->fd_in, &r->fd_out, &r->fd_err, &r->pidfd};
+        for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+            close_plain(fds[i]);
+        r->epfd = -1;
+    }
     pthread_mutex_init(&pool.lock, NULL);
     pthread_cond_init(&pool.wake, NULL);
     pthread_cond_init(&pool.over, NULL);
-    pool.threads = pool.idle = 0;
+    pool.threads = pool.idle = pool.in_flight = 0;
     pool.queue = pool.queue_tail = NULL;
     while (pool.calls) {
         CallObject *c = pool.calls;
@@ -842,38 +877,32 @@ static void pool_after_fork(void) {
     }
 }
 
-static void close_plain(int *fd) {
-    if (*fd >= 0) {
-        close(*fd);
-        *fd = -1;
-    }
-}
-
-/* A forked child's copy of a parent's call (GIL held): its descriptors are the
- * parent's too, so they are only closed here, never taken out of the shared epoll,
- * and its child (the parent's) is never signalled or reaped. The call is then over,
- * with (None, ECHILD, "spawn") for a result. Returns 1 when c was such a copy. */
+/* A forked child's copy of a parent's call (GIL held), whose descriptors the fork
+ * handler closed: its child (the parent's) is never signalled or reaped here. A call
+ * still running, or spawning, is then over with (None, ECHILD, "spawn") for a result;
+ * one that was over keeps its outcome. Returns 1 when c was such a copy. */
 static int disown(CallObject *c) {
     if (c->generation == fork_generation)
         return 0;
     c->generation = fork_generation;
     Run *r = &c->r;
-    int *fds[] = {&c->efd, &c->tfd, &c->epfd, &r->fd_in, &r->fd_out, &r->fd_err, &r->pidfd};
-    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
-        close_plain(fds[i]);
-    r->epfd = -1;
+    /* argv is kept until a spawn aside is seen over; reaped is 1 before a spawn too */
+    int unfinished = c->how.argv != NULL || (c->running && !r->reaped);
+    c->efd = -1;
     r->reaped = 1;
-    r->pid = -1;
     c->running = 0;
     c->spawning = 0;
     PyMem_Free(c->how.argv);
     PyMem_Free(c->how.envp);
     c->how.argv = c->how.envp = NULL;
     Py_CLEAR(c->args);
-    c->spawned = -2;
-    c->spawn_errno = ECHILD;
-    c->spawn_failed = 1;
-    Py_CLEAR(c->failure);
+    if (unfinished) {
+        r->pid = -1;
+        c->spawned = -2;
+        c->spawn_errno = ECHILD;
+        c->spawn_failed = 1;
+        Py_CLEAR(c->failure);
+    }
     return 1;
 }
 
@@ -928,6 +957,12 @@ static void call_dealloc(CallObject *c) {
     Py_XDECREF(c->on_stderr);
     Py_XDECREF(c->failure);
     Py_XDECREF(c->args);
+    if (c->live_prev)
+        c->live_prev->live_next = c->live_next;
+    else
+        live_calls = c->live_next;
+    if (c->live_next)
+        c->live_next->live_prev = c->live_prev;
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -979,6 +1014,11 @@ static CallObject *new_call(PyObject **failure) {
     c->next = c->prev = c->queued = NULL;
     c->spawn_failed = 0;
     c->generation = fork_generation;
+    c->live_prev = NULL;
+    c->live_next = live_calls;
+    if (live_calls)
+        live_calls->live_prev = c;
+    live_calls = c;
     c->r.reaped = 1;
     c->r.fd_in = c->r.fd_out = c->r.fd_err = c->r.pidfd = c->r.epfd = -1;
     c->tfd = -1;
@@ -1069,6 +1109,9 @@ static PyObject *native_start_aside(PyObject *self, PyObject *const *args, Py_ss
         spawned = spawn_child(&c->r, c->how.path, c->how.argv, c->how.envp, c->how.cwd, c->how.exec_fd,
                               c->how.first_closed);
         err = errno;
+        if (spawned == 0 && c->how.use_pidfd)
+            c->r.pidfd = (int)syscall(SYS_pidfd_open, c->r.pid, 0);
+        c->how.use_pidfd = 0;
         Py_END_ALLOW_THREADS
         c->spawned = spawned;
         c->spawn_errno = err;
@@ -1336,7 +1379,7 @@ static int native_exec(PyObject *module) {
     }
     static int forks_watched = 0;
     if (!forks_watched) {
-        rc = pthread_atfork(NULL, NULL, pool_after_fork);
+        rc = pthread_atfork(pool_before_fork, pool_after_fork_parent, pool_after_fork);
         if (rc) {
             errno = rc;
             PyErr_SetFromErrno(PyExc_OSError);
