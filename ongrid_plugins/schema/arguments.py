@@ -151,9 +151,12 @@ def _flat_cost(args: dict[Any, Any]) -> int | None:
     if not kinds <= _FLAT_KINDS or not _STR.issuperset(map(type, args)):
         return None
     cost = 1 + len(args) + sum(map(len, args))
-    if str in kinds:
-        cost += sum(map(len, [value for value in values if type(value) is str]))
+    if str in kinds:  # only str itself is in kinds (no subclass): isinstance is the type check here
+        cost += sum(map(len, filter(_IS_STR, values)))
     return cost
+
+
+_IS_STR = str.__instancecheck__
 
 
 _STR = frozenset((str,))
