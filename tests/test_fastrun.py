@@ -542,3 +542,24 @@ def test_a_forked_childs_copy_of_a_finished_call_keeps_its_outcome(tmp_path: Pat
     in_a_forked_child(in_child)
     assert parent[:2] == (b"hi\n", 0)
     call.close()
+
+
+def test_a_forked_childs_copy_of_a_call_still_draining_is_not_over_with_part_of_its_output(
+    tmp_path: Path,
+) -> None:
+    # Reaped, but a grandchild that left the group still holds stdout: the copy has seen
+    # only part of the output, so it is the parent's call, not a success of its own.
+    body = "echo part\nsetsid -f sh -c 'sleep 0.5; echo rest'\nsleep 0.2\n"
+    call = _fast._native.start(*_fast._arguments(spec(tmp_path, body), lambda data: None, (5.0, 5.0, True)))
+    while not call.reaped:
+        select.select([call.fileno()], [], [], 1)
+        call.step()
+
+    def in_child() -> None:
+        assert call.step() is True
+        assert call.result()[:2] == (None, errno.ECHILD)
+
+    in_a_forked_child(in_child)
+    wait_readable_and_step(call)
+    assert call.result()[:2] == (b"part\nrest\n", 0)
+    call.close()

@@ -716,6 +716,7 @@ typedef struct CallObject {
     int spawn_failed; /* the spawn aside failed: result() is (None, errno, stage) */
     unsigned generation; /* fork_generation when made: another one is a forked child's copy */
     struct CallObject *live_next, *live_prev; /* in live_calls (changed with the GIL held) */
+    int unfinished_at_fork; /* set in a forked child: the copy was not over (see disown) */
 } CallObject;
 
 /* Every Call alive in this process: a forked child closes their descriptors at once. */
@@ -742,7 +743,8 @@ static struct {
     CallObject *calls; /* every call whose spawn is queued or running */
     int threads, idle;
     int in_flight; /* spawns a thread is doing: their pipes are in no call yet */
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, NULL, 0, 0, 0};
+    int forking;   /* a fork waits for in_flight to drop to 0: take no new work meanwhile */
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, NULL, 0, 0, 0, 0};
 
 /* Under pool.lock: the spawn of c is over (its result stored): wake its loop, and
  * whoever waits in close(). The eventfd is written before the lock is let go, so a
@@ -766,7 +768,7 @@ static void *spawner_main(void *unused) {
     (void)unused;
     pthread_mutex_lock(&pool.lock);
     for (;;) {
-        while (pool.queue == NULL) {
+        while (pool.queue == NULL || pool.forking) {
             pool.idle++;
             pthread_cond_wait(&pool.wake, &pool.lock);
             pool.idle--;
@@ -844,11 +846,16 @@ static void close_plain(int *fd) {
  * lock through the fork. At most one spawn's time; the threads never need the GIL. */
 static void pool_before_fork(void) {
     pthread_mutex_lock(&pool.lock);
+    pool.forking = 1; /* the spawns under way end; the queued ones wait for the fork */
     while (pool.in_flight)
         pthread_cond_wait(&pool.over, &pool.lock);
 }
 
-static void pool_after_fork_parent(void) { pthread_mutex_unlock(&pool.lock); }
+static void pool_after_fork_parent(void) {
+    pool.forking = 0;
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.lock);
+}
 
 /* In a forked child: no spawner thread came along (the lock is reset, not unlocked).
  * The parent's calls are the parent's, and so are their descriptors (the same epolls,
@@ -859,6 +866,8 @@ static void pool_after_fork(void) {
     fork_generation++;
     for (CallObject *c = live_calls; c != NULL; c = c->live_next) {
         Run *r = &c->r;
+        /* argv is kept until a spawn aside is seen over; draining is not over either */
+        c->unfinished_at_fork = c->how.argv != NULL || (c->running && !finished(r));
         int *fds[] = {&c->efd, &c->tfd, &c->epfd, &r->fd_in, &r->fd_out, &r->fd_err, &r->pidfd};
         for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
             close_plain(fds[i]);
@@ -867,7 +876,7 @@ static void pool_after_fork(void) {
     pthread_mutex_init(&pool.lock, NULL);
     pthread_cond_init(&pool.wake, NULL);
     pthread_cond_init(&pool.over, NULL);
-    pool.threads = pool.idle = pool.in_flight = 0;
+    pool.threads = pool.idle = pool.in_flight = pool.forking = 0;
     pool.queue = pool.queue_tail = NULL;
     while (pool.calls) {
         CallObject *c = pool.calls;
@@ -886,8 +895,7 @@ static int disown(CallObject *c) {
         return 0;
     c->generation = fork_generation;
     Run *r = &c->r;
-    /* argv is kept until a spawn aside is seen over; reaped is 1 before a spawn too */
-    int unfinished = c->how.argv != NULL || (c->running && !r->reaped);
+    int unfinished = c->unfinished_at_fork;
     c->efd = -1;
     r->reaped = 1;
     c->running = 0;
@@ -1014,6 +1022,7 @@ static CallObject *new_call(PyObject **failure) {
     c->next = c->prev = c->queued = NULL;
     c->spawn_failed = 0;
     c->generation = fork_generation;
+    c->unfinished_at_fork = 0;
     c->live_prev = NULL;
     c->live_next = live_calls;
     if (live_calls)
@@ -1360,22 +1369,29 @@ static PyMethodDef native_methods[] = {
 };
 
 static int native_exec(PyObject *module) {
-    sigset_t empty, defaults;
-    sigemptyset(&empty);
-    sigfillset(&defaults); /* glibc leaves out its two internal signals */
-    sigdelset(&defaults, SIGKILL);
-    sigdelset(&defaults, SIGSTOP);
-    int rc = posix_spawnattr_init(&spawn_attr);
-    if (!rc)
-        rc = posix_spawnattr_setflags(&spawn_attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    if (!rc)
-        rc = posix_spawnattr_setsigmask(&spawn_attr, &empty);
-    if (!rc)
-        rc = posix_spawnattr_setsigdefault(&spawn_attr, &defaults);
-    if (rc) {
-        errno = rc;
-        PyErr_SetFromErrno(PyExc_OSError);
-        return -1;
+    /* Once per process: other interpreters import the module too, while a spawner
+     * thread may be reading the attributes without any lock. */
+    static int ready = 0;
+    int rc = 0;
+    if (!ready) {
+        sigset_t empty, defaults;
+        sigemptyset(&empty);
+        sigfillset(&defaults); /* glibc leaves out its two internal signals */
+        sigdelset(&defaults, SIGKILL);
+        sigdelset(&defaults, SIGSTOP);
+        rc = posix_spawnattr_init(&spawn_attr);
+        if (!rc)
+            rc = posix_spawnattr_setflags(&spawn_attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+        if (!rc)
+            rc = posix_spawnattr_setsigmask(&spawn_attr, &empty);
+        if (!rc)
+            rc = posix_spawnattr_setsigdefault(&spawn_attr, &defaults);
+        if (rc) {
+            errno = rc;
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        ready = 1;
     }
     static int forks_watched = 0;
     if (!forks_watched) {
