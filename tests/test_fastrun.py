@@ -563,3 +563,41 @@ def test_a_forked_childs_copy_of_a_call_still_draining_is_not_over_with_part_of_
     wait_readable_and_step(call)
     assert call.result()[:2] == (b"part\nrest\n", 0)
     call.close()
+
+
+@pytest.mark.parametrize("how", ["run", "start", "start_aside"])
+def test_a_fork_in_another_thread_never_holds_a_running_calls_pipes(tmp_path: Path, how: str) -> None:
+    # A forked child that lives on (a worker) must not keep a copy of a running call's
+    # pipes: the call would see stdin's and stdout's end only once that child exits.
+    arguments = _fast._arguments(spec(tmp_path, "cat", stdin=b"x"), lambda data: None, TUNING)
+    native = _fast._native
+    slow: list[float] = []
+    stop = threading.Event()
+
+    def calls() -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            if how == "run":
+                got = native.run(*arguments)
+            else:
+                call = getattr(native, how)(*arguments)
+                wait_readable_and_step(call)
+                got = call.result()
+                call.close()
+            assert got[:2] == (b"x", 0)
+            if time.monotonic() - started > 0.4:
+                slow.append(time.monotonic() - started)
+
+    worker = threading.Thread(target=calls)
+    worker.start()
+    try:
+        for _ in range(4):  # each fork lands somewhere in a call: spawning, waiting, draining
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(0.6)  # the worker lives on, and exits without exec
+                os._exit(0)
+            os.waitpid(pid, 0)
+    finally:
+        stop.set()
+        worker.join()
+    assert slow == []

@@ -64,7 +64,7 @@ static double now_mono(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-typedef struct {
+typedef struct Run {
     pid_t pid;
     int reaped;
     int status_known;
@@ -82,7 +82,32 @@ typedef struct {
     int have_kill_at, sigkilled, timed_out, overflow, left_open, reaped_elsewhere;
     PyObject *on_stderr; /* called with bytes */
     char *errbuf;
+    struct Run *live_next, *live_prev; /* run()'s own runs, in live_runs while they run */
 } Run;
+
+/* Bumped in a forked child: a Call made before is the parent's, whose descriptors the
+ * child shares (the same epoll, pipes and pidfd): see disown(). */
+static unsigned fork_generation;
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake, over; /* work queued; a spawn is over */
+    struct CallObject *queue, *queue_tail;
+    struct CallObject *calls; /* every call whose spawn is queued or running */
+    int threads, idle;
+    int in_flight; /* spawns a thread is doing: their pipes are in no call yet */
+    int forking;   /* a fork waits for in_flight to drop to 0: take no new work meanwhile */
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, NULL, 0, 0, 0, 0};
+
+/* run()'s runs under way (GIL held when changed): a forked child closes their pipes. */
+static Run *live_runs;
+
+/* spawn_child() for a caller without the GIL, counted in pool.in_flight: a fork waits
+ * until no spawn is half done (its pipes, in no run yet, would be copied into the
+ * child and hold the parent's child's pipes open there). */
+static int spawn_counted(Run *r, const char *path, char **argv, char **envp, const char *cwd, int exec_fd,
+                         int first_closed);
+
 
 /* Close one of the run's descriptors, out of the Call's epoll first: a copy of the
  * pipe in a forked process would keep a closed descriptor's entry there, ready for
@@ -477,6 +502,23 @@ static int spawn_child(Run *r, const char *path, char **argv, char **envp, const
     return 0;
 }
 
+static int spawn_counted(Run *r, const char *path, char **argv, char **envp, const char *cwd, int exec_fd,
+                         int first_closed) {
+    pthread_mutex_lock(&pool.lock);
+    while (pool.forking)
+        pthread_cond_wait(&pool.wake, &pool.lock);
+    pool.in_flight++;
+    pthread_mutex_unlock(&pool.lock);
+    int spawned = spawn_child(r, path, argv, envp, cwd, exec_fd, first_closed);
+    int err = errno;
+    pthread_mutex_lock(&pool.lock);
+    pool.in_flight--;
+    pthread_cond_broadcast(&pool.over);
+    pthread_mutex_unlock(&pool.lock);
+    errno = err;
+    return spawned;
+}
+
 #define N_ARGS 14
 #define ARGS_DOC                                                                                                \
     "(path, argv, env, cwd, exec_fd, payload, timeout, kill_grace, stdout_cap, on_stderr, first_closed,\n"      \
@@ -588,7 +630,7 @@ static int start_run(Run *r, PyObject *const *args, Py_ssize_t nargs, PyObject *
         return -1;
     int spawned, err;
     Py_BEGIN_ALLOW_THREADS
-    spawned = spawn_child(r, how.path, how.argv, how.envp, how.cwd, how.exec_fd, how.first_closed);
+    spawned = spawn_counted(r, how.path, how.argv, how.envp, how.cwd, how.exec_fd, how.first_closed);
     err = errno;
     Py_END_ALLOW_THREADS
     PyMem_Free(how.argv);
@@ -634,12 +676,42 @@ PyDoc_STRVAR(run_doc, "run" ARGS_DOC "--\n\n"
 "overflow, duration, left_open, pid reaped elsewhere or 0), or (None, errno, stage)\n"
 "when no process ran (stage: 'pipes', 'spawn', or 'fds' for start()'s epoll).");
 
+/* Off live_runs, GIL held. */
+static void unlist_run(Run *r) {
+    if (r->live_prev)
+        r->live_prev->live_next = r->live_next;
+    else if (live_runs == r)
+        live_runs = r->live_next;
+    if (r->live_next)
+        r->live_next->live_prev = r->live_prev;
+    r->live_next = r->live_prev = NULL;
+}
+
 static PyObject *native_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     Run r;
     PyObject *failure = NULL;
-    int started = start_run(&r, args, nargs, &failure);
+    Launch how;
+    if (prepare_run(&r, args, nargs, &how) < 0) {
+        PyMem_RawFree(r.errbuf);
+        return NULL;
+    }
+    /* Listed before the spawn (GIL held), so a fork in another thread finds the pipes. */
+    r.live_prev = NULL;
+    r.live_next = live_runs;
+    if (live_runs)
+        live_runs->live_prev = &r;
+    live_runs = &r;
+    int spawned, err;
+    Py_BEGIN_ALLOW_THREADS
+    spawned = spawn_counted(&r, how.path, how.argv, how.envp, how.cwd, how.exec_fd, how.first_closed);
+    err = errno;
+    Py_END_ALLOW_THREADS
+    PyMem_Free(how.argv);
+    PyMem_Free(how.envp);
+    int started = launched(&r, &how, spawned, err, &failure);
     if (started <= 0) {
+        unlist_run(&r);
         PyMem_RawFree(r.errbuf);
         return started < 0 ? NULL : failure;
     }
@@ -680,6 +752,7 @@ static PyObject *native_run(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     close_all(&r);
     PyEval_RestoreThread(ts);
+    unlist_run(&r);
     PyObject *result = NULL;
     if (failed == -1)
         PyErr_Restore(type, value, tb);
@@ -731,20 +804,6 @@ static CallObject *live_calls;
  * Python; they block every signal (the main thread handles them). A forked child has
  * none of them: whatever was queued or spawning in the parent fails there with ECHILD. */
 #define SPAWNERS 4
-
-/* Bumped in a forked child: a Call made before is the parent's, whose descriptors the
- * child shares (the same epoll, pipes and pidfd): see disown(). */
-static unsigned fork_generation;
-
-static struct {
-    pthread_mutex_t lock;
-    pthread_cond_t wake, over; /* work queued; a spawn is over */
-    CallObject *queue, *queue_tail;
-    CallObject *calls; /* every call whose spawn is queued or running */
-    int threads, idle;
-    int in_flight; /* spawns a thread is doing: their pipes are in no call yet */
-    int forking;   /* a fork waits for in_flight to drop to 0: take no new work meanwhile */
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, NULL, 0, 0, 0, 0};
 
 /* Under pool.lock: the spawn of c is over (its result stored): wake its loop, and
  * whoever waits in close(). The eventfd is written before the lock is let go, so a
@@ -864,6 +923,12 @@ static void pool_after_fork_parent(void) {
  * done when the child next touches the copy (disown()). close() is async-signal-safe. */
 static void pool_after_fork(void) {
     fork_generation++;
+    for (Run *r = live_runs; r != NULL; r = r->live_next) { /* another thread's run(): not ours here */
+        int *fds[] = {&r->fd_in, &r->fd_out, &r->fd_err, &r->pidfd};
+        for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+            close_plain(fds[i]);
+    }
+    live_runs = NULL;
     for (CallObject *c = live_calls; c != NULL; c = c->live_next) {
         Run *r = &c->r;
         /* argv is kept until a spawn aside is seen over; draining is not over either */
@@ -1115,8 +1180,8 @@ static PyObject *native_start_aside(PyObject *self, PyObject *const *args, Py_ss
     if (no_thread) { /* no spawner thread could be made: spawn here, the outcome is the same */
         int spawned, err;
         Py_BEGIN_ALLOW_THREADS
-        spawned = spawn_child(&c->r, c->how.path, c->how.argv, c->how.envp, c->how.cwd, c->how.exec_fd,
-                              c->how.first_closed);
+        spawned = spawn_counted(&c->r, c->how.path, c->how.argv, c->how.envp, c->how.cwd, c->how.exec_fd,
+                                c->how.first_closed);
         err = errno;
         if (spawned == 0 && c->how.use_pidfd)
             c->r.pidfd = (int)syscall(SYS_pidfd_open, c->r.pid, 0);
