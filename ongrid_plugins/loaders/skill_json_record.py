@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..models import Problem, SandboxDecl, Skill, SkillRoot, Tool, ToolClass
+from ..models.fastinit import fast_init
 from .skill_json_parse import MANIFEST_NAME
 
 __all__ = ["CLASSES", "RecordedTool", "SkillRecord", "make_skill", "skill_from_record", "skill_record"]
@@ -45,37 +46,33 @@ def make_skill(
     warnings: list[Problem] | tuple[Problem, ...],
     tool_type: type[Tool] = Tool,
 ) -> Skill:
-    """The skill of a checked manifest: the one constructor of a built and of a cached one."""
-    tool = tool_type(
-        name=name,
-        description=description,
-        schema=schema,
-        tool_class=tool_class,
-        skill=name,
-        source=path,
-        kind="subprocess",
-        category=category,
-        timeout=timeout,
-        entry=entry,
-        cwd=path.rpartition("/")[0],
-        root=root.real,
-        env_allow=env_allow,
-        entry_declared=declared,
-        provenance=root.label,
-        extra=extra,
-        sandbox=sandbox,
-    )
-    return Skill(
-        name=name,
-        description=description,
-        format=MANIFEST_NAME,
-        path=path,
-        root=root,
-        tools=(tool,),
-        category=category,
-        warnings=warnings,
-        extra=extra,
-    )
+    """The skill of a checked manifest: the one constructor of a built and of a cached one.
+
+    The same values as ``Tool(name=name, ..., kind="subprocess", ...)`` and
+    ``Skill(..., format="skill.json", tools=(tool,), ...)`` would hold, built
+    through :func:`~ongrid_plugins.models.fastinit.fast_init` (a tenth of a cold
+    load went to the two class calls); ``tests/test_skill_json_record.py``
+    holds them to the constructors' over generated trees and hostile manifests.
+    """
+    new_tool = _NEW_TOOL if tool_type is Tool else _recorded_tool if tool_type is RecordedTool else None
+    if new_tool is None:
+        new_tool = fast_init(tool_type, *_TOOL_FIELDS)
+    tool = new_tool(
+        name, description, schema, tool_class, name, path, "subprocess", category, timeout, entry, declared,
+        path.rpartition("/")[0], root.real, env_allow, root.label, extra, sandbox,
+    )  # fmt: skip
+    skill: Skill = _NEW_SKILL(name, description, MANIFEST_NAME, path, root, (tool,), category, warnings, extra)
+    return skill
+
+
+#: The fields :func:`make_skill` sets, in the order it passes them (every other one is its default).
+_TOOL_FIELDS = (
+    "name", "description", "schema", "tool_class", "skill", "source", "kind", "category", "timeout", "entry",
+    "entry_declared", "cwd", "root", "env_allow", "provenance", "extra", "sandbox",
+)  # fmt: skip
+_SKILL_FIELDS = ("name", "description", "format", "path", "root", "tools", "category", "warnings", "extra")
+_NEW_TOOL = fast_init(Tool, *_TOOL_FIELDS)
+_NEW_SKILL = fast_init(Skill, *_SKILL_FIELDS)
 
 
 #: What the load cache keeps of a built skill: plain values only (``marshal``-able).
@@ -174,3 +171,4 @@ class RecordedTool(Tool):
 
 
 _BLOB: Any = RecordedTool.__dict__["_schema_bytes"]
+_recorded_tool = fast_init(RecordedTool, *_TOOL_FIELDS)

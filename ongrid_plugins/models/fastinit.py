@@ -1,0 +1,94 @@
+"""A second, cheaper way into a frozen slotted value class, for a loader's hot loop.
+
+Calling a frozen attrs class costs more than most of what a loader does with a
+manifest: the class call packs its keywords into a dict and unpacks them again,
+and the generated ``__init__`` sets each field through ``object.__setattr__``
+(a lookup on the class every time). :func:`fast_init` builds a function that
+takes the named fields positionally and sets every slot through the slot's own
+descriptor, in one straight line, as attrs generates its ``__init__``: the same
+object, field for field (fields not named get their defaults, a factory's is
+called, converters are applied), without the detours. It refuses a class it
+could not build exactly so: one with validators, ``__attrs_post_init__``,
+``cache_hash`` or a factory that takes ``self``.
+
+The public constructors are untouched: everything else builds values with them,
+and a loader uses this only for values it checked itself.
+
+May import: ``attrs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+__all__ = ["fast_init"]
+
+
+def fast_init(cls: type, *names: str) -> Callable[..., Any]:
+    """``build(*values)``: a new ``cls`` whose fields ``names`` are ``values``, the rest defaults.
+
+    Equal, field for field, to ``cls(**dict(zip(names, values)))``. Raises
+    ``TypeError`` at once for a class the shortcut cannot build exactly, an
+    unknown name, or a field with no default that is not named.
+    """
+    fields = attrs.fields(cls)
+    known = {field.name for field in fields}
+    if unknown := [name for name in names if name not in known]:
+        raise TypeError(f"{cls.__qualname__} has no field {unknown[0]!r}")
+    if getattr(cls, "__attrs_post_init__", None) is not None or _caches_hash(cls):
+        raise TypeError(f"{cls.__qualname__}: fast_init cannot run its __attrs_post_init__ or cache_hash")
+    space: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    lines = [f"def build({', '.join(names)}):", "    self = new(cls)"]
+    for index, field in enumerate(fields):
+        if field.validator is not None:
+            raise TypeError(f"{cls.__qualname__}.{field.name}: fast_init skips validators")
+        space[f"set_{index}"] = _slot(cls, field.name).__set__
+        lines.append(f"    set_{index}(self, {_value(cls, field, index, names, space)})")
+    lines.append("    return self")
+    code = compile("\n".join(lines), f"<fast_init {cls.__module__}.{cls.__qualname__}>", "exec")
+    exec(code, space)  # generated from the class's own field list, as attrs makes its __init__
+    build: Callable[..., Any] = space["build"]
+    return build
+
+
+def _value(cls: type, field: Any, index: int, names: tuple[str, ...], space: dict[str, Any]) -> str:
+    """The expression of ``field``'s value in the generated function (its default when not named)."""
+    value: str
+    if field.name in names:
+        value = field.name
+    elif isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]  # Factory is a class
+        if field.default.takes_self:
+            raise TypeError(f"{cls.__qualname__}.{field.name}: a factory taking self needs the real __init__")
+        space[f"factory_{index}"] = field.default.factory
+        value = f"factory_{index}()"
+    elif field.default is attrs.NOTHING:
+        raise TypeError(f"{cls.__qualname__}.{field.name} has no default: name it")
+    else:
+        space[f"default_{index}"] = field.default
+        value = f"default_{index}"
+    if field.converter is not None:
+        if _CONVERTER is not None and isinstance(field.converter, _CONVERTER):
+            raise TypeError(f"{cls.__qualname__}.{field.name}: an attrs.Converter needs the real __init__")
+        space[f"convert_{index}"] = field.converter
+        value = f"convert_{index}({value})"
+    return value
+
+
+#: attrs >= 24.1 wraps converters that take the instance or the field in this class.
+_CONVERTER: Any = getattr(attrs, "Converter", None)
+
+
+def _slot(cls: type, name: str) -> Any:
+    """The slot descriptor of ``name`` (a subclass may hide it behind a property)."""
+    for klass in cls.__mro__:
+        found = klass.__dict__.get(name)
+        if found is not None and type(found).__name__ == "member_descriptor":
+            return found
+    raise TypeError(f"{cls.__qualname__}.{name} is not a slot: fast_init needs a slotted class")
+
+
+def _caches_hash(cls: type) -> bool:
+    return any(name.startswith("_attrs_cached_hash") for name in getattr(cls, "__slots__", ()))
