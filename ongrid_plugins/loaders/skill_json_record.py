@@ -61,7 +61,9 @@ def make_skill(
         name, description, schema, tool_class, name, path, "subprocess", category, timeout, entry, declared,
         path.rpartition("/")[0], root.real, env_allow, root.label, extra, sandbox,
     )  # fmt: skip
-    skill: Skill = _NEW_SKILL(name, description, MANIFEST_NAME, path, root, (tool,), category, warnings, extra)
+    skill: Skill = _NEW_SKILL(
+        name, description, MANIFEST_NAME, path, root, (tool,), category, warnings, extra
+    )
     return skill
 
 
