@@ -420,12 +420,9 @@ def _evolve(value: CallResult, **changes: object) -> CallResult:
     cls = type(value)
     known = _INIT_FIELDS.get(cls)
     if known is None:
-        fields = [a for a in attrs.fields(cls) if a.init]
-        getter = operator.attrgetter(*(a.name for a in fields)) if len(fields) > 1 else None
-        known = _INIT_FIELDS[cls] = (
-            tuple(a.alias for a in fields),
-            getter or (lambda v: tuple(getattr(v, a.name) for a in fields)),
-        )
+        fields = [a for a in attrs.fields(cls) if a.init]  # a result's many: attrgetter gives a tuple
+        getter = operator.attrgetter(*(a.name for a in fields))
+        known = _INIT_FIELDS[cls] = (tuple(a.alias for a in fields), getter)
     aliases, values = known
     kwargs = dict(zip(aliases, values(value), strict=True))  # in C: no loop here
     kwargs.update(changes)

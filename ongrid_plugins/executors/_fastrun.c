@@ -93,11 +93,10 @@ static struct {
     pthread_mutex_t lock;
     pthread_cond_t wake, over; /* work queued; a spawn is over */
     struct CallObject *queue, *queue_tail;
-    struct CallObject *calls; /* every call whose spawn is queued or running */
     int threads, idle;
     int in_flight; /* spawns a thread is doing: their pipes are in no call yet */
     int forking;   /* a fork waits for in_flight to drop to 0: take no new work meanwhile */
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, NULL, 0, 0, 0, 0};
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0, 0, 0, 0};
 
 /* run()'s runs under way (GIL held when changed): a forked child closes their pipes. */
 static Run *live_runs;
@@ -784,7 +783,6 @@ typedef struct CallObject {
     Launch how;
     PyObject *args;  /* the arguments, alive while the thread reads their bytes */
     PyObject *failure; /* (None, errno, stage) when the spawn aside failed */
-    struct CallObject *next, *prev; /* in pool.calls while spawning */
     struct CallObject *queued;      /* in pool.queue, next to spawn */
     int spawn_failed; /* the spawn aside failed: result() is (None, errno, stage) */
     unsigned generation; /* fork_generation when made: another one is a forked child's copy */
@@ -810,13 +808,6 @@ static CallObject *live_calls;
  * closer that sees spawning == 0 may close it. */
 static void spawn_over(CallObject *c) {
     c->spawning = 0;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        pool.calls = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    c->next = c->prev = NULL;
     uint64_t one = 1;
     while (write(c->efd, &one, sizeof one) < 0 && errno == EINTR) {
     }
@@ -884,11 +875,6 @@ static int queue_spawn(CallObject *c) {
     else
         pool.queue = c;
     pool.queue_tail = c;
-    c->prev = NULL;
-    c->next = pool.calls;
-    if (pool.calls)
-        pool.calls->prev = c;
-    pool.calls = c;
     pthread_cond_signal(&pool.wake);
     return 0;
 }
@@ -942,13 +928,7 @@ static void pool_after_fork(void) {
     pthread_cond_init(&pool.wake, NULL);
     pthread_cond_init(&pool.over, NULL);
     pool.threads = pool.idle = pool.in_flight = pool.forking = 0;
-    pool.queue = pool.queue_tail = NULL;
-    while (pool.calls) {
-        CallObject *c = pool.calls;
-        pool.calls = c->next;
-        c->spawning = 0;
-        c->next = c->prev = c->queued = NULL;
-    }
+    pool.queue = pool.queue_tail = NULL; /* what was queued is disowned with its call */
 }
 
 /* A forked child's copy of a parent's call (GIL held), whose descriptors the fork
@@ -1084,7 +1064,7 @@ static CallObject *new_call(PyObject **failure) {
     c->payload = c->on_stderr = c->args = c->failure = NULL;
     c->efd = -1;
     c->spawning = c->spawned = c->spawn_errno = 0;
-    c->next = c->prev = c->queued = NULL;
+    c->queued = NULL;
     c->spawn_failed = 0;
     c->generation = fork_generation;
     c->unfinished_at_fork = 0;

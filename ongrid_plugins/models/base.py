@@ -23,14 +23,9 @@ def strs(value: Iterable[str]) -> tuple[str, ...]:
 
 # ``json.dumps`` with any non-default option builds a new encoder on every call (a few
 # microseconds, several times per call): one encoder, same options, same text.
-_canonical = json.JSONEncoder(
+_plain: Callable[[Any], str] = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 ).encode
-
-
-def _plain(value: Any) -> str:
-    """The canonical JSON text of a value: sorted keys, no spaces, UTF-8 kept."""
-    return _canonical(value)
 
 
 def _not_json(value: Any) -> Any:
