@@ -14,9 +14,9 @@ Anything else (an egg, a zip, another metadata finder) asks ``importlib.metadata
 
 from __future__ import annotations
 
-__all__ = ["__version__"]  # noqa: F822 - provided by __getattr__ on first use
+import re
 
-_NAME = "ongrid_plugins"  # the distribution's name as importlib.metadata normalises it
+__all__ = ["__version__"]  # noqa: F822 - provided by __getattr__ on first use
 
 
 def _lookup() -> str:
@@ -39,7 +39,6 @@ def _from_dist_info() -> str | None:
     order). None (ask it) for anything this does not read the same way.
     """
     import os
-    import re
     import sys
     from importlib.machinery import PathFinder
 
@@ -55,17 +54,22 @@ def _from_dist_info() -> str | None:
             return None
         if os.path.basename(entry).lower().endswith(".egg"):
             return None
-        for child in children:
-            low = child.lower()
-            if not low.endswith((".dist-info", ".egg-info")):
-                continue
-            stem = low.rpartition(".")[0].partition("-")[0]
-            if re.sub(r"[-_.]+", "_", stem) != _NAME:
-                continue
-            if low.endswith(".egg-info"):
-                return None
-            return _version_header(os.path.join(entry or ".", child, "METADATA"))
+        # One regex over the whole listing (a folder may hold thousands of names; a loop
+        # in Python over them cost ~1 ms per 1,000). A file name holds no NUL.
+        found = _OURS.search("\0" + "\0".join(children) + "\0")
+        if found is None:
+            continue
+        child = found.group(1)
+        if child.lower().endswith(".egg-info"):
+            return None
+        return _version_header(os.path.join(entry or ".", child, "METADATA"))
     return None
+
+
+#: A ``.dist-info`` or ``.egg-info`` name of this distribution, between NULs: the part
+#: before the first ``-`` of the name less its suffix normalises (``[-_.]+`` -> ``_``,
+#: lower case) to ``ongrid_plugins``, as ``importlib.metadata`` compares them.
+_OURS = re.compile(r"\0(ongrid[_.]+plugins(?:-[^\0]*)?\.(?:dist|egg)-info)(?=\0)", re.IGNORECASE)
 
 
 def _version_header(path: str) -> str | None:

@@ -211,6 +211,50 @@ def test_the_direct_metadata_read_agrees_with_importlib_metadata_on_the_first_pa
     assert _version._from_dist_info() == metadata.version("ongrid-plugins") == "9.9.1"
 
 
+_TRICKY_NAMES = [
+    "ongrid_plugins-0.1.0.dist-info",
+    "Ongrid.Plugins-1.dist-info",
+    "ongrid__plugins.dist-info",
+    "ongrid_plugins.dist-info",
+    "ongrid_plugins.x-1.dist-info",
+    "ongrid_plugins..dist-info",
+    "_ongrid_plugins-1.dist-info",
+    "ongrid_pluginsx-1.dist-info",
+    "ongrid_plugins-1.dist-info.bak",
+    "ongrid_plugins-1.0.post1.EGG-INFO",
+    "ongrid-plugins-1.dist-info",
+    "ongrid_plugins-a\nb.dist-info",
+    "other-1.dist-info",
+    "ongrid_plugins",
+    "ongrid_plugins-1.dist-info2",
+]
+
+
+def _first_match_the_plain_way(children: list[str]) -> str | None:
+    """The rule importlib.metadata applies, one name at a time."""
+    import re
+
+    for child in children:
+        low = child.lower()
+        if low.endswith((".dist-info", ".egg-info")):
+            stem = low.rpartition(".")[0].partition("-")[0]
+            if re.sub(r"[-_.]+", "_", stem) == "ongrid_plugins":
+                return child
+    return None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_listing_regex_picks_the_name_the_plain_rule_picks(seed: int) -> None:
+    import random
+
+    from ongrid_plugins import _version
+
+    rng = random.Random(seed)
+    children = rng.sample(_TRICKY_NAMES, rng.randint(1, len(_TRICKY_NAMES)))
+    found = _version._OURS.search("\0" + "\0".join(children) + "\0")
+    assert (found.group(1) if found else None) == _first_match_the_plain_way(children)
+
+
 def test_an_egg_info_first_on_the_path_is_left_to_importlib_metadata(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
