@@ -23,14 +23,13 @@ from ..catalog.digest import entry_drift
 from ..discovery.roots import escapes, is_executable_file, is_within, open_beneath, resolve_file
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
-from . import _fast
-from ._spec import ProcessOutcome, ProcessSpec
 
 if TYPE_CHECKING:
     from types import ModuleType
 
     from ..models import Tool
     from ..settings import Settings
+    from ._spec import ProcessOutcome, ProcessSpec
     from .confine import Plan
 
 __all__ = ["SubprocessExecutor", "parse_result"]
@@ -109,6 +108,8 @@ class SubprocessExecutor:
             env.update(plan.env_extra)
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
         payload = request.args_json or canonical_json(request.args)
+        from ._spec import ProcessSpec  # with the runner, on the first call (see _runner)
+
         return ProcessSpec(
             argv=(entry,),
             cwd=prepared.cwd if prepared is not None else tool.cwd or os.path.dirname(entry),
@@ -162,15 +163,29 @@ class SubprocessExecutor:
 
 
 _PROCESS: ModuleType | None = None
+_FAST: ModuleType | None = None
 
 
 def _runner() -> ModuleType:
-    """The runner (:mod:`._process`, and asyncio with it), imported on the first call."""
+    """The runner (:mod:`._process`, and asyncio with it), imported on the first call.
+
+    The runner's modules are not imported with this plugin: a process that loads
+    skills and runs none (``list``, ``validate``, a cold load) does not pay their ~8 ms.
+    """
     global _PROCESS
     from . import _process
 
     _PROCESS = _process
     return _process
+
+
+def _compiled() -> ModuleType:
+    """:mod:`._fast` (the compiled runner's front), imported on the first entry check."""
+    global _FAST
+    from . import _fast
+
+    _FAST = _fast
+    return _fast
 
 
 def _release(spec: ProcessSpec) -> None:
@@ -216,7 +231,7 @@ def open_entry(tool: Tool) -> tuple[str, int] | str:
 
 
 def _open_prepared(tool: Tool, prepared: _Prepared) -> tuple[str, int] | str:
-    fd = _fast.open_beneath(prepared.root, prepared.relative, _ENTRY_FLAGS)
+    fd = (_FAST or _compiled()).open_beneath(prepared.root, prepared.relative, _ENTRY_FLAGS)
     if fd is None:
         opened = _open_beneath_root(prepared)
         if isinstance(opened, str):

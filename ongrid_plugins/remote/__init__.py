@@ -24,6 +24,15 @@ only on the worker side, to load the worker's own skills.
 
 from __future__ import annotations
 
-from .routes import Route, parse_routes, route_for
+from typing import Any
 
-__all__ = ["Route", "parse_routes", "route_for"]
+__all__ = ["Route", "parse_routes", "route_for"]  # from .routes, on first use
+
+
+def __getattr__(name: str) -> Any:
+    """:mod:`.routes`' names, imported on first use: a host without routes never needs them."""
+    if name in __all__:
+        from . import routes
+
+        return getattr(routes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

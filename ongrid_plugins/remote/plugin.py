@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from ..hookspecs import hookimpl
 from ..models import CallResult
-from .routes import RouteTable, cached_table
 
 if TYPE_CHECKING:
     from ..models import CallRequest, Tool
     from ..settings import Settings
+    from .routes import RouteTable
 
 __all__ = ["ongrid_executor", "routes", "where"]
 
@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 def routes(settings: Settings) -> RouteTable:
     """The parsed routes of ``settings`` (bad items kept as problems, never raised)."""
+    from .routes import cached_table  # only a host with routes parses them
+
     return cached_table(settings.remote_routes, settings.remote_routes_from)
 
 
