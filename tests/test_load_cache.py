@@ -332,6 +332,43 @@ def test_the_project_version_invalidates_everything_without_a_warning(
     assert not [r for r in caplog.records if r.name == _LOGGER]
 
 
+def test_a_cold_load_leaves_the_process_half_of_the_key_to_the_writer_thread(
+    tree: tuple[Path, Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from ongrid_plugins.loadcache import key
+
+    _root, settings = tree
+    real = key._code_stamp
+    asked_in: list[str] = []
+
+    def stamp() -> str:
+        asked_in.append(threading.current_thread().name)
+        return real()
+
+    monkeypatch.setattr(key, "_code_stamp", stamp)
+    cold = _load_with(settings)[2]
+    assert asked_in == ["ongrid-load-cache"]  # not the loading thread: there was no file to compare
+    assert cold is not None and cold.hits == 0
+    _forget_memory()
+    warm = _load_with(settings)[2]
+    assert warm is not None and warm.hits == 5  # all but beta (it declares a sandbox): the key matched
+    assert asked_in[1:] == [threading.current_thread().name]  # with a file, it is read before the load
+    assert warm.key == loadcache.fingerprint(get_plugin_manager(settings), settings)
+
+
+def test_the_deferred_key_is_the_settings_of_the_load_that_asked(tree: tuple[Path, Settings]) -> None:
+    from ongrid_plugins.loadcache.key import deferred_fingerprint
+
+    _root, settings = tree
+    pm = get_plugin_manager(settings)
+    later = deferred_fingerprint(pm, settings)
+    other = attrs.evolve(settings, default_timeout=settings.default_timeout + 1)
+    assert later is not None
+    assert later() == loadcache.fingerprint(pm, settings) != loadcache.fingerprint(pm, other)
+
+
 @pytest.mark.parametrize(
     "change",
     [

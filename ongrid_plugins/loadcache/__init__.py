@@ -18,6 +18,7 @@ record constructor).
 
 from __future__ import annotations
 
-from .store import CACHE_NAME, LoadCache, fingerprint, open_cache, wait_for_writes
+from .key import fingerprint
+from .store import CACHE_NAME, LoadCache, open_cache, wait_for_writes
 
 __all__ = ["CACHE_NAME", "LoadCache", "fingerprint", "open_cache", "wait_for_writes"]

@@ -122,7 +122,7 @@ class Job:
     def __init__(
         self,
         path: str,
-        key: str,
+        key: str | Callable[[], str],
         now: int,
         roots: dict[RootKey, int],
         folders: dict[str, tuple[Signature, Listing]],
@@ -149,8 +149,10 @@ class Job:
         # yield at once, so the load that started it returns without that wait.
         time.sleep(0)
         try:
+            if not isinstance(self.key, str):  # a cold load left the fingerprint to this thread
+                self.key = self.key()
             self._complete()
-            data = self._encode()
+            data = self._encode(self.key)
         except Exception as exc:  # a value marshal does not know, a record that will not build
             logger.debug("load cache: cannot record this load: %s", exc)
             return
@@ -196,10 +198,10 @@ class Job:
             records[path] = (root, sig, dep, value)
         self.pending = []
 
-    def _encode(self) -> bytes:
+    def _encode(self, key: str) -> bytes:
         """The file: a head chunk and the records in chunks, so the writer lets the load's thread run."""
         roots = tuple(sorted(self.roots, key=self.roots.__getitem__))
-        chunks = [marshal.dumps((FORMAT, self.key, roots, self.folders, self.digests), 4)]
+        chunks = [marshal.dumps((FORMAT, key, roots, self.folders, self.digests), 4)]
         items = list(self.records.items())
         for start in range(0, len(items), CHUNK_RECORDS):
             chunks.append(marshal.dumps(dict(items[start : start + CHUNK_RECORDS]), 4))

@@ -13,6 +13,7 @@ import hashlib
 import operator
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..discovery.roots import builtin_skills_dir
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
     from ..settings import Settings
 
-__all__ = ["fingerprint"]
+__all__ = ["deferred_fingerprint", "fingerprint"]
 
 
 @functools.cache
@@ -66,9 +67,19 @@ def fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str | None:
     ``ongrid_load_manifest`` or ``ongrid_manifest_names``: what a third-party
     loader reads cannot be known. No hook is called: the built-in names are code.
     """
-    from .._version import __version__
-    from ..schema import verdicts
+    later = deferred_fingerprint(pm, settings)
+    return None if later is None else later()
 
+
+def deferred_fingerprint(pm: pluggy.PluginManager, settings: Settings) -> Callable[[], str] | None:
+    """:func:`fingerprint` in two steps: what this load's plugins and settings give, now;
+    what the process's code and packages give, when the returned function is called.
+
+    The second part (the version, a ``stat`` of every module, the stamps of the
+    packages behind the schema checks) is the same for every load of a process and
+    costs a few ms: a load that finds no cache file never needs it before its writer
+    runs, in the background, after the load.
+    """
     loaders = []
     for hook in ("ongrid_load_manifest", "ongrid_manifest_names"):
         for impl in hooks(pm).implementations(hook):
@@ -76,12 +87,7 @@ def fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str | None:
             if not module.startswith("ongrid_plugins."):
                 return None
             loaders.append((hook, impl.plugin_name, module, impl.tryfirst, impl.trylast))
-    parts: list[Any] = [
-        FORMAT,
-        __version__,
-        sys.version,
-        _code_stamp(),
-        verdicts._environment_fingerprint(),
+    this_load: list[Any] = [
         loaders,
         os.path.expanduser("~"),
         os.geteuid(),
@@ -97,4 +103,13 @@ def fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str | None:
         settings.user_skills_dir,
         settings.include_defaults,
     ]
-    return hashlib.blake2b(repr(parts).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+
+    def complete() -> str:
+        from .._version import __version__
+        from ..schema import verdicts
+
+        code = [FORMAT, __version__, sys.version, _code_stamp(), verdicts._environment_fingerprint()]
+        parts = [*code, *this_load]
+        return hashlib.blake2b(repr(parts).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+
+    return complete

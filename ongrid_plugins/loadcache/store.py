@@ -64,14 +64,14 @@ from .cachefile import split_chunks as _split
 from .cachefile import untrusted as _untrusted
 from .cachefile import writers as _writers
 from .cachefile import written as _written
-from .key import fingerprint
+from .key import deferred_fingerprint
 
 if TYPE_CHECKING:
     import pluggy
 
     from ..settings import Settings
 
-__all__ = ["CACHE_NAME", "RACY_NS", "LoadCache", "fingerprint", "open_cache", "signature", "wait_for_writes"]
+__all__ = ["CACHE_NAME", "RACY_NS", "LoadCache", "open_cache", "signature", "wait_for_writes"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +91,11 @@ def _root_key(root: SkillRoot) -> RootKey:
 class LoadCache:
     """One load's view of the cache file: look up, record, then :meth:`flush` once."""
 
-    def __init__(self, directory: str, key: str) -> None:
+    def __init__(self, directory: str, key: str | Callable[[], str]) -> None:
         self.path = os.path.join(directory, CACHE_NAME)
-        self.key = key
+        self._key = key
+        """The fingerprint, or what works it out (:func:`.key.deferred_fingerprint`): a load
+        that finds no file leaves that to the writer."""
         self._old = _EMPTY
         self._roots: dict[RootKey, int] = {}
         self._folders: dict[str, tuple[Signature, Listing]] = {}
@@ -111,6 +113,14 @@ class LoadCache:
         self.record: Callable[[Any, Any], Any] | None = None
         """``record(skill, warnings)``: a stored skill as its plain record (None: not recordable),
         called by the writer after the load; the loader sets it. Without it skills are not kept."""
+
+    @property
+    def key(self) -> str:
+        """The fingerprint this cache is read and written under."""
+        key = self._key
+        if not isinstance(key, str):
+            key = self._key = key()
+        return key
 
     # -- reading
     def read(self) -> None:
@@ -309,7 +319,7 @@ class LoadCache:
         if unchanged:
             return
         job = _Job(
-            self.path, self.key, self._now, self._roots, self._folders, self._records, self.digests, RACY_NS
+            self.path, self._key, self._now, self._roots, self._folders, self._records, self.digests, RACY_NS
         )
         job.pending, self._pending = self._pending, []
         job.pending_folders, self._pending_folders = self._pending_folders, []
@@ -327,7 +337,7 @@ def open_cache(pm: pluggy.PluginManager, settings: Settings) -> LoadCache | None
     """The cache for one load with these plugins and settings, read; None when there is none."""
     if not settings.cache_dir or not settings.load_cache:
         return None
-    key = fingerprint(pm, settings)
+    key = deferred_fingerprint(pm, settings)
     if key is None:
         logger.debug("load cache off: a loader from outside ongrid_plugins is installed")
         return None
