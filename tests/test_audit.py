@@ -517,7 +517,7 @@ def test_a_finished_call_whose_process_exits_at_once_is_chained_with_its_outcome
     assert not list((tmp_path / ".ongrid-state" / "audit-inflight").iterdir())
 
 
-def test_the_journal_file_is_removed_once_everything_is_chained(
+def test_the_journal_is_emptied_once_everything_is_chained_and_reused_by_the_next_call(
     make_host: Any, root: Path, tmp_path: Path
 ) -> None:
     make_skill(root, "echo")
@@ -528,13 +528,65 @@ def test_the_journal_file_is_removed_once_everything_is_chained(
     class Peek:
         @hookimpl
         def ongrid_before_call(self) -> None:
-            recorder.append([p.name for p in journal.iterdir()])
+            recorder.append([(p.name, p.stat().st_ino) for p in journal.iterdir()])
 
     host.pm.add_plugin(Peek(), "peek")
     host.call("echo")
-    assert len(recorder[0]) == 1 and recorder[0][0].startswith(f"{os.getpid()}-")
+    assert len(recorder[0]) == 1 and recorder[0][0][0].startswith(f"{os.getpid()}-")
     assert host.audit.flush()
+    [(name, inode)] = [(p.name, p.stat().st_ino) for p in journal.iterdir()]
+    assert (journal / name).read_bytes() == b""  # nothing left to recover
+    host.call("echo")
+    assert recorder[1] == [(name, inode)]  # the same file, not one made and removed per call
+    assert host.audit.flush()
+    assert (journal / name).stat().st_size == 0
+    host.audit.close()
     assert list(journal.iterdir()) == []
+    assert host.call("echo").ok and host.audit.flush()  # a closed log opens its journal again
+    assert [r.tool for r in host.audit.entries()] == ["echo"] * 3
+
+
+EXITS_NORMALLY = r"""
+import os, sys
+from ongrid_plugins import SkillHost
+from ongrid_plugins.testing import isolated_settings
+tmp, root = sys.argv[1:3]
+host = SkillHost(isolated_settings(tmp, root))
+host.call("echo", {"n": 1})
+host.audit.flush()
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)  # the child's exit runs the finalizers: it must not remove the parent's journal
+os.waitpid(pid, 0)
+print(sorted(os.listdir(host.audit.journal_dir)), flush=True)
+print(host.call("echo", {"n": 2}).ok, flush=True)
+"""
+
+
+def test_a_process_that_exits_normally_leaves_no_journal_and_a_forked_child_keeps_its_parents(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    make_skill(root, "echo")
+    out = subprocess.run([PY, "-c", EXITS_NORMALLY, str(tmp_path), str(root)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    listing, ok = out.stdout.splitlines()
+    assert listing.startswith("['") and ok == "True"  # the parent's emptied journal outlived the child
+    assert not list((tmp_path / ".ongrid-state" / "audit-inflight").iterdir())
+    assert [r.args["n"] for r in make_host(root).audit.entries()] == [1, 2]
+
+
+def test_an_empty_journal_a_dead_process_left_is_removed_by_the_next_log(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    make_skill(root, "echo")
+    dead = subprocess.run([PY, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    journal = tmp_path / ".ongrid-state" / "audit-inflight"
+    journal.mkdir(parents=True)
+    left = journal / f"{int(dead.stdout)}-1-1@{socket.gethostname()}.journal"
+    left.write_bytes(b"")  # a crash after the last chained call: nothing to recover
+    host = make_host(root)
+    assert host.audit.entries() == []
+    assert not left.exists()
 
 
 def test_two_hosts_in_one_process_keep_separate_journals(make_host: Any, root: Path, tmp_path: Path) -> None:
@@ -554,6 +606,9 @@ def test_two_hosts_in_one_process_keep_separate_journals(make_host: Any, root: P
     assert len(seen[0]) in (1, 2) and all(name.startswith(f"{os.getpid()}-") for name in seen[0])
     assert one.audit.flush() and two.audit.flush()
     assert sorted(r.args["host"] for r in one.audit.entries()) == [1, 2]
+    assert sorted(p.stat().st_size for p in journal.iterdir()) == [0, 0]  # one each, emptied
+    one.audit.close()
+    two.audit.close()
     assert list(journal.iterdir()) == []
 
 

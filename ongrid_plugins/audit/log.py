@@ -396,8 +396,10 @@ class AuditLog:
         return conn
 
     def close(self) -> None:
-        """Chain what is pending and close this process's connection (it reopens on the next use)."""
+        """Chain what is pending and close this process's connection and journal (both reopen on
+        the next use; the journal file goes when it holds nothing to recover)."""
         self.flush()
+        self._journal.close()
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()

@@ -183,3 +183,4 @@ def _flush_at_exit() -> None:
     for writer in list(_WRITERS):
         if writer.failing is None:  # a failing log keeps its rows in the journal
             writer.flush(10.0)
+        writer.journal.close()  # removed when it holds nothing to recover
