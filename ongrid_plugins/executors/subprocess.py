@@ -23,6 +23,7 @@ from ..catalog.digest import entry_drift
 from ..discovery.roots import escapes, is_executable_file, is_within, open_beneath, resolve_file
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
+from ..models.base import decode_json
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -343,7 +344,7 @@ def parse_result(stdout: bytes) -> tuple[Any, str | None]:
         decoded = text.decode("utf-8")
         if decoded.startswith("\ufeff"):  # what json.loads refuses before decoding
             raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", decoded, 0)
-        value = _decoder.decode(decoded)
+        value = decode_json(_SCAN, decoded)
     except (UnicodeDecodeError, ValueError) as exc:
         return None, f"stdout is not one JSON object ({_reason(exc)}); it starts with {_preview(stdout)}"
     if not isinstance(value, dict):
@@ -360,7 +361,7 @@ def _no_constants(name: str) -> None:
 
 
 # json.loads with an option builds a decoder per call: one, with the same option.
-_decoder = json.JSONDecoder(parse_constant=_no_constants)
+_SCAN: Any = json.JSONDecoder(parse_constant=_no_constants).scan_once  # type: ignore[attr-defined]
 
 
 def _reason(exc: Exception) -> str:

@@ -4,16 +4,18 @@ The first step of the ``skill_json`` loader (:mod:`.skill_json`): the file's
 bytes become a plain ``dict``, or a :class:`~ongrid_plugins.errors.ManifestParseError`
 saying why not. Nothing here checks a field.
 
-It may import the core values (``errors``) and :mod:`._fields`.
+It may import the core values (``errors``, ``models``) and :mod:`._fields`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import Any
 
 from ..errors import ManifestParseError
+from ..models.base import decode_json
 from ._fields import type_name
 
 __all__ = [
@@ -46,19 +48,8 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique_object, parse_constant=_reject_constant)
 _SCAN: Any = _DECODER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
-_SPACE: Any = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]  # the pattern decode() uses
-
-
-def _decode(text: str) -> Any:
-    """``_DECODER.decode(text)``, its two Python-level wrappers written out (same errors)."""
-    try:
-        data, end = _SCAN(text, _SPACE(text, 0).end())
-    except StopIteration as err:
-        raise json.JSONDecodeError("Expecting value", text, err.value) from None
-    end = _SPACE(text, end).end()
-    if end != len(text):
-        raise json.JSONDecodeError("Extra data", text, end)
-    return data
+#: ``_DECODER.decode``, its two Python-level wrappers written out (same errors).
+_decode = functools.partial(decode_json, _SCAN)
 
 
 def read_manifest(path: str, limit: int = MAX_MANIFEST_BYTES) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["JSON", "args_digest", "canonical_json", "digest_json", "strs"]
+__all__ = ["JSON", "args_digest", "canonical_json", "decode_json", "digest_json", "strs"]
 
 JSON = dict[str, Any]
 
@@ -81,3 +81,23 @@ def args_digest(tool: str, args: Mapping[str, Any]) -> str:
 def digest_json(tool: str, canonical_args: str) -> str:
     """:func:`args_digest` from arguments already in canonical JSON text."""
     return hashlib.sha256((tool + "\0" + canonical_args).encode("utf-8")).hexdigest()
+
+
+_SPACE: Any = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]  # the pattern decode() uses
+
+
+def decode_json(scan: Callable[[str, int], tuple[Any, int]], text: str) -> Any:
+    """``decoder.decode(text)`` for the decoder whose ``scan_once`` is ``scan`` (same value, same errors).
+
+    ``JSONDecoder.decode`` and ``raw_decode`` are two Python-level wrappers around the
+    C scanner, ~60 bytecodes a document: on a call path that parses twice a call, and a
+    load that parses every manifest, they are written out once here.
+    """
+    try:
+        data, end = scan(text, _SPACE(text, 0).end())
+    except StopIteration as err:
+        raise json.JSONDecodeError("Expecting value", text, err.value) from None
+    end = _SPACE(text, end).end()
+    if end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return data

@@ -26,6 +26,9 @@ from .safe.fast import compile_accepts
 __all__ = ["COMPILED", "NOT_UTF8", "Compiled", "check_arguments", "fill_defaults", "is_light"]
 
 _MAX_MESSAGE = 300
+#: The C scanner of a plain ``json.JSONDecoder``: ``json.loads`` of a text our own encoder
+#: wrote, without ``loads``' and ``decode``'s checks for what that text never holds.
+_PARSE: Any = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
 #: A call is "light" (checked where it arrives, even on an event loop) when its arguments
 #: hold at most this many characters and nodes and its schema at most _LIGHT_SCHEMA
 #: subschemas: with RE2 the check is then linear in both, a few microseconds. Anything
@@ -80,7 +83,7 @@ def check_arguments(tool: Tool, args: object) -> tuple[dict[str, Any], str, list
     data = fill_defaults(tool.schema, args)
     try:
         text = canonical_json(data)
-        data = json.loads(text)
+        data = _PARSE(text, 0)[0]  # our own encoder's text: one value, no whitespace around it
     except (TypeError, ValueError, RecursionError) as exc:
         return data, "", [("$", f"arguments are not valid JSON: {_short(str(exc))}")]
     if not _encodable(text):
