@@ -68,8 +68,9 @@ def _from_dist_info() -> str | None:
 
 #: A ``.dist-info`` or ``.egg-info`` name of this distribution, between NULs: the part
 #: before the first ``-`` of the name less its suffix normalises (``[-_.]+`` -> ``_``,
-#: lower case) to ``ongrid_plugins``, as ``importlib.metadata`` compares them.
-_OURS = re.compile(r"\0(ongrid[_.]+plugins(?:-[^\0]*)?\.(?:dist|egg)-info)(?=\0)", re.IGNORECASE)
+#: lower case) to ``ongrid_plugins``, as ``importlib.metadata`` compares them (ASCII case only:
+#: ``str.lower`` leaves ``ſ`` and ``ı``, which Unicode case folding would match).
+_OURS = re.compile(r"\0(ongrid[_.]+plugins(?:-[^\0]*)?\.(?:dist|egg)-info)(?=\0)", re.IGNORECASE | re.ASCII)
 
 
 def _version_header(path: str) -> str | None:

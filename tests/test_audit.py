@@ -575,7 +575,116 @@ def test_a_process_that_exits_normally_leaves_no_journal_and_a_forked_child_keep
     assert [r.args["n"] for r in make_host(root).audit.entries()] == [1, 2]
 
 
-def test_an_empty_journal_a_dead_process_left_is_removed_by_the_next_log(
+_S = '[0,"x","t","safe","p","c","{}","","[]",1,"h","","","",""]'
+_F = '["","","","ok","",0,null,0.1,"[]",0,"","","",""]'
+
+
+def _lines(folder: Path) -> dict[str, list[str]]:
+    def kinds(path: Path) -> list[str]:
+        return [" ".join(line.split(" ", 2)[:2]) for line in path.read_text().splitlines()]
+
+    return {p.name: kinds(p) for p in folder.iterdir()}
+
+
+def test_closing_the_journal_with_a_call_in_flight_keeps_its_start_and_end_in_one_file(
+    tmp_path: Path,
+) -> None:
+    from ongrid_plugins.audit.chain import inflight
+    from ongrid_plugins.audit.journal import Journal
+
+    journal = Journal(str(tmp_path))
+    journal.started("Y", _S)
+    journal.close()  # a shutdown path while Y runs: the file must stay
+    journal.started("Z", _S)
+    journal.finished("Y", _F, _S)
+    [lines] = _lines(tmp_path).values()
+    assert lines == ["S Y", "S Z", "F Y"]  # a recovery reads Y as finished, not interrupted
+    assert [(c["call_id"], c["alive"]) for c in inflight(str(tmp_path))] == [("Y", True), ("Z", True)]
+
+
+def test_a_call_chained_after_close_is_not_kept_in_flight_for_ever(tmp_path: Path) -> None:
+    from ongrid_plugins.audit.chain import inflight
+    from ongrid_plugins.audit.journal import Journal
+
+    journal = Journal(str(tmp_path))
+    journal.started("X", _S)
+    journal.finished("X", _F, _S)
+    journal.close()  # X is not chained yet: kept
+    journal.chained(["X"])  # the writer commits it afterwards
+    assert [p.stat().st_size for p in tmp_path.iterdir()] == [0]
+    for n in range(3):
+        journal.started(f"Z{n}", _S)
+        journal.finished(f"Z{n}", _F, _S)
+        journal.chained([f"Z{n}"])
+        assert [p.stat().st_size for p in tmp_path.iterdir()] == [0]  # emptied every time
+    assert inflight(str(tmp_path)) == []
+    journal.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_journal_removed_under_a_live_process_is_made_anew_not_written_into_the_void(
+    tmp_path: Path,
+) -> None:
+    from ongrid_plugins.audit.journal import Journal
+
+    journal = Journal(str(tmp_path))
+    journal.started("A", _S)
+    [first] = tmp_path.iterdir()
+    first.unlink()  # e.g. a recovery that misjudged this process as dead
+    journal.finished("A", _F, _S)
+    journal.chained(["A"])  # notices the file is gone
+    journal.started("B", _S)
+    assert list(_lines(tmp_path).values()) == [["S B"]]
+
+
+FORKED_CHILD_REUSES_THE_NUMBER = r"""
+import os, sys
+from ongrid_plugins import SkillHost
+from ongrid_plugins.testing import isolated_settings
+tmp, root = sys.argv[1:3]
+host = SkillHost(isolated_settings(tmp, root))
+assert host.call("echo").ok and host.audit.flush()
+jfd = host.audit._journal._fd
+pid = os.fork()
+if pid == 0:
+    try:
+        os.fstat(jfd)
+        inherited = "open"
+    except OSError:
+        inherited = "closed"
+    log = open(os.path.join(tmp, "child.log"), "w")  # the lowest free number: the journal's old one
+    ok = host.call("echo").ok
+    log.write("hello\n")
+    log.close()
+    print(inherited, ok, flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print(open(os.path.join(tmp, "child.log")).read().strip(), flush=True)
+"""
+
+
+def test_a_forked_child_drops_the_parents_journal_descriptor_at_once(root: Path, tmp_path: Path) -> None:
+    make_skill(root, "echo")
+    out = subprocess.run(
+        [PY, "-c", FORKED_CHILD_REUSES_THE_NUMBER, str(tmp_path), str(root)], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    child, parent = out.stdout.splitlines()
+    assert child.split() == ["closed", "True"]  # closed in the child right after the fork
+    assert parent == "hello"  # the child's own file got its line, not the journal
+
+
+def test_reading_past_an_empty_journal_creates_no_database(tmp_path: Path) -> None:
+    dead = subprocess.run([PY, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    journal = tmp_path / "audit-inflight"
+    journal.mkdir()
+    (journal / f"{int(dead.stdout)}-1-1@{socket.gethostname()}.journal").write_bytes(b"")
+    log = AuditLog(str(tmp_path / "audit.db"))
+    assert log.entries() == [] and log.verify().ok
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit-inflight"]
+
+
+def test_an_empty_journal_a_dead_process_left_is_removed_by_the_next_writer(
     make_host: Any, root: Path, tmp_path: Path
 ) -> None:
     make_skill(root, "echo")
@@ -585,8 +694,10 @@ def test_an_empty_journal_a_dead_process_left_is_removed_by_the_next_log(
     left = journal / f"{int(dead.stdout)}-1-1@{socket.gethostname()}.journal"
     left.write_bytes(b"")  # a crash after the last chained call: nothing to recover
     host = make_host(root)
-    assert host.audit.entries() == []
+    assert host.audit.entries() == [] and left.exists()  # reading leaves it (and makes no database)
+    assert host.call("echo").ok and host.audit.flush()  # the first write recovers: nothing, and removes it
     assert not left.exists()
+    assert [r.tool for r in host.audit.entries()] == ["echo"]
 
 
 def test_two_hosts_in_one_process_keep_separate_journals(make_host: Any, root: Path, tmp_path: Path) -> None:

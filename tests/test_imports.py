@@ -227,6 +227,9 @@ _TRICKY_NAMES = [
     "other-1.dist-info",
     "ongrid_plugins",
     "ongrid_plugins-1.dist-info2",
+    "ongrid_plugin\u017f-6.6.6.dist-info",
+    "ongr\u0131d_plugins-1.dist-info",
+    "ONGR\u0130D_plugins-1.dist-info",
 ]
 
 

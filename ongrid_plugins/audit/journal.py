@@ -131,6 +131,14 @@ class Journal:
         self._active: set[str] = set()
         self._path = ""
         self._finalizer: Any = None  # weakref.finalize closing the fd if the journal is dropped
+        _JOURNALS.add(self)
+
+    def _forked(self) -> None:
+        """In a new child, at once: drop the parent's descriptor before its number can be reused."""
+        self._lock = threading.Lock()  # a parent thread may have held it at the fork
+        if self._fd >= 0:
+            self._close(remove=False)
+        self._active.clear()
 
     def started(self, call_id: str, values: str) -> None:
         """Record that ``call_id`` is about to run (``values``: the ``S`` line's JSON list).
@@ -164,21 +172,29 @@ class Journal:
         recovery would need: it is emptied, and the next call appends to it again.
         """
         with self._lock:
-            ours = [c for c in call_ids if c in self._active]
-            if not ours or self._fd < 0 or self._owner[0] != PID.pid:
+            if self._owner[0] != PID.pid:
                 return
-            self._active.difference_update(ours)
+            ours = [c for c in call_ids if c in self._active]
+            self._active.difference_update(ours)  # chained is chained, the file open or not
+            if not ours or self._fd < 0:
+                return
             with contextlib.suppress(OSError):
-                if not self._active:
-                    os.ftruncate(self._fd, 0)  # O_APPEND: the next line goes at offset 0
-                else:
+                if self._active:
                     _write_all(self._fd, "".join(f"E {c}\n" for c in ours).encode())
+                elif os.fstat(self._fd).st_nlink == 0:  # removed under us: the next call makes anew
+                    self._close(remove=False)
+                else:
+                    os.ftruncate(self._fd, 0)  # O_APPEND: the next line goes at offset 0
 
     def close(self) -> None:
-        """Close the file, and remove it when it holds nothing to recover (it reopens on the next call)."""
+        """Close and remove the file when it holds nothing to recover (it reopens on the next call).
+
+        With calls in flight it stays open: their ``F`` lines must follow their ``S`` lines
+        in one file, or a recovery would take a finished call for an interrupted one.
+        """
         with self._lock:
-            if self._fd >= 0 and self._owner[0] == PID.pid:
-                self._close(remove=not self._active)
+            if self._fd >= 0 and self._owner[0] == PID.pid and not self._active:
+                self._close(remove=True)
 
     def _close(self, remove: bool) -> None:
         if self._finalizer is not None:
@@ -211,6 +227,19 @@ class Journal:
         self._finalizer = weakref.finalize(self, _close_fd, self._fd, self._path, owner[0])
         self._finalizer.atexit = False
         return self._fd
+
+
+#: Every journal of this process, so a forked child drops their descriptors at once.
+_JOURNALS: weakref.WeakSet[Journal] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for journal in list(_JOURNALS):
+        journal._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def journal_files(folder: str) -> Iterator[JournalFile]:

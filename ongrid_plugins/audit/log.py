@@ -315,7 +315,10 @@ class AuditLog:
         if _sqlite.state_exists(self.path):
             return True
         try:
-            return bool(os.listdir(self.journal_dir))
+            with os.scandir(self.journal_dir) as it:
+                # An empty journal (a live process between calls, or one that died then) holds
+                # nothing to recover: reading past it must not create the database.
+                return any(entry.stat(follow_symlinks=False).st_size for entry in it)
         except OSError:
             return False
 
