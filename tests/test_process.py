@@ -441,6 +441,22 @@ def test_stdout_cap_boundary(tmp_path: Path, size: int, overflow: bool) -> None:
     assert out.stdout == b"\0" * 1000
 
 
+@pytest.mark.parametrize("size", [65535, 65536, 65537, 131072, 131073, 300001])
+def test_output_across_the_read_buffer_edges_arrives_whole_and_in_order(
+    tmp_path: Path, call: Runner, size: int
+) -> None:
+    # The compiled runner reads into a 64 KiB buffer and doubles it only when full:
+    # sizes at and around each edge, in a pattern that shows a lost, repeated or moved byte.
+    pattern = tmp_path / "pattern"
+    pattern.write_bytes(bytes(range(251)) * (size // 251 + 1))
+    exact = call(make_spec(tmp_path, "/usr/bin/head", "-c", str(size), str(pattern), stdout_cap=size))
+    assert (exact.stdout_overflow, exact.exit_code) == (False, 0)
+    assert exact.stdout == pattern.read_bytes()[:size]
+    short = call(make_spec(tmp_path, "/usr/bin/head", "-c", str(size), str(pattern), stdout_cap=size - 1))
+    assert short.stdout_overflow is True
+    assert short.stdout == pattern.read_bytes()[: size - 1]
+
+
 # -- 7. stderr ------------------------------------------------------------------------
 
 

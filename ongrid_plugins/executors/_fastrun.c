@@ -203,16 +203,20 @@ static void on_stdin(Run *r) {
 static int on_stdout(Run *r, int hup) {
     size_t room = r->out_cap - r->out_size;
     size_t want = room + 1 < CHUNK ? room + 1 : CHUNK; /* +1 detects overflow */
-    if (r->out_alloc - r->out_size < want) {
-        size_t grown = r->out_alloc ? r->out_alloc : CHUNK;
-        while (grown - r->out_size < want)
-            grown *= 2;
+    /* Grow only when the buffer is full: a read into the space left is as good (a
+     * short read is still "drained"), and growing whenever less than a CHUNK was left
+     * made every call's EOF read double a 64 KiB buffer, copying it (or mapping and
+     * faulting in fresh pages). */
+    if (r->out_alloc == r->out_size) {
+        size_t grown = r->out_alloc ? r->out_alloc * 2 : CHUNK;
         char *bigger = realloc(r->out, grown);
         if (bigger == NULL)
             return -1;
         r->out = bigger;
         r->out_alloc = grown;
     }
+    if (want > r->out_alloc - r->out_size)
+        want = r->out_alloc - r->out_size;
     ssize_t n = read(r->fd_out, r->out + r->out_size, want);
     if (n < 0)
         return 0; /* EAGAIN, EINTR: poll again */
