@@ -100,6 +100,36 @@ def test_every_attempt_gets_one_row_with_its_decision_and_outcome(make_host: Any
     assert host.audit.verify().ok
 
 
+def test_the_writer_binds_only_plain_values(
+    make_host: Any, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite's module "adapts" a subclass of str (an Outcome member, say): it looks up
+    # __adapt__ and __conform__ on it, two AttributeErrors formatted per value per row.
+    from ongrid_plugins.audit import chain
+
+    bound: list[Any] = []
+    insert = chain._insert
+
+    def spy(conn: sqlite3.Connection, statement: tuple[str, str], rows: Any) -> None:
+        bound.extend(value for row in rows for value in row)
+        insert(conn, statement, rows)
+
+    monkeypatch.setattr(chain, "_insert", spy)
+    make_skill(root, "echo")
+    make_skill(root, "fail", script=FAIL_SH)
+    make_skill(root, "change", class_="mutating")
+    host = make_host(root)
+    host.call("echo", {"n": 1})
+    host.call("fail")
+    with pytest.raises(ConfirmationRequired):
+        host.call("change")
+    assert host.audit.flush()
+    outcomes = [row.outcome for row in host.audit.entries()]
+    assert outcomes == ["ok", "failed", "needs_confirmation"]
+    assert bound and {type(value) for value in bound} <= {int, float, str, bytes, type(None)}
+    assert host.audit.verify().ok
+
+
 def test_an_executed_ticket_is_recorded_with_its_approvers(make_host: Any, root: Path) -> None:
     make_skill(root, "wipe", class_="dangerous")
     host = make_host(root)

@@ -206,7 +206,8 @@ def finish_row(
         decision.verdict.value if decision else "",
         decision.reason if decision else "",
         decision.plugin if decision else "",
-        result.outcome,
+        str(result.outcome),  # a plain str: SQLite's module adapts a str subclass (two raised
+        # AttributeErrors a row, in the writer thread)
         clip(redact_text(result.error)) if result.error else None,
         result.exit_code,
         result.signal,
