@@ -55,6 +55,7 @@ the host (the ``host`` parameter of each step is typed only).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import logging
@@ -88,6 +89,7 @@ from .models import (
     Verdict,
     digest_json,
 )
+from .models.fastinit import fast_init
 from .schema.arguments import check_arguments as check_schema
 from .schema.arguments import is_light
 
@@ -420,17 +422,35 @@ def _evolve(value: CallResult, **changes: object) -> CallResult:
     cls = type(value)
     known = _INIT_FIELDS.get(cls)
     if known is None:
-        fields = [a for a in attrs.fields(cls) if a.init]  # a result's many: attrgetter gives a tuple
-        getter = operator.attrgetter(*(a.name for a in fields))
-        known = _INIT_FIELDS[cls] = (tuple(a.alias for a in fields), getter)
-    aliases, values = known
+        known = _INIT_FIELDS[cls] = _evolver(cls)
+    aliases, values, build, index = known
+    if build is not None:  # the fields positionally, straight into the slots (one per call)
+        current = list(values(value))
+        for alias, new in changes.items():
+            current[index[alias]] = new
+        result: CallResult = build(*current)
+        return result
     kwargs = dict(zip(aliases, values(value), strict=True))  # in C: no loop here
     kwargs.update(changes)
     return cls(**kwargs)
 
 
-#: Per class, its init fields' keyword names and a getter of their values (a tuple).
-_INIT_FIELDS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+def _evolver(cls: type) -> _Evolver:
+    fields = [a for a in attrs.fields(cls) if a.init]  # a result's many: attrgetter gives a tuple
+    aliases = tuple(a.alias for a in fields)
+    build = None
+    if len(fields) == len(attrs.fields(cls)):
+        with contextlib.suppress(TypeError):  # a class fast_init cannot build exactly: its __init__
+            build = fast_init(cls, *(a.name for a in fields))
+    index = {alias: position for position, alias in enumerate(aliases)}
+    return aliases, operator.attrgetter(*(a.name for a in fields)), build, index
+
+
+_Evolver = tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]], Callable[..., Any] | None, dict[str, int]]
+#: Per class: its init fields' keyword names, a getter of their values (a tuple), the
+#: positional builder of :func:`~.models.fastinit.fast_init` (None: the class's own
+#: ``__init__``), and each keyword's position.
+_INIT_FIELDS: dict[type, _Evolver] = {}
 
 
 # ---------------------------------------------------------------------- tickets

@@ -28,9 +28,11 @@ import importlib
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ..discovery import roots as _roots
+from ..models.fastinit import fast_init
 from . import _drivers, _spawn
 from ._spec import ProcessOutcome, ProcessSpec, StderrCallback
 from ._stderr import StderrLines
@@ -219,15 +221,21 @@ def _outcome(spec: ProcessSpec, got: tuple[Any, ...], stderr: _Lines, eof_bound:
     if lines is not None:
         lines.flush()
     code = None if status is None else os.waitstatus_to_exitcode(status)
-    return ProcessOutcome(
-        stdout=stdout,
-        exit_code=code if code is not None and code >= 0 else None,
-        signal=-code if code is not None and code < 0 else None,
-        timed_out=timed_out,
-        stdout_overflow=overflow,
-        stderr_tail=lines.tail if lines is not None else (),
-        duration=duration,
+    return _new_outcome(
+        stdout,
+        code if code is not None and code >= 0 else None,  # exit_code
+        -code if code is not None and code < 0 else None,  # signal
+        timed_out,
+        overflow,  # stdout_overflow
+        lines.tail if lines is not None else (),  # stderr_tail
+        duration,
     )
+
+
+#: ``ProcessOutcome(...)`` of a call that ran, positionally: the same object, one per call.
+_new_outcome: Callable[..., ProcessOutcome] = fast_init(
+    ProcessOutcome, "stdout", "exit_code", "signal", "timed_out", "stdout_overflow", "stderr_tail", "duration"
+)
 
 
 def _not_started(spec: ProcessSpec, errno: int, stage: str) -> ProcessOutcome:

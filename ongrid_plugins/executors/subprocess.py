@@ -17,6 +17,7 @@ import os
 import signal as signals
 import stat
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..catalog.digest import entry_drift
@@ -24,6 +25,7 @@ from ..discovery.roots import escapes, is_executable_file, is_within, open_benea
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
 from ..models.base import decode_json
+from ..models.fastinit import fast_init
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -146,23 +148,38 @@ class SubprocessExecutor:
         value, parse_error = parse_result(outcome.stdout)
         limit = spec.confine.limit_hit() if spec.confine is not None else None
         error = limit or _failure(spec, outcome, parse_error)
-        result = CallResult(
-            tool=tool.name,
-            ok=error is None,
-            value=value,
-            error=error,
-            exit_code=outcome.exit_code,
-            signal=outcome.signal,
-            timed_out=outcome.timed_out,
-            duration=outcome.duration,
-            stderr_tail=outcome.stderr_tail,
-            call_id=request.call_id,
+        result = _new_result(
+            tool.name,
+            error is None,
+            value,
+            error,
+            outcome.exit_code,
+            outcome.signal,
+            outcome.timed_out,
+            outcome.duration,
+            outcome.stderr_tail,
+            request.call_id,
         )
         if request.on_event is not None:
             request.emit("exit", {"ok": result.ok, "exit_code": outcome.exit_code, "signal": outcome.signal})
         return result
 
 
+#: ``CallResult(tool=..., ok=..., ..., call_id=...)`` positionally, the same object
+#: field for field (see :func:`~ongrid_plugins.models.fastinit.fast_init`): one per call.
+_new_result: Callable[..., CallResult] = fast_init(
+    CallResult,
+    "tool",
+    "ok",
+    "value",
+    "error",
+    "exit_code",
+    "signal",
+    "timed_out",
+    "duration",
+    "stderr_tail",
+    "call_id",
+)
 _PROCESS: ModuleType | None = None
 _FAST: ModuleType | None = None
 
