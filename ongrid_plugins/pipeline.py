@@ -196,21 +196,39 @@ def check_arguments(
     Invalid arguments do not raise here: :func:`decide` ranks them among the refusals.
     """
     data, text, errors = check_schema(tool, args)
-    request = CallRequest(
-        tool=tool,
-        args=data,
-        persona=persona,
-        call_id=_next_call_id(),
-        args_digest=digest_json(tool.name, text) if text else "",
-        args_json=text,
-        caller=caller or host._os_user(),
-        confirm=confirm,
-        ticket=ticket,
-        on_event=on_event,
-        timeout=_check_timeout(timeout),
-        sandbox=host.sandbox_profile(tool),
+    request = _new_request(
+        tool,
+        data,  # args
+        persona,
+        _next_call_id(),
+        digest_json(tool.name, text) if text else "",  # args_digest
+        text,  # args_json
+        caller or host._os_user(),
+        confirm,
+        ticket,
+        on_event,
+        _check_timeout(timeout),
+        host.sandbox_profile(tool),  # sandbox
     )
     return Attempt(request, errors)
+
+
+#: ``CallRequest(tool=..., ..., sandbox=...)`` positionally: the same object, one per call.
+_new_request: Callable[..., CallRequest] = fast_init(
+    CallRequest,
+    "tool",
+    "args",
+    "persona",
+    "call_id",
+    "args_digest",
+    "args_json",
+    "caller",
+    "confirm",
+    "ticket",
+    "on_event",
+    "timeout",
+    "sandbox",
+)
 
 
 def decide(host: SkillHost, attempt: Attempt) -> None:

@@ -184,3 +184,12 @@ def test_the_per_call_constructors_build_what_the_public_ones_build() -> None:
     fields = ("stdout", "exit_code", "signal", "timed_out", "stdout_overflow", "stderr_tail", "duration")
     assert _fast._new_outcome(*outcome) == ProcessOutcome(**dict(zip(fields, outcome, strict=True)))
     assert _fast._new_outcome(*outcome).spawn_error is None
+
+    digest = "d" * 64
+    request = (object(), {"n": 1}, object(), "id3", digest, '{"n":1}', "ada", digest, None, None, 2.0, None)
+    names = [f.name for f in attrs.fields(CallRequest) if f.name != "approvers"]
+    fast, slow = pipeline._new_request(*request), CallRequest(**dict(zip(names, request, strict=True)))
+    assert [getattr(fast, f.name) for f in attrs.fields(CallRequest)] == [
+        getattr(slow, f.name) for f in attrs.fields(CallRequest)
+    ]
+    assert fast.approvers == ()
