@@ -55,7 +55,6 @@ the host (the ``host`` parameter of each step is typed only).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import itertools
 import logging
@@ -445,7 +444,10 @@ def _evolve(value: CallResult, **changes: object) -> CallResult:
     if build is not None:  # the fields positionally, straight into the slots (one per call)
         current = list(values(value))
         for alias, new in changes.items():
-            current[index[alias]] = new
+            position = index.get(alias)
+            if position is None:
+                raise TypeError(f"{cls.__qualname__}.__init__() got an unexpected keyword argument {alias!r}")
+            current[position] = new
         result: CallResult = build(*current)
         return result
     kwargs = dict(zip(aliases, values(value), strict=True))  # in C: no loop here
@@ -457,9 +459,8 @@ def _evolver(cls: type) -> _Evolver:
     fields = [a for a in attrs.fields(cls) if a.init]  # a result's many: attrgetter gives a tuple
     aliases = tuple(a.alias for a in fields)
     build = None
-    if len(fields) == len(attrs.fields(cls)):
-        with contextlib.suppress(TypeError):  # a class fast_init cannot build exactly: its __init__
-            build = fast_init(cls, *(a.name for a in fields))
+    if cls is CallResult:  # ours, as fast_init builds it; a subclass (a plugin's) gets its own __init__
+        build = fast_init(cls, *(a.name for a in fields))
     index = {alias: position for position, alias in enumerate(aliases)}
     return aliases, operator.attrgetter(*(a.name for a in fields)), build, index
 

@@ -193,3 +193,16 @@ def test_the_per_call_constructors_build_what_the_public_ones_build() -> None:
         getattr(slow, f.name) for f in attrs.fields(CallRequest)
     ]
     assert fast.approvers == ()
+
+
+def test_a_plugins_result_class_is_copied_through_its_own_init() -> None:
+    class Tagged(CallResult):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            object.__setattr__(self, "tag", "set by __init__")
+
+    copy = pipeline._evolve(Tagged("t", True), call_id="c2")
+    assert type(copy) is Tagged and copy.call_id == "c2"
+    assert copy.tag == "set by __init__"  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="no_such_field"):
+        pipeline._evolve(CallResult("t", True), no_such_field=1)

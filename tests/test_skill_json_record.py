@@ -208,11 +208,32 @@ def test_fast_init_refuses_what_it_could_not_build_as_the_class_would() -> None:
     class NoSlots:
         x: int
 
+    @attrs.frozen
+    class Before:
+        x: int
+
+        def __attrs_pre_init__(self) -> None:
+            pass
+
+    @attrs.frozen(init=False)
+    class OwnInit:
+        x: int
+
+        def __init__(self, x: int) -> None:
+            self.__attrs_init__(x * 2)  # type: ignore[attr-defined]  # attrs adds it
+
+    @attrs.frozen
+    class Clash:
+        _fastinit_new: int = 0
+
     for cls, names, words in [
         (Checked, ("x",), "validators"),
         (After, ("x",), "__attrs_post_init__"),
         (Selfish, ("x",), "factory taking self"),
         (NoSlots, ("x",), "not a slot"),
+        (Before, ("x",), "__attrs_pre_init__"),
+        (OwnInit, ("x",), "its own"),
+        (Clash, (), "keeps for itself"),
         (Tool, ("name",), "has no default"),
         (Tool, ("name", "colour"), "no field 'colour'"),
     ]:

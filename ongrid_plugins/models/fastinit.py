@@ -8,8 +8,9 @@ takes the named fields positionally and sets every slot through the slot's own
 descriptor, in one straight line, as attrs generates its ``__init__``: the same
 object, field for field (fields not named get their defaults, a factory's is
 called, converters are applied), without the detours. It refuses a class it
-could not build exactly so: one with validators, ``__attrs_post_init__``,
-``cache_hash`` or a factory that takes ``self``.
+could not build exactly so: one with validators, ``__attrs_pre_init__`` or
+``__attrs_post_init__``, ``cache_hash``, an ``__init__`` of its own (not attrs'), or a
+factory that takes ``self``.
 
 The public constructors are untouched: everything else builds values with them,
 and a loader uses this only for values it checked itself.
@@ -38,16 +39,25 @@ def fast_init(cls: type, *names: str) -> Callable[..., Any]:
     known = {field.name for field in fields}
     if unknown := [name for name in names if name not in known]:
         raise TypeError(f"{cls.__qualname__} has no field {unknown[0]!r}")
-    if getattr(cls, "__attrs_post_init__", None) is not None or _caches_hash(cls):
-        raise TypeError(f"{cls.__qualname__}: fast_init cannot run its __attrs_post_init__ or cache_hash")
-    space: dict[str, Any] = {"new": object.__new__, "cls": cls}
-    lines = [f"def build({', '.join(names)}):", "    self = new(cls)"]
+    for hook in ("__attrs_pre_init__", "__attrs_post_init__"):
+        if getattr(cls, hook, None) is not None:
+            raise TypeError(f"{cls.__qualname__}: fast_init cannot run its {hook}")
+    if _caches_hash(cls):
+        raise TypeError(f"{cls.__qualname__}: fast_init cannot fill its cache_hash")
+    init = getattr(next(vars(k)["__init__"] for k in cls.__mro__ if "__init__" in vars(k)), "__code__", None)
+    if init is None or not init.co_filename.startswith("<attrs generated"):
+        raise TypeError(f"{cls.__qualname__}: its __init__ is its own, not attrs': fast_init would skip it")
+    if clash := [name for name in known if name.startswith("_fastinit_")]:
+        raise TypeError(f"{cls.__qualname__}.{clash[0]}: a name fast_init keeps for itself")
+    # The generated function's own names start with _fastinit_, which no field may.
+    space: dict[str, Any] = {"_fastinit_new": object.__new__, "_fastinit_cls": cls}
+    lines = [f"def build({', '.join(names)}):", "    _fastinit_self = _fastinit_new(_fastinit_cls)"]
     for index, field in enumerate(fields):
         if field.validator is not None:
             raise TypeError(f"{cls.__qualname__}.{field.name}: fast_init skips validators")
-        space[f"set_{index}"] = _slot(cls, field.name).__set__
-        lines.append(f"    set_{index}(self, {_value(cls, field, index, names, space)})")
-    lines.append("    return self")
+        space[f"_fastinit_set_{index}"] = _slot(cls, field.name).__set__
+        lines.append(f"    _fastinit_set_{index}(_fastinit_self, {_value(cls, field, index, names, space)})")
+    lines.append("    return _fastinit_self")
     code = compile("\n".join(lines), f"<fast_init {cls.__module__}.{cls.__qualname__}>", "exec")
     exec(code, space)  # generated from the class's own field list, as attrs makes its __init__
     build: Callable[..., Any] = space["build"]
@@ -62,18 +72,18 @@ def _value(cls: type, field: Any, index: int, names: tuple[str, ...], space: dic
     elif isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]  # Factory is a class
         if field.default.takes_self:
             raise TypeError(f"{cls.__qualname__}.{field.name}: a factory taking self needs the real __init__")
-        space[f"factory_{index}"] = field.default.factory
-        value = f"factory_{index}()"
+        space[f"_fastinit_factory_{index}"] = field.default.factory
+        value = f"_fastinit_factory_{index}()"
     elif field.default is attrs.NOTHING:
         raise TypeError(f"{cls.__qualname__}.{field.name} has no default: name it")
     else:
-        space[f"default_{index}"] = field.default
-        value = f"default_{index}"
+        space[f"_fastinit_default_{index}"] = field.default
+        value = f"_fastinit_default_{index}"
     if field.converter is not None:
         if _CONVERTER is not None and isinstance(field.converter, _CONVERTER):
             raise TypeError(f"{cls.__qualname__}.{field.name}: an attrs.Converter needs the real __init__")
-        space[f"convert_{index}"] = field.converter
-        value = f"convert_{index}({value})"
+        space[f"_fastinit_convert_{index}"] = field.converter
+        value = f"_fastinit_convert_{index}({value})"
     return value
 
 
