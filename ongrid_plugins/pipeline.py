@@ -58,10 +58,9 @@ import asyncio
 import functools
 import itertools
 import logging
-import operator
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -88,7 +87,7 @@ from .models import (
     Verdict,
     digest_json,
 )
-from .models.fastinit import fast_init
+from .models.fastinit import evolver, fast_init
 from .schema.arguments import check_arguments as check_schema
 from .schema.arguments import is_light
 
@@ -178,6 +177,13 @@ def lookup(host: SkillHost, name: str, persona: PersonaLike) -> tuple[Tool, Pers
     return host.get(name), host.persona(persona)
 
 
+#: The fields :func:`check_arguments` gives a request, in the order it passes them.
+_REQUEST_FIELDS = (
+    "tool", "args", "persona", "call_id", "args_digest", "args_json",
+    "caller", "confirm", "ticket", "on_event", "timeout", "sandbox",
+)  # fmt: skip
+
+
 def check_arguments(
     host: SkillHost,
     tool: Tool,
@@ -213,21 +219,7 @@ def check_arguments(
 
 
 #: ``CallRequest(tool=..., ..., sandbox=...)`` positionally: the same object, one per call.
-_new_request: Callable[..., CallRequest] = fast_init(
-    CallRequest,
-    "tool",
-    "args",
-    "persona",
-    "call_id",
-    "args_digest",
-    "args_json",
-    "caller",
-    "confirm",
-    "ticket",
-    "on_event",
-    "timeout",
-    "sandbox",
-)
+_new_request: Callable[..., CallRequest] = fast_init(CallRequest, *_REQUEST_FIELDS)
 
 
 def decide(host: SkillHost, attempt: Attempt) -> None:
@@ -434,42 +426,9 @@ def _finish(host: SkillHost, attempt: Attempt, result: CallResult) -> CallResult
     return result
 
 
-def _evolve(value: CallResult, **changes: object) -> CallResult:
-    """``attrs.evolve`` with the class's init fields looked up once, not on every call."""
-    cls = type(value)
-    known = _INIT_FIELDS.get(cls)
-    if known is None:
-        known = _INIT_FIELDS[cls] = _evolver(cls)
-    aliases, values, build, index = known
-    if build is not None:  # the fields positionally, straight into the slots (one per call)
-        current = list(values(value))
-        for alias, new in changes.items():
-            position = index.get(alias)
-            if position is None:
-                raise TypeError(f"{cls.__qualname__}.__init__() got an unexpected keyword argument {alias!r}")
-            current[position] = new
-        result: CallResult = build(*current)
-        return result
-    kwargs = dict(zip(aliases, values(value), strict=True))  # in C: no loop here
-    kwargs.update(changes)
-    return cls(**kwargs)
-
-
-def _evolver(cls: type) -> _Evolver:
-    fields = [a for a in attrs.fields(cls) if a.init]  # a result's many: attrgetter gives a tuple
-    aliases = tuple(a.alias for a in fields)
-    build = None
-    if cls is CallResult:  # ours, as fast_init builds it; a subclass (a plugin's) gets its own __init__
-        build = fast_init(cls, *(a.name for a in fields))
-    index = {alias: position for position, alias in enumerate(aliases)}
-    return aliases, operator.attrgetter(*(a.name for a in fields)), build, index
-
-
-_Evolver = tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]], Callable[..., Any] | None, dict[str, int]]
-#: Per class: its init fields' keyword names, a getter of their values (a tuple), the
-#: positional builder of :func:`~.models.fastinit.fast_init` (None: the class's own
-#: ``__init__``), and each keyword's position.
-_INIT_FIELDS: dict[type, _Evolver] = {}
+#: ``attrs.evolve`` with the class's init fields looked up once, not on every call (a
+#: result is evolved on every call: the executor's has no decision yet).
+_evolve: Callable[..., CallResult] = evolver(CallResult)
 
 
 # ---------------------------------------------------------------------- tickets

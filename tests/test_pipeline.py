@@ -159,18 +159,7 @@ def test_the_per_call_constructors_build_what_the_public_ones_build() -> None:
     from ongrid_plugins.models import Decision, Verdict
 
     values = ("echo", False, {"a": [1]}, "exited with status 3", 3, None, True, 0.25, ["x", "y"], "id1")
-    names = [
-        "tool",
-        "ok",
-        "value",
-        "error",
-        "exit_code",
-        "signal",
-        "timed_out",
-        "duration",
-        "stderr_tail",
-        "call_id",
-    ]
+    names = subprocess._RESULT_FIELDS
     built = subprocess._new_result(*values)
     assert built == CallResult(**dict(zip(names, values, strict=True)))
     assert type(built.stderr_tail) is tuple and built.decision is None and built.status == ""

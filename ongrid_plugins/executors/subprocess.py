@@ -165,21 +165,13 @@ class SubprocessExecutor:
         return result
 
 
-#: ``CallResult(tool=..., ok=..., ..., call_id=...)`` positionally, the same object
-#: field for field (see :func:`~ongrid_plugins.models.fastinit.fast_init`): one per call.
-_new_result: Callable[..., CallResult] = fast_init(
-    CallResult,
-    "tool",
-    "ok",
-    "value",
-    "error",
-    "exit_code",
-    "signal",
-    "timed_out",
-    "duration",
-    "stderr_tail",
-    "call_id",
-)
+#: The fields :meth:`SubprocessExecutor._result` gives a result, in the order it passes them.
+_RESULT_FIELDS = (
+    "tool", "ok", "value", "error", "exit_code", "signal", "timed_out", "duration", "stderr_tail", "call_id",
+)  # fmt: skip
+#: ``CallResult(tool=..., ..., call_id=...)`` positionally, the same object field for
+#: field (see :func:`~ongrid_plugins.models.fastinit.fast_init`): one per call.
+_new_result: Callable[..., CallResult] = fast_init(CallResult, *_RESULT_FIELDS)
 _PROCESS: ModuleType | None = None
 _FAST: ModuleType | None = None
 

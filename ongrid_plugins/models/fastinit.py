@@ -20,12 +20,13 @@ May import: ``attrs``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
-__all__ = ["fast_init"]
+__all__ = ["evolver", "fast_init"]
 
 
 def fast_init(cls: type, *names: str) -> Callable[..., Any]:
@@ -102,3 +103,37 @@ def _slot(cls: type, name: str) -> Any:
 
 def _caches_hash(cls: type) -> bool:
     return any(name.startswith("_attrs_cached_hash") for name in getattr(cls, "__slots__", ()))
+
+
+def evolver(fast: type) -> Callable[..., Any]:
+    """``evolve(value, **changes)``: ``attrs.evolve``, each class's init fields looked up once.
+
+    A value of class ``fast`` itself is rebuilt positionally through :func:`fast_init`;
+    any other class (a subclass of ``fast`` too: it may have an ``__init__`` of its
+    own) is called with keywords, as ``attrs.evolve`` calls it.
+    """
+    plans: dict[type, tuple[Any, ...]] = {}
+
+    def evolve(value: Any, **changes: Any) -> Any:
+        cls = type(value)
+        plan = plans.get(cls)
+        if plan is None:
+            fields = [a for a in attrs.fields(cls) if a.init]  # several: attrgetter gives a tuple
+            aliases = tuple(a.alias for a in fields)
+            build = fast_init(cls, *(a.name for a in fields)) if cls is fast else None
+            values = operator.attrgetter(*(a.name for a in fields))
+            plan = plans[cls] = (aliases, values, build, {alias: i for i, alias in enumerate(aliases)})
+        aliases, values, build, index = plan
+        if build is None:
+            kwargs = dict(zip(aliases, values(value), strict=True))  # in C: no loop here
+            kwargs.update(changes)
+            return cls(**kwargs)
+        current = list(values(value))
+        for alias, new in changes.items():
+            position = index.get(alias)
+            if position is None:
+                raise TypeError(f"{cls.__qualname__}.__init__() got an unexpected keyword argument {alias!r}")
+            current[position] = new
+        return build(*current)
+
+    return evolve
