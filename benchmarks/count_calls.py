@@ -48,31 +48,30 @@ def run(calls: int, entry_kind: str, baseline: bool) -> None:
             hostcall.call(entry, exec_bench.PAYLOAD)
 
 
-def totals(prefix: str) -> dict[int, int]:
-    """Instructions per thread of one ``--separate-threads=yes`` run (files ``prefix-NN``)."""
-    found: dict[int, int] = {}
+def read_run(prefix: str) -> tuple[int, dict[int, int]]:
+    """``(calls, instructions per thread)`` of one ``--separate-threads=yes`` run.
+
+    Its files are ``prefix-NN``, one a thread; the call count is the number on the
+    command line each of them records.
+    """
+    calls, found = -1, {}
     for path in sorted(Path(prefix).parent.glob(Path(prefix).name + "-*")):
-        thread = int(path.name.rsplit("-", 1)[1])
-        match = re.search(r"^summary: (\d+)", path.read_text(errors="replace"), re.MULTILINE)
-        if match:
-            found[thread] = int(match.group(1))
+        text = path.read_text(errors="replace")
+        summary = re.search(r"^summary: (\d+)", text, re.MULTILINE)
+        command = re.search(r"^cmd: .*count_calls\.py\b(.*)$", text, re.MULTILINE)
+        numbers = re.findall(r"(?<!\S)\d+(?!\S)", command.group(1)) if command else []
+        if summary is None or not numbers:
+            raise SystemExit(f"{path}: not a callgrind file of count_calls.py")
+        calls = int(numbers[0])
+        found[int(path.name.rsplit("-", 1)[1])] = int(summary.group(1))
     if not found:
         raise SystemExit(f"no callgrind files {prefix}-NN: run with --separate-threads=yes")
-    return found
-
-
-def calls_in(prefix: str) -> int:
-    """The call count of a run, read back from its command line (the last number)."""
-    first = sorted(Path(prefix).parent.glob(Path(prefix).name + "-*"))[0].read_text(errors="replace")
-    match = re.search(r"^cmd: .*count_calls\.py(?:\s+--?\S+(?:\s+[a-z]\S*)?)*\s+(\d+)\b", first, re.MULTILINE)
-    if not match:
-        raise SystemExit(f"{prefix}: no call count on its cmd: line")
-    return int(match.group(1))
+    return calls, found
 
 
 def diff(few: str, many: str) -> None:
-    a, b = totals(few), totals(many)
-    calls = calls_in(many) - calls_in(few)
+    (calls_a, a), (calls_b, b) = read_run(few), read_run(many)
+    calls = calls_b - calls_a
     if calls <= 0:
         raise SystemExit("the second run must make more calls than the first")
     print(f"{'thread':>6}  {'instructions per call':>22}")

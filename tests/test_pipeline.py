@@ -170,7 +170,7 @@ def test_the_per_call_constructors_build_what_the_public_ones_build() -> None:
     assert (evolved.decision, evolved.call_id, built.call_id) == (decision, "id2", "id1")
 
     outcome = (b"out", 0, None, False, True, ("last",), 1.5)
-    fields = ("stdout", "exit_code", "signal", "timed_out", "stdout_overflow", "stderr_tail", "duration")
+    fields = _fast._OUTCOME_FIELDS
     assert _fast._new_outcome(*outcome) == ProcessOutcome(**dict(zip(fields, outcome, strict=True)))
     assert _fast._new_outcome(*outcome).spawn_error is None
 

@@ -232,10 +232,10 @@ def _outcome(spec: ProcessSpec, got: tuple[Any, ...], stderr: _Lines, eof_bound:
     )
 
 
+#: The fields :func:`_outcome` gives an outcome, in the order it passes them.
+_OUTCOME_FIELDS = ("stdout", "exit_code", "signal", "timed_out", "stdout_overflow", "stderr_tail", "duration")
 #: ``ProcessOutcome(...)`` of a call that ran, positionally: the same object, one per call.
-_new_outcome: Callable[..., ProcessOutcome] = fast_init(
-    ProcessOutcome, "stdout", "exit_code", "signal", "timed_out", "stdout_overflow", "stderr_tail", "duration"
-)
+_new_outcome: Callable[..., ProcessOutcome] = fast_init(ProcessOutcome, *_OUTCOME_FIELDS)
 
 
 def _not_started(spec: ProcessSpec, errno: int, stage: str) -> ProcessOutcome:
