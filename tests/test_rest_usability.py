@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,8 @@ def test_every_request_gets_one_access_line_without_secrets(
         client.get(f"/v1/audit?tool=echo&limit=5&api_key={secret}", headers=headers)
         client.get("/v1/skills", headers={"Authorization": "Bearer wrong-token"})
         client.get("/healthz")
+        lines = access_lines(caplog, 4)
     access.removeHandler(caplog.handler)
-    lines = list(dict.fromkeys(r.getMessage() for r in caplog.records if r.name == ACCESS))
     pattern = r'rest: 127\.0\.0\.1:\d+ (\S+) "(\S+) (\S+)" (\d{3}) [\d.]+ms'
     parsed = [re.fullmatch(pattern, line) for line in lines]
     assert all(parsed), lines
@@ -61,6 +62,20 @@ def test_every_request_gets_one_access_line_without_secrets(
     ]
     text = "\n".join(lines)
     assert secret not in text and server["token"] not in text and "wrong-token" not in text
+
+
+def access_lines(caplog: pytest.LogCaptureFixture, count: int, timeout: float = 10.0) -> list[str]:
+    """The access lines logged so far, once there are ``count`` of them (or the timeout has passed).
+
+    The server logs a request after its last byte is sent, so the client can read the answer
+    before the server thread has written the line.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = list(dict.fromkeys(r.getMessage() for r in caplog.records if r.name == ACCESS))
+        if len(lines) >= count or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.01)
 
 
 def test_the_api_reference_is_served_locally_with_nothing_from_elsewhere(server: dict[str, Any]) -> None:
