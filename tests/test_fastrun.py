@@ -13,7 +13,9 @@ import contextlib
 import errno
 import math
 import os
+import re
 import select
+import signal
 import sys
 import threading
 import time
@@ -214,6 +216,155 @@ def fd_targets() -> dict[int, str]:
         with contextlib.suppress(FileNotFoundError):  # the listing's own descriptor, gone already
             found[int(name)] = os.readlink(f"/proc/self/fd/{name}")
     return found
+
+
+# -- the spawn (clone and exec, "The spawn" in _fastrun.c) ------------------------------
+
+
+def through_fd(tmp_path: Path, entry: Path, *args: str, fd: int, stdin: bytes = b"") -> ProcessSpec:
+    """A spec that executes ``fd`` (open on ``entry``), as the subprocess executor does."""
+    return ProcessSpec(
+        argv=(str(entry), *args), cwd=str(tmp_path), env={}, stdin=stdin, timeout=10, exec_fd=fd
+    )
+
+
+def kernel() -> tuple[int, int]:
+    major, minor = re.match(r"(\d+)\.(\d+)", os.uname().release).groups()  # type: ignore[union-attr]
+    return int(major), int(minor)
+
+
+def children_of_this_process() -> list[int]:
+    """Our children still in the process table (zombies included)."""
+    me = str(os.getpid())
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{name}/stat").read_text()
+                if stat.rsplit(")", 1)[1].split()[1] == me:
+                    found.append(int(name))
+    return found
+
+
+def test_a_compiled_entry_runs_from_its_descriptor_under_its_own_name(tmp_path: Path) -> None:
+    entry = tmp_path / "show-name"
+    entry.write_bytes(Path("/bin/cat").read_bytes())
+    entry.chmod(0o755)
+    fd = os.open(entry, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        out = run_process(through_fd(tmp_path, entry, "/proc/self/comm", "/proc/self/cmdline", fd=fd))
+    finally:
+        os.close(fd)
+    comm, cmdline = out.stdout.split(b"\n", 1)
+    assert cmdline.split(b"\0")[:3] == [str(entry).encode(), b"/proc/self/comm", b"/proc/self/cmdline"]
+    if kernel() >= (6, 14):
+        # execveat of the descriptor: the kernel names the process after its file (comm_from_dentry,
+        # Linux 6.14); executed through /proc/self/fd/3 it would be called "3"
+        assert comm == b"show-name"
+
+
+def test_a_script_entry_keeps_proc_self_fd_3_as_its_name(tmp_path: Path) -> None:
+    entry = tmp_path / "name.sh"
+    entry.write_text('#!/bin/sh\nprintf "%s" "$0"\n')
+    entry.chmod(0o755)
+    fd = os.open(entry, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        out = run_process(through_fd(tmp_path, entry, fd=fd))
+    finally:
+        os.close(fd)
+    assert out.stdout == b"/proc/self/fd/3"  # what docs/writing-skills.md tells authors to resolve
+
+
+@pytest.mark.parametrize(
+    ("kind", "head", "mode", "reason"),
+    [
+        ("elf-garbage", b"\x7fELF garbage", 0o755, "Exec format error (errno 8)"),  # execveat
+        ("no-magic", b"\x00\x01 not a program", 0o755, "Exec format error (errno 8)"),  # by its path
+        ("elf-not-executable", b"", 0o644, "Permission denied (errno 13)"),
+        ("script-not-executable", b"#!/bin/sh\necho hi\n", 0o644, "Permission denied (errno 13)"),
+    ],
+)
+def test_a_descriptor_that_cannot_be_executed_fails_to_spawn_and_leaves_no_child(
+    tmp_path: Path, kind: str, head: bytes, mode: int, reason: str
+) -> None:
+    entry = tmp_path / kind
+    entry.write_bytes(head or Path("/bin/true").read_bytes())
+    entry.chmod(mode)
+    fd = os.open(entry, os.O_RDONLY | os.O_CLOEXEC)
+    before, fds = children_of_this_process(), open_fds()
+    try:
+        out = run_process(through_fd(tmp_path, entry, fd=fd))
+    finally:
+        os.close(fd)
+    assert out.spawn_error == f"cannot execute {entry}: {reason}"
+    assert (out.exit_code, out.stdout) == (None, b"")
+    assert children_of_this_process() == before  # the child that failed was reaped
+    assert open_fds() == fds
+
+
+@contextlib.contextmanager
+def occupied(fd: int, source: int | None) -> Any:
+    """Descriptor ``fd`` of this process made a close-on-exec copy of ``source`` (None: closed),
+    and put back afterwards."""
+    saved = None
+    with contextlib.suppress(OSError):
+        saved = os.dup(fd)
+    try:
+        if source is None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        else:
+            os.dup2(source, fd, inheritable=False)
+        yield
+    finally:
+        if saved is None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        else:
+            os.dup2(saved, fd, inheritable=fd < 3)
+            os.close(saved)
+
+
+@pytest.mark.parametrize("where", ["entry-on-3", "entry-on-0", "pipe-on-3"])
+def test_descriptors_already_on_the_childs_numbers_land_where_they_belong(tmp_path: Path, where: str) -> None:
+    entry = tmp_path / "echo.sh"
+    entry.write_text('#!/bin/sh\ncat; echo "err" >&2\n')
+    entry.chmod(0o755)
+    fd = os.open(entry, os.O_RDONLY | os.O_CLOEXEC)
+    target, source = {"entry-on-3": (3, fd), "entry-on-0": (0, fd), "pipe-on-3": (3, None)}[where]
+    try:
+        with occupied(target, source):
+            exec_fd = target if source is not None else fd
+            if source is None:  # fd 3 is free: the first pipe made (the child's stdin) takes it
+                with pytest.raises(OSError):
+                    os.fstat(3)
+            out = run_process(through_fd(tmp_path, entry, fd=exec_fd, stdin=b"payload"))
+    finally:
+        os.close(fd)
+    assert (out.stdout, out.stderr_tail, out.exit_code, out.spawn_error) == (b"payload", ("err",), 0, None)
+
+
+def test_dispositions_the_host_set_are_defaults_in_the_child(tmp_path: Path) -> None:
+    caught: list[int] = []
+    old = {
+        signal.SIGUSR1: signal.signal(signal.SIGUSR1, lambda signum, frame: caught.append(signum)),
+        signal.SIGUSR2: signal.signal(signal.SIGUSR2, signal.SIG_IGN),
+        signal.SIGHUP: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+    }
+    try:
+        status = ProcessSpec(
+            argv=("/bin/cat", "/proc/self/status"), cwd=str(tmp_path), env={}, stdin=b"", timeout=10
+        )
+        out = run_process(status)
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+    fields = dict(line.split(":\t", 1) for line in out.stdout.decode().splitlines())
+    masks = {name: int(fields[name], 16) for name in ("SigIgn", "SigBlk", "SigCgt")}
+    # cat catches nothing itself: nothing ignored (not even glibc's internal 32 and 33), nothing
+    # blocked, nothing caught
+    assert masks == {"SigIgn": 0, "SigBlk": 0, "SigCgt": 0}
+    assert caught == []
 
 
 def test_a_call_object_dropped_while_running_kills_and_reaps_its_child(tmp_path: Path) -> None:

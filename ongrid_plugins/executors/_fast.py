@@ -56,11 +56,13 @@ def available() -> bool:
 
 
 def usable(spec: ProcessSpec) -> bool:
-    """This call runs in C: unconfined, the libc backend chosen, and nothing a test
-    switched to a fallback (no closefrom, the Popen backend)."""
+    """This call runs in C: unconfined, the libc backend chosen, a kernel with
+    ``close_range`` (Linux 5.9), and nothing a test switched to a fallback (no
+    closefrom, the Popen backend)."""
     return (
         _native is not None
         and USE
+        and _native.SPAWNS
         and spec.confine is None
         and _spawn._BACKEND == "auto"
         and _spawn._USE_CLOSEFROM

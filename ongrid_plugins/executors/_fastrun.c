@@ -2,9 +2,9 @@
  *
  * ongrid_plugins.executors._fastrun.run() does, for one unconfined call, what
  * _process._Run driven by _drivers.PollDriver does: three O_CLOEXEC pipes (never on
- * fds 0-2), posix_spawn with a new session, an empty signal mask, every catchable
- * signal at its default, the pipes dup2-ed onto 0-2, the checked entry onto fd 3,
- * chdir and closefrom; then one poll() loop over stdout, stderr, stdin room and a
+ * fds 0-2), a clone-and-exec spawn ("The spawn" below) with a new session, an empty
+ * signal mask, every catchable signal at its default, the pipes dup2-ed onto 0-2, the
+ * checked entry onto fd 3, chdir and close_range; then one poll() loop over stdout, stderr, stdin room and a
  * pidfd, with the deadline (SIGTERM to the group, SIGKILL kill_grace later), the
  * stdout cap (SIGKILL at once), the group SIGKILLed before the zombie is reaped,
  * and the short drain of the pipes after the exit. The GIL is released for the
@@ -33,7 +33,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +46,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#if !defined(__GLIBC__) || !__GLIBC_PREREQ(2, 34)
-#error "needs glibc >= 2.34 (posix_spawn_file_actions_addclosefrom_np)"
+#if !defined(__linux__) || !defined(SYS_close_range) || !defined(SYS_execveat) || !defined(SYS_pidfd_open)
+#error "needs Linux and its headers for close_range, execveat and pidfd_open"
+#endif
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
 #endif
 
 #define CHUNK 65536
@@ -55,8 +58,7 @@
 #define EXIT_POLL_MAX 0.05
 #define EXEC_FD 3
 #define MAX_POLL_MS 86400000
-
-static posix_spawnattr_t spawn_attr;
+#define SPAWN_STACKS 16 /* child stacks kept for reuse */
 
 static double now_mono(void) {
     struct timespec ts;
@@ -104,8 +106,16 @@ static Run *live_runs;
 /* spawn_child() for a caller without the GIL, counted in pool.in_flight: a fork waits
  * until no spawn is half done (its pipes, in no run yet, would be copied into the
  * child and hold the parent's child's pipes open there). */
-static int spawn_counted(Run *r, const char *path, char **argv, char **envp, const char *cwd, int exec_fd,
-                         int first_closed);
+/* What start_run() spawns with: C views of the arguments (argv and envp are freed
+ * with PyMem_Free; the strings stay the caller's, which must keep them alive). */
+typedef struct Launch {
+    const char *path, *cwd;
+    char **argv, **envp;
+    int exec_fd, first_closed, use_pidfd;
+    double timeout;
+} Launch;
+
+static int spawn_counted(Run *r, const Launch *how);
 
 
 /* Close one of the run's descriptors, out of the Call's epoll first: a copy of the
@@ -462,57 +472,190 @@ static char **cstrings(PyObject *seq) {
     return out;
 }
 
+/* -- The spawn: clone(CLONE_VM | CLONE_VFORK), then exec ---------------------------- *
+ *
+ * What glibc's posix_spawn does with our attributes and file actions, without what its
+ * generality costs on every call: a getrlimit per file action, a stack mapped and
+ * unmapped per spawn (a TLB shootdown on every CPU once other threads exist), a
+ * pidfd_open after the fact (CLONE_PIDFD gives it), and, for an ELF entry, the path walk
+ * through procfs of /proc/self/fd/3 (execveat of the descriptor instead; a script keeps
+ * that path, which is the name its interpreter is given and opens).
+ *
+ * The child shares the parent's memory and runs on a stack of its own until it execs
+ * or exits, while the parent thread waits (CLONE_VFORK). Every signal is blocked across
+ * the clone, so no handler of the parent runs in the child: it sets every disposition
+ * to the default first, and unblocks signals only just before exec. It calls nothing
+ * but raw system calls, and reports a failure through the plan it was given. */
+
+#define CHILD_STACK (32 * 1024)
+
+/* What the child does, and what it reports: it writes err (and nothing else) before it exits. */
+typedef struct {
+    const Launch *how;
+    int from[4]; /* the child's stdin, stdout, stderr and the entry (-1: none) */
+    volatile int err;
+} ChildPlan;
+
+/* Stacks for the children of spawns under way, reused: at most one per concurrent spawn. */
+static struct {
+    pthread_mutex_t lock;
+    void *free[SPAWN_STACKS];
+    int n_free;
+} stacks = {PTHREAD_MUTEX_INITIALIZER, {NULL}, 0};
+
+static void *take_stack(void) {
+    void *stack = NULL;
+    pthread_mutex_lock(&stacks.lock);
+    if (stacks.n_free)
+        stack = stacks.free[--stacks.n_free];
+    pthread_mutex_unlock(&stacks.lock);
+    return stack ? stack : malloc(CHILD_STACK);
+}
+
+static void give_stack(void *stack) {
+    pthread_mutex_lock(&stacks.lock);
+    if (stacks.n_free < SPAWN_STACKS) {
+        stacks.free[stacks.n_free++] = stack;
+        stack = NULL;
+    }
+    pthread_mutex_unlock(&stacks.lock);
+    free(stack);
+}
+
+/* The kernel's struct sigaction all zeros is SIG_DFL, no flags, an empty mask, whatever
+ * the architecture's layout (handler, flags, restorer, mask: at most 4 words here). */
+static const unsigned long default_action[4] = {0, 0, 0, 0};
+#define KERNEL_SIGSET_SIZE 8 /* _NSIG / 8 on Linux */
+#define LAST_SIGNAL 64
+
+static int child_fail(ChildPlan *plan, long rc) {
+    plan->err = (int)-rc;
+    syscall(SYS_exit_group, 127);
+    return 0;
+}
+
+/* A raw system call's result: its value, or -errno (what syscall() reports through errno,
+ * which the child shares with the waiting parent thread; only the plan carries it back). */
+#define RAW(call) ((call) < 0 ? -(long)errno : 0L)
+
+static int child_main(void *arg) {
+    ChildPlan *plan = arg;
+    const Launch *how = plan->how;
+    long rc;
+    for (int sig = 1; sig <= LAST_SIGNAL; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            syscall(SYS_rt_sigaction, sig, default_action, NULL, KERNEL_SIGSET_SIZE);
+    if ((rc = RAW(syscall(SYS_setsid))))
+        return child_fail(plan, rc);
+    int targets = plan->from[3] >= 0 ? 4 : 3;
+    int above = how->first_closed > targets ? how->first_closed : targets;
+    /* A descriptor that is another one's target moves out of the way first (above the
+     * targets, and closed by close_range below): dup2 would close it before its turn. */
+    for (int i = 0; i < targets; i++) {
+        int fd = plan->from[i];
+        if (fd < targets && fd != i) {
+            if ((rc = RAW(plan->from[i] = (int)syscall(SYS_fcntl, fd, F_DUPFD, above))))
+                return child_fail(plan, rc);
+        }
+    }
+    for (int i = 0; i < targets; i++) {
+        int fd = plan->from[i];
+        /* dup2(n, n) would leave n close-on-exec */
+        rc = fd == i ? RAW(syscall(SYS_fcntl, fd, F_SETFD, 0)) : RAW(syscall(SYS_dup2, fd, i));
+        if (rc)
+            return child_fail(plan, rc);
+    }
+    if ((rc = RAW(syscall(SYS_chdir, how->cwd))))
+        return child_fail(plan, rc);
+    if ((rc = RAW(syscall(SYS_close_range, (unsigned)how->first_closed, ~0U, 0))))
+        return child_fail(plan, rc);
+    uint64_t none = 0;
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, KERNEL_SIGSET_SIZE);
+    if (plan->from[3] >= 0) {
+        /* An ELF file is executed from the descriptor. Anything else (a script, a format
+         * binfmt_misc runs) keeps the path, which its interpreter is given to open. */
+        unsigned char head[4] = {0, 0, 0, 0};
+        if (syscall(SYS_pread64, EXEC_FD, head, 4, 0) == 4 && !memcmp(head, "\x7f" "ELF", 4)) {
+            rc = RAW(syscall(SYS_execveat, EXEC_FD, "", how->argv, how->envp, AT_EMPTY_PATH));
+            if (rc != -ENOSYS)
+                return child_fail(plan, rc);
+        }
+    }
+    rc = RAW(syscall(SYS_execve, how->path, how->argv, how->envp));
+    return child_fail(plan, rc);
+}
+
+/* clone() the child of plan with every signal blocked. Returns its pid, or -1 with errno. */
+static pid_t clone_child(ChildPlan *plan, int *pidfd) {
+    static int no_clone_pidfd = 0; /* EINVAL once: a kernel without CLONE_PIDFD */
+    void *stack = take_stack();
+    if (stack == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    char *top = (char *)(((uintptr_t)stack + CHILD_STACK) & ~(uintptr_t)63);
+    uint64_t all = ~(uint64_t)0, old;
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, KERNEL_SIGSET_SIZE);
+    int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
+    pid_t pid = -1;
+    if (pidfd != NULL && !no_clone_pidfd) {
+        pid = clone(child_main, top, flags | CLONE_PIDFD, plan, pidfd);
+        if (pid < 0 && errno == EINVAL)
+            no_clone_pidfd = 1;
+    }
+    if (pid < 0 && (pidfd == NULL || no_clone_pidfd))
+        pid = clone(child_main, top, flags, plan);
+    int err = errno;
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, KERNEL_SIGSET_SIZE);
+    give_stack(stack);
+    errno = err;
+    return pid;
+}
+
 /* Returns 0, -1 (the pipes failed, errno set) or -2 (the spawn failed: exec, chdir).
- * Touches no Python object: called without the GIL, by the caller or a spawner thread. */
-static int spawn_child(Run *r, const char *path, char **argv, char **envp, const char *cwd, int exec_fd,
-                       int first_closed) {
+ * Touches no Python object: called without the GIL, by the caller or a spawner thread.
+ * Sets r->pidfd when how->use_pidfd and the kernel gave one with the clone. */
+static int spawn_child(Run *r, const Launch *how) {
     int p[3][2];
     if (make_pipes(p) < 0)
         return -1;
-    posix_spawn_file_actions_t actions;
-    int rc = posix_spawn_file_actions_init(&actions);
-    if (!rc)
-        rc = posix_spawn_file_actions_adddup2(&actions, p[0][0], 0);
-    if (!rc)
-        rc = posix_spawn_file_actions_adddup2(&actions, p[1][1], 1);
-    if (!rc)
-        rc = posix_spawn_file_actions_adddup2(&actions, p[2][1], 2);
-    if (!rc && exec_fd >= 0)
-        rc = posix_spawn_file_actions_adddup2(&actions, exec_fd, EXEC_FD);
-    if (!rc)
-        rc = posix_spawn_file_actions_addchdir_np(&actions, cwd);
-    if (!rc)
-        rc = posix_spawn_file_actions_addclosefrom_np(&actions, first_closed);
-    pid_t pid = -1;
-    if (!rc)
-        rc = posix_spawn(&pid, path, &actions, &spawn_attr, argv, envp);
-    posix_spawn_file_actions_destroy(&actions);
+    ChildPlan plan = {how, {p[0][0], p[1][1], p[2][1], how->exec_fd}, 0};
+    int pidfd = -1;
+    pid_t pid = clone_child(&plan, how->use_pidfd ? &pidfd : NULL);
+    int err = pid < 0 ? errno : plan.err;
+    if (pid > 0 && plan.err) { /* it exited before exec: reap it */
+        if (pidfd >= 0)
+            close(pidfd);
+        pidfd = -1;
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+    }
     close(p[0][0]);
     close(p[1][1]);
     close(p[2][1]);
-    if (rc) {
+    if (err) {
         close(p[0][1]);
         close(p[1][0]);
         close(p[2][0]);
-        errno = rc;
+        errno = err;
         return -2;
     }
     r->pid = pid;
     r->reaped = 0;
+    r->pidfd = pidfd;
     r->fd_in = p[0][1];
     r->fd_out = p[1][0];
     r->fd_err = p[2][0];
     return 0;
 }
 
-static int spawn_counted(Run *r, const char *path, char **argv, char **envp, const char *cwd, int exec_fd,
-                         int first_closed) {
+static int spawn_counted(Run *r, const Launch *how) {
     pthread_mutex_lock(&pool.lock);
     while (pool.forking)
         pthread_cond_wait(&pool.wake, &pool.lock);
     pool.in_flight++;
     pthread_mutex_unlock(&pool.lock);
-    int spawned = spawn_child(r, path, argv, envp, cwd, exec_fd, first_closed);
+    int spawned = spawn_child(r, how);
     int err = errno;
     pthread_mutex_lock(&pool.lock);
     pool.in_flight--;
@@ -526,15 +669,6 @@ static int spawn_counted(Run *r, const char *path, char **argv, char **envp, con
 #define ARGS_DOC                                                                                                \
     "(path, argv, env, cwd, exec_fd, payload, timeout, kill_grace, stdout_cap, on_stderr, first_closed,\n"      \
     "    eof_bound, eof_min, use_pidfd)\n"
-
-/* What start_run() spawns with: C views of the arguments (argv and envp are freed
- * with PyMem_Free; the strings stay the caller's, which must keep them alive). */
-typedef struct {
-    const char *path, *cwd;
-    char **argv, **envp;
-    int exec_fd, first_closed, use_pidfd;
-    double timeout;
-} Launch;
 
 /* Parse the arguments into r and *how. Returns 0, or -1 when Python raised. */
 static int prepare_run(Run *r, PyObject *const *args, Py_ssize_t nargs, Launch *how) {
@@ -633,7 +767,7 @@ static int start_run(Run *r, PyObject *const *args, Py_ssize_t nargs, PyObject *
         return -1;
     int spawned, err;
     Py_BEGIN_ALLOW_THREADS
-    spawned = spawn_counted(r, how.path, how.argv, how.envp, how.cwd, how.exec_fd, how.first_closed);
+    spawned = spawn_counted(r, &how);
     err = errno;
     Py_END_ALLOW_THREADS
     PyMem_Free(how.argv);
@@ -707,7 +841,7 @@ static PyObject *native_run(PyObject *self, PyObject *const *args, Py_ssize_t na
     live_runs = &r;
     int spawned, err;
     Py_BEGIN_ALLOW_THREADS
-    spawned = spawn_counted(&r, how.path, how.argv, how.envp, how.cwd, how.exec_fd, how.first_closed);
+    spawned = spawn_counted(&r, &how);
     err = errno;
     Py_END_ALLOW_THREADS
     PyMem_Free(how.argv);
@@ -718,7 +852,7 @@ static PyObject *native_run(PyObject *self, PyObject *const *args, Py_ssize_t na
         PyMem_RawFree(r.errbuf);
         return started < 0 ? NULL : failure;
     }
-    /* A signal that came while posix_spawn ran without the GIL only left a flag: its
+    /* A signal that came while the spawn ran without the GIL only left a flag: its
      * handler (KeyboardInterrupt) runs now, not after the child is done. */
     int failed = PyErr_CheckSignals() < 0 ? -1 : 0;
     PyThreadState *ts = PyEval_SaveThread();
@@ -797,9 +931,9 @@ typedef struct CallObject {
 /* Every Call alive in this process: a forked child closes their descriptors at once. */
 static CallObject *live_calls;
 
-/* -- The spawner threads: posix_spawn off the event loop, no Python on the way ------- *
+/* -- The spawner threads: the spawn off the event loop, no Python on the way ---------- *
  *
- * posix_spawn returns once its vfork child has exec'd, and with every CPU busy that child
+ * A spawn returns once its vfork child has exec'd, and with every CPU busy that child
  * can wait for one: on the loop, every call on it would wait too. A few plain threads,
  * made on demand, take queued calls and spawn them; each then writes its call's eventfd,
  * which wakes the loop through the call's epoll. The threads hold no GIL and call no
@@ -835,10 +969,9 @@ static void *spawner_main(void *unused) {
         pool.in_flight++;
         pthread_mutex_unlock(&pool.lock);
         c->r.started = c->r.ended = now_mono(); /* the deadline counts from the spawn, not the queue */
-        int spawned = spawn_child(&c->r, c->how.path, c->how.argv, c->how.envp, c->how.cwd, c->how.exec_fd,
-                                  c->how.first_closed);
+        int spawned = spawn_child(&c->r, &c->how);
         int err = errno;
-        if (spawned == 0 && c->how.use_pidfd) /* at once: before anyone else could reap it */
+        if (spawned == 0 && c->how.use_pidfd && c->r.pidfd < 0) /* at once: before anyone could reap it */
             c->r.pidfd = (int)syscall(SYS_pidfd_open, c->r.pid, 0);
         c->how.use_pidfd = 0; /* tried: a failure is not retried later on a pid maybe reused */
         pthread_mutex_lock(&pool.lock);
@@ -1164,10 +1297,9 @@ static PyObject *native_start_aside(PyObject *self, PyObject *const *args, Py_ss
     if (no_thread) { /* no spawner thread could be made: spawn here, the outcome is the same */
         int spawned, err;
         Py_BEGIN_ALLOW_THREADS
-        spawned = spawn_counted(&c->r, c->how.path, c->how.argv, c->how.envp, c->how.cwd, c->how.exec_fd,
-                                c->how.first_closed);
+        spawned = spawn_counted(&c->r, &c->how);
         err = errno;
-        if (spawned == 0 && c->how.use_pidfd)
+        if (spawned == 0 && c->how.use_pidfd && c->r.pidfd < 0)
             c->r.pidfd = (int)syscall(SYS_pidfd_open, c->r.pid, 0);
         c->how.use_pidfd = 0;
         Py_END_ALLOW_THREADS
@@ -1418,30 +1550,8 @@ static PyMethodDef native_methods[] = {
 };
 
 static int native_exec(PyObject *module) {
-    /* Once per process: other interpreters import the module too, while a spawner
-     * thread may be reading the attributes without any lock. */
-    static int ready = 0;
+    /* The fork handlers once per process: other interpreters import the module too. */
     int rc = 0;
-    if (!ready) {
-        sigset_t empty, defaults;
-        sigemptyset(&empty);
-        sigfillset(&defaults); /* glibc leaves out its two internal signals */
-        sigdelset(&defaults, SIGKILL);
-        sigdelset(&defaults, SIGSTOP);
-        rc = posix_spawnattr_init(&spawn_attr);
-        if (!rc)
-            rc = posix_spawnattr_setflags(&spawn_attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-        if (!rc)
-            rc = posix_spawnattr_setsigmask(&spawn_attr, &empty);
-        if (!rc)
-            rc = posix_spawnattr_setsigdefault(&spawn_attr, &defaults);
-        if (rc) {
-            errno = rc;
-            PyErr_SetFromErrno(PyExc_OSError);
-            return -1;
-        }
-        ready = 1;
-    }
     static int forks_watched = 0;
     if (!forks_watched) {
         rc = pthread_atfork(pool_before_fork, pool_after_fork_parent, pool_after_fork);
@@ -1453,6 +1563,11 @@ static int native_exec(PyObject *module) {
         forks_watched = 1;
     }
     if (PyType_Ready(&CallType) < 0)
+        return -1;
+    /* The child closes what it must not inherit with close_range (Linux 5.9): a kernel
+     * without it leaves the runs to the Python runner. The range closes nothing. */
+    int spawns = syscall(SYS_close_range, ~0U, ~0U, 0) == 0;
+    if (PyModule_AddObjectRef(module, "SPAWNS", spawns ? Py_True : Py_False) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "Call", (PyObject *)&CallType);
 }
