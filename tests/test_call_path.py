@@ -216,7 +216,7 @@ def test_batches_chain_exactly_as_row_by_row(tmp_path: Path) -> None:
 def test_the_writer_holds_the_database_open_only_while_it_runs(
     tmp_path: Path, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(Writer, "IDLE", 0.1)
+    monkeypatch.setattr(Writer, "IDLE", 1.0)  # long enough to see the connection still open after flush()
     make_skill(root, "echo")
     host = SkillHost(isolated_settings(tmp_path, root))
     for n in range(3):

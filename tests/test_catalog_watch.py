@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ongrid_plugins import SkillHost
+from ongrid_plugins import SkillHost, hookimpl
 from ongrid_plugins.catalog import CatalogChange
 from ongrid_plugins.catalog import watch as watch_mod
 from ongrid_plugins.cli import Context, build_parser
@@ -200,12 +200,19 @@ def test_when_inotify_runs_out_the_watch_falls_back_to_polling(
 def test_a_call_in_flight_keeps_the_snapshot_it_started_with(tmp_path: Path) -> None:
     root = tmp_path / "skills"
     make_skill(root, "slow", script=SLOW_SH)
-    host = SkillHost(isolated_settings(tmp_path, root))
+    started = threading.Event()
+
+    class Started:
+        @hookimpl
+        def ongrid_before_call(self, request: Any) -> None:
+            started.set()
+
+    host = SkillHost(isolated_settings(tmp_path, root), plugins=(Started(),))
     tool = host.get("slow")
     results: list[Any] = []
     thread = threading.Thread(target=lambda: results.append(host.call("slow", {})))
     thread.start()
-    time.sleep(0.3)  # running now
+    assert started.wait(10)  # past its lookup: the call holds its snapshot
     (root / "slow" / "skill.json").unlink()
     host.reload()
     assert "slow" not in [s.name for s in host.skills()]

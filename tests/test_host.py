@@ -333,14 +333,26 @@ def test_cancelling_acall_kills_the_skill(make_host: Any, root: Path, tmp_path: 
     assert not _alive(int(events.stderr()[0]))
 
 
+class Started:
+    """A plugin that says when a call is past its lookup (its before_call hooks run)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    @hookimpl
+    def ongrid_before_call(self, request: Any) -> None:
+        self.event.set()
+
+
 def test_reload_during_a_call_does_not_disturb_it(make_host: Any, root: Path) -> None:
     make_skill(root, "slow", script="#!/bin/sh\n/bin/sleep 0.4\necho '{\"v\": 1}'\n")
-    host = make_host(root)
+    started = Started()
+    host = make_host(root, plugins=(started,))
     host.load()
     out: list[CallResult] = []
     t = threading.Thread(target=lambda: out.append(host.call("slow")))
     t.start()
-    time.sleep(0.1)
+    assert started.event.wait(10)  # the call has its snapshot
     (root / "slow" / "skill.json").unlink()
     host.reload()
     t.join()

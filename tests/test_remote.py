@@ -219,12 +219,13 @@ def test_two_hosts_racing_one_ticket_execute_it_once(host: SkillHost, tmp_path: 
 
 
 def test_a_queue_nobody_serves_times_out_on_the_host(host: SkillHost) -> None:
+    host.load()  # the catalog's first load is not part of the call's time
     started = time.monotonic()
     result = host.call("nowhere", {}, timeout=0.5)
     elapsed = time.monotonic() - started
     assert result.outcome == "timed_out" and result.timed_out
     assert "no worker of queue 'q-nobody' took it" in str(result.error)
-    assert elapsed < 0.5 + host.settings.kill_grace + 1.5
+    assert elapsed < 0.5 + host.settings.kill_grace + 3  # the call's timeout, not the skill's
 
 
 def test_the_worker_enforces_the_timeout_and_kills_the_skill(host: SkillHost) -> None:

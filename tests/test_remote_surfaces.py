@@ -540,17 +540,18 @@ def test_an_unanswered_call_times_out_on_the_host_and_its_task_is_revoked(
 
     settings = isolated_settings(tmp_path, roots, broker_url=broker, remote_routes=ROUTES, kill_grace=0.2)
     host = SkillHost(settings)
+    host.load()  # the catalog's first load is not part of the call's time
     started = time.monotonic()
     result = host.call("late_gate", {"flag": str(tmp_path / "never")}, timeout=0.5)
     elapsed = time.monotonic() - started
     assert result.outcome == "timed_out" and result.timed_out
-    assert elapsed < 0.5 + 0.2 + GRACE + 0.5, f"took {elapsed:.1f}s"
+    assert elapsed < 0.5 + 0.2 + GRACE + 2.5, f"took {elapsed:.1f}s"  # not the skill's own timeout
     assert result.remote is not None and result.remote.worker == "" and result.remote.queue == "q-late"
     task_id = result.remote.task_id
     assert f"the task {task_id} was revoked" in str(result.error)
     # The revoke reached the workers: the live one (of another queue) lists the task as revoked.
     app = make_app(broker)
-    revoked = app.control.inspect(destination=["s1@test"], timeout=2).revoked() or {}
+    revoked = app.control.inspect(destination=["s1@test"], timeout=10).revoked() or {}
     assert task_id in revoked.get("s1@test", [])
     # A worker of that queue started later does not run it (revoked and expired).
     import redis
