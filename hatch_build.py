@@ -1,7 +1,7 @@
 """Build hook: compile the runner's C hot path (``ongrid_plugins/executors/_fastrun.c``).
 
 The extension is optional. Where it cannot be built (no C compiler, no Python headers,
-not Linux with glibc >= 2.34) the package installs without it, says so, and runs every
+not Linux with glibc >= 2.25) the package installs without it, says so, and runs every
 call through the Python runner, which does the same things more slowly
 (``ongrid_plugins/executors/_fast.py``). ``ONGRID_BUILD_NATIVE=0`` skips the build;
 ``CC`` names the compiler (default: the one Python was built with).

@@ -62,7 +62,7 @@ def usable(spec: ProcessSpec) -> bool:
     return (
         _native is not None
         and USE
-        and _native.SPAWNS
+        and getattr(_native, "SPAWNS", False)  # False too for a build older than the source
         and spec.confine is None
         and _spawn._BACKEND == "auto"
         and _spawn._USE_CLOSEFROM

@@ -49,8 +49,19 @@
 #if !defined(__linux__) || !defined(SYS_close_range) || !defined(SYS_execveat) || !defined(SYS_pidfd_open)
 #error "needs Linux and its headers for close_range, execveat and pidfd_open"
 #endif
+#if defined(__GLIBC__) && !__GLIBC_PREREQ(2, 25)
+#error "needs glibc >= 2.25 (an older clone() wrote the child's pid into the caller's cache)"
+#endif
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
+#endif
+/* The e_machine of this machine's ELF files (0: unknown, every entry exec'd by its path). */
+#if defined(__x86_64__)
+#define NATIVE_MACHINE 62
+#elif defined(__aarch64__)
+#define NATIVE_MACHINE 183
+#else
+#define NATIVE_MACHINE 0
 #endif
 
 #define CHUNK 65536
@@ -103,9 +114,6 @@ static struct {
 /* run()'s runs under way (GIL held when changed): a forked child closes their pipes. */
 static Run *live_runs;
 
-/* spawn_child() for a caller without the GIL, counted in pool.in_flight: a fork waits
- * until no spawn is half done (its pipes, in no run yet, would be copied into the
- * child and hold the parent's child's pipes open there). */
 /* What start_run() spawns with: C views of the arguments (argv and envp are freed
  * with PyMem_Free; the strings stay the caller's, which must keep them alive). */
 typedef struct Launch {
@@ -115,6 +123,9 @@ typedef struct Launch {
     double timeout;
 } Launch;
 
+/* spawn_child() for a caller without the GIL, counted in pool.in_flight: a fork waits
+ * until no spawn is half done (its pipes, in no run yet, would be copied into the
+ * child and hold the parent's child's pipes open there). */
 static int spawn_counted(Run *r, const Launch *how);
 
 
@@ -538,19 +549,42 @@ static int child_fail(ChildPlan *plan, long rc) {
  * which the child shares with the waiting parent thread; only the plan carries it back). */
 #define RAW(call) ((call) < 0 ? -(long)errno : 0L)
 
+/* The exec of the entry, every signal unblocked at the last moment. An ELF file of
+ * this machine is executed from its descriptor; anything else (a script, a format
+ * binfmt_misc runs, a foreign ELF run by an emulator) keeps the path, which its
+ * interpreter is given to open. ENOSYS (a kernel before execveat) and EPERM (a seccomp
+ * filter that refuses it) fall back to the path too. Returns -errno. */
+static long child_exec(ChildPlan *plan) {
+    const Launch *how = plan->how;
+    static const uint64_t none = 0;
+    unsigned char head[20];
+    long rc;
+    int elf = plan->from[3] >= 0 && NATIVE_MACHINE && syscall(SYS_pread64, EXEC_FD, head, 20, 0) == 20 &&
+              head[0] == 0x7f && head[1] == 'E' && head[2] == 'L' && head[3] == 'F' &&
+              (head[18] | head[19] << 8) == NATIVE_MACHINE; /* e_machine, little-endian here */
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, KERNEL_SIGSET_SIZE);
+    if (elf) {
+        rc = RAW(syscall(SYS_execveat, EXEC_FD, "", how->argv, how->envp, AT_EMPTY_PATH));
+        if (rc != -ENOSYS && rc != -EPERM)
+            return rc;
+    }
+    return RAW(syscall(SYS_execve, how->path, how->argv, how->envp));
+}
+
 static int child_main(void *arg) {
     ChildPlan *plan = arg;
     const Launch *how = plan->how;
     long rc;
     for (int sig = 1; sig <= LAST_SIGNAL; sig++)
-        if (sig != SIGKILL && sig != SIGSTOP)
-            syscall(SYS_rt_sigaction, sig, default_action, NULL, KERNEL_SIGSET_SIZE);
+        if (sig != SIGKILL && sig != SIGSTOP &&
+            (rc = RAW(syscall(SYS_rt_sigaction, sig, default_action, NULL, KERNEL_SIGSET_SIZE))))
+            return child_fail(plan, rc); /* never with the layout above: a parent handler would stay */
     if ((rc = RAW(syscall(SYS_setsid))))
         return child_fail(plan, rc);
     int targets = plan->from[3] >= 0 ? 4 : 3;
     int above = how->first_closed > targets ? how->first_closed : targets;
     /* A descriptor that is another one's target moves out of the way first (above the
-     * targets, and closed by close_range below): dup2 would close it before its turn. */
+     * targets, and closed by close_range below): dup3 would close it before its turn. */
     for (int i = 0; i < targets; i++) {
         int fd = plan->from[i];
         if (fd < targets && fd != i) {
@@ -560,8 +594,9 @@ static int child_main(void *arg) {
     }
     for (int i = 0; i < targets; i++) {
         int fd = plan->from[i];
-        /* dup2(n, n) would leave n close-on-exec */
-        rc = fd == i ? RAW(syscall(SYS_fcntl, fd, F_SETFD, 0)) : RAW(syscall(SYS_dup2, fd, i));
+        /* dup3 refuses fd == i, and dup2(n, n) would leave n close-on-exec (dup3, not dup2:
+         * aarch64 has no dup2 system call) */
+        rc = fd == i ? RAW(syscall(SYS_fcntl, fd, F_SETFD, 0)) : RAW(syscall(SYS_dup3, fd, i, 0));
         if (rc)
             return child_fail(plan, rc);
     }
@@ -569,25 +604,13 @@ static int child_main(void *arg) {
         return child_fail(plan, rc);
     if ((rc = RAW(syscall(SYS_close_range, (unsigned)how->first_closed, ~0U, 0))))
         return child_fail(plan, rc);
-    uint64_t none = 0;
-    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, KERNEL_SIGSET_SIZE);
-    if (plan->from[3] >= 0) {
-        /* An ELF file is executed from the descriptor. Anything else (a script, a format
-         * binfmt_misc runs) keeps the path, which its interpreter is given to open. */
-        unsigned char head[4] = {0, 0, 0, 0};
-        if (syscall(SYS_pread64, EXEC_FD, head, 4, 0) == 4 && !memcmp(head, "\x7f" "ELF", 4)) {
-            rc = RAW(syscall(SYS_execveat, EXEC_FD, "", how->argv, how->envp, AT_EMPTY_PATH));
-            if (rc != -ENOSYS)
-                return child_fail(plan, rc);
-        }
-    }
-    rc = RAW(syscall(SYS_execve, how->path, how->argv, how->envp));
-    return child_fail(plan, rc);
+    return child_fail(plan, child_exec(plan));
 }
 
 /* clone() the child of plan with every signal blocked. Returns its pid, or -1 with errno. */
 static pid_t clone_child(ChildPlan *plan, int *pidfd) {
-    static int no_clone_pidfd = 0; /* EINVAL once: a kernel without CLONE_PIDFD */
+    static int no_clone_pidfd = 0; /* EINVAL once: a kernel without CLONE_PIDFD (read and set
+                                    * by several threads: relaxed atomics, any order will do) */
     void *stack = take_stack();
     if (stack == NULL) {
         errno = ENOMEM;
@@ -598,12 +621,16 @@ static pid_t clone_child(ChildPlan *plan, int *pidfd) {
     syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &old, KERNEL_SIGSET_SIZE);
     int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
     pid_t pid = -1;
-    if (pidfd != NULL && !no_clone_pidfd) {
+    int with_pidfd = pidfd != NULL && !__atomic_load_n(&no_clone_pidfd, __ATOMIC_RELAXED);
+    if (with_pidfd) {
         pid = clone(child_main, top, flags | CLONE_PIDFD, plan, pidfd);
-        if (pid < 0 && errno == EINVAL)
-            no_clone_pidfd = 1;
+        if (pid < 0) {
+            *pidfd = -1; /* the kernel may have written a number it then freed */
+            if (errno == EINVAL)
+                __atomic_store_n(&no_clone_pidfd, 1, __ATOMIC_RELAXED);
+        }
     }
-    if (pid < 0 && (pidfd == NULL || no_clone_pidfd))
+    if (pid < 0 && (!with_pidfd || errno == EINVAL))
         pid = clone(child_main, top, flags, plan);
     int err = errno;
     syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, KERNEL_SIGSET_SIZE);
