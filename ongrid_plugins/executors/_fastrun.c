@@ -4,9 +4,10 @@
  * _process._Run driven by _drivers.PollDriver does: three O_CLOEXEC pipes (never on
  * fds 0-2), a clone-and-exec spawn ("The spawn" below) with a new session, an empty
  * signal mask, every catchable signal at its default, the pipes dup2-ed onto 0-2, the
- * checked entry onto fd 3, chdir and close_range; then one poll() loop over stdout, stderr, stdin room and a
- * pidfd, with the deadline (SIGTERM to the group, SIGKILL kill_grace later), the
- * stdout cap (SIGKILL at once), the group SIGKILLed before the zombie is reaped,
+ * checked entry onto fd 3, chdir and close_range; then one poll() loop over stdout
+ * (from the exit on, or OUT_DEFER after the spawn: see watch_stdout), stderr, stdin
+ * room and a pidfd, with the deadline (SIGTERM to the group, SIGKILL kill_grace later),
+ * the stdout cap (SIGKILL once read), the group SIGKILLed before the zombie is reaped,
  * and the short drain of the pipes after the exit. The GIL is released for the
  * whole wait and taken back only to hand stderr bytes to Python and to let
  * Python's signal handlers run (KeyboardInterrupt: the group gets SIGTERM, its
@@ -70,6 +71,8 @@
 #define EXEC_FD 3
 #define MAX_POLL_MS 86400000
 #define SPAWN_STACKS 16 /* child stacks kept for reuse */
+/* Seconds after the spawn before stdout is watched (see watch_stdout). */
+#define OUT_DEFER 0.003
 
 static double now_mono(void) {
     struct timespec ts;
@@ -93,6 +96,8 @@ typedef struct Run {
     double started, ended, deadline, grace, kill_at, drain_until, eof_bound, eof_min;
     double exit_poll, exit_poll_at;
     int have_kill_at, sigkilled, timed_out, overflow, left_open, reaped_elsewhere;
+    int out_watched;     /* stdout is polled (see watch_stdout) */
+    double out_watch_at; /* ...from then on at the latest */
     PyObject *on_stderr; /* called with bytes */
     char *errbuf;
     struct Run *live_next, *live_prev; /* run()'s own runs, in live_runs while they run */
@@ -184,7 +189,25 @@ static void reap(Run *r) {
     close_fd(r, &r->fd_in);
 }
 
+static int watch(int epfd, int fd, unsigned events);
+
+/* Poll stdout from now on. A call's first stdout bytes would wake the waiter (a poll, or
+ * the event loop) while the child is still on its way out: most entries print their one
+ * JSON object and exit at once, and a second wake-up follows for the exit. So stdout is
+ * watched only from the exit on (the drain reads it all), or OUT_DEFER after the spawn,
+ * whichever comes first; what the child prints meanwhile waits in the pipe (a child that
+ * fills the pipe's 64 KiB waits at most OUT_DEFER for the first read). Without a pidfd
+ * the exit is only polled for, so stdout is watched at once. */
+static void watch_stdout(Run *r) {
+    if (r->out_watched)
+        return;
+    r->out_watched = 1;
+    if (r->epfd >= 0 && r->fd_out >= 0)
+        watch(r->epfd, r->fd_out, EPOLLIN);
+}
+
 static void start_drain(Run *r) {
+    watch_stdout(r);
     double now = now_mono();
     double lower = r->deadline > now + r->eof_min ? r->deadline : now + r->eof_min;
     r->drain_until = now + r->eof_bound < lower ? now + r->eof_bound : lower;
@@ -298,12 +321,16 @@ static double next_wakeup(const Run *r) {
         double when = r->sigkilled ? INFINITY : (r->have_kill_at ? r->kill_at : r->deadline);
         if (r->pidfd < 0 && r->exit_poll_at < when)
             when = r->exit_poll_at;
+        if (!r->out_watched && r->out_watch_at < when)
+            when = r->out_watch_at;
         return when;
     }
     return finished(r) ? INFINITY : r->drain_until;
 }
 
 static void on_time(Run *r, double now) {
+    if (!r->out_watched && now >= r->out_watch_at)
+        watch_stdout(r);
     if (!r->reaped && r->pidfd < 0 && now >= r->exit_poll_at) {
         siginfo_t info;
         memset(&info, 0, sizeof info);
@@ -369,7 +396,7 @@ static int drive(Run *r, PyThreadState **ts, int until_reaped) {
     struct pollfd fds[4];
     while (!done(r, until_reaped)) {
         int nfds = 0;
-        if (r->fd_out >= 0)
+        if (r->fd_out >= 0 && r->out_watched)
             fds[nfds++] = (struct pollfd){r->fd_out, POLLIN, 0};
         if (r->fd_err >= 0)
             fds[nfds++] = (struct pollfd){r->fd_err, POLLIN, 0};
@@ -772,6 +799,8 @@ static int launched(Run *r, const Launch *how, int spawned, int err, PyObject **
     r->deadline = r->started + how->timeout;
     r->exit_poll = EXIT_POLL_MIN;
     r->exit_poll_at = r->started + EXIT_POLL_MIN;
+    r->out_watch_at = r->started + OUT_DEFER;
+    r->out_watched = r->pidfd < 0;
     /* A write of at most PIPE_BUF bytes to a fresh pipe never blocks; bigger payloads
      * make the pipe non-blocking and fill what fits. */
     if (r->payload_left > PIPE_BUF) {
@@ -1257,7 +1286,7 @@ static CallObject *new_call(PyObject **failure) {
 static int watch_run(CallObject *c) {
     Run *r = &c->r;
     r->epfd = c->epfd;
-    if (watch(c->epfd, r->fd_out, EPOLLIN) < 0 || watch(c->epfd, r->fd_err, EPOLLIN) < 0 ||
+    if ((r->out_watched && watch(c->epfd, r->fd_out, EPOLLIN) < 0) || watch(c->epfd, r->fd_err, EPOLLIN) < 0 ||
         watch(c->epfd, r->pidfd, EPOLLIN) < 0 || watch(c->epfd, r->fd_in, EPOLLOUT) < 0)
         return -1;
     arm(c);
@@ -1404,25 +1433,32 @@ static PyObject *call_step(CallObject *c, PyObject *unused) {
     if (!c->running)
         return Py_NewRef(Py_True);
     struct epoll_event events[8];
-    int ready = epoll_wait(c->epfd, events, 8, 0);
-    if (ready < 0 && errno != EINTR)
-        return PyErr_SetFromErrno(PyExc_OSError);
-    for (int i = 0; i < ready; i++) {
-        int fd = events[i].data.fd;
-        if (fd == c->tfd) {
-            unsigned long long expirations;
-            if (read(c->tfd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
-                return PyErr_SetFromErrno(PyExc_OSError);
-            c->armed = NAN; /* fired: re-arm whatever the next wakeup is */
-            continue;
+    /* A second round when stdout joined the epoll in the first (the exit was seen): what
+     * the child printed is in the pipe already, and is read in this step, not the next. */
+    for (int round = 0; round < 2; round++) {
+        int watched = c->r.out_watched;
+        int ready = epoll_wait(c->epfd, events, 8, 0);
+        if (ready < 0 && errno != EINTR)
+            return PyErr_SetFromErrno(PyExc_OSError);
+        for (int i = 0; i < ready; i++) {
+            int fd = events[i].data.fd;
+            if (fd == c->tfd) {
+                unsigned long long expirations;
+                if (read(c->tfd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+                    return PyErr_SetFromErrno(PyExc_OSError);
+                c->armed = NAN; /* fired: re-arm whatever the next wakeup is */
+                continue;
+            }
+            int rc = dispatch(&c->r, fd, events[i].events, NULL);
+            if (rc == -3)
+                return PyErr_NoMemory();
+            if (rc == -1)
+                return NULL;
         }
-        int rc = dispatch(&c->r, fd, events[i].events, NULL);
-        if (rc == -3)
-            return PyErr_NoMemory();
-        if (rc == -1)
-            return NULL;
+        on_time(&c->r, now_mono());
+        if (watched == c->r.out_watched || done(&c->r, 0))
+            break;
     }
-    on_time(&c->r, now_mono());
     if (done(&c->r, 0))
         return Py_NewRef(Py_True);
     arm(c);
