@@ -314,7 +314,7 @@ def test_a_persona_alias_bomb_is_refused_in_bounded_time(tmp_path: Path) -> None
         print(json.dumps({{"elapsed": elapsed, "outcome": outcome, "peak_kib": peak}}))
         """
     )
-    assert found["elapsed"] < 1.0
+    assert found["elapsed"] < 5.0  # a refusal, not the expansion; a loaded machine can take a second
     assert "alias bomb" in found["outcome"]
     assert found["peak_kib"] < 20_000  # the expansion would have taken ~150 MB
 
