@@ -109,7 +109,13 @@ def test_confined_calls_and_fallback_switches_take_the_python_runner(
     monkeypatch.setattr(_spawn, "_BACKEND", "auto")
     monkeypatch.setattr(_spawn, "_USE_CLOSEFROM", False)
     assert not _fast.usable(plain)
+    monkeypatch.setattr(_spawn, "_USE_CLOSEFROM", True)
+    monkeypatch.setattr(_spawn._LIBC, "fa_closefrom", None)  # a glibc before 2.34: the C spawn needs none
+    assert _fast.usable(plain)
+    monkeypatch.setattr(counting, "SPAWNS", False, raising=False)  # a kernel without close_range
+    assert not _fast.usable(plain)
     assert run_process(plain).exit_code == 0
+    assert asyncio.run(arun_process(plain)).exit_code == 0
     assert counting.counts == {"run": 0, "start": 0, "start_aside": 0}
 
 
