@@ -64,11 +64,15 @@ class Implementation(NamedTuple):
 class Hooks:
     """Typed calls of every hook, for one plugin manager (get it with :func:`hooks`)."""
 
-    __slots__ = ("_hook", "_pm")
+    __slots__ = ("_after", "_before", "_executor", "_hook", "_pm")
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self._pm = pm
         self._hook = pm.hook
+        # The per-call hooks' direct paths (see _Direct), made on first use.
+        self._before: _Direct | None = None
+        self._after: _Direct | None = None
+        self._executor: _Direct | None = None
 
     def __repr__(self) -> str:
         return f"<Hooks of {self._pm.project_name}>"
@@ -117,16 +121,37 @@ class Hooks:
 
     def executor(self, *, tool: Tool, settings: Settings) -> Executor | None:
         """``ongrid_executor``: the first plugin's executor for ``tool``, or None."""
-        executor: Executor | None = call_hook(self._pm, "ongrid_executor", tool=tool, settings=settings)
-        return executor
+        caller = self._hook.ongrid_executor
+        direct = self._executor
+        if direct is None or direct.caller is not caller or direct.impls != caller._hookimpls:
+            direct = self._executor = _direct(caller, ("tool", "settings"))
+        if direct.run is None or self._pm._inner_hookexec is not _multicall:
+            executor: Executor | None = call_hook(self._pm, "ongrid_executor", tool=tool, settings=settings)
+            return executor
+        found: Executor | None = direct.run(tool, settings)
+        return found
 
     def before_call(self, *, request: CallRequest) -> None:
         """``ongrid_before_call``: every implementation; the first that raises aborts the call."""
-        call_hook(self._pm, "ongrid_before_call", request=request)
+        caller = self._hook.ongrid_before_call
+        direct = self._before
+        if direct is None or direct.caller is not caller or direct.impls != caller._hookimpls:
+            direct = self._before = _direct(caller, ("request",))
+        if direct.run is None or self._pm._inner_hookexec is not _multicall:
+            call_hook(self._pm, "ongrid_before_call", request=request)
+        else:
+            direct.run(request)
 
     def after_call(self, *, request: CallRequest, result: CallResult) -> None:
         """``ongrid_after_call``: every implementation (the caller logs an exception)."""
-        call_hook(self._pm, "ongrid_after_call", request=request, result=result)
+        caller = self._hook.ongrid_after_call
+        direct = self._after
+        if direct is None or direct.caller is not caller or direct.impls != caller._hookimpls:
+            direct = self._after = _direct(caller, ("request", "result"))
+        if direct.run is None or self._pm._inner_hookexec is not _multicall:
+            call_hook(self._pm, "ongrid_after_call", request=request, result=result)
+        else:
+            direct.run(request, result)
 
     # ------------------------------------------------------------------ what is registered
 
@@ -261,6 +286,42 @@ def _plan(caller: Any, kwargs: Mapping[str, Any]) -> _Plan:
         if any(arg not in kwargs for arg in impl.argnames):
             return plan  # pluggy's error for the missing argument
     return plan._replace(calls=tuple((impl.function, tuple(impl.argnames)) for impl in reversed(impls)))
+
+
+class _Direct(NamedTuple):
+    """A per-call hook's implementations as one generated function (:func:`_direct`)."""
+
+    caller: Any
+    impls: list[Any]
+    """A copy of the caller's implementations: ``run`` holds while they are equal."""
+    run: Callable[..., Any] | None
+    """Calls them in pluggy's order, positionally; None: :func:`call_hook` decides."""
+
+
+def _direct(caller: Any, params: tuple[str, ...]) -> _Direct:
+    """What :func:`call_hook` would call for ``caller`` with ``params``, as one function.
+
+    The three hooks of every call (:meth:`Hooks.before_call`, :meth:`Hooks.after_call`,
+    :meth:`Hooks.executor`) run it while the implementations stay the same and nothing
+    monitors the manager: the same functions, order, answer and exceptions as
+    :func:`call_hook`'s loop, written out as one straight line (``f0(request, result)``,
+    ``f1(result)``...) instead of a loop mapping keyword names to arguments, on every call.
+    """
+    plan = _plan(caller, dict.fromkeys(params))
+    if plan.calls is None:
+        return _Direct(caller, plan.impls, None)
+    space: dict[str, Any] = {}
+    lines = [f"def run({', '.join(params)}):"]
+    for i, (function, argnames) in enumerate(plan.calls):
+        space[f"_hook_{i}"] = function
+        call = f"_hook_{i}({', '.join(argnames)})"  # argnames: a subset of params (_plan checked)
+        if plan.firstresult:
+            lines += [f"    _found = {call}", "    if _found is not None:", "        return _found"]
+        else:
+            lines.append(f"    {call}")
+    lines.append("    return None")
+    exec(compile("\n".join(lines), f"<direct {caller.name}>", "exec"), space)  # names from the hook specs
+    return _Direct(caller, plan.impls, space["run"])
 
 
 def call_each(

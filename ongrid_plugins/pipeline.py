@@ -87,7 +87,7 @@ from .models import (
     Verdict,
     digest_json,
 )
-from .models.fastinit import evolver, fast_init
+from .models.fastinit import evolver, fast_init, slot_setter
 from .schema.arguments import check_arguments as check_schema
 from .schema.arguments import is_light
 
@@ -421,9 +421,21 @@ async def _begin_in_thread(host: SkillHost, start: Callable[[], Attempt]) -> Att
 def _finish(host: SkillHost, attempt: Attempt, result: CallResult) -> CallResult:
     request = attempt.request
     if result.decision is not attempt.decision or result.call_id != request.call_id:
-        result = _evolve(result, decision=attempt.decision, call_id=request.call_id)
+        if type(result) is CallResult and type(attempt.executor).__dict__.get("_ongrid_fresh_results"):
+            # An executor whose own class says so (not a subclass: it may keep results)
+            # returns a result it made for this call alone and keeps no reference to: it is
+            # completed in place, before anyone else sees it, instead of copied field by
+            # field into a second object.
+            _SET_DECISION(result, attempt.decision)
+            _SET_CALL_ID(result, request.call_id)
+        else:
+            result = _evolve(result, decision=attempt.decision, call_id=request.call_id)
     after_call(host, request, result)
     return result
+
+
+_SET_DECISION = slot_setter(CallResult, "decision")
+_SET_CALL_ID = slot_setter(CallResult, "call_id")
 
 
 #: ``attrs.evolve`` with the class's init fields looked up once, not on every call (a

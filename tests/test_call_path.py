@@ -158,6 +158,150 @@ def test_the_host_traces_its_call_hooks_when_asked(
         assert hook in err, hook
 
 
+def test_the_per_call_hooks_follow_plugins_added_and_removed_and_keep_pluggys_order(
+    tmp_path: Path, root: Path
+) -> None:
+    """Hooks.before_call / after_call / executor take a generated direct path: it must see
+    a plugin registered after the first call, call in pluggy's order, pass each
+    implementation only the arguments it names, stop a firstresult hook at the first
+    answer, and let an exception out unchanged."""
+    from ongrid_plugins.hooks import hooks
+    from ongrid_plugins.hookspecs import hookimpl
+
+    make_skill(root, "echo")
+    host = SkillHost(isolated_settings(tmp_path, root))
+    assert_ok(host.call("echo"))  # the direct paths are made here
+    seen: list[tuple[str, object]] = []
+
+    class Late:
+        @hookimpl
+        def ongrid_before_call(self, request: Any) -> None:
+            seen.append(("late before", request.tool.name))
+
+        @hookimpl
+        def ongrid_after_call(self, result: Any) -> None:  # names only one argument
+            seen.append(("late after", result.ok))
+
+    class Earliest:
+        @hookimpl(tryfirst=True)
+        def ongrid_before_call(self, request: Any) -> None:
+            seen.append(("earliest before", request.call_id != ""))
+
+    class Executing:
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        @hookimpl(tryfirst=True)
+        def ongrid_executor(self, tool: Any) -> None:
+            self.asked.append(tool.name)  # no answer: the next implementation decides
+
+    late, earliest, executing = Late(), Earliest(), Executing()
+    for plugin in (late, earliest, executing):
+        host.pm.register(plugin)
+    result = host.call("echo")
+    assert_ok(result)
+    assert seen == [("earliest before", True), ("late before", "echo"), ("late after", True)]
+    assert executing.asked == ["echo"]
+
+    calls = hooks(host.pm)
+    seen.clear()
+    calls.before_call(request=_request(host))
+    assert seen == [("earliest before", True), ("late before", "echo")]
+
+    class Raising:
+        @hookimpl
+        def ongrid_before_call(self, request: Any) -> None:
+            raise LookupError("from the plugin")
+
+    raising = Raising()
+    host.pm.register(raising)
+    seen.clear()
+    with pytest.raises(LookupError, match="from the plugin"):
+        calls.before_call(request=_request(host))
+    assert seen == [("earliest before", True)]  # tryfirst ran, then the newest raised
+
+    for plugin in (late, earliest, executing, raising):
+        host.pm.unregister(plugin)
+    seen.clear()
+    assert_ok(host.call("echo"))
+    assert seen == [] and executing.asked == ["echo"]
+
+
+def _request(host: SkillHost) -> Any:
+    from ongrid_plugins.pipeline import check_arguments
+
+    tool = host.get("echo")
+    persona = host.persona("operator")
+    attempt = check_arguments(
+        host, tool, persona, {}, caller="me", confirm=False, ticket=None, on_event=None, timeout=None
+    )
+    return attempt.request
+
+
+def test_the_per_call_hooks_go_through_pluggy_while_monitored(tmp_path: Path, root: Path) -> None:
+    """Monitoring switched on after the direct paths exist still sees every per-call hook."""
+    make_skill(root, "echo")
+    host = SkillHost(isolated_settings(tmp_path, root))
+    assert_ok(host.call("echo"))
+    names: list[str] = []
+    undo = host.pm.add_hookcall_monitoring(lambda name, impls, kwargs: names.append(name), lambda *a: None)
+    assert_ok(host.call("echo"))
+    undo()
+    assert {"ongrid_before_call", "ongrid_executor", "ongrid_after_call"} <= set(names)
+    names.clear()
+    assert_ok(host.call("echo"))
+    assert names == []
+
+
+def test_a_result_is_completed_in_place_only_from_an_executor_whose_class_says_it_is_fresh(
+    tmp_path: Path, root: Path
+) -> None:
+    """The built-in executor's result gets the decision and call id in place; a plugin's
+    executor (or a subclass of the built-in one, which may keep its results) that hands
+    back a shared object gets a copy, and the shared object stays as it was."""
+    from ongrid_plugins import CallResult
+    from ongrid_plugins.executors.subprocess import SubprocessExecutor
+    from ongrid_plugins.hookspecs import hookimpl
+
+    make_skill(root, "echo", script="#!/bin/sh\necho '{\"v\": 1}'\n")
+    host = SkillHost(isolated_settings(tmp_path, root))
+    result = host.call("echo")
+    assert result.decision is not None and result.decision.verdict.value == "allow"
+    assert result.call_id and result.value == {"v": 1}
+    assert host.audit.entries(call_id=result.call_id)[0].verdict == "allow"
+
+    shared = CallResult("echo", True, value={"shared": True})
+
+    class Keeping:
+        def run(self, request: Any) -> CallResult:
+            return shared
+
+        async def arun(self, request: Any) -> CallResult:
+            return shared
+
+    class KeepingSubclass(SubprocessExecutor):
+        def run(self, request: Any) -> CallResult:
+            return shared
+
+    for executor in (Keeping(), KeepingSubclass(1024, 1.0)):
+
+        class Plugin:
+            def __init__(self, executor: object) -> None:
+                self.executor = executor
+
+            @hookimpl(tryfirst=True)
+            def ongrid_executor(self, tool: Any) -> Any:
+                return self.executor
+
+        plugin = Plugin(executor)
+        host.pm.register(plugin)
+        first, second = host.call("echo"), host.call("echo")
+        host.pm.unregister(plugin)
+        assert first is not shared and second is not shared
+        assert first.decision is not None and first.call_id != second.call_id
+        assert (shared.decision, shared.call_id) == (None, "")
+
+
 # ------------------------------------------------------------------ the executor
 
 
@@ -179,6 +323,36 @@ def test_the_executor_follows_a_reload_and_forgets_dropped_tools(tmp_path: Path,
     assert host.call("echo").value == {"v": 2}
     gc.collect()
     assert [ref().entry for ref, _prepared in executor._prepared.values()] == [str(other.resolve())]  # type: ignore[union-attr]
+
+
+def test_the_executors_spec_is_the_one_processspec_builds_and_bad_limits_still_raise(
+    tmp_path: Path, root: Path
+) -> None:
+    """Each call's spec is built without ProcessSpec's own check when the executor's
+    limits and the call's values passed it already: the same spec field for field; an
+    executor with limits ProcessSpec refuses still gets ProcessSpec's error."""
+    import attrs
+
+    from ongrid_plugins.executors._spec import ProcessSpec
+    from ongrid_plugins.executors.subprocess import SubprocessExecutor
+
+    make_skill(root, "echo")
+    host = SkillHost(isolated_settings(tmp_path, root))
+    request = _request(host)
+    spec = SubprocessExecutor(4096, 0.5)._spec(request)
+    assert isinstance(spec, ProcessSpec)
+    try:
+        assert spec == ProcessSpec(**attrs.asdict(spec, recurse=False))
+        assert spec.argv == (host.get("echo").entry,) and spec.stdout_cap == 4096 and spec.kill_grace == 0.5
+        assert spec.stdin == request.args_json.encode() and spec.timeout == host.get("echo").timeout
+    finally:
+        assert spec.exec_fd is not None
+        os.close(spec.exec_fd)
+    fds = len(os.listdir("/proc/self/fd"))
+    for cap, grace in ((-1, 1.0), (1024, -0.5), (1024, float("nan"))):
+        with pytest.raises(ValueError, match="limits must be >= 0"):
+            SubprocessExecutor(cap, grace).run(request)
+    assert len(os.listdir("/proc/self/fd")) == fds  # the entry's descriptor is closed
 
 
 # ------------------------------------------------------------------ the audit writer

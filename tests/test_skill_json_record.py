@@ -239,3 +239,27 @@ def test_fast_init_refuses_what_it_could_not_build_as_the_class_would() -> None:
     ]:
         with pytest.raises(TypeError, match=words):
             fast_init(cls, *names)
+
+
+def test_fast_init_skips_a_post_init_check_only_when_the_caller_says_it_checked() -> None:
+    """``checked=True`` builds a class whose ``__attrs_post_init__`` only checks: the
+    same object as the class call, without the check (the caller's promise)."""
+    from ongrid_plugins.executors._spec import ProcessSpec
+
+    build = fast_init(ProcessSpec, "argv", "cwd", "env", "stdin", "timeout", "exec_fd", checked=True)
+    fast = build(("/bin/true",), "/", {"A": "1"}, b"{}", 5.0, 7)
+    assert fast == ProcessSpec(argv=("/bin/true",), cwd="/", env={"A": "1"}, stdin=b"{}", timeout=5.0, exec_fd=7)
+    assert fast.stdout_cap == 16 * 1024 * 1024 and fast.kill_grace == 2.0 and fast.confine is None
+    assert build(("relative",), "/", {}, b"", -1.0, None).timeout == -1.0  # no check: the caller's job
+    with pytest.raises(ValueError, match="absolute path"):
+        ProcessSpec(argv=("relative",), cwd="/", env={}, stdin=b"", timeout=1.0)
+
+    @attrs.frozen
+    class Before:
+        x: int
+
+        def __attrs_pre_init__(self) -> None:
+            pass
+
+    with pytest.raises(TypeError, match="__attrs_pre_init__"):
+        fast_init(Before, "x", checked=True)  # a pre-init is never skipped

@@ -374,16 +374,21 @@ def alive(pid: int, started: str) -> bool:
 class Process:
     """This process's pid and start time, re-read after a fork (``PID.pid``, ``PID.start``).
 
-    Read on every call (four times), so kept rather than asked of the kernel each time
+    Read on every call (five times), so kept rather than asked of the kernel each time
     (``getpid`` is a system call): a fork through :func:`os.fork` forgets it in the child.
     """
 
+    __slots__ = ("_ident", "pid")
+
     def __init__(self) -> None:
         self._ident = (-1, "")
+        self.pid = os.getpid()
+        """The pid of the calling process (a plain attribute: read on every call)."""
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._forget)
 
     def _forget(self) -> None:
+        self.pid = os.getpid()
         self._ident = (-1, "")
 
     @property
@@ -391,14 +396,9 @@ class Process:
         """(pid, start time in clock ticks since boot) of the calling process, read together."""
         ident = self._ident
         if ident[0] == -1:
-            pid = os.getpid()
+            pid = self.pid
             ident = self._ident = (pid, pid_start(pid))  # one assignment: threads see both or neither
         return ident
-
-    @property
-    def pid(self) -> int:
-        """The pid of the calling process."""
-        return self.ident[0]
 
     @property
     def start(self) -> str:

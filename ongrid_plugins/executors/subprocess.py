@@ -49,9 +49,15 @@ class SubprocessExecutor:
     the spawning thread, whose cgroup and temp folder are given back when the call ends.
     """
 
+    _ongrid_fresh_results = True
+    """``run`` and ``arun`` return a new result each call and keep no reference to it:
+    the pipeline completes it (decision, call id) in place."""
+
     def __init__(self, stdout_cap: int, kill_grace: float, settings: Settings | None = None) -> None:
         self.stdout_cap = stdout_cap
         self.kill_grace = kill_grace
+        # Limits ProcessSpec accepts: each call's spec is then built without checking them again.
+        self._limits_ok = type(stdout_cap) is int and stdout_cap >= 0 and kill_grace >= 0
         self.settings = settings
         # What every call of a tool shares (entry, root, the path beneath it, cwd), worked
         # out on its first call. Keyed by the tool object (frozen: a reload makes new ones)
@@ -111,19 +117,32 @@ class SubprocessExecutor:
             env.update(plan.env_extra)
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
         payload = request.args_json or canonical_json(request.args)
-        from ._spec import ProcessSpec  # with the runner, on the first call (see _runner)
+        cwd = prepared.cwd if prepared is not None else tool.cwd or os.path.dirname(entry)
+        build = _NEW_SPEC or _spec_builder()
+        if self._limits_ok and timeout >= 0 and entry[:1] == "/":  # what ProcessSpec checks (NaN fails)
+            stdin = payload.encode("utf-8")
+            cap, grace = self.stdout_cap, self.kill_grace
+            spec: ProcessSpec = build((entry,), cwd, env, stdin, timeout, cap, grace, fd, plan)
+            return spec
+        from ._spec import ProcessSpec
 
-        return ProcessSpec(
-            argv=(entry,),
-            cwd=prepared.cwd if prepared is not None else tool.cwd or os.path.dirname(entry),
-            env=env,
-            stdin=payload.encode("utf-8"),
-            timeout=timeout,
-            stdout_cap=self.stdout_cap,
-            kill_grace=self.kill_grace,
-            exec_fd=fd,
-            confine=plan,
-        )
+        try:
+            return ProcessSpec(  # raises ValueError naming the value
+                argv=(entry,),
+                cwd=cwd,
+                env=env,
+                stdin=payload.encode("utf-8"),
+                timeout=timeout,
+                stdout_cap=self.stdout_cap,
+                kill_grace=self.kill_grace,
+                exec_fd=fd,
+                confine=plan,
+            )
+        except BaseException:
+            if plan is not None:
+                plan.finish()
+            os.close(fd)  # the entry's descriptor goes with the refused spec
+            raise
 
     def _plan(self, request: CallRequest, fd: int, env: dict[str, str]) -> Plan | None:
         profile = request.sandbox
@@ -174,6 +193,21 @@ _RESULT_FIELDS = (
 _new_result: Callable[..., CallResult] = fast_init(CallResult, *_RESULT_FIELDS)
 _PROCESS: ModuleType | None = None
 _FAST: ModuleType | None = None
+_NEW_SPEC: Callable[..., ProcessSpec] | None = None
+
+#: The fields :meth:`SubprocessExecutor._spec` gives a spec, in the order it passes them.
+_SPEC_FIELDS = ("argv", "cwd", "env", "stdin", "timeout", "stdout_cap", "kill_grace", "exec_fd", "confine")
+
+
+def _spec_builder() -> Callable[..., ProcessSpec]:
+    """``ProcessSpec(...)`` positionally, for values the executor checked as the class
+    would (see :func:`~ongrid_plugins.models.fastinit.fast_init`); made on the first call,
+    with the runner's modules (see :func:`_runner`)."""
+    global _NEW_SPEC
+    from ._spec import ProcessSpec
+
+    _NEW_SPEC = fast_init(ProcessSpec, *_SPEC_FIELDS, checked=True)
+    return _NEW_SPEC
 
 
 def _runner() -> ModuleType:

@@ -26,21 +26,25 @@ from typing import Any
 
 import attrs
 
-__all__ = ["evolver", "fast_init"]
+__all__ = ["evolver", "fast_init", "slot_setter"]
 
 
-def fast_init(cls: type, *names: str) -> Callable[..., Any]:
+def fast_init(cls: type, *names: str, checked: bool = False) -> Callable[..., Any]:
     """``build(*values)``: a new ``cls`` whose fields ``names`` are ``values``, the rest defaults.
 
     Equal, field for field, to ``cls(**dict(zip(names, values)))``. Raises
     ``TypeError`` at once for a class the shortcut cannot build exactly, an
     unknown name, or a field with no default that is not named.
+
+    :param checked: The caller checks every value as the class's
+        ``__attrs_post_init__`` would (a check, not a change of the fields), and the
+        builder then does not run it; without this, such a class is refused.
     """
     fields = attrs.fields(cls)
     known = {field.name for field in fields}
     if unknown := [name for name in names if name not in known]:
         raise TypeError(f"{cls.__qualname__} has no field {unknown[0]!r}")
-    for hook in ("__attrs_pre_init__", "__attrs_post_init__"):
+    for hook in ("__attrs_pre_init__",) if checked else ("__attrs_pre_init__", "__attrs_post_init__"):
         if getattr(cls, hook, None) is not None:
             raise TypeError(f"{cls.__qualname__}: fast_init cannot run its {hook}")
     if _caches_hash(cls):
@@ -99,6 +103,18 @@ def _slot(cls: type, name: str) -> Any:
         if found is not None and type(found).__name__ == "member_descriptor":
             return found
     raise TypeError(f"{cls.__qualname__}.{name} is not a slot: fast_init needs a slotted class")
+
+
+def slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
+    """``set(value, new)``: field ``name`` of a ``cls`` set in place, past ``frozen``.
+
+    Only for a value that its maker hands over before anyone else holds it (a
+    builder's second step); refuses a class whose hash is cached (it would go stale).
+    """
+    if _caches_hash(cls):
+        raise TypeError(f"{cls.__qualname__}: its cached hash would not follow a field set in place")
+    setter: Callable[[Any, Any], None] = _slot(cls, name).__set__
+    return setter
 
 
 def _caches_hash(cls: type) -> bool:
