@@ -121,7 +121,7 @@ class Hooks:
 
     def executor(self, *, tool: Tool, settings: Settings) -> Executor | None:
         """``ongrid_executor``: the first plugin's executor for ``tool``, or None."""
-        caller = self._hook.ongrid_executor
+        caller = self._pm.hook.ongrid_executor  # read anew: a manager may replace its relay
         direct = self._executor
         if direct is None or direct.caller is not caller or direct.impls != caller._hookimpls:
             direct = self._executor = _direct(caller, ("tool", "settings"))
@@ -133,7 +133,7 @@ class Hooks:
 
     def before_call(self, *, request: CallRequest) -> None:
         """``ongrid_before_call``: every implementation; the first that raises aborts the call."""
-        caller = self._hook.ongrid_before_call
+        caller = self._pm.hook.ongrid_before_call  # read anew: a manager may replace its relay
         direct = self._before
         if direct is None or direct.caller is not caller or direct.impls != caller._hookimpls:
             direct = self._before = _direct(caller, ("request",))
@@ -144,7 +144,7 @@ class Hooks:
 
     def after_call(self, *, request: CallRequest, result: CallResult) -> None:
         """``ongrid_after_call``: every implementation (the caller logs an exception)."""
-        caller = self._hook.ongrid_after_call
+        caller = self._pm.hook.ongrid_after_call  # read anew: a manager may replace its relay
         direct = self._after
         if direct is None or direct.caller is not caller or direct.impls != caller._hookimpls:
             direct = self._after = _direct(caller, ("request", "result"))

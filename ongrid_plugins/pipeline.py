@@ -422,10 +422,8 @@ def _finish(host: SkillHost, attempt: Attempt, result: CallResult) -> CallResult
     request = attempt.request
     if result.decision is not attempt.decision or result.call_id != request.call_id:
         if type(result) is CallResult and type(attempt.executor).__dict__.get("_ongrid_fresh_results"):
-            # An executor whose own class says so (not a subclass: it may keep results)
-            # returns a result it made for this call alone and keeps no reference to: it is
-            # completed in place, before anyone else sees it, instead of copied field by
-            # field into a second object.
+            # Its own class (not a subclass, which may keep results) says the result is this
+            # call's alone: completed in place before anyone sees it, not copied.
             _SET_DECISION(result, attempt.decision)
             _SET_CALL_ID(result, request.call_id)
         else:
@@ -436,10 +434,7 @@ def _finish(host: SkillHost, attempt: Attempt, result: CallResult) -> CallResult
 
 _SET_DECISION = slot_setter(CallResult, "decision")
 _SET_CALL_ID = slot_setter(CallResult, "call_id")
-
-
-#: ``attrs.evolve`` with the class's init fields looked up once, not on every call (a
-#: result is evolved on every call: the executor's has no decision yet).
+#: ``attrs.evolve``, the class's init fields looked up once (another executor's results).
 _evolve: Callable[..., CallResult] = evolver(CallResult)
 
 

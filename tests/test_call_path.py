@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pluggy
 import pytest
 
@@ -226,6 +227,30 @@ def test_the_per_call_hooks_follow_plugins_added_and_removed_and_keep_pluggys_or
     assert_ok(host.call("echo"))
     assert seen == [] and executing.asked == ["echo"]
 
+    class Answering:  # a firstresult hook stops at the first answer: the built-in is not asked
+        @hookimpl(tryfirst=True)
+        def ongrid_executor(self, tool: Any) -> Any:
+            return _Canned()
+
+    class Wrapper:  # a wrapper registered once the direct path exists: pluggy's to call
+        @hookimpl(wrapper=True)
+        def ongrid_after_call(self, request: Any, result: Any) -> Any:
+            seen.append(("wrapper", result.value))
+            return (yield)
+
+    answering, wrapper = Answering(), Wrapper()
+    host.pm.register(answering)
+    host.pm.register(wrapper)
+    assert host.call("echo").value == {"canned": True}
+    assert seen == [("wrapper", {"canned": True})]
+
+
+class _Canned:
+    def run(self, request: Any) -> Any:
+        from ongrid_plugins import CallResult
+
+        return CallResult(request.tool.name, True, value={"canned": True})
+
 
 def _request(host: SkillHost) -> Any:
     from ongrid_plugins.pipeline import check_arguments
@@ -331,10 +356,9 @@ def test_the_executors_spec_is_the_one_processspec_builds_and_bad_limits_still_r
     """Each call's spec is built without ProcessSpec's own check when the executor's
     limits and the call's values passed it already: the same spec field for field; an
     executor with limits ProcessSpec refuses still gets ProcessSpec's error."""
-    import attrs
 
     from ongrid_plugins.executors._spec import ProcessSpec
-    from ongrid_plugins.executors.subprocess import SubprocessExecutor
+    from ongrid_plugins.executors.subprocess import SubprocessExecutor, _release
 
     make_skill(root, "echo")
     host = SkillHost(isolated_settings(tmp_path, root))
@@ -345,14 +369,28 @@ def test_the_executors_spec_is_the_one_processspec_builds_and_bad_limits_still_r
         assert spec == ProcessSpec(**attrs.asdict(spec, recurse=False))
         assert spec.argv == (host.get("echo").entry,) and spec.stdout_cap == 4096 and spec.kill_grace == 0.5
         assert spec.stdin == request.args_json.encode() and spec.timeout == host.get("echo").timeout
+        assert spec.cwd == str(Path(spec.argv[0]).parent) and spec.env == {}
+        confined = request.sandbox is not None and request.sandbox.confined
+        assert (spec.confine is not None) == confined
+        assert spec.exec_fd is not None and os.path.samefile(f"/proc/self/fd/{spec.exec_fd}", spec.argv[0])
     finally:
-        assert spec.exec_fd is not None
-        os.close(spec.exec_fd)
+        _release(spec)
+    with pytest.raises(ValueError):  # the first confined plan may open what later ones share
+        SubprocessExecutor(-1, 1.0).run(request)
     fds = len(os.listdir("/proc/self/fd"))
     for cap, grace in ((-1, 1.0), (1024, -0.5), (1024, float("nan"))):
         with pytest.raises(ValueError, match="limits must be >= 0"):
             SubprocessExecutor(cap, grace).run(request)
-    assert len(os.listdir("/proc/self/fd")) == fds  # the entry's descriptor is closed
+    executor = SubprocessExecutor(4096, 0.5)
+    for timeout in (-1.0, float("nan")):  # a tool a plugin built by hand, unchecked
+        odd = attrs.evolve(request, tool=attrs.evolve(request.tool, timeout=timeout))
+        with pytest.raises(ValueError, match="limits must be >= 0"):
+            executor.run(odd)
+    with pytest.raises(TypeError):
+        executor.run(attrs.evolve(request, tool=attrs.evolve(request.tool, timeout=None)))
+    with pytest.raises(UnicodeEncodeError):  # a lone surrogate cannot be the child's stdin
+        executor.run(attrs.evolve(request, args_json=b'{"x":"\\ud800"}'.decode("unicode_escape")))
+    assert len(os.listdir("/proc/self/fd")) == fds  # the entry's descriptor is closed every time
 
 
 # ------------------------------------------------------------------ the audit writer
@@ -564,7 +602,6 @@ def test_the_start_and_end_lines_hold_every_column_and_the_row_keeps_column_orde
 
 
 def test_the_pipelines_evolve_is_attrs_evolve() -> None:
-    import attrs
 
     from ongrid_plugins.gate.decision import Decision
     from ongrid_plugins.models import CallResult, RemoteRun, Verdict

@@ -56,8 +56,6 @@ class SubprocessExecutor:
     def __init__(self, stdout_cap: int, kill_grace: float, settings: Settings | None = None) -> None:
         self.stdout_cap = stdout_cap
         self.kill_grace = kill_grace
-        # Limits ProcessSpec accepts: each call's spec is then built without checking them again.
-        self._limits_ok = type(stdout_cap) is int and stdout_cap >= 0 and kill_grace >= 0
         self.settings = settings
         # What every call of a tool shares (entry, root, the path beneath it, cwd), worked
         # out on its first call. Keyed by the tool object (frozen: a reload makes new ones)
@@ -118,30 +116,35 @@ class SubprocessExecutor:
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
         payload = request.args_json or canonical_json(request.args)
         cwd = prepared.cwd if prepared is not None else tool.cwd or os.path.dirname(entry)
-        build = _NEW_SPEC or _spec_builder()
-        if self._limits_ok and timeout >= 0 and entry[:1] == "/":  # what ProcessSpec checks (NaN fails)
-            stdin = payload.encode("utf-8")
-            cap, grace = self.stdout_cap, self.kill_grace
-            spec: ProcessSpec = build((entry,), cwd, env, stdin, timeout, cap, grace, fd, plan)
-            return spec
-        from ._spec import ProcessSpec
-
+        cap, grace = self.stdout_cap, self.kill_grace
         try:
-            return ProcessSpec(  # raises ValueError naming the value
+            stdin = payload.encode("utf-8")
+            # What ProcessSpec checks, checked here (NaN fails >=): then built positionally.
+            typed = type(cap) is int and type(grace) in _NUMBERS and type(timeout) in _NUMBERS
+            if typed and cap >= 0 and grace >= 0 and timeout >= 0 and entry[:1] == "/":
+                spec: ProcessSpec = (_NEW_SPEC or _spec_builder())(
+                    (entry,), cwd, env, stdin, timeout, cap, grace, fd, plan
+                )
+                return spec
+            from ._spec import ProcessSpec
+
+            return ProcessSpec(  # raises ValueError (or TypeError) naming the value
                 argv=(entry,),
                 cwd=cwd,
                 env=env,
-                stdin=payload.encode("utf-8"),
+                stdin=stdin,
                 timeout=timeout,
-                stdout_cap=self.stdout_cap,
-                kill_grace=self.kill_grace,
+                stdout_cap=cap,
+                kill_grace=grace,
                 exec_fd=fd,
                 confine=plan,
             )
         except BaseException:
-            if plan is not None:
-                plan.finish()
-            os.close(fd)  # the entry's descriptor goes with the refused spec
+            try:
+                if plan is not None:
+                    plan.finish()
+            finally:
+                os.close(fd)  # the entry's descriptor goes with the refused spec
             raise
 
     def _plan(self, request: CallRequest, fd: int, env: dict[str, str]) -> Plan | None:
@@ -194,6 +197,7 @@ _new_result: Callable[..., CallResult] = fast_init(CallResult, *_RESULT_FIELDS)
 _PROCESS: ModuleType | None = None
 _FAST: ModuleType | None = None
 _NEW_SPEC: Callable[..., ProcessSpec] | None = None
+_NUMBERS = (int, float)  # by type, not isinstance: a bool is not a limit
 
 #: The fields :meth:`SubprocessExecutor._spec` gives a spec, in the order it passes them.
 _SPEC_FIELDS = ("argv", "cwd", "env", "stdin", "timeout", "stdout_cap", "kill_grace", "exec_fd", "confine")
