@@ -248,7 +248,8 @@ def test_fast_init_skips_a_post_init_check_only_when_the_caller_says_it_checked(
 
     build = fast_init(ProcessSpec, "argv", "cwd", "env", "stdin", "timeout", "exec_fd", checked=True)
     fast = build(("/bin/true",), "/", {"A": "1"}, b"{}", 5.0, 7)
-    assert fast == ProcessSpec(argv=("/bin/true",), cwd="/", env={"A": "1"}, stdin=b"{}", timeout=5.0, exec_fd=7)
+    slow = ProcessSpec(argv=("/bin/true",), cwd="/", env={"A": "1"}, stdin=b"{}", timeout=5.0, exec_fd=7)
+    assert fast == slow
     assert fast.stdout_cap == 16 * 1024 * 1024 and fast.kill_grace == 2.0 and fast.confine is None
     assert build(("relative",), "/", {}, b"", -1.0, None).timeout == -1.0  # no check: the caller's job
     with pytest.raises(ValueError, match="absolute path"):
