@@ -14,7 +14,7 @@ This module is the only one that touches pluggy's hook callers and internals
 fails on any other. Every method goes through the manager's hook executor, so
 ``ONGRID_TRACE_PLUGINS`` (or any ``add_hookcall_monitoring``) sees every hook call:
 the per-call hooks take a direct path only while nothing monitors the manager
-(:func:`call_hook`), and a shortcut a caller takes (:meth:`Hooks.only`) is refused
+(:func:`_direct`), and a shortcut a caller takes (:meth:`Hooks.only`) is refused
 while it is monitored.
 
 May import: :mod:`.hookspecs` and pluggy (a values module; hook argument types only
@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pluggy
-from pluggy._callers import _multicall  # what an unmonitored manager runs (see call_hook)
+from pluggy._callers import _multicall  # what an unmonitored manager runs (see _direct)
 
 if TYPE_CHECKING:
     from .executors import Executor
@@ -64,15 +64,11 @@ class Implementation(NamedTuple):
 class Hooks:
     """Typed calls of every hook, for one plugin manager (get it with :func:`hooks`)."""
 
-    __slots__ = ("_after", "_before", "_executor", "_hook", "_pm")
+    __slots__ = ("_hook", "_pm")
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self._pm = pm
         self._hook = pm.hook
-        # The per-call hooks' direct paths (see _Direct), made on first use.
-        self._before: _Direct | None = None
-        self._after: _Direct | None = None
-        self._executor: _Direct | None = None
 
     def __repr__(self) -> str:
         return f"<Hooks of {self._pm.project_name}>"
@@ -121,37 +117,28 @@ class Hooks:
 
     def executor(self, *, tool: Tool, settings: Settings) -> Executor | None:
         """``ongrid_executor``: the first plugin's executor for ``tool``, or None."""
-        caller = self._pm.hook.ongrid_executor  # read anew: a manager may replace its relay
-        direct = self._executor
-        if direct is None or direct.caller is not caller or direct.impls != caller._hookimpls:
-            direct = self._executor = _direct(caller, ("tool", "settings"))
-        if direct.run is None or self._pm._inner_hookexec is not _multicall:
-            executor: Executor | None = call_hook(self._pm, "ongrid_executor", tool=tool, settings=settings)
+        run = _direct(self._pm, "ongrid_executor", _EXECUTOR_ARGS)
+        if run is None:
+            executor: Executor | None = self._pm.hook.ongrid_executor(tool=tool, settings=settings)
             return executor
-        found: Executor | None = direct.run(tool, settings)
+        found: Executor | None = run(tool, settings)
         return found
 
     def before_call(self, *, request: CallRequest) -> None:
         """``ongrid_before_call``: every implementation; the first that raises aborts the call."""
-        caller = self._pm.hook.ongrid_before_call  # read anew: a manager may replace its relay
-        direct = self._before
-        if direct is None or direct.caller is not caller or direct.impls != caller._hookimpls:
-            direct = self._before = _direct(caller, ("request",))
-        if direct.run is None or self._pm._inner_hookexec is not _multicall:
-            call_hook(self._pm, "ongrid_before_call", request=request)
+        run = _direct(self._pm, "ongrid_before_call", _BEFORE_ARGS)
+        if run is None:
+            self._pm.hook.ongrid_before_call(request=request)
         else:
-            direct.run(request)
+            run(request)
 
     def after_call(self, *, request: CallRequest, result: CallResult) -> None:
         """``ongrid_after_call``: every implementation (the caller logs an exception)."""
-        caller = self._pm.hook.ongrid_after_call  # read anew: a manager may replace its relay
-        direct = self._after
-        if direct is None or direct.caller is not caller or direct.impls != caller._hookimpls:
-            direct = self._after = _direct(caller, ("request", "result"))
-        if direct.run is None or self._pm._inner_hookexec is not _multicall:
-            call_hook(self._pm, "ongrid_after_call", request=request, result=result)
+        run = _direct(self._pm, "ongrid_after_call", _AFTER_ARGS)
+        if run is None:
+            self._pm.hook.ongrid_after_call(request=request, result=result)
         else:
-            direct.run(request, result)
+            run(request, result)
 
     # ------------------------------------------------------------------ what is registered
 
@@ -219,109 +206,85 @@ def call_hook(pm: pluggy.PluginManager, name: str, **kwargs: Any) -> Any:
     """``pm.hook.<name>(**kwargs)``: the same calls, order, answer and exceptions.
 
     The per-call path (``ongrid_before_call``, ``ongrid_after_call``,
-    ``ongrid_executor``) runs a handful of plain implementations: they are called here
-    in pluggy's order (last registered first, ``tryfirst``/``trylast`` honoured),
-    keeping results that are not None and stopping at the first for a ``firstresult``
-    hook, without pluggy's generic machinery (a few microseconds a hook, several
-    times that between two spawns). What to call is worked out once per hook and kept
-    while its implementations stay the same objects (a plugin registered or removed
-    makes a new plan). Anything else goes through pluggy itself: a wrapper or hook
-    wrapper, an implementation with keyword defaults, a specification with defaults, a
-    missing argument, and a manager whose calls are monitored
+    ``ongrid_executor``) runs a handful of plain implementations: they are called
+    through :func:`_direct`, without pluggy's generic machinery (a few microseconds a
+    hook, several times that between two spawns). Anything else goes through pluggy.
+    """
+    run = _direct(pm, name, tuple(kwargs))
+    if run is None:
+        return getattr(pm.hook, name)(**kwargs)
+    return run(*kwargs.values())
+
+
+#: The arguments of the per-call hooks, in the order :class:`Hooks` passes them.
+_EXECUTOR_ARGS = ("tool", "settings")
+_BEFORE_ARGS = ("request",)
+_AFTER_ARGS = ("request", "result")
+
+
+def _direct(pm: pluggy.PluginManager, name: str, params: tuple[str, ...]) -> Callable[..., Any] | None:
+    """Hook ``name``'s implementations as one function of ``params`` (positional), or None.
+
+    The function calls them in pluggy's order (last registered first,
+    ``tryfirst``/``trylast`` honoured), keeps the results that are not None and
+    stops at the first for a ``firstresult`` hook, written out as one straight line
+    (``_hook_0(request, result)``, ``_hook_1(result)``...). It is made once per hook
+    and kept while the hook's caller and implementations stay the same objects (a
+    plugin registered or removed makes a new one). None, for pluggy to call: a wrapper
+    or hook wrapper, an implementation with keyword defaults, a specification with
+    defaults, an argument missing or unknown, and a manager whose calls are monitored
     (``ONGRID_TRACE_PLUGINS``, ``add_hookcall_monitoring``), so tracing sees every call.
     """
-    caller = getattr(pm.hook, name)
-    if _monitored(pm):
-        return caller(**kwargs)
-    plans: dict[str, _Plan] | None = pm.__dict__.get("_ongrid_plans")
-    if plans is None:
-        plans = pm.__dict__["_ongrid_plans"] = {}
-    plan = plans.get(name)
-    if (
-        plan is None
-        or plan.caller is not caller
-        or plan.impls != caller._hookimpls
-        or plan.names != kwargs.keys()
-    ):
-        plan = plans[name] = _plan(caller, kwargs)
-    if plan.calls is None:
-        return caller(**kwargs)
-    get = kwargs.__getitem__
-    if plan.firstresult:
-        for function, argnames in plan.calls:
-            result = function(*map(get, argnames))
-            if result is not None:
-                return result
+    made: dict[str, _Direct] | None = pm.__dict__.get("_ongrid_direct")
+    if made is None:
+        if _monitored(pm):
+            return None
+        made = pm.__dict__["_ongrid_direct"] = {}
+    elif pm._inner_hookexec is not _multicall:  # monitored since (checked once: the attribute exists)
         return None
-    results = []
-    for function, argnames in plan.calls:
-        result = function(*map(get, argnames))
-        if result is not None:
-            results.append(result)
-    return results
-
-
-class _Plan(NamedTuple):
-    """What :func:`call_hook` calls for one hook, and what it was worked out from."""
-
-    caller: Any
-    impls: list[Any]
-    """A copy of the caller's implementations: the plan holds while they are equal."""
-    names: frozenset[str]
-    """The keyword arguments it was made for."""
-    firstresult: bool
-    calls: tuple[tuple[Callable[..., Any], tuple[str, ...]], ...] | None
-    """``(function, argument names)`` in pluggy's call order; None: let pluggy call."""
-
-
-def _plan(caller: Any, kwargs: Mapping[str, Any]) -> _Plan:
-    spec = caller.spec
-    impls = list(caller._hookimpls)
-    plan = _Plan(caller, impls, frozenset(kwargs), bool(spec and spec.opts.get("firstresult", False)), None)
-    if spec is None or spec.kwargdefaults or len(kwargs) != len(spec.argnames):
-        return plan
-    for impl in impls:
-        if impl.hookwrapper or impl.wrapper or impl.kwargnames:
-            return plan
-        if any(arg not in kwargs for arg in impl.argnames):
-            return plan  # pluggy's error for the missing argument
-    return plan._replace(calls=tuple((impl.function, tuple(impl.argnames)) for impl in reversed(impls)))
+    caller = getattr(pm.hook, name)
+    got = made.get(name)
+    if got is None or got.caller is not caller or got.params != params or got.impls != caller._hookimpls:
+        got = made[name] = _make_direct(caller, params)  # new, or a plugin registered or removed
+    return got.run
 
 
 class _Direct(NamedTuple):
-    """A per-call hook's implementations as one generated function (:func:`_direct`)."""
+    """What :func:`_direct` calls for one hook, and what it was made from."""
 
     caller: Any
     impls: list[Any]
     """A copy of the caller's implementations: ``run`` holds while they are equal."""
+    params: tuple[str, ...]
     run: Callable[..., Any] | None
-    """Calls them in pluggy's order, positionally; None: :func:`call_hook` decides."""
+    """None: let pluggy call."""
 
 
-def _direct(caller: Any, params: tuple[str, ...]) -> _Direct:
-    """What :func:`call_hook` would call for ``caller`` with ``params``, as one function.
-
-    The three hooks of every call (:meth:`Hooks.before_call`, :meth:`Hooks.after_call`,
-    :meth:`Hooks.executor`) run it while the implementations stay the same and nothing
-    monitors the manager: the same functions, order, answer and exceptions as
-    :func:`call_hook`'s loop, written out as one straight line (``f0(request, result)``,
-    ``f1(result)``...) instead of a loop mapping keyword names to arguments, on every call.
-    """
-    plan = _plan(caller, dict.fromkeys(params))
-    if plan.calls is None:
-        return _Direct(caller, plan.impls, None)
+def _make_direct(caller: Any, params: tuple[str, ...]) -> _Direct:
+    spec = caller.spec
+    impls = list(caller._hookimpls)
+    none = _Direct(caller, impls, params, None)
+    if spec is None or spec.kwargdefaults or sorted(params) != sorted(spec.argnames):
+        return none  # pluggy's error for a missing or unknown argument
+    for impl in impls:
+        if impl.hookwrapper or impl.wrapper or impl.kwargnames or not set(impl.argnames) <= set(params):
+            return none
+    if any(param.startswith("_") for param in params):
+        return none  # the generated function's own names start with one
+    firstresult = bool(spec.opts.get("firstresult", False))
     space: dict[str, Any] = {}
-    lines = [f"def run({', '.join(params)}):"]
-    for i, (function, argnames) in enumerate(plan.calls):
-        space[f"_hook_{i}"] = function
-        call = f"_hook_{i}({', '.join(argnames)})"  # argnames: a subset of params (_plan checked)
-        if plan.firstresult:
-            lines += [f"    _found = {call}", "    if _found is not None:", "        return _found"]
+    lines = [f"def run({', '.join(params)}):"] + ([] if firstresult else ["    _results = []"])
+    for i, impl in enumerate(reversed(impls)):  # pluggy calls the last registered first
+        space[f"_hook_{i}"] = impl.function
+        lines.append(f"    _result = _hook_{i}({', '.join(impl.argnames)})")
+        if firstresult:
+            lines += ["    if _result is not None:", "        return _result"]
         else:
-            lines.append(f"    {call}")
-    lines.append("    return None")
-    exec(compile("\n".join(lines), f"<direct {caller.name}>", "exec"), space)  # names from the hook specs
-    return _Direct(caller, plan.impls, space["run"])
+            lines += ["    if _result is not None:", "        _results.append(_result)"]
+    lines.append("    return None" if firstresult else "    return _results")
+    # names from the hook specification and its implementations, checked above
+    exec(compile("\n".join(lines), f"<direct {caller.name}>", "exec"), space)
+    return none._replace(run=space["run"])
 
 
 def call_each(

@@ -127,6 +127,18 @@ def test_call_hook_follows_plugins_registered_and_removed_after_its_first_call()
     assert both(pm, "first", log, value=0) == (100, ["c"])  # another hook: its own plan
 
 
+@pytest.mark.filterwarnings("ignore:Argument.*cannot be found")  # pluggy's own warning, both ways
+def test_call_hook_leaves_a_wrong_argument_to_pluggy_and_fails_as_it_does() -> None:
+    log: list[str] = []
+    pm = manager(Plain("a", 1, log))
+    with pytest.raises(Exception) as direct:  # whatever pluggy raises
+        call_hook(pm, "each", other=1)
+    with pytest.raises(Exception) as plain:
+        pm.hook.each(other=1)
+    assert type(direct.value) is type(plain.value) and str(direct.value) == str(plain.value)
+    assert log == []
+
+
 def test_an_implementations_exception_comes_out_unchanged_and_once() -> None:
     calls: list[int] = []
 
