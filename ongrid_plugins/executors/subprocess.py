@@ -116,29 +116,11 @@ class SubprocessExecutor:
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
         payload = request.args_json or canonical_json(request.args)
         cwd = prepared.cwd if prepared is not None else tool.cwd or os.path.dirname(entry)
-        cap, grace = self.stdout_cap, self.kill_grace
         try:
-            stdin = payload.encode("utf-8")
-            # What ProcessSpec checks, checked here (NaN fails >=): then built positionally.
-            typed = type(cap) is int and type(grace) in _NUMBERS and type(timeout) in _NUMBERS
-            if typed and cap >= 0 and grace >= 0 and timeout >= 0 and entry[:1] == "/":
-                spec: ProcessSpec = (_NEW_SPEC or _spec_builder())(
-                    (entry,), cwd, env, stdin, timeout, cap, grace, fd, plan
-                )
-                return spec
-            from ._spec import ProcessSpec
-
-            return ProcessSpec(  # raises ValueError (or TypeError) naming the value
-                argv=(entry,),
-                cwd=cwd,
-                env=env,
-                stdin=stdin,
-                timeout=timeout,
-                stdout_cap=cap,
-                kill_grace=grace,
-                exec_fd=fd,
-                confine=plan,
+            spec: ProcessSpec = (_ENTRY_SPEC or _spec_builder())(
+                entry, cwd, env, payload.encode("utf-8"), timeout, self.stdout_cap, self.kill_grace, fd, plan
             )
+            return spec
         except BaseException:
             try:
                 if plan is not None:
@@ -196,22 +178,16 @@ _RESULT_FIELDS = (
 _new_result: Callable[..., CallResult] = fast_init(CallResult, *_RESULT_FIELDS)
 _PROCESS: ModuleType | None = None
 _FAST: ModuleType | None = None
-_NEW_SPEC: Callable[..., ProcessSpec] | None = None
-_NUMBERS = (int, float)  # by type, not isinstance: a bool is not a limit
-
-#: The fields :meth:`SubprocessExecutor._spec` gives a spec, in the order it passes them.
-_SPEC_FIELDS = ("argv", "cwd", "env", "stdin", "timeout", "stdout_cap", "kill_grace", "exec_fd", "confine")
+_ENTRY_SPEC: Callable[..., ProcessSpec] | None = None
 
 
 def _spec_builder() -> Callable[..., ProcessSpec]:
-    """``ProcessSpec(...)`` positionally, for values the executor checked as the class
-    would (see :func:`~ongrid_plugins.models.fastinit.fast_init`); made on the first call,
-    with the runner's modules (see :func:`_runner`)."""
-    global _NEW_SPEC
-    from ._spec import ProcessSpec
+    """:func:`._spec.entry_spec`, imported on the first call (with the runner: :func:`_runner`)."""
+    global _ENTRY_SPEC
+    from ._spec import entry_spec
 
-    _NEW_SPEC = fast_init(ProcessSpec, *_SPEC_FIELDS, checked=True)
-    return _NEW_SPEC
+    _ENTRY_SPEC = entry_spec
+    return entry_spec
 
 
 def _runner() -> ModuleType:
