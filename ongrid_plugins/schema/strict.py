@@ -436,7 +436,9 @@ def _drop(schema: object, value: Any, root: Mapping[str, Any], depth: int) -> An
 
 def _drop_union(branches: list[Any], value: Any, root: Mapping[str, Any], depth: int) -> Any:
     """Drop nulls along the branch the value belongs to: the only one of its JSON type, else the
-    first where the result is valid (checked with jsonschema, which only then is imported)."""
+    first where the result has the branch's shape (checked with jsonschema, which only then is
+    imported). Formats are left out of that check: a badly formatted string does not change which
+    branch the model wrote, and the host's argument check, which asserts formats, then names it."""
     kind = "object" if isinstance(value, dict) else "array"
     candidates = [b for b in branches if isinstance(b, Mapping) and _admits(b, kind, root)]
     if len(candidates) == 1:
@@ -446,7 +448,7 @@ def _drop_union(branches: list[Any], value: Any, root: Mapping[str, Any], depth:
     defs = {k: root[k] for k in ("$defs", "definitions") if k in root}
     for branch in candidates:
         dropped = _drop(branch, value, root, depth + 1)
-        if safe_validator({**defs, **branch}).is_valid(dropped):
+        if safe_validator({**defs, **branch}, formats=False).is_valid(dropped):
             return dropped
     return value
 

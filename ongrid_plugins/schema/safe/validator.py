@@ -20,10 +20,10 @@ from .regex import RegexError, compile_regex, regex_search
 __all__ = ["safe_validator"]
 
 
-def safe_validator(schema: Mapping[str, Any] | bool) -> Any:
-    """A validator for ``schema`` (always draft 2020-12), with format checks on."""
+def safe_validator(schema: Mapping[str, Any] | bool, *, formats: bool = True) -> Any:
+    """A validator for ``schema`` (always draft 2020-12), with format checks on (``formats``)."""
     cls = _validator_class()
-    return cls(schema, registry=refusing_registry(), format_checker=cls.FORMAT_CHECKER)
+    return cls(schema, registry=refusing_registry(), format_checker=cls.FORMAT_CHECKER if formats else None)
 
 
 def _matches(pattern: object, text: str) -> bool:
