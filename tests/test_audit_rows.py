@@ -35,7 +35,7 @@ from ongrid_plugins.audit.chain import (
     canonical,
     walk,
 )
-from ongrid_plugins.audit.journal import END_COLUMNS, START_COLUMNS, _write_all
+from ongrid_plugins.audit.journal import END_COLUMNS, START_COLUMNS, _write_all, _write_all_python
 from ongrid_plugins.audit.rows import finish_row, start_row
 from ongrid_plugins.models import CallRequest, Decision, Outcome, RemoteRun, Verdict, canonical_json
 from ongrid_plugins.testing import isolated_settings, make_skill
@@ -182,17 +182,35 @@ def test_the_fast_encoder_writes_what_canonical_json_writes() -> None:
             canonical([bad])
 
 
-def test_a_journal_line_that_cannot_be_written_raises_the_os_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("write_all", [_write_all, _write_all_python], ids=["in-use", "python"])
+def test_a_journal_line_that_cannot_be_written_raises_the_os_error(tmp_path: Path, write_all: Any) -> None:
     path = tmp_path / "j"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        _write_all(fd, b"S c1 [1]\n" * 1000)
+        write_all(fd, b"S c1 [1]\n" * 1000)
     finally:
         os.close(fd)
     assert path.read_bytes() == b"S c1 [1]\n" * 1000
     with pytest.raises(OSError) as caught:
-        _write_all(fd, b"closed\n")
+        write_all(fd, b"closed\n")
     assert caught.value.errno == 9  # EBADF: the file is closed
+
+
+@pytest.mark.parametrize("write_all", [_write_all, _write_all_python], ids=["in-use", "python"])
+def test_a_write_cut_short_goes_on_until_every_byte_is_written(tmp_path: Path, write_all: Any) -> None:
+    # A pipe takes 64 KiB at a time: 1 MiB needs many writes, each cut short until cat,
+    # another process (it needs no GIL), drains the pipe into a file.
+    read_end, write_end = os.pipe()
+    with open(tmp_path / "out", "wb") as out:
+        reader = subprocess.Popen(["cat"], stdin=read_end, stdout=out)
+    os.close(read_end)
+    data = bytes(range(256)) * 4096
+    try:
+        write_all(write_end, data)
+    finally:
+        os.close(write_end)
+    assert reader.wait(timeout=30) == 0
+    assert (tmp_path / "out").read_bytes() == data
 
 
 def _dead_journal(tmp_path: Path) -> Path:

@@ -7,12 +7,15 @@ digest. Each case is checked against the plain ``JSONEncoder`` with the same opt
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ongrid_plugins.models import Outcome, base, canonical_json
 
@@ -107,6 +110,15 @@ def test_a_failed_encoding_leaves_nothing_behind_for_the_next_one() -> None:
         "[1, 2,]",
         '"just a string"',
         "12 ",
+        "\t{}",
+        "\r\n[1]\r\n",
+        "{}\n",
+        "\x0b{}",  # not JSON whitespace
+        "{}\x0b",
+        "\u00a0{}",
+        "{} x",
+        "1 2",
+        "\n",
     ],
 )
 def test_decode_json_gives_what_the_decoder_gives_value_and_error(text: str) -> None:
@@ -119,3 +131,174 @@ def test_decode_json_gives_what_the_decoder_gives_value_and_error(text: str) -> 
             return ("error", str(exc), exc.pos)
 
     assert outcome(lambda t: base.decode_json(decoder.scan_once, t)) == outcome(decoder.decode)  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- the compiled encoder
+
+
+def compiled_with_spy() -> tuple[Any, list[Any]]:
+    """``_speedups``' encoder over this module's Python one, and the values it handed over."""
+    handed: list[Any] = []
+
+    def fallback(value: Any) -> str:
+        handed.append(value)
+        return base._fast_canonical()(value)
+
+    return _speedups.canonical_encoder(fallback), handed
+
+
+_speedups: Any = None
+with contextlib.suppress(ImportError):  # not built: the first test below fails and says so
+    from ongrid_plugins import _speedups
+
+
+def test_the_compiled_encoder_is_built_and_in_use() -> None:
+    # pip install (the README's test command) compiles it; a build that failed shows here.
+    assert _speedups is not None, "ongrid_plugins/_speedups.c did not build"
+    assert type(canonical_json) is type(len)  # a builtin: _speedups' function, not Python's
+
+
+class Level(int):
+    pass
+
+
+class Ratio(float):
+    pass
+
+
+class Name(str):
+    pass
+
+
+class Ordered(dict):  # type: ignore[type-arg]
+    def items(self) -> Any:
+        return reversed(list(super().items()))
+
+
+KNOWN: list[Any] = [
+    None,
+    True,
+    False,
+    0,
+    -(2**63),
+    2**63,
+    -(2**64) - 1,
+    10**200,
+    Level(7),
+    1.5,
+    -0.0,
+    5e-324,
+    1e300,
+    0.1 + 0.2,
+    Ratio(2.5),
+    "",
+    'quote " backslash \\ slash / \b\f\n\r\t \x00\x01\x1f \x7f',
+    "é ü 中文 😀 \u2028\u2029 \ufeff",
+    Name("a str subclass"),
+    Outcome.OK,
+    [],
+    (),
+    {},
+    [1, [2, [3, (4, {"x": ()})]]],
+    {"b": 1, "a": 2, "B": 3, "é": 4, "": 5, "a\x00": 6, "😀": 7, "\u2028": 8},
+    {"n": {"n": {"n": {}}}},
+    {"k" * 5000: ["v" * 5000] * 3},
+]
+
+
+@pytest.mark.parametrize("value", KNOWN, ids=[f"known-{i}" for i in range(len(KNOWN))])
+def test_the_compiled_encoder_writes_what_it_knows_as_json_does_without_help(value: Any) -> None:
+    encode, handed = compiled_with_spy()
+    assert encode(value) == plain(value)
+    assert encode([value, {"v": value}]) == plain([value, {"v": value}])
+    assert handed == []
+
+
+UNKNOWN: list[Any] = [
+    {1: "int key"},
+    {"a": 1, 2: "mixed keys"},
+    {None: 1, True: 2},
+    {2.5: "float key"},
+    {Name("k"): "str subclass key"},
+    Ordered(b=1, a=2),
+    [1, {"x": Ordered(z=1)}],
+    "a lone \ud800 surrogate",
+    {"lone": "\udfff"},
+    deep(65),
+    [object(), 1],
+    {"set": {1}},
+    math.nan,
+    [1, math.inf],
+    b"bytes",
+    {"x": 1j},
+]
+
+
+@pytest.mark.parametrize("value", UNKNOWN, ids=[f"unknown-{i}" for i in range(len(UNKNOWN))])
+def test_the_compiled_encoder_hands_what_it_does_not_know_to_the_python_one(value: Any) -> None:
+    encode, handed = compiled_with_spy()
+
+    def outcome(fn: Any) -> Any:
+        try:
+            return ("text", fn(value))
+        except (TypeError, ValueError, RecursionError) as exc:
+            return (type(exc), str(exc))
+
+    assert outcome(encode) == outcome(plain)
+    assert len(handed) == 1 and handed[0] is value  # the whole value, once
+
+
+def test_the_compiled_encoder_nests_to_its_depth_then_hands_over() -> None:
+    encode, handed = compiled_with_spy()
+    assert encode(deep(64)) == plain(deep(64))  # 64 lists around an empty one: depth 64
+    assert handed == []
+    assert encode(deep(65)) == plain(deep(65))
+    assert len(handed) == 1
+
+
+def test_an_int_too_long_to_print_fails_as_json_dumps_fails() -> None:
+    huge = 10 ** (sys.get_int_max_str_digits() + 1)
+    with pytest.raises(ValueError, match="Exceeds the limit"):
+        plain([huge])
+    with pytest.raises(ValueError, match="Exceeds the limit"):
+        canonical_json([huge])
+
+
+def test_canonical_encoder_refuses_a_fallback_it_cannot_call() -> None:
+    with pytest.raises(TypeError, match="fallback must be callable"):
+        _speedups.canonical_encoder("not callable")
+
+
+# Values as JSON can hold them, and some it cannot: both encoders must agree with json.
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(),
+    st.sampled_from([Outcome.OK, Level(3), Ratio(0.5), Name("n"), object(), b"x"]),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5),
+        st.lists(inner, max_size=5).map(tuple),
+        st.dictionaries(st.text(max_size=8), inner, max_size=5),
+        st.dictionaries(st.one_of(st.integers(), st.text(max_size=3)), inner, max_size=3),
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_values)
+def test_any_value_gets_json_dumps_text_or_its_error(value: Any) -> None:
+    def outcome(fn: Any) -> Any:
+        try:
+            return ("text", fn(value))
+        except (TypeError, ValueError) as exc:
+            return (type(exc), str(exc))
+
+    expected = outcome(plain)
+    assert outcome(canonical_json) == expected
+    assert outcome(base._fast_canonical()) == expected

@@ -26,7 +26,7 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         (
             "values",
             "_version errors models hookspecs hooks sidetable identity frontmatter hints settings resolve"
-            " _sqlite",
+            " _sqlite _speedups",
         ),
         ("schemas", "schema safeschema export_gemini archive packs.archive scaffold"),
         ("discovery", "discovery roots loaders packs plugins builtin_tools"),
@@ -54,8 +54,10 @@ ALLOWED_UPWARD: Mapping[tuple[str, str], str] = {
 
 
 def _modules(package: Path) -> dict[str, Path]:
+    """Every module: its ``.py`` file, or for a compiled one (``_speedups``) its ``.pyi`` stub."""
     found = {}
-    for path in sorted(package.rglob("*.py")):
+    stubs = [p for p in package.rglob("*.pyi") if not p.with_suffix(".py").exists()]
+    for path in sorted([*package.rglob("*.py"), *stubs]):
         relative = path.relative_to(package.parent).with_suffix("")
         parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
         if "skills" in parts[1:2]:  # the built-in skills folder holds skill code, not package modules

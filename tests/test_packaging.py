@@ -115,6 +115,20 @@ def test_the_wheel_carries_the_compiled_runner_and_calls_use_it(installed: Path,
     assert ongrid_wheel_tag(installed) != "py3-none-any"  # a platform wheel: it holds a compiled module
 
 
+def test_the_wheel_carries_the_compiled_canonical_json_and_uses_it(installed: Path, tmp_path: Path) -> None:
+    code = (
+        "from ongrid_plugins import _speedups\n"
+        "from ongrid_plugins.models import canonical_json\n"
+        "from ongrid_plugins.audit import journal\n"
+        "print(type(canonical_json).__name__, journal._write_all is _speedups.write_all)\n"
+        "print(canonical_json({'b': [1.5, None], 'a': 'é'}))\n"
+    )
+    out = subprocess.run(
+        [str(installed / "python"), "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    ).stdout.splitlines()
+    assert out == ["builtin_function_or_method True", '{"a":"é","b":[1.5,null]}']
+
+
 def ongrid_wheel_tag(installed: Path) -> str:
     site = Path(
         subprocess.run(
@@ -142,10 +156,9 @@ def test_without_a_c_compiler_the_package_still_builds_and_says_it_uses_the_pyth
         timeout=600,
     )
     assert built.returncode == 0, built.stderr
-    assert (
-        "no C compiler" in built.stdout + built.stderr
-        and "the Python runner will be used" in built.stdout + built.stderr
-    )
+    said = built.stdout + built.stderr
+    assert "no C compiler" in said and "the Python runner will be used" in said
+    assert "the Python encoder will be used" in said
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     assert wheel.name.endswith("-py3-none-any.whl")  # pure: nothing compiled went in
     assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".so")]

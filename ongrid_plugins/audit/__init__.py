@@ -11,8 +11,9 @@ record. :mod:`.entries` holds what readers get back: rows and verify reports.
 See ``docs/audit.md``.
 
 May import: the value modules (``errors``, ``models``, ``hookspecs``,
-``settings``, ``_sqlite``) and the schema stage (``redact``); the gate's ticket
-values for typing only. Never the host, the executors or a surface.
+``settings``, ``_sqlite``, the optional compiled ``_speedups``) and the schema stage
+(``redact``); the gate's ticket values for typing only. Never the host, the executors
+or a surface.
 
 ``ongrid_plugins.audit`` is the documented import path: the names below stay
 importable from here.

@@ -314,13 +314,14 @@ def _close_fd(fd: int, remove: str = "", pid: int = -1) -> None:
         os.close(fd)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all_python(fd: int, data: bytes) -> None:
     """Write all of ``data``, keeping the GIL for the first (usually only) ``write()``.
 
     An append of a line to a local file only copies it into the page cache (the
     state folder is local: SQLite's WAL mode, which the log runs in, does not work
     over a network filesystem), so handing the GIL to another thread and waiting to
     get it back costs more than the write itself: two round trips a call otherwise.
+    The compiled ``_speedups.write_all`` does the same without ctypes, where it was built.
     """
     quick = _quick_write()
     written = quick(fd, data, len(data)) if quick is not None else -1
@@ -342,6 +343,19 @@ def _quick_write() -> Any:
         return ctypes.PyDLL(None).write
     except (ImportError, OSError, AttributeError):
         return None
+
+
+def _compiled_write_all() -> Any:
+    try:
+        from .. import _speedups
+    except ImportError:  # not built (no compiler at install time)
+        return None
+    return _speedups.write_all
+
+
+#: Write all of a line to the journal, the GIL held: ``_speedups.write_all`` where it was
+#: built, else :func:`_write_all_python`.
+_write_all: Any = _compiled_write_all() or _write_all_python
 
 
 def pid_start(pid: int) -> str:

@@ -1,0 +1,387 @@
+/* Compiled helpers for two things every call does several times: canonical JSON, and
+ * the audit journal's append.
+ *
+ * canonical_encoder(fallback) returns a function that gives the canonical JSON text of
+ * a value (sorted keys, no spaces, UTF-8 kept, no NaN): byte for byte what
+ * json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+ * allow_nan=False).encode gives, for the values it knows, read as json reads them:
+ *
+ *   None, True, False;
+ *   int and its subclasses (int.__repr__: an IntEnum is its number);
+ *   float and its subclasses, when finite (float.__repr__);
+ *   str and its subclasses (their characters: a StrEnum is its value), escaped as
+ *     json escapes them with ensure_ascii=False (", \, \b \f \n \r \t, other control
+ *     characters as \u00xx, everything else kept);
+ *   dict (exactly) whose keys are all str (exactly), in sorted key order;
+ *   list and tuple (exactly);
+ *
+ * nested up to MAX_DEPTH. Anything else anywhere in the value -- another type, a
+ * subclass of dict, list or tuple, a key that is not a str, a NaN or an infinity, a
+ * lone surrogate, deeper nesting or a cycle, an int too long for int.__repr__ -- hands
+ * the whole value to fallback(value), the Python encoder, which gives the text or the
+ * error json gives. Nothing here runs Python code or releases the GIL, so the value
+ * cannot change while it is read.
+ *
+ * Why: json's C encoder spends most of a small value's time on its generality (a list
+ * of chunks joined at the end, two passes over every string, a markers dict for
+ * cycles); an audit row, a call's arguments and its result are encoded on every call.
+ *
+ * write_all(fd, data) writes all of data with the GIL held (os.write releases and takes
+ * it back around every write, a hand-over to any thread waiting for it and a wait to
+ * get it back: more than the append of a line to a local file costs). For the journal,
+ * a local file, never a pipe or a socket that could block.
+ *
+ * Optional: where it is not built (see hatch_build.py), models.base and audit.journal
+ * use their Python code, which gives the same results.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_DEPTH 64
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+    char small[1024];
+    int ascii; /* every byte < 0x80 so far */
+} Out;
+
+static int out_grow(Out *o, size_t more) {
+    size_t need = o->len + more;
+    if (need <= o->cap)
+        return 0;
+    size_t cap = o->cap * 2;
+    while (cap < need)
+        cap *= 2;
+    char *data;
+    if (o->data == o->small) {
+        data = PyMem_Malloc(cap);
+        if (data != NULL)
+            memcpy(data, o->small, o->len);
+    } else {
+        data = PyMem_Realloc(o->data, cap);
+    }
+    if (data == NULL)
+        return -1;
+    o->data = data;
+    o->cap = cap;
+    return 0;
+}
+
+static inline int out_put(Out *o, const char *s, size_t n) {
+    if (out_grow(o, n) < 0)
+        return -1;
+    memcpy(o->data + o->len, s, n);
+    o->len += n;
+    return 0;
+}
+
+static inline int out_char(Out *o, char c) {
+    if (o->len == o->cap && out_grow(o, 1) < 0)
+        return -1;
+    o->data[o->len++] = c;
+    return 0;
+}
+
+/* Which bytes json escapes (ensure_ascii=False): control characters, " and \. A byte of
+ * a multi-byte UTF-8 sequence is >= 0x80 and never escaped. */
+static unsigned char ESCAPE[256];
+
+static void init_escape(void) {
+    for (int c = 0; c < 0x20; c++)
+        ESCAPE[c] = 1;
+    ESCAPE['"'] = ESCAPE['\\'] = 1;
+}
+
+/* A str as a JSON string. -1 with an exception set (a lone surrogate: no UTF-8). */
+static int put_str(Out *o, PyObject *s) {
+    Py_ssize_t n;
+    const char *utf8;
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(s) < 0) /* a legacy string (3.11) */
+        return -1;
+#endif
+    if (PyUnicode_IS_ASCII(s)) {
+        utf8 = (const char *)PyUnicode_DATA(s);
+        n = PyUnicode_GET_LENGTH(s);
+    } else {
+        utf8 = PyUnicode_AsUTF8AndSize(s, &n);
+        if (utf8 == NULL)
+            return -1;
+        o->ascii = 0;
+    }
+    /* Worst case every byte becomes \u00xx: room for it all at once. */
+    if (out_grow(o, (size_t)n * 6 + 2) < 0)
+        return -1;
+    char *w = o->data + o->len;
+    *w++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)utf8[i];
+        if (!ESCAPE[c]) {
+            *w++ = (char)c;
+            continue;
+        }
+        *w++ = '\\';
+        switch (c) {
+        case '"': *w++ = '"'; break;
+        case '\\': *w++ = '\\'; break;
+        case '\b': *w++ = 'b'; break;
+        case '\f': *w++ = 'f'; break;
+        case '\n': *w++ = 'n'; break;
+        case '\r': *w++ = 'r'; break;
+        case '\t': *w++ = 't'; break;
+        default:
+            *w++ = 'u';
+            *w++ = '0';
+            *w++ = '0';
+            *w++ = "0123456789abcdef"[c >> 4];
+            *w++ = "0123456789abcdef"[c & 15];
+        }
+    }
+    *w++ = '"';
+    o->len = (size_t)(w - o->data);
+    return 0;
+}
+
+static int put_int(Out *o, PyObject *v) {
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow) { /* int.__repr__, as json: it may refuse a very long one */
+        PyObject *text = PyLong_Type.tp_repr(v);
+        if (text == NULL)
+            return -1;
+        int rc = out_put(o, (const char *)PyUnicode_DATA(text), (size_t)PyUnicode_GET_LENGTH(text));
+        Py_DECREF(text);
+        return rc;
+    }
+    char digits[24];
+    int i = (int)sizeof digits;
+    unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+    do {
+        digits[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (x < 0)
+        digits[--i] = '-';
+    return out_put(o, digits + i, sizeof digits - (size_t)i);
+}
+
+/* 0 when done, -1 with an exception set (out of memory), 1 when the value is not one
+ * this encoder knows (the caller hands it to the fallback). */
+static int put_value(Out *o, PyObject *v, int depth);
+
+static int put_float(Out *o, PyObject *v) {
+    double d = PyFloat_AS_DOUBLE(v);
+    if (!isfinite(d))
+        return 1; /* json raises (allow_nan=False): the fallback says so */
+    char *text = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL); /* float.__repr__ */
+    if (text == NULL)
+        return -1;
+    int rc = out_put(o, text, strlen(text));
+    PyMem_Free(text);
+    return rc;
+}
+
+static int put_items(Out *o, PyObject *seq, int depth) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    if (out_char(o, '[') < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i && out_char(o, ',') < 0)
+            return -1;
+        int rc = put_value(o, items[i], depth + 1);
+        if (rc)
+            return rc;
+        if (n != PySequence_Fast_GET_SIZE(seq)) /* never: nothing here runs Python code */
+            return 1;
+    }
+    return out_char(o, ']');
+}
+
+static int put_dict(Out *o, PyObject *d, int depth) {
+    Py_ssize_t n = PyDict_GET_SIZE(d);
+    if (n == 0)
+        return out_put(o, "{}", 2);
+    PyObject *keys = PyDict_Keys(d);
+    if (keys == NULL)
+        return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyUnicode_CheckExact(PyList_GET_ITEM(keys, i))) {
+            rc = 1; /* json's key rules (numbers, None, bool, sorting mixed keys): the fallback */
+            goto done;
+        }
+    if (n > 1 && PyList_Sort(keys) < 0) { /* str against str: no Python code runs */
+        rc = -1;
+        goto done;
+    }
+    if (out_char(o, '{') < 0) {
+        rc = -1;
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        PyObject *value = PyDict_GetItemWithError(d, key); /* borrowed; exact str keys: no Python */
+        if (value == NULL) {
+            rc = PyErr_Occurred() ? -1 : 1;
+            goto done;
+        }
+        if ((i && out_char(o, ',') < 0) || put_str(o, key) < 0 || out_char(o, ':') < 0) {
+            rc = -1;
+            goto done;
+        }
+        if ((rc = put_value(o, value, depth + 1)))
+            goto done;
+    }
+    rc = out_char(o, '}');
+done:
+    Py_DECREF(keys);
+    return rc;
+}
+
+static int put_value(Out *o, PyObject *v, int depth) {
+    if (depth > MAX_DEPTH)
+        return 1;
+    if (v == Py_None)
+        return out_put(o, "null", 4);
+    if (v == Py_True)
+        return out_put(o, "true", 4);
+    if (v == Py_False)
+        return out_put(o, "false", 5);
+    if (PyUnicode_Check(v))
+        return put_str(o, v);
+    if (PyLong_Check(v))
+        return put_int(o, v);
+    if (PyFloat_Check(v))
+        return put_float(o, v);
+    if (PyList_CheckExact(v) || PyTuple_CheckExact(v))
+        return put_items(o, v, depth);
+    if (PyDict_CheckExact(v))
+        return put_dict(o, v, depth);
+    return 1;
+}
+
+static PyObject *canonical(PyObject *fallback, PyObject *value) {
+    Out o;
+    o.data = o.small;
+    o.len = 0;
+    o.cap = sizeof o.small;
+    o.ascii = 1;
+    int rc = put_value(&o, value, 0);
+    PyObject *text = NULL;
+    if (rc == 0) {
+        if (o.ascii) {
+            text = PyUnicode_New((Py_ssize_t)o.len, 127);
+            if (text != NULL)
+                memcpy(PyUnicode_DATA(text), o.data, o.len);
+        } else {
+            text = PyUnicode_DecodeUTF8(o.data, (Py_ssize_t)o.len, "strict");
+        }
+    }
+    if (o.data != o.small)
+        PyMem_Free(o.data);
+    if (text != NULL)
+        return text;
+    if (rc < 0 && PyErr_ExceptionMatches(PyExc_MemoryError))
+        return NULL;
+    PyErr_Clear(); /* a lone surrogate, an int too long to print: the fallback says it */
+    return PyObject_CallOneArg(fallback, value);
+}
+
+static PyMethodDef canonical_def = {
+    "canonical_json", (PyCFunction)canonical, METH_O,
+    "canonical_json(value, /)\n--\n\n"
+    "The canonical JSON text of value (sorted keys, no spaces, UTF-8 kept); values it does\n"
+    "not know are handed to the fallback given to canonical_encoder.",
+};
+
+static PyObject *canonical_encoder(PyObject *module, PyObject *fallback) {
+    (void)module;
+    if (!PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "canonical_encoder(fallback): fallback must be callable");
+        return NULL;
+    }
+    return PyCFunction_NewEx(&canonical_def, fallback, NULL);
+}
+
+static PyObject *write_all(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "write_all(fd, data) takes two arguments");
+        return NULL;
+    }
+    long fd = PyLong_AsLong(args[0]);
+    if (fd == -1 && PyErr_Occurred())
+        return NULL;
+    if (fd < 0 || fd > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "write_all: fd out of range");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const char *p = view.buf;
+    Py_ssize_t left = view.len;
+    while (left > 0) {
+        ssize_t n = write((int)fd, p, (size_t)left);
+        if (n < 0) {
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0)
+                    goto fail;
+                continue;
+            }
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto fail;
+        }
+        p += n;
+        left -= n;
+        if (left > 0 && PyErr_CheckSignals() < 0) /* cut short, perhaps by a signal: its handler runs */
+            goto fail;
+    }
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+fail:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"canonical_encoder", (PyCFunction)canonical_encoder, METH_O,
+     "canonical_encoder(fallback, /)\n--\n\n"
+     "A canonical JSON encoder that hands values it does not know to fallback(value)."},
+    {"write_all", (PyCFunction)(void (*)(void))write_all, METH_FASTCALL,
+     "write_all(fd, data, /)\n--\n\n"
+     "Write all of data to fd, keeping the GIL (for a local file); OSError on failure."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int speedups_exec(PyObject *module) {
+    (void)module;
+    init_escape();
+    return 0;
+}
+
+static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, speedups_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "ongrid_plugins._speedups",
+    .m_doc = "Compiled canonical JSON and a GIL-holding write (see _speedups.c).",
+    .m_size = 0,
+    .m_methods = methods,
+    .m_slots = slots,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void) { return PyModuleDef_Init(&speedups_module); }
