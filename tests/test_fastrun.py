@@ -381,6 +381,24 @@ def test_dispositions_the_host_set_are_defaults_in_the_child(tmp_path: Path) -> 
     assert caught == []
 
 
+def test_every_signal_the_host_ignores_or_catches_is_default_in_the_child(tmp_path: Path) -> None:
+    # Every signal a host can set, 1 to 64 (glibc keeps 32 and 33 from Python), odd ones
+    # ignored and even ones caught: none of it reaches the skill.
+    ours = [s for s in range(1, 65) if s not in (signal.SIGKILL, signal.SIGSTOP, 32, 33)]
+    old = {s: signal.signal(s, signal.SIG_IGN if s % 2 else (lambda signum, frame: None)) for s in ours}
+    try:
+        status = ProcessSpec(
+            argv=("/bin/cat", "/proc/self/status"), cwd=str(tmp_path), env={}, stdin=b"", timeout=10
+        )
+        assert _fast.usable(status)
+        out = run_process(status)
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+    fields = dict(line.split(":\t", 1) for line in out.stdout.decode().splitlines())
+    assert {name: int(fields[name], 16) for name in ("SigIgn", "SigCgt")} == {"SigIgn": 0, "SigCgt": 0}
+
+
 def test_a_call_object_dropped_while_running_kills_and_reaps_its_child(tmp_path: Path) -> None:
     call = spec(tmp_path, "sleep 100 & wait")
     before = fd_targets()
