@@ -108,10 +108,7 @@ def test_the_wheel_carries_the_compiled_runner_and_calls_use_it(installed: Path,
         "spec = _process.ProcessSpec(argv=('/bin/cat',), cwd='/', env={}, stdin=b'hi', timeout=5)\n"
         "print(_fast.available(), _fast.usable(spec), _process.run_process(spec).stdout.decode())\n"
     )
-    out = subprocess.run(
-        [str(installed / "python"), "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
-    ).stdout.split()
-    assert out == ["True", "True", "hi"]
+    assert in_installed(installed, tmp_path, code).split() == ["True", "True", "hi"]
     assert ongrid_wheel_tag(installed) != "py3-none-any"  # a platform wheel: it holds a compiled module
 
 
@@ -123,10 +120,16 @@ def test_the_wheel_carries_the_compiled_canonical_json_and_uses_it(installed: Pa
         "print(type(canonical_json).__name__, journal._write_all is _speedups.write_all)\n"
         "print(canonical_json({'b': [1.5, None], 'a': 'é'}))\n"
     )
-    out = subprocess.run(
-        [str(installed / "python"), "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
-    ).stdout.splitlines()
+    out = in_installed(installed, tmp_path, code).splitlines()
     assert out == ["builtin_function_or_method True", '{"a":"é","b":[1.5,null]}']
+
+
+def in_installed(installed: Path, cwd: Path, code: str) -> str:
+    """What ``code`` prints, run by the venv's Python (from ``cwd``, away from this checkout)."""
+    done = subprocess.run(
+        [str(installed / "python"), "-c", code], capture_output=True, text=True, check=True, cwd=cwd
+    )
+    return done.stdout
 
 
 def ongrid_wheel_tag(installed: Path) -> str:
