@@ -321,7 +321,8 @@ def _write_all_python(fd: int, data: bytes) -> None:
     state folder is local: SQLite's WAL mode, which the log runs in, does not work
     over a network filesystem), so handing the GIL to another thread and waiting to
     get it back costs more than the write itself: two round trips a call otherwise.
-    The compiled ``_speedups.write_all`` does the same without ctypes, where it was built.
+    Where it was built, the compiled ``_speedups.write_all`` is used instead: no ctypes, and
+    the GIL kept for every write of the line (a local file's writes do not block).
     """
     quick = _quick_write()
     written = quick(fd, data, len(data)) if quick is not None else -1
@@ -346,6 +347,7 @@ def _quick_write() -> Any:
 
 
 def _compiled_write_all() -> Any:
+    """``_speedups.write_all``, or None where the extension was not built."""
     try:
         from .. import _speedups
     except ImportError:  # not built (no compiler at install time)
