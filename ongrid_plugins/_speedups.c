@@ -23,8 +23,9 @@
  * cannot change while it is read.
  *
  * Why: json's C encoder spends most of a small value's time on its generality (a list
- * of chunks joined at the end, two passes over every string, a markers dict for
- * cycles); an audit row, a call's arguments and its result are encoded on every call.
+ * of chunks joined at the end, a new str object for every string it escapes, a markers
+ * dict for cycles); an audit row, a call's arguments and its result are encoded on
+ * every call. Here every piece goes into one buffer, sized as it goes.
  *
  * write_all(fd, data) writes all of data with the GIL held (os.write releases and takes
  * it back around every write, a hand-over to any thread waiting for it and a wait to
@@ -89,14 +90,17 @@ static inline int out_char(Out *o, char c) {
     return 0;
 }
 
-/* Which bytes json escapes (ensure_ascii=False): control characters, " and \. A byte of
- * a multi-byte UTF-8 sequence is >= 0x80 and never escaped. */
-static unsigned char ESCAPE[256];
+/* What each byte becomes in a JSON string, in bytes: 1 for itself, 2 for the escapes
+ * json writes short (\" \\ \b \f \n \r \t), 6 for the other control characters (\u00xx),
+ * as json escapes with ensure_ascii=False. A byte of a multi-byte UTF-8 sequence is
+ * >= 0x80 and never escaped. */
+static unsigned char ESCAPED_LEN[256];
 
 static void init_escape(void) {
-    for (int c = 0; c < 0x20; c++)
-        ESCAPE[c] = 1;
-    ESCAPE['"'] = ESCAPE['\\'] = 1;
+    for (int c = 0; c < 256; c++)
+        ESCAPED_LEN[c] = c < 0x20 ? 6 : 1;
+    ESCAPED_LEN['"'] = ESCAPED_LEN['\\'] = ESCAPED_LEN['\b'] = ESCAPED_LEN['\f'] = 2;
+    ESCAPED_LEN['\n'] = ESCAPED_LEN['\r'] = ESCAPED_LEN['\t'] = 2;
 }
 
 /* A str as a JSON string. -1 with an exception set (a lone surrogate: no UTF-8). */
@@ -116,14 +120,16 @@ static int put_str(Out *o, PyObject *s) {
             return -1;
         o->ascii = 0;
     }
-    /* Worst case every byte becomes \u00xx: room for it all at once. */
-    if (out_grow(o, (size_t)n * 6 + 2) < 0)
+    size_t size = 2; /* its exact size first: one reservation, never six times the text */
+    for (Py_ssize_t i = 0; i < n; i++)
+        size += ESCAPED_LEN[(unsigned char)utf8[i]];
+    if (out_grow(o, size) < 0)
         return -1;
     char *w = o->data + o->len;
     *w++ = '"';
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)utf8[i];
-        if (!ESCAPE[c]) {
+        if (ESCAPED_LEN[c] == 1) {
             *w++ = (char)c;
             continue;
         }

@@ -248,6 +248,23 @@ def test_the_compiled_encoder_hands_what_it_does_not_know_to_the_python_one(valu
     assert len(handed) == 1 and handed[0] is value  # the whole value, once
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "".join(map(chr, range(0x80))) + "\u0080\u07ff\u0800\uffff\U00010000\U0010ffff",
+        "\x01" * 100_000,  # every byte escaped long: six times the text
+        '"\\' * 100_000,  # every byte escaped short
+        "é" * 100_000 + "\n",
+    ],
+    ids=["every-ascii-and-utf8-lengths", "all-long-escapes", "all-short-escapes", "non-ascii"],
+)
+def test_the_compiled_encoder_escapes_every_character_as_json_does(text: str) -> None:
+    encode, handed = compiled_with_spy()
+    assert encode(text) == plain(text)
+    assert encode({text: [text]}) == plain({text: [text]})
+    assert handed == []
+
+
 def test_the_compiled_encoder_nests_to_its_depth_then_hands_over() -> None:
     encode, handed = compiled_with_spy()
     assert encode(deep(64)) == plain(deep(64))  # 64 lists around an empty one: depth 64
