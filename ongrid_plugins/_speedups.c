@@ -68,8 +68,10 @@ static int out_grow(Out *o, size_t more) {
     } else {
         data = PyMem_Realloc(o->data, cap);
     }
-    if (data == NULL)
+    if (data == NULL) {
+        PyErr_NoMemory();
         return -1;
+    }
     o->data = data;
     o->cap = cap;
     return 0;
@@ -180,8 +182,9 @@ static int put_int(Out *o, PyObject *v) {
     return out_put(o, digits + i, sizeof digits - (size_t)i);
 }
 
-/* 0 when done, -1 with an exception set (out of memory), 1 when the value is not one
- * this encoder knows (the caller hands it to the fallback). */
+/* 0 when done, 1 when the value is not one this encoder knows, -1 with an exception
+ * set: MemoryError, or what the fallback will say better (a lone surrogate, an int too
+ * long to print). canonical() hands 1 and -1 but MemoryError to the fallback. */
 static int put_value(Out *o, PyObject *v, int depth);
 
 static int put_float(Out *o, PyObject *v) {
@@ -297,7 +300,7 @@ static PyObject *canonical(PyObject *fallback, PyObject *value) {
         PyMem_Free(o.data);
     if (text != NULL)
         return text;
-    if (rc < 0 && PyErr_ExceptionMatches(PyExc_MemoryError))
+    if (PyErr_ExceptionMatches(PyExc_MemoryError)) /* false when nothing was raised */
         return NULL;
     PyErr_Clear(); /* a lone surrogate, an int too long to print: the fallback says it */
     return PyObject_CallOneArg(fallback, value);
