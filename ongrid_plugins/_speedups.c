@@ -57,9 +57,9 @@ static int out_grow(Out *o, size_t more) {
     size_t need = o->len + more;
     if (need <= o->cap)
         return 0;
-    size_t cap = o->cap * 2;
-    while (cap < need)
-        cap *= 2;
+    size_t cap = o->cap * 2; /* doubling for many small pieces, exact for one large one */
+    if (cap < need)
+        cap = need;
     char *data;
     if (o->data == o->small) {
         data = PyMem_Malloc(cap);
@@ -207,11 +207,9 @@ static int put_items(Out *o, PyObject *seq, int depth) {
     for (Py_ssize_t i = 0; i < n; i++) {
         if (i && out_char(o, ',') < 0)
             return -1;
-        int rc = put_value(o, items[i], depth + 1);
+        int rc = put_value(o, items[i], depth + 1); /* runs no Python code: n holds */
         if (rc)
             return rc;
-        if (n != PySequence_Fast_GET_SIZE(seq)) /* never: nothing here runs Python code */
-            return 1;
     }
     return out_char(o, ']');
 }

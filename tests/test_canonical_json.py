@@ -265,6 +265,24 @@ def test_the_compiled_encoder_escapes_every_character_as_json_does(text: str) ->
     assert handed == []
 
 
+def test_a_long_string_takes_about_its_own_size_to_encode_not_six_times_it() -> None:
+    # Room for the worst case (every byte a \u00xx escape) would be 60 MB for this 10 MB
+    # argument; the encoder counts the escapes first and takes what the text needs: its
+    # buffer, then the str made from it.
+    import tracemalloc
+
+    text = "x" * 10_000_000
+    encode, _handed = compiled_with_spy()
+    tracemalloc.start()
+    try:
+        encoded = encode(text)
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(encoded) == len(text) + 2
+    assert peak < 2.5 * len(text)
+
+
 def test_the_compiled_encoder_nests_to_its_depth_then_hands_over() -> None:
     encode, handed = compiled_with_spy()
     assert encode(deep(64)) == plain(deep(64))  # 64 lists around an empty one: depth 64
