@@ -28,6 +28,8 @@ __all__ = ["CallGroup", "acquire", "available", "sweep_stale"]
 _V1 = "/sys/fs/cgroup"
 _PARENT = "ongrid"
 _SWEEP_ROUNDS = 200
+_POOL_MAX = 32
+"""Emptied groups kept for reuse (beyond that, one is left for the sweep at exit)."""
 
 
 def _write(path: str, value: str) -> None:
@@ -145,32 +147,56 @@ def available() -> bool:
 class CallGroup:
     """The pids and memory cgroups of one call."""
 
-    def __init__(self, pids: str, memory: str) -> None:
+    def __init__(self, pids: str, memory: str, *, fresh: bool = False) -> None:
         self.pids = pids
         self.memory = memory
         self._max_before = 0
         self._oom_before = 0
+        self._limits: tuple[int, int] | None = None
+        """The limits the group's files hold (None: unknown, written by the next call)."""
+        self._counted = fresh
+        """Whether the counters above are the group's, read while it was empty (a group
+        just made has them at 0): nothing in it can move them until the next call."""
 
     def configure(self, processes: int, memory_mb: int) -> None:
-        """Set the limits for the next call and remember the counters."""
-        # +1: the spawning thread counts until it has started the child and exited.
-        _write(os.path.join(self.pids, "pids.max"), str(processes + 1))
-        limit = str(memory_mb * 1024 * 1024)
-        memsw = os.path.join(self.memory, "memory.memsw.limit_in_bytes")
-        # v1 wants memory <= memory+swap at every moment: raise memsw first, lower it last.
-        with contextlib.suppress(OSError):  # absent without swap accounting; or lowering
-            _write(memsw, limit)
-        _write(os.path.join(self.memory, "memory.limit_in_bytes"), limit)
-        with contextlib.suppress(OSError):
-            _write(memsw, limit)
+        """Set the limits for the next call and remember the counters.
+
+        A pooled group keeps its limits: they are written only when the call's differ
+        from the last ones written (the files are not writable inside the sandbox), and
+        the counters are the ones :func:`release` read once the group was empty.
+        """
+        if self._limits != (processes, memory_mb):
+            self._limits = None  # a failed write below leaves them unknown
+            # +1: the spawning thread counts until it has started the child and exited.
+            _write(os.path.join(self.pids, "pids.max"), str(processes + 1))
+            limit = str(memory_mb * 1024 * 1024)
+            memsw = os.path.join(self.memory, "memory.memsw.limit_in_bytes")
+            # v1 wants memory <= memory+swap at every moment: raise memsw first, lower it last.
+            with contextlib.suppress(OSError):  # absent without swap accounting; or lowering
+                _write(memsw, limit)
+            _write(os.path.join(self.memory, "memory.limit_in_bytes"), limit)
+            with contextlib.suppress(OSError):
+                _write(memsw, limit)
+            self._limits = (processes, memory_mb)
+        if not self._counted:
+            self.count()
+        self._counted = False  # the call about to start may move them
+
+    def count(self) -> None:
+        """Remember the group's ``max`` and ``oom_kill`` counters: a call's hits are the difference."""
         self._max_before = _counter(_read(os.path.join(self.pids, "pids.events")), "max")
         self._oom_before = _counter(_read(os.path.join(self.memory, "memory.oom_control")), "oom_kill")
+        self._counted = True
 
     def join_thread(self) -> None:
         """Move the calling thread into both groups (its children are born there)."""
         tid = str(threading.get_native_id())
         _write(os.path.join(self.pids, "tasks"), tid)
         _write(os.path.join(self.memory, "tasks"), tid)
+
+    def idle(self) -> bool:
+        """Nothing is charged to the group: no process, and no killed one left unreaped."""
+        return _read(os.path.join(self.pids, "pids.current")).strip() == "0"
 
     def hit_process_limit(self) -> bool:
         return _counter(_read(os.path.join(self.pids, "pids.events")), "max") > self._max_before
@@ -211,9 +237,15 @@ def acquire() -> CallGroup | None:
     if parents is None:
         return None
     with _pool_lock:
-        while _pool:
-            group = _pool.pop()
-            if not group.members():
+        for i in range(len(_pool) - 1, -1, -1):
+            group = _pool[i]
+            try:
+                idle = group.idle()
+            except OSError:  # removed under us: forget it
+                del _pool[i]
+                continue
+            if idle:
+                del _pool[i]
                 return group
     with _counter_lock:
         _next[0] += 1
@@ -223,14 +255,24 @@ def acquire() -> CallGroup | None:
         os.mkdir(pids)
         os.mkdir(memory)
     except FileExistsError:
-        pass
+        return CallGroup(pids, memory)  # left by an earlier process of this pid: read it
     except OSError:
         return None
-    return CallGroup(pids, memory)
+    return CallGroup(pids, memory, fresh=True)
 
 
 def release(group: CallGroup) -> None:
-    """Give an emptied group back to the pool."""
+    """Give an emptied group back to the pool, its counters read (off the next call's path).
+
+    A killed process leaves the group's list at once but stays charged to it until its
+    parent (init, for a call's orphans) reaps it: a group given out before then would
+    start the next call with fewer processes than its limit. Such a group waits in the
+    pool until :func:`acquire` finds nothing charged to it.
+    """
     group.kill_all()
+    with contextlib.suppress(OSError):
+        if group.idle():
+            group.count()
     with _pool_lock:
-        _pool.append(group)
+        if len(_pool) < _POOL_MAX:
+            _pool.append(group)
