@@ -53,6 +53,8 @@ class Base:
                 with contextlib.suppress(OSError):
                     self.stamps.append((parent, os.stat(parent).st_mtime_ns))
         self._carve("/", present)
+        # Hidden paths share parents (~/.ssh, ~/.aws, ...): each folder is checked once a call.
+        self.stamps = list(dict.fromkeys(self.stamps))
 
     def _carve(self, folder: str, hidden: tuple[str, ...]) -> None:
         try:
@@ -173,6 +175,7 @@ class Static:
         self.retired = False
         self.fds: list[int] = []
         self.rules: list[tuple[int, int, bool]] = []  # (fd, rights, is_directory)
+        self._prepared: landlock.Prepared | None = None
         self.keep: list[tuple[str, int, bool]] = []  # bound back into the private /tmp
         self.stamps: list[tuple[str, int, int]] = []  # (path, st_dev, st_ino) of what was granted
         self.private_tmp = private_tmp
@@ -228,6 +231,13 @@ class Static:
         self.rules.append((fd, rights, is_dir))
         if self.private_tmp and _within(path, "/tmp") and path != "/tmp":
             self.keep.append((path, fd, bool(rights & landlock.WRITE_FILE)))
+
+    def prepared(self) -> landlock.Prepared:
+        """:attr:`rules`, ready for :meth:`~.landlock.Ruleset.allow_all` (made on the first call)."""
+        prepared = self._prepared
+        if prepared is None:
+            prepared = self._prepared = landlock.prepare_each(self.rules)
+        return prepared
 
     def fresh(self) -> bool:
         if self.base.retired or not self.base.fresh():

@@ -22,9 +22,12 @@ __all__ = [
     "READ",
     "READ_EXEC",
     "WRITE",
+    "Prepared",
     "Ruleset",
     "abi",
     "handled_fs",
+    "prepare",
+    "prepare_each",
 ]
 
 EXECUTE = 1 << 0
@@ -106,15 +109,36 @@ def handled_fs(version: int) -> int:
     return rights
 
 
-def prepare(grants: list[tuple[int, bool]], rights: int) -> ctypes.Array[_PathBeneath]:
+class Prepared:
+    """Rules ready for :meth:`Ruleset.allow_all`: the structures, and a pointer to each."""
+
+    __slots__ = ("array", "pointers")
+
+    def __init__(self, array: ctypes.Array[_PathBeneath]) -> None:
+        self.array = array  # the pointers below point into it: it lives as long as they do
+        self.pointers = tuple(ctypes.c_void_p(ctypes.addressof(rule)) for rule in array)
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+
+def prepare(grants: list[tuple[int, bool]], rights: int) -> Prepared:
     """Rules granting ``rights`` on each ``(fd, is_directory)``, masked to what this ABI
     handles (a file rule may only carry file rights), ready for :meth:`Ruleset.allow_all`."""
+    return prepare_each([(fd, rights, is_dir) for fd, is_dir in grants])
+
+
+def prepare_each(grants: list[tuple[int, int, bool]]) -> Prepared:
+    """Like :func:`prepare`, with rights of its own for each ``(fd, rights, is_directory)``;
+    a rule left with no right this ABI handles is dropped (``landlock_add_rule`` refuses it)."""
     fs = handled_fs(abi())
-    rules = (_PathBeneath * len(grants))()
-    for i, (fd, is_dir) in enumerate(grants):
-        rules[i].allowed_access = rights & (fs if is_dir else (fs & FILE_RIGHTS))
+    kept = [(fd, rights & (fs if is_dir else (fs & FILE_RIGHTS))) for fd, rights, is_dir in grants]
+    kept = [(fd, rights) for fd, rights in kept if rights]
+    rules = (_PathBeneath * len(kept))()
+    for i, (fd, rights) in enumerate(kept):
+        rules[i].allowed_access = rights
         rules[i].parent_fd = fd
-    return rules
+    return Prepared(rules)
 
 
 class Ruleset:
@@ -144,12 +168,12 @@ class Ruleset:
         rule = _PathBeneath(rights, fd)
         _sys.syscall("landlock_add_rule", self.fd, _RULE_PATH_BENEATH, ctypes.byref(rule), 0)
 
-    def allow_all(self, rules: ctypes.Array[_PathBeneath]) -> None:
+    def allow_all(self, rules: Prepared) -> None:
         """Add prepared rules (:func:`prepare`) with one system call each and nothing else."""
         call, fd, kind = _sys.raw_syscall, self.fd, _RULE_PATH_BENEATH
         number = _sys.NR["landlock_add_rule"]
-        for i in range(len(rules)):
-            if call(number, fd, kind, ctypes.byref(rules[i]), 0) < 0:
+        for pointer in rules.pointers:
+            if call(number, fd, kind, pointer, 0) < 0:
                 err = ctypes.get_errno()
                 raise OSError(err, f"landlock_add_rule: {os.strerror(err)}")
 
