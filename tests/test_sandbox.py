@@ -642,3 +642,155 @@ def test_system_secrets_are_hidden_unless_declared_and_etc_stays_listable(box: d
     declared = run(host, "auditor", ("read", "/etc/shadow"))[0]
     with open("/etc/shadow", "rb") as f:
         assert declared == "ok:" + f.read(200).decode("utf-8", "replace")
+
+
+# -- what is made ready ahead of a call is checked again when the call runs ---------------
+
+
+@pytest.fixture
+def secrets_dir() -> Any:
+    """A folder for planted "system secrets" outside /tmp (a confined call has a private /tmp)."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="ongrid-secrets-", dir="/var/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+READER = f"""#!{sys.executable}
+import json, os, sys
+args = json.load(sys.stdin)
+out = {{}}
+for path in args["paths"]:
+    try:
+        if os.path.isdir(path):
+            out[path] = "dir:" + ",".join(sorted(os.listdir(path)))
+        else:
+            with open(path) as f:
+                out[path] = "file:" + f.read()
+    except OSError as exc:
+        out[path] = "error:" + type(exc).__name__
+print(json.dumps(out))
+"""
+
+
+def read_paths(host: SkillHost, *paths: Path) -> dict[str, str]:
+    value = assert_ok(host.call("reader", {"paths": [str(p) for p in paths]}, persona="viewer"))
+    return value
+
+
+def test_a_secret_replaced_by_rename_after_threads_were_made_ready_is_covered_again(
+    box: dict[str, Path], secrets_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ongrid_plugins.executors.confine import warm
+
+    secret = secrets_dir / "shadow"
+    secret.write_text("OLD")
+    monkeypatch.setattr(warm, "secret_paths", lambda: [str(secret)])
+    make_skill(box["root"], "reader", script=READER, entry="reader.py")
+    host = host_for(box["tmp"], box["root"])
+    assert read_paths(host, secret) == {str(secret): "error:PermissionError"}
+    time.sleep(0.5)  # threads for the next calls are parked now, the secret covered in them
+    # The way passwd writes /etc/shadow: a new file renamed over the old one. The kernel
+    # detaches a mount on a replaced file in every namespace, the parked ones included.
+    fresh = secrets_dir / "shadow.new"
+    fresh.write_text("NEW")
+    os.rename(fresh, secret)
+    for _ in range(3):  # the two parked threads, then one made after the rename
+        assert read_paths(host, secret) == {str(secret): "error:PermissionError"}
+    secret.unlink()
+    secret.write_text("AGAIN")  # deleted and written anew
+    assert read_paths(host, secret) == {str(secret): "error:PermissionError"}
+    assert secret.read_text() == "AGAIN"  # the host's own view is untouched
+
+
+def test_a_secret_that_appears_after_the_host_started_is_covered(
+    box: dict[str, Path], secrets_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ongrid_plugins.executors.confine import warm
+
+    later, folder = secrets_dir / "ssh_host_new_key", secrets_dir / "sudoers.d"
+    monkeypatch.setattr(warm, "secret_paths", lambda: [str(later), str(folder)])
+    make_skill(box["root"], "reader", script=READER, entry="reader.py")
+    host = host_for(box["tmp"], box["root"])
+    assert read_paths(host, later) == {str(later): "error:FileNotFoundError"}
+    time.sleep(0.5)
+    later.write_text("KEY")
+    folder.mkdir()
+    (folder / "admins").write_text("ALL")
+    seen = read_paths(host, later, folder, folder / "admins")
+    # A file is covered by an unopenable device, a folder by an empty one.
+    assert seen == {
+        str(later): "error:PermissionError",
+        str(folder): "dir:",
+        str(folder / "admins"): "error:FileNotFoundError",
+    }
+    assert (folder / "admins").read_text() == "ALL"
+
+
+def test_spawning_threads_are_born_without_a_bounding_set_and_the_host_keeps_its_own() -> None:
+    from ongrid_plugins.executors.confine import warm
+
+    if not SUPPORT.root:
+        pytest.skip("only a root host has capabilities to drop")
+
+    def status(_thread: Any) -> dict[str, str]:
+        with open("/proc/thread-self/status") as f:
+            return dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
+
+    seen = []
+    for _ in range(3):  # made on the spot or parked by the refiller, alike
+        thread = warm.take(SUPPORT.cgroups, SUPPORT.mount_namespace, True)
+        seen.append(thread.run(status))
+        thread.release()
+        time.sleep(0.2)
+    for fields in seen:
+        assert fields["CapBnd"].strip() == "0000000000000000"
+        assert fields["CapEff"].strip() != "0000000000000000"  # still mounts its /tmp
+    assert status(None)["CapBnd"].strip() != "0000000000000000"
+
+
+def test_calls_wake_one_refiller_instead_of_starting_one_each(box: dict[str, Path]) -> None:
+    probe(box["root"])
+    host = host_for(box["tmp"], box["root"])
+    run(host, "probe")
+    time.sleep(0.3)
+    started = []
+    original = threading.Thread.start
+
+    def counting(self: threading.Thread) -> None:
+        started.append(self.name)
+        original(self)
+
+    threading.Thread.start = counting  # type: ignore[method-assign]
+    try:
+        for _ in range(5):
+            run(host, "probe")
+            time.sleep(0.05)
+    finally:
+        threading.Thread.start = original  # type: ignore[method-assign]
+    assert "ongrid-warm" not in started
+    assert started.count("ongrid-spawn") == 5  # one spawning thread per call, made ahead
+
+
+def test_a_pooled_group_keeps_its_limits_and_a_hit_is_not_reported_again(box: dict[str, Path]) -> None:
+    make_skill(
+        box["root"],
+        "bomb",
+        script="#!/bin/sh\nfor i in $(/usr/bin/seq 20); do /bin/sleep 1 & done\nwait\necho '{}'\n",
+        sandbox={"limits": {"processes": 8}},
+        timeout_seconds=20,
+    )
+    make_skill(
+        box["root"],
+        "many",
+        script="#!/bin/sh\nfor i in $(/usr/bin/seq 12); do /bin/sleep 1 & done\nwait\necho '{}'\n",
+        sandbox={"limits": {"processes": 16}},
+        timeout_seconds=20,
+    )
+    host = host_for(box["tmp"], box["root"])
+    for _ in range(3):  # the groups go round the pool: each call gets its own limits
+        bombed = host.call("bomb", {}, persona="viewer")
+        assert not bombed.ok and "process limit reached (8 processes)" in (bombed.error or "")
+        assert_ok(host.call("many", {}, persona="viewer"))  # 12 sleepers fit in 16

@@ -15,7 +15,7 @@ import functools
 
 from . import _sys
 
-__all__ = ["drop_all", "last_cap"]
+__all__ = ["drop_all", "drop_bounding", "last_cap"]
 
 _PR_CAPBSET_DROP = 24
 _PR_SET_SECUREBITS = 28
@@ -49,14 +49,29 @@ def last_cap() -> int:
         return 40
 
 
-def drop_all(root: bool) -> None:
-    """Drop every capability of the calling thread, irreversibly."""
-    if root:
-        _sys.prctl(_PR_SET_SECUREBITS, _SECBITS_LOCKED_NOROOT)
-        raw = _sys.prctl_raw
-        for cap in range(last_cap() + 1):  # ~40 calls: the bare libc function, checked once
-            if raw(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-                _sys.prctl(_PR_CAPBSET_DROP, cap)  # raises with the errno
+def drop_bounding(root: bool) -> None:
+    """Lock the securebits and empty the bounding set of the calling thread, irreversibly.
+
+    Both only change what a later ``execve`` grants; the thread keeps its effective
+    capabilities (a parked spawning thread still mounts its private ``/tmp`` after
+    this), so :mod:`.warm` does it before the call, and :func:`drop_all` finishes.
+    """
+    if not root:
+        return
+    _sys.prctl(_PR_SET_SECUREBITS, _SECBITS_LOCKED_NOROOT)
+    raw = _sys.prctl_raw
+    for cap in range(last_cap() + 1):  # ~40 calls: the bare libc function, checked once
+        if raw(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            _sys.prctl(_PR_CAPBSET_DROP, cap)  # raises with the errno
+
+
+def drop_all(root: bool, *, bounded: bool = False) -> None:
+    """Drop every capability of the calling thread, irreversibly.
+
+    :param bounded: :func:`drop_bounding` already ran on this thread.
+    """
+    if not bounded:
+        drop_bounding(root)
     _sys.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
     header = _Header(_CAP_VERSION_3, 0)
     data = (_Data * 2)()

@@ -19,12 +19,13 @@ import stat
 
 from . import _sys
 
-__all__ = ["bind_back", "cover", "enter_private_tmp", "uncover"]
+__all__ = ["bind_back", "cover", "enter_own_namespace", "enter_private_tmp", "identity", "uncover"]
 
 _CLONE_NEWNS = 0x00020000
 _MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
+_MS_NOEXEC = 8
 _MS_REMOUNT = 32
 _MS_BIND = 4096
 _MS_REC = 16384
@@ -36,15 +37,26 @@ def _mount(source: bytes | None, target: bytes, fstype: bytes | None, flags: int
     _sys.syscall("mount", source, target, fstype, ctypes.c_ulong(flags), data)
 
 
-def enter_private_tmp(size_mb: int) -> int:
+def enter_own_namespace() -> None:
+    """Give the calling thread a mount namespace of its own whose mounts are slaves of
+    the host's: host mounts still show up in it, nothing made in it shows up outside."""
+    _sys.syscall("unshare", _CLONE_NEWNS)
+    _mount(None, b"/", None, _MS_REC | _MS_SLAVE, None)
+
+
+def enter_private_tmp(size_mb: int, *, slave: bool = True) -> int:
     """Give the calling thread its own mount namespace with a tmpfs on ``/tmp``.
 
     Returns an ``O_PATH`` descriptor of the ``/tmp`` that the tmpfs now covers, for
     :func:`bind_back`: a bind mount needs a source in the caller's own namespace, and
     after the tmpfs is mounted the old ``/tmp`` is reachable through it only.
+    ``slave=False``: the thread is in a namespace of :func:`enter_own_namespace`
+    already, whose copy keeps its mounts slaves (one walk over every mount less).
     """
-    _sys.syscall("unshare", _CLONE_NEWNS)
-    _mount(None, b"/", None, _MS_REC | _MS_SLAVE, None)
+    if slave:
+        enter_own_namespace()
+    else:
+        _sys.syscall("unshare", _CLONE_NEWNS)
     under = os.open("/tmp", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         _mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size_mb}m,mode=1777".encode())
@@ -92,30 +104,39 @@ def bind_back(under: int, keep: list[tuple[str, int, bool]]) -> None:
 def cover(paths: list[str]) -> list[str]:
     """Cover each of ``paths`` with something empty and read-only, in this thread's namespace.
 
-    A file gets ``/dev/null`` bound over it, a folder an empty read-only folder of the
-    private tmpfs; reading either gives nothing. Landlock would need a rule for every
-    sibling of every such path instead (``/etc`` alone has ~150 entries), on every
-    call. Returns the paths covered; ones that vanished meanwhile are skipped.
+    A file gets ``/dev/null`` bound over it (on a ``nodev`` mount: opening it fails), a
+    folder a fresh empty read-only tmpfs; reading either gives nothing. Landlock would
+    need a rule for every sibling of every such path instead (``/etc`` alone has ~150
+    entries), on every call. Returns the paths covered; ones that vanished meanwhile
+    are skipped.
     """
     covered = []
-    empty = "/tmp/.ongrid-empty"
     for path in paths:
         try:
             st = os.lstat(path)
         except OSError:
             continue
+        target = os.fsencode(path)
         if stat.S_ISDIR(st.st_mode):
-            os.makedirs(empty, mode=0o555, exist_ok=True)
-            source = empty.encode()
+            flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+            _mount(b"tmpfs", target, b"tmpfs", flags, b"size=4k,nr_inodes=1,mode=0555")
         elif stat.S_ISREG(st.st_mode):
-            source = b"/dev/null"
+            _mount(b"/dev/null", target, None, _MS_BIND, None)
+            _mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
         else:
             continue
-        target = os.fsencode(path)
-        _mount(source, target, None, _MS_BIND, None)
-        _mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
         covered.append(path)
     return covered
+
+
+def identity(path: str) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of what ``path`` shows in this thread's namespace (a cover's,
+    while it is in place), None when nothing is there."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def uncover(path: str) -> None:

@@ -64,7 +64,7 @@ class Plan:
             )
         self._fds: list[int] = []
         self._static: Static | None = None
-        self.warm: Warm | None = take(self.support.cgroups, self.support.mount_namespace)
+        self.warm: Warm | None = take(self.support.cgroups, self.support.mount_namespace, self.support.root)
         try:
             self.warm.wait_ready()
         except OSError as exc:
@@ -77,7 +77,7 @@ class Plan:
         self.env_extra: dict[str, str] = {}
         self._keep: list[tuple[str, int, bool]] = []
         self._uncover: list[str] = []
-        self._rules: list[tuple[int, int, bool]] = []  # (fd, rights, is_directory)
+        self._rules: list[tuple[int, int, bool]] = []  # this call's own: (fd, rights, is_directory)
         try:
             self._prepare(entry_fd, env)
         except BaseException:
@@ -104,7 +104,7 @@ class Plan:
         self._base_rules = static.base.rules(
             landlock.READ_EXEC | (landlock.WRITE if profile.write_all else 0)
         )
-        self._rules = list(static.rules)
+        self._static_rules = static.prepared()
         self._keep = static.keep
         self._uncover = static.uncover
         if not private_tmp:
@@ -134,6 +134,7 @@ class Plan:
         assert self.warm is not None
         tmp_fd = -1
         if self.warm.under >= 0:
+            self.warm.covers.refresh()  # a secret replaced or added since the thread was made ready
             for path in self._uncover:  # declared readable by this call
                 mounts.uncover(path)
             mounts.bind_back(self.warm.under, self._keep)
@@ -145,11 +146,12 @@ class Plan:
                     deny_tcp=not self.profile.network, scope_unix=not self.profile.network
                 )
                 ruleset.allow_all(self._base_rules)
+                ruleset.allow_all(self._static_rules)
                 for fd, rights, is_dir in self._rules:
                     ruleset.allow(fd, rights, directory=is_dir)
                 if tmp_fd >= 0:
                     ruleset.allow(tmp_fd, landlock.READ_EXEC | landlock.WRITE, directory=True)
-            caps.drop_all(sup.root)
+            caps.drop_all(sup.root, bounded=self.warm.bounded)
             try:
                 if sup.seccomp:
                     seccomp.install(self.profile.network)  # sets no_new_privs first

@@ -28,7 +28,6 @@ the audit row and the approval ticket (:attr:`Profile.digest`).
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import logging
@@ -45,7 +44,15 @@ if TYPE_CHECKING:
     from ...models import Tool
     from ...settings import Settings
 
-__all__ = ["HOME_SECRETS", "SYSTEM_SECRETS", "Profile", "hidden_paths", "profile_for", "system_secrets"]
+__all__ = [
+    "HOME_SECRETS",
+    "SYSTEM_SECRETS",
+    "Profile",
+    "hidden_paths",
+    "profile_for",
+    "secret_paths",
+    "system_secrets",
+]
 
 logger = logging.getLogger("ongrid_plugins.sandbox")
 _warned_off = False
@@ -66,7 +73,26 @@ SYSTEM_SECRETS = (
 
 def system_secrets() -> list[str]:
     """The :data:`SYSTEM_SECRETS` and SSH host keys present on this machine."""
-    return [p for p in SYSTEM_SECRETS if os.path.lexists(p)] + sorted(glob.glob("/etc/ssh/ssh_host_*key"))
+    return [p for p in secret_paths() if os.path.lexists(p)]
+
+
+def secret_paths() -> list[str]:
+    """Where system secrets are or may appear: :data:`SYSTEM_SECRETS`, whether present or
+    not, and the SSH host keys present (``/etc/ssh/ssh_host_*key``, as ``glob`` matches
+    them). One listing and no ``stat``: the spawning thread checks them on every call."""
+    try:
+        with os.scandir(_SSH) as entries:
+            keys = sorted(
+                entry.path
+                for entry in entries
+                if entry.name.startswith("ssh_host_") and entry.name.endswith("key") and len(entry.name) >= 12
+            )
+    except OSError:
+        keys = []
+    return [*SYSTEM_SECRETS, *keys]
+
+
+_SSH = "/etc/ssh"
 
 
 def _tuple(value: Any) -> tuple[str, ...]:

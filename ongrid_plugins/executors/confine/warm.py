@@ -8,6 +8,15 @@ entered a namespace of its own with a fresh tmpfs on ``/tmp``, and waits for the
 job it will ever run (the call's Landlock, seccomp and capabilities, then
 ``posix_spawn``). A call takes one, or makes one on the spot when none is ready.
 
+The refiller is one long-lived thread that calls wake. What is the same for every
+thread it makes is done once, in the refiller itself, and inherited: its bounding set
+is emptied (a new thread shares its creator's credentials) and the system secrets are
+covered in a mount namespace of its own (a new thread is born in its creator's
+namespace, and its own is a copy). A cover made ahead can be undone by the host
+meanwhile (a file replaced by ``rename`` loses the mounts on it in every namespace),
+so the spawning thread checks the covers again right before it confines itself
+(:meth:`Covers.refresh`).
+
 When the call ends its namespace is released by a background thread too: the last
 reference to a mount namespace tears its mounts down and waits for RCU, and that
 should not delay the call's result either.
@@ -22,9 +31,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import cgroups, mounts
+from . import caps, cgroups, mounts
 from .cgroups import CallGroup
-from .profile import system_secrets
+from .profile import secret_paths
 
 __all__ = ["Warm", "take"]
 
@@ -33,16 +42,81 @@ WARM_THREADS = 2
 _TMP_SIZE_MB = 64 * 1024  # the memory cgroup is the real bound: tmpfs pages are charged to it
 
 
+class Covers:
+    """The system secrets covered in one mount namespace, and what each path showed then.
+
+    A cover is a mount on a path's dentry; when the host replaces the file (``passwd``
+    renames a new ``/etc/shadow`` over the old one) or deletes it, the kernel detaches
+    the mount in every namespace, and the path shows the new file, uncovered. So what
+    was covered ahead of the call is checked again in the spawning thread right before
+    it confines itself (:meth:`refresh`): each secret must still show what it showed
+    once covered, and new secrets get covered too.
+    """
+
+    __slots__ = ("covered", "seen")
+
+    def __init__(self) -> None:
+        self.covered: list[str] = []
+        """The paths covered (a secret that is a symlink or a device is not)."""
+        self.seen: dict[str, tuple[int, int] | None] = {}
+        """What each secret's path showed once handled (the cover's identity, when covered)."""
+
+    def copy(self) -> Covers:
+        """The same covers, for a namespace copied from this one."""
+        other = Covers()
+        other.covered, other.seen = list(self.covered), dict(self.seen)
+        return other
+
+    def refresh(self) -> None:
+        """Cover every secret of the machine that does not show what it showed once covered.
+
+        Runs in a thread of the namespace, with ``CAP_SYS_ADMIN``; raises ``OSError``
+        when a cover cannot be mounted (the call then fails: it is never run uncovered).
+        """
+        seen, identity = self.seen, mounts.identity
+        stale = [path for path in secret_paths() if seen.get(path, _UNSEEN) != identity(path)]
+        if not stale:
+            return
+        for path in mounts.cover(stale):  # what is absent, or not a file or folder, is skipped
+            if path not in self.covered:
+                self.covered.append(path)
+        for path in stale:
+            seen[path] = identity(path)
+
+
+_UNSEEN = (-1, -1)  # never checked: differs from every identity and from None (absent)
+
+
 class Warm:
     """One parked thread: in a cgroup and a private /tmp, waiting for its one job."""
 
-    def __init__(self, with_cgroup: bool, private_tmp: bool) -> None:
+    def __init__(
+        self,
+        with_cgroup: bool,
+        private_tmp: bool,
+        root: bool = False,
+        *,
+        bounded: bool = False,
+        template: Covers | None = None,
+    ) -> None:
+        """Start the thread.
+
+        ``bounded``: it is born with an empty bounding set (a thread inherits its
+        creator's, and the refiller emptied its own once). ``template``: it is born in
+        the refiller's namespace, where these covers are in place already; its own
+        namespace is a copy of that one, covers included.
+        """
+        self.root = root
+        """Whether the thread empties its bounding set while it waits (a root host)."""
+        self.bounded = bounded
+        """:func:`.caps.drop_bounding` ran on the thread: the call's ``drop_all`` skips it."""
         self.group: CallGroup | None = cgroups.acquire() if with_cgroup else None
         self.private_tmp = private_tmp
         self.under = -1  # the covered /tmp (see mounts.bind_back)
         self.ns = -1  # holds the mount namespace until release()
-        self.covered: list[str] = []
+        self.covers = template.copy() if template is not None else Covers()
         """System secrets covered by empty mounts in this thread's namespace."""
+        self._templated = template is not None
         self.setup_error: BaseException | None = None
         self._job: Callable[[Warm], Any] | None = None
         self._result: Any = None
@@ -53,16 +127,28 @@ class Warm:
         self.pid = os.getpid()
         threading.Thread(target=self._run, name="ongrid-spawn", daemon=True).start()
 
+    @property
+    def covered(self) -> list[str]:
+        """System secrets covered by empty mounts in this thread's namespace."""
+        return self.covers.covered
+
     def _run(self) -> None:
         try:
             if self.group is not None:
                 self.group.join_thread()
             if self.private_tmp:
-                self.under = mounts.enter_private_tmp(_TMP_SIZE_MB)
+                self.under = mounts.enter_private_tmp(_TMP_SIZE_MB, slave=not self._templated)
                 self.ns = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-                self.covered = mounts.cover(system_secrets())
+                if not self._templated:
+                    self.covers.refresh()
         except BaseException as exc:
             self.setup_error = exc
+        if self.root and not self.bounded and self.setup_error is None:
+            try:
+                caps.drop_bounding(True)
+                self.bounded = True
+            except OSError:
+                pass  # the call's drop_all tries again, and fails the call with the errno
         self._ready.set()
         self._go.wait()
         job = self._job
@@ -150,67 +236,111 @@ _closer = _Closer()
 
 
 class _Pool:
-    """The ready threads of this process, refilled in the background."""
+    """The ready threads of this process, refilled by one background thread.
+
+    The refiller lives on between calls (it ends after ``IDLE`` seconds without one) and
+    a call only wakes it: starting a thread waits until the new thread runs, which under
+    the GIL cost a call ~300 us when every call started its own refiller.
+    """
+
+    IDLE = 30.0
 
     def __init__(self) -> None:
         self._ready: collections.deque[Warm] = collections.deque()
-        self._lock = threading.Lock()
-        self._refilling = False
-        self._kind: tuple[bool, bool] | None = None
+        self._cond = threading.Condition(threading.Lock())
+        self._kind: tuple[bool, bool, bool] | None = None
+        self._thread: threading.Thread | None = None
+        self._stalled = False
+        """The last thread could not be made ready: no more until the next call asks."""
         os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self) -> None:
-        # The parked threads did not survive the fork: forget them (their cgroups stay
-        # with the parent, which releases them).
+        # The parked threads and the refiller did not survive the fork: forget them
+        # (their cgroups stay with the parent, which releases them).
         self._ready = collections.deque()
-        self._lock = threading.Lock()
-        self._refilling = False
+        self._cond = threading.Condition(threading.Lock())
+        self._thread = None
+        self._stalled = False
 
-    def take(self, with_cgroup: bool, private_tmp: bool) -> Warm:
-        kind = (with_cgroup, private_tmp)
-        with self._lock:
+    def take(self, with_cgroup: bool, private_tmp: bool, root: bool) -> Warm:
+        kind = (with_cgroup, private_tmp, root)
+        with self._cond:
             if self._kind != kind:
                 stale, self._ready = list(self._ready), collections.deque()
                 self._kind = kind
             else:
                 stale = []
             warm = self._ready.popleft() if self._ready else None
-            start = not self._refilling
-            self._refilling = True
+            self._stalled = False
+            start = self._thread is None
+            if start:
+                self._thread = threading.Thread(target=self._refill, name="ongrid-warm", daemon=True)
+            else:
+                self._cond.notify()
         for old in stale:
             old.discard()
         if start:
-            threading.Thread(target=self._refill, args=(kind,), name="ongrid-warm", daemon=True).start()
-        return warm if warm is not None else Warm(with_cgroup, private_tmp)
+            assert self._thread is not None
+            self._thread.start()
+        return warm if warm is not None else Warm(with_cgroup, private_tmp, root)
 
-    def _refill(self, kind: tuple[bool, bool]) -> None:
-        try:
-            while True:
-                with self._lock:
-                    if self._kind != kind or len(self._ready) >= WARM_THREADS:
-                        return
-                warm = Warm(*kind)
-                warm._ready.wait()
+    def _wanted(self) -> tuple[bool, bool, bool] | None:
+        """The kind of thread to make next, or None while the pool is full (lock held)."""
+        if self._kind is None or self._stalled or len(self._ready) >= WARM_THREADS:
+            return None
+        return self._kind
+
+    def _refill(self) -> None:
+        # The threads this one starts inherit its credentials and its mount namespace.
+        # With its bounding set emptied once here, none of them has ~40 prctl calls to
+        # make (each makes the kernel copy and commit the thread's credentials); with the
+        # system secrets covered once in a namespace of its own, each only copies it and
+        # mounts its /tmp. This thread never executes anything: it gives up nothing it needs.
+        bounded = False
+        template: Covers | None = None
+        while True:
+            with self._cond:
+                kind = self._cond.wait_for(self._wanted, self.IDLE)
+                if kind is None:  # idle: the next call starts a new refiller
+                    self._thread = None
+                    return
+            _, private_tmp, root = kind
+            if root and not bounded:
+                try:
+                    caps.drop_bounding(True)
+                    bounded = True
+                except OSError:
+                    pass  # each thread then drops its own (and fails its call with the errno)
+            if private_tmp:
+                try:
+                    if template is None:
+                        mounts.enter_own_namespace()
+                        template = Covers()
+                    template.refresh()  # a secret replaced or added since the last thread
+                except OSError:
+                    # Threads made here would lack covers: stop, and let calls make their
+                    # own (each says why it cannot, if it cannot either).
+                    with self._cond:
+                        self._stalled = True
+                    continue
+            warm = Warm(*kind, bounded=bounded and root, template=template)
+            warm._ready.wait()
+            with self._cond:
                 if warm.setup_error is not None:
-                    warm.discard()
-                    return
-                with self._lock:
-                    if self._kind != kind:
-                        stale = warm
-                    else:
-                        self._ready.append(warm)
-                        stale = None
-                if stale is not None:
-                    stale.discard()
-                    return
-        finally:
-            with self._lock:
-                self._refilling = False
+                    self._stalled = True  # the call makes its own and says why; retry after it
+                elif self._kind == kind:
+                    self._ready.append(warm)
+                    continue
+            warm.discard()
 
 
 _pool = _Pool()
 
 
-def take(with_cgroup: bool, private_tmp: bool) -> Warm:
-    """A parked thread for one call (made on the spot if none is ready)."""
-    return _pool.take(with_cgroup, private_tmp)
+def take(with_cgroup: bool, private_tmp: bool, root: bool = False) -> Warm:
+    """A parked thread for one call (made on the spot if none is ready).
+
+    ``root``: the host may drop capabilities, and the thread empties its bounding set
+    while it waits (:func:`.caps.drop_bounding`).
+    """
+    return _pool.take(with_cgroup, private_tmp, root)
