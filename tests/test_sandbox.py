@@ -268,14 +268,20 @@ def test_a_setsid_daemon_dies_with_the_call(box: dict[str, Path]) -> None:
     assert marker.read_text() == "now\n"
 
 
-def test_a_fork_bomb_ends_with_process_limit_reached(box: dict[str, Path]) -> None:
+def sleepers(root: Path, name: str, count: int, limit: int, seconds: int) -> None:
+    """A skill that starts ``count`` sleeping children under a limit of ``limit`` processes."""
     make_skill(
-        box["root"],
-        "bomb",
-        script="#!/bin/sh\nfor i in $(/usr/bin/seq 20); do /bin/sleep 3 & done\nwait\necho '{}'\n",
-        sandbox={"limits": {"processes": 8}},
+        root,
+        name,
+        script=f"#!/bin/sh\nfor i in $(/usr/bin/seq {count}); do /bin/sleep {seconds} & done\n"
+        "wait\necho '{}'\n",
+        sandbox={"limits": {"processes": limit}},
         timeout_seconds=20,
     )
+
+
+def test_a_fork_bomb_ends_with_process_limit_reached(box: dict[str, Path]) -> None:
+    sleepers(box["root"], "bomb", 20, 8, 3)
     host = host_for(box["tmp"], box["root"])
     result = host.call("bomb", {}, persona="viewer")
     assert not result.ok
@@ -775,20 +781,8 @@ def test_calls_wake_one_refiller_instead_of_starting_one_each(box: dict[str, Pat
 
 
 def test_a_pooled_group_keeps_its_limits_and_a_hit_is_not_reported_again(box: dict[str, Path]) -> None:
-    make_skill(
-        box["root"],
-        "bomb",
-        script="#!/bin/sh\nfor i in $(/usr/bin/seq 20); do /bin/sleep 1 & done\nwait\necho '{}'\n",
-        sandbox={"limits": {"processes": 8}},
-        timeout_seconds=20,
-    )
-    make_skill(
-        box["root"],
-        "many",
-        script="#!/bin/sh\nfor i in $(/usr/bin/seq 12); do /bin/sleep 1 & done\nwait\necho '{}'\n",
-        sandbox={"limits": {"processes": 16}},
-        timeout_seconds=20,
-    )
+    sleepers(box["root"], "bomb", 20, 8, 1)
+    sleepers(box["root"], "many", 12, 16, 1)
     host = host_for(box["tmp"], box["root"])
     for _ in range(3):  # the groups go round the pool: each call gets its own limits
         bombed = host.call("bomb", {}, persona="viewer")
