@@ -8,7 +8,8 @@ entered a namespace of its own with a fresh tmpfs on ``/tmp``, and waits for the
 job it will ever run (the call's Landlock, seccomp and capabilities, then
 ``posix_spawn``). A call takes one, or makes one on the spot when none is ready.
 
-The refiller is one long-lived thread that calls wake. What is the same for every
+The refiller is one long-lived thread, woken once a call's thread has spawned (making
+the next thread while a call confines itself would slow that call down). What is the same for every
 thread it makes is done once, in the refiller itself, and inherited: its bounding set
 is emptied (a new thread shares its creator's credentials) and the system secrets are
 covered in a mount namespace of its own (a new thread is born in its creator's
@@ -178,6 +179,10 @@ class Warm:
         self._job = job
         self._go.set()
         self._done.wait()
+        # The child runs now: making the next thread and releasing the last call's no
+        # longer delay this one's start.
+        _pool.wake()
+        _closer.wake()
         if self._error is not None:
             raise self._error
         return self._result
@@ -191,6 +196,7 @@ class Warm:
         pool and the namespace is torn down, off the hot path."""
         if not self._go.is_set():
             self._go.set()  # never ran a job: let the parked thread end
+            _pool.wake()
         group, self.group = self.group, None
         fds = [fd for fd in (self.under, self.ns) if fd >= 0]
         self.under = self.ns = -1
@@ -200,12 +206,21 @@ class Warm:
 
 
 class _Closer:
-    """One background thread that empties cgroups and drops namespaces after calls."""
+    """One background thread that empties cgroups and drops namespaces after calls.
+
+    It waits for the next call's spawn (:meth:`wake`), up to ``LINGER`` seconds, before
+    it does: tearing a namespace down and emptying a group right after a call would
+    compete with the next call while it confines itself; once that call's child runs,
+    the host's threads are idle until it exits.
+    """
+
+    LINGER = 0.02
 
     def __init__(self) -> None:
         self._queue: collections.deque[tuple[CallGroup | None, list[int]]] = collections.deque()
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._woken = False
 
     def put(self, group: CallGroup | None, fds: list[int]) -> None:
         with self._wake:
@@ -213,7 +228,15 @@ class _Closer:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="ongrid-release", daemon=True)
                 self._thread.start()
-            self._wake.notify()
+            if len(self._queue) == 1:
+                self._wake.notify()
+
+    def wake(self) -> None:
+        """A call's child has started: release what waits now."""
+        with self._wake:
+            if self._queue:
+                self._woken = True
+                self._wake.notify()
 
     def _loop(self) -> None:
         while True:
@@ -222,14 +245,17 @@ class _Closer:
                     if not self._wake.wait(timeout=30):
                         self._thread = None
                         return
-                group, fds = self._queue.popleft()
-            for fd in fds:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            if group is not None:
-                with contextlib.suppress(OSError):
-                    cgroups.release(group)
-        # not reached
+                self._wake.wait_for(lambda: self._woken, self.LINGER)
+                self._woken = False
+                batch = list(self._queue)
+                self._queue.clear()
+            for group, fds in batch:
+                for fd in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                if group is not None:
+                    with contextlib.suppress(OSError):
+                        cgroups.release(group)
 
 
 _closer = _Closer()
@@ -239,8 +265,10 @@ class _Pool:
     """The ready threads of this process, refilled by one background thread.
 
     The refiller lives on between calls (it ends after ``IDLE`` seconds without one) and
-    a call only wakes it: starting a thread waits until the new thread runs, which under
-    the GIL cost a call ~300 us when every call started its own refiller.
+    a call only wakes it, once its own thread has spawned (:meth:`wake`): starting a
+    thread waits until the new thread runs, which under the GIL cost a call ~300 us when
+    every call started its own refiller, and a thread made while a call confines itself
+    competes with it for the CPU and the kernel's locks.
     """
 
     IDLE = 30.0
@@ -275,14 +303,20 @@ class _Pool:
             start = self._thread is None
             if start:
                 self._thread = threading.Thread(target=self._refill, name="ongrid-warm", daemon=True)
-            else:
-                self._cond.notify()
+            # else the refiller is woken once this thread has spawned (wake()), not now:
+            # making the next thread while this call confines itself would slow it down.
         for old in stale:
             old.discard()
         if start:
             assert self._thread is not None
             self._thread.start()
         return warm if warm is not None else Warm(with_cgroup, private_tmp, root)
+
+    def wake(self) -> None:
+        """A thread was used (or dropped): make the next one now."""
+        with self._cond:
+            self._stalled = False
+            self._cond.notify()
 
     def _wanted(self) -> tuple[bool, bool, bool] | None:
         """The kind of thread to make next, or None while the pool is full (lock held)."""
