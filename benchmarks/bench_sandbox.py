@@ -7,6 +7,9 @@ path) and one with ``sandbox="off"``. Calls alternate between them in blocks so
 machine noise hits both alike. Sequential: the median latency of one call.
 Concurrency 8: eight threads calling at once; the median latency of a call and
 the calls per second. The target (issue 9) is confined <= off + 5 ms, goal + 2 ms.
+A second table splits the CPU time of a sequential call between the calling thread,
+the host's other threads (where a confined call spawns, and what makes and releases
+its namespace and cgroup) and the entry's own process.
 
     python benchmarks/bench_sandbox.py --n 400
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -61,12 +65,43 @@ def one(h: SkillHost) -> float:
     return elapsed
 
 
-def sequential(hosts: dict[str, SkillHost], n: int, block: int) -> dict[str, list[float]]:
+def _usage() -> tuple[float, float]:
+    """CPU seconds (user + system) of this process and of its reaped children."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+class Cpu:
+    """CPU seconds of one mode's sequential calls: (calling thread, whole host, children)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.calling = self.host = self.children = 0.0
+
+    def per_call_us(self) -> tuple[float, float, float]:
+        n = max(1, self.calls)
+        return self.calling / n * 1e6, (self.host - self.calling) / n * 1e6, self.children / n * 1e6
+
+
+def sequential(
+    hosts: dict[str, SkillHost], n: int, block: int
+) -> tuple[dict[str, list[float]], dict[str, Cpu]]:
     out: dict[str, list[float]] = {mode: [] for mode in hosts}
+    cpu = {mode: Cpu() for mode in hosts}
     for _ in range(max(1, n // block)):
         for mode, h in hosts.items():
+            # Let the last block's releases finish: they are charged to their own mode.
+            time.sleep(0.05)
+            before, thread_before = _usage(), time.thread_time()
             out[mode] += [one(h) for _ in range(block)]
-    return out
+            time.sleep(0.05)
+            after, thread_after = _usage(), time.thread_time()
+            used = cpu[mode]
+            used.calls += block
+            used.calling += thread_after - thread_before
+            used.host += after[0] - before[0]
+            used.children += after[1] - before[1]
+    return out, cpu
 
 
 def concurrently(hosts: dict[str, SkillHost], n: int, rounds: int) -> dict[str, tuple[list[float], float]]:
@@ -104,7 +139,7 @@ def main() -> int:
         for h in hosts.values():  # warm up: caches, imports, cgroup pool
             for _ in range(20):
                 one(h)
-        seq = sequential(hosts, args.n, args.block)
+        seq, cpu = sequential(hosts, args.n, args.block)
         conc = concurrently(hosts, args.conc_n, 4)
     off_seq = statistics.median(seq["off"]) * 1e3
     off_conc = statistics.median(conc["off"][0]) * 1e3
@@ -119,6 +154,13 @@ def main() -> int:
         seq_delta, conc_delta = s_med - off_seq, c_med - off_conc
         cells = f"{s_med:>14.3f} {seq_delta:>+11.3f} {c_med:>13.3f} {conc_delta:>+11.3f} {rate:>11.0f}"
         print(f"{mode:<10} {cells}")
+    print()
+    head = ("mode", "calling thread", "other threads", "entry process", "total")
+    print(f"{'CPU us per call, sequential':<28} {head[1]:>14} {head[2]:>14} {head[3]:>14} {head[4]:>8}")
+    for mode in hosts:
+        calling, others, child = cpu[mode].per_call_us()
+        total = calling + others + child
+        print(f"{mode:<28} {calling:>14.0f} {others:>14.0f} {child:>14.0f} {total:>8.0f}")
     print(f"\ntarget: confined <= off + 5 ms (goal + 2 ms); pid {os.getpid()}")
     return 0
 

@@ -8,6 +8,7 @@ pipeline: lookup, argument validation, the gate, the hooks and the executor.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -28,6 +29,7 @@ def _host_for(entry: str) -> tuple[SkillHost, str]:
     if known is not None:
         return known
     base = tempfile.mkdtemp(prefix="ongrid-bench-")
+    atexit.register(shutil.rmtree, base, ignore_errors=True)
     name = "bench_" + "".join(c if c.isalnum() else "_" for c in os.path.basename(entry)).lower()
     folder = os.path.join(base, "skills", name)
     os.makedirs(folder)
