@@ -711,6 +711,48 @@ def test_a_secret_replaced_by_rename_after_threads_were_made_ready_is_covered_ag
     assert secret.read_text() == "AGAIN"  # the host's own view is untouched
 
 
+def test_the_refiller_checks_its_covers_only_after_a_call_found_them_stale(
+    box: dict[str, Path], secrets_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ongrid_plugins.executors.confine import warm
+
+    secret = secrets_dir / "shadow"
+    secret.write_text("OLD")
+    monkeypatch.setattr(warm, "secret_paths", lambda: [str(secret)])
+    checks: list[tuple[str, bool]] = []  # (thread name, whether anything was stale)
+    refresh = warm.Covers.refresh
+
+    def recorded(self: Any) -> bool:
+        changed = refresh(self)
+        checks.append((threading.current_thread().name, changed))
+        return changed
+
+    monkeypatch.setattr(warm.Covers, "refresh", recorded)
+    make_skill(box["root"], "reader", script=READER, entry="reader.py")
+    host = host_for(box["tmp"], box["root"])
+
+    def settled_calls(count: int) -> list[tuple[str, bool]]:
+        checks.clear()
+        for _ in range(count):
+            assert read_paths(host, secret) == {str(secret): "error:PermissionError"}
+            time.sleep(0.2)  # the refiller makes the next thread meanwhile
+        return list(checks)
+
+    settled_calls(4)  # whatever earlier calls of this process left: the secret covered now
+    quiet = settled_calls(4)
+    # Nothing changed: every call checks its own covers, finds them current, and the
+    # refiller checks nothing.
+    assert quiet == [("ongrid-spawn", False)] * 4
+    fresh = secrets_dir / "shadow.new"
+    fresh.write_text("NEW")
+    os.rename(fresh, secret)
+    after = settled_calls(5)
+    spawning = [changed for name, changed in after if name == "ongrid-spawn"]
+    assert len(spawning) == 5 and spawning[0] is True  # the call re-covered it
+    assert ("ongrid-warm", True) in after  # and the refiller then its own covers
+    assert spawning[-2:] == [False, False]  # threads made since come covered
+
+
 def test_a_secret_that_appears_after_the_host_started_is_covered(
     box: dict[str, Path], secrets_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -134,7 +134,7 @@ class Plan:
         assert self.warm is not None
         tmp_fd = -1
         if self.warm.under >= 0:
-            self.warm.covers.refresh()  # a secret replaced or added since the thread was made ready
+            self.warm.refresh_covers()  # a secret replaced or added since the thread was made ready
             for path in self._uncover:  # declared readable by this call
                 mounts.uncover(path)
             mounts.bind_back(self.warm.under, self._keep)

@@ -9,14 +9,14 @@ job it will ever run (the call's Landlock, seccomp and capabilities, then
 ``posix_spawn``). A call takes one, or makes one on the spot when none is ready.
 
 The refiller is one long-lived thread, woken once a call's thread has spawned (making
-the next thread while a call confines itself would slow that call down). What is the same for every
-thread it makes is done once, in the refiller itself, and inherited: its bounding set
-is emptied (a new thread shares its creator's credentials) and the system secrets are
-covered in a mount namespace of its own (a new thread is born in its creator's
-namespace, and its own is a copy). A cover made ahead can be undone by the host
+the next thread while a call confines itself would slow that call down). What is the
+same for every thread it makes is done once, in the refiller itself, and inherited:
+its bounding set is emptied (a new thread shares its creator's credentials) and the
+system secrets are covered in a mount namespace of its own (a new thread is born in its
+creator's namespace, and its own is a copy). A cover made ahead can be undone by the host
 meanwhile (a file replaced by ``rename`` loses the mounts on it in every namespace),
 so the spawning thread checks the covers again right before it confines itself
-(:meth:`Covers.refresh`).
+(:meth:`Covers.refresh`); the refiller checks its own only when a call found them stale.
 
 When the call ends its namespace is released by a background thread too: the last
 reference to a mount namespace tears its mounts down and waits for RCU, and that
@@ -68,21 +68,23 @@ class Covers:
         other.covered, other.seen = list(self.covered), dict(self.seen)
         return other
 
-    def refresh(self) -> None:
+    def refresh(self) -> bool:
         """Cover every secret of the machine that does not show what it showed once covered.
 
         Runs in a thread of the namespace, with ``CAP_SYS_ADMIN``; raises ``OSError``
         when a cover cannot be mounted (the call then fails: it is never run uncovered).
+        Returns whether anything had changed.
         """
         seen, identity = self.seen, mounts.identity
         stale = [path for path in secret_paths() if seen.get(path, _UNSEEN) != identity(path)]
         if not stale:
-            return
+            return False
         for path in mounts.cover(stale):  # what is absent, or not a file or folder, is skipped
             if path not in self.covered:
                 self.covered.append(path)
         for path in stale:
             seen[path] = identity(path)
+        return True
 
 
 _UNSEEN = (-1, -1)  # never checked: differs from every identity and from None (absent)
@@ -161,6 +163,15 @@ class Warm:
             self._error = exc
         finally:
             self._done.set()
+
+    def refresh_covers(self) -> None:
+        """Check the covers again, right before the call confines itself (:class:`Covers`).
+
+        What changed is covered here; when this thread's covers came from the refiller's,
+        those are stale too, and the refiller checks them before it makes the next thread.
+        """
+        if self.covers.refresh() and self._templated:
+            _pool.template_stale()
 
     def wait_ready(self) -> None:
         """Block until the thread has joined its cgroup and namespace (or failed to)."""
@@ -280,6 +291,8 @@ class _Pool:
         self._thread: threading.Thread | None = None
         self._stalled = False
         """The last thread could not be made ready: no more until the next call asks."""
+        self._stale = False
+        """A call found a secret changed since its thread copied the refiller's covers."""
         os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self) -> None:
@@ -289,6 +302,7 @@ class _Pool:
         self._cond = threading.Condition(threading.Lock())
         self._thread = None
         self._stalled = False
+        self._stale = False
 
     def take(self, with_cgroup: bool, private_tmp: bool, root: bool) -> Warm:
         kind = (with_cgroup, private_tmp, root)
@@ -318,6 +332,11 @@ class _Pool:
             self._stalled = False
             self._cond.notify()
 
+    def template_stale(self) -> None:
+        """The refiller's covers no longer match the machine: check them before the next thread."""
+        with self._cond:
+            self._stale = True
+
     def _wanted(self) -> tuple[bool, bool, bool] | None:
         """The kind of thread to make next, or None while the pool is full (lock held)."""
         if self._kind is None or self._stalled or len(self._ready) >= WARM_THREADS:
@@ -338,6 +357,7 @@ class _Pool:
                 if kind is None:  # idle: the next call starts a new refiller
                     self._thread = None
                     return
+                stale, self._stale = self._stale, False
             _, private_tmp, root = kind
             if root and not bounded:
                 try:
@@ -349,13 +369,16 @@ class _Pool:
                 try:
                     if template is None:
                         mounts.enter_own_namespace()
-                        template = Covers()
-                    template.refresh()  # a secret replaced or added since the last thread
+                        template, stale = Covers(), True
+                    if stale:
+                        # Made, or a call found a secret replaced or added since (each call
+                        # checks its own covers: this spares the next ones covering it again).
+                        template.refresh()
                 except OSError:
                     # Threads made here would lack covers: stop, and let calls make their
                     # own (each says why it cannot, if it cannot either).
                     with self._cond:
-                        self._stalled = True
+                        self._stalled = self._stale = True
                     continue
             warm = Warm(*kind, bounded=bounded and root, template=template)
             warm._ready.wait()
