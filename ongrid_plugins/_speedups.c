@@ -32,11 +32,18 @@
  * get it back: more than the append of a line to a local file costs). For the journal,
  * a local file, never a pipe or a socket that could block.
  *
- * Optional: where it is not built (see hatch_build.py), models.base and audit.journal
- * use their Python code, which gives the same results.
+ * same_files(stamps) and same_mtimes(stamps) tell whether paths still name what they
+ * named when a cached sandbox grant or cover was made (executors/confine/stamps.py):
+ * every confined call checks ~20 paths between two spawns, where os.stat's result
+ * objects, and the exception an absent path raises, cost more than the system calls.
+ *
+ * Optional: where it is not built (see hatch_build.py), models.base, audit.journal and
+ * executors.confine.stamps use their Python code, which gives the same results.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include <errno.h>
 #include <limits.h>
@@ -361,7 +368,116 @@ fail:
     return NULL;
 }
 
+/* The path of stamp i (a tuple of n items, the first a str) as UTF-8 without NUL, or
+ * NULL: *bad set when it cannot be said here (the caller returns None: Python checks),
+ * an exception set (TypeError) when the stamp is malformed. */
+static const char *stamp_path(PyObject *stamp, Py_ssize_t n, int *bad) {
+    if (!PyTuple_CheckExact(stamp) || PyTuple_GET_SIZE(stamp) != n || !PyUnicode_Check(PyTuple_GET_ITEM(stamp, 0))) {
+        PyErr_Format(PyExc_TypeError, "a stamp is a tuple of %zd items, a str first", n);
+        return NULL;
+    }
+    Py_ssize_t size;
+    const char *path = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(stamp, 0), &size);
+    if (path == NULL || (Py_ssize_t)strlen(path) != size) { /* a lone surrogate, a NUL */
+        PyErr_Clear();
+        *bad = 1;
+        return NULL;
+    }
+    return path;
+}
+
+static PyObject *same_files(PyObject *module, PyObject *stamps) {
+    (void)module;
+    PyObject *seq = PySequence_Fast(stamps, "same_files(stamps): stamps must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    PyObject *result = Py_True;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n && result == Py_True; i++) {
+        PyObject *stamp = PySequence_Fast_GET_ITEM(seq, i);
+        int bad = 0;
+        const char *path = stamp_path(stamp, 3, &bad);
+        if (path == NULL) {
+            result = bad ? Py_None : NULL;
+            break;
+        }
+        PyObject *dev = PyTuple_GET_ITEM(stamp, 1), *ino = PyTuple_GET_ITEM(stamp, 2);
+        struct stat st;
+        int found = stat(path, &st) == 0;
+        if (dev == Py_None) { /* recorded absent: whatever stat fails on */
+            if (found)
+                result = Py_False;
+            continue;
+        }
+        if (!found) {
+            result = Py_False;
+            continue;
+        }
+        unsigned long long want_dev = PyLong_AsUnsignedLongLong(dev);
+        unsigned long long want_ino = PyLong_AsUnsignedLongLong(ino);
+        if (PyErr_Occurred()) { /* not an int, or out of range: no file has it */
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                result = NULL;
+                break;
+            }
+            PyErr_Clear();
+            result = Py_False;
+            continue;
+        }
+        if ((unsigned long long)st.st_dev != want_dev || (unsigned long long)st.st_ino != want_ino)
+            result = Py_False;
+    }
+    Py_DECREF(seq);
+    return Py_XNewRef(result);
+}
+
+static PyObject *same_mtimes(PyObject *module, PyObject *stamps) {
+    (void)module;
+    PyObject *seq = PySequence_Fast(stamps, "same_mtimes(stamps): stamps must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    PyObject *result = Py_True;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n && result == Py_True; i++) {
+        PyObject *stamp = PySequence_Fast_GET_ITEM(seq, i);
+        int bad = 0;
+        const char *path = stamp_path(stamp, 2, &bad);
+        if (path == NULL) {
+            result = bad ? Py_None : NULL;
+            break;
+        }
+        int overflow = 0;
+        long long want = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(stamp, 1), &overflow);
+        if (want == -1 && PyErr_Occurred()) {
+            result = NULL;
+            break;
+        }
+        struct stat st;
+        if (overflow || stat(path, &st) != 0) {
+            result = Py_False;
+            continue;
+        }
+        /* st_mtime_ns as os.stat computes it; a time this cannot hold: Python checks */
+        long long sec = (long long)st.st_mtim.tv_sec, ns = (long long)st.st_mtim.tv_nsec;
+        if (sec > LLONG_MAX / 1000000000LL - 1 || sec < LLONG_MIN / 1000000000LL + 1) {
+            result = Py_None;
+            break;
+        }
+        if (sec * 1000000000LL + ns != want)
+            result = Py_False;
+    }
+    Py_DECREF(seq);
+    return Py_XNewRef(result);
+}
+
 static PyMethodDef methods[] = {
+    {"same_files", (PyCFunction)same_files, METH_O,
+     "same_files(stamps, /)\n--\n\n"
+     "Whether every (path, st_dev, st_ino) still stats to that file ((path, None, None):\n"
+     "stat fails); None when a path cannot be checked here (not UTF-8, a NUL)."},
+    {"same_mtimes", (PyCFunction)same_mtimes, METH_O,
+     "same_mtimes(stamps, /)\n--\n\n"
+     "Whether every (path, st_mtime_ns) still stats to that time; None as for same_files."},
     {"canonical_encoder", (PyCFunction)canonical_encoder, METH_O,
      "canonical_encoder(fallback, /)\n--\n\n"
      "A canonical JSON encoder that hands values it does not know to fallback(value)."},

@@ -20,6 +20,7 @@ from typing import Any
 
 from . import landlock
 from .profile import Profile
+from .stamps import FileStamp, same_files, same_mtimes
 
 __all__ = ["KEEP_BASES", "Base", "Static", "acquire_base", "acquire_static", "entry_key", "release"]
 
@@ -89,13 +90,7 @@ class Base:
         return prepared
 
     def fresh(self) -> bool:
-        for folder, mtime in self.stamps:
-            try:
-                if os.stat(folder).st_mtime_ns != mtime:
-                    return False
-            except OSError:
-                return False
-        return True
+        return same_mtimes(self.stamps)
 
     def close(self) -> None:
         for fd, _ in self.grants:
@@ -177,7 +172,7 @@ class Static:
         self.rules: list[tuple[int, int, bool]] = []  # (fd, rights, is_directory)
         self._prepared: landlock.Prepared | None = None
         self.keep: list[tuple[str, int, bool]] = []  # bound back into the private /tmp
-        self.stamps: list[tuple[str, int, int]] = []  # (path, st_dev, st_ino) of what was granted
+        self.stamps: list[FileStamp] = []  # (path, st_dev, st_ino) of what was granted
         self.private_tmp = private_tmp
         hidden = profile.hidden
         self.uncover: list[str] = []
@@ -242,14 +237,7 @@ class Static:
     def fresh(self) -> bool:
         if self.base.retired or not self.base.fresh():
             return False
-        for path, dev, ino in self.stamps:
-            try:
-                st = os.stat(path)
-            except OSError:
-                return False
-            if (st.st_dev, st.st_ino) != (dev, ino):
-                return False
-        return True
+        return same_files(self.stamps)
 
     def close(self) -> None:
         for fd in self.fds:

@@ -82,14 +82,11 @@ def secret_paths() -> list[str]:
     not, and the SSH host keys present (``/etc/ssh/ssh_host_*key``, as ``glob`` matches
     them). One listing and no ``stat``: the spawning thread checks them on every call."""
     try:
-        with os.scandir(_SSH) as entries:
-            keys = sorted(
-                entry.path
-                for entry in entries
-                if entry.name.startswith("ssh_host_") and entry.name.endswith("key") and len(entry.name) >= 12
-            )
+        names = os.listdir(_SSH)
     except OSError:
-        keys = []
+        return list(SYSTEM_SECRETS)
+    keys = [f"{_SSH}/{n}" for n in names if n.startswith("ssh_host_") and n.endswith("key") and len(n) >= 12]
+    keys.sort()
     return [*SYSTEM_SECRETS, *keys]
 
 

@@ -35,6 +35,7 @@ from typing import Any
 from . import caps, cgroups, mounts
 from .cgroups import CallGroup
 from .profile import secret_paths
+from .stamps import FileStamp, same_files
 
 __all__ = ["Warm", "take"]
 
@@ -54,18 +55,22 @@ class Covers:
     once covered, and new secrets get covered too.
     """
 
-    __slots__ = ("covered", "seen")
+    __slots__ = ("_paths", "_stamps", "covered", "seen")
 
     def __init__(self) -> None:
         self.covered: list[str] = []
         """The paths covered (a secret that is a symlink or a device is not)."""
         self.seen: dict[str, tuple[int, int] | None] = {}
         """What each secret's path showed once handled (the cover's identity, when covered)."""
+        self._paths: list[str] = []
+        self._stamps: tuple[FileStamp, ...] = ()
+        """``seen`` for ``_paths`` (the secret paths of the last refresh), checked in one go."""
 
     def copy(self) -> Covers:
         """The same covers, for a namespace copied from this one."""
         other = Covers()
         other.covered, other.seen = list(self.covered), dict(self.seen)
+        other._paths, other._stamps = self._paths, self._stamps
         return other
 
     def refresh(self) -> bool:
@@ -75,16 +80,20 @@ class Covers:
         when a cover cannot be mounted (the call then fails: it is never run uncovered).
         Returns whether anything had changed.
         """
-        seen, identity = self.seen, mounts.identity
-        stale = [path for path in secret_paths() if seen.get(path, _UNSEEN) != identity(path)]
-        if not stale:
+        paths = secret_paths()
+        if paths == self._paths and same_files(self._stamps):
             return False
-        for path in mounts.cover(stale):  # what is absent, or not a file or folder, is skipped
-            if path not in self.covered:
-                self.covered.append(path)
-        for path in stale:
-            seen[path] = identity(path)
-        return True
+        seen, identity = self.seen, mounts.identity
+        stale = [path for path in paths if seen.get(path, _UNSEEN) != identity(path)]
+        if stale:
+            for path in mounts.cover(stale):  # what is absent, or not a file or folder, is skipped
+                if path not in self.covered:
+                    self.covered.append(path)
+            for path in stale:
+                seen[path] = identity(path)
+        self._paths = paths
+        self._stamps = tuple((path, *(seen[path] or (None, None))) for path in paths)
+        return bool(stale)
 
 
 _UNSEEN = (-1, -1)  # never checked: differs from every identity and from None (absent)
