@@ -9,7 +9,10 @@ state of one child process and all its descendants (:mod:`.plan`): Landlock rule
 :func:`support` says what this machine offers (``ongrid-skills doctor``).
 
 What it may import: the standard library, :mod:`attrs`, and from the package only
-the core values (:mod:`ongrid_plugins.models`, :mod:`ongrid_plugins.settings`). It
+the core values (:mod:`ongrid_plugins.models`, :mod:`ongrid_plugins.settings`,
+:mod:`ongrid_plugins.sidetable`), ``open_beneath`` of :mod:`ongrid_plugins.discovery.roots`
+(:mod:`.mounts`) and the optional compiled ``ongrid_plugins._speedups`` (:mod:`.stamps`,
+which works without it). It
 never imports the host, the gate, the surfaces or the loaders; the subprocess
 executor imports it, lazily.
 
