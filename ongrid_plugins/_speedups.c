@@ -386,9 +386,14 @@ static const char *stamp_path(PyObject *stamp, Py_ssize_t n, int *bad) {
     return path;
 }
 
-static PyObject *same_files(PyObject *module, PyObject *stamps) {
-    (void)module;
-    PyObject *seq = PySequence_Fast(stamps, "same_files(stamps): stamps must be a sequence");
+/* One stamp's check, given its path: 1 it holds, 0 it does not, -1 an exception is set,
+ * 2 it cannot be said here (the caller returns None: Python checks). */
+typedef int (*StampCheck)(PyObject *stamp, const char *path);
+
+/* Whether every stamp of stamps (tuples of arity items, a path first) holds: True,
+ * False at the first that does not, None when one cannot be checked here. */
+static PyObject *check_stamps(PyObject *stamps, Py_ssize_t arity, const char *refused, StampCheck check) {
+    PyObject *seq = PySequence_Fast(stamps, refused);
     if (seq == NULL)
         return NULL;
     PyObject *result = Py_True;
@@ -396,78 +401,58 @@ static PyObject *same_files(PyObject *module, PyObject *stamps) {
     for (Py_ssize_t i = 0; i < n && result == Py_True; i++) {
         PyObject *stamp = PySequence_Fast_GET_ITEM(seq, i);
         int bad = 0;
-        const char *path = stamp_path(stamp, 3, &bad);
-        if (path == NULL) {
-            result = bad ? Py_None : NULL;
-            break;
-        }
-        PyObject *dev = PyTuple_GET_ITEM(stamp, 1), *ino = PyTuple_GET_ITEM(stamp, 2);
-        struct stat st;
-        int found = stat(path, &st) == 0;
-        if (dev == Py_None) { /* recorded absent: whatever stat fails on */
-            if (found)
-                result = Py_False;
-            continue;
-        }
-        if (!found) {
-            result = Py_False;
-            continue;
-        }
-        unsigned long long want_dev = PyLong_AsUnsignedLongLong(dev);
-        unsigned long long want_ino = PyLong_AsUnsignedLongLong(ino);
-        if (PyErr_Occurred()) { /* not an int, or out of range: no file has it */
-            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
-                result = NULL;
-                break;
-            }
-            PyErr_Clear();
-            result = Py_False;
-            continue;
-        }
-        if ((unsigned long long)st.st_dev != want_dev || (unsigned long long)st.st_ino != want_ino)
-            result = Py_False;
+        const char *path = stamp_path(stamp, arity, &bad);
+        int holds = path == NULL ? (bad ? 2 : -1) : check(stamp, path);
+        result = holds == 1 ? Py_True : holds == 0 ? Py_False : holds == 2 ? Py_None : NULL;
     }
     Py_DECREF(seq);
     return Py_XNewRef(result);
 }
 
+/* (path, st_dev, st_ino), or (path, None, None): stat fails. */
+static int same_file(PyObject *stamp, const char *path) {
+    PyObject *dev = PyTuple_GET_ITEM(stamp, 1), *ino = PyTuple_GET_ITEM(stamp, 2);
+    struct stat st;
+    int found = stat(path, &st) == 0;
+    if (dev == Py_None) /* recorded absent: whatever stat fails on */
+        return !found;
+    if (!found)
+        return 0;
+    unsigned long long want_dev = PyLong_AsUnsignedLongLong(dev);
+    unsigned long long want_ino = PyLong_AsUnsignedLongLong(ino);
+    if (PyErr_Occurred()) { /* out of range: no file has it; not an int: an error */
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    return (unsigned long long)st.st_dev == want_dev && (unsigned long long)st.st_ino == want_ino;
+}
+
+/* (path, st_mtime_ns) */
+static int same_mtime(PyObject *stamp, const char *path) {
+    int overflow = 0;
+    long long want = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(stamp, 1), &overflow);
+    if (want == -1 && PyErr_Occurred())
+        return -1;
+    struct stat st;
+    if (overflow || stat(path, &st) != 0)
+        return 0;
+    /* st_mtime_ns as os.stat computes it; a time this cannot hold: Python checks */
+    long long sec = (long long)st.st_mtim.tv_sec, ns = (long long)st.st_mtim.tv_nsec;
+    if (sec > LLONG_MAX / 1000000000LL - 1 || sec < LLONG_MIN / 1000000000LL + 1)
+        return 2;
+    return sec * 1000000000LL + ns == want;
+}
+
+static PyObject *same_files(PyObject *module, PyObject *stamps) {
+    (void)module;
+    return check_stamps(stamps, 3, "same_files(stamps): stamps must be a sequence", same_file);
+}
+
 static PyObject *same_mtimes(PyObject *module, PyObject *stamps) {
     (void)module;
-    PyObject *seq = PySequence_Fast(stamps, "same_mtimes(stamps): stamps must be a sequence");
-    if (seq == NULL)
-        return NULL;
-    PyObject *result = Py_True;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    for (Py_ssize_t i = 0; i < n && result == Py_True; i++) {
-        PyObject *stamp = PySequence_Fast_GET_ITEM(seq, i);
-        int bad = 0;
-        const char *path = stamp_path(stamp, 2, &bad);
-        if (path == NULL) {
-            result = bad ? Py_None : NULL;
-            break;
-        }
-        int overflow = 0;
-        long long want = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(stamp, 1), &overflow);
-        if (want == -1 && PyErr_Occurred()) {
-            result = NULL;
-            break;
-        }
-        struct stat st;
-        if (overflow || stat(path, &st) != 0) {
-            result = Py_False;
-            continue;
-        }
-        /* st_mtime_ns as os.stat computes it; a time this cannot hold: Python checks */
-        long long sec = (long long)st.st_mtim.tv_sec, ns = (long long)st.st_mtim.tv_nsec;
-        if (sec > LLONG_MAX / 1000000000LL - 1 || sec < LLONG_MIN / 1000000000LL + 1) {
-            result = Py_None;
-            break;
-        }
-        if (sec * 1000000000LL + ns != want)
-            result = Py_False;
-    }
-    Py_DECREF(seq);
-    return Py_XNewRef(result);
+    return check_stamps(stamps, 2, "same_mtimes(stamps): stamps must be a sequence", same_mtime);
 }
 
 static PyMethodDef methods[] = {
