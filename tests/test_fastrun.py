@@ -97,13 +97,23 @@ def test_unconfined_calls_run_in_the_compiled_runner_sync_and_async(
     assert counting.counts == {"run": 1, "start": 1, "start_aside": 0}
 
 
-def test_confined_calls_and_fallback_switches_take_the_python_runner(
+def test_fallback_switches_and_a_confiner_that_names_no_cgroup_take_the_python_runner(
     tmp_path: Path, counting: Counting, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plain = spec(tmp_path, "cat")
     assert _fast.usable(plain)
     confined = ProcessSpec(argv=plain.argv, cwd=plain.cwd, env={}, stdin=b"", timeout=5, confine=object())
     assert not _fast.usable(confined)  # its confiner applies in a thread of its own
+    assert not _fast.confinable(confined)  # and this one has no procs_file to kill through
+
+    class Naming:  # a confiner that names its cgroup's list
+        def procs_file(self) -> str | None:
+            return None
+
+    named = ProcessSpec(argv=plain.argv, cwd=plain.cwd, env={}, stdin=b"", timeout=5, confine=Naming())
+    assert _fast.confinable(named) and not _fast.usable(named)
+    monkeypatch.setattr(counting, "CONFINES", False, raising=False)  # a build older than the source
+    assert not _fast.confinable(named)
     monkeypatch.setattr(_spawn, "_BACKEND", "popen")
     assert not _fast.usable(plain)
     monkeypatch.setattr(_spawn, "_BACKEND", "auto")
@@ -168,7 +178,7 @@ def test_the_extension_refuses_malformed_arguments_before_starting_anything(tmp_
     good = spec(tmp_path, "cat")
     arguments = list(_fast._arguments(good, lambda data: None, TUNING))
     before = open_fds()
-    with pytest.raises(TypeError, match="takes 14 arguments"):
+    with pytest.raises(TypeError, match="takes 15 arguments"):
         native.run(*arguments[:3])
     for index, bad, error in [
         (1, (), TypeError),  # an empty argv
@@ -179,6 +189,8 @@ def test_the_extension_refuses_malformed_arguments_before_starting_anything(tmp_
         (8, -5, ValueError),  # stdout cap
         (9, "not callable", TypeError),
         (10, 1, ValueError),  # closefrom would close stdout and stderr
+        (14, "/sys/fs/cgroup/pids/x/cgroup.procs", TypeError),  # the cgroup's list: bytes or None
+        (14, b"/sys/fs/cgroup/pids\0/x", ValueError),
     ]:
         wrong = list(arguments)
         wrong[index] = bad

@@ -268,6 +268,66 @@ def test_a_setsid_daemon_dies_with_the_call(box: dict[str, Path]) -> None:
     assert marker.read_text() == "now\n"
 
 
+def dead(pid: int) -> bool:
+    """Gone, or a zombie waiting for init: nothing of it runs any more."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.fixture(params=[True, False], ids=["compiled-runner", "python-runner"])
+def runner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Confined calls through the compiled runner or the Python one; the names of the calls
+    that took the compiled one (``run_confined``) are recorded."""
+    from ongrid_plugins.executors import _fast
+
+    compiled: bool = request.param
+    assert _fast.available(), "the compiled runner was not built"
+    monkeypatch.setattr(_fast, "USE", compiled)
+    taken: list[str] = []
+    real = _fast.run_confined
+
+    def recorded(spec: Any, *rest: Any) -> Any:
+        taken.append(os.path.basename(os.path.dirname(spec.argv[0])))
+        return real(spec, *rest)
+
+    monkeypatch.setattr(_fast, "run_confined", recorded)
+    return taken
+
+
+@pytest.mark.parametrize("ending", ["exits", "times-out"])
+def test_a_setsid_child_holding_the_output_is_killed_before_the_call_returns(
+    box: dict[str, Path], runner: list[str], caplog: pytest.LogCaptureFixture, ending: str
+) -> None:
+    from ongrid_plugins.executors import _fast
+
+    drop = box["tmp"] / "drop"
+    drop.mkdir()
+    pidfile = drop / "pid"
+    # The daemon keeps the call's stdout and stderr: a runner that only killed the
+    # process group would wait for their EOF (then say they stayed open) and return
+    # with the daemon still running.
+    after = "echo '{}'" if ending == "exits" else "sleep 30"
+    make_skill(
+        box["root"],
+        "daemon",
+        script=f"#!/bin/sh\nsetsid /bin/sh -c 'echo $$ > {pidfile}; exec sleep 30' &\n"
+        f"while [ ! -s {pidfile} ]; do sleep 0.01; done\n{after}\n",
+        class_="mutating",
+        sandbox={"write": [str(drop)]},
+        timeout_seconds=2,
+    )
+    host = host_for(box["tmp"], box["root"])
+    result = host.call("daemon", {}, persona="admin", confirm=True)
+    daemon = int(pidfile.read_text())
+    assert dead(daemon), f"the setsid child {daemon} outlived the call"
+    assert (result.ok, result.timed_out) == ((True, False) if ending == "exits" else (False, True))
+    assert "stayed open" not in caplog.text
+    assert runner == (["daemon"] if _fast.USE else [])
+
+
 def sleepers(root: Path, name: str, count: int, limit: int, seconds: int) -> None:
     """A skill that starts ``count`` sleeping children under a limit of ``limit`` processes."""
     make_skill(
@@ -686,15 +746,21 @@ def read_paths(host: SkillHost, *paths: Path) -> dict[str, str]:
     return value
 
 
-def test_a_secret_replaced_by_rename_after_threads_were_made_ready_is_covered_again(
-    box: dict[str, Path], secrets_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def planted_shadow(box: dict[str, Path], secrets_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A planted ``shadow``, the machine's only secret for the sandbox, and the reader skill."""
     from ongrid_plugins.executors.confine import warm
 
     secret = secrets_dir / "shadow"
     secret.write_text("OLD")
     monkeypatch.setattr(warm, "secret_paths", lambda: [str(secret)])
     make_skill(box["root"], "reader", script=READER, entry="reader.py")
+    return secret
+
+
+def test_a_secret_replaced_by_rename_after_threads_were_made_ready_is_covered_again(
+    box: dict[str, Path], secrets_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = planted_shadow(box, secrets_dir, monkeypatch)
     host = host_for(box["tmp"], box["root"])
     assert read_paths(host, secret) == {str(secret): "error:PermissionError"}
     time.sleep(0.5)  # threads for the next calls are parked now, the secret covered in them
@@ -716,9 +782,7 @@ def test_the_refiller_checks_its_covers_only_after_a_call_found_them_stale(
 ) -> None:
     from ongrid_plugins.executors.confine import warm
 
-    secret = secrets_dir / "shadow"
-    secret.write_text("OLD")
-    monkeypatch.setattr(warm, "secret_paths", lambda: [str(secret)])
+    secret = planted_shadow(box, secrets_dir, monkeypatch)
     checks: list[tuple[str, bool]] = []  # (thread name, whether anything was stale)
     refresh = warm.Covers.refresh
 
@@ -728,7 +792,6 @@ def test_the_refiller_checks_its_covers_only_after_a_call_found_them_stale(
         return changed
 
     monkeypatch.setattr(warm.Covers, "refresh", recorded)
-    make_skill(box["root"], "reader", script=READER, entry="reader.py")
     host = host_for(box["tmp"], box["root"])
 
     def settled_calls(count: int) -> list[tuple[str, bool]]:

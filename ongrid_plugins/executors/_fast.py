@@ -12,9 +12,14 @@ arrive (:class:`._stderr.StderrLines` splits and reports them, as for the Python
 runner). :func:`arun` is the same state machine stepped by an event loop: each call
 is one descriptor for the loop (an epoll of its pipes, its pidfd and a timerfd).
 
-The Python runner remains the reference and the fallback: it runs confined calls
-(their confiner applies in a thread of its own and kills through a cgroup) and
-everything where the extension is missing (no compiler when the package was
+A confined call (:func:`run_confined`) is spawned by the same C code from the thread
+its confiner prepared (:mod:`.confine.warm`), once that thread has confined itself, and
+seen through here by :meth:`Call.wait`: the same loop, which also SIGKILLs every process
+the call's cgroup lists before the child is reaped and on a SIGKILL (setsid and double
+forks included), as the Python runner does through the plan.
+
+The Python runner remains the reference and the fallback: it runs asynchronous
+confined calls and everything where the extension is missing (no compiler when the package was
 installed) or where libc lacks what the C code relies on (``addclosefrom_np``).
 Without a pidfd the C code polls ``waitid`` as the Python one does. :func:`usable`
 says which runner a call gets; the tests run every runner test against each.
@@ -28,6 +33,7 @@ import importlib
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +43,7 @@ from . import _drivers, _spawn
 from ._spec import ProcessOutcome, ProcessSpec, StderrCallback
 from ._stderr import StderrLines
 
-__all__ = ["arun", "available", "open_beneath", "run", "usable"]
+__all__ = ["arun", "available", "confinable", "open_beneath", "run", "run_confined", "usable"]
 
 # The runner's logger (one name for everything the runner reports).
 logger = logging.getLogger("ongrid_plugins.executors._process")
@@ -74,6 +80,22 @@ def usable(spec: ProcessSpec) -> bool:
     )
 
 
+def confinable(spec: ProcessSpec) -> bool:
+    """This confined call runs in C (:func:`run_confined`): as :func:`usable`, with a build
+    that kills through a cgroup and a confiner that names its cgroup (``procs_file``)."""
+    return (
+        _native is not None
+        and USE
+        and getattr(_native, "SPAWNS", False)
+        and getattr(_native, "CONFINES", False)
+        and spec.confine is not None
+        and hasattr(spec.confine, "procs_file")
+        and _spawn._BACKEND == "auto"
+        and _spawn._USE_CLOSEFROM
+        and _spawn._LIBC is not None
+    )
+
+
 def open_beneath(root: str, relative: str, flags: int) -> int | None:
     """The entry opened beneath its root in one C call (``openat2``, no symlink, no
     ``..``), or None: no extension, no ``openat2`` here (or switched off, as tests do:
@@ -97,6 +119,43 @@ def run(spec: ProcessSpec, on_stderr: StderrCallback | None, tuning: Tuning) -> 
     lines = _Lines(spec, on_stderr)
     got = _native.run(*_arguments(spec, lines.feed, tuning))
     return _outcome(spec, got, lines, tuning[0])
+
+
+def run_confined(spec: ProcessSpec, on_stderr: StderrCallback | None, tuning: Tuning) -> ProcessOutcome:
+    """Run the confined ``spec`` to completion: spawned from its confiner's thread once that
+    thread has confined itself, then waited for here, the GIL released while it waits.
+
+    The confinement's failures read as the Python runner words them (``cannot confine
+    ...``); the child's limits are applied (``started``) as soon as it runs.
+    """
+    plan = spec.confine
+    lines = _Lines(spec, on_stderr)
+    procs = plan.procs_file()
+    arguments = _arguments(spec, lines.feed, tuning, None if procs is None else os.fsencode(procs))
+    name = spec.argv[0]
+
+    def confined() -> Any:
+        try:
+            plan.apply()
+        except OSError as exc:
+            raise _spawn.SpawnError(_spawn.cannot_confine(name, exc)) from None
+        return _native.start(*arguments)
+
+    started = time.monotonic()
+    try:
+        call = plan.run(confined)
+    except _spawn.SpawnError as exc:
+        return ProcessOutcome.never_ran(str(exc), time.monotonic() - started)
+    except OSError as exc:  # the thread could not be made ready (cgroup, namespace)
+        return ProcessOutcome.never_ran(_spawn.cannot_confine(name, exc), time.monotonic() - started)
+    if type(call) is tuple:
+        return _outcome(spec, call, lines, tuning[0])
+    try:
+        plan.started(call.pid)
+        call.wait()
+    finally:
+        call.close()  # an exception above: SIGKILL (the cgroup too) and a blocking reap
+    return _outcome(spec, call.result(), lines, tuning[0])
 
 
 async def arun(
@@ -197,7 +256,7 @@ class _Lines:
         self.lines.feed(data)
 
 
-def _arguments(spec: ProcessSpec, feed: Any, tuning: Tuning) -> tuple[Any, ...]:
+def _arguments(spec: ProcessSpec, feed: Any, tuning: Tuning, group: bytes | None = None) -> tuple[Any, ...]:
     # Checked and encoded once per argv, cwd and environment, as for the ctypes spawn.
     (argv, _), cwd, (env, _) = _spawn._encoded(spec.argv, spec.cwd, spec.env)
     path = argv[0] if spec.exec_fd is None else _spawn._EXEC_PATH
@@ -206,6 +265,7 @@ def _arguments(spec: ProcessSpec, feed: Any, tuning: Tuning) -> tuple[Any, ...]:
         float(spec.timeout), float(spec.kill_grace), min(spec.stdout_cap, sys.maxsize), feed,
         3 if spec.exec_fd is None else 4,
         *tuning,
+        group,
     )  # fmt: skip
 
 

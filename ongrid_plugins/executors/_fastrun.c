@@ -16,12 +16,16 @@
  * start() is the same run stepped by an event loop (a Call: one epoll of the pipes,
  * the pidfd and a timerfd); start_aside() leaves its spawn to a few plain threads
  * (no GIL, no Python) while the loop serves the other calls (see "The spawner
- * threads" below).
+ * threads" below). A confined call is start()ed from the thread that confined itself
+ * and seen through by Call.wait() in the calling thread; its group argument names the
+ * call's cgroup.procs, whose every process gets SIGKILL before the child is reaped and
+ * whenever the child does (setsid and double forks included: kill_group).
  *
  * It is the same state machine as the Python one, written out once more because
  * the Python version spends most of a trivial call's CPU in the interpreter. The
  * Python runner stays: it is the fallback (no compiler at install time, no pidfd,
- * no closefrom, another libc) and it runs confined calls, and tests run both.
+ * no closefrom, another libc) and it runs confined calls on an event loop, and
+ * tests run both.
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -100,6 +104,7 @@ typedef struct Run {
     double out_watch_at; /* ...from then on at the latest */
     PyObject *on_stderr; /* called with bytes */
     char *errbuf;
+    char *group; /* a confined call's cgroup.procs (every process of the call), or NULL */
     struct Run *live_next, *live_prev; /* run()'s own runs, in live_runs while they run */
 } Run;
 
@@ -153,6 +158,64 @@ static void killpg_quiet(Run *r, int sig) {
         killpg(r->pid, sig);
 }
 
+#define GROUP_ROUNDS 200
+
+/* SIGKILL every process of a confined call, wherever it went (setsid, double forks):
+ * the pids its cgroup lists, until it lists none (a killed process leaves the list at
+ * once), as executors/confine/cgroups.py's kill_all does. Never the host itself: v1
+ * lists its pid while the thread that spawned is still a member. No Python, no GIL. */
+static void kill_group(Run *r) {
+    if (r->group == NULL)
+        return;
+    pid_t me = getpid();
+    char buf[8192];
+    for (int round = 0; round < GROUP_ROUNDS; round++) {
+        int fd = open(r->group, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return;
+        int members = 0;
+        char carry[16];
+        size_t carried = 0;
+        for (;;) {
+            ssize_t n = read(fd, buf, sizeof buf);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                break;
+            for (ssize_t i = 0; i < n; i++) {
+                char ch = buf[i];
+                if (ch >= '0' && ch <= '9') {
+                    if (carried < sizeof carry - 1)
+                        carry[carried++] = ch;
+                    continue;
+                }
+                if (carried) {
+                    carry[carried] = 0;
+                    pid_t pid = (pid_t)strtol(carry, NULL, 10);
+                    carried = 0;
+                    if (pid > 0 && pid != me) {
+                        members++;
+                        kill(pid, SIGKILL);
+                    }
+                }
+            }
+        }
+        close(fd);
+        if (carried) {
+            carry[carried] = 0;
+            pid_t pid = (pid_t)strtol(carry, NULL, 10);
+            if (pid > 0 && pid != me) {
+                members++;
+                kill(pid, SIGKILL);
+            }
+        }
+        if (!members)
+            return;
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+}
+
 static void kill_run(Run *r, int sig) {
     if (r->reaped || r->sigkilled)
         return;
@@ -161,6 +224,8 @@ static void kill_run(Run *r, int sig) {
     pid_t group = getpgid(r->pid);
     if (group >= 0 && group != r->pid)
         kill(r->pid, sig); /* it left its group: signal it too */
+    if (r->sigkilled)
+        kill_group(r);
 }
 
 static void terminate_run(Run *r, double now) {
@@ -215,6 +280,7 @@ static void start_drain(Run *r) {
 
 static void on_exit_(Run *r) {
     killpg_quiet(r, SIGKILL); /* leftovers, while the zombie pins the group id */
+    kill_group(r);            /* and a confined call's, wherever they went */
     reap(r);
     start_drain(r);
 }
@@ -719,10 +785,10 @@ static int spawn_counted(Run *r, const Launch *how) {
     return spawned;
 }
 
-#define N_ARGS 14
+#define N_ARGS 15
 #define ARGS_DOC                                                                                                \
     "(path, argv, env, cwd, exec_fd, payload, timeout, kill_grace, stdout_cap, on_stderr, first_closed,\n"      \
-    "    eof_bound, eof_min, use_pidfd)\n"
+    "    eof_bound, eof_min, use_pidfd, group)\n"
 
 /* Parse the arguments into r and *how. Returns 0, or -1 when Python raised. */
 static int prepare_run(Run *r, PyObject *const *args, Py_ssize_t nargs, Launch *how) {
@@ -735,11 +801,17 @@ static int prepare_run(Run *r, PyObject *const *args, Py_ssize_t nargs, Launch *
         return -1;
     }
     PyObject *path = args[0], *argv_t = args[1], *env_t = args[2], *cwd = args[3], *payload = args[5];
+    PyObject *group = args[14];
     int sequences = (PyList_Check(argv_t) || PyTuple_Check(argv_t)) && (PyList_Check(env_t) || PyTuple_Check(env_t));
     if (!PyBytes_Check(path) || !sequences || !PyBytes_Check(cwd) || !PyBytes_Check(payload) ||
-        PySequence_Fast_GET_SIZE(argv_t) == 0 || !PyCallable_Check(args[9])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "path, cwd and payload are bytes, argv (not empty) and env lists of bytes, on_stderr callable");
+        PySequence_Fast_GET_SIZE(argv_t) == 0 || !PyCallable_Check(args[9]) ||
+        (group != Py_None && !PyBytes_Check(group))) {
+        PyErr_SetString(PyExc_TypeError, "path, cwd and payload are bytes, argv (not empty) and env lists of "
+                                         "bytes, on_stderr callable, group bytes or None");
+        return -1;
+    }
+    if (group != Py_None && (Py_ssize_t)strlen(PyBytes_AS_STRING(group)) != PyBytes_GET_SIZE(group)) {
+        PyErr_SetString(PyExc_ValueError, "group: embedded null byte");
         return -1;
     }
     int exec_fd = (int)PyLong_AsLong(args[4]);
@@ -765,7 +837,17 @@ static int prepare_run(Run *r, PyObject *const *args, Py_ssize_t nargs, Launch *
         return -1;
     }
     r->errbuf = PyMem_RawMalloc(CHUNK);
-    if (r->errbuf == NULL) {
+    if (group != Py_None && r->errbuf != NULL) {
+        size_t size = (size_t)PyBytes_GET_SIZE(group) + 1;
+        r->group = PyMem_RawMalloc(size);
+        if (r->group != NULL)
+            memcpy(r->group, PyBytes_AS_STRING(group), size);
+    }
+    if (r->errbuf == NULL || (group != Py_None && r->group == NULL)) {
+        PyMem_RawFree(r->errbuf);
+        PyMem_RawFree(r->group);
+        r->errbuf = NULL;
+        r->group = NULL;
         PyMem_Free(argv);
         PyMem_Free(envp);
         PyErr_NoMemory();
@@ -850,6 +932,8 @@ static PyObject *outcome(Run *r) {
 static void free_buffers(Run *r) {
     PyMem_RawFree(r->errbuf);
     r->errbuf = NULL;
+    PyMem_RawFree(r->group);
+    r->group = NULL;
     free(r->out);
     r->out = NULL;
 }
@@ -880,15 +964,54 @@ static void unlist_run(Run *r) {
     r->live_next = r->live_prev = NULL;
 }
 
+/* Drive r until it is over: called with the GIL, returns without it (*ts). Signals
+ * first: one that came while the spawn ran without the GIL only left a flag, and its
+ * handler (KeyboardInterrupt) runs now, not after the child is done. When Python raised
+ * (KeyboardInterrupt, the stderr callback) the group gets SIGTERM, its grace, SIGKILL;
+ * a second exception goes straight to SIGKILL and a reap, and is raised with the first
+ * as its context: the exception is returned in *type, *value, *tb (not restored).
+ * Returns drive()'s 0, -1, -2 (errno in *saved_errno) or -3. */
+static int see_through(Run *r, PyThreadState **ts, int *saved_errno, PyObject **type, PyObject **value,
+                       PyObject **tb) {
+    int failed = PyErr_CheckSignals() < 0 ? -1 : 0;
+    *ts = PyEval_SaveThread();
+    if (!failed)
+        failed = drive(r, ts, 0);
+    *saved_errno = errno;
+    if (failed == -1) {
+        PyEval_RestoreThread(*ts);
+        PyErr_Fetch(type, value, tb);
+        *ts = PyEval_SaveThread();
+        terminate_run(r, now_mono());
+        if (drive(r, ts, 1) == -1) {
+            PyEval_RestoreThread(*ts);
+            PyObject *type2 = NULL, *value2 = NULL, *tb2 = NULL;
+            PyErr_Fetch(&type2, &value2, &tb2);
+            PyErr_NormalizeException(type, value, tb);
+            PyErr_NormalizeException(&type2, &value2, &tb2);
+            if (value2 != NULL && *value != NULL) {
+                if (*tb != NULL)
+                    PyException_SetTraceback(*value, *tb);
+                PyException_SetContext(value2, *value); /* steals value */
+                *value = NULL;
+            }
+            Py_XDECREF(*type);
+            Py_XDECREF(*value);
+            Py_XDECREF(*tb);
+            *type = type2, *value = value2, *tb = tb2;
+            *ts = PyEval_SaveThread();
+        }
+    }
+    return failed;
+}
+
 static PyObject *native_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     Run r;
     PyObject *failure = NULL;
     Launch how;
-    if (prepare_run(&r, args, nargs, &how) < 0) {
-        PyMem_RawFree(r.errbuf);
-        return NULL;
-    }
+    if (prepare_run(&r, args, nargs, &how) < 0)
+        return NULL; /* it freed what it made */
     /* Listed before the spawn (GIL held), so a fork in another thread finds the pipes. */
     r.live_prev = NULL;
     r.live_next = live_runs;
@@ -905,44 +1028,13 @@ static PyObject *native_run(PyObject *self, PyObject *const *args, Py_ssize_t na
     int started = launched(&r, &how, spawned, err, &failure);
     if (started <= 0) {
         unlist_run(&r);
-        PyMem_RawFree(r.errbuf);
+        free_buffers(&r);
         return started < 0 ? NULL : failure;
     }
-    /* A signal that came while the spawn ran without the GIL only left a flag: its
-     * handler (KeyboardInterrupt) runs now, not after the child is done. */
-    int failed = PyErr_CheckSignals() < 0 ? -1 : 0;
-    PyThreadState *ts = PyEval_SaveThread();
-    if (!failed)
-        failed = drive(&r, &ts, 0);
-    int saved_errno = errno;
+    int saved_errno = 0;
     PyObject *type = NULL, *value = NULL, *tb = NULL;
-    if (failed == -1) {
-        /* Python raised (KeyboardInterrupt, the stderr callback): the group gets SIGTERM,
-         * its grace, SIGKILL; a second exception goes straight to SIGKILL and a reap, and
-         * is raised with the first as its context. */
-        PyEval_RestoreThread(ts);
-        PyErr_Fetch(&type, &value, &tb);
-        ts = PyEval_SaveThread();
-        terminate_run(&r, now_mono());
-        if (drive(&r, &ts, 1) == -1) {
-            PyEval_RestoreThread(ts);
-            PyObject *type2 = NULL, *value2 = NULL, *tb2 = NULL;
-            PyErr_Fetch(&type2, &value2, &tb2);
-            PyErr_NormalizeException(&type, &value, &tb);
-            PyErr_NormalizeException(&type2, &value2, &tb2);
-            if (value2 != NULL && value != NULL) {
-                if (tb != NULL)
-                    PyException_SetTraceback(value, tb);
-                PyException_SetContext(value2, value); /* steals value */
-                value = NULL;
-            }
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(tb);
-            type = type2, value = value2, tb = tb2;
-            ts = PyEval_SaveThread();
-        }
-    }
+    PyThreadState *ts;
+    int failed = see_through(&r, &ts, &saved_errno, &type, &value, &tb);
     close_all(&r);
     PyEval_RestoreThread(ts);
     unlist_run(&r);
@@ -1465,6 +1557,35 @@ static PyObject *call_step(CallObject *c, PyObject *unused) {
     return Py_NewRef(Py_False);
 }
 
+PyDoc_STRVAR(wait_doc, "wait($self, /)\n--\n\n"
+"See a start()ed call through in this thread, the GIL released while it waits, as run()\n"
+"does (a confined call's child is spawned in another thread, then waited for here);\n"
+"then result(). Not for a call whose spawn went aside (start_aside).");
+
+static PyObject *call_wait(CallObject *c, PyObject *unused) {
+    (void)unused;
+    if (disown(c) || !c->running)
+        Py_RETURN_NONE;
+    if (c->efd >= 0) {
+        PyErr_SetString(PyExc_RuntimeError, "wait(): the spawn went aside; step() the call instead");
+        return NULL;
+    }
+    int saved_errno = 0;
+    PyObject *type = NULL, *value = NULL, *tb = NULL;
+    PyThreadState *ts;
+    int failed = see_through(&c->r, &ts, &saved_errno, &type, &value, &tb);
+    PyEval_RestoreThread(ts);
+    if (failed == -1) {
+        PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    if (failed) {
+        raise_failure(failed, saved_errno);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *call_terminate(CallObject *c, PyObject *unused) {
     (void)unused;
     if (disown(c))
@@ -1523,6 +1644,7 @@ static PyObject *call_reaped(CallObject *c, void *closure) {
 static PyMethodDef call_methods[] = {
     {"fileno", (PyCFunction)call_fileno, METH_NOARGS, "The descriptor the loop watches for reading."},
     {"step", (PyCFunction)call_step, METH_NOARGS, step_doc},
+    {"wait", (PyCFunction)call_wait, METH_NOARGS, wait_doc},
     {"terminate", (PyCFunction)call_terminate, METH_NOARGS,
      "Stop: SIGTERM to the group, SIGKILL after the grace (a second time: SIGKILL now)."},
     {"result", (PyCFunction)call_result, METH_NOARGS, "How it ended: the tuple run() returns."},
@@ -1631,6 +1753,9 @@ static int native_exec(PyObject *module) {
      * without it leaves the runs to the Python runner. The range closes nothing. */
     int spawns = syscall(SYS_close_range, ~0U, ~0U, 0) == 0;
     if (PyModule_AddObjectRef(module, "SPAWNS", spawns ? Py_True : Py_False) < 0)
+        return -1;
+    /* This build kills a confined call's cgroup (the group argument) and has Call.wait. */
+    if (PyModule_AddObjectRef(module, "CONFINES", Py_True) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "Call", (PyObject *)&CallType);
 }

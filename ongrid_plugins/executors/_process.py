@@ -55,8 +55,9 @@ child that closed its stdin gives EPIPE instead of killing the host.
 
 Modules: this one holds the state machine and the two entry points; the values are
 in :mod:`._spec` (re-exported here), the stderr line splitter in :mod:`._stderr`,
-the drivers in :mod:`._drivers`, the spawn in :mod:`._spawn`. Unconfined calls run the
-same state machine compiled (:mod:`._fast`, ``_fastrun.c``) where it was built.
+the drivers in :mod:`._drivers`, the spawn in :mod:`._spawn`. Unconfined calls, and
+confined ones run by :func:`run_process`, go through the same state machine compiled
+(:mod:`._fast`, ``_fastrun.c``) where it was built.
 """
 
 from __future__ import annotations
@@ -99,9 +100,11 @@ _POLLHUP = select.POLLHUP  # the same bit as EPOLLHUP
 def run_process(spec: ProcessSpec, on_stderr: StderrCallback | None = None) -> ProcessOutcome:
     """Run ``spec`` to completion in this thread (safe from many threads at once).
 
-    Unconfined calls run in C (:mod:`._fast`) where the extension was built."""
+    Unconfined and confined calls run in C (:mod:`._fast`) where the extension was built."""
     if _fast.usable(spec):
         return _fast.run(spec, on_stderr, (_EOF_BOUND, _EOF_MIN, _USE_PIDFD))
+    if _fast.confinable(spec):
+        return _fast.run_confined(spec, on_stderr, (_EOF_BOUND, _EOF_MIN, _USE_PIDFD))
     run = _Run(spec, on_stderr)
     driver = PollDriver(run)
     try:

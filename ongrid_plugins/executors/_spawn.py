@@ -222,13 +222,18 @@ def spawn(
         try:
             confine.apply()
         except OSError as exc:
-            raise SpawnError(f"cannot confine {argv[0]}: {exc.strerror or exc} (errno {exc.errno})") from None
+            raise SpawnError(cannot_confine(argv[0], exc)) from None
         return _spawn(argv, cwd, env, exec_fd)
 
     try:
         return confine.run(confined)
     except OSError as exc:  # the thread could not be made ready (cgroup, namespace)
-        raise SpawnError(f"cannot confine {argv[0]}: {exc.strerror or exc} (errno {exc.errno})") from None
+        raise SpawnError(cannot_confine(argv[0], exc)) from None
+
+
+def cannot_confine(name: str, exc: OSError) -> str:
+    """Why ``name`` was not started: its confinement failed with ``exc``."""
+    return f"cannot confine {name}: {exc.strerror or exc} (errno {exc.errno})"
 
 
 def _spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], exec_fd: int | None) -> Child:

@@ -185,6 +185,10 @@ class Plan:
             with contextlib.suppress(OSError, ValueError):
                 resource.prlimit(pid, which, (soft, hard))
 
+    def procs_file(self) -> str | None:
+        """The call's ``cgroup.procs`` (every process of the call is listed there), or None."""
+        return None if self.group is None else os.path.join(self.group.pids, "cgroup.procs")
+
     def kill_all(self) -> None:
         """Kill every process of the call still alive (setsid and double forks included)."""
         if self.group is not None:
