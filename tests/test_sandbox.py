@@ -279,28 +279,36 @@ def dead(pid: int) -> bool:
 
 @pytest.fixture(params=[True, False], ids=["compiled-runner", "python-runner"])
 def runner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Confined calls through the compiled runner or the Python one; the names of the calls
-    that took the compiled one (``run_confined``) are recorded."""
+    """Confined calls through the compiled runner or the Python one; which compiled entry
+    point (``run_confined``, ``arun_confined``) each call took is recorded."""
     from ongrid_plugins.executors import _fast
 
     compiled: bool = request.param
     assert _fast.available(), "the compiled runner was not built"
     monkeypatch.setattr(_fast, "USE", compiled)
     taken: list[str] = []
-    real = _fast.run_confined
+    sync, on_loop = _fast.run_confined, _fast.arun_confined
 
-    def recorded(spec: Any, *rest: Any) -> Any:
-        taken.append(os.path.basename(os.path.dirname(spec.argv[0])))
-        return real(spec, *rest)
+    def recorded(*args: Any) -> Any:
+        taken.append("run_confined")
+        return sync(*args)
+
+    async def recorded_on_loop(*args: Any) -> Any:
+        taken.append("arun_confined")
+        return await on_loop(*args)
 
     monkeypatch.setattr(_fast, "run_confined", recorded)
+    monkeypatch.setattr(_fast, "arun_confined", recorded_on_loop)
     return taken
 
 
+@pytest.mark.parametrize("how", ["call", "acall"])
 @pytest.mark.parametrize("ending", ["exits", "times-out"])
 def test_a_setsid_child_holding_the_output_is_killed_before_the_call_returns(
-    box: dict[str, Path], runner: list[str], caplog: pytest.LogCaptureFixture, ending: str
+    box: dict[str, Path], runner: list[str], caplog: pytest.LogCaptureFixture, ending: str, how: str
 ) -> None:
+    import asyncio
+
     from ongrid_plugins.executors import _fast
 
     drop = box["tmp"] / "drop"
@@ -320,12 +328,57 @@ def test_a_setsid_child_holding_the_output_is_killed_before_the_call_returns(
         timeout_seconds=2,
     )
     host = host_for(box["tmp"], box["root"])
-    result = host.call("daemon", {}, persona="admin", confirm=True)
+    if how == "call":
+        result = host.call("daemon", {}, persona="admin", confirm=True)
+    else:
+        result = asyncio.run(host.acall("daemon", {}, persona="admin", confirm=True))
     daemon = int(pidfile.read_text())
     assert dead(daemon), f"the setsid child {daemon} outlived the call"
     assert (result.ok, result.timed_out) == ((True, False) if ending == "exits" else (False, True))
     assert "stayed open" not in caplog.text
-    assert runner == (["daemon"] if _fast.USE else [])
+    assert runner == ([f"{'a' if how == 'acall' else ''}run_confined"] if _fast.USE else [])
+
+
+def test_concurrent_acalls_on_one_loop_run_confined_and_a_cancelled_one_is_killed(
+    box: dict[str, Path], runner: list[str]
+) -> None:
+    import asyncio
+
+    from ongrid_plugins.executors import _fast
+
+    drop = box["tmp"] / "drop"
+    drop.mkdir()
+    make_skill(
+        box["root"],
+        "sleeper",
+        script=f"#!/bin/sh\necho $$ > {drop}/pid\nsleep 30\n",
+        class_="mutating",
+        sandbox={"write": [str(drop)]},
+    )
+    make_skill(box["root"], "quick", script="#!/bin/sh\necho '{\"n\": 1}'\n")
+    host = host_for(box["tmp"], box["root"])
+
+    async def scenario() -> tuple[list[Any], int]:
+        # Several calls in flight on the loop: the later ones spawn aside (a thread).
+        quick = [asyncio.ensure_future(host.acall("quick", {}, persona="viewer")) for _ in range(4)]
+        slow = asyncio.ensure_future(host.acall("sleeper", {}, persona="admin", confirm=True))
+        pidfile = drop / "pid"
+        for _ in range(1000):
+            if pidfile.exists() and pidfile.read_text().strip():
+                break
+            await asyncio.sleep(0.01)
+        slow.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await slow
+        return list(await asyncio.gather(*quick)), int(pidfile.read_text())
+
+    results, pid = asyncio.run(scenario())
+    assert [r.value for r in results] == [{"n": 1}] * 4
+    assert dead(pid), f"the cancelled call's child {pid} outlived the cancellation"
+    if _fast.USE:
+        assert runner == ["arun_confined"] * 5
+    else:
+        assert runner == []
 
 
 def sleepers(root: Path, name: str, count: int, limit: int, seconds: int) -> None:

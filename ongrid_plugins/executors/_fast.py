@@ -14,12 +14,13 @@ is one descriptor for the loop (an epoll of its pipes, its pidfd and a timerfd).
 
 A confined call (:func:`run_confined`) is spawned by the same C code from the thread
 its confiner prepared (:mod:`.confine.warm`), once that thread has confined itself, and
-seen through here by :meth:`Call.wait`: the same loop, which also SIGKILLs every process
-the call's cgroup lists before the child is reaped and on a SIGKILL (setsid and double
-forks included), as the Python runner does through the plan.
+seen through here by :meth:`Call.wait` (or stepped by the event loop,
+:func:`arun_confined`): the same loop, which also SIGKILLs every process the call's
+cgroup lists before the child is reaped and on a SIGKILL (setsid and double forks
+included), as the Python runner does through the plan.
 
-The Python runner remains the reference and the fallback: it runs asynchronous
-confined calls and everything where the extension is missing (no compiler when the package was
+The Python runner remains the reference and the fallback: it runs everything where
+the extension is missing (no compiler when the package was
 installed) or where libc lacks what the C code relies on (``addclosefrom_np``).
 Without a pidfd the C code polls ``waitid`` as the Python one does. :func:`usable`
 says which runner a call gets; the tests run every runner test against each.
@@ -28,6 +29,7 @@ says which runner a call gets; the tests run every runner test against each.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import importlib
 import logging
@@ -43,7 +45,16 @@ from . import _drivers, _spawn
 from ._spec import ProcessOutcome, ProcessSpec, StderrCallback
 from ._stderr import StderrLines
 
-__all__ = ["arun", "available", "confinable", "open_beneath", "run", "run_confined", "usable"]
+__all__ = [
+    "arun",
+    "arun_confined",
+    "available",
+    "confinable",
+    "open_beneath",
+    "run",
+    "run_confined",
+    "usable",
+]
 
 # The runner's logger (one name for everything the runner reports).
 logger = logging.getLogger("ongrid_plugins.executors._process")
@@ -128,34 +139,84 @@ def run_confined(spec: ProcessSpec, on_stderr: StderrCallback | None, tuning: Tu
     The confinement's failures read as the Python runner words them (``cannot confine
     ...``); the child's limits are applied (``started``) as soon as it runs.
     """
-    plan = spec.confine
     lines = _Lines(spec, on_stderr)
-    procs = plan.procs_file()
-    arguments = _arguments(spec, lines.feed, tuning, None if procs is None else os.fsencode(procs))
-    name = spec.argv[0]
-
-    def confined() -> Any:
-        try:
-            plan.apply()
-        except OSError as exc:
-            raise _spawn.SpawnError(_spawn.cannot_confine(name, exc)) from None
-        return _native.start(*arguments)
-
-    started = time.monotonic()
+    job = _Confined(spec, lines, tuning)
+    call = job.spawn()
+    if type(call) is not _native.Call:
+        return job.failed(call)
     try:
-        call = plan.run(confined)
-    except _spawn.SpawnError as exc:
-        return ProcessOutcome.never_ran(str(exc), time.monotonic() - started)
-    except OSError as exc:  # the thread could not be made ready (cgroup, namespace)
-        return ProcessOutcome.never_ran(_spawn.cannot_confine(name, exc), time.monotonic() - started)
-    if type(call) is tuple:
-        return _outcome(spec, call, lines, tuning[0])
-    try:
-        plan.started(call.pid)
+        spec.confine.started(call.pid)
         call.wait()
     finally:
         call.close()  # an exception above: SIGKILL (the cgroup too) and a blocking reap
     return _outcome(spec, call.result(), lines, tuning[0])
+
+
+async def arun_confined(
+    spec: ProcessSpec,
+    on_stderr: StderrCallback | None,
+    tuning: Tuning,
+    aside: Callable[..., concurrent.futures.Future[Any]] | None,
+) -> ProcessOutcome:
+    """:func:`run_confined` on the running event loop, which steps the call as :func:`arun`.
+
+    ``aside``: another call is in flight on the loop, so the hand-over to the confined
+    thread (which waits for it to confine itself and spawn) is made from this thread
+    pool's ``submit``, not from the loop. A cancellation while it spawns waits for the
+    spawn and then kills and reaps what it started.
+    """
+    lines = _Lines(spec, on_stderr)
+    job = _Confined(spec, lines, tuning)
+    if aside is None:
+        call = job.spawn()
+    else:
+        future = aside(job.spawn)
+        try:
+            call = await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):  # cancelled before a thread took it: nothing ran
+                started = future.result()
+                if type(started) is _native.Call:
+                    started.close()
+            raise
+    if type(call) is not _native.Call:
+        return job.failed(call)
+    return await _see_through(spec, call, lines, tuning, spec.confine.started)
+
+
+class _Confined:
+    """The spawn of one confined call, from its confiner's thread once that thread has
+    confined itself: a ``Call``, the extension's ``(None, errno, stage)``, or the message
+    of a confinement that failed (worded as the Python runner words it)."""
+
+    __slots__ = ("arguments", "lines", "spec", "started", "tuning")
+
+    def __init__(self, spec: ProcessSpec, lines: _Lines, tuning: Tuning) -> None:
+        procs = spec.confine.procs_file()
+        self.spec, self.lines, self.tuning = spec, lines, tuning
+        self.arguments = _arguments(spec, lines.feed, tuning, None if procs is None else os.fsencode(procs))
+        self.started = time.monotonic()
+
+    def spawn(self) -> Any:
+        plan, name = self.spec.confine, self.spec.argv[0]
+        try:
+            return plan.run(self._confined)
+        except _spawn.SpawnError as exc:
+            return str(exc)
+        except OSError as exc:  # the thread could not be made ready (cgroup, namespace)
+            return _spawn.cannot_confine(name, exc)
+
+    def _confined(self) -> Any:
+        try:
+            self.spec.confine.apply()
+        except OSError as exc:
+            raise _spawn.SpawnError(_spawn.cannot_confine(self.spec.argv[0], exc)) from None
+        return _native.start(*self.arguments)
+
+    def failed(self, got: str | tuple[Any, ...]) -> ProcessOutcome:
+        if isinstance(got, str):
+            return ProcessOutcome.never_ran(got, time.monotonic() - self.started)
+        return _outcome(self.spec, got, self.lines, self.tuning[0])
 
 
 async def arun(
@@ -177,11 +238,21 @@ async def arun(
     """
     lines = _Lines(spec, on_stderr)
     arguments = _arguments(spec, lines.feed, tuning)
-    loop = asyncio.get_running_loop()
     call = (_native.start_aside if aside else _native.start)(*arguments)
     if type(call) is tuple:
         return _outcome(spec, call, lines, tuning[0])
+    return await _see_through(spec, call, lines, tuning)
+
+
+async def _see_through(
+    spec: ProcessSpec, call: Any, lines: _Lines, tuning: Tuning, started: Callable[[int], None] | None = None
+) -> ProcessOutcome:
+    """Step the started ``call`` on the running loop until it is over (``started(pid)``
+    first, if given); on cancellation end it as :func:`arun` says."""
+    loop = asyncio.get_running_loop()
     try:
+        if started is not None:
+            started(call.pid)
         await _until_done(loop, call)
     except BaseException:
         call.terminate()

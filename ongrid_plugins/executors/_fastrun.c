@@ -17,15 +17,15 @@
  * the pidfd and a timerfd); start_aside() leaves its spawn to a few plain threads
  * (no GIL, no Python) while the loop serves the other calls (see "The spawner
  * threads" below). A confined call is start()ed from the thread that confined itself
- * and seen through by Call.wait() in the calling thread; its group argument names the
+ * and seen through by Call.wait() in the calling thread (or stepped by the event
+ * loop, as any Call); its group argument names the
  * call's cgroup.procs, whose every process gets SIGKILL before the child is reaped and
  * whenever the child does (setsid and double forks included: kill_group).
  *
  * It is the same state machine as the Python one, written out once more because
  * the Python version spends most of a trivial call's CPU in the interpreter. The
  * Python runner stays: it is the fallback (no compiler at install time, no pidfd,
- * no closefrom, another libc) and it runs confined calls on an event loop, and
- * tests run both.
+ * no closefrom, another libc), and tests run both.
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -105,6 +105,7 @@ typedef struct Run {
     PyObject *on_stderr; /* called with bytes */
     char *errbuf;
     char *group; /* a confined call's cgroup.procs (every process of the call), or NULL */
+    int gil_held; /* set while a Call's method that keeps the GIL works on the run */
     struct Run *live_next, *live_prev; /* run()'s own runs, in live_runs while they run */
 } Run;
 
@@ -163,7 +164,9 @@ static void killpg_quiet(Run *r, int sig) {
 /* SIGKILL every process of a confined call, wherever it went (setsid, double forks):
  * the pids its cgroup lists, until it lists none (a killed process leaves the list at
  * once), as executors/confine/cgroups.py's kill_all does. Never the host itself: v1
- * lists its pid while the thread that spawned is still a member. No Python, no GIL. */
+ * lists its pid while the thread that spawned is still a member. No Python; the GIL,
+ * when the caller holds it (r->gil_held: Call.step, terminate), is released while it
+ * waits between rounds. */
 static void kill_group(Run *r) {
     if (r->group == NULL)
         return;
@@ -212,7 +215,13 @@ static void kill_group(Run *r) {
         if (!members)
             return;
         struct timespec pause = {0, 1000000};
-        nanosleep(&pause, NULL);
+        if (r->gil_held) { /* a Call stepped by an event loop: let other threads run */
+            Py_BEGIN_ALLOW_THREADS
+            nanosleep(&pause, NULL);
+            Py_END_ALLOW_THREADS
+        } else {
+            nanosleep(&pause, NULL);
+        }
     }
 }
 
@@ -1517,6 +1526,8 @@ PyDoc_STRVAR(step_doc, "step($self, /)\n--\n\n"
 "Handle what is ready and what became due, without blocking; True once the call is over\n"
 "(after terminate(): once the child is reaped).");
 
+static PyObject *step_run(CallObject *c);
+
 static PyObject *call_step(CallObject *c, PyObject *unused) {
     (void)unused;
     int spawning = still_spawning(c);
@@ -1524,6 +1535,14 @@ static PyObject *call_step(CallObject *c, PyObject *unused) {
         return spawning < 0 ? NULL : Py_NewRef(Py_False);
     if (!c->running)
         return Py_NewRef(Py_True);
+    c->r.gil_held = 1;
+    PyObject *over = step_run(c);
+    c->r.gil_held = 0;
+    return over;
+}
+
+/* call_step's work on a running call, the GIL held throughout. */
+static PyObject *step_run(CallObject *c) {
     struct epoll_event events[8];
     /* A second round when stdout joined the epoll in the first (the exit was seen): what
      * the child printed is in the pipe already, and is read in this step, not the next. */
@@ -1595,7 +1614,9 @@ static PyObject *call_terminate(CallObject *c, PyObject *unused) {
         Py_RETURN_NONE;
     }
     if (c->running) {
+        c->r.gil_held = 1;
         stop_run(&c->r);
+        c->r.gil_held = 0;
         arm(c);
     }
     Py_RETURN_NONE;

@@ -129,8 +129,8 @@ async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = Non
 
     Spawning happens synchronously (a few hundred microseconds). On cancellation the
     group is terminated (SIGTERM, up to ``kill_grace``, SIGKILL) before re-raising.
-    Unconfined calls are stepped by the compiled runner (:func:`._fast.arun`) where
-    the extension was built.
+    Unconfined and confined calls are stepped by the compiled runner
+    (:func:`._fast.arun`, :func:`._fast.arun_confined`) where the extension was built.
     """
     loop = asyncio.get_running_loop()
     busy = _in_flight.get(loop, 0)
@@ -139,6 +139,9 @@ async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = Non
         if _fast.usable(spec):
             tuning = (_EOF_BOUND, _EOF_MIN, _USE_PIDFD)
             return await _fast.arun(spec, on_stderr, tuning, busy > 0)
+        if _fast.confinable(spec):
+            tuning = (_EOF_BOUND, _EOF_MIN, _USE_PIDFD)
+            return await _fast.arun_confined(spec, on_stderr, tuning, _spawner().submit if busy else None)
         return await _arun_python(spec, on_stderr, loop, busy)
     finally:
         _in_flight[loop] -= 1
