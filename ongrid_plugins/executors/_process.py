@@ -135,12 +135,11 @@ async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = Non
     loop = asyncio.get_running_loop()
     busy = _in_flight.get(loop, 0)
     _in_flight[loop] = busy + 1
+    tuning = (_EOF_BOUND, _EOF_MIN, _USE_PIDFD)  # read per call: tests change them
     try:
         if _fast.usable(spec):
-            tuning = (_EOF_BOUND, _EOF_MIN, _USE_PIDFD)
             return await _fast.arun(spec, on_stderr, tuning, busy > 0)
         if _fast.confinable(spec):
-            tuning = (_EOF_BOUND, _EOF_MIN, _USE_PIDFD)
             return await _fast.arun_confined(spec, on_stderr, tuning, _spawner().submit if busy else None)
         return await _arun_python(spec, on_stderr, loop, busy)
     finally:
