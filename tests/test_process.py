@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from procs import dead
 
 from ongrid_plugins.executors import _fast, _process, _spawn
 from ongrid_plugins.executors._process import (
@@ -96,21 +97,6 @@ def make_spec(tmp_path: Path, *argv: str, **overrides: Any) -> ProcessSpec:
     }
     values.update(overrides)
     return ProcessSpec(**values)
-
-
-def dead(pid: int, wait: float = 2.0) -> bool:
-    """Gone, or a zombie waiting for init (PID 1 here may not reap orphans)."""
-    end = time.monotonic() + wait
-    while True:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except (FileNotFoundError, ProcessLookupError):
-            return True
-        if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-            return True
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.01)
 
 
 def open_fds() -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from procs import dead
 
 from ongrid_plugins import SkillHost
 from ongrid_plugins.errors import ApprovalError, ApprovalRequired
@@ -268,15 +269,6 @@ def test_a_setsid_daemon_dies_with_the_call(box: dict[str, Path]) -> None:
     assert marker.read_text() == "now\n"
 
 
-def dead(pid: int) -> bool:
-    """Gone, or a zombie waiting for init: nothing of it runs any more."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
-
-
 @pytest.fixture(params=[True, False], ids=["compiled-runner", "python-runner"])
 def runner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Confined calls through the compiled runner or the Python one; which compiled entry
@@ -333,7 +325,7 @@ def test_a_setsid_child_holding_the_output_is_killed_before_the_call_returns(
     else:
         result = asyncio.run(host.acall("daemon", {}, persona="admin", confirm=True))
     daemon = int(pidfile.read_text())
-    assert dead(daemon), f"the setsid child {daemon} outlived the call"
+    assert dead(daemon, wait=0), f"the setsid child {daemon} outlived the call"
     assert (result.ok, result.timed_out) == ((True, False) if ending == "exits" else (False, True))
     assert "stayed open" not in caplog.text
     assert runner == ([f"{'a' if how == 'acall' else ''}run_confined"] if _fast.USE else [])
@@ -374,7 +366,7 @@ def test_concurrent_acalls_on_one_loop_run_confined_and_a_cancelled_one_is_kille
 
     results, pid = asyncio.run(scenario())
     assert [r.value for r in results] == [{"n": 1}] * 4
-    assert dead(pid), f"the cancelled call's child {pid} outlived the cancellation"
+    assert dead(pid, wait=0), f"the cancelled call's child {pid} outlived the cancellation"
     if _fast.USE:
         assert runner == ["arun_confined"] * 5
     else:

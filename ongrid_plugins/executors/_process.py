@@ -55,9 +55,9 @@ child that closed its stdin gives EPIPE instead of killing the host.
 
 Modules: this one holds the state machine and the two entry points; the values are
 in :mod:`._spec` (re-exported here), the stderr line splitter in :mod:`._stderr`,
-the drivers in :mod:`._drivers`, the spawn in :mod:`._spawn`. Unconfined calls, and
-confined ones run by :func:`run_process`, go through the same state machine compiled
-(:mod:`._fast`, ``_fastrun.c``) where it was built.
+the drivers in :mod:`._drivers`, the spawn in :mod:`._spawn`. Calls, confined or not,
+go through the same state machine compiled (:mod:`._fast`, ``_fastrun.c``) where it
+was built.
 """
 
 from __future__ import annotations

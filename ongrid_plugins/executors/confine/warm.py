@@ -5,8 +5,8 @@ grace period) and making a mount namespace with a private ``/tmp`` take most of 
 cost of a confined spawn, and nothing in them depends on the call. So a background
 refiller keeps a few :class:`Warm` threads parked: each has joined a pooled cgroup,
 entered a namespace of its own with a fresh tmpfs on ``/tmp``, and waits for the one
-job it will ever run (the call's Landlock, seccomp and capabilities, then
-``posix_spawn``). A call takes one, or makes one on the spot when none is ready.
+job it will ever run (the call's Landlock, seccomp and capabilities, then the spawn:
+the compiled runner's, or ``posix_spawn``). A call takes one, or makes one on the spot when none is ready.
 
 The refiller is one long-lived thread, woken once a call's thread has spawned (making
 the next thread while a call confines itself would slow that call down). What is the
