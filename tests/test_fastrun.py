@@ -579,6 +579,85 @@ def test_concurrent_compiled_calls_spawn_aside_and_a_cancelled_one_leaves_no_pro
     assert open_fds() == before
 
 
+class CountingEpoll:
+    """A loop mux's epoll, counting its ``poll`` calls; ``refuse`` makes ``register`` fail."""
+
+    def __init__(self, epoll: Any, refuse: bool = False) -> None:
+        self.epoll, self.refuse, self.polls = epoll, refuse, 0
+
+    def poll(self, *args: Any) -> Any:
+        self.polls += 1
+        return self.epoll.poll(*args)
+
+    def register(self, fd: int, events: int) -> None:
+        if self.refuse:
+            raise OSError(errno.ENOSPC, "No space left on device (max_user_watches)")
+        self.epoll.register(fd, events)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.epoll, name)
+
+
+def counting_mux(loop: asyncio.AbstractEventLoop, refuse: bool = False) -> CountingEpoll:
+    from ongrid_plugins.executors import _drivers
+
+    mux = _drivers._Mux.attach(loop)  # made now, kept by the calls that attach after us
+    mux.epoll = CountingEpoll(mux.epoll, refuse)
+    return mux.epoll
+
+
+def test_a_call_alone_on_its_loop_is_stepped_without_polling_the_mux_and_concurrent_ones_are_polled(
+    tmp_path: Path,
+) -> None:
+    # A lone compiled call reads its own events: asking the shared epoll which descriptor
+    # is ready would be one system call a call for nothing. Two calls: the mux must ask.
+    echo = spec(tmp_path, "cat", stdin=b"hi")
+    slow = spec(tmp_path, "sleep 0.3; cat", stdin=b"slow")
+
+    async def main() -> tuple[list[bytes], int, list[bytes], int]:
+        loop = asyncio.get_running_loop()
+        epoll = counting_mux(loop)
+        alone = [(await arun_process(echo)).stdout for _ in range(3)]
+        polls_alone = epoll.polls
+        together = await asyncio.gather(arun_process(slow), arun_process(slow))
+        from ongrid_plugins.executors import _drivers
+
+        _drivers._muxes[loop].detach(loop)  # ours: the loop may close the epoll now
+        return alone, polls_alone, [o.stdout for o in together], epoll.polls - polls_alone
+
+    alone, polls_alone, together, polls_together = asyncio.run(main())
+    assert (alone, polls_alone) == ([b"hi"] * 3, 0)
+    assert together == [b"slow", b"slow"]
+    assert polls_together >= 1
+
+
+def test_a_call_the_loop_cannot_watch_fails_and_leaves_no_process_or_descriptor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # epoll_ctl refusing the call's descriptor (ENOSPC: max_user_watches) after the child
+    # started: the call must kill and reap it, close its descriptors and say why.
+    from ongrid_plugins.executors import _drivers
+
+    monkeypatch.setattr(_drivers, "IDLE_CLOSE", 0.0)  # the loop's own epoll goes too
+    holder = spec(tmp_path, "echo $$ >&2\nexec /bin/sleep 60", kill_grace=0.2)
+    before = open_fds()
+    spawned_before = children()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        counting_mux(loop, refuse=True)
+        try:
+            await asyncio.wait_for(arun_process(holder), 10)
+        finally:
+            _drivers._muxes[loop].detach(loop)
+            await asyncio.sleep(0.05)
+
+    with pytest.raises(OSError, match="max_user_watches"):
+        asyncio.run(main())
+    assert children() - spawned_before == set()  # killed and reaped: not even a zombie
+    assert open_fds() == before
+
+
 def children() -> set[int]:
     """This process's living children (every thread's), zombies included."""
     found: set[int] = set()

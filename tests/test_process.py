@@ -791,9 +791,11 @@ def test_output_written_just_before_exit_is_read_to_the_last_byte(
 
 
 def test_concurrent_calls_on_one_loop_share_one_epoll_that_closes_when_the_loop_is_idle(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ongrid_plugins.executors import _drivers
+
+    monkeypatch.setattr(_drivers, "IDLE_CLOSE", 0.05)
 
     slow = sh(tmp_path, "sleep 100", name="slow.sh")
     talk = sh(tmp_path, "sleep 1.5; cat; echo line >&2", name="talk.sh")
@@ -811,7 +813,7 @@ def test_concurrent_calls_on_one_loop_share_one_epoll_that_closes_when_the_loop_
             await asyncio.sleep(0.01)
             shared = loop in _drivers._muxes and _drivers._muxes[loop].users == 7  # all but the overflow
         outs = await started
-        await asyncio.sleep(0)  # one step with no call: the epoll goes
+        await asyncio.sleep(0.3)  # idle for longer than IDLE_CLOSE: the epoll goes
         return outs, len(os.listdir("/proc/self/fd")) - before, shared, loop in _drivers._muxes
 
     outs, extra_fds, shared, still = asyncio.run(main())
@@ -821,16 +823,45 @@ def test_concurrent_calls_on_one_loop_share_one_epoll_that_closes_when_the_loop_
     assert outs[7].stdout_overflow and len(outs[7].stdout) == 1000
 
 
-def test_back_to_back_calls_on_a_loop_keep_one_epoll_and_an_idle_step_closes_it(tmp_path: Path) -> None:
+def test_back_to_back_calls_on_a_loop_keep_one_epoll_that_closes_once_the_loop_stays_idle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ongrid_plugins.executors import _drivers
 
-    async def main() -> tuple[bool, bool, bool]:
+    monkeypatch.setattr(_drivers, "IDLE_CLOSE", 0.2)
+
+    async def main() -> tuple[bool, bool, bool, bool]:
         loop = asyncio.get_running_loop()
         await arun_process(make_spec(tmp_path, "/bin/cat"))
-        first = _drivers._muxes.get(loop)  # still there: no loop step without a call yet
-        await arun_process(make_spec(tmp_path, "/bin/cat"))
+        first = _drivers._muxes.get(loop)
+        for _ in range(3):  # idle steps between calls do not close it
+            await asyncio.sleep(0)
+            await arun_process(make_spec(tmp_path, "/bin/cat"))
         kept = first is not None and _drivers._muxes.get(loop) is first and not first.epoll.closed
-        await asyncio.sleep(0)
-        return kept, loop in _drivers._muxes, first is not None and first.epoll.closed
+        await asyncio.sleep(0.05)
+        open_while_briefly_idle = first is not None and not first.epoll.closed
+        await asyncio.sleep(0.5)
+        closed = first is not None and first.epoll.closed
+        return kept, open_while_briefly_idle, loop in _drivers._muxes, closed
 
-    assert asyncio.run(main()) == (True, False, True)
+    assert asyncio.run(main()) == (True, True, False, True)
+
+
+def test_a_loops_epoll_is_closed_with_the_loop_before_it_was_idle_for_long(tmp_path: Path) -> None:
+    # asyncio.run ends well within IDLE_CLOSE of the last call: the closed loop drops the
+    # mux's reader and its timer, and the freed loop the mux, whose epoll closes with it.
+    import weakref
+
+    from ongrid_plugins.executors import _drivers
+
+    muxes: list[weakref.ref[Any]] = []
+
+    async def main() -> bytes:
+        out = await arun_process(make_spec(tmp_path, "/bin/cat", stdin=b"x"))
+        muxes.append(weakref.ref(_drivers._muxes[asyncio.get_running_loop()]))
+        return out.stdout
+
+    before = len(os.listdir("/proc/self/fd"))
+    assert asyncio.run(main()) == b"x"
+    assert muxes[0]() is None
+    assert len(os.listdir("/proc/self/fd")) == before

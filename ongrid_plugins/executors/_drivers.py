@@ -60,12 +60,15 @@ class PollDriver:
 
 class LoopDriver:
     """Feeds a :class:`_Run` from an asyncio loop: its descriptors through the loop's
-    :class:`_Mux`, and one timer."""
+    :class:`_Mux` (``mux``: one the caller attached, and detaches), and one timer."""
 
-    def __init__(self, run: _Run, loop: asyncio.AbstractEventLoop) -> None:
+    reads_itself = False  # the mux tells it which descriptor is ready
+
+    def __init__(self, run: _Run, loop: asyncio.AbstractEventLoop, mux: _Mux | None = None) -> None:
         self._run = run
         self._loop = loop
-        self._mux: _Mux | None = None  # attached by the first wait()
+        self._own_mux = mux is None
+        self._mux: _Mux | None = mux  # else attached by the first wait()
         self._watched: dict[int, int] = {}  # fd -> POLLIN or POLLOUT
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
@@ -89,7 +92,7 @@ class LoopDriver:
     def detach(self) -> None:
         for fd in list(self._watched):
             self._forget(fd)
-        if self._mux is not None:
+        if self._mux is not None and self._own_mux:
             self._mux.detach(self._loop)
             self._mux = None
         self._set_timer(math.inf)
@@ -147,6 +150,9 @@ class LoopDriver:
 class _Watcher(Protocol):
     """What the mux hands ready descriptors to (a :class:`LoopDriver`, or a compiled call's stepper)."""
 
+    reads_itself: bool
+    """True: :meth:`step` reads the ready events itself (:meth:`ready` is not needed first)."""
+
     def ready(self, fd: int, events: int) -> bool: ...
 
     def step(self) -> None: ...
@@ -156,15 +162,19 @@ class _Mux:
     """The descriptors of every call running on one event loop, in one ``epoll``.
 
     Only the epoll's own descriptor is registered with the loop, once for as long as
-    calls run on it (back-to-back calls keep it; it is closed at the first loop step
-    with none): a call costs an ``epoll.register`` per pipe instead of the loop's
-    ``add_reader`` and its bookkeeping. Without ``epoll`` (not Linux), each descriptor
-    is registered with the loop itself.
+    calls run on it: a call costs an ``epoll.register`` per pipe instead of the loop's
+    ``add_reader`` and its bookkeeping. Back-to-back calls keep it. It is closed when
+    the loop finds no call running :data:`IDLE_CLOSE` seconds after its calls first all
+    ended, or with the loop (a closed loop drops its reader, and a freed one its mux).
+    One timer per idle window, not a loop callback per call: a call alone on its loop
+    takes two loop steps, not three. Without ``epoll`` (not Linux), each descriptor is
+    registered with the loop itself.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.users = 0
         self.owners: dict[int, _Watcher] = {}
+        self._idle_check = False  # a _close_if_idle is scheduled
         self.epoll: Any = None
         if _EPOLL is not None:
             self.epoll = _EPOLL()
@@ -181,13 +191,16 @@ class _Mux:
 
     def detach(self, loop: asyncio.AbstractEventLoop) -> None:
         self.users -= 1
-        if not self.users:
-            try:
-                loop.call_soon(self._close_if_idle)
-            except RuntimeError:  # the loop is closed (a call finalised after it): close now
-                self._close(loop, registered=False)
+        if self.users:
+            return
+        if loop.is_closed():  # a call finalised after its loop: close now
+            self._close(loop, registered=False)
+        elif not self._idle_check:
+            loop.call_later(IDLE_CLOSE, self._close_if_idle)
+            self._idle_check = True
 
     def _close_if_idle(self) -> None:
+        self._idle_check = False
         loop = self._loop()
         if not self.users and loop is not None:
             self._close(loop, registered=True)
@@ -202,14 +215,15 @@ class _Mux:
             self.epoll.close()
 
     def watch(self, fd: int, events: int, driver: _Watcher) -> None:
-        self.owners[fd] = driver
+        """Hand ``fd``'s readiness to ``driver``; when this raises, ``fd`` is not watched."""
         if self.epoll is not None:
             self.epoll.register(fd, events)
-            return
-        loop = self._loop()
-        assert loop is not None
-        add = loop.add_reader if events == _POLLIN else loop.add_writer
-        add(fd, self._on_fd, fd)
+        else:
+            loop = self._loop()
+            assert loop is not None
+            add = loop.add_reader if events == _POLLIN else loop.add_writer
+            add(fd, self._on_fd, fd)
+        self.owners[fd] = driver
 
     def forget(self, fd: int, events: int) -> None:
         if self.owners.pop(fd, None) is None:
@@ -222,7 +236,18 @@ class _Mux:
             (loop.remove_reader if events == _POLLIN else loop.remove_writer)(fd)
 
     def _on_events(self) -> None:
-        """The epoll is readable: hand each ready descriptor to its call, then step each call once."""
+        """The epoll is readable: hand each ready descriptor to its call, then step each call once.
+
+        A lone compiled call reads its own events: it is stepped without asking the epoll
+        which descriptor is ready (one system call less for a call alone on its loop).
+        The epoll stays level-triggered: its readiness is checked against the call's own
+        descriptor whenever the loop polls it, so nothing is lost by not reading it here.
+        """
+        if len(self.owners) == 1:
+            for lone in self.owners.values():
+                if lone.reads_itself:
+                    lone.step()
+                    return
         touched: list[_Watcher] = []
         for fd, events in self.epoll.poll(0):
             driver = self.owners.get(fd)
@@ -238,5 +263,7 @@ class _Mux:
 
 
 _muxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Mux] = weakref.WeakKeyDictionary()
+#: Seconds a loop's mux waits, once its calls all ended, before it closes when none runs.
+IDLE_CLOSE = 1.0
 _EPOLL: Any = getattr(select, "epoll", None)
 """``select.epoll`` (Linux); tests set it to None to exercise one loop registration per descriptor."""

@@ -157,6 +157,7 @@ async def arun_confined(
     on_stderr: StderrCallback | None,
     tuning: Tuning,
     aside: Callable[..., concurrent.futures.Future[Any]] | None,
+    mux: _drivers._Mux | None = None,
 ) -> ProcessOutcome:
     """:func:`run_confined` on the running event loop, which steps the call as :func:`arun`.
 
@@ -181,7 +182,7 @@ async def arun_confined(
             raise
     if type(call) is not _native.Call:
         return job.failed(call)
-    return await _see_through(spec, call, lines, tuning, spec.confine.started)
+    return await _see_through(spec, call, lines, tuning, spec.confine.started, mux)
 
 
 class _Confined:
@@ -220,7 +221,11 @@ class _Confined:
 
 
 async def arun(
-    spec: ProcessSpec, on_stderr: StderrCallback | None, tuning: Tuning, aside: bool
+    spec: ProcessSpec,
+    on_stderr: StderrCallback | None,
+    tuning: Tuning,
+    aside: bool,
+    mux: _drivers._Mux | None = None,
 ) -> ProcessOutcome:
     """Run ``spec`` on the running event loop, which watches one descriptor for it.
 
@@ -234,53 +239,58 @@ async def arun(
     loop, a call spawns where it is (no hand-off, the least latency). On cancellation the
     group is terminated (SIGTERM, up to ``kill_grace``, SIGKILL) and reaped before the
     cancellation propagates (a child still being spawned is killed once it is); a
-    second cancellation kills it at once.
+    second cancellation kills it at once. ``mux``: the loop's mux, attached by the caller
+    (else attached here for the call).
     """
     lines = _Lines(spec, on_stderr)
     arguments = _arguments(spec, lines.feed, tuning)
     call = (_native.start_aside if aside else _native.start)(*arguments)
     if type(call) is tuple:
         return _outcome(spec, call, lines, tuning[0])
-    return await _see_through(spec, call, lines, tuning)
+    return await _see_through(spec, call, lines, tuning, None, mux)
 
 
 async def _see_through(
-    spec: ProcessSpec, call: Any, lines: _Lines, tuning: Tuning, started: Callable[[int], None] | None = None
+    spec: ProcessSpec,
+    call: Any,
+    lines: _Lines,
+    tuning: Tuning,
+    started: Callable[[int], None] | None = None,
+    mux: _drivers._Mux | None = None,
 ) -> ProcessOutcome:
     """Step the started ``call`` on the running loop until it is over (``started(pid)``
-    first, if given); on cancellation end it as :func:`arun` says."""
+    first, if given); on cancellation end it as :func:`arun` says.
+
+    The call's descriptor goes into the loop's shared epoll (:class:`._drivers._Mux`, one
+    reader per loop for every call on it), not to the loop itself.
+    """
     loop = asyncio.get_running_loop()
+    own = mux is None
+    if mux is None:
+        mux = _drivers._Mux.attach(loop)
+    fd = call.fileno()
+    stepper = _Stepper(call, loop.create_future())
     try:
+        mux.watch(fd, _drivers._POLLIN, stepper)
         if started is not None:
             started(call.pid)
-        await _until_done(loop, call)
+        await stepper.waiter
     except BaseException:
         call.terminate()
         # Done once the child is reaped; a call that was over before the cancellation came
         # has nothing left in its epoll to wake the loop: asked first, it says so at once.
         if not call.step():
-            await _until_done(loop, call)
+            stepper.waiter = loop.create_future()
+            if mux.owners.get(fd) is not stepper:  # the watch above failed: once more
+                mux.watch(fd, _drivers._POLLIN, stepper)
+            await stepper.waiter
         raise
     finally:
+        mux.forget(fd, _drivers._POLLIN)  # before the call's descriptor is closed
         call.close()  # a second cancellation lands here: SIGKILL and a blocking reap
+        if own:
+            mux.detach(loop)
     return _outcome(spec, call.result(), lines, tuning[0])
-
-
-async def _until_done(loop: asyncio.AbstractEventLoop, call: Any) -> None:
-    """Step ``call`` whenever its descriptor is readable, until it says it is done.
-
-    The descriptor goes into the loop's shared epoll (:class:`._drivers._Mux`, one
-    reader per loop for every call on it), not to the loop itself.
-    """
-    stepper = _Stepper(call, loop.create_future())
-    mux = _drivers._Mux.attach(loop)
-    fd = call.fileno()
-    mux.watch(fd, _drivers._POLLIN, stepper)
-    try:
-        await stepper.waiter
-    finally:
-        mux.forget(fd, _drivers._POLLIN)
-        mux.detach(loop)
 
 
 class _Stepper:
@@ -288,12 +298,14 @@ class _Stepper:
 
     __slots__ = ("call", "waiter")
 
+    reads_itself = True  # the call reads its own events in step()
+
     def __init__(self, call: Any, waiter: asyncio.Future[None]) -> None:
         self.call = call
         self.waiter = waiter
 
     def ready(self, fd: int, events: int) -> bool:
-        return True  # the call reads its own events in step()
+        return True
 
     def step(self) -> None:
         try:

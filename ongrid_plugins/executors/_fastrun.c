@@ -1270,6 +1270,18 @@ static void wait_spawned(CallObject *c) {
 
 static int finish_aside(CallObject *c);
 
+/* The call's own descriptors, once nothing runs for it (close() and dealloc). */
+static void close_timer_and_epoll(CallObject *c) {
+    if (c->tfd >= 0) {
+        close(c->tfd);
+        c->tfd = -1;
+    }
+    if (c->epfd >= 0) {
+        close(c->epfd);
+        c->epfd = c->r.epfd = -1;
+    }
+}
+
 static void call_close(CallObject *c) {
     disown(c);
     if (c->efd >= 0) { /* a spawn aside not seen yet: wait for it, then end what it started */
@@ -1287,14 +1299,7 @@ static void call_close(CallObject *c) {
         }
         c->running = 0;
     }
-    if (c->tfd >= 0) {
-        close(c->tfd);
-        c->tfd = -1;
-    }
-    if (c->epfd >= 0) {
-        close(c->epfd);
-        c->epfd = -1;
-    }
+    close_timer_and_epoll(c);
     free_buffers(&c->r);
 }
 
@@ -1653,6 +1658,7 @@ static PyObject *call_close_method(CallObject *c, PyObject *unused) {
         Py_END_ALLOW_THREADS
         c->running = 0;
     }
+    close_timer_and_epoll(c); /* a call kept alive (a traceback holds it) holds no descriptor */
     Py_RETURN_NONE;
 }
 
@@ -1670,7 +1676,7 @@ static PyMethodDef call_methods[] = {
      "Stop: SIGTERM to the group, SIGKILL after the grace (a second time: SIGKILL now)."},
     {"result", (PyCFunction)call_result, METH_NOARGS, "How it ended: the tuple run() returns."},
     {"close", (PyCFunction)call_close_method, METH_NOARGS,
-     "SIGKILL and a blocking reap if still running; close the pipes (the result stays)."},
+     "SIGKILL and a blocking reap if still running; close every descriptor (the result stays)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -71,11 +71,10 @@ import os
 import select
 import signal
 import time
-import weakref
 from collections.abc import Callable
 
 from . import _fast
-from ._drivers import LoopDriver, PollDriver
+from ._drivers import LoopDriver, PollDriver, _Mux
 from ._spawn import Child, SpawnError, spawn
 from ._spec import ProcessOutcome, ProcessSpec, StderrCallback
 from ._stderr import StderrLines
@@ -133,26 +132,27 @@ async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = Non
     (:func:`._fast.arun`, :func:`._fast.arun_confined`) where the extension was built.
     """
     loop = asyncio.get_running_loop()
-    busy = _in_flight.get(loop, 0)
-    _in_flight[loop] = busy + 1
+    mux = _Mux.attach(loop)  # its users are the calls in flight on the loop, this one too
+    busy = mux.users > 1
     tuning = (_EOF_BOUND, _EOF_MIN, _USE_PIDFD)  # read per call: tests change them
     try:
         if _fast.usable(spec):
-            return await _fast.arun(spec, on_stderr, tuning, busy > 0)
+            return await _fast.arun(spec, on_stderr, tuning, busy, mux)
         if _fast.confinable(spec):
-            return await _fast.arun_confined(spec, on_stderr, tuning, _spawner().submit if busy else None)
-        return await _arun_python(spec, on_stderr, loop, busy)
+            aside = _spawner().submit if busy else None
+            return await _fast.arun_confined(spec, on_stderr, tuning, aside, mux)
+        return await _arun_python(spec, on_stderr, loop, mux)
     finally:
-        _in_flight[loop] -= 1
+        mux.detach(loop)
 
 
 async def _arun_python(
-    spec: ProcessSpec, on_stderr: StderrCallback | None, loop: asyncio.AbstractEventLoop, busy: int
+    spec: ProcessSpec, on_stderr: StderrCallback | None, loop: asyncio.AbstractEventLoop, mux: _Mux
 ) -> ProcessOutcome:
     run = _Run(spec, on_stderr)
-    driver = LoopDriver(run, loop)
+    driver = LoopDriver(run, loop, mux)
     try:
-        error = run.launch() if not busy else await _launch_aside(run)
+        error = run.launch() if mux.users == 1 else await _launch_aside(run)
         if error is not None:
             return ProcessOutcome.never_ran(error, run.duration)
         run.start()
@@ -168,12 +168,11 @@ async def _arun_python(
     return run.outcome()
 
 
-#: Calls in flight per event loop. The first spawns on the loop itself (no thread hop,
-#: the least latency); while one is in flight, the next spawn runs in a thread, so the
-#: loop keeps serving the running children while posix_spawn waits for its child's exec
-#: (vfork) or a confined call's thread gets ready: concurrent calls overlap their spawns
-#: as threads do.
-_in_flight: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = weakref.WeakKeyDictionary()
+# Calls in flight on a loop are its mux's users. The first spawns on the loop itself (no
+# thread hop, the least latency); while one is in flight, the next spawn runs in a thread,
+# so the loop keeps serving the running children while posix_spawn waits for its child's
+# exec (vfork) or a confined call's thread gets ready: concurrent calls overlap their
+# spawns as threads do.
 _spawners: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
 
 
