@@ -37,8 +37,14 @@
  * every confined call checks ~20 paths between two spawns, where os.stat's result
  * objects, and the exception an absent path raises, cost more than the system calls.
  *
- * Optional: where it is not built (see hatch_build.py), models.base, audit.journal and
- * executors.confine.stamps use their Python code, which gives the same results.
+ * light(args, budget) is schema.arguments' walk over a call's arguments (is the check
+ * certainly cheap enough to run on an event loop?) for the plain JSON values a call's
+ * arguments nearly always are: every acall asks it, where the Python walk costs about a
+ * hundred bytecodes for even a flat dict of a few strings.
+ *
+ * Optional: where it is not built (see hatch_build.py), models.base, audit.journal,
+ * executors.confine.stamps and schema.arguments use their Python code, which gives the
+ * same results.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -455,7 +461,109 @@ static PyObject *same_mtimes(PyObject *module, PyObject *stamps) {
     return check_stamps(stamps, 2, "same_mtimes(stamps): stamps must be a sequence", same_mtime);
 }
 
+/* light(args, budget): schema.arguments._walk_is_light(args) with that budget, for values
+ * made of exact dicts (any keys), lists, tuples, strs, ints, floats, bools and None:
+ * each value costs 1, a str its length too, a dict key its length (a str) or 1 (not a
+ * str). True when the whole costs at most budget, False as soon as it costs more, None
+ * when a value of another type (a subclass too) comes first: the caller walks in Python
+ * then. Every cost is positive, so whatever else the value holds, a cost over budget
+ * here is over budget there. No Python code runs (exact types only, borrowed references
+ * while the GIL is held), so the value cannot change under the walk; its stack is one
+ * entry per value still to visit, fewer than budget + 2 of them. */
+static PyObject *light(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || !PyLong_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "light(args, budget): budget must be an int");
+        return NULL;
+    }
+    long long budget = PyLong_AsLongLong(args[1]);
+    if (budget == -1 && PyErr_Occurred())
+        return NULL;
+    if (budget < 0 || budget > 1 << 24) {
+        PyErr_SetString(PyExc_ValueError, "light(args, budget): budget must be in 0..2**24");
+        return NULL;
+    }
+    PyObject *small[64];
+    PyObject **stack = small;
+    Py_ssize_t cap = 64, top = 0;
+    PyObject *answer = Py_True;
+    stack[top++] = args[0];
+    while (top > 0) {
+        PyObject *value = stack[--top];
+        PyTypeObject *type = Py_TYPE(value);
+        Py_ssize_t pushed = 0, count = 0;
+        PyObject *const *items = NULL;
+        budget -= 1;
+        if (type == &PyUnicode_Type) {
+            budget -= PyUnicode_GET_LENGTH(value);
+        } else if (type == &PyLong_Type || type == &PyFloat_Type || type == &PyBool_Type || value == Py_None) {
+        } else if (type == &PyDict_Type) {
+            count = PyDict_GET_SIZE(value);
+        } else if (type == &PyList_Type) {
+            count = PyList_GET_SIZE(value);
+            items = ((PyListObject *)value)->ob_item;
+        } else if (type == &PyTuple_Type) {
+            count = PyTuple_GET_SIZE(value);
+            items = ((PyTupleObject *)value)->ob_item;
+        } else {
+            answer = Py_None;
+            break;
+        }
+        if (count > 0) {
+            if (count > budget + 1) { /* each item costs at least 1: over budget for sure */
+                answer = Py_False;
+                break;
+            }
+            if (top + count > cap) {
+                Py_ssize_t want = cap * 2 > top + count ? cap * 2 : top + count;
+                PyObject **grown = PyMem_Malloc((size_t)want * sizeof *grown);
+                if (grown == NULL) {
+                    answer = NULL;
+                    PyErr_NoMemory();
+                    break;
+                }
+                memcpy(grown, stack, (size_t)top * sizeof *grown);
+                if (stack != small)
+                    PyMem_Free(stack);
+                stack = grown;
+                cap = want;
+            }
+            if (type == &PyDict_Type) {
+                Py_ssize_t pos = 0;
+                PyObject *key, *item;
+                while (PyDict_Next(value, &pos, &key, &item)) {
+                    if (PyUnicode_CheckExact(key))
+                        budget -= PyUnicode_GET_LENGTH(key);
+                    else if (PyUnicode_Check(key)) { /* a str subclass: its len() may be its own */
+                        answer = Py_None;
+                        break;
+                    } else
+                        budget -= 1;
+                    stack[top + pushed++] = item;
+                }
+                if (answer == Py_None)
+                    break;
+            } else {
+                memcpy(stack + top, items, (size_t)count * sizeof *stack);
+                pushed = count;
+            }
+            top += pushed;
+        }
+        if (budget < 0) {
+            answer = Py_False;
+            break;
+        }
+    }
+    if (stack != small)
+        PyMem_Free(stack);
+    return answer == NULL ? NULL : Py_NewRef(answer);
+}
+
 static PyMethodDef methods[] = {
+    {"light", (PyCFunction)(void (*)(void))light, METH_FASTCALL,
+     "light(args, budget, /)\n--\n\n"
+     "Whether args cost at most budget to walk (schema.arguments.is_light); None when a\n"
+     "value is not a plain JSON type (the Python walk decides then)."},
     {"same_files", (PyCFunction)same_files, METH_O,
      "same_files(stamps, /)\n--\n\n"
      "Whether every (path, st_dev, st_ino) still stats to that file ((path, None, None):\n"

@@ -386,11 +386,11 @@ async def acall(
     timeout: float | None,
 ) -> CallResult:
     """Like :func:`call` on an event loop; the steps run in a worker thread unless light."""
-    start = functools.partial(begin, host, name, args, persona, confirm, caller, ticket, on_event, timeout)
     if is_light(host.get(name), args):  # microseconds: a thread hop would cost more
-        attempt = start()
+        attempt = begin(host, name, args, persona, confirm, caller, ticket, on_event, timeout)
     else:
-        attempt = await _begin_in_thread(host, start)
+        steps = (host, name, args, persona, confirm, caller, ticket, on_event, timeout)
+        attempt = await _begin_in_thread(host, functools.partial(begin, *steps))
     assert attempt.executor is not None
     try:
         result = await attempt.executor.arun(attempt.request)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -131,14 +131,29 @@ def is_light(tool: Tool, args: object) -> bool:
     compiled = COMPILED.get(id(tool))
     if compiled is None or not compiled.light_schema:
         return False
-    if type(args) is dict and len(args) <= _FLAT_KEYS:
+    if _LIGHT is not None:
+        light = _LIGHT(args, _LIGHT_ARGS)
+        if light is not None:
+            return light
+    elif type(args) is dict and len(args) <= _FLAT_KEYS:
         flat = _flat_cost(args)
         if flat is not None:
             return flat <= _LIGHT_ARGS
     return _walk_is_light(args)
 
 
-#: A dict of at most this many keys is first tried as a flat one (:func:`_flat_cost`).
+def _compiled_light() -> Any:
+    """``_speedups.light``: the walk in C for plain JSON values (None when not built)."""
+    try:
+        from .. import _speedups
+    except ImportError:
+        return None
+    return getattr(_speedups, "light", None)  # an older build lacks it
+
+
+_LIGHT: Callable[[object, int], bool | None] | None = _compiled_light()
+#: Without the compiled walk, a dict of at most this many keys is first tried as a flat
+#: one (:func:`_flat_cost`).
 _FLAT_KEYS = 64
 
 
