@@ -12,7 +12,8 @@ loading and the warm-up cost cancels out.
         python benchmarks/count_calls.py 120
     python benchmarks/count_calls.py --diff /tmp/cg.20 /tmp/cg.120
 
-Thread 1 is the calling thread, thread 2 the audit writer. ``--baseline`` runs the
+Thread 1 is the calling thread, thread 2 the audit writer. ``--acall`` awaits
+``host.acall`` in sequence on an event loop instead. ``--baseline`` runs the
 bare ``posix_spawn`` round trip of ``baselines/exec_bench.py`` instead of the host.
 ``ONGRID_BENCH_SANDBOX`` (default ``off`` here) and ``ONGRID_BENCH_DISABLE`` work as
 for ``hostcall.py``.
@@ -21,6 +22,7 @@ for ``hostcall.py``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import re
 import sys
@@ -38,9 +40,17 @@ import hostcall  # noqa: E402
 WARM = 20
 
 
-def run(calls: int, entry_kind: str, baseline: bool) -> None:
+def run(calls: int, entry_kind: str, baseline: bool, on_loop: bool = False) -> None:
     paths, _driver = exec_bench.build_entries(tempfile.mkdtemp(prefix="ongrid-count-"))
     entry = paths[entry_kind]
+    if on_loop:  # like bench_exec's asyncio rows: awaits in sequence inside one coroutine
+
+        async def go() -> None:
+            for _ in range(WARM + calls):
+                await hostcall.acall(entry, exec_bench.PAYLOAD)
+
+        asyncio.run(go())
+        return
     for _ in range(WARM + calls):
         if baseline:
             exec_bench.call_spawn(entry)
@@ -86,6 +96,7 @@ def main() -> int:
     parser.add_argument("calls", nargs="?", type=int, help="timed calls after the warm-up")
     parser.add_argument("--entry", default="sh", choices=["sh", "c"])
     parser.add_argument("--baseline", action="store_true", help="the bare posix_spawn round trip")
+    parser.add_argument("--acall", action="store_true", help="await host.acall on an event loop")
     parser.add_argument("--diff", nargs=2, metavar=("FEW", "MANY"), help="callgrind out-file prefixes")
     args = parser.parse_args()
     if args.diff:
@@ -93,7 +104,7 @@ def main() -> int:
     elif args.calls is None or args.calls < 0:
         parser.error("give the number of calls (or --diff FEW MANY)")
     else:
-        run(args.calls, args.entry, args.baseline)
+        run(args.calls, args.entry, args.baseline, args.acall)
     return 0
 
 
