@@ -598,10 +598,14 @@ class CountingEpoll:
         return getattr(self.epoll, name)
 
 
-def counting_mux(loop: asyncio.AbstractEventLoop, refuse: bool = False) -> CountingEpoll:
+async def counting_mux(tmp_path: Path, refuse: bool = False) -> CountingEpoll:
+    """The running loop's mux, made by a first call (and kept: it closes only when idle
+    for a while), its epoll wrapped: later calls find the loop as callers do."""
     from ongrid_plugins.executors import _drivers
 
-    mux = _drivers._Mux.attach(loop)  # made now, kept by the calls that attach after us
+    (tmp_path / "first").mkdir()
+    assert (await arun_process(spec(tmp_path / "first", "true"))).exit_code == 0
+    mux = _drivers._muxes[asyncio.get_running_loop()]
     mux.epoll = CountingEpoll(mux.epoll, refuse)
     return mux.epoll
 
@@ -611,18 +615,15 @@ def test_a_call_alone_on_its_loop_is_stepped_without_polling_the_mux_and_concurr
 ) -> None:
     # A lone compiled call reads its own events: asking the shared epoll which descriptor
     # is ready would be one system call a call for nothing. Two calls: the mux must ask.
+    (tmp_path / "slow").mkdir()
     echo = spec(tmp_path, "cat", stdin=b"hi")
-    slow = spec(tmp_path, "sleep 0.3; cat", stdin=b"slow")
+    slow = spec(tmp_path / "slow", "sleep 0.3; cat", stdin=b"slow")
 
     async def main() -> tuple[list[bytes], int, list[bytes], int]:
-        loop = asyncio.get_running_loop()
-        epoll = counting_mux(loop)
+        epoll = await counting_mux(tmp_path)
         alone = [(await arun_process(echo)).stdout for _ in range(3)]
         polls_alone = epoll.polls
         together = await asyncio.gather(arun_process(slow), arun_process(slow))
-        from ongrid_plugins.executors import _drivers
-
-        _drivers._muxes[loop].detach(loop)  # ours: the loop may close the epoll now
         return alone, polls_alone, [o.stdout for o in together], epoll.polls - polls_alone
 
     alone, polls_alone, together, polls_together = asyncio.run(main())
@@ -638,19 +639,18 @@ def test_a_call_the_loop_cannot_watch_fails_and_leaves_no_process_or_descriptor(
     # started: the call must kill and reap it, close its descriptors and say why.
     from ongrid_plugins.executors import _drivers
 
-    monkeypatch.setattr(_drivers, "IDLE_CLOSE", 0.0)  # the loop's own epoll goes too
-    holder = spec(tmp_path, "echo $$ >&2\nexec /bin/sleep 60", kill_grace=0.2)
+    monkeypatch.setattr(_drivers, "IDLE_CLOSE", 0.0)
+    (tmp_path / "holder").mkdir()
+    holder = spec(tmp_path / "holder", "echo $$ >&2\nexec /bin/sleep 60", kill_grace=0.2)
     before = open_fds()
     spawned_before = children()
 
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        counting_mux(loop, refuse=True)
+        await counting_mux(tmp_path, refuse=True)
         try:
             await asyncio.wait_for(arun_process(holder), 10)
         finally:
-            _drivers._muxes[loop].detach(loop)
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # the loop's epoll closes, idle (IDLE_CLOSE 0)
 
     with pytest.raises(OSError, match="max_user_watches"):
         asyncio.run(main())
