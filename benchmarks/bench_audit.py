@@ -11,19 +11,29 @@
 3. Approvals per second: ``SkillHost.approve`` (each one a fsync'd SQLite
    transaction, plus the ``ongrid_verify_approval`` hooks), and whole ticket
    cycles (open, two approvals, claim) per second.
+4. Where the audit's cost falls once calls run concurrently (issue 14's 8-thread
+   target): calls per second from 8 threads of ``subprocess.run`` (the baseline), and
+   of ``SkillHost.call`` on three unconfined hosts: the audit log as it is, one whose
+   writer thread drops its batches (the calling thread's part only: rows built and
+   journaled), and one without the audit plugin. Rounds interleave the four; each
+   figure is the median over rounds of its rate over the baseline's in that round.
 
-Usage: ``python benchmarks/bench_audit.py [--calls 400] [--approvals 300]``
+Usage: ``python benchmarks/bench_audit.py [--calls 400] [--approvals 300] [--conc-calls 400]``
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import json
+import os
 import statistics
 import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -118,10 +128,65 @@ def approvals(base: Path, n: int) -> tuple[float, float]:
     return approve_rate, cycle_rate
 
 
+def concurrent_split(base: Path, calls: int, rounds: int, threads: int = 8) -> dict[str, tuple[float, float]]:
+    """``{method: (median calls/s, median paired ratio to the baseline)}`` (see item 4)."""
+    # bench_exec.py's entry, payload and baseline (baselines/exec_bench.py), so the first
+    # two rows are its "threads" row.
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "baselines"))
+    import exec_bench
+
+    root = base / "skills-conc"
+    make_skill(root, "trivial", script=exec_bench.SH_ENTRY)
+    entry = str(root / "trivial" / "run.sh")
+    aged = time.time() - 10  # older than the 2 s in which an entry is hashed again per call
+    for path in (root / "trivial").iterdir():
+        os.utime(path, (aged, aged))
+    args = json.loads(exec_bench.PAYLOAD)
+
+    def host(name: str, disable: tuple[str, ...] = ()) -> SkillHost:
+        return SkillHost(isolated_settings(base / name, root, disable_plugins=disable, sandbox="off"))
+
+    full, dropped, without = host("conc-full"), host("conc-dropped"), host("conc-off", ("audit",))
+    assert dropped.audit is not None
+    dropped.audit._writer._write = lambda batch: None  # type: ignore[method-assign]  # rows built, never chained
+
+    def call(on: SkillHost) -> Callable[[], object]:
+        return lambda: on.call("trivial", args)
+
+    methods: dict[str, Callable[[], object]] = {
+        "subprocess.run": lambda: exec_bench.call_run_nt(entry),
+        "host.call": call(full),
+        "host.call, writer drops rows": call(dropped),
+        "host.call, no audit plugin": call(without),
+    }
+
+    def rate(fn: Callable[[], object], n: int) -> float:
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            start = time.perf_counter()
+            list(pool.map(lambda _i: fn(), range(n)))
+            return n / (time.perf_counter() - start)
+
+    for fn in methods.values():
+        rate(fn, 50)  # imports, validators, databases
+    rates: dict[str, list[float]] = {m: [] for m in methods}
+    for _ in range(rounds):
+        for method, fn in methods.items():
+            rates[method].append(rate(fn, calls))
+    baseline = rates["subprocess.run"]
+    return {
+        m: (statistics.median(v), statistics.median(a / b for a, b in zip(v, baseline, strict=True)))
+        for m, v in rates.items()
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=400, help="interleaved rounds per tool (default 400)")
     parser.add_argument("--approvals", type=int, default=300, help="approvals to time (default 300)")
+    parser.add_argument(
+        "--conc-calls", type=int, default=400, help="calls per method and round from 8 threads (0: skip)"
+    )
+    parser.add_argument("--conc-rounds", type=int, default=5, help="interleaved rounds of the 8-thread rates")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -129,6 +194,7 @@ def main() -> None:
         one = audit_rows_per_second(base, 2000, 1)
         four = audit_rows_per_second(base, 2000, 4)
         approve_rate, cycle_rate = approvals(base, args.approvals)
+        split = concurrent_split(base, args.conc_calls, args.conc_rounds) if args.conc_calls > 0 else {}
     print(f"SkillHost.call, trivial #!/bin/sh skill, median of {args.calls} interleaved rounds")
     print(f"{'tool':28} {'audit off':>10} {'audit on':>10} {'ratio':>7}")
     for tool, off, on in calls:
@@ -139,6 +205,11 @@ def main() -> None:
     print(f"{'audit rows/s, 4 threads':40} {four:>10.0f}")
     print(f"{'approvals/s (SkillHost.approve)':40} {approve_rate:>10.0f}")
     print(f"{'ticket cycles/s (open, 2 approvals, claim)':40} {cycle_rate:>10.0f}")
+    if split:
+        print(f"\n8 threads, sandbox off, {args.conc_rounds} interleaved rounds of {args.conc_calls} calls")
+        print(f"{'method':32} {'calls/s':>9} {'x subprocess.run':>17}")
+        for method, (per_second, ratio) in split.items():
+            print(f"{method:32} {per_second:>9.0f} {ratio:>17.2f}")
 
 
 if __name__ == "__main__":
