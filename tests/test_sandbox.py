@@ -930,6 +930,45 @@ def test_calls_wake_one_refiller_instead_of_starting_one_each(box: dict[str, Pat
     assert started.count("ongrid-spawn") == 5  # one spawning thread per call, made ahead
 
 
+def test_a_spawning_thread_joins_its_calls_groups_by_writing_0_never_its_thread_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A thread id written to a v1 "tasks" file is moved under the kernel's global
+    # threadgroup lock, an RCU grace period when no move came just before, during which
+    # every fork and clone on the machine waits: "0" moves the writer without that lock.
+    from ongrid_plugins.executors.confine import cgroups
+
+    group = cgroups.acquire()
+    assert group is not None
+    written: list[tuple[str, str]] = []
+    real_write = cgroups._write
+
+    def recording(path: str, value: str) -> None:
+        written.append((os.path.basename(path), value))
+        real_write(path, value)
+
+    monkeypatch.setattr(cgroups, "_write", recording)
+    seen: list[str] = []
+
+    def spawning_thread() -> None:
+        group.join_thread()
+        seen.append(Path("/proc/thread-self/cgroup").read_text())
+
+    try:
+        thread = threading.Thread(target=spawning_thread)
+        thread.start()
+        thread.join(10)
+    finally:
+        cgroups.release(group)
+    assert written == [("tasks", "0"), ("tasks", "0")]
+    memberships = dict(line.split(":", 2)[1:] for line in seen[0].splitlines())
+    assert group.pids.endswith(memberships["pids"]) and memberships["pids"] != "/"
+    assert group.memory.endswith(memberships["memory"]) and memberships["memory"] != "/"
+    # The thread that wrote is the one that moved: this one stays where it was.
+    here = dict(line.split(":", 2)[1:] for line in Path("/proc/thread-self/cgroup").read_text().splitlines())
+    assert here["pids"] != memberships["pids"]
+
+
 def test_a_pooled_group_keeps_its_limits_and_a_hit_is_not_reported_again(box: dict[str, Path]) -> None:
     sleepers(box["root"], "bomb", 20, 8, 1)
     sleepers(box["root"], "many", 12, 16, 1)
