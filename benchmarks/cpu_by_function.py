@@ -8,6 +8,8 @@ each named function to add up the CPU clock of the thread that runs it (inclusiv
 what it calls, the kernel's part of its system calls too), runs ``--n`` calls of a
 trivial ``#!/bin/sh`` entry through :mod:`hostcall`, and prints microseconds per call.
 The wrappers themselves cost ~1 us a call each: name a few functions at a time.
+``--wall`` adds up wall-clock time instead (what waits cost, not only what runs), and
+``--threads N`` makes the calls from N threads at once (where a call waits under load).
 
     python benchmarks/cpu_by_function.py --sandbox auto \\
         ongrid_plugins.executors.confine.grants:Static.fresh \\
@@ -22,12 +24,14 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import functools
 import importlib
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +40,12 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 
-def wrap(spec: str, spent: collections.Counter[str], calls: collections.Counter[str]) -> None:
+def wrap(
+    spec: str,
+    spent: collections.Counter[str],
+    calls: collections.Counter[str],
+    clock: Callable[[], int] = time.thread_time_ns,
+) -> None:
     module_name, _, qualname = spec.partition(":")
     if not qualname:
         raise SystemExit(f"{spec}: name a function as module:qualname")
@@ -48,11 +57,11 @@ def wrap(spec: str, spent: collections.Counter[str], calls: collections.Counter[
 
     @functools.wraps(original)
     def timed(*args: Any, **kwargs: Any) -> Any:
-        started = time.thread_time_ns()
+        started = clock()
         try:
             return original(*args, **kwargs)
         finally:
-            spent[spec] += time.thread_time_ns() - started
+            spent[spec] += clock() - started
             calls[spec] += 1
 
     setattr(owner, name, timed)
@@ -65,14 +74,19 @@ def main() -> int:
     parser.add_argument("functions", nargs="+", help="module:qualname of each function to time")
     parser.add_argument("--n", type=int, default=400, help="calls timed (after 30 to warm up)")
     parser.add_argument("--sandbox", choices=("auto", "off"), default="auto")
+    parser.add_argument(
+        "--wall", action="store_true", help="wall-clock time instead of the thread's CPU (waits count)"
+    )
+    parser.add_argument("--threads", type=int, default=1, help="calls made from this many threads at once")
     args = parser.parse_args()
     os.environ["ONGRID_BENCH_SANDBOX"] = args.sandbox
     import hostcall
 
     spent: collections.Counter[str] = collections.Counter()
     calls: collections.Counter[str] = collections.Counter()
+    clock = time.perf_counter_ns if args.wall else time.thread_time_ns
     for spec in args.functions:
-        wrap(spec, spent, calls)
+        wrap(spec, spent, calls, clock)
     with tempfile.TemporaryDirectory() as tmp:
         entry = os.path.join(tmp, "sh")
         with open(entry, "w") as f:
@@ -83,13 +97,22 @@ def main() -> int:
         time.sleep(0.1)
         spent.clear()
         calls.clear()
-        calling = 0
-        for _ in range(args.n):
-            started = time.thread_time_ns()
+        per_call: list[int] = []
+
+        def one(_i: int) -> None:
+            started = clock()
             hostcall.call(entry, b"{}")
-            calling += time.thread_time_ns() - started
+            per_call.append(clock() - started)
+
+        with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:
+            list(pool.map(one, range(args.n)))
+        calling = sum(per_call)
     width = max(len(spec) for spec in args.functions)
-    print(f"sandbox {args.sandbox}, {args.n} calls; CPU us per call, inclusive, in the thread that ran it")
+    what = "wall-clock" if args.wall else "CPU"
+    print(
+        f"sandbox {args.sandbox}, {args.n} calls from {args.threads} thread(s); "
+        f"{what} us per call, inclusive, in the thread that ran it"
+    )
     print(f"{'function':<{width}}  {'us/call':>8}  {'runs/call':>9}")
     for spec in args.functions:
         print(f"{spec:<{width}}  {spent[spec] / args.n / 1e3:>8.1f}  {calls[spec] / args.n:>9.2f}")
