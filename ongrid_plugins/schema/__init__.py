@@ -21,5 +21,6 @@ load the others (``import jsonschema`` alone costs 70-90 ms).
 
 What it may import: the standard library, ``re2``, ``attrs``, ``jsonschema`` and
 ``referencing`` (lazily), and from ``ongrid_plugins`` only the core values
-(``models``). Nothing here imports discovery, the catalog, the host or a surface.
+(``models``, and the optional compiled ``_speedups``, whose walk :mod:`.arguments` uses).
+Nothing here imports discovery, the catalog, the host or a surface.
 """

@@ -195,7 +195,7 @@ class CallGroup:
         named by id under the global write lock of ``cgroup_threadgroup_rwsem``, which
         waits for an RCU grace period when no move came just before (~0.1-17 ms here,
         against ~25-55 us for ``0``) and holds back every ``fork`` and ``clone`` on the
-        machine meanwhile: concurrent confined calls queued behind each other's moves.
+        machine meanwhile.
         """
         _write(os.path.join(self.pids, "tasks"), "0")
         _write(os.path.join(self.memory, "tasks"), "0")
