@@ -639,7 +639,6 @@ def test_a_call_the_loop_cannot_watch_fails_and_leaves_no_process_or_descriptor(
     # started: the call must kill and reap it, close its descriptors and say why.
     from ongrid_plugins.executors import _drivers
 
-    monkeypatch.setattr(_drivers, "IDLE_CLOSE", 0.0)
     (tmp_path / "holder").mkdir()
     holder = spec(tmp_path / "holder", "echo $$ >&2\nexec /bin/sleep 60", kill_grace=0.2)
     before = open_fds()
@@ -647,6 +646,7 @@ def test_a_call_the_loop_cannot_watch_fails_and_leaves_no_process_or_descriptor(
 
     async def main() -> None:
         await counting_mux(tmp_path, refuse=True)
+        monkeypatch.setattr(_drivers, "IDLE_CLOSE", 0.0)  # once wrapped: the next idle step closes it
         try:
             await asyncio.wait_for(arun_process(holder), 10)
         finally:
