@@ -639,6 +639,7 @@ def test_a_call_the_loop_cannot_watch_fails_and_leaves_no_process_or_descriptor(
     # started: the call must kill and reap it, close its descriptors and say why.
     from ongrid_plugins.executors import _drivers
 
+    monkeypatch.setattr(_drivers, "IDLE_CLOSE", 0.2)  # the loop's own epoll goes too, soon
     (tmp_path / "holder").mkdir()
     holder = spec(tmp_path / "holder", "echo $$ >&2\nexec /bin/sleep 60", kill_grace=0.2)
     before = open_fds()
@@ -646,11 +647,10 @@ def test_a_call_the_loop_cannot_watch_fails_and_leaves_no_process_or_descriptor(
 
     async def main() -> None:
         await counting_mux(tmp_path, refuse=True)
-        monkeypatch.setattr(_drivers, "IDLE_CLOSE", 0.0)  # once wrapped: the next idle step closes it
         try:
             await asyncio.wait_for(arun_process(holder), 10)
         finally:
-            await asyncio.sleep(0.05)  # the loop's epoll closes, idle (IDLE_CLOSE 0)
+            await asyncio.sleep(0.6)  # idle for longer than IDLE_CLOSE: the loop's epoll closes
 
     with pytest.raises(OSError, match="max_user_watches"):
         asyncio.run(main())
