@@ -80,27 +80,26 @@ def usable(spec: ProcessSpec) -> bool:
     ``posix_spawn_file_actions_addclosefrom_np``, which the ctypes runner needs, is not
     asked for here.
     """
-    return (
-        _native is not None
-        and USE
-        and getattr(_native, "SPAWNS", False)  # False too for a build older than the source
-        and spec.confine is None
-        and _spawn._BACKEND == "auto"
-        and _spawn._USE_CLOSEFROM
-        and _spawn._LIBC is not None
-    )
+    return spec.confine is None and _spawns_here()
 
 
 def confinable(spec: ProcessSpec) -> bool:
     """This confined call runs in C (:func:`run_confined`): as :func:`usable`, with a build
     that kills through a cgroup and a confiner that names its cgroup (``procs_file``)."""
     return (
+        spec.confine is not None
+        and hasattr(spec.confine, "procs_file")
+        and _spawns_here()
+        and getattr(_native, "CONFINES", False)
+    )
+
+
+def _spawns_here() -> bool:
+    """The extension spawns here (what :func:`usable` and :func:`confinable` share)."""
+    return (
         _native is not None
         and USE
-        and getattr(_native, "SPAWNS", False)
-        and getattr(_native, "CONFINES", False)
-        and spec.confine is not None
-        and hasattr(spec.confine, "procs_file")
+        and getattr(_native, "SPAWNS", False)  # False too for a build older than the source
         and _spawn._BACKEND == "auto"
         and _spawn._USE_CLOSEFROM
         and _spawn._LIBC is not None
@@ -279,10 +278,9 @@ async def _see_through(
         call.terminate()
         # Done once the child is reaped; a call that was over before the cancellation came
         # has nothing left in its epoll to wake the loop: asked first, it says so at once.
-        if not call.step():
+        # Not watched (the watch above failed): close() below kills and reaps at once.
+        if not call.step() and mux.owners.get(fd) is stepper:
             stepper.waiter = loop.create_future()
-            if mux.owners.get(fd) is not stepper:  # the watch above failed: once more
-                mux.watch(fd, _drivers._POLLIN, stepper)
             await stepper.waiter
         raise
     finally:

@@ -167,6 +167,19 @@ static void killpg_quiet(Run *r, int sig) {
  * lists its pid while the thread that spawned is still a member. No Python; the GIL,
  * when the caller holds it (r->gil_held: Call.step, terminate), is released while it
  * waits between rounds. */
+/* SIGKILL the pid whose carried digits end here (never me); 1 when one was signalled. */
+static int kill_listed(char *carry, size_t *carried, pid_t me) {
+    if (*carried == 0)
+        return 0;
+    carry[*carried] = 0;
+    *carried = 0;
+    pid_t pid = (pid_t)strtol(carry, NULL, 10);
+    if (pid <= 0 || pid == me)
+        return 0;
+    kill(pid, SIGKILL);
+    return 1;
+}
+
 static void kill_group(Run *r) {
     if (r->group == NULL)
         return;
@@ -186,32 +199,16 @@ static void kill_group(Run *r) {
             if (n <= 0)
                 break;
             for (ssize_t i = 0; i < n; i++) {
-                char ch = buf[i];
-                if (ch >= '0' && ch <= '9') {
+                if (buf[i] >= '0' && buf[i] <= '9') {
                     if (carried < sizeof carry - 1)
-                        carry[carried++] = ch;
-                    continue;
-                }
-                if (carried) {
-                    carry[carried] = 0;
-                    pid_t pid = (pid_t)strtol(carry, NULL, 10);
-                    carried = 0;
-                    if (pid > 0 && pid != me) {
-                        members++;
-                        kill(pid, SIGKILL);
-                    }
+                        carry[carried++] = buf[i];
+                } else {
+                    members += kill_listed(carry, &carried, me);
                 }
             }
         }
         close(fd);
-        if (carried) {
-            carry[carried] = 0;
-            pid_t pid = (pid_t)strtol(carry, NULL, 10);
-            if (pid > 0 && pid != me) {
-                members++;
-                kill(pid, SIGKILL);
-            }
-        }
+        members += kill_listed(carry, &carried, me); /* the last pid, when no newline ended it */
         if (!members)
             return;
         struct timespec pause = {0, 1000000};
