@@ -1,12 +1,13 @@
 """Spawning threads made ready ahead of the calls that use them.
 
-Joining a cgroup (v1 migrates the thread under a global lock that waits for an RCU
-grace period) and making a mount namespace with a private ``/tmp`` take most of the
-cost of a confined spawn, and nothing in them depends on the call. So a background
-refiller keeps a few :class:`Warm` threads parked: each has joined a pooled cgroup,
-entered a namespace of its own with a fresh tmpfs on ``/tmp``, and waits for the one
-job it will ever run (the call's Landlock, seccomp and capabilities, then the spawn:
-the compiled runner's, or ``posix_spawn``). A call takes one, or makes one on the spot when none is ready.
+Joining a cgroup (each thread moves itself: :meth:`.cgroups.CallGroup.join_thread`)
+and making a mount namespace with a private ``/tmp`` take most of the cost of a
+confined spawn, and nothing in them depends on the call. So a background refiller
+keeps a few :class:`Warm` threads parked: each has joined a pooled cgroup, entered a
+namespace of its own with a fresh tmpfs on ``/tmp``, and waits for the one job it
+will ever run (the call's Landlock, seccomp and capabilities, then the spawn: the
+compiled runner's, or ``posix_spawn``). A call takes one, or makes one on the spot
+when none is ready.
 
 The refiller is one long-lived thread, woken once a call's thread has spawned (making
 the next thread while a call confines itself would slow that call down). What is the
