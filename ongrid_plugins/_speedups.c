@@ -48,13 +48,12 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <string.h>
-#include <sys/stat.h>
 
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_DEPTH 64
