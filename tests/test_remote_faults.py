@@ -555,6 +555,49 @@ def test_the_result_connection_comes_back_after_redis_dropped_it(
     assert result.value == {"n": 2}
 
 
+def test_calls_subscribing_while_redis_drops_the_result_connection_all_get_a_live_one(
+    broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
+) -> None:
+    """Six calls subscribe around the moment Redis drops the shared connection, 40 times over.
+
+    The attack: the reader thread finds the connection dead while callers send their
+    SUBSCRIBE on it. redis-py then reconnected behind both threads' backs and cleared the
+    parse buffer under a command (``AttributeError: 'NoneType' object has no attribute
+    'readline'``), which failed a call as "not sent" (CI, 2026-12-03).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ongrid_plugins.remote.client import _subscriber
+
+    host = _host(tmp_path, broker, runs)
+    assert host.call("alpha", {"n": 0}).ok
+    subscriber = _subscriber(broker, host.settings.broker_timeout)
+    admin = redis.Redis.from_url(broker)
+    failures: list[str] = []
+    kills = 0
+    with ThreadPoolExecutor(6) as pool:
+        for round_ in range(40):
+            with subscriber.lock:
+                conn = subscriber._connected()
+            port = conn.pubsub.connection._sock.getsockname()[1]
+            names = [f"ongrid:test:{TOKEN}:{round_}:{k}" for k in range(6)]
+            opening = [pool.submit(subscriber.open, name) for name in names[:3]]
+            kills += admin.client_kill(f"127.0.0.1:{port}")
+            opening += [pool.submit(subscriber.open, name) for name in names[3:]]
+            for name, future in zip(names, opening, strict=True):
+                try:
+                    box, live = future.result(timeout=30)
+                except Exception as exc:  # the defect: a call failed as "not sent"
+                    failures.append(f"round {round_}: {exc!r}")
+                    continue
+                assert not live.dead or box.get(timeout=5)[0] == "lost"
+                subscriber.close(name, live)
+    assert not failures, failures
+    assert kills == 40
+    result = host.call("alpha", {"n": 1})  # and the host still works afterwards
+    assert (result.ok, result.value) == (True, {"n": 1})
+
+
 def test_a_subscribe_racing_the_reader_closing_a_dead_connection_gets_a_fresh_one(
     broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -75,17 +75,35 @@ class _Connection:
     def __init__(self, broker_url: str, timeout: float) -> None:
         # No silent reconnect: messages published while it reconnected would be lost
         # unseen; a failure is told to every waiting call, and the next call connects anew.
+        # ``supported_errors=()``: redis-py's failure handler would otherwise disconnect and
+        # connect again even with no retry, in whichever thread saw the error, and that
+        # handshake raced the other thread's commands on the same connection.
         self.client = redis.Redis.from_url(  # kept: a collected client closes its pool
             broker_url,
             socket_connect_timeout=timeout,
             socket_timeout=timeout,
-            retry=Retry(NoBackoff(), 0),
+            retry=Retry(NoBackoff(), 0, supported_errors=()),
         )
         self.pubsub: Any = self.client.pubsub()  # type: ignore[no-untyped-call]
         self.queues: dict[str, queue.SimpleQueue[tuple[str, Any]]] = {}
         self.confirmed: dict[str, threading.Event] = {}
         self.dead = False
         self.pid = os.getpid()
+        self.commands = threading.Lock()
+        """Held around every command sent on the pub/sub connection and around its close:
+        a connection is closed only between two commands, never under one."""
+
+    def command(self, verb: str, name: str) -> None:
+        """Send ``SUBSCRIBE`` or ``UNSUBSCRIBE`` for ``name``; raise when the connection is dead.
+
+        Any exception means the connection is unusable: redis-py is not safe for the
+        reader thread and a caller to use one connection while it fails (a socket or parse
+        buffer cleared under a command raises ``AttributeError`` or ``ValueError``).
+        """
+        with self.commands:
+            if self.dead:
+                raise redis.ConnectionError("the result subscription's connection is closed")
+            getattr(self.pubsub, verb)(name)
 
 
 class _Subscriber:
@@ -112,11 +130,9 @@ class _Subscriber:
                 conn = self._connected()
                 conn.queues[name], conn.confirmed[name] = box, done
             try:
-                conn.pubsub.subscribe(name)
-            except (redis.RedisError, OSError, ValueError):
-                # ValueError: the reader thread found the connection dead and closed its socket
-                # while this call was subscribing on it ("I/O operation on closed file").
-                self._drop(conn)
+                conn.command("subscribe", name)
+            except Exception as exc:  # any: see _Connection.command
+                self._drop(conn, exc)
                 if attempt == 2:
                     raise
                 continue
@@ -135,8 +151,10 @@ class _Subscriber:
             conn.queues.pop(name, None)
             conn.confirmed.pop(name, None)
         if not conn.dead and conn.pid == os.getpid():
-            with contextlib.suppress(redis.RedisError, OSError, ValueError):
-                conn.pubsub.unsubscribe(name)
+            try:
+                conn.command("unsubscribe", name)
+            except Exception as exc:  # any: see _Connection.command
+                self._drop(conn, exc)
 
     def _connected(self) -> _Connection:
         """This process's live connection, read by its thread (call with the lock)."""
@@ -159,7 +177,7 @@ class _Subscriber:
             conn.queues, conn.confirmed = {}, {}
         for waiting in lost:
             waiting.put((_LOST, exc or redis.ConnectionError("the result subscription failed")))
-        with contextlib.suppress(Exception):
+        with conn.commands, contextlib.suppress(Exception):
             conn.pubsub.close()
 
     def _read(self, conn: _Connection) -> None:
