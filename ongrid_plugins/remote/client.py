@@ -175,8 +175,10 @@ class _Subscriber:
                 self.current = None
             lost = list(conn.queues.values())
             conn.queues, conn.confirmed = {}, {}
+        if not isinstance(exc, redis.RedisError | OSError):  # None, or redis-py's own state raced
+            exc = redis.ConnectionError("the result subscription failed" + (f" ({exc!r})" if exc else ""))
         for waiting in lost:
-            waiting.put((_LOST, exc or redis.ConnectionError("the result subscription failed")))
+            waiting.put((_LOST, exc))
         with conn.commands, contextlib.suppress(Exception):
             conn.pubsub.close()
 
