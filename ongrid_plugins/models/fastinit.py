@@ -12,6 +12,11 @@ could not build exactly so: one with validators, ``__attrs_pre_init__`` or
 ``__attrs_post_init__``, ``cache_hash``, an ``__init__`` of its own (not attrs'), or a
 factory that takes ``self``.
 
+The builder is ``_speedups.slot_builder`` where the extension was built (a C loop
+over the same plan: every call builds four values this way, a load one or two per
+skill), else a generated Python function; ``tests/test_fastinit.py`` holds both to the
+class's own ``__init__``.
+
 The public constructors are untouched: everything else builds values with them,
 and a loader uses this only for values it checked itself.
 
@@ -54,42 +59,85 @@ def fast_init(cls: type, *names: str, checked: bool = False) -> Callable[..., An
         raise TypeError(f"{cls.__qualname__}: its __init__ is its own, not attrs': fast_init would skip it")
     if clash := [name for name in known if name.startswith("_fastinit_")]:
         raise TypeError(f"{cls.__qualname__}.{clash[0]}: a name fast_init keeps for itself")
-    # The generated function's own names start with _fastinit_, which no field may.
-    space: dict[str, Any] = {"_fastinit_new": object.__new__, "_fastinit_cls": cls}
-    lines = [f"def build({', '.join(names)}):", "    _fastinit_self = _fastinit_new(_fastinit_cls)"]
-    for index, field in enumerate(fields):
-        if field.validator is not None:
-            raise TypeError(f"{cls.__qualname__}.{field.name}: fast_init skips validators")
-        space[f"_fastinit_set_{index}"] = _slot(cls, field.name).__set__
-        lines.append(f"    _fastinit_set_{index}(_fastinit_self, {_value(cls, field, index, names, space)})")
-    lines.append("    return _fastinit_self")
-    code = compile("\n".join(lines), f"<fast_init {cls.__module__}.{cls.__qualname__}>", "exec")
-    exec(code, space)  # generated from the class's own field list, as attrs makes its __init__
-    build: Callable[..., Any] = space["build"]
-    return build
+    if len(set(names)) != len(names):
+        raise TypeError(f"{cls.__qualname__}: a field is named twice in {names}")
+    plan = tuple(_field_plan(cls, field, names) for field in fields)
+    compiled = _compiled_builder()
+    if compiled is not None and vars(object)["__new__"] is getattr(cls, "__new__", None):
+        built: Callable[..., Any] = compiled(cls, names, plan)
+        return built
+    python: Callable[..., Any] = _python_builder(cls, names, plan)
+    return python
 
 
-def _value(cls: type, field: Any, index: int, names: tuple[str, ...], space: dict[str, Any]) -> str:
-    """The expression of ``field``'s value in the generated function (its default when not named)."""
-    value: str
+#: How a field gets its value: ``(kind, payload, converter)``, as ``_speedups.slot_builder`` reads it.
+_ARG, _CONSTANT, _FACTORY = 0, 1, 2
+
+
+def _field_plan(cls: type, field: Any, names: tuple[str, ...]) -> tuple[Any, int, Any, Any]:
+    """``(slot descriptor, kind, payload, converter)``: how the builder sets ``field``."""
+    kind, payload, converter = _source(cls, field, names)
+    return (_slot(cls, field.name), kind, payload, converter)
+
+
+def _source(cls: type, field: Any, names: tuple[str, ...]) -> tuple[int, Any, Any]:
+    """Where ``field``'s value comes from: an argument, its default or its factory; and its converter."""
+    if field.validator is not None:
+        raise TypeError(f"{cls.__qualname__}.{field.name}: fast_init skips validators")
+    source: tuple[int, Any]
     if field.name in names:
-        value = field.name
+        source = (_ARG, names.index(field.name))
     elif isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]  # Factory is a class
         if field.default.takes_self:
             raise TypeError(f"{cls.__qualname__}.{field.name}: a factory taking self needs the real __init__")
-        space[f"_fastinit_factory_{index}"] = field.default.factory
-        value = f"_fastinit_factory_{index}()"
+        source = (_FACTORY, field.default.factory)
     elif field.default is attrs.NOTHING:
         raise TypeError(f"{cls.__qualname__}.{field.name} has no default: name it")
     else:
-        space[f"_fastinit_default_{index}"] = field.default
-        value = f"_fastinit_default_{index}"
-    if field.converter is not None:
-        if _CONVERTER is not None and isinstance(field.converter, _CONVERTER):
-            raise TypeError(f"{cls.__qualname__}.{field.name}: an attrs.Converter needs the real __init__")
-        space[f"_fastinit_convert_{index}"] = field.converter
-        value = f"_fastinit_convert_{index}({value})"
-    return value
+        source = (_CONSTANT, field.default)
+    if field.converter is not None and _CONVERTER is not None and isinstance(field.converter, _CONVERTER):
+        raise TypeError(f"{cls.__qualname__}.{field.name}: an attrs.Converter needs the real __init__")
+    return (*source, field.converter)
+
+
+def _python_builder(cls: type, names: tuple[str, ...], plan: tuple[tuple[Any, int, Any, Any], ...]) -> Any:
+    """The builder as a generated function: one straight line, as attrs makes its ``__init__``."""
+    # The generated function's own names start with _fastinit_, which no field may.
+    space: dict[str, Any] = {"_fastinit_new": object.__new__, "_fastinit_cls": cls}
+    lines = [f"def build({', '.join(names)}):", "    _fastinit_self = _fastinit_new(_fastinit_cls)"]
+    for index, (slot, kind, payload, converter) in enumerate(plan):
+        space[f"_fastinit_set_{index}"] = slot.__set__
+        if kind == _ARG:
+            value = names[payload]
+        elif kind == _FACTORY:
+            space[f"_fastinit_factory_{index}"] = payload
+            value = f"_fastinit_factory_{index}()"
+        else:
+            space[f"_fastinit_default_{index}"] = payload
+            value = f"_fastinit_default_{index}"
+        if converter is not None:
+            space[f"_fastinit_convert_{index}"] = converter
+            value = f"_fastinit_convert_{index}({value})"
+        lines.append(f"    _fastinit_set_{index}(_fastinit_self, {value})")
+    lines.append("    return _fastinit_self")
+    code = compile("\n".join(lines), f"<fast_init {cls.__module__}.{cls.__qualname__}>", "exec")
+    exec(code, space)  # generated from the class's own field list, as attrs makes its __init__
+    return space["build"]
+
+
+def _compiled_builder() -> Any:
+    """``_speedups.slot_builder`` where the extension was built (and enabled), else None."""
+    if not USE_COMPILED:
+        return None
+    try:
+        from .. import _speedups
+    except ImportError:  # not built (no compiler at install time)
+        return None
+    return _speedups.slot_builder
+
+
+USE_COMPILED = True
+"""False: builders made from now on are generated Python functions (tests compare the two)."""
 
 
 #: attrs >= 24.1 wraps converters that take the instance or the field in this class.
