@@ -472,6 +472,20 @@ def test_open_beneath_in_c_refuses_what_the_python_walk_refuses(tmp_path: Path) 
     assert missing.value.filename == os.fsencode(tmp_path / "gone")  # the root's fault, not the entry's
     with pytest.raises(ValueError, match="null byte"):
         native.open_beneath(os.fsencode(root), b"sub/entry\0x", flags)
+    # str paths are encoded as os.fsencode encodes them (the call path passes the tool's str)
+    odd = root / "sub" / "caf\udce9"  # a byte that is not UTF-8, as os.fsdecode gives it
+    odd.write_bytes(b"y")
+    fd = native.open_beneath(str(root), "sub/caf\udce9", flags)
+    try:
+        assert os.read(fd, 10) == b"y"
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError) as caught:
+        native.open_beneath(str(root), "link/entry", flags)
+    assert (caught.value.errno, caught.value.filename) == (errno.ELOOP, "link/entry")
+    for bad in ("sub/entry\0x", 7):
+        with pytest.raises((ValueError, TypeError)):
+            native.open_beneath(str(root), bad, flags)
     # The wrapper answers None for every refusal: the Python path meets it again and words it.
     assert _fast.open_beneath(str(root), "link/entry", flags) is None
     assert _fast.open_beneath(str(tmp_path / "gone"), "entry", flags) is None

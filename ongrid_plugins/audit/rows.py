@@ -99,7 +99,7 @@ def start_row(request: CallRequest, started: float) -> Started:
         started,
         request.call_id,
         tool.name,
-        tool.tool_class.value,
+        tool.tool_class._value_,  # an enum's value without its descriptor's two Python frames
         request.persona.name,
         request.caller,
         # args_json is the canonical JSON of args already: nothing to serialise again
@@ -203,7 +203,7 @@ def finish_row(
     data = text.encode("utf-8")
     remote = dumps(result.remote.to_dict()) if result.remote is not None else None
     body = [
-        decision.verdict.value if decision else "",
+        decision.verdict._value_ if decision else "",  # as tool_class above
         decision.reason if decision else "",
         decision.plugin if decision else "",
         str(result.outcome),  # a plain str: SQLite's module adapts a str subclass (two raised

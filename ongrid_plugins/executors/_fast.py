@@ -114,7 +114,7 @@ def open_beneath(root: str, relative: str, flags: int) -> int | None:
     if _native is None or not USE or not _roots._syscall():
         return None
     try:
-        fd: int | None = _native.open_beneath(os.fsencode(root), os.fsencode(relative), flags)
+        fd: int | None = _native.open_beneath(root, relative, flags)  # encoded as os.fsencode does
     except (OSError, ValueError):
         return None
     return fd

@@ -1712,7 +1712,8 @@ struct open_how_ {
 };
 
 PyDoc_STRVAR(open_beneath_doc, "open_beneath(root, relative, flags, /)\n--\n\n"
-"Open the directory root (bytes), then relative (bytes) beneath it with openat2: no\n"
+"Open the directory root, then relative beneath it (str or bytes, encoded as\n"
+"os.fsencode encodes them) with openat2: no\n"
 "symlink in any component, no '..' above it, no magic link; root is closed again.\n"
 "Returns the descriptor (O_CLOEXEC added), or None when the kernel has no openat2\n"
 "(ENOSYS, or EPERM from a seccomp filter): the caller walks instead. Raises OSError\n"
@@ -1721,27 +1722,34 @@ PyDoc_STRVAR(open_beneath_doc, "open_beneath(root, relative, flags, /)\n--\n\n"
 
 static PyObject *native_open_beneath(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 3 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1]) || !PyLong_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "open_beneath(root: bytes, relative: bytes, flags: int)");
-        return NULL;
-    }
-    const char *root = PyBytes_AS_STRING(args[0]), *relative = PyBytes_AS_STRING(args[1]);
-    if ((Py_ssize_t)strlen(root) != PyBytes_GET_SIZE(args[0]) ||
-        (Py_ssize_t)strlen(relative) != PyBytes_GET_SIZE(args[1])) {
-        PyErr_SetString(PyExc_ValueError, "embedded null byte");
+    if (nargs != 3 || !PyLong_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "open_beneath(root: str | bytes, relative: str | bytes, flags: int)");
         return NULL;
     }
     long flags = PyLong_AsLong(args[2]);
     if (flags == -1 && PyErr_Occurred())
         return NULL;
+    /* os.fsencode's conversion (and its ValueError for an embedded NUL), without a Python call */
+    PyObject *root_b = NULL, *relative_b = NULL;
+    if (!PyUnicode_FSConverter(args[0], &root_b))
+        return NULL;
+    if (!PyUnicode_FSConverter(args[1], &relative_b)) {
+        Py_DECREF(root_b);
+        return NULL;
+    }
+    const char *root = PyBytes_AS_STRING(root_b), *relative = PyBytes_AS_STRING(relative_b);
     int root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (root_fd < 0)
+    Py_DECREF(root_b);
+    if (root_fd < 0) {
+        Py_DECREF(relative_b);
         return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, args[0]);
+    }
     struct open_how_ how = {(unsigned long long)(flags | O_CLOEXEC), 0,
                             RESOLVE_BENEATH_ | RESOLVE_NO_SYMLINKS_ | RESOLVE_NO_MAGICLINKS_};
     long fd = syscall(SYS_OPENAT2_NR, root_fd, relative, &how, sizeof how);
     int err = errno;
     close(root_fd);
+    Py_DECREF(relative_b);
     if (fd >= 0)
         return PyLong_FromLong(fd);
     if (err == ENOSYS || err == EPERM)
