@@ -17,3 +17,9 @@ class SlotBuilder:
 def slot_builder(
     cls: type, names: tuple[str, ...], fields: tuple[tuple[Any, int, Any, Any], ...], /
 ) -> SlotBuilder: ...
+
+SHA_NI: int
+"""1 where sha256_hex uses the CPU's SHA extensions."""
+
+def sha256_hex(data: bytes | str, /) -> str: ...
+def sha256_hex_portable(data: bytes | str, /) -> str: ...

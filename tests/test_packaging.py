@@ -112,16 +112,24 @@ def test_the_wheel_carries_the_compiled_runner_and_calls_use_it(installed: Path,
     assert ongrid_wheel_tag(installed) != "py3-none-any"  # a platform wheel: it holds a compiled module
 
 
-def test_the_wheel_carries_the_compiled_canonical_json_and_uses_it(installed: Path, tmp_path: Path) -> None:
+def test_the_wheel_carries_the_compiled_helpers_and_uses_them(installed: Path, tmp_path: Path) -> None:
     code = (
         "from ongrid_plugins import _speedups\n"
         "from ongrid_plugins.models import canonical_json\n"
         "from ongrid_plugins.audit import journal\n"
+        "from ongrid_plugins import models, pipeline\n"
         "print(type(canonical_json).__name__, journal._write_all is _speedups.write_all)\n"
         "print(canonical_json({'b': [1.5, None], 'a': 'é'}))\n"
+        "print(models.sha256_hex is _speedups.sha256_hex, type(pipeline._new_request).__name__)\n"
+        "print(models.sha256_hex('abc'))\n"
     )
     out = in_installed(installed, tmp_path, code).splitlines()
-    assert out == ["builtin_function_or_method True", '{"a":"é","b":[1.5,null]}']
+    assert out == [
+        "builtin_function_or_method True",
+        '{"a":"é","b":[1.5,null]}',
+        "True SlotBuilder",
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+    ]
 
 
 def in_installed(installed: Path, cwd: Path, code: str) -> str:

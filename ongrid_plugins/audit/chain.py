@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..models import JSON, Outcome, canonical_json
+from ..models import JSON, Outcome, canonical_json, sha256_hex
 from .journal import HOST, alive, journal_files
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def append_prepared(conn: sqlite3.Connection, rows: Sequence[Prepared], key: byt
         if middle is None:
             prev = row_hash(row)
         else:  # what row_hash(row) computes, without serialising the values again
-            prev = hashlib.sha256(f'[{seq},{middle},"{prev}"]'.encode()).hexdigest()
+            prev = sha256_hex(f'[{seq},{middle},"{prev}"]')
         row.append(prev)
         entries.append(row)
         if key is not None:
@@ -225,7 +225,7 @@ canonical = canonical_json
 def row_hash(values: Sequence[Any]) -> str:
     """sha256 over the canonical JSON of a row's columns (``COLUMNS`` order, ``prev_hash`` last)."""
     kept = [value for i, value in enumerate(values) if value is not None or i not in _LATER]
-    return hashlib.sha256(canonical(kept).encode("utf-8")).hexdigest()
+    return sha256_hex(canonical(kept))
 
 
 # ---------------------------------------------------------------------- verify

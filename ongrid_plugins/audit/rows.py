@@ -14,12 +14,12 @@ May import what :mod:`.chain` may, and :mod:`.chain` and :mod:`.journal`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..models import sha256_hex
 from ..schema.redact import SECRET_NAMES, has_secrets, needs_redaction, redact, redact_lines, redact_text
 from ..sidetable import SideTable
 from .chain import _ADDED, COLUMNS, MAX_TEXT, STDERR_LINES, Prepared, canonical
@@ -216,7 +216,7 @@ def finish_row(
         if result.stderr_tail
         else "[]",
         len(data),
-        hashlib.sha256(data).hexdigest() if data else "",
+        sha256_hex(data) if data else "",
         request.ticket,
         approvers_json(request.approvers),
         remote,  # the F line ends with it; in the row it comes after the tail

@@ -19,7 +19,7 @@ May import: nothing of the package outside this folder (the values stage).
 from __future__ import annotations
 
 from .base import JSON as JSON  # shared by most modules, not public API
-from .base import args_digest, canonical_json, digest_json
+from .base import args_digest, canonical_json, digest_json, sha256_hex
 from .calls import CallRequest, CallResult, Event, Outcome, RemoteRun
 from .calls import EventCallback as EventCallback
 from .permissions import Decision, PermissionMode, Persona, ToolClass, Verdict
@@ -51,4 +51,5 @@ __all__ = [
     "args_digest",
     "canonical_json",
     "digest_json",
+    "sha256_hex",
 ]

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["JSON", "args_digest", "canonical_json", "decode_json", "digest_json", "strs"]
+__all__ = ["JSON", "args_digest", "canonical_json", "decode_json", "digest_json", "sha256_hex", "strs"]
 
 JSON = dict[str, Any]
 
@@ -98,6 +98,28 @@ def _compiled_canonical(fallback: Callable[[Any], str]) -> Callable[[Any], str]:
 canonical_json = _compiled_canonical(_fast_canonical())
 
 
+def _hashlib_hex(data: bytes | str) -> str:
+    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
+
+
+def _compiled_sha256() -> Callable[[bytes | str], str]:
+    """``_speedups.sha256_hex`` where it was built and gives hashlib's digests, else hashlib."""
+    try:
+        from .. import _speedups
+    except ImportError:  # not built (no compiler at install time)
+        return _hashlib_hex
+    compiled: Callable[[bytes | str], str] = _speedups.sha256_hex
+    samples: list[bytes | str] = [b"", b"abc", bytes(range(256)) * 5, "caf\u00e9 \u2603" * 9]
+    if all(compiled(sample) == _hashlib_hex(sample) for sample in samples):
+        return compiled
+    return _hashlib_hex
+
+
+sha256_hex = _compiled_sha256()
+"""``hashlib.sha256(data).hexdigest()``, a str hashed as its UTF-8: compiled where it was
+built (OpenSSL's set-up for each digest costs more than hashing a call's arguments)."""
+
+
 def args_digest(tool: str, args: Mapping[str, Any]) -> str:
     """sha256 over the tool name and the canonical JSON of its arguments."""
     return digest_json(tool, canonical_json(args))
@@ -105,7 +127,7 @@ def args_digest(tool: str, args: Mapping[str, Any]) -> str:
 
 def digest_json(tool: str, canonical_args: str) -> str:
     """:func:`args_digest` from arguments already in canonical JSON text."""
-    return hashlib.sha256((tool + "\0" + canonical_args).encode("utf-8")).hexdigest()
+    return sha256_hex(tool + "\0" + canonical_args)
 
 
 _SPACE: Any = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]  # the pattern decode() uses
