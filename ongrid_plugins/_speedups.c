@@ -753,6 +753,179 @@ static PyObject *sha256_hex_portable(PyObject *module, PyObject *data) {
     return sha256_hex_with(data, sha_blocks_portable);
 }
 
+/* ------------------------------------------------------------------ audit_finisher */
+
+/* Attribute names the finisher reads, interned once (module exec). */
+static PyObject *A_decision, *A_value, *A_remote, *A_error, *A_stderr_tail, *A_outcome, *A_exit_code,
+    *A_signal, *A_verdict, *A_value_, *A_reason, *A_plugin, *A_empty, *A_no_list;
+
+/* Whether the error raised is one dumps() turns into a repr (audit.rows.dumps). */
+static int dumps_would_catch(void) {
+    return PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError) ||
+           PyErr_ExceptionMatches(PyExc_RecursionError);
+}
+
+/* audit.rows.finish_row for the common row: a decision, no error, no stderr, no remote
+ * run, no approvers, values canonical JSON has text for. Returns ((values, middle), the F
+ * line's JSON) exactly as the Python function does, or None for any other row (the
+ * Python function makes it). */
+static PyObject *audit_finish(PyObject *fallback, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "finish(head, head_text, tail_values, tail_hashed, ticket, approvers, result, duration)");
+        return NULL;
+    }
+    PyObject *head = args[0], *head_text = args[1], *tail_values = args[2], *tail_hashed = args[3];
+    PyObject *ticket = args[4], *approvers = args[5], *result = args[6], *duration = args[7];
+    if (!PyList_CheckExact(head) || !PyUnicode_CheckExact(head_text) || PyUnicode_GET_LENGTH(head_text) < 2 ||
+        !PyList_CheckExact(tail_values) || !PyUnicode_CheckExact(tail_hashed) || !PyTuple_CheckExact(approvers) ||
+        PyTuple_GET_SIZE(approvers) != 0)
+        Py_RETURN_NONE;
+    PyObject *decision = NULL, *value = NULL, *remote = NULL, *error = NULL, *stderr_tail = NULL;
+    PyObject *outcome = NULL, *exit_code = NULL, *signal_ = NULL, *verdict = NULL, *verdict_text = NULL;
+    PyObject *reason = NULL, *plugin = NULL, *outcome_text = NULL, *seconds = NULL, *text = NULL;
+    PyObject *size = NULL, *digest = NULL, *body = NULL, *body_text = NULL, *answer = NULL;
+    int plain = 0, has_error, has_stderr; /* plain: the common row, made here */
+    Py_ssize_t n = 0;
+    const char *utf8 = "";
+    if ((decision = PyObject_GetAttr(result, A_decision)) == NULL || (remote = PyObject_GetAttr(result, A_remote)) == NULL ||
+        (error = PyObject_GetAttr(result, A_error)) == NULL ||
+        (stderr_tail = PyObject_GetAttr(result, A_stderr_tail)) == NULL)
+        goto done;
+    has_error = PyObject_IsTrue(error);
+    has_stderr = PyObject_IsTrue(stderr_tail);
+    if (has_error < 0 || has_stderr < 0)
+        goto done;
+    if (decision == Py_None || remote != Py_None || has_error || has_stderr) {
+        answer = Py_NewRef(Py_None);
+        goto done;
+    }
+    if ((value = PyObject_GetAttr(result, A_value)) == NULL || (outcome = PyObject_GetAttr(result, A_outcome)) == NULL ||
+        (exit_code = PyObject_GetAttr(result, A_exit_code)) == NULL ||
+        (signal_ = PyObject_GetAttr(result, A_signal)) == NULL || (verdict = PyObject_GetAttr(decision, A_verdict)) == NULL ||
+        (verdict_text = PyObject_GetAttr(verdict, A_value_)) == NULL ||
+        (reason = PyObject_GetAttr(decision, A_reason)) == NULL || (plugin = PyObject_GetAttr(decision, A_plugin)) == NULL ||
+        (outcome_text = PyObject_Str(outcome)) == NULL || (seconds = PyNumber_Float(duration)) == NULL)
+        goto done;
+    if (value != Py_None) {
+        text = canonical(fallback, value);
+        if (text == NULL || (utf8 = PyUnicode_AsUTF8AndSize(text, &n)) == NULL) {
+            if (dumps_would_catch() || PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+                PyErr_Clear(); /* the Python function words it (a repr, or its own error) */
+                answer = Py_NewRef(Py_None);
+            }
+            goto done;
+        }
+    }
+    if (n == 0) {
+        digest = Py_NewRef(A_empty);
+    } else {
+        unsigned char raw[32];
+        static const char hex[] = "0123456789abcdef";
+        sha256((const unsigned char *)utf8, (size_t)n, raw, sha_blocks);
+        if ((digest = PyUnicode_New(64, 127)) == NULL)
+            goto done;
+        Py_UCS1 *out = PyUnicode_1BYTE_DATA(digest);
+        for (int i = 0; i < 32; i++) {
+            out[2 * i] = (Py_UCS1)hex[raw[i] >> 4];
+            out[2 * i + 1] = (Py_UCS1)hex[raw[i] & 15];
+        }
+    }
+    if ((size = PyLong_FromSsize_t(n)) == NULL)
+        goto done;
+    if ((body = PyList_New(14)) == NULL)
+        goto done;
+    { /* verdict reason plugin outcome error exit_code signal duration stderr_tail result_size
+       * result_digest ticket approvers remote: audit.journal.END_COLUMNS */
+        PyObject *const items[14] = {verdict_text, reason, plugin, outcome_text, Py_None, exit_code, signal_,
+                                     seconds, A_no_list, size, digest, ticket, A_no_list, Py_None};
+        for (int i = 0; i < 14; i++)
+            PyList_SET_ITEM(body, i, Py_NewRef(items[i]));
+    }
+    body_text = canonical(fallback, body);
+    if (body_text == NULL) {
+        if (dumps_would_catch()) { /* a NaN duration: the Python function keeps the row lenient */
+            PyErr_Clear();
+            answer = Py_NewRef(Py_None);
+        }
+        goto done;
+    }
+    plain = 1;
+done:
+    if (plain) {
+        Py_ssize_t h = PyUnicode_GET_LENGTH(head_text), b = PyUnicode_GET_LENGTH(body_text);
+        PyObject *head_inner = PyUnicode_Substring(head_text, 1, h - 1);
+        PyObject *body_inner = head_inner ? PyUnicode_Substring(body_text, 1, b - 6) : NULL; /* ",null]": remote */
+        PyObject *middle = body_inner ? PyUnicode_FromFormat("%U,%U,%U", head_inner, body_inner, tail_hashed) : NULL;
+        Py_ssize_t nh = PyList_GET_SIZE(head), nt = PyList_GET_SIZE(tail_values);
+        PyObject *values = middle ? PyList_New(nh + 13 + nt + 1) : NULL;
+        if (values != NULL) {
+            for (Py_ssize_t i = 0; i < nh; i++)
+                PyList_SET_ITEM(values, i, Py_NewRef(PyList_GET_ITEM(head, i)));
+            for (Py_ssize_t i = 0; i < 13; i++)
+                PyList_SET_ITEM(values, nh + i, Py_NewRef(PyList_GET_ITEM(body, i)));
+            for (Py_ssize_t i = 0; i < nt; i++)
+                PyList_SET_ITEM(values, nh + 13 + i, Py_NewRef(PyList_GET_ITEM(tail_values, i)));
+            PyList_SET_ITEM(values, nh + 13 + nt, Py_NewRef(Py_None));
+            answer = Py_BuildValue("((OO)O)", values, middle, body_text);
+            Py_DECREF(values);
+        }
+        Py_XDECREF(head_inner);
+        Py_XDECREF(body_inner);
+        Py_XDECREF(middle);
+    }
+    Py_XDECREF(decision);
+    Py_XDECREF(value);
+    Py_XDECREF(remote);
+    Py_XDECREF(error);
+    Py_XDECREF(stderr_tail);
+    Py_XDECREF(outcome);
+    Py_XDECREF(exit_code);
+    Py_XDECREF(signal_);
+    Py_XDECREF(verdict);
+    Py_XDECREF(verdict_text);
+    Py_XDECREF(reason);
+    Py_XDECREF(plugin);
+    Py_XDECREF(outcome_text);
+    Py_XDECREF(seconds);
+    Py_XDECREF(text);
+    Py_XDECREF(size);
+    Py_XDECREF(digest);
+    Py_XDECREF(body);
+    Py_XDECREF(body_text);
+    return answer;
+}
+
+static PyMethodDef audit_finish_def = {
+    "finish", (PyCFunction)(void (*)(void))audit_finish, METH_FASTCALL,
+    "finish(head, head_text, tail_values, tail_hashed, ticket, approvers, result, duration, /)\n--\n\n"
+    "audit.rows.finish_row for the common row, or None (the Python function makes the others).",
+};
+
+static PyObject *audit_finisher(PyObject *module, PyObject *fallback) {
+    (void)module;
+    if (!PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "audit_finisher(fallback): fallback must be callable");
+        return NULL;
+    }
+    return PyCFunction_NewEx(&audit_finish_def, fallback, NULL);
+}
+
+static int intern_names(void) {
+    struct {
+        PyObject **slot;
+        const char *text;
+    } names[] = {{&A_decision, "decision"}, {&A_value, "value"},       {&A_remote, "remote"},
+                 {&A_error, "error"},       {&A_stderr_tail, "stderr_tail"}, {&A_outcome, "outcome"},
+                 {&A_exit_code, "exit_code"}, {&A_signal, "signal"},   {&A_verdict, "verdict"},
+                 {&A_value_, "_value_"},    {&A_reason, "reason"},     {&A_plugin, "plugin"},
+                 {&A_empty, ""},            {&A_no_list, "[]"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (*names[i].slot == NULL && (*names[i].slot = PyUnicode_InternFromString(names[i].text)) == NULL)
+            return -1;
+    return 0;
+}
+
 /* ------------------------------------------------------------------ slot_builder */
 
 enum { FIELD_ARG = 0, FIELD_CONSTANT = 1, FIELD_FACTORY = 2 };
@@ -1007,6 +1180,10 @@ static PyMethodDef methods[] = {
     {"sha256_hex_portable", (PyCFunction)sha256_hex_portable, METH_O,
      "sha256_hex_portable(data, /)\n--\n\n"
      "sha256_hex without the CPU's SHA extensions (what other machines run; for tests)."},
+    {"audit_finisher", (PyCFunction)audit_finisher, METH_O,
+     "audit_finisher(fallback, /)\n--\n\n"
+     "finish(...): audit.rows.finish_row in C for the common row (None for the others); fallback\n"
+     "is the Python canonical JSON encoder, as for canonical_encoder."},
     {"slot_builder", (PyCFunction)(void (*)(void))slot_builder, METH_FASTCALL,
      "slot_builder(cls, names, fields, /)\n--\n\n"
      "build(*values): object.__new__(cls), then each field set through its slot's descriptor\n"
@@ -1035,6 +1212,8 @@ static int speedups_exec(PyObject *module) {
     init_escape();
     if (has_sha_ni())
         sha_blocks = sha_blocks_ni;
+    if (intern_names() < 0)
+        return -1;
     if (PyModule_AddIntConstant(module, "SHA_NI", sha_blocks != sha_blocks_portable) < 0)
         return -1;
     return PyModule_AddType(module, &BuilderType);

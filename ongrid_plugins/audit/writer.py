@@ -59,7 +59,8 @@ class Writer:
         """The error of the last batch while it could not be written, else None."""
         self.failures = 0
         """Batches that failed (each retry counts)."""
-        self._cond = threading.Condition(threading.Lock())  # never taken twice: no RLock needed
+        self._lock = threading.Lock()  # never taken twice: no RLock needed
+        self._cond = threading.Condition(self._lock)
         self._pending: list[Row] = []
         self._busy = False
         self._flushing = 0
@@ -71,7 +72,7 @@ class Writer:
 
     def put(self, call_id: str, row: Prepared) -> None:
         """Queue a finished row; it is in the chain within ``LINGER`` seconds (or at the next flush)."""
-        with self._cond:
+        with self._lock:  # the condition's lock: a C context manager, where the condition's is Python
             if self._pid != PID.pid:  # forked: the parent's rows and thread are not ours
                 self._pending, self._busy, self._thread, self._pid = [], False, None, PID.pid
                 self._conn, self._conn_file = None, None  # the parent's thread's, not ours

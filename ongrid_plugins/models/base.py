@@ -95,7 +95,9 @@ def _compiled_canonical(fallback: Callable[[Any], str]) -> Callable[[Any], str]:
     return fallback
 
 
-canonical_json = _compiled_canonical(_fast_canonical())
+_python_canonical = _fast_canonical()
+"""The Python canonical JSON encoder: what the compiled one hands the values it does not know."""
+canonical_json = _compiled_canonical(_python_canonical)
 
 
 def _hashlib_hex(data: bytes | str) -> str:
