@@ -185,6 +185,29 @@ def test_bad_output_fails_with_the_first_bytes_quoted(
     assert fragment in str(result.error)
 
 
+def test_a_lone_surrogate_escape_on_stdout_fails_the_call_and_keeps_its_audit_row(
+    make_host: Any, root: Path
+) -> None:
+    """``"\\udcff"`` is valid JSON but no UTF-8: the audit row lost its digest over it (the
+    after-call hook raised, the row never reached the chain). Now the call fails, naming
+    where, and its row is chained; a surrogate pair escape is plain UTF-8 and passes."""
+    make_skill(root, "lone", script='#!/bin/sh\ncat >/dev/null\necho \'{"x": ["ok", "\\udcff"]}\'\n')
+    make_skill(root, "pair", script='#!/bin/sh\ncat >/dev/null\necho \'{"y": "\\ud83d\\ude00"}\'\n')
+    host = make_host(root)
+    lone = host.call("lone")
+    assert (lone.ok, lone.value) == (False, None)
+    assert "stdout holds a lone surrogate at $.x[1]" in str(lone.error)
+    assert "escaping surrogates only in pairs" in str(lone.error)
+    pair = host.call("pair")
+    assert (pair.ok, pair.value) == (True, {"y": "\U0001f600"})
+    assert host.audit.flush()
+    assert host.audit.verify().ok
+    assert [(e.tool, e.outcome) for e in host.audit.entries()][-2:] in (
+        [("lone", "failed"), ("pair", "ok")],
+        [("pair", "ok"), ("lone", "failed")],
+    )
+
+
 def test_binary_garbage_on_stdout_fails_cleanly(make_host: Any, root: Path) -> None:
     make_skill(root, "garbage", script=f"#!{PY}\nimport os\nos.write(1, bytes(range(256)) * 4)\n")
     result = make_host(root).call("garbage")

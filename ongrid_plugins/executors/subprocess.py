@@ -26,6 +26,7 @@ from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
 from ..models.base import decode_json
 from ..models.fastinit import fast_init
+from ..schema.arguments import surrogate_path, utf8_encodable
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -374,6 +375,15 @@ def parse_result(stdout: bytes) -> tuple[Any, str | None]:
         return (
             None,
             f"stdout must be a JSON object, not {type(value).__name__}; it starts with {_preview(stdout)}",
+        )
+    if ("\\ud" in decoded or "\\uD" in decoded) and not utf8_encodable(canonical_json(value)):
+        # "\udcff" is valid JSON but no UTF-8 text: no audit row, HTTP body or MCP message
+        # could carry it (the arguments are refused alike, schema.arguments.NOT_UTF8).
+        where = surrogate_path(value)
+        return (
+            None,
+            f"stdout holds a lone surrogate at {where} (a \\ud800-\\udfff escape alone): not UTF-8 "
+            "text; print UTF-8, escaping surrogates only in pairs",
         )
     return value, None
 

@@ -23,7 +23,16 @@ from ..sidetable import SideTable
 from .safe import safe_validator
 from .safe.fast import compile_accepts
 
-__all__ = ["COMPILED", "NOT_UTF8", "Compiled", "check_arguments", "fill_defaults", "is_light"]
+__all__ = [
+    "COMPILED",
+    "NOT_UTF8",
+    "Compiled",
+    "check_arguments",
+    "fill_defaults",
+    "is_light",
+    "surrogate_path",
+    "utf8_encodable",
+]
 
 _MAX_MESSAGE = 300
 #: The C scanner of a plain ``json.JSONDecoder``: ``json.loads`` of a text our own encoder
@@ -86,15 +95,16 @@ def check_arguments(tool: Tool, args: object) -> tuple[dict[str, Any], str, list
         data = _PARSE(text, 0)[0]  # our own encoder's text: one value, no whitespace around it
     except (TypeError, ValueError, RecursionError) as exc:
         return data, "", [("$", f"arguments are not valid JSON: {_short(str(exc))}")]
-    if not _encodable(text):
+    if not utf8_encodable(text):
         # A lone surrogate ("\ud800") is valid JSON text but no UTF-8: nothing downstream
         # (digest, child stdin, audit, HTTP body) could carry it. Refuse, naming where.
         clean = json.loads(text.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
-        return clean, "", [(_surrogate_path(data), NOT_UTF8)]
+        return clean, "", [(surrogate_path(data), NOT_UTF8)]
     return data, text, _validate(tool, data)
 
 
-def _encodable(text: str) -> bool:
+def utf8_encodable(text: str) -> bool:
+    """Whether ``text`` is UTF-8 text (no lone surrogate)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -102,22 +112,22 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def _surrogate_path(value: Any, path: str = "$") -> str:
+def surrogate_path(value: Any, path: str = "$") -> str:
     """JSON path (ASCII, surrogates escaped) of the first string holding a lone surrogate."""
     if isinstance(value, dict):
         for key, item in value.items():
             step = f"{path}.{ascii(key)[1:-1]}"
-            if not _encodable(key):
+            if not utf8_encodable(key):
                 return step
-            found = _surrogate_path(item, step)
+            found = surrogate_path(item, step)
             if found:
                 return found
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            found = _surrogate_path(item, f"{path}[{index}]")
+            found = surrogate_path(item, f"{path}[{index}]")
             if found:
                 return found
-    elif isinstance(value, str) and not _encodable(value):
+    elif isinstance(value, str) and not utf8_encodable(value):
         return path
     return "" if path != "$" else "$"
 
