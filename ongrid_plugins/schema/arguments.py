@@ -95,7 +95,7 @@ def check_arguments(tool: Tool, args: object) -> tuple[dict[str, Any], str, list
         data = _PARSE(text, 0)[0]  # our own encoder's text: one value, no whitespace around it
     except (TypeError, ValueError, RecursionError) as exc:
         return data, "", [("$", f"arguments are not valid JSON: {_short(str(exc))}")]
-    if not utf8_encodable(text):
+    if not text.isascii() and not utf8_encodable(text):  # isascii: a flag, no copy
         # A lone surrogate ("\ud800") is valid JSON text but no UTF-8: nothing downstream
         # (digest, child stdin, audit, HTTP body) could carry it. Refuse, naming where.
         clean = json.loads(text.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
