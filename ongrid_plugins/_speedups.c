@@ -340,13 +340,16 @@ static PyMethodDef canonical_def = {
     "not know are handed to the fallback given to canonical_encoder.",
 };
 
+/* def bound to fallback (its self): the function canonical_encoder and audit_finisher give. */
+static PyObject *with_fallback(PyMethodDef *def, PyObject *fallback, const char *maker) {
+    if (!PyCallable_Check(fallback))
+        return PyErr_Format(PyExc_TypeError, "%s(fallback): fallback must be callable", maker);
+    return PyCFunction_NewEx(def, fallback, NULL);
+}
+
 static PyObject *canonical_encoder(PyObject *module, PyObject *fallback) {
     (void)module;
-    if (!PyCallable_Check(fallback)) {
-        PyErr_SetString(PyExc_TypeError, "canonical_encoder(fallback): fallback must be callable");
-        return NULL;
-    }
-    return PyCFunction_NewEx(&canonical_def, fallback, NULL);
+    return with_fallback(&canonical_def, fallback, "canonical_encoder");
 }
 
 static PyObject *write_all(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -904,11 +907,7 @@ static PyMethodDef audit_finish_def = {
 
 static PyObject *audit_finisher(PyObject *module, PyObject *fallback) {
     (void)module;
-    if (!PyCallable_Check(fallback)) {
-        PyErr_SetString(PyExc_TypeError, "audit_finisher(fallback): fallback must be callable");
-        return NULL;
-    }
-    return PyCFunction_NewEx(&audit_finish_def, fallback, NULL);
+    return with_fallback(&audit_finish_def, fallback, "audit_finisher");
 }
 
 static int intern_names(void) {

@@ -169,6 +169,10 @@ def test_rows_c_leaves_to_python_are_left_to_python(captured: Any) -> None:
         finish(start.head)
     with pytest.raises(AttributeError):
         finish(head, text, values, hashed, None, (), object(), duration)
+    from ongrid_plugins import _speedups
+
+    with pytest.raises(TypeError, match="audit_finisher\\(fallback\\): fallback must be callable"):
+        _speedups.audit_finisher(1)  # type: ignore[arg-type]
 
 
 def test_a_log_of_rows_made_in_c_verifies(tmp_path: Path) -> None:
