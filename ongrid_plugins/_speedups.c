@@ -758,9 +758,10 @@ static PyObject *sha256_hex_portable(PyObject *module, PyObject *data) {
 
 /* ------------------------------------------------------------------ audit_finisher */
 
-/* Attribute names the finisher reads, interned once (module exec). */
+/* Attribute names the finisher and the starter read, and two texts, interned once (module exec). */
 static PyObject *A_decision, *A_value, *A_remote, *A_error, *A_stderr_tail, *A_outcome, *A_exit_code,
-    *A_signal, *A_verdict, *A_value_, *A_reason, *A_plugin, *A_empty, *A_no_list;
+    *A_signal, *A_verdict, *A_value_, *A_reason, *A_plugin, *A_empty, *A_no_list, *A_tool, *A_call_id, *A_name,
+    *A_tool_class, *A_persona, *A_caller, *A_args_json, *A_args_digest;
 
 /* Whether the error raised is one dumps() turns into a repr (audit.rows.dumps). */
 static int dumps_would_catch(void) {
@@ -918,11 +919,128 @@ static int intern_names(void) {
                  {&A_error, "error"},       {&A_stderr_tail, "stderr_tail"}, {&A_outcome, "outcome"},
                  {&A_exit_code, "exit_code"}, {&A_signal, "signal"},   {&A_verdict, "verdict"},
                  {&A_value_, "_value_"},    {&A_reason, "reason"},     {&A_plugin, "plugin"},
-                 {&A_empty, ""},            {&A_no_list, "[]"}};
+                 {&A_empty, ""},            {&A_no_list, "[]"},        {&A_tool, "tool"},
+                 {&A_call_id, "call_id"},   {&A_name, "name"},         {&A_tool_class, "tool_class"},
+                 {&A_persona, "persona"},   {&A_caller, "caller"},     {&A_args_json, "args_json"},
+                 {&A_args_digest, "args_digest"}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (*names[i].slot == NULL && (*names[i].slot = PyUnicode_InternFromString(names[i].text)) == NULL)
             return -1;
     return 0;
+}
+
+/* ------------------------------------------------------------------ audit_starter */
+
+/* Whether the ASCII text, lowercased and without '-' and '_', holds one of names (bytes):
+ * audit.rows._may_name_secret for an ASCII text. -1 on a memory error. */
+static int names_a_secret(const char *text, Py_ssize_t n, PyObject *names) {
+    char small[512], *folded = n <= (Py_ssize_t)sizeof small ? small : PyMem_Malloc((size_t)n);
+    if (folded == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t len = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = text[i];
+        if (c != '-' && c != '_')
+            folded[len++] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    }
+    int found = 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names) && !found; k++) {
+        PyObject *name = PyTuple_GET_ITEM(names, k);
+        found = memmem(folded, len, PyBytes_AS_STRING(name), (size_t)PyBytes_GET_SIZE(name)) != NULL;
+    }
+    if (folded != small)
+        PyMem_Free(folded);
+    return found;
+}
+
+/* audit.rows.start_row's head for a call whose arguments' text is ASCII and names no
+ * secret: (head, its canonical text), or None (the Python function makes the head). */
+static PyObject *audit_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *fallback = PyTuple_GET_ITEM(self, 0), *names = PyTuple_GET_ITEM(self, 1);
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "start(started, request)");
+        return NULL;
+    }
+    PyObject *started = args[0], *request = args[1];
+    PyObject *text = NULL, *tool = NULL, *call_id = NULL, *name = NULL, *tool_class = NULL, *class_text = NULL;
+    PyObject *persona = NULL, *persona_name = NULL, *caller = NULL, *digest = NULL, *head = NULL;
+    PyObject *head_text = NULL, *answer = NULL;
+    int secret;
+    if ((text = PyObject_GetAttr(request, A_args_json)) == NULL)
+        goto done;
+    if (!PyUnicode_CheckExact(text) || PyUnicode_GET_LENGTH(text) == 0 || !PyUnicode_IS_ASCII(text)) {
+        answer = Py_NewRef(Py_None);
+        goto done;
+    }
+    secret = names_a_secret((const char *)PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text), names);
+    if (secret != 0) {
+        if (secret > 0)
+            answer = Py_NewRef(Py_None);
+        goto done;
+    }
+    if ((tool = PyObject_GetAttr(request, A_tool)) == NULL || (call_id = PyObject_GetAttr(request, A_call_id)) == NULL ||
+        (name = PyObject_GetAttr(tool, A_name)) == NULL || (tool_class = PyObject_GetAttr(tool, A_tool_class)) == NULL ||
+        (class_text = PyObject_GetAttr(tool_class, A_value_)) == NULL ||
+        (persona = PyObject_GetAttr(request, A_persona)) == NULL ||
+        (persona_name = PyObject_GetAttr(persona, A_name)) == NULL ||
+        (caller = PyObject_GetAttr(request, A_caller)) == NULL ||
+        (digest = PyObject_GetAttr(request, A_args_digest)) == NULL || (head = PyList_New(9)) == NULL)
+        goto done;
+    { /* time call_id tool tool_class persona caller args args_digest redacted: rows.HEAD_COLUMNS */
+        PyObject *const items[9] = {started, call_id, name, class_text, persona_name, caller, text, digest, A_no_list};
+        for (int i = 0; i < 9; i++)
+            PyList_SET_ITEM(head, i, Py_NewRef(items[i]));
+    }
+    if ((head_text = canonical(fallback, head)) == NULL) {
+        if (dumps_would_catch()) { /* no canonical text (a NaN time): the Python function decides */
+            PyErr_Clear();
+            answer = Py_NewRef(Py_None);
+        }
+        goto done;
+    }
+    answer = PyTuple_Pack(2, head, head_text);
+done:
+    Py_XDECREF(text);
+    Py_XDECREF(tool);
+    Py_XDECREF(call_id);
+    Py_XDECREF(name);
+    Py_XDECREF(tool_class);
+    Py_XDECREF(class_text);
+    Py_XDECREF(persona);
+    Py_XDECREF(persona_name);
+    Py_XDECREF(caller);
+    Py_XDECREF(digest);
+    Py_XDECREF(head);
+    Py_XDECREF(head_text);
+    return answer;
+}
+
+static PyMethodDef audit_start_def = {
+    "start", (PyCFunction)(void (*)(void))audit_start, METH_FASTCALL,
+    "start(started, request, /)\n--\n\n"
+    "audit.rows.start_row's (head, head_text) for a call whose arguments' text is ASCII and\n"
+    "names no secret, or None (the Python function makes the others).",
+};
+
+static PyObject *audit_starter(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || !PyCallable_Check(args[0]) || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "audit_starter(fallback, names): a callable and a tuple of bytes");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args[1]); i++)
+        if (!PyBytes_Check(PyTuple_GET_ITEM(args[1], i)) || PyBytes_GET_SIZE(PyTuple_GET_ITEM(args[1], i)) == 0) {
+            PyErr_SetString(PyExc_TypeError, "audit_starter(fallback, names): names are non-empty bytes");
+            return NULL;
+        }
+    PyObject *self = PyTuple_Pack(2, args[0], args[1]);
+    if (self == NULL)
+        return NULL;
+    PyObject *start = PyCFunction_NewEx(&audit_start_def, self, NULL);
+    Py_DECREF(self);
+    return start;
 }
 
 /* ------------------------------------------------------------------ slot_builder */
@@ -1183,6 +1301,10 @@ static PyMethodDef methods[] = {
      "audit_finisher(fallback, /)\n--\n\n"
      "finish(...): audit.rows.finish_row in C for the common row (None for the others); fallback\n"
      "is the Python canonical JSON encoder, as for canonical_encoder."},
+    {"audit_starter", (PyCFunction)(void (*)(void))audit_starter, METH_FASTCALL,
+     "audit_starter(fallback, names, /)\n--\n\n"
+     "start(started, request): audit.rows.start_row's head in C for a call whose arguments'\n"
+     "text is ASCII and names none of names (bytes, lowercase), else None."},
     {"slot_builder", (PyCFunction)(void (*)(void))slot_builder, METH_FASTCALL,
      "slot_builder(cls, names, fields, /)\n--\n\n"
      "build(*values): object.__new__(cls), then each field set through its slot's descriptor\n"

@@ -212,3 +212,76 @@ def test_a_value_holding_a_lone_surrogate_still_gets_its_row(captured: Any) -> N
     text = '{"x":"\udcff"}'.encode("utf-8", "surrogatepass")
     size_at = 9 + 9  # after the head's nine columns, result_size is the body's tenth
     assert values[size_at : size_at + 2] == [len(text), hashlib.sha256(text).hexdigest()]
+
+
+# ------------------------------------------------------------------ the head, at the call's start
+
+
+def test_a_plain_call_head_is_made_in_c_and_is_the_python_head(captured: Any) -> None:
+    _start, request, _result, _duration = captured
+    assert rows._START is not None
+    made = rows._START(1796000000.25, request)
+    assert made is not None, "the common head must be made in C"
+    assert repr(made) == repr(rows._head(request, 1796000000.25, False))
+    assert [type(v) for v in made[0]] == [float, str, str, str, str, str, str, str, str]
+
+
+ASCII_TEXT = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=60)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    args_text=ASCII_TEXT | st.text(max_size=40) | st.sampled_from(["", '{"API-Key":1}', '{"db_PassWord":2}']),
+    caller=st.text(max_size=12),
+    call_id=st.text(max_size=12),
+    started=st.floats(allow_nan=True, allow_infinity=True),
+)
+def test_any_head_is_the_python_head_or_is_left_to_python(
+    captured: Any, args_text: str, caller: str, call_id: str, started: float
+) -> None:
+    _start, request, _result, _duration = captured
+    request = attrs.evolve(request, args_json=args_text, caller=caller, call_id=call_id)
+    assert rows._START is not None
+    made = rows._START(started, request)
+    if (
+        made is None
+    ):  # left to Python: a text that is empty, not ASCII or may name a secret; no canonical time
+        assert (
+            not args_text
+            or not args_text.isascii()
+            or rows._may_name_secret(args_text)
+            or not math.isfinite(started)
+        )
+        return
+    assert args_text.isascii() and not rows._may_name_secret(args_text)
+    assert repr(made) == repr(rows._head(request, started, False))
+
+
+def test_the_secret_name_search_in_c_is_the_python_one(captured: Any) -> None:
+    _start, request, _result, _duration = captured
+    assert rows._START is not None
+    for text in [
+        '{"token":1}',
+        '{"ToKeN":1}',
+        '{"to-ken":1}',
+        '{"t_o-k_e-n":1}',
+        '{"pass":"wd"}',
+        "x" * 5000 + "secret",
+    ]:
+        folded_hit = rows._may_name_secret(text)
+        assert folded_hit is (rows._START(1.0, attrs.evolve(request, args_json=text)) is None), text
+
+
+def test_a_call_with_a_secret_argument_is_redacted_in_its_row(tmp_path: Path) -> None:
+    """The C head leaves such calls to Python: the secret never reaches the row, whether the
+    schema marks it (``writeOnly``) or only its name says so."""
+    pin = {"type": "object", "properties": {"pin": {"type": "string", "writeOnly": True}}}
+    make_skill(tmp_path / "skills", "unlock", class_="safe", schema=pin)
+    make_skill(tmp_path / "skills", "login", class_="safe")
+    host = SkillHost(isolated_settings(tmp_path, tmp_path / "skills"))
+    assert host.call("unlock", {"pin": "4711-secret-pin"}).ok
+    assert host.call("login", {"user": "ada", "api_key": "hunter2-very-secret"}).ok
+    assert host.audit.flush()
+    args = {entry.tool: entry.args for entry in host.audit.entries()}
+    assert args["unlock"] == {"pin": "[redacted]"}
+    assert args["login"] == {"api_key": "[redacted]", "user": "ada"}

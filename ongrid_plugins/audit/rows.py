@@ -86,13 +86,30 @@ class _Tail:
 
 
 def start_row(request: CallRequest, started: float) -> Started:
-    """The columns known before the call runs (also what the journal keeps for recovery)."""
+    """The columns known before the call runs (also what the journal keeps for recovery).
+
+    The head is made in C where ``_speedups`` was built, for a tool whose schema marks no
+    secret and arguments whose text is ASCII and names none (:func:`_may_name_secret`):
+    the same values and text (``tests/test_audit_rows_c.py``). Every other head, with its
+    redaction, is made by :func:`_head`.
+    """
     tool = request.tool
-    args: Any = request.args
-    redacted: list[str] = []
     secret = _HAS_SECRETS.get(id(tool))
     if secret is None:
         secret = _HAS_SECRETS.put(tool, has_secrets(tool.schema))
+    made = _START(started, request) if _START is not None and not secret else None
+    head, head_text = made if made is not None else _head(request, started, secret)
+    tail = _tail(request)
+    ticket = _NO_TICKET if request.ticket is None and not request.approvers else _ticket_text(request)
+    line = f"{(head_text or _lenient(head))[:-1]},{tail.line},{ticket}]"
+    return Started(head, head_text, tail, line)
+
+
+def _head(request: CallRequest, started: float, secret: bool) -> tuple[list[Any], str | None]:
+    """:data:`HEAD_COLUMNS` and their canonical text (None when they have none), in Python."""
+    tool = request.tool
+    args: Any = request.args
+    redacted: list[str] = []
     if secret or (_may_name_secret(request.args_json) and needs_redaction(tool.schema, args, secret)):
         args, redacted = redact(tool.schema, args)
     head = [
@@ -107,11 +124,25 @@ def start_row(request: CallRequest, started: float) -> Started:
         "" if redacted else request.args_digest,
         dumps(redacted) if redacted else "[]",
     ]
-    tail = _tail(request)
-    head_text = _canonical_text(head)
-    ticket = _NO_TICKET if request.ticket is None and not request.approvers else _ticket_text(request)
-    line = f"{(head_text or _lenient(head))[:-1]},{tail.line},{ticket}]"
-    return Started(head, head_text, tail, line)
+    return head, _canonical_text(head)
+
+
+def _compiled_start() -> Any:
+    """``_speedups.audit_starter``'s function where it was built and the compiled canonical
+    JSON is in use, else None."""
+    from ..models import base
+
+    try:
+        from .. import _speedups
+    except ImportError:  # not built (no compiler at install time)
+        return None
+    if base.canonical_json is base._python_canonical:
+        return None
+    return _speedups.audit_starter(base._python_canonical, tuple(name.encode() for name in SECRET_NAMES))
+
+
+_START: Any = _compiled_start()
+"""The compiled head of :func:`start_row`, or None (tests set it to None)."""
 
 
 _NO_TICKET = 'null,"[]"'
