@@ -179,6 +179,21 @@ class Writer:
 _WRITERS: weakref.WeakSet[Writer] = weakref.WeakSet()
 
 
+def _after_fork_in_child() -> None:
+    """In a new child, at once: the parent's writer thread may have held a writer's lock at
+    the fork, and its rows, thread and connection are the parent's."""
+    for writer in list(_WRITERS):
+        writer._lock = threading.Lock()
+        writer._cond = threading.Condition(writer._lock)
+        writer._pending, writer._busy, writer._thread, writer._pid = [], False, None, os.getpid()
+        writer._flushing = 0
+        writer._conn, writer._conn_file = None, None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 @atexit.register
 def _flush_at_exit() -> None:
     for writer in list(_WRITERS):

@@ -237,6 +237,19 @@ _counter_lock = threading.Lock()
 _next = [0]
 
 
+def _forked() -> None:
+    """In a new child, at once: the parent's locks may have been held by one of its threads
+    (the warm pool's refiller holds ``_pool_lock`` while it reads the pooled groups), and
+    the pooled groups are the parent's to hand out."""
+    global _pool_lock, _counter_lock
+    _pool_lock, _counter_lock = threading.Lock(), threading.Lock()
+    _pool.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 def acquire() -> CallGroup | None:
     """An empty call group from the pool, or a new one; None where cgroups are unusable."""
     parents = _parents()

@@ -101,6 +101,17 @@ class Base:
 
 _bases: dict[tuple[str, ...], Base] = {}
 _bases_lock = threading.RLock()  # re-entered when a retired static releases its base
+
+
+def _forked() -> None:
+    """In a new child: a thread of the parent may have held the lock at the fork (the
+    bases' descriptors are inherited, and stay usable)."""
+    global _bases_lock
+    _bases_lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 KEEP_BASES = 4  # hosts with many settings objects (tests): keep the newest
 _FD_BUDGET = 256
 """Descriptors the caches may hold at once (a host has one base and a static per tool;

@@ -1,0 +1,93 @@
+"""A child forked while another thread holds one of the host's module locks does not hang.
+
+A host has threads of its own (the audit writer, the warm pool's refiller), and a fork
+copies a lock in whatever state it was, with no thread left in the child to release it.
+The attack: a thread holds the lock, the process forks, and the child takes the lock the
+way its next call would. Each lock is made anew in the child (``os.register_at_fork``).
+A child that hangs is killed after a few seconds and fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ongrid_plugins.audit.journal import Journal
+from ongrid_plugins.audit.writer import Writer
+from ongrid_plugins.executors.confine import cgroups, grants
+
+
+def _writer(tmp_path: Path) -> Writer:
+    return Writer(str(tmp_path / "audit.db"), Journal(str(tmp_path / "journal")))
+
+
+def _in_child_while_held(lock: Any, child: Callable[[], object]) -> int:
+    """Fork while a thread holds ``lock``; the child's exit code (-1: it hung and was killed)."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(10)
+    pid = os.fork()
+    if pid == 0:  # the child: take the lock as the next call would, then out
+        code = 1
+        try:
+            child()
+            code = 0
+        finally:
+            os._exit(code)
+    release.set()
+    holder.join()
+    deadline = time.monotonic() + 10
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return -1
+        time.sleep(0.01)
+
+
+def _takes(module: Any, name: str) -> Callable[[], None]:
+    """What the child does: take the module's lock (as it is named in the child) within 5 s."""
+
+    def take() -> None:
+        lock = getattr(module, name)
+        assert lock.acquire(timeout=5), f"{name} is still held in the child"
+        lock.release()
+
+    return take
+
+
+def test_the_cgroup_pool_locks_held_at_the_fork_do_not_hang_the_child() -> None:
+    # the refiller holds _pool_lock while it reads every pooled group's counters
+    assert _in_child_while_held(cgroups._pool_lock, cgroups._remove_own) == 0
+    assert _in_child_while_held(cgroups._counter_lock, _takes(cgroups, "_counter_lock")) == 0
+
+
+def test_the_grant_bases_lock_held_at_the_fork_does_not_hang_the_child() -> None:
+    assert _in_child_while_held(grants._bases_lock, _takes(grants, "_bases_lock")) == 0
+
+
+def test_an_audit_writers_lock_held_at_the_fork_does_not_hang_the_child(tmp_path: Path) -> None:
+    writer = _writer(tmp_path)
+    writer._pending.append(("parent-call", ([], None)))  # a row of the parent's: not the child's
+
+    def child() -> None:
+        assert writer.flush(5.0)  # nothing of the child's to chain: at once
+        assert writer._pending == [] and writer._thread is None and writer._pid == os.getpid()
+
+    assert _in_child_while_held(writer._lock, child) == 0
+    assert writer._pending == [("parent-call", ([], None))]  # the parent's own state is untouched
