@@ -1,5 +1,5 @@
-/* Compiled helpers for two things every call does several times: canonical JSON, and
- * the audit journal's append.
+/* Compiled helpers for what every call does between two spawns: canonical JSON, SHA-256,
+ * the audit row and the journal's append, and the value objects it builds.
  *
  * canonical_encoder(fallback) returns a function that gives the canonical JSON text of
  * a value (sorted keys, no spaces, UTF-8 kept, no NaN): byte for byte what
@@ -57,9 +57,14 @@
  * between two spawns where the hashing itself is a fraction of a microsecond; this is
  * FIPS 180-4 in a few lines, and releases the GIL for data of 64 KiB or more.
  *
+ * audit_starter(fallback, names) and audit_finisher(fallback) give audit.rows' start
+ * head and finished row in C for the common call (no secret to redact, no error, stderr,
+ * remote run or approvers): the values and texts the Python functions make, byte for
+ * byte, or None, and the Python function makes that row (tests/test_audit_rows_c.py).
+ *
  * Optional: where it is not built (see hatch_build.py), models.base, models.fastinit,
- * audit.journal, executors.confine.stamps and schema.arguments use their Python code,
- * which gives the same results.
+ * audit.rows, audit.journal, executors.confine.stamps and schema.arguments use their
+ * Python code, which gives the same results.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
