@@ -718,19 +718,9 @@ static void sha256(const unsigned char *data, size_t n, unsigned char out[32], S
 
 #define SHA_UNLOCKED (64 * 1024) /* from this size on, the GIL is released while hashing */
 
-static PyObject *sha256_hex_with(PyObject *data, ShaBlocks blocks) {
-    const char *bytes;
-    Py_ssize_t n;
-    if (PyBytes_Check(data)) {
-        bytes = PyBytes_AS_STRING(data);
-        n = PyBytes_GET_SIZE(data);
-    } else if (PyUnicode_Check(data)) {
-        bytes = PyUnicode_AsUTF8AndSize(data, &n); /* cached in the str: immutable while hashed */
-        if (bytes == NULL)
-            return NULL;
-    } else {
-        return PyErr_Format(PyExc_TypeError, "sha256_hex() takes bytes or str, not %.100s", Py_TYPE(data)->tp_name);
-    }
+/* The SHA-256 of bytes[0:n] as 64 lowercase hex digits; the bytes must stay put (an
+ * immutable object's) while the GIL is released for a large input. */
+static PyObject *hex_digest(const char *bytes, Py_ssize_t n, ShaBlocks blocks) {
     unsigned char digest[32];
     if (n >= SHA_UNLOCKED) {
         Py_BEGIN_ALLOW_THREADS
@@ -749,6 +739,22 @@ static PyObject *sha256_hex_with(PyObject *data, ShaBlocks blocks) {
         out[2 * i + 1] = (Py_UCS1)hex[digest[i] & 15];
     }
     return text;
+}
+
+static PyObject *sha256_hex_with(PyObject *data, ShaBlocks blocks) {
+    const char *bytes;
+    Py_ssize_t n;
+    if (PyBytes_Check(data)) {
+        bytes = PyBytes_AS_STRING(data);
+        n = PyBytes_GET_SIZE(data);
+    } else if (PyUnicode_Check(data)) {
+        bytes = PyUnicode_AsUTF8AndSize(data, &n); /* cached in the str: immutable while hashed */
+        if (bytes == NULL)
+            return NULL;
+    } else {
+        return PyErr_Format(PyExc_TypeError, "sha256_hex() takes bytes or str, not %.100s", Py_TYPE(data)->tp_name);
+    }
+    return hex_digest(bytes, n, blocks);
 }
 
 static PyObject *sha256_hex(PyObject *module, PyObject *data) {
@@ -826,21 +832,9 @@ static PyObject *audit_finish(PyObject *fallback, PyObject *const *args, Py_ssiz
             goto done;
         }
     }
-    if (n == 0) {
-        digest = Py_NewRef(A_empty);
-    } else {
-        unsigned char raw[32];
-        static const char hex[] = "0123456789abcdef";
-        sha256((const unsigned char *)utf8, (size_t)n, raw, sha_blocks);
-        if ((digest = PyUnicode_New(64, 127)) == NULL)
-            goto done;
-        Py_UCS1 *out = PyUnicode_1BYTE_DATA(digest);
-        for (int i = 0; i < 32; i++) {
-            out[2 * i] = (Py_UCS1)hex[raw[i] >> 4];
-            out[2 * i + 1] = (Py_UCS1)hex[raw[i] & 15];
-        }
-    }
-    if ((size = PyLong_FromSsize_t(n)) == NULL)
+    /* the UTF-8 is text's own (cached in it): it stays put while the digest is made */
+    digest = n == 0 ? Py_NewRef(A_empty) : hex_digest(utf8, n, sha_blocks);
+    if (digest == NULL || (size = PyLong_FromSsize_t(n)) == NULL)
         goto done;
     if ((body = PyList_New(14)) == NULL)
         goto done;
