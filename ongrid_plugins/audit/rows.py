@@ -127,21 +127,22 @@ def _head(request: CallRequest, started: float, secret: bool) -> tuple[list[Any]
     return head, _canonical_text(head)
 
 
-def _compiled_start() -> Any:
-    """``_speedups.audit_starter``'s function where it was built and the compiled canonical
-    JSON is in use, else None."""
+def _compiled(make: str, *extra: Any) -> Any:
+    """``_speedups.<make>(python canonical encoder, *extra)``: the compiled half of a row,
+    where the extension was built and the compiled canonical JSON and SHA-256 are the ones
+    in use (the C code calls their C halves directly), else None."""
     from ..models import base
 
     try:
         from .. import _speedups
     except ImportError:  # not built (no compiler at install time)
         return None
-    if base.canonical_json is base._python_canonical:
+    if base.canonical_json is base._python_canonical or base.sha256_hex is not _speedups.sha256_hex:
         return None
-    return _speedups.audit_starter(base._python_canonical, tuple(name.encode() for name in SECRET_NAMES))
+    return getattr(_speedups, make)(base._python_canonical, *extra)
 
 
-_START: Any = _compiled_start()
+_START: Any = _compiled("audit_starter", tuple(name.encode() for name in SECRET_NAMES))
 """The compiled head of :func:`start_row`, or None (tests set it to None)."""
 
 
@@ -252,21 +253,7 @@ def finish_row(
     return _finish_row(start, request, result, duration)
 
 
-def _compiled_finish() -> Any:
-    """``_speedups.audit_finisher``'s function, where it was built and the compiled canonical
-    JSON and SHA-256 are in use (it uses both), else None."""
-    from ..models import base
-
-    try:
-        from .. import _speedups
-    except ImportError:  # not built (no compiler at install time)
-        return None
-    if base.canonical_json is base._python_canonical or base.sha256_hex is not _speedups.sha256_hex:
-        return None
-    return _speedups.audit_finisher(base._python_canonical)
-
-
-_FINISH: Any = _compiled_finish()
+_FINISH: Any = _compiled("audit_finisher")
 """The compiled :func:`finish_row` for the common row, or None (tests set it to None)."""
 
 
