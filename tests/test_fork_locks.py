@@ -87,7 +87,7 @@ def test_an_audit_writers_lock_held_at_the_fork_does_not_hang_the_child(tmp_path
 
     def child() -> None:
         assert writer.flush(5.0)  # nothing of the child's to chain: at once
-        assert writer._pending == [] and writer._thread is None and writer._pid == os.getpid()
+        assert writer._pending == [] and writer._thread is None and writer._conn is None
 
     assert _in_child_while_held(writer._lock, child) == 0
     assert writer._pending == [("parent-call", ([], None))]  # the parent's own state is untouched

@@ -30,7 +30,7 @@ from typing import Any
 
 from .. import _sqlite
 from .chain import ADDED_COLUMNS, SCHEMA, Prepared, append_prepared
-from .journal import PID, Journal
+from .journal import Journal
 
 __all__ = ["Writer"]
 
@@ -65,7 +65,6 @@ class Writer:
         self._busy = False
         self._flushing = 0
         self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
         self._conn: Any = None  # the thread's connection, and the (dev, inode) it opened
         self._conn_file: tuple[int, int] | None = None
         _WRITERS.add(self)
@@ -73,9 +72,6 @@ class Writer:
     def put(self, call_id: str, row: Prepared) -> None:
         """Queue a finished row; it is in the chain within ``LINGER`` seconds (or at the next flush)."""
         with self._lock:  # the condition's lock: a C context manager, where the condition's is Python
-            if self._pid != PID.pid:  # forked: the parent's rows and thread are not ours
-                self._pending, self._busy, self._thread, self._pid = [], False, None, PID.pid
-                self._conn, self._conn_file = None, None  # the parent's thread's, not ours
             self._pending.append((call_id, row))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="ongrid-audit-writer", daemon=True)
@@ -85,11 +81,17 @@ class Writer:
             while len(self._pending) > self.MAX_PENDING and self.failing is None:
                 self._cond.wait(1.0)
 
+    def _forked(self) -> None:
+        """In a new child: the parent's writer thread may have held the lock at the fork, and
+        its rows, thread and connection are the parent's."""
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._pending, self._busy, self._thread, self._flushing = [], False, None, 0
+        self._conn, self._conn_file = None, None
+
     def flush(self, timeout: float | None) -> bool:
         """Wait until every queued row is chained; False on timeout or while writes fail."""
         with self._cond:
-            if self._pid != os.getpid():
-                return True
             self._flushing += 1
             self._cond.notify_all()
             try:
@@ -180,14 +182,8 @@ _WRITERS: weakref.WeakSet[Writer] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
-    """In a new child, at once: the parent's writer thread may have held a writer's lock at
-    the fork, and its rows, thread and connection are the parent's."""
     for writer in list(_WRITERS):
-        writer._lock = threading.Lock()
-        writer._cond = threading.Condition(writer._lock)
-        writer._pending, writer._busy, writer._thread, writer._pid = [], False, None, os.getpid()
-        writer._flushing = 0
-        writer._conn, writer._conn_file = None, None
+        writer._forked()
 
 
 if hasattr(os, "register_at_fork"):
