@@ -62,9 +62,15 @@
  * remote run or approvers): the values and texts the Python functions make, byte for
  * byte, or None, and the Python function makes that row (tests/test_audit_rows_c.py).
  *
+ * schema_walker(config) and unique_object(pairs) are for a load, which reads every
+ * manifest: schema.metaschema's walk of a tool's schema against the metaschema (its
+ * commonest rules checked in C, the others called), and the manifest parser's
+ * duplicate-key hook, called for every JSON object (tests/test_schema_walk_c.py).
+ *
  * Optional: where it is not built (see hatch_build.py), models.base, models.fastinit,
- * audit.rows, audit.journal, executors.confine.stamps and schema.arguments use their
- * Python code, which gives the same results.
+ * audit.rows, audit.journal, executors.confine.stamps, schema.arguments,
+ * schema.metaschema and loaders.skill_json_parse use their Python code, which gives
+ * the same results.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1288,6 +1294,336 @@ static PyObject *slot_builder(PyObject *module, PyObject *const *args, Py_ssize_
     return (PyObject *)b;
 }
 
+/* -- schema_walker: schema.metaschema's _fast_walk ------------------------------------ *
+ *
+ * walk(schema, rules, defaults=None) is _fast_walk, step for step: the same stack order
+ * (so the same nodes in defaults, in the same order, and the same first limit error), the
+ * commonest rules' VALID cases checked here, every other rule called as the Python walk
+ * calls it, with a list for it to push subschemas onto (moved onto this stack after).
+ * config is the tuple metaschema._compiled_walk gives: the rules checked here, the simple
+ * type names, the limit exception, its two messages and the two limits. Every node on
+ * the stack, and each key and value while it is looked at, is a strong reference: a key
+ * of a foreign type may run Python code (its __eq__) that changes the schema under the
+ * walk, which then raises as a dict's iteration does. A cold load walks every manifest's
+ * schema: ~40 % of that walk's time was the interpreter's. */
+
+enum { W_STRING, W_TYPE, W_COUNT, W_MAP, W_SUB, W_NUMBER, W_ARRAY, W_STRING_ARRAY, W_SIMPLE, W_LIMIT,
+       W_TOO_DEEP, W_TOO_BIG, W_MAX_DEPTH, W_MAX_SUBSCHEMAS, W_FIELDS };
+
+/* A stringArray ("required") checked here: a list of at most this many exact strs, unique. */
+#define WALK_SHORT_LIST 16
+
+static int walk_unique_strs(PyObject *list) {
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    if (n > WALK_SHORT_LIST)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(list, i);
+        if (!PyUnicode_CheckExact(item))
+            return 0;
+        for (Py_ssize_t j = 0; j < i; j++)
+            if (PyUnicode_Compare(item, PyList_GET_ITEM(list, j)) == 0)
+                return 0;
+    }
+    return 1;
+}
+
+typedef struct {
+    PyObject *node;
+    long depth;
+} WalkItem;
+
+typedef struct {
+    WalkItem *items;
+    Py_ssize_t top, cap;
+    WalkItem small[64];
+} WalkStack;
+
+static int walk_push(WalkStack *s, PyObject *node, long depth) {
+    if (s->top == s->cap) {
+        Py_ssize_t want = s->cap * 2;
+        WalkItem *grown = PyMem_Malloc((size_t)want * sizeof *grown);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(grown, s->items, (size_t)s->top * sizeof *grown);
+        if (s->items != s->small)
+            PyMem_Free(s->items);
+        s->items = grown;
+        s->cap = want;
+    }
+    Py_INCREF(node);
+    s->items[s->top].node = node;
+    s->items[s->top].depth = depth;
+    s->top++;
+    return 0;
+}
+
+static void walk_free(WalkStack *s) {
+    while (s->top > 0)
+        Py_DECREF(s->items[--s->top].node);
+    if (s->items != s->small)
+        PyMem_Free(s->items);
+}
+
+static void walk_limit(PyObject *const *config, int which) {
+    PyObject *exc = PyObject_CallOneArg(config[W_LIMIT], config[which]);
+    if (exc != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+}
+
+/* _unjudged: a plain JSON value of the wrong shape is INVALID, any other object DEFER. */
+static long walk_unjudged(PyObject *value) {
+    PyTypeObject *type = Py_TYPE(value);
+    return type == &PyDict_Type || type == &PyList_Type || type == &PyUnicode_Type || type == &PyLong_Type ||
+                   type == &PyFloat_Type || type == &PyBool_Type || value == Py_None
+               ? 2
+               : 1;
+}
+
+/* A rule the walk does not check itself: rule(value, depth, pushed), then what it pushed
+ * moved onto the stack. The verdict, or -1 with an exception set. */
+static long walk_call(PyObject *rule, PyObject *value, long depth, PyObject **pushed, WalkStack *s,
+                      long *pushes) {
+    if (*pushed == NULL && (*pushed = PyList_New(0)) == NULL)
+        return -1;
+    PyObject *depth_obj = PyLong_FromLong(depth);
+    if (depth_obj == NULL)
+        return -1;
+    PyObject *call_args[3] = {value, depth_obj, *pushed};
+    PyObject *found = PyObject_Vectorcall(rule, call_args, 3, NULL);
+    Py_DECREF(depth_obj);
+    if (found == NULL)
+        return -1;
+    long verdict = PyLong_AsLong(found);
+    Py_DECREF(found);
+    if (verdict == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *list = *pushed;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        PyObject *item = PyList_GET_ITEM(list, i);
+        long item_depth;
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2 ||
+            ((item_depth = PyLong_AsLong(PyTuple_GET_ITEM(item, 1))) == -1 && PyErr_Occurred())) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "schema walk: a rule pushed something other than (node, depth)");
+            return -1;
+        }
+        if (walk_push(s, PyTuple_GET_ITEM(item, 0), item_depth) < 0)
+            return -1;
+        *pushes += 1;
+    }
+    if (PyList_SetSlice(list, 0, PyList_GET_SIZE(list), NULL) < 0)
+        return -1;
+    return verdict;
+}
+
+/* One key of a dict node: its verdict (0 when a rule here vouched for it or none
+ * applies), or -1 with an exception set. */
+static long walk_key(PyObject *const *config, PyObject *rules, PyObject *key, PyObject *value, long depth,
+                     PyObject **pushed, WalkStack *s, long *pushes) {
+    PyObject *rule = PyDict_GetItemWithError(rules, key);
+    if (rule == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    PyTypeObject *type = Py_TYPE(value);
+    if (rule == config[W_STRING]) {
+        if (type == &PyUnicode_Type)
+            return 0;
+    } else if (rule == config[W_TYPE]) {
+        if (type == &PyUnicode_Type) {
+            int simple = PySet_Contains(config[W_SIMPLE], value);
+            if (simple < 0)
+                return -1;
+            if (simple)
+                return 0;
+        }
+    } else if (rule == config[W_COUNT]) {
+        if (type == &PyLong_Type) {
+            int overflow;
+            long number = PyLong_AsLongAndOverflow(value, &overflow);
+            if (number == -1 && PyErr_Occurred())
+                return -1;
+            if (overflow > 0 || (overflow == 0 && number >= 0))
+                return 0;
+        }
+    } else if (rule == config[W_MAP]) {
+        if (type == &PyDict_Type) {
+            Py_ssize_t pos = 0;
+            PyObject *name, *sub;
+            while (PyDict_Next(value, &pos, &name, &sub)) {
+                if (walk_push(s, sub, depth + 2) < 0)
+                    return -1;
+                *pushes += 1;
+            }
+            return 0;
+        }
+    } else if (rule == config[W_SUB]) {
+        if (walk_push(s, value, depth + 1) < 0)
+            return -1;
+        *pushes += 1;
+        return 0;
+    } else if (rule == config[W_NUMBER]) {
+        if (type == &PyLong_Type || type == &PyFloat_Type)
+            return 0;
+    } else if (rule == config[W_ARRAY]) {
+        if (type == &PyList_Type)
+            return 0;
+    } else if (rule == config[W_STRING_ARRAY]) {
+        if (type == &PyList_Type && walk_unique_strs(value))
+            return 0;
+    }
+    Py_INCREF(rule); /* the rules dict could lose it while it runs */
+    long verdict = walk_call(rule, value, depth, pushed, s, pushes);
+    Py_DECREF(rule);
+    return verdict;
+}
+
+static PyObject *S_default;
+
+/* The verdict for one dict node, or -1 with an exception set. */
+static long walk_dict(PyObject *const *config, PyObject *rules, PyObject *defaults, PyObject *node, long depth,
+                      PyObject **pushed, WalkStack *s, long *pushes) {
+    if (defaults != Py_None) {
+        int has = PyDict_Contains(node, S_default);
+        if (has < 0 || (has && PyList_Append(defaults, node) < 0))
+            return -1;
+    }
+    long verdict = 0;
+    Py_ssize_t pos = 0, size = PyDict_GET_SIZE(node);
+    PyObject *key, *value;
+    while (PyDict_Next(node, &pos, &key, &value)) {
+        Py_INCREF(key);
+        Py_INCREF(value);
+        long found = walk_key(config, rules, key, value, depth, pushed, s, pushes);
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (found < 0)
+            return -1;
+        if (found > verdict)
+            verdict = found;
+        if (PyDict_GET_SIZE(node) != size) {
+            PyErr_SetString(PyExc_RuntimeError, "dictionary changed size during iteration");
+            return -1;
+        }
+    }
+    return verdict;
+}
+
+static PyObject *schema_walk(PyObject *config_tuple, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 2 || nargs > 3 || !PyDict_CheckExact(args[1]) ||
+        (nargs == 3 && args[2] != Py_None && !PyList_CheckExact(args[2]))) {
+        PyErr_SetString(PyExc_TypeError, "walk(schema, rules, defaults=None): rules a dict, defaults a list");
+        return NULL;
+    }
+    PyObject *const *config = &PyTuple_GET_ITEM(config_tuple, 0);
+    PyObject *rules = args[1], *defaults = nargs == 3 ? args[2] : Py_None, *pushed = NULL;
+    long max_depth = PyLong_AsLong(config[W_MAX_DEPTH]), budget = PyLong_AsLong(config[W_MAX_SUBSCHEMAS]);
+    if (PyErr_Occurred())
+        return NULL;
+    long verdict = 0;
+    WalkStack s;
+    s.items = s.small;
+    s.top = 0;
+    s.cap = (Py_ssize_t)(sizeof s.small / sizeof s.small[0]);
+    if (walk_push(&s, args[0], 0) < 0)
+        goto fail;
+    while (s.top > 0) {
+        WalkItem item = s.items[--s.top];
+        long found = 0, pushes = 0;
+        if (item.depth > max_depth) {
+            walk_limit(config, W_TOO_DEEP);
+            found = -1;
+        } else if (PyDict_CheckExact(item.node)) {
+            found = walk_dict(config, rules, defaults, item.node, item.depth, &pushed, &s, &pushes);
+            /* pushes, not pops, bound the work even when one node is shared by a huge allOf */
+            budget -= pushes;
+            if (found >= 0 && budget < 0) {
+                walk_limit(config, W_TOO_BIG);
+                found = -1;
+            }
+        } else if (item.node != Py_True && item.node != Py_False) {
+            found = walk_unjudged(item.node);
+        }
+        Py_DECREF(item.node);
+        if (found < 0)
+            goto fail;
+        if (found > verdict)
+            verdict = found;
+    }
+    walk_free(&s);
+    Py_XDECREF(pushed);
+    return PyLong_FromLong(verdict);
+fail:
+    walk_free(&s);
+    Py_XDECREF(pushed);
+    return NULL;
+}
+
+static PyMethodDef schema_walk_def = {
+    "walk", (PyCFunction)(void (*)(void))schema_walk, METH_FASTCALL,
+    "walk(schema, rules, defaults=None, /)\n--\n\n"
+    "schema.metaschema._fast_walk: the worst verdict over every subschema (raises the limit error).",
+};
+
+static PyObject *schema_walker(PyObject *module, PyObject *config) {
+    (void)module;
+    if (!PyTuple_CheckExact(config) || PyTuple_GET_SIZE(config) != W_FIELDS ||
+        !PyAnySet_Check(PyTuple_GET_ITEM(config, W_SIMPLE)) || !PyCallable_Check(PyTuple_GET_ITEM(config, W_LIMIT)) ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(config, W_MAX_DEPTH)) ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(config, W_MAX_SUBSCHEMAS)))
+        return PyErr_Format(PyExc_TypeError,
+                            "schema_walker(config): config is (string, type, count, subschema_map, subschema, "
+                            "number, array, string_array, simple_types, limit_error, too_deep, too_big, max_depth, "
+                            "max_subschemas)");
+    if (S_default == NULL && (S_default = PyUnicode_InternFromString("default")) == NULL)
+        return NULL;
+    return PyCFunction_NewEx(&schema_walk_def, config, NULL);
+}
+
+/* -- unique_object: the manifest parser's object_pairs_hook --------------------------- *
+ *
+ * dict(pairs), or ValueError naming the first key that repeats an earlier one (what
+ * loaders.skill_json_parse._unique_object raises): called for every JSON object of every
+ * manifest a load parses. */
+static PyObject *unique_object(PyObject *module, PyObject *pairs) {
+    (void)module;
+    PyObject *seq = PySequence_Fast(pairs, "unique_object(pairs): pairs must be a list");
+    if (seq == NULL)
+        return NULL;
+    PyObject *obj = PyDict_New(), *seen = NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (obj == NULL || PyDict_MergeFromSeq2(obj, seq, 1) < 0)
+        goto done;
+    if (PyDict_GET_SIZE(obj) == n) {
+        Py_DECREF(seq);
+        return obj;
+    }
+    if ((seen = PySet_New(NULL)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PySequence_GetItem(PySequence_Fast_GET_ITEM(seq, i), 0);
+        int known = key == NULL ? -1 : PySet_Contains(seen, key);
+        if (known == 0)
+            known = PySet_Add(seen, key);
+        if (known == 1)
+            PyErr_Format(PyExc_ValueError, "duplicate key \"%S\" (two parsers could read two different manifests)",
+                         key);
+        Py_XDECREF(key);
+        if (known != 0)
+            break;
+    }
+    if (!PyErr_Occurred()) /* dict() dropped a pair no set sees again: a key whose hash or == changes */
+        PyErr_SetString(PyExc_ValueError, "duplicate key (two parsers could read two different manifests)");
+done:
+    Py_XDECREF(seen);
+    Py_XDECREF(obj);
+    Py_DECREF(seq);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"sha256_hex", (PyCFunction)sha256_hex, METH_O,
      "sha256_hex(data, /)\n--\n\n"
@@ -1322,6 +1658,14 @@ static PyMethodDef methods[] = {
     {"canonical_encoder", (PyCFunction)canonical_encoder, METH_O,
      "canonical_encoder(fallback, /)\n--\n\n"
      "A canonical JSON encoder that hands values it does not know to fallback(value)."},
+    {"schema_walker", (PyCFunction)schema_walker, METH_O,
+     "schema_walker(config, /)\n--\n\n"
+     "walk(schema, rules, defaults=None): schema.metaschema._fast_walk in C (config: see\n"
+     "metaschema._compiled_walk)."},
+    {"unique_object", (PyCFunction)unique_object, METH_O,
+     "unique_object(pairs, /)\n--\n\n"
+     "dict(pairs), or ValueError naming the first repeated key (the manifest parser's\n"
+     "object_pairs_hook)."},
     {"write_all", (PyCFunction)(void (*)(void))write_all, METH_FASTCALL,
      "write_all(fd, data, /)\n--\n\n"
      "Write all of data to fd, keeping the GIL (for a local file); OSError on failure."},
@@ -1347,7 +1691,7 @@ static PyModuleDef_Slot slots[] = {
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "ongrid_plugins._speedups",
-    .m_doc = "Compiled canonical JSON, a GIL-holding write and slot builders (see _speedups.c).",
+    .m_doc = "Compiled helpers of the call path and the load (see _speedups.c).",
     .m_size = 0,
     .m_methods = methods,
     .m_slots = slots,

@@ -4,7 +4,8 @@ The first step of the ``skill_json`` loader (:mod:`.skill_json`): the file's
 bytes become a plain ``dict``, or a :class:`~ongrid_plugins.errors.ManifestParseError`
 saying why not. Nothing here checks a field.
 
-It may import the core values (``errors``, ``models``) and :mod:`._fields`.
+It may import the core values (``errors``, ``models``), :mod:`._fields` and the compiled
+``_speedups`` (optional).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ManifestParseError
@@ -36,7 +38,7 @@ def _reject_constant(name: str) -> None:
     raise ValueError(message)
 
 
-def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _python_unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj = dict(pairs)
     if len(obj) != len(pairs):
         keys = [key for key, _value in pairs]
@@ -46,6 +48,17 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+def _compiled_unique_object() -> Callable[[list[tuple[str, Any]]], dict[str, Any]] | None:
+    """``_speedups.unique_object`` (the same dict or error, for every object of every manifest
+    a load parses, without a Python frame each), or None where it was not built."""
+    try:
+        from .. import _speedups
+    except ImportError:  # not built (no compiler at install time)
+        return None
+    return getattr(_speedups, "unique_object", None)  # an older build lacks it
+
+
+_unique_object = _compiled_unique_object() or _python_unique_object
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique_object, parse_constant=_reject_constant)
 _SCAN: Any = _DECODER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
 #: ``_DECODER.decode``, its two Python-level wrappers written out (same errors).
