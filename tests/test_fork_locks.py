@@ -1,7 +1,9 @@
 """A child forked while another thread holds one of the host's module locks does not hang.
 
-A host has threads of its own (the audit writer, the warm pool's refiller), and a fork
-copies a lock in whatever state it was, with no thread left in the child to release it.
+A host has threads of its own (the audit writer, the warm pool's refiller, the load
+cache's writer, the schema verdicts' settling thread, the remote results reader, the
+catalog watcher), and an embedding application has its own; a fork copies a lock in
+whatever state it was, with no thread left in the child to release it.
 The attack: a thread holds the lock, the process forks, and the child takes the lock the
 way its next call would. Each lock is made anew in the child (``os.register_at_fork``).
 A child that hangs is killed after a few seconds and fails the test.
@@ -17,9 +19,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from ongrid_plugins import forksafe
 from ongrid_plugins.audit.journal import Journal
 from ongrid_plugins.audit.writer import Writer
+from ongrid_plugins.catalog import digest
+from ongrid_plugins.catalog.events import Hub
 from ongrid_plugins.executors.confine import cgroups, grants
+from ongrid_plugins.loadcache import cachefile
+from ongrid_plugins.schema import verdicts
 
 
 def _writer(tmp_path: Path) -> Writer:
@@ -91,3 +100,87 @@ def test_an_audit_writers_lock_held_at_the_fork_does_not_hang_the_child(tmp_path
 
     assert _in_child_while_held(writer._lock, child) == 0
     assert writer._pending == [("parent-call", ([], None))]  # the parent's own state is untouched
+
+
+def test_the_load_caches_lock_held_at_the_fork_does_not_hang_the_child() -> None:
+    # the writer thread ("ongrid-load-cache") holds it as it records a finished write
+    assert _in_child_while_held(cachefile.lock, cachefile.wait_for_writes) == 0
+
+
+def test_the_schema_verdict_locks_held_at_the_fork_do_not_hang_the_child(tmp_path: Path) -> None:
+    cache = verdicts.VerdictCache(tmp_path / "cache")
+    assert _in_child_while_held(cache._lock, lambda: cache.add_content_later(b"domain", b"{}")) == 0
+    shared = tmp_path / "shared"
+    assert _in_child_while_held(verdicts._SHARED_LOCK, lambda: verdicts.verdict_cache(shared)) == 0
+
+
+def test_the_digest_memos_lock_held_at_the_fork_does_not_hang_the_child() -> None:
+    assert _in_child_while_held(digest._memo_lock, lambda: digest.remember({})) == 0
+
+
+def test_the_catalog_hubs_lock_held_at_the_fork_does_not_hang_the_child() -> None:
+    hub = Hub()
+    assert _in_child_while_held(hub._lock, lambda: hub.subscribe(lambda changes: None)()) == 0
+
+
+def test_the_sandbox_warning_lock_held_at_the_fork_does_not_hang_the_child() -> None:
+    from ongrid_plugins.executors import confine
+
+    assert _in_child_while_held(confine._warned_lock, lambda: confine.warn_missing([])) == 0
+
+
+def test_the_remote_subscriber_locks_held_at_the_fork_do_not_hang_the_child() -> None:
+    client = pytest.importorskip("ongrid_plugins.remote.client", reason="the celery extra is not installed")
+    url = "redis://127.0.0.1:1/0"  # never connected: the child only takes the locks
+    assert _in_child_while_held(client._subscribers_lock, lambda: client._subscriber(url, 1.0)) == 0
+    subscriber = client._subscriber(url, 2.0)
+    assert _in_child_while_held(subscriber.lock, _takes(subscriber, "lock")) == 0
+
+
+def test_without_the_renewal_the_child_hangs() -> None:
+    # The attack without the defence: the same fork with the lock left out of the
+    # registry leaves the child's lock held, so the tests above can fail.
+    module_lock = threading.Lock()
+
+    class Owner:
+        lock = module_lock
+
+    owner = Owner()
+
+    def child() -> None:
+        assert owner.lock.acquire(timeout=0.5), "still held"
+
+    assert _in_child_while_held(owner.lock, child) == 1
+    forksafe.renew_after_fork(owner, "lock")
+    assert _in_child_while_held(owner.lock, child) == 0
+
+
+def test_an_rlock_is_renewed_as_an_rlock_and_other_values_are_refused() -> None:
+    class Owner:
+        def __init__(self) -> None:
+            self.reentrant = threading.RLock()
+            self.plain = 5
+
+    owner = Owner()
+    forksafe.renew_after_fork(owner, "reentrant")
+
+    def child() -> None:
+        with owner.reentrant, owner.reentrant:  # re-entered: still an RLock
+            pass
+
+    assert _in_child_while_held(owner.reentrant, child) == 0
+    with pytest.raises(TypeError, match="is not a Lock or an RLock"):
+        forksafe.renew_after_fork(owner, "plain")
+
+
+def test_a_dropped_owner_is_forgotten() -> None:
+    class Owner:
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+
+    owner = Owner()
+    forksafe.renew_after_fork(owner, "lock")
+    assert owner in forksafe._OWNERS
+    before = len(forksafe._OWNERS)
+    del owner
+    assert len(forksafe._OWNERS) == before - 1

@@ -15,7 +15,7 @@ What it does:
 * :mod:`.watch` — :class:`Watch`, the watchfiles / polling reloader behind
   ``SkillHost.watch()``.
 
-What it may import: the core values (``models``, ``errors``), ``registry``,
+What it may import: the core values (``models``, ``errors``, ``forksafe``), ``registry``,
 ``loader``, ``packs`` and ``settings`` — never ``host``, ``server``, ``cli`` or
 ``commands`` (the host calls the catalog, not the other way round).
 ``watchfiles`` is imported only when a watch starts, and :mod:`.watch` (asyncio)

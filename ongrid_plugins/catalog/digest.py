@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -38,6 +39,7 @@ from typing import Any
 
 import attrs
 
+from ..forksafe import renew_after_fork
 from ..models import Problem, Skill, Tool
 
 __all__ = [
@@ -105,6 +107,7 @@ class SkillDigest:
 
 _memo: dict[tuple[str, int, int, int, int, int], str] = {}
 _memo_lock = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_memo_lock")  # the load cache's writer thread takes it
 
 
 def _key(path: str, st: os.stat_result) -> tuple[str, int, int, int, int, int]:

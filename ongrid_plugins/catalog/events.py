@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from ..discovery.registry import Snapshot
+from ..forksafe import renew_after_fork
 from ..models import Skill
 
 __all__ = ["KINDS", "CatalogChange", "Hub", "Listener", "diff"]
@@ -113,6 +114,7 @@ class Hub:
     def __init__(self) -> None:
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
+        renew_after_fork(self, "_lock")  # the watcher's thread publishes under it
 
     def __repr__(self) -> str:
         return f"<Hub listeners={len(self._listeners)}>"

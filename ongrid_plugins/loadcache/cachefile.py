@@ -12,7 +12,7 @@ writes the body to a temporary file in the same folder (mode 0600) renamed over 
 old one, so a reader sees the old file or the new one, never half of one. The last
 writer wins; a process keeps what it wrote last in memory (:data:`written`).
 
-It may import the core values and ``roots``.
+It may import the core values (:mod:`~ongrid_plugins.forksafe` among them) and ``roots``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import marshal
 import os
 import stat
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -31,6 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..discovery.roots import resolve_file
+from ..forksafe import renew_after_fork
 
 __all__ = [
     "EMPTY",
@@ -106,6 +108,9 @@ EMPTY = State({}, {}, {}, {})
 written: dict[str, tuple[Signature, str, State]] = {}
 writers: dict[str, threading.Thread] = {}
 lock = threading.Lock()
+# Held by the writer thread ("ongrid-load-cache") as it records a write: a fork then must
+# not leave the child's loads waiting on it.
+renew_after_fork(sys.modules[__name__], "lock")
 
 
 def wait_for_writes(path: str | None = None) -> None:

@@ -50,6 +50,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..models import SkillRoot
+from . import cachefile as _cachefile
 from .cachefile import EMPTY as _EMPTY
 from .cachefile import FORMAT, Listing, RootKey, Signature, signature, wait_for_writes
 from .cachefile import HEAD as _HEAD
@@ -58,7 +59,6 @@ from .cachefile import MAGIC as _MAGIC
 from .cachefile import Job as _Job
 from .cachefile import State as _State
 from .cachefile import dep_holds as _dep_holds
-from .cachefile import lock as _lock
 from .cachefile import read_all as _read_all
 from .cachefile import split_chunks as _split
 from .cachefile import untrusted as _untrusted
@@ -325,7 +325,7 @@ class LoadCache:
         job.pending_folders, self._pending_folders = self._pending_folders, []
         job.record = self.record
         thread = threading.Thread(target=job.run, name="ongrid-load-cache", daemon=False)
-        with _lock:
+        with _cachefile.lock:  # read at each use: a forked child gets a new one
             previous = _writers.get(self.path)
             _writers[self.path] = thread
         if previous is not None:

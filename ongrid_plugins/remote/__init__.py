@@ -15,7 +15,7 @@ env allow-list, timeout, output caps). The caller sees the same
 - :mod:`.worker`: the Celery app, the ``ongrid.run`` task and ``ongrid-skills worker``.
 - :mod:`.calls`: a worker process's calls: the one cancel subscription, the lease renewal.
 
-May import: the core values (models, settings, errors, hookspecs), the catalog digests
+May import: the core values (models, settings, errors, hookspecs, forksafe), the catalog digests
 and the executors; Celery and redis only inside :mod:`.client`, :mod:`.worker` and :mod:`.calls`
 (the optional extra ``ongrid-plugins[celery]``). Nothing below the host imports this
 package, and this package imports the host (:class:`~ongrid_plugins.host.SkillHost`)

@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import queue
+import sys
 import threading
 import time
 import uuid
@@ -36,6 +37,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from ..forksafe import renew_after_fork
 from ..models import CallResult, RemoteRun
 from .app import make_app
 from .wire import (
@@ -119,6 +121,7 @@ class _Subscriber:
     def __init__(self, broker_url: str, timeout: float) -> None:
         self.broker_url, self.timeout = broker_url, timeout
         self.lock = threading.Lock()
+        renew_after_fork(self, "lock")  # a forked child connects anew, under a lock of its own
         self.current: _Connection | None = None
 
     def open(self, name: str) -> tuple[queue.SimpleQueue[tuple[str, Any]], _Connection]:
@@ -231,6 +234,7 @@ class _Stop:
 
 _subscribers: dict[tuple[str, float], _Subscriber] = {}
 _subscribers_lock = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_subscribers_lock")
 
 
 def _subscriber(broker_url: str, timeout: float) -> _Subscriber:

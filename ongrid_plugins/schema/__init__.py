@@ -21,6 +21,7 @@ load the others (``import jsonschema`` alone costs 70-90 ms).
 
 What it may import: the standard library, ``re2``, ``attrs``, ``jsonschema`` and
 ``referencing`` (lazily), and from ``ongrid_plugins`` only the core values
-(``models``, and the optional compiled ``_speedups``, whose walk :mod:`.arguments` uses).
+(``models``, ``forksafe``, and the optional compiled ``_speedups``, whose walks
+:mod:`.arguments` and :mod:`.metaschema` use).
 Nothing here imports discovery, the catalog, the host or a surface.
 """

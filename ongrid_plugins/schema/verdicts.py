@@ -10,7 +10,8 @@ costs time.  :func:`content_key` gives loaders keys for whole documents under th
 lazily: a cache that holds nothing hashes nothing to answer "no", and what a load adds is
 hashed after the load (:func:`settle_in_background`), not between its manifests.
 
-It may import the standard library only (it finds jsonschema's files, never imports it).
+It may import the standard library and :mod:`~ongrid_plugins.forksafe` only (it finds
+jsonschema's files, never imports it).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import sys
 import threading
 import time
 from typing import Any, Final
+
+from ..forksafe import renew_after_fork
 
 __all__ = [
     "CACHE_FILENAME",
@@ -195,6 +198,7 @@ class VerdictCache:
         self._later: list[tuple[bytes, bytes]] = []
         self._settler: threading.Thread | None = None
         self._lock = threading.Lock()
+        renew_after_fork(self, "_lock")  # the settling thread takes it: a fork may land then
 
     @property
     def path(self) -> str | None:
@@ -350,6 +354,7 @@ def _trustworthy(info: os.stat_result) -> bool:
 
 _SHARED_CACHES: dict[str, VerdictCache] = {}
 _SHARED_LOCK = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_SHARED_LOCK")
 
 
 #: Seconds a background settling waits before it hashes (see ``VerdictCache._settle_soon``).

@@ -10,9 +10,9 @@ state of one child process and all its descendants (:mod:`.plan`): Landlock rule
 
 What it may import: the standard library, :mod:`attrs`, and from the package only
 the core values (:mod:`ongrid_plugins.models`, :mod:`ongrid_plugins.settings`,
-:mod:`ongrid_plugins.sidetable`), ``open_beneath`` of :mod:`ongrid_plugins.discovery.roots`
-(:mod:`.mounts`) and the optional compiled ``ongrid_plugins._speedups`` (:mod:`.stamps`,
-which works without it). It
+:mod:`ongrid_plugins.sidetable`, :mod:`ongrid_plugins.forksafe`), ``open_beneath`` of
+:mod:`ongrid_plugins.discovery.roots` (:mod:`.mounts`) and the optional compiled
+``ongrid_plugins._speedups`` (:mod:`.stamps`, which works without it). It
 never imports the host, the gate, the surfaces or the loaders; the subprocess
 executor imports it, lazily.
 
@@ -22,8 +22,10 @@ See ``docs/sandbox.md`` for the model, the rules and what is still out of reach.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 
+from ...forksafe import renew_after_fork
 from .kernel import Support, support
 from .plan import ConfinementError, Plan
 from .profile import HOME_SECRETS, Profile, hidden_paths, profile_for
@@ -43,6 +45,7 @@ __all__ = [
 logger = logging.getLogger("ongrid_plugins.sandbox")
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_warned_lock")
 
 
 def warn_missing(missing: list[str]) -> None:

@@ -14,10 +14,12 @@ import contextlib
 import os
 import shutil
 import stat
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ...forksafe import renew_after_fork
 from . import landlock
 from .profile import Profile
 from .stamps import FileStamp, same_files, same_mtimes
@@ -101,17 +103,9 @@ class Base:
 
 _bases: dict[tuple[str, ...], Base] = {}
 _bases_lock = threading.RLock()  # re-entered when a retired static releases its base
-
-
-def _forked() -> None:
-    """In a new child: a thread of the parent may have held the lock at the fork (the
-    bases' descriptors are inherited, and stay usable)."""
-    global _bases_lock
-    _bases_lock = threading.RLock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forked)
+# A thread of the parent may have held it at a fork (the bases' descriptors are inherited,
+# and stay usable in the child).
+renew_after_fork(sys.modules[__name__], "_bases_lock")
 KEEP_BASES = 4  # hosts with many settings objects (tests): keep the newest
 _FD_BUDGET = 256
 """Descriptors the caches may hold at once (a host has one base and a static per tool;
