@@ -11,6 +11,7 @@ A child that hangs is killed after a few seconds and fails the test.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -29,6 +30,7 @@ from ongrid_plugins.catalog.events import Hub
 from ongrid_plugins.executors.confine import cgroups, grants
 from ongrid_plugins.loadcache import cachefile
 from ongrid_plugins.schema import verdicts
+from ongrid_plugins.testing import make_skill
 
 
 def _writer(tmp_path: Path) -> Writer:
@@ -184,3 +186,28 @@ def test_a_dropped_owner_is_forgotten() -> None:
     before = len(forksafe._OWNERS)
     del owner
     assert len(forksafe._OWNERS) == before - 1
+
+
+def test_a_child_forked_while_the_hosts_threads_hold_their_locks_reloads_and_calls(
+    make_host: Any, root: Path
+) -> None:
+    # A pre-fork server: load, call, then fork while the threads a load starts (the load
+    # cache's writer, the schema verdicts' settling) and the audit writer hold their locks.
+    make_skill(root, "echo", script="#!/bin/sh\necho '{\"ok\": 1}'\n")
+    host = make_host(root)
+    assert host.call("echo").ok
+    cache = verdicts.verdict_cache(host.settings.cache_dir)
+    held = [cachefile.lock, digest._memo_lock, verdicts._SHARED_LOCK, cache._lock]
+
+    def child() -> None:
+        host.reload()
+        result = host.call("echo")
+        assert result.ok and result.value == {"ok": 1}, result.error
+        assert host.audit.flush(5.0)
+        assert host.audit.entries()[-1].pid == os.getpid()
+
+    with contextlib.ExitStack() as stack:
+        for lock in held[1:]:
+            stack.enter_context(lock)  # held by this thread: a thread the child does not have
+        assert _in_child_while_held(held[0], child) == 0
+    assert host.call("echo").ok  # the parent goes on with its own locks
