@@ -317,6 +317,18 @@ def _object(schema: dict[Any, Any], depth: int) -> Accepts:
     additional = schema.get("additionalProperties", True)
     extra: Accepts | None = None if additional is True else _compile(additional, depth + 1)
 
+    if not subs and extra is None:  # no value to check (a tool without arguments): keys and count only
+
+        def counts(instance: object) -> bool:
+            if type(instance) is not dict:
+                return True
+            for key in needed:
+                if key not in instance:
+                    return False
+            return low <= len(instance) <= high
+
+        return counts
+
     def accepts(instance: object) -> bool:
         if type(instance) is not dict:
             return True
