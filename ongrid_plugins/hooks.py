@@ -14,7 +14,7 @@ This module is the only one that touches pluggy's hook callers and internals
 fails on any other. Every method goes through the manager's hook executor, so
 ``ONGRID_TRACE_PLUGINS`` (or any ``add_hookcall_monitoring``) sees every hook call:
 the per-call hooks take a direct path only while nothing monitors the manager
-(:func:`_direct`), and a shortcut a caller takes (:meth:`Hooks.only`) is refused
+(:func:`_direct_made`), and a shortcut a caller takes (:meth:`Hooks.only`) is refused
 while it is monitored.
 
 May import: :mod:`.hookspecs` and pluggy (a values module; hook argument types only
@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pluggy
-from pluggy._callers import _multicall  # what an unmonitored manager runs (see _direct)
+from pluggy._callers import _multicall  # what an unmonitored manager runs (see _direct_made)
 
 if TYPE_CHECKING:
     from .executors import Executor
@@ -64,11 +64,16 @@ class Implementation(NamedTuple):
 class Hooks:
     """Typed calls of every hook, for one plugin manager (get it with :func:`hooks`)."""
 
-    __slots__ = ("_hook", "_pm")
+    __slots__ = ("_after", "_before", "_executor", "_hook", "_pm")
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self._pm = pm
         self._hook = pm.hook
+        # The per-call hooks' direct paths (see _direct_made), kept here so a call checks that
+        # each still holds in one expression: the same implementations, nothing monitoring.
+        self._executor: _Direct | None = None
+        self._before: _Direct | None = None
+        self._after: _Direct | None = None
 
     def __repr__(self) -> str:
         return f"<Hooks of {self._pm.project_name}>"
@@ -117,28 +122,34 @@ class Hooks:
 
     def executor(self, *, tool: Tool, settings: Settings) -> Executor | None:
         """``ongrid_executor``: the first plugin's executor for ``tool``, or None."""
-        run = _direct(self._pm, "ongrid_executor", _EXECUTOR_ARGS)
-        if run is None:
-            executor: Executor | None = self._pm.hook.ongrid_executor(tool=tool, settings=settings)
-            return executor
-        found: Executor | None = run(tool, settings)
+        pm, made = self._pm, self._executor
+        if made is None or made.impls != made.caller._hookimpls or pm._inner_hookexec is not _multicall:
+            made = self._executor = _direct_made(pm, "ongrid_executor", _EXECUTOR_ARGS)
+            if made is None:
+                executor: Executor | None = pm.hook.ongrid_executor(tool=tool, settings=settings)
+                return executor
+        found: Executor | None = made.run(tool, settings)  # type: ignore[misc]  # run is set when made
         return found
 
     def before_call(self, *, request: CallRequest) -> None:
         """``ongrid_before_call``: every implementation; the first that raises aborts the call."""
-        run = _direct(self._pm, "ongrid_before_call", _BEFORE_ARGS)
-        if run is None:
-            self._pm.hook.ongrid_before_call(request=request)
-        else:
-            run(request)
+        pm, made = self._pm, self._before
+        if made is None or made.impls != made.caller._hookimpls or pm._inner_hookexec is not _multicall:
+            made = self._before = _direct_made(pm, "ongrid_before_call", _BEFORE_ARGS)
+            if made is None:
+                pm.hook.ongrid_before_call(request=request)
+                return
+        made.run(request)  # type: ignore[misc]  # run is set when made
 
     def after_call(self, *, request: CallRequest, result: CallResult) -> None:
         """``ongrid_after_call``: every implementation (the caller logs an exception)."""
-        run = _direct(self._pm, "ongrid_after_call", _AFTER_ARGS)
-        if run is None:
-            self._pm.hook.ongrid_after_call(request=request, result=result)
-        else:
-            run(request, result)
+        pm, made = self._pm, self._after
+        if made is None or made.impls != made.caller._hookimpls or pm._inner_hookexec is not _multicall:
+            made = self._after = _direct_made(pm, "ongrid_after_call", _AFTER_ARGS)
+            if made is None:
+                pm.hook.ongrid_after_call(request=request, result=result)
+                return
+        made.run(request, result)  # type: ignore[misc]  # run is set when made
 
     # ------------------------------------------------------------------ what is registered
 
@@ -207,13 +218,13 @@ def call_hook(pm: pluggy.PluginManager, name: str, **kwargs: Any) -> Any:
 
     The per-call path (``ongrid_before_call``, ``ongrid_after_call``,
     ``ongrid_executor``) runs a handful of plain implementations: they are called
-    through :func:`_direct`, without pluggy's generic machinery (a few microseconds a
+    through :func:`_direct_made`, without pluggy's generic machinery (a few microseconds a
     hook, several times that between two spawns). Anything else goes through pluggy.
     """
-    run = _direct(pm, name, tuple(kwargs))
-    if run is None:
+    made = _direct_made(pm, name, tuple(kwargs))
+    if made is None:
         return getattr(pm.hook, name)(**kwargs)
-    return run(*kwargs.values())
+    return made.run(*kwargs.values())  # type: ignore[misc]  # run is set when made
 
 
 #: The arguments of the per-call hooks, in the order :class:`Hooks` passes them.
@@ -222,8 +233,9 @@ _BEFORE_ARGS = ("request",)
 _AFTER_ARGS = ("request", "result")
 
 
-def _direct(pm: pluggy.PluginManager, name: str, params: tuple[str, ...]) -> Callable[..., Any] | None:
-    """Hook ``name``'s implementations as one function of ``params`` (positional), or None.
+def _direct_made(pm: pluggy.PluginManager, name: str, params: tuple[str, ...]) -> _Direct | None:
+    """Hook ``name``'s direct path: its implementations as one function of ``params``
+    (positional, :attr:`_Direct.run`), or None.
 
     The function calls them in pluggy's order (last registered first,
     ``tryfirst``/``trylast`` honoured), keeps the results that are not None and
@@ -246,11 +258,11 @@ def _direct(pm: pluggy.PluginManager, name: str, params: tuple[str, ...]) -> Cal
     got = made.get(name)
     if got is None or got.caller is not caller or got.params != params or got.impls != caller._hookimpls:
         got = made[name] = _make_direct(caller, params)  # new, or a plugin registered or removed
-    return got.run
+    return None if got.run is None else got
 
 
 class _Direct(NamedTuple):
-    """What :func:`_direct` calls for one hook, and what it was made from."""
+    """What :func:`_direct_made` made for one hook, and what it was made from."""
 
     caller: Any
     impls: list[Any]

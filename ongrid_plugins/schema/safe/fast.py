@@ -311,7 +311,7 @@ def _object(schema: dict[Any, Any], depth: int) -> Accepts:
     required = schema.get("required", [])
     if type(required) is not list or any(type(key) is not str for key in required):
         raise _Unsupported("required")
-    needed = tuple(required)
+    needed = frozenset(required)  # dict.keys() >= needed: every required key, in one C call
     low = _limit(schema.get("minProperties", 0))
     high = _limit(schema.get("maxProperties", math.inf)) if "maxProperties" in schema else math.inf
     additional = schema.get("additionalProperties", True)
@@ -320,23 +320,14 @@ def _object(schema: dict[Any, Any], depth: int) -> Accepts:
     if not subs and extra is None:  # no value to check (a tool without arguments): keys and count only
 
         def counts(instance: object) -> bool:
-            if type(instance) is not dict:
-                return True
-            for key in needed:
-                if key not in instance:
-                    return False
-            return low <= len(instance) <= high
+            return type(instance) is not dict or (instance.keys() >= needed and low <= len(instance) <= high)
 
         return counts
 
     def accepts(instance: object) -> bool:
         if type(instance) is not dict:
             return True
-        for key in needed:
-            if key not in instance:
-                return False
-        count = len(instance)
-        if count < low or count > high:
+        if not (instance.keys() >= needed and low <= len(instance) <= high):
             return False
         for key, value in instance.items():
             check = subs.get(key)
