@@ -8,12 +8,11 @@
     report = host.load()
     result = host.call("disk_usage", {"path": "/"})
 
-Every call goes through the steps of :mod:`ongrid_plugins.pipeline`: look the
-tool up, fill in defaults and check the arguments, ask the gate, tell the
-``ongrid_before_call`` hooks, open or claim a ticket, choose the executor, run it,
-tell the ``ongrid_after_call`` hooks. Skill-level failures come back as a
-:class:`CallResult` with ``ok=False``; caller errors raise. The host holds what the
-steps read (registry, plugins, personas, tickets, sandbox profiles).
+Every call goes through the steps of :mod:`ongrid_plugins.pipeline`: look the tool up, fill in
+defaults and check the arguments, ask the gate, tell the ``ongrid_before_call`` hooks, open or
+claim a ticket, choose the executor, run it, tell the ``ongrid_after_call`` hooks. Skill-level
+failures come back as a :class:`CallResult` with ``ok=False``; caller errors raise. The host holds
+what the steps read (registry, plugins and their ``hooks``, personas, tickets, sandbox profiles).
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from . import gate, pipeline
 from .catalog import Hub, diff, load_catalog
 from .discovery.registry import Registry, Snapshot, spelling
 from .errors import UnknownSkill
+from .hooks import hooks
 from .instructions import Instructions, read_instructions
 from .models import (
     CallRequest,
@@ -85,7 +85,7 @@ class SkillHost:
         """
         self.settings = settings if settings is not None else Settings.from_env()
         self.registry = Registry()
-        self._pm = plugin_manager
+        self._pm, self._hooks = plugin_manager, None if plugin_manager is None else hooks(plugin_manager)
         self._extra = list(plugins)
         self._report: LoadReport | None = None
         self._lock = threading.Lock()
@@ -116,7 +116,7 @@ class SkillHost:
                     warn_if_disabled(pm)
                     for index, plugin in enumerate(self._extra):
                         pm.add_plugin(plugin, _plugin_name(plugin, index))
-                    self._pm = pm
+                    self._pm, self._hooks = pm, hooks(pm)  # the pipeline reads _hooks
         return self._pm
 
     @property

@@ -243,7 +243,7 @@ def decide(host: SkillHost, attempt: Attempt) -> None:
 def before_call(host: SkillHost, attempt: Attempt) -> None:
     """Tell the ``ongrid_before_call`` hooks; one that raises aborts the call (recorded)."""
     try:
-        hooks(host.pm).before_call(request=attempt.request)
+        (host._hooks or hooks(host.pm)).before_call(request=attempt.request)
     except BaseException as exc:
         attempt.refusal, attempt.status = exc, Outcome.ABORTED
         after_call(host, attempt.request, attempt.refused())
@@ -276,7 +276,7 @@ def refuse(host: SkillHost, attempt: Attempt) -> None:
 def choose_executor(host: SkillHost, attempt: Attempt) -> None:
     """Ask the ``ongrid_executor`` hooks who runs the tool; nobody is ``SkillUnavailable``."""
     tool = attempt.request.tool
-    executor: Executor | None = hooks(host.pm).executor(tool=tool, settings=host.settings)
+    executor: Executor | None = (host._hooks or hooks(host.pm)).executor(tool=tool, settings=host.settings)
     if executor is None:
         refusal = SkillUnavailable(tool.name, [f"no executor can run tools of kind {tool.kind!r}"])
         after_call(host, attempt.request, attrs.evolve(attempt.refused(), error=str(refusal)))
@@ -308,7 +308,7 @@ def claim_ticket(host: SkillHost, attempt: Attempt) -> None:
 def after_call(host: SkillHost, request: CallRequest, result: CallResult) -> None:
     """Tell the ``ongrid_after_call`` hooks (the audit log's end row); a failing hook is logged."""
     try:
-        hooks(host.pm).after_call(request=request, result=result)
+        (host._hooks or hooks(host.pm)).after_call(request=request, result=result)
     except Exception:
         logger.exception("an ongrid_after_call hook failed for %s", request.tool.name)
 
