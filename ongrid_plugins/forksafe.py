@@ -54,8 +54,11 @@ def _renew() -> None:
     _OWNERS_LOCK = threading.Lock()
     for owner, names in list(_OWNERS.items()):
         for name in names:
-            fresh = threading.RLock() if isinstance(getattr(owner, name), _RLOCK) else threading.Lock()
-            setattr(owner, name, fresh)
+            try:  # one owner that lost its lock (or refuses a new one) keeps the others from harm
+                fresh = threading.RLock() if isinstance(getattr(owner, name), _RLOCK) else threading.Lock()
+                setattr(owner, name, fresh)
+            except (AttributeError, TypeError):
+                continue
 
 
 if hasattr(os, "register_at_fork"):

@@ -211,3 +211,15 @@ def test_a_child_forked_while_the_hosts_threads_hold_their_locks_reloads_and_cal
             stack.enter_context(lock)  # held by this thread: a thread the child does not have
         assert _in_child_while_held(held[0], child) == 0
     assert host.call("echo").ok  # the parent goes on with its own locks
+
+
+def test_an_owner_that_lost_its_lock_does_not_keep_the_others_from_renewal() -> None:
+    class Owner:
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+
+    broken, kept = Owner(), Owner()
+    forksafe.renew_after_fork(broken, "lock")
+    forksafe.renew_after_fork(kept, "lock")
+    del broken.lock  # gone by the fork: skipped, and the next owner is still renewed
+    assert _in_child_while_held(kept.lock, _takes(kept, "lock")) == 0
