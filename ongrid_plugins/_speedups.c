@@ -1301,14 +1301,20 @@ static PyObject *slot_builder(PyObject *module, PyObject *const *args, Py_ssize_
  * commonest rules' VALID cases checked here, every other rule called as the Python walk
  * calls it, with a list for it to push subschemas onto (moved onto this stack after).
  * config is the tuple metaschema._compiled_walk gives: the rules checked here, the simple
- * type names, the limit exception, its two messages and the two limits. Every node on
- * the stack, and each key and value while it is looked at, is a strong reference: a key
- * of a foreign type may run Python code (its __eq__) that changes the schema under the
- * walk, which then raises as a dict's iteration does. A cold load walks every manifest's
- * schema: in Python, the walk was a fifth of the load's time. */
+ * type names, the limit exception, its two messages, the two limits and the Python walk.
+ * A dict node with a key that is not exactly a str (never in parsed JSON) hands the whole
+ * schema to the Python walk, from the start: such a key's __hash__ and __eq__ are Python
+ * code, which could change the schema under the walk, and only the Python walk meets
+ * that as Python does. Until then no Python code but the rules runs, so what was done
+ * is what the Python walk does too. Every node on the stack, and each key and value
+ * while it is looked at, is a strong reference all the same. A cold load walks every
+ * manifest's schema: in Python, the walk was a fifth of the load's time. */
 
 enum { W_STRING, W_TYPE, W_COUNT, W_MAP, W_SUB, W_NUMBER, W_ARRAY, W_STRING_ARRAY, W_SIMPLE, W_LIMIT,
-       W_TOO_DEEP, W_TOO_BIG, W_MAX_DEPTH, W_MAX_SUBSCHEMAS, W_FIELDS };
+       W_TOO_DEEP, W_TOO_BIG, W_MAX_DEPTH, W_MAX_SUBSCHEMAS, W_PYTHON, W_FIELDS };
+
+/* walk_dict's answer for a node holding a key that is not exactly a str. */
+#define WALK_FOREIGN (-2)
 
 /* A stringArray ("required") checked here: a list of at most this many exact strs, unique. */
 #define WALK_SHORT_LIST 16
@@ -1483,9 +1489,14 @@ static long walk_key(PyObject *const *config, PyObject *rules, PyObject *key, Py
 
 static PyObject *S_default;
 
-/* The verdict for one dict node, or -1 with an exception set. */
+/* The verdict for one dict node, -1 with an exception set, or WALK_FOREIGN. */
 static long walk_dict(PyObject *const *config, PyObject *rules, PyObject *defaults, PyObject *node, long depth,
                       PyObject **pushed, WalkStack *s, long *pushes) {
+    Py_ssize_t at = 0;
+    PyObject *name;
+    while (PyDict_Next(node, &at, &name, NULL))
+        if (!PyUnicode_CheckExact(name))
+            return WALK_FOREIGN;
     if (defaults != Py_None) {
         int has = PyDict_Contains(node, S_default);
         if (has < 0 || (has && PyList_Append(defaults, node) < 0))
@@ -1523,6 +1534,7 @@ static PyObject *schema_walk(PyObject *config_tuple, PyObject *const *args, Py_s
     long max_depth = PyLong_AsLong(config[W_MAX_DEPTH]), budget = PyLong_AsLong(config[W_MAX_SUBSCHEMAS]);
     if (PyErr_Occurred())
         return NULL;
+    Py_ssize_t found_before = defaults == Py_None ? 0 : PyList_GET_SIZE(defaults);
     long verdict = 0;
     WalkStack s;
     s.items = s.small;
@@ -1548,6 +1560,8 @@ static PyObject *schema_walk(PyObject *config_tuple, PyObject *const *args, Py_s
             found = walk_unjudged(item.node);
         }
         Py_DECREF(item.node);
+        if (found == WALK_FOREIGN)
+            goto python;
         if (found < 0)
             goto fail;
         if (found > verdict)
@@ -1556,6 +1570,12 @@ static PyObject *schema_walk(PyObject *config_tuple, PyObject *const *args, Py_s
     walk_free(&s);
     Py_XDECREF(pushed);
     return PyLong_FromLong(verdict);
+python: /* the whole walk again in Python, defaults back to what they held before it */
+    walk_free(&s);
+    Py_XDECREF(pushed);
+    if (defaults != Py_None && PyList_SetSlice(defaults, found_before, PyList_GET_SIZE(defaults), NULL) < 0)
+        return NULL;
+    return PyObject_Vectorcall(config[W_PYTHON], args, (size_t)nargs, NULL);
 fail:
     walk_free(&s);
     Py_XDECREF(pushed);
@@ -1573,11 +1593,12 @@ static PyObject *schema_walker(PyObject *module, PyObject *config) {
     if (!PyTuple_CheckExact(config) || PyTuple_GET_SIZE(config) != W_FIELDS ||
         !PyAnySet_Check(PyTuple_GET_ITEM(config, W_SIMPLE)) || !PyCallable_Check(PyTuple_GET_ITEM(config, W_LIMIT)) ||
         !PyLong_CheckExact(PyTuple_GET_ITEM(config, W_MAX_DEPTH)) ||
-        !PyLong_CheckExact(PyTuple_GET_ITEM(config, W_MAX_SUBSCHEMAS)))
+        !PyLong_CheckExact(PyTuple_GET_ITEM(config, W_MAX_SUBSCHEMAS)) ||
+        !PyCallable_Check(PyTuple_GET_ITEM(config, W_PYTHON)))
         return PyErr_Format(PyExc_TypeError,
                             "schema_walker(config): config is (string, type, count, subschema_map, subschema, "
                             "number, array, string_array, simple_types, limit_error, too_deep, too_big, max_depth, "
-                            "max_subschemas)");
+                            "max_subschemas, python_walk)");
     if (S_default == NULL && (S_default = PyUnicode_InternFromString("default")) == NULL)
         return NULL;
     return PyCFunction_NewEx(&schema_walk_def, config, NULL);

@@ -151,11 +151,52 @@ class Mutating(str):
         return False
 
 
-def test_a_key_that_changes_the_schema_under_the_walk_is_an_error_not_a_crash() -> None:
-    schema: dict[Any, Any] = {Mutating("k"): 1, "properties": {"a": {"type": "string"}}, "title": "x"}
-    Mutating.target = schema
-    verdict, _nodes = outcome(COMPILED, schema, RULE_TABLES[0], True)
-    assert verdict == ("error", "RuntimeError")
+class Swapping(str):
+    """A key whose comparison swaps a key met already for a new one: the size stays."""
+
+    target: ClassVar[dict[Any, Any]] = {}
+
+    def __hash__(self) -> int:
+        return hash("type")
+
+    def __eq__(self, other: object) -> bool:
+        if "properties" in Swapping.target:
+            del Swapping.target["properties"]
+            Swapping.target["minLength"] = -1  # Python's iteration refuses the changed keys
+        return False
+
+
+def walk_fresh(walk: Any, make: Any, holder: Any) -> tuple[Any, int]:
+    """(verdict or error, how many nodes found) of ``walk`` over a fresh schema from ``make``."""
+    schema = holder.target = make()
+    verdict, nodes = outcome(walk, schema, RULE_TABLES[0], True)
+    return verdict, len(nodes or [])
+
+
+def test_a_key_that_changes_the_schema_under_the_walk_is_met_as_python_meets_it() -> None:
+    # A key that is not exactly a str hands the schema to the Python walk from the start.
+    def mutating() -> dict[Any, Any]:
+        return {Mutating("k"): 1, "properties": {"a": {"type": "string", "default": ""}}, "title": "x"}
+
+    def swapping() -> dict[Any, Any]:
+        return {"properties": {}, Swapping("k"): 1, "title": "x", "default": {}}
+
+    for make, holder in ((mutating, Mutating), (swapping, Swapping)):
+        assert walk_fresh(COMPILED, make, holder) == walk_fresh(PYTHON, make, holder)
+        assert walk_fresh(COMPILED, make, holder)[0] == ("error", "RuntimeError")
+
+
+def test_nodes_found_before_a_foreign_key_are_not_reported_twice() -> None:
+    odd = type("S", (str,), {})
+    schema = {
+        "properties": {"a": {"type": "integer", "default": 1}},
+        "allOf": [{odd("x"): 1, "default": 2}, {"items": {"default": 3}}],
+        "default": {},
+    }
+    for rules in RULE_TABLES:
+        compiled, python = outcome(COMPILED, schema, rules, True), outcome(PYTHON, schema, rules, True)
+        assert compiled == python
+        assert python[1] is not None and len(python[1]) == 4
 
 
 def test_a_rule_that_raises_raises_out_of_the_walk() -> None:

@@ -407,7 +407,8 @@ def _compiled_walk() -> Callable[..., int] | None:
         return None
     inline = (_string, _type, _count, _subschema_map, _subschema, _number, _array, _string_array)
     limits = (_LimitExceeded, _TOO_DEEP, _TOO_BIG, MAX_DEPTH, MAX_SUBSCHEMAS)
-    walk: Callable[..., int] = maker((*inline, _SIMPLE_TYPES, *limits))
+    # a schema with a key that is not exactly a str is walked by the Python walk
+    walk: Callable[..., int] = maker((*inline, _SIMPLE_TYPES, *limits, _python_fast_walk))
     return walk
 
 
