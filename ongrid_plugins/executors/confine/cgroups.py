@@ -20,8 +20,11 @@ import contextlib
 import functools
 import os
 import signal
+import sys
 import threading
 import time
+
+from ...forksafe import renew_after_fork
 
 __all__ = ["CallGroup", "acquire", "available", "sweep_stale"]
 
@@ -234,15 +237,14 @@ class CallGroup:
 _pool: list[CallGroup] = []
 _pool_lock = threading.Lock()
 _counter_lock = threading.Lock()
+# The warm pool's refiller holds _pool_lock while it reads the pooled groups: a fork then
+# must not leave the child's calls waiting on it.
+renew_after_fork(sys.modules[__name__], "_pool_lock", "_counter_lock")
 _next = [0]
 
 
 def _forked() -> None:
-    """In a new child, at once: the parent's locks may have been held by one of its threads
-    (the warm pool's refiller holds ``_pool_lock`` while it reads the pooled groups), and
-    the pooled groups are the parent's to hand out."""
-    global _pool_lock, _counter_lock
-    _pool_lock, _counter_lock = threading.Lock(), threading.Lock()
+    """In a new child, at once: the pooled groups are the parent's to hand out."""
     _pool.clear()
 
 
