@@ -3,9 +3,9 @@
 * ``ongrid_plugins/executors/_fastrun.c``: the compiled runner. Without it every call
   goes through the Python runner, which does the same things more slowly
   (``ongrid_plugins/executors/_fast.py``); it needs Linux with glibc >= 2.25.
-* ``ongrid_plugins/_speedups.c``: canonical JSON, SHA-256, the audit journal's write and
-  the builders of the per-call value objects. Without it ``models.base``,
-  ``audit.journal`` and ``models.fastinit`` use their Python code or hashlib (same results).
+* ``ongrid_plugins/_speedups.c``: canonical JSON, SHA-256, the audit journal's write, the
+  builders of the per-call value objects and a load's schema walk and duplicate-key check.
+  Without it the modules that use them run their Python code or hashlib (same results).
 
 Both are optional. Where one cannot be built (no C compiler, no Python headers, another
 platform) the package installs without it and says so. ``ONGRID_BUILD_NATIVE=0`` skips
