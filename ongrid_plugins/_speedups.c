@@ -66,11 +66,14 @@
  * manifest: schema.metaschema's walk of a tool's schema against the metaschema (its
  * commonest rules checked in C, the others called), and the manifest parser's
  * duplicate-key hook, called for every JSON object (tests/test_schema_walk_c.py).
+ * manifest_fields(config) gives the skill.json loader's field checks for the plain
+ * manifest, or None where a field needs the Python checks' words
+ * (tests/test_manifest_fields_c.py).
  *
  * Optional: where it is not built (see hatch_build.py), models.base, models.fastinit,
  * audit.rows, audit.journal, executors.confine.stamps, schema.arguments,
- * schema.metaschema and loaders.skill_json_parse use their Python code, which gives
- * the same results.
+ * schema.metaschema, loaders.skill_json_parse and loaders.skill_json use their Python
+ * code, which gives the same results.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1645,6 +1648,179 @@ done:
     return NULL;
 }
 
+/* -- manifest_fields: loaders.skill_json's field checks, for the plain manifest -------- *
+ *
+ * fields(data) is (name, description, entry, env_allow, timeout, tool_class, category) when
+ * every field of the manifest dict data passes build_skill's checks the plain way, else
+ * None (build_skill then checks it in Python, which words every problem). Plain means:
+ * every key a known field (config's frozenset) and none "sandbox"; "name" a str of 1 to
+ * max_name characters, each [a-z0-9_]; "description" a str with a character that is not
+ * whitespace; "entry" such a str naming a file of the manifest's own folder (no "/", not
+ * "." or "..", no NUL); "env_allow" absent (an empty tuple) or a list of str names
+ * [A-Za-z_][A-Za-z0-9_]* (a tuple, each name once, first place kept); "timeout_seconds"
+ * absent (None) or an int from 0 to max_timeout; "class" absent or a str key of config's
+ * classes (its value is returned); "category" absent or a str ("external" when absent or
+ * empty). Only exact dict, str, int and list objects are read, so no Python code runs.
+ * The schema, the entry's file and the skill itself are left to the caller. */
+enum { MF_KNOWN, MF_CLASSES, MF_MAX_NAME, MF_MAX_TIMEOUT, MF_FIELDS };
+
+static PyObject *MF_name, *MF_description, *MF_entry, *MF_env_allow, *MF_timeout, *MF_class, *MF_category,
+    *MF_sandbox, *MF_external;
+
+/* The exact str at data[key], NULL when absent or another type (*error set on an error). */
+static PyObject *mf_str(PyObject *data, PyObject *key, int *absent, int *error) {
+    PyObject *value = PyDict_GetItemWithError(data, key);
+    *absent = value == NULL;
+    if (value == NULL) {
+        *error = PyErr_Occurred() != NULL;
+        return NULL;
+    }
+    return PyUnicode_CheckExact(value) ? value : NULL;
+}
+
+/* str.strip() leaves something: a character that is not whitespace. */
+static int mf_has_text(PyObject *s) {
+    int kind = PyUnicode_KIND(s);
+    const void *chars = PyUnicode_DATA(s);
+    for (Py_ssize_t i = 0, n = PyUnicode_GET_LENGTH(s); i < n; i++)
+        if (!Py_UNICODE_ISSPACE(PyUnicode_READ(kind, chars, i)))
+            return 1;
+    return 0;
+}
+
+/* NAME_RE.fullmatch(s) ([a-z0-9_]+), or with env ENV_NAME_RE's ([A-Za-z_][A-Za-z0-9_]*). */
+static int mf_word(PyObject *s, int env) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (n == 0 || !PyUnicode_IS_ASCII(s))
+        return 0;
+    const Py_UCS1 *c = PyUnicode_1BYTE_DATA(s);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS1 ch = c[i];
+        int lower = ch >= 'a' && ch <= 'z', digit = ch >= '0' && ch <= '9', upper = ch >= 'A' && ch <= 'Z';
+        if (!(ch == '_' || lower || (digit && !(env && i == 0)) || (env && upper)))
+            return 0;
+    }
+    return 1;
+}
+
+/* "env_allow" as a tuple of its names, each once; Py_None when it is not plain, NULL on an error. */
+static PyObject *mf_env_allow(PyObject *data) {
+    PyObject *value = PyDict_GetItemWithError(data, MF_env_allow);
+    if (value == NULL)
+        return PyErr_Occurred() ? NULL : PyTuple_New(0);
+    if (!PyList_CheckExact(value))
+        Py_RETURN_NONE;
+    PyObject *names = PyList_New(0);
+    if (names == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); i++) {
+        PyObject *item = PyList_GET_ITEM(value, i);
+        if (!PyUnicode_CheckExact(item) || !mf_word(item, 1)) {
+            Py_DECREF(names);
+            Py_RETURN_NONE;
+        }
+        int seen = 0;
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(names) && !seen; j++)
+            seen = PyUnicode_Compare(PyList_GET_ITEM(names, j), item) == 0; /* two exact str: no error */
+        if (!seen && PyList_Append(names, item) < 0) {
+            Py_DECREF(names);
+            return NULL;
+        }
+    }
+    PyObject *tuple = PyList_AsTuple(names);
+    Py_DECREF(names);
+    return tuple;
+}
+
+static PyObject *manifest_fields_call(PyObject *config, PyObject *data) {
+    if (!PyDict_CheckExact(data))
+        Py_RETURN_NONE;
+    PyObject *known = PyTuple_GET_ITEM(config, MF_KNOWN), *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(data, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key))
+            Py_RETURN_NONE;
+        int in = PySet_Contains(known, key);
+        if (in <= 0)
+            return in < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    int absent, error = 0;
+    if (PyDict_GetItemWithError(data, MF_sandbox) != NULL || PyErr_Occurred())
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    PyObject *name = mf_str(data, MF_name, &absent, &error);
+    PyObject *description = error ? NULL : mf_str(data, MF_description, &absent, &error);
+    PyObject *entry = error ? NULL : mf_str(data, MF_entry, &absent, &error);
+    if (error)
+        return NULL;
+    if (name == NULL || description == NULL || entry == NULL || !mf_word(name, 0) ||
+        PyUnicode_GET_LENGTH(name) > PyLong_AsSsize_t(PyTuple_GET_ITEM(config, MF_MAX_NAME)) ||
+        !mf_has_text(description) || !mf_has_text(entry) || PyUnicode_FindChar(entry, '/', 0, PY_SSIZE_T_MAX, 1) != -1 ||
+        PyUnicode_FindChar(entry, 0, 0, PY_SSIZE_T_MAX, 1) != -1 || PyUnicode_CompareWithASCIIString(entry, ".") == 0 ||
+        PyUnicode_CompareWithASCIIString(entry, "..") == 0)
+        Py_RETURN_NONE;
+    PyObject *timeout = PyDict_GetItemWithError(data, MF_timeout);
+    if (timeout == NULL && PyErr_Occurred())
+        return NULL;
+    if (timeout != NULL) {
+        int overflow;
+        long long seconds = PyLong_CheckExact(timeout) ? PyLong_AsLongLongAndOverflow(timeout, &overflow) : -1;
+        if (!PyLong_CheckExact(timeout) || overflow != 0 || seconds < 0 ||
+            seconds > PyLong_AsLongLong(PyTuple_GET_ITEM(config, MF_MAX_TIMEOUT)))
+            Py_RETURN_NONE;
+    }
+    PyObject *kind = mf_str(data, MF_class, &absent, &error);
+    if (error)
+        return NULL;
+    if (!absent && kind == NULL)
+        Py_RETURN_NONE;
+    PyObject *tool_class = PyDict_GetItemWithError(PyTuple_GET_ITEM(config, MF_CLASSES), absent ? A_empty : kind);
+    if (tool_class == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    PyObject *category = mf_str(data, MF_category, &absent, &error);
+    if (error)
+        return NULL;
+    if (!absent && category == NULL)
+        Py_RETURN_NONE;
+    if (absent || PyUnicode_GET_LENGTH(category) == 0)
+        category = MF_external;
+    PyObject *env_allow = mf_env_allow(data);
+    if (env_allow == NULL || env_allow == Py_None)
+        return env_allow;
+    PyObject *fields = PyTuple_Pack(7, name, description, entry, env_allow, timeout != NULL ? timeout : Py_None,
+                                    tool_class, category);
+    Py_DECREF(env_allow);
+    return fields;
+}
+
+static PyMethodDef manifest_fields_def = {
+    "fields", (PyCFunction)manifest_fields_call, METH_O,
+    "fields(data, /)\n--\n\n"
+    "loaders.skill_json's field checks for a plain manifest: (name, description, entry, env_allow,\n"
+    "timeout, tool_class, category), or None (check it in Python).",
+};
+
+static PyObject *manifest_fields(PyObject *module, PyObject *config) {
+    (void)module;
+    if (!PyTuple_CheckExact(config) || PyTuple_GET_SIZE(config) != MF_FIELDS ||
+        !PyFrozenSet_CheckExact(PyTuple_GET_ITEM(config, MF_KNOWN)) ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(config, MF_CLASSES)) ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(config, MF_MAX_NAME)) ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(config, MF_MAX_TIMEOUT)))
+        return PyErr_Format(PyExc_TypeError,
+                            "manifest_fields(config): config is (known fields: frozenset, classes: dict, "
+                            "max_name: int, max_timeout: int)");
+    struct {
+        PyObject **slot;
+        const char *text;
+    } names[] = {{&MF_name, "name"},       {&MF_description, "description"}, {&MF_entry, "entry"},
+                 {&MF_env_allow, "env_allow"}, {&MF_timeout, "timeout_seconds"}, {&MF_class, "class"},
+                 {&MF_category, "category"}, {&MF_sandbox, "sandbox"},         {&MF_external, "external"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (*names[i].slot == NULL && (*names[i].slot = PyUnicode_InternFromString(names[i].text)) == NULL)
+            return NULL;
+    return PyCFunction_NewEx(&manifest_fields_def, config, NULL);
+}
+
 static PyMethodDef methods[] = {
     {"sha256_hex", (PyCFunction)sha256_hex, METH_O,
      "sha256_hex(data, /)\n--\n\n"
@@ -1683,6 +1859,10 @@ static PyMethodDef methods[] = {
      "schema_walker(config, /)\n--\n\n"
      "walk(schema, rules, defaults=None): schema.metaschema._fast_walk in C (config: see\n"
      "metaschema._compiled_walk)."},
+    {"manifest_fields", (PyCFunction)manifest_fields, METH_O,
+     "manifest_fields(config, /)\n--\n\n"
+     "fields(data): loaders.skill_json's field checks in C for a plain manifest (config: see\n"
+     "skill_json._compiled_fields)."},
     {"unique_object", (PyCFunction)unique_object, METH_O,
      "unique_object(pairs, /)\n--\n\n"
      "dict(pairs), or ValueError naming the first repeated key (the manifest parser's\n"

@@ -126,6 +126,8 @@ def test_the_wheel_carries_the_compiled_helpers_and_uses_them(installed: Path, t
         "from ongrid_plugins.loaders import skill_json_parse\n"
         "print(metaschema._fast_walk is not metaschema._python_fast_walk, "
         "skill_json_parse._unique_object is _speedups.unique_object)\n"
+        "from ongrid_plugins.loaders import skill_json\n"
+        "print(type(skill_json._PLAIN).__name__)\n"
     )
     out = in_installed(installed, tmp_path, code).splitlines()
     assert out == [
@@ -134,6 +136,7 @@ def test_the_wheel_carries_the_compiled_helpers_and_uses_them(installed: Path, t
         "True SlotBuilder",
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
         "True True",
+        "builtin_function_or_method",
     ]
 
 

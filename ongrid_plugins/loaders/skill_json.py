@@ -18,7 +18,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..discovery.roots import check_entry, resolve_file
@@ -126,6 +126,11 @@ def build_skill(
     ``raw``, the bytes ``data`` was parsed from, lets checks that look for
     keywords the text does not hold be skipped.
     """
+    plain = _PLAIN(data) if _PLAIN is not None else None
+    if plain is not None:
+        built = _build_plain(plain, data, path, root, settings, schema_verified, raw)
+        if built is not None:
+            return built
     check = _Checker(path, data)
     name = _check_name(check)
     description = check.string("description", required=True)
@@ -138,16 +143,77 @@ def build_skill(
     sandbox = _check_sandbox(check, settings, root)
     extra = _check_unknown(check)
     if check.problems:
-        errors = [p for p in check.problems if p.level == "error"]
-        if errors:
-            shown = name if isinstance(name, str) else ""
-            raise ManifestBuildError(
-                path, shown, "; ".join(p.message for p in errors), check.problems, entry=_verdict_entry(data)
-            )
+        _refuse(check, name)
     return _make_skill(
         path, root, name, description, schema, tool_class, category, timeout, entry, data["entry"],
         env_allow, extra, sandbox, check.problems,
     )  # fmt: skip
+
+
+def _build_plain(
+    plain: tuple[Any, ...],
+    data: dict[str, Any],
+    path: str,
+    root: SkillRoot,
+    settings: Settings | None,
+    verified: bool,
+    raw: bytes | None,
+) -> Skill | None:
+    """:func:`build_skill` of a manifest whose other fields ``_PLAIN`` found plain: its schema
+    and its entry checked as there. None when the entry is refused, a symlink (which
+    ``_resolve_entry`` follows) included: :func:`build_skill`'s Python checks then word
+    what is wrong, or follow the link.
+
+    The entry is looked at first, so a refused schema is checked once: its error is the
+    manifest's only one, and raised here as there.
+    """
+    name, description, declared, env_allow, timeout, tool_class, category = plain
+    entry = f"{path.rpartition('/')[0]}/{declared}"  # as _check_entry and _resolve_entry make it
+    try:
+        st = os.lstat(entry)
+    except (OSError, ValueError):
+        return None
+    if check_entry(entry, st, root) is not None:  # a symlink too: its lstat is no regular file
+        return None
+    check = _Checker(path, data)
+    schema = _check_schema(check, settings, verified, raw)
+    if check.problems:
+        _refuse(check, name)
+    default = settings.default_timeout if settings is not None else 30.0
+    return _make_skill(
+        path, root, name, description, schema, tool_class, category, float(timeout) if timeout else default,
+        entry, declared, env_allow, {}, None, check.problems,
+    )  # fmt: skip
+
+
+def _refuse(check: _Checker, name: object) -> None:
+    """Raise the :class:`ManifestBuildError` of the manifest's errors (none: return)."""
+    errors = [p for p in check.problems if p.level == "error"]
+    if errors:
+        shown = name if isinstance(name, str) else ""
+        message = "; ".join(p.message for p in errors)
+        raise ManifestBuildError(check.path, shown, message, check.problems, entry=_verdict_entry(check.data))
+
+
+def _compiled_fields() -> Callable[[dict[str, Any]], tuple[Any, ...] | None] | None:
+    """``_speedups.manifest_fields``: :func:`build_skill`'s field checks (all but the schema
+    and the entry's file) in C, for a manifest whose fields are plain; None where the
+    extension was not built. ``tests/test_manifest_fields_c.py`` holds it to the Python checks."""
+    try:
+        from .. import _speedups
+    except ImportError:  # not built (no compiler at install time)
+        return None
+    maker = getattr(_speedups, "manifest_fields", None)  # an older build lacks it
+    if maker is None:
+        return None
+    fields: Callable[[dict[str, Any]], tuple[Any, ...] | None] = maker(
+        (_KNOWN_SET, CLASSES, MAX_NAME_LENGTH, MAX_TIMEOUT)
+    )
+    return fields
+
+
+_PLAIN = _compiled_fields()
+"""The compiled field checks, or None (tests set it to None to run the Python checks alone)."""
 
 
 def _verdict_entry(data: dict[str, Any]) -> str | None:
