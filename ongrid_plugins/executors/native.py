@@ -24,7 +24,6 @@ import inspect
 import json
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -37,6 +36,7 @@ from ..settings import Settings
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
+    from queue import SimpleQueue
 
 
 __all__ = ["NativeContext", "NativeExecutor", "collect_native_tools"]
@@ -279,9 +279,9 @@ class _WorkerPool:
 
     def __init__(self, max_workers: int) -> None:
         self._max = max_workers
-        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]] = (
-            queue.SimpleQueue()
-        )
+        # Made with the first job: the pool is made when this plugin is imported, which every
+        # load does, and the queue module is ~1 ms of a cold start that may run no native tool.
+        self._queue: SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]] | None = None
         self._idle = threading.Semaphore(0)
         self._lock = threading.Lock()
         self._threads = 0
@@ -291,7 +291,8 @@ class _WorkerPool:
         from concurrent.futures import Future  # first native call only: ~7 ms of imports
 
         future: Future[Any] = Future()
-        self._queue.put((future, fn, args))
+        jobs = self._queue if self._queue is not None else self._new_queue()
+        jobs.put((future, fn, args))
         if not self._idle.acquire(blocking=False):
             with self._lock:
                 if self._threads < self._max:
@@ -300,9 +301,19 @@ class _WorkerPool:
                     threading.Thread(target=self._work, name=name, daemon=True).start()
         return future
 
+    def _new_queue(self) -> SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]]:
+        from queue import SimpleQueue
+
+        with self._lock:  # two first jobs at once get one queue
+            if self._queue is None:
+                self._queue = SimpleQueue()
+            return self._queue
+
     def _work(self) -> None:
+        jobs = self._queue
+        assert jobs is not None  # workers start after the first job is queued
         while True:
-            future, fn, args = self._queue.get()
+            future, fn, args = jobs.get()
             if future.set_running_or_notify_cancel():
                 try:
                     future.set_result(fn(*args))
