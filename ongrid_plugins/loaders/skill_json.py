@@ -25,6 +25,7 @@ from ..discovery.roots import check_entry, resolve_file
 from ..errors import ManifestBuildError
 from ..hookspecs import hookimpl
 from ..models import Problem, SandboxDecl, Skill, SkillRoot, ToolClass
+from ..models.base import compiled
 from ..schema import check as schema_check
 from ..schema import defaults as schema_defaults
 from ..schema import safe, verdicts
@@ -199,11 +200,7 @@ def _compiled_fields() -> Callable[[dict[str, Any]], tuple[Any, ...] | None] | N
     """``_speedups.manifest_fields``: :func:`build_skill`'s field checks (all but the schema
     and the entry's file) in C, for a manifest whose fields are plain; None where the
     extension was not built. ``tests/test_manifest_fields_c.py`` holds it to the Python checks."""
-    try:
-        from .. import _speedups
-    except ImportError:  # not built (no compiler at install time)
-        return None
-    maker = getattr(_speedups, "manifest_fields", None)  # an older build lacks it
+    maker = compiled("manifest_fields")
     if maker is None:
         return None
     fields: Callable[[dict[str, Any]], tuple[Any, ...] | None] = maker(

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ManifestParseError
-from ..models.base import decode_json
+from ..models.base import compiled, decode_json
 from ._fields import type_name
 
 __all__ = [
@@ -51,11 +51,8 @@ def _python_unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _compiled_unique_object() -> Callable[[list[tuple[str, Any]]], dict[str, Any]] | None:
     """``_speedups.unique_object`` (the same dict or error, for every object of every manifest
     a load parses, without a Python frame each), or None where it was not built."""
-    try:
-        from .. import _speedups
-    except ImportError:  # not built (no compiler at install time)
-        return None
-    return getattr(_speedups, "unique_object", None)  # an older build lacks it
+    hook: Callable[[list[tuple[str, Any]]], dict[str, Any]] | None = compiled("unique_object")
+    return hook
 
 
 _unique_object = _compiled_unique_object() or _python_unique_object

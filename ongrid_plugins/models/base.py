@@ -12,7 +12,9 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["JSON", "args_digest", "canonical_json", "decode_json", "digest_json", "sha256_hex", "strs"]
+__all__ = [
+    "JSON", "args_digest", "canonical_json", "compiled", "decode_json", "digest_json", "sha256_hex", "strs",
+]  # fmt: skip
 
 JSON = dict[str, Any]
 
@@ -69,6 +71,16 @@ def _fast_canonical() -> Callable[[Any], str]:
     except Exception:  # another Python's json module: the plain encoder
         pass
     return _plain
+
+
+def compiled(name: str) -> Any:
+    """``_speedups.<name>``, or None where the extension was not built (no compiler at
+    install time) or was built from an older source that lacks it."""
+    try:
+        from .. import _speedups
+    except ImportError:
+        return None
+    return getattr(_speedups, name, None)
 
 
 def _compiled_canonical(fallback: Callable[[Any], str]) -> Callable[[Any], str]:
