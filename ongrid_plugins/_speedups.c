@@ -1675,7 +1675,13 @@ static PyObject *mf_str(PyObject *data, PyObject *key, int *absent, int *error) 
         *error = PyErr_Occurred() != NULL;
         return NULL;
     }
-    return PyUnicode_CheckExact(value) ? value : NULL;
+    if (!PyUnicode_CheckExact(value))
+        return NULL;
+    if (PyUnicode_READY(value) < 0) { /* a legacy string (3.11) */
+        *error = 1;
+        return NULL;
+    }
+    return value;
 }
 
 /* str.strip() leaves something: a character that is not whitespace. */
@@ -1715,6 +1721,10 @@ static PyObject *mf_env_allow(PyObject *data) {
         return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); i++) {
         PyObject *item = PyList_GET_ITEM(value, i);
+        if (PyUnicode_CheckExact(item) && PyUnicode_READY(item) < 0) {
+            Py_DECREF(names);
+            return NULL;
+        }
         if (!PyUnicode_CheckExact(item) || !mf_word(item, 1)) {
             Py_DECREF(names);
             Py_RETURN_NONE;

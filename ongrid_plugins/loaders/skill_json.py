@@ -125,7 +125,9 @@ def build_skill(
     fields) are kept on the skill. ``schema_verified`` skips re-checking a
     schema (and its defaults) already found valid in these exact bytes.
     ``raw``, the bytes ``data`` was parsed from, lets checks that look for
-    keywords the text does not hold be skipped.
+    keywords the text does not hold be skipped. A manifest whose fields are all plain
+    (``_PLAIN``, compiled) has only its schema and entry checked in Python
+    (:func:`_build_plain`): the same skill, or the same error.
     """
     plain = _PLAIN(data) if _PLAIN is not None else None
     if plain is not None:
