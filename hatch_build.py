@@ -88,6 +88,7 @@ def compile_extension(
         "-Wextra",
         f"-I{include}",
         source,
+        "-lm",  # llround, nearbyint: not every Python binary links libm for its extensions
         "-o",
         target + ".tmp",
     ]

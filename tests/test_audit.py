@@ -100,6 +100,19 @@ def test_every_attempt_gets_one_row_with_its_decision_and_outcome(make_host: Any
     assert host.audit.verify().ok
 
 
+def test_a_row_keeps_its_start_and_duration_to_the_microsecond(make_host: Any, root: Path) -> None:
+    make_skill(root, "echo")
+    host = make_host(root)
+    before = time.time()
+    result = host.call("echo", {})
+    after = time.time()
+    row = host.audit.entries()[0]
+    assert before - 1e-6 <= row.time <= after and 0 < row.duration < 5
+    assert round(row.time * 1e6) / 1e6 == row.time  # whole microseconds: a short, cheap text
+    assert row.duration == result.duration == round(result.duration * 1e6) / 1e6
+    assert host.audit.verify().ok
+
+
 def test_the_writer_binds_only_plain_values(
     make_host: Any, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import random
+import struct
 import sys
 from typing import Any
 
@@ -232,6 +234,31 @@ UNKNOWN: list[Any] = [
     b"bytes",
     {"x": 1j},
 ]
+
+
+def microsecond_floats() -> list[float]:
+    """Floats of whole microseconds over the range the encoder writes itself, its edges and
+    past them, their neighbours (not whole microseconds), negatives, and random doubles."""
+    rnd = random.Random(20261203)
+    top = 2**32 * 10**6
+    whole = [1, 99, 100, 101, 999_999, 1_000_000, 1_500_000, 10**12, top - 1, top, top + 1, 2**53 - 1]
+    whole += [rnd.randrange(1, top) for _ in range(20_000)]
+    whole += [rnd.randrange(top, 4 * top) for _ in range(5_000)]  # past the range: dtoa's
+    whole += [rnd.randrange(1, 10**6) * 10**e for e in range(0, 10) for _ in range(200)]
+    values = [k / 1e6 for k in whole]
+    values += [math.nextafter(v, direction) for v in values[:5_000] for direction in (0.0, math.inf)]
+    values += [-v for v in values[:5_000]]
+    values += [struct.unpack("<d", struct.pack("<Q", rnd.getrandbits(64)))[0] for _ in range(5_000)]
+    return [v for v in values if math.isfinite(v)]
+
+
+def test_a_float_of_whole_microseconds_is_written_as_repr_writes_it() -> None:
+    """Times and durations are whole microseconds: the compiled encoder writes those itself."""
+    encode, handed = compiled_with_spy()
+    values = microsecond_floats()
+    assert [encode(v) for v in values] == [repr(v) for v in values]
+    assert encode(values[:200]) == plain(values[:200])
+    assert handed == []
 
 
 @pytest.mark.parametrize("value", UNKNOWN, ids=[f"unknown-{i}" for i in range(len(UNKNOWN))])

@@ -307,6 +307,12 @@ def test_duration_covers_spawn_to_reap(tmp_path: Path, call: Runner) -> None:
     assert 0.2 <= out.duration < 1.0
 
 
+def test_the_duration_is_a_whole_number_of_microseconds(tmp_path: Path, call: Runner) -> None:
+    out = call(make_spec(tmp_path, sh(tmp_path, "sleep 0.01")))
+    assert out.exit_code == 0 and 0.01 <= out.duration < 1.0
+    assert round(out.duration * 1e6) / 1e6 == out.duration
+
+
 def test_large_stdin_is_streamed(tmp_path: Path, call: Runner) -> None:
     payload = os.urandom(MIB)
     out = call(make_spec(tmp_path, "/bin/cat", stdin=payload))

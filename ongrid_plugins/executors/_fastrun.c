@@ -78,6 +78,10 @@
 /* Seconds after the spawn before stdout is watched (see watch_stdout). */
 #define OUT_DEFER 0.003
 
+/* Seconds to the microsecond (the nearest double to a whole number of them, ties to even,
+ * as Python's round() gives): a duration's text is then short, and cheap to write. */
+static double micros(double seconds) { return nearbyint(seconds * 1e6) / 1e6; }
+
 static double now_mono(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -931,7 +935,8 @@ static PyObject *outcome(Run *r) {
         return NULL;
     }
     return Py_BuildValue("(NNOOdOi)", out, status, r->timed_out ? Py_True : Py_False,
-                         r->overflow ? Py_True : Py_False, r->ended - r->started, r->left_open ? Py_True : Py_False,
+                         r->overflow ? Py_True : Py_False, micros(r->ended - r->started),
+                         r->left_open ? Py_True : Py_False,
                          r->reaped_elsewhere ? (int)r->pid : 0);
 }
 

@@ -98,7 +98,7 @@ class ProcessOutcome:
     stderr_tail: tuple[str, ...]
     """The last stderr lines, without their newline."""
     duration: float
-    """Seconds from spawn to reaping."""
+    """Seconds from spawn to reaping, to the microsecond."""
     spawn_error: str | None = None
     """Set when no process ran (exec failure): a readable message."""
 
