@@ -32,6 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "baselines"))
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # this tree's package, not whichever one is installed
 os.environ.setdefault("ONGRID_BENCH_SANDBOX", "off")
 
 import exec_bench  # noqa: E402
