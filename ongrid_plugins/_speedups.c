@@ -232,7 +232,7 @@ static int put_int(Out *o, PyObject *v) {
 static int put_value(Out *o, PyObject *v, int depth);
 
 /* repr(d) for a d that is a whole number of microseconds, |d| in [1e-4, 2**32) (the audit
- * log's start times and the compiled runner's durations are made so): 1 for any other d.
+ * log's start times and both runners' durations are made so): 1 for any other d.
  *
  * d is then the double nearest to k / 10**6 for an integer k, and the text t of k / 10**6
  * (at most six decimals, the trailing zeros dropped) is repr's: t rounds to d; a string
