@@ -4,8 +4,8 @@
   goes through the Python runner, which does the same things more slowly
   (``ongrid_plugins/executors/_fast.py``); it needs Linux with glibc >= 2.25.
 * ``ongrid_plugins/_speedups.c``: canonical JSON, SHA-256, the audit journal's write, the
-  builders of the per-call value objects, and a load's schema walk, duplicate-key check and
-  manifest field checks.
+  builders of the per-call value objects, and a load's folder listing, schema walk,
+  duplicate-key check and manifest field checks.
   Without it the modules that use them run their Python code or hashlib (same results).
 
 Both are optional. Where one cannot be built (no C compiler, no Python headers, another

@@ -68,16 +68,18 @@
  * duplicate-key hook, called for every JSON object (tests/test_schema_walk_c.py).
  * manifest_fields(config) gives the skill.json loader's field checks for the plain
  * manifest, or None where a field needs the Python checks' words
- * (tests/test_manifest_fields_c.py).
+ * (tests/test_manifest_fields_c.py), and list_folder the loader's listing of a folder
+ * (tests/test_loader.py).
  *
  * Optional: where it is not built (see hatch_build.py), models.base, models.fastinit,
  * audit.rows, audit.journal, executors.confine.stamps, schema.arguments,
- * schema.metaschema, loaders.skill_json_parse and loaders.skill_json use their Python
- * code, which gives the same results.
+ * schema.metaschema, loaders.skill_json_parse, loaders.skill_json and loader use their
+ * Python code, which gives the same results.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <float.h>
 #include <limits.h>
@@ -1878,6 +1880,142 @@ static PyObject *manifest_fields(PyObject *module, PyObject *config) {
     return PyCFunction_NewEx(&manifest_fields_def, config, NULL);
 }
 
+/* -- list_folder: the skill loader's listing of one folder ----------------------------- *
+ *
+ * list_folder(folder, names, skip_dirs, skip_prefix) is loader._list_folder's listing,
+ * read with opendir/readdir: ((name, is_symlink) of every entry named in names that is a
+ * regular file or a symlink, the names of the sub-folders to walk: not symlinks, not in
+ * skip_dirs, not starting with skip_prefix), each sorted by name; OSError as os.scandir
+ * raises it. None when an entry's type is not in its directory entry (DT_UNKNOWN: some
+ * file systems) or the path holds a NUL: the Python listing, which stats, then decides.
+ * Every folder of every root is listed once a cold load: os.scandir's DirEntry objects,
+ * the sort by attribute and the Python loop over them cost about as much as the system
+ * calls. The directory is read with the GIL released, as os.scandir reads it. */
+typedef struct {
+    unsigned char type;
+    size_t at; /* offset of the NUL-terminated name in the names buffer */
+} LfEntry;
+
+static PyObject *list_folder(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4 || !PyUnicode_CheckExact(args[0]) || !PyFrozenSet_CheckExact(args[1]) ||
+        !PyFrozenSet_CheckExact(args[2]) || !PyUnicode_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "list_folder(folder: str, names: frozenset, skip_dirs: frozenset, "
+                                         "skip_prefix: str)");
+        return NULL;
+    }
+    PyObject *folder = args[0], *names = args[1], *skip_dirs = args[2], *skip_prefix = args[3];
+    PyObject *path = PyUnicode_EncodeFSDefault(folder);
+    if (path == NULL)
+        return NULL;
+    const char *raw = PyBytes_AS_STRING(path);
+    if (strlen(raw) != (size_t)PyBytes_GET_SIZE(path)) { /* a NUL: os.scandir's ValueError */
+        Py_DECREF(path);
+        Py_RETURN_NONE;
+    }
+    LfEntry *entries = NULL;
+    char *text = NULL;
+    size_t count = 0, cap = 0, used = 0, room = 0;
+    int err = 0, unknown = 0, nomem = 0;
+    Py_BEGIN_ALLOW_THREADS
+    DIR *dir = opendir(raw);
+    if (dir == NULL)
+        err = errno;
+    while (dir != NULL) {
+        errno = 0;
+        struct dirent *d = readdir(dir);
+        if (d == NULL) {
+            err = errno;
+            break;
+        }
+        const char *n = d->d_name;
+        if (n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0)))
+            continue;
+        if (d->d_type == DT_UNKNOWN) {
+            unknown = 1;
+            break;
+        }
+        size_t len = strlen(n) + 1;
+        if (count == cap) {
+            LfEntry *grown = PyMem_RawRealloc(entries, (cap ? cap * 2 : 16) * sizeof *entries);
+            if (grown == NULL) {
+                nomem = 1;
+                break;
+            }
+            entries = grown;
+            cap = cap ? cap * 2 : 16;
+        }
+        if (used + len > room) {
+            char *grown = PyMem_RawRealloc(text, (used + len) * 2);
+            if (grown == NULL) {
+                nomem = 1;
+                break;
+            }
+            text = grown;
+            room = (used + len) * 2;
+        }
+        memcpy(text + used, n, len);
+        entries[count].type = d->d_type;
+        entries[count].at = used;
+        count++;
+        used += len;
+    }
+    if (dir != NULL)
+        closedir(dir);
+    Py_END_ALLOW_THREADS
+    PyObject *files = NULL, *subdirs = NULL, *answer = NULL;
+    if (nomem) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (err != 0) {
+        errno = err;
+        PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, folder);
+        goto done;
+    }
+    if (unknown) {
+        answer = Py_NewRef(Py_None);
+        goto done;
+    }
+    if ((files = PyList_New(0)) == NULL || (subdirs = PyList_New(0)) == NULL)
+        goto done;
+    for (size_t i = 0; i < count; i++) {
+        unsigned char type = entries[i].type;
+        PyObject *name = PyUnicode_DecodeFSDefault(text + entries[i].at);
+        if (name == NULL)
+            goto done;
+        int claimed = PySet_Contains(names, name), rc = 0;
+        if (claimed == 1 && (type == DT_REG || type == DT_LNK)) {
+            PyObject *pair = PyTuple_Pack(2, name, type == DT_LNK ? Py_True : Py_False);
+            rc = pair == NULL ? -1 : PyList_Append(files, pair);
+            Py_XDECREF(pair);
+        } else if (claimed == 0 && type == DT_DIR) {
+            int skipped = PySet_Contains(skip_dirs, name);
+            Py_ssize_t prefixed = skipped ? 0 : PyUnicode_Tailmatch(name, skip_prefix, 0, PY_SSIZE_T_MAX, -1);
+            rc = skipped < 0 || prefixed < 0 ? -1 : skipped || prefixed ? 0 : PyList_Append(subdirs, name);
+        }
+        Py_DECREF(name);
+        if (claimed < 0 || rc < 0)
+            goto done;
+    }
+    if (PyList_Sort(files) < 0 || PyList_Sort(subdirs) < 0)
+        goto done;
+    {
+        PyObject *f = PyList_AsTuple(files), *s = f == NULL ? NULL : PyList_AsTuple(subdirs);
+        if (s != NULL)
+            answer = PyTuple_Pack(2, f, s);
+        Py_XDECREF(f);
+        Py_XDECREF(s);
+    }
+done:
+    Py_XDECREF(files);
+    Py_XDECREF(subdirs);
+    PyMem_RawFree(entries);
+    PyMem_RawFree(text);
+    Py_DECREF(path);
+    return answer;
+}
+
 static PyMethodDef methods[] = {
     {"sha256_hex", (PyCFunction)sha256_hex, METH_O,
      "sha256_hex(data, /)\n--\n\n"
@@ -1916,6 +2054,10 @@ static PyMethodDef methods[] = {
      "schema_walker(config, /)\n--\n\n"
      "walk(schema, rules, defaults=None): schema.metaschema._fast_walk in C (config: see\n"
      "metaschema._compiled_walk)."},
+    {"list_folder", (PyCFunction)(void (*)(void))list_folder, METH_FASTCALL,
+     "list_folder(folder, names, skip_dirs, skip_prefix, /)\n--\n\n"
+     "loader._list_folder's (files, sub-folders) of folder, read with readdir; None when an\n"
+     "entry's type is unknown or the path holds a NUL (the Python listing then decides)."},
     {"manifest_fields", (PyCFunction)manifest_fields, METH_O,
      "manifest_fields(config, /)\n--\n\n"
      "fields(data): loaders.skill_json's field checks in C for a plain manifest (config: see\n"

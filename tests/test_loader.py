@@ -369,3 +369,70 @@ def test_a_build_line_keeps_the_specification_form_for_a_usable_name(
     make_host(root).load()
     [line] = loader_lines(caplog)
     assert line.startswith('skill loader: build "bad_path": ')
+
+
+# ---------------------------------------------------------------- the compiled listing
+
+
+def listing_both_ways(folder: Path) -> tuple[object, object]:
+    """``_list_folder`` of ``folder`` with the compiled listing and with the Python scan."""
+    from ongrid_plugins import loader
+
+    names = frozenset({"skill.json", "SKILL.md"})
+    saved = loader._LIST
+    try:
+        compiled = loader._list_folder(str(folder), names)
+        loader._LIST = None
+        python = loader._list_folder(str(folder), names)
+    finally:
+        loader._LIST = saved
+    return compiled, python
+
+
+def test_the_compiled_listing_lists_what_the_python_scan_lists(tmp_path: Path) -> None:
+    from ongrid_plugins import loader
+
+    assert loader._LIST is not None, "the compiled helpers were not built"
+    folder = tmp_path / "root"
+    folder.mkdir()
+    (folder / "skill.json").write_text("{}")
+    (folder / "SKILL.md").symlink_to(folder / "skill.json")  # a claimed symlink: (name, True)
+    for name in ("b", "a", "Z", "é", ".hidden", "node_modules", ".git", ".ongrid-staging", "x.ongrid-"):
+        (folder / name).mkdir()
+    (folder / "linked").symlink_to(folder / "a")  # a symlinked folder is never walked
+    (folder / "plain.txt").write_text("")
+    os.mkfifo(folder / "fifo")
+    os.mkdir(folder / b"\xff-not-utf8".decode(errors="surrogateescape"))
+    compiled, python = listing_both_ways(folder)
+    assert compiled == python
+    assert compiled == (
+        (("SKILL.md", True), ("skill.json", False)),
+        (".hidden", "Z", "a", "b", "x.ongrid-", "é", "\udcff-not-utf8"),
+    )
+
+
+def test_a_claimed_name_that_is_a_folder_or_a_fifo_is_neither_listed_nor_walked(tmp_path: Path) -> None:
+    (tmp_path / "skill.json").mkdir()
+    os.mkfifo(tmp_path / "SKILL.md")
+    compiled, python = listing_both_ways(tmp_path)
+    assert compiled == python == ((), ())
+
+
+def test_an_unreadable_or_missing_folder_is_skipped_with_the_same_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    missing = tmp_path / "gone"
+    with caplog.at_level(logging.WARNING, logger="ongrid_plugins.loader"):
+        compiled, python = listing_both_ways(missing)
+    assert compiled is None and python is None
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [f"skill loader: cannot read {missing}: No such file or directory"] * 2
+
+
+def test_a_folder_of_many_entries_is_listed_in_name_order(tmp_path: Path) -> None:
+    for i in range(300):
+        (tmp_path / f"d{(i * 7919) % 300:03d}").mkdir()
+        (tmp_path / f"f{i}").write_text("")
+    compiled, python = listing_both_ways(tmp_path)
+    assert compiled == python
+    assert compiled is not None and list(compiled[1]) == sorted(f"d{i:03d}" for i in range(300))

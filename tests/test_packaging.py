@@ -127,7 +127,8 @@ def test_the_wheel_carries_the_compiled_helpers_and_uses_them(installed: Path, t
         "print(metaschema._fast_walk is not metaschema._python_fast_walk, "
         "skill_json_parse._unique_object is _speedups.unique_object)\n"
         "from ongrid_plugins.loaders import skill_json\n"
-        "print(type(skill_json._PLAIN).__name__)\n"
+        "from ongrid_plugins import loader\n"
+        "print(type(skill_json._PLAIN).__name__, type(loader._LIST).__name__)\n"
     )
     out = in_installed(installed, tmp_path, code).splitlines()
     assert out == [
@@ -136,7 +137,7 @@ def test_the_wheel_carries_the_compiled_helpers_and_uses_them(installed: Path, t
         "True SlotBuilder",
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
         "True True",
-        "builtin_function_or_method",
+        "builtin_function_or_method builtin_function_or_method",
     ]
 
 
