@@ -1887,7 +1887,8 @@ static PyObject *manifest_fields(PyObject *module, PyObject *config) {
  * regular file or a symlink, the names of the sub-folders to walk: not symlinks, not in
  * skip_dirs, not starting with skip_prefix), each sorted by name; OSError as os.scandir
  * raises it. None when an entry's type is not in its directory entry (DT_UNKNOWN: some
- * file systems) or the path holds a NUL: the Python listing, which stats, then decides.
+ * file systems), the path holds a NUL, or an argument is not of the exact type above (a
+ * path object, a set): the Python listing, which stats, then decides.
  * Every folder of every root is listed once a cold load: os.scandir's DirEntry objects,
  * the sort by attribute and the Python loop over them cost about as much as the system
  * calls. The directory is read with the GIL released, as os.scandir reads it. */
@@ -1898,12 +1899,13 @@ typedef struct {
 
 static PyObject *list_folder(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 4 || !PyUnicode_CheckExact(args[0]) || !PyFrozenSet_CheckExact(args[1]) ||
-        !PyFrozenSet_CheckExact(args[2]) || !PyUnicode_CheckExact(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "list_folder(folder: str, names: frozenset, skip_dirs: frozenset, "
-                                         "skip_prefix: str)");
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "list_folder(folder, names, skip_dirs, skip_prefix)");
         return NULL;
     }
+    if (!PyUnicode_CheckExact(args[0]) || !PyFrozenSet_CheckExact(args[1]) || !PyFrozenSet_CheckExact(args[2]) ||
+        !PyUnicode_CheckExact(args[3]))
+        Py_RETURN_NONE; /* a path object, a set: the Python listing takes what os.scandir takes */
     PyObject *folder = args[0], *names = args[1], *skip_dirs = args[2], *skip_prefix = args[3];
     PyObject *path = PyUnicode_EncodeFSDefault(folder);
     if (path == NULL)

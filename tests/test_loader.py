@@ -436,3 +436,11 @@ def test_a_folder_of_many_entries_is_listed_in_name_order(tmp_path: Path) -> Non
     compiled, python = listing_both_ways(tmp_path)
     assert compiled == python
     assert compiled is not None and list(compiled[1]) == sorted(f"d{i:03d}" for i in range(300))
+
+
+def test_names_given_as_a_set_are_walked_as_a_frozenset_is(tmp_path: Path) -> None:
+    make_skill(tmp_path, "one")
+    make_skill(tmp_path / "deeper", "two")
+    claimed = list(iter_manifests(str(tmp_path), frozenset({"skill.json"})))
+    assert len(claimed) == 2
+    assert list(iter_manifests(str(tmp_path), {"skill.json"})) == claimed  # type: ignore[arg-type]
