@@ -48,6 +48,7 @@ from typing import Any
 import attrs
 
 from .._sqlite import access_error, file_mode
+from ..models.base import compiled
 
 __all__ = [
     "END_COLUMNS",
@@ -346,18 +347,9 @@ def _quick_write() -> Any:
         return None
 
 
-def _compiled_write_all() -> Any:
-    """``_speedups.write_all``, or None where the extension was not built."""
-    try:
-        from .. import _speedups
-    except ImportError:  # not built (no compiler at install time)
-        return None
-    return _speedups.write_all
-
-
 #: Write all of a line to the journal, the GIL held: ``_speedups.write_all`` where it was
 #: built, else :func:`_write_all_python`.
-_write_all: Any = _compiled_write_all() or _write_all_python
+_write_all: Any = compiled("write_all") or _write_all_python
 
 
 def pid_start(pid: int) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from ..models import Tool, canonical_json
+from ..models.base import compiled
 from ..sidetable import SideTable
 from .safe import safe_validator
 from .safe.fast import compile_accepts
@@ -152,16 +153,8 @@ def is_light(tool: Tool, args: object) -> bool:
     return _walk_is_light(args)
 
 
-def _compiled_light() -> Any:
-    """``_speedups.light``: the walk in C for plain JSON values (None when not built)."""
-    try:
-        from .. import _speedups
-    except ImportError:
-        return None
-    return getattr(_speedups, "light", None)  # an older build lacks it
-
-
-_LIGHT: Callable[[object, int], bool | None] | None = _compiled_light()
+#: ``_speedups.light``: the walk in C for plain JSON values (None when not built).
+_LIGHT: Callable[[object, int], bool | None] | None = compiled("light")
 #: Without the compiled walk, a dict of at most this many keys is first tried as a flat
 #: one (:func:`_flat_cost`).
 _FLAT_KEYS = 64
