@@ -444,3 +444,18 @@ def test_names_given_as_a_set_are_walked_as_a_frozenset_is(tmp_path: Path) -> No
     claimed = list(iter_manifests(str(tmp_path), frozenset({"skill.json"})))
     assert len(claimed) == 2
     assert list(iter_manifests(str(tmp_path), {"skill.json"})) == claimed  # type: ignore[arg-type]
+
+
+def test_a_folder_path_with_a_nul_is_refused_not_cut_short_at_it(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "skill.json").write_text("{}")
+    from ongrid_plugins import loader
+
+    # C would read the path up to the NUL: the folder "real", which the path does not name.
+    for listing in (loader._LIST, None):
+        saved, loader._LIST = loader._LIST, listing
+        try:
+            with pytest.raises(ValueError, match="null"):
+                loader._list_folder(f"{tmp_path}/real\0/elsewhere", frozenset({"skill.json"}))
+        finally:
+            loader._LIST = saved
