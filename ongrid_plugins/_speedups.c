@@ -2059,7 +2059,8 @@ static PyMethodDef methods[] = {
     {"list_folder", (PyCFunction)(void (*)(void))list_folder, METH_FASTCALL,
      "list_folder(folder, names, skip_dirs, skip_prefix, /)\n--\n\n"
      "loader._list_folder's (files, sub-folders) of folder, read with readdir; None when an\n"
-     "entry's type is unknown or the path holds a NUL (the Python listing then decides)."},
+     "entry's type is unknown, the path holds a NUL or an argument is not of the exact type\n"
+     "(the Python listing then decides)."},
     {"manifest_fields", (PyCFunction)manifest_fields, METH_O,
      "manifest_fields(config, /)\n--\n\n"
      "fields(data): loaders.skill_json's field checks in C for a plain manifest (config: see\n"
