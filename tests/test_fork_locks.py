@@ -16,6 +16,7 @@ import os
 import signal
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,8 @@ def _in_child_while_held(lock: Any, child: Callable[[], object]) -> int:
         try:
             child()
             code = 0
+        except BaseException:
+            traceback.print_exc()  # to the test's captured stderr: why the child failed
         finally:
             os._exit(code)
     release.set()
@@ -196,6 +199,9 @@ def test_a_child_forked_while_the_hosts_threads_hold_their_locks_reloads_and_cal
     make_skill(root, "echo", script="#!/bin/sh\necho '{\"ok\": 1}'\n")
     host = make_host(root)
     assert host.call("echo").ok
+    # The parent's row is chained before the fork: its writer lingers, and a row it chained
+    # after the child's would be the last one the child reads.
+    assert host.audit.flush(5.0)
     cache = verdicts.verdict_cache(host.settings.cache_dir)
     held = [cachefile.lock, digest._memo_lock, verdicts._SHARED_LOCK, cache._lock]
 
