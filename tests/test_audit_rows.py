@@ -24,7 +24,7 @@ import attrs
 import pytest
 
 from ongrid_plugins import CallResult, SkillHost
-from ongrid_plugins.audit import AuditLog
+from ongrid_plugins.audit import AuditLog, chain
 from ongrid_plugins.audit.chain import (
     COLUMNS,
     SCHEMA,
@@ -141,6 +141,48 @@ def test_a_value_without_canonical_json_leaves_the_hashing_to_the_writer(tmp_pat
     (_values, middle), end = finish_row(start, request, result, float("nan"))
     assert middle is None  # the writer serialises (and refuses) it as it always did
     assert math.isnan(json.loads(end)[END_COLUMNS.index("duration")])  # the journal line still reads back
+
+
+@pytest.mark.parametrize("bound", ["nan", "none"])
+def test_a_none_is_stored_as_null_whichever_way_it_is_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bound: str
+) -> None:
+    # A None is bound as a NaN where SQLite stores that as NULL (cheaper to bind), else as None.
+    monkeypatch.setattr(chain, "_NULL", float("nan") if bound == "nan" else None)
+    prepared = []
+    for request, result in _requests(tmp_path):
+        (values, middle), _end = finish_row(start_row(request, 1.5), request, result, 0.25)
+        prepared.append((values, middle))
+    entries = _chained(tmp_path / "nulls.db", prepared)[0]  # the chain verifies
+    expected = [[v is None for v in values] for values, _middle in prepared]
+    assert [[v is None for v in row[1:-2]] for row in entries] == expected  # seq, values, prev_hash, hash
+    assert sum(map(sum, expected)) >= 15  # error, signal, ticket, remote...: many columns had None
+    assert not any(isinstance(v, float) and math.isnan(v) for row in entries for v in row)
+    conn = sqlite3.connect(tmp_path / "nulls.db")
+    kinds = conn.execute("SELECT typeof(error), typeof(signal), typeof(ticket) FROM entries WHERE seq = 1")
+    assert kinds.fetchone() == ("null", "null", "null")
+    conn.close()
+
+
+def test_the_writer_asks_sqlite_once_whether_a_bound_nan_is_stored_as_null() -> None:
+    class Answers:
+        def __init__(self, answer: int) -> None:
+            self.answer = answer
+
+        def execute(self, sql: str, params: tuple[Any, ...]) -> Any:
+            assert sql == "SELECT ? IS NULL" and math.isnan(params[0])
+            return self
+
+        def fetchone(self) -> tuple[int]:
+            return (self.answer,)
+
+    saved = chain._NULL
+    try:
+        assert chain._null(Answers(0)) is None and chain._NULL is None  # kept: None is bound as None
+        null = chain._null(sqlite3.connect(":memory:"))  # this machine's SQLite
+        assert isinstance(null, float) and math.isnan(null) and chain._NULL is null
+    finally:
+        chain._NULL = saved
 
 
 @pytest.mark.parametrize("count", [1, 31, 32, 33, 70])
