@@ -560,8 +560,10 @@ def test_a_call_cancelled_while_it_spawns_aside_leaves_no_process(tmp_path: Path
 KILLED_AFTER_CALLS = r"""
 import os, signal, sys
 from ongrid_plugins import SkillHost
+from ongrid_plugins.audit.writer import Writer
 from ongrid_plugins.testing import isolated_settings
 tmp, root = sys.argv[1:3]
+Writer.LINGER = 600.0  # the writer waits for more rows however slow the calls: no batch before the kill
 host = SkillHost(isolated_settings(tmp, root))
 host.audit.flush()
 ids = [host.call("echo", {"n": n, "secret_token": "hunter2"}).call_id for n in range(3)]
