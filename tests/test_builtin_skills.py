@@ -9,6 +9,7 @@ running them as real subprocesses.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -686,7 +687,10 @@ def test_find_large_files_is_bounded_and_refuses_files(host: SkillHost, tree: Pa
 
 def test_a_short_call_timeout_shortens_the_scan_instead_of_timing_out(host: SkillHost) -> None:
     # 2 s: the budget leaves a quarter of the call (0.5 s) to stop and report; the 0.25 s a
-    # 1 s call leaves was overrun once with every CPU of a 2-core machine busy.
+    # 1 s call leaves was overrun once with every CPU of a 2-core machine busy. The garbage
+    # earlier tests left goes first: a full collection of it, due at any moment, took 0.67 s
+    # on such a machine (a scan makes little garbage of its own: no full collection in 3 s).
+    gc.collect()
     result = host.call("disk_usage", {"path": "/", "one_filesystem": False}, timeout=2.0)
     assert result.ok, result.error  # not timed_out: the scan budget was cut to fit the call
     assert 1.4 <= result.value["elapsed_seconds"] < 2.0  # the budget was 1.5 s, not the 40 s default
