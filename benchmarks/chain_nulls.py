@@ -43,7 +43,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40, help="rounds of each way (default 40)")
     args = parser.parse_args()
     assert len(ROW) == len(chain.COLUMNS) - 2
-    conn = sqlite3.connect(os.path.join(tempfile.mkdtemp(), "audit.db"), isolation_level=None)
+    folder = tempfile.TemporaryDirectory(prefix="ongrid-bench-")
+    conn = sqlite3.connect(os.path.join(folder.name, "audit.db"), isolation_level=None)
     conn.executescript(chain.SCHEMA)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
@@ -73,6 +74,8 @@ def main() -> None:
     for name, values in per_row.items():
         median = statistics.median(values)
         print(f"{name:<14} {median:9.2f} {median / base:7.3f}")
+    conn.close()
+    folder.cleanup()
 
 
 if __name__ == "__main__":

@@ -164,7 +164,9 @@ def test_a_none_is_stored_as_null_whichever_way_it_is_bound(
     conn.close()
 
 
-def test_the_writer_asks_sqlite_once_whether_a_bound_nan_is_stored_as_null() -> None:
+def test_the_writer_asks_sqlite_once_whether_a_bound_nan_is_stored_as_null(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     class Answers:
         def __init__(self, answer: int) -> None:
             self.answer = answer
@@ -176,13 +178,10 @@ def test_the_writer_asks_sqlite_once_whether_a_bound_nan_is_stored_as_null() -> 
         def fetchone(self) -> tuple[int]:
             return (self.answer,)
 
-    saved = chain._NULL
-    try:
-        assert chain._null(Answers(0)) is None and chain._NULL is None  # kept: None is bound as None
-        null = chain._null(sqlite3.connect(":memory:"))  # this machine's SQLite
-        assert isinstance(null, float) and math.isnan(null) and chain._NULL is null
-    finally:
-        chain._NULL = saved
+    monkeypatch.setattr(chain, "_NULL", chain._NULL)  # put back whatever the questions leave
+    assert chain._null(Answers(0)) is None and chain._NULL is None  # kept: None is bound as None
+    null = chain._null(sqlite3.connect(":memory:"))  # this machine's SQLite
+    assert isinstance(null, float) and math.isnan(null) and chain._NULL is null
 
 
 @pytest.mark.parametrize("count", [1, 31, 32, 33, 70])
