@@ -43,7 +43,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/types.h>
@@ -879,12 +878,21 @@ static int prepare_run(Run *r, PyObject *const *args, Py_ssize_t nargs, Launch *
 /* The spawn happened (spawned: spawn_child's return, err its errno), GIL held: the
  * failure tuple (returns 0, *failure set), or the pidfd and the payload's first
  * write (returns 1); -1 when Python raised. */
+static void run_started(Run *r, const Launch *how);
+
 static int launched(Run *r, const Launch *how, int spawned, int err, PyObject **failure) {
     if (spawned < 0) {
         r->ended = now_mono();
         *failure = Py_BuildValue("(Ois)", Py_None, err, spawned == -1 ? "pipes" : "spawn");
         return *failure ? 0 : -1;
     }
+    run_started(r, how);
+    return 1;
+}
+
+/* The child runs: its deadline and timers set, what fits of stdin written. Touches no
+ * Python object (a spawner thread runs it for a spawn aside). */
+static void run_started(Run *r, const Launch *how) {
     /* -1 (ENOSYS, EMFILE, or not wanted): poll waitid instead */
     if (r->pidfd < 0 && how->use_pidfd) /* the spawner thread opened it already */
         r->pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
@@ -903,7 +911,6 @@ static int launched(Run *r, const Launch *how, int spawned, int err, PyObject **
         on_stdin(r);
     else
         close_fd(r, &r->fd_in);
-    return 1;
 }
 
 /* Parse the arguments, spawn, write what fits of stdin. Returns 1 when the child
@@ -1071,11 +1078,14 @@ typedef struct CallObject {
     double armed;
     PyObject *payload; /* r.payload points into it */
     PyObject *on_stderr;
-    /* A spawn aside (start_aside): a spawner thread runs spawn_child and then writes efd,
-     * which sits in epfd. Until step() has seen it, only these fields are in use. */
-    int efd;         /* -1 once the spawn is over and seen (or when there was none) */
+    /* A spawn aside (start_aside): a spawner thread spawns the child and, once it runs,
+     * writes its stdin, puts its descriptors into epfd and arms the timer, as start()
+     * does (the loop wakes for the child's first event, not for the spawn); a spawn that
+     * failed fires the timer at once. Until step() has seen the spawn over, the loop
+     * uses only these fields. */
+    int aside;       /* 1 until the loop has seen the spawn aside over */
     int spawning;    /* the spawn is queued or running: under pool.lock */
-    int spawned;     /* spawn_child's return, and its errno: written by the thread */
+    int spawned;     /* spawn_child's return (-3: no room in the epoll), and its errno: written by the thread */
     int spawn_errno;
     Launch how;
     PyObject *args;  /* the arguments, alive while the thread reads their bytes */
@@ -1094,21 +1104,51 @@ static CallObject *live_calls;
  *
  * A spawn returns once its vfork child has exec'd, and with every CPU busy that child
  * can wait for one: on the loop, every call on it would wait too. A few plain threads,
- * made on demand, take queued calls and spawn them; each then writes its call's eventfd,
- * which wakes the loop through the call's epoll. The threads hold no GIL and call no
- * Python; they block every signal (the main thread handles them). A forked child has
- * none of them: whatever was queued or spawning in the parent fails there with ECHILD. */
+ * made on demand, take queued calls and spawn them; each then starts its call as start()
+ * does (stdin written, the descriptors in the call's epoll, the timer armed), so the
+ * loop wakes for the child's first event, not once more for the spawn (after_spawn).
+ * The threads hold no GIL and call no Python; they block every signal (the main thread
+ * handles them; a write to a closed stdin gets EPIPE, its SIGPIPE stays pending on the
+ * thread). A forked child has none of them: whatever was queued or spawning in the
+ * parent fails there with ECHILD. */
 #define SPAWNERS 4
 
-/* Under pool.lock: the spawn of c is over (its result stored): wake its loop, and
- * whoever waits in close(). The eventfd is written before the lock is let go, so a
- * closer that sees spawning == 0 may close it. */
+/* Under pool.lock: the spawn of c is over (its result stored): wake whoever waits in
+ * close(). */
 static void spawn_over(CallObject *c) {
     c->spawning = 0;
-    uint64_t one = 1;
-    while (write(c->efd, &one, sizeof one) < 0 && errno == EINTR) {
-    }
     pthread_cond_broadcast(&pool.over);
+}
+
+static void arm(CallObject *c);
+static int watch_run(CallObject *c);
+
+/* After a spawn aside, without the GIL, before the spawn is marked over: a child that
+ * runs is started and watched as start() does; one that failed to start (or found no
+ * room in the epoll: then it is killed and reaped here) fires the timer at once, so
+ * the loop learns of it. */
+static void after_spawn(CallObject *c, int spawned, int err) {
+    if (spawned == 0 && c->how.use_pidfd && c->r.pidfd < 0) /* at once: before anyone could reap it */
+        c->r.pidfd = (int)syscall(SYS_pidfd_open, c->r.pid, 0);
+    c->how.use_pidfd = 0; /* tried: a failure is not retried later on a pid maybe reused */
+    if (spawned == 0) {
+        run_started(&c->r, &c->how);
+        if (watch_run(c) == 0) {
+            c->spawned = 0;
+            c->spawn_errno = 0;
+            return;
+        }
+        err = errno;
+        close_all(&c->r); /* SIGKILL and a reap: it never ran for anyone */
+        spawned = -3;
+    } else {
+        c->r.ended = now_mono();
+    }
+    c->spawned = spawned;
+    c->spawn_errno = err;
+    c->armed = NAN;
+    struct itimerspec now = {.it_value = {.tv_sec = 0, .tv_nsec = 1}}; /* long past: fires at once */
+    timerfd_settime(c->tfd, TFD_TIMER_ABSTIME, &now, NULL);
 }
 
 static void *spawner_main(void *unused) {
@@ -1129,13 +1169,8 @@ static void *spawner_main(void *unused) {
         pthread_mutex_unlock(&pool.lock);
         c->r.started = c->r.ended = now_mono(); /* the deadline counts from the spawn, not the queue */
         int spawned = spawn_child(&c->r, &c->how);
-        int err = errno;
-        if (spawned == 0 && c->how.use_pidfd && c->r.pidfd < 0) /* at once: before anyone could reap it */
-            c->r.pidfd = (int)syscall(SYS_pidfd_open, c->r.pid, 0);
-        c->how.use_pidfd = 0; /* tried: a failure is not retried later on a pid maybe reused */
+        after_spawn(c, spawned, errno); /* still in flight: a fork waits for it */
         pthread_mutex_lock(&pool.lock);
-        c->spawned = spawned;
-        c->spawn_errno = err;
         pool.in_flight--;
         spawn_over(c);
     }
@@ -1200,7 +1235,7 @@ static void pool_after_fork_parent(void) {
 
 /* In a forked child: no spawner thread came along (the lock is reset, not unlocked).
  * The parent's calls are the parent's, and so are their descriptors (the same epolls,
- * eventfds, pipes and pidfds): each copy's are closed here and now, before the child
+ * timers, pipes and pidfds): each copy's are closed here and now, before the child
  * can reuse their numbers, and never taken out of an epoll or written to; the rest is
  * done when the child next touches the copy (disown()). close() is async-signal-safe. */
 static void pool_after_fork(void) {
@@ -1215,7 +1250,7 @@ static void pool_after_fork(void) {
         Run *r = &c->r;
         /* argv is kept until a spawn aside is seen over; draining is not over either */
         c->unfinished_at_fork = c->how.argv != NULL || (c->running && !finished(r));
-        int *fds[] = {&c->efd, &c->tfd, &c->epfd, &r->fd_in, &r->fd_out, &r->fd_err, &r->pidfd};
+        int *fds[] = {&c->tfd, &c->epfd, &r->fd_in, &r->fd_out, &r->fd_err, &r->pidfd};
         for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
             close_plain(fds[i]);
         r->epfd = -1;
@@ -1237,7 +1272,7 @@ static int disown(CallObject *c) {
     c->generation = fork_generation;
     Run *r = &c->r;
     int unfinished = c->unfinished_at_fork;
-    c->efd = -1;
+    c->aside = 0;
     r->reaped = 1;
     c->running = 0;
     c->spawning = 0;
@@ -1286,11 +1321,12 @@ static void close_timer_and_epoll(CallObject *c) {
 
 static void call_close(CallObject *c) {
     disown(c);
-    if (c->efd >= 0) { /* a spawn aside not seen yet: wait for it, then end what it started */
+    if (c->aside) { /* a spawn aside not seen yet: wait for it, then end what it started */
         wait_spawned(c);
         if (finish_aside(c) < 0)
             PyErr_WriteUnraisable((PyObject *)c);
     }
+    close_timer_and_epoll(c); /* first: the run's descriptors then leave no epoll entry to take out */
     if (c->running) {
         if (c->r.reaped) {
             close_all(&c->r);
@@ -1363,7 +1399,7 @@ static CallObject *new_call(PyObject **failure) {
     c->running = 0;
     c->armed = INFINITY;
     c->payload = c->on_stderr = c->args = c->failure = NULL;
-    c->efd = -1;
+    c->aside = 0;
     c->spawning = c->spawned = c->spawn_errno = 0;
     c->queued = NULL;
     c->spawn_failed = 0;
@@ -1439,19 +1475,14 @@ static PyObject *native_start_aside(PyObject *self, PyObject *const *args, Py_ss
         return NULL;
     }
     c->args = PyTuple_Pack(4, args[0], args[1], args[2], args[3]); /* what how's strings point into */
-    c->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (c->args == NULL || c->efd < 0 || watch(c->epfd, c->efd, EPOLLIN) < 0) {
-        int err = errno;
-        PyObject *none = c->args == NULL ? NULL : Py_None;
+    if (c->args == NULL) {
         PyMem_Free(c->how.argv);
         PyMem_Free(c->how.envp);
         c->how.argv = c->how.envp = NULL;
-        if (c->efd >= 0)
-            close(c->efd);
-        c->efd = -1;
         Py_DECREF(c);
-        return none == NULL ? NULL : Py_BuildValue("(Ois)", Py_None, err, "fds");
+        return NULL;
     }
+    c->aside = 1;
     c->running = 1;
     c->payload = Py_NewRef(args[5]);
     c->on_stderr = Py_NewRef(args[9]);
@@ -1459,19 +1490,10 @@ static PyObject *native_start_aside(PyObject *self, PyObject *const *args, Py_ss
     int no_thread = queue_spawn(c);
     pthread_mutex_unlock(&pool.lock);
     if (no_thread) { /* no spawner thread could be made: spawn here, the outcome is the same */
-        int spawned, err;
         Py_BEGIN_ALLOW_THREADS
-        spawned = spawn_counted(&c->r, &c->how);
-        err = errno;
-        if (spawned == 0 && c->how.use_pidfd && c->r.pidfd < 0)
-            c->r.pidfd = (int)syscall(SYS_pidfd_open, c->r.pid, 0);
-        c->how.use_pidfd = 0;
+        int spawned = spawn_counted(&c->r, &c->how);
+        after_spawn(c, spawned, errno);
         Py_END_ALLOW_THREADS
-        c->spawned = spawned;
-        c->spawn_errno = err;
-        uint64_t one = 1;
-        while (write(c->efd, &one, sizeof one) < 0 && errno == EINTR) {
-        }
     }
     return (PyObject *)c;
 }
@@ -1480,32 +1502,15 @@ static PyObject *native_start_aside(PyObject *self, PyObject *const *args, Py_ss
  * held. Afterwards the call is a start()ed one, or over with c->failure. Returns 0, or
  * -1 when Python raised (nothing was started then). */
 static int finish_aside(CallObject *c) {
-    epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->efd, NULL);
-    close(c->efd);
-    c->efd = -1;
+    c->aside = 0;
     PyMem_Free(c->how.argv);
     PyMem_Free(c->how.envp);
     c->how.argv = c->how.envp = NULL;
     Py_CLEAR(c->args);
-    PyObject *failure = NULL;
-    int started = launched(&c->r, &c->how, c->spawned, c->spawn_errno, &failure);
-    if (started <= 0) {
+    if (c->spawned < 0) { /* result() words it: (None, errno, stage) */
         c->running = 0;
         c->spawn_failed = 1;
-        c->failure = failure; /* NULL when out of memory: result() makes it again */
-        return started;
-    }
-    if (watch_run(c) < 0) {
-        int err = errno;
-        Py_BEGIN_ALLOW_THREADS /* SIGKILL and a blocking reap: it never ran for anyone */
-        close_all(&c->r);
-        Py_END_ALLOW_THREADS
-        c->running = 0;
-        c->spawn_failed = 1;
-        c->spawned = -3;
-        c->spawn_errno = err;
-        c->failure = Py_BuildValue("(Ois)", Py_None, err, "fds");
-        return c->failure == NULL ? -1 : 0;
+        return 0;
     }
     if (c->r.cancels) /* stopped before it was seen running: it never ran for anyone */
         kill_run(&c->r, SIGKILL);
@@ -1514,7 +1519,7 @@ static int finish_aside(CallObject *c) {
 
 /* 1 while c's spawn aside is not seen over yet (0: finished now or before), -1 when Python raised. */
 static int still_spawning(CallObject *c) {
-    if (disown(c) || c->efd < 0)
+    if (disown(c) || !c->aside)
         return 0;
     pthread_mutex_lock(&pool.lock);
     int busy = c->spawning;
@@ -1592,7 +1597,7 @@ static PyObject *call_wait(CallObject *c, PyObject *unused) {
     (void)unused;
     if (disown(c) || !c->running)
         Py_RETURN_NONE;
-    if (c->efd >= 0) {
+    if (c->aside) {
         PyErr_SetString(PyExc_RuntimeError, "wait(): the spawn went aside; step() the call instead");
         return NULL;
     }
@@ -1616,7 +1621,7 @@ static PyObject *call_terminate(CallObject *c, PyObject *unused) {
     (void)unused;
     if (disown(c))
         Py_RETURN_NONE;
-    if (c->efd >= 0) { /* spawning: the spawner thread owns the run; ended once seen */
+    if (c->aside) { /* spawning: the spawner thread owns the run; ended once seen */
         c->r.cancels++;
         Py_RETURN_NONE;
     }
@@ -1639,7 +1644,7 @@ static PyObject *call_result(CallObject *c, PyObject *unused) {
         c->failure = Py_BuildValue("(Ois)", Py_None, c->spawn_errno, stage);
         return Py_XNewRef(c->failure);
     }
-    if (c->efd >= 0 || (c->running && !c->r.reaped)) {
+    if (c->aside || (c->running && !c->r.reaped)) {
         PyErr_SetString(PyExc_RuntimeError, "the call is still running");
         return NULL;
     }
@@ -1649,11 +1654,12 @@ static PyObject *call_result(CallObject *c, PyObject *unused) {
 static PyObject *call_close_method(CallObject *c, PyObject *unused) {
     (void)unused;
     disown(c);
-    if (c->efd >= 0) {
+    if (c->aside) {
         wait_spawned(c);
         if (finish_aside(c) < 0)
             return NULL;
     }
+    close_timer_and_epoll(c); /* first: the run's descriptors then leave no epoll entry to take out */
     if (c->running) {
         Py_BEGIN_ALLOW_THREADS /* a blocking reap when still running */
         close_all(&c->r);
@@ -1667,7 +1673,7 @@ static PyObject *call_close_method(CallObject *c, PyObject *unused) {
 static PyObject *call_reaped(CallObject *c, void *closure) {
     (void)closure;
     disown(c);
-    return PyBool_FromLong(c->efd < 0 && c->r.reaped);
+    return PyBool_FromLong(!c->aside && c->r.reaped);
 }
 
 static PyMethodDef call_methods[] = {
@@ -1685,7 +1691,7 @@ static PyMethodDef call_methods[] = {
 static PyObject *call_pid(CallObject *c, void *closure) {
     (void)closure;
     disown(c);
-    return PyLong_FromLong(c->efd < 0 ? (long)c->r.pid : -1L);
+    return PyLong_FromLong(!c->aside ? (long)c->r.pid : -1L);
 }
 
 static PyGetSetDef call_getset[] = {
