@@ -113,7 +113,7 @@ class Calls:
         while True:
             try:
                 client = redis.Redis.from_url(self.broker_url, socket_connect_timeout=5)
-                pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+                pubsub: Any = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call,unused-ignore]
                 pubsub.psubscribe(cancel_channel("*"))
                 self.ready.set()
                 for message in pubsub.listen():

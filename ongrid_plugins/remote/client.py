@@ -86,7 +86,7 @@ class _Connection:
             socket_timeout=timeout,
             retry=Retry(NoBackoff(), 0, supported_errors=()),
         )
-        self.pubsub: Any = self.client.pubsub()  # type: ignore[no-untyped-call]
+        self.pubsub: Any = self.client.pubsub()  # type: ignore[no-untyped-call,unused-ignore]
         self.queues: dict[str, queue.SimpleQueue[tuple[str, Any]]] = {}
         self.confirmed: dict[str, threading.Event] = {}
         self.dead = False
