@@ -156,9 +156,10 @@ async def arun_confined(
     on_stderr: StderrCallback | None,
     tuning: Tuning,
     aside: Callable[..., concurrent.futures.Future[Any]] | None,
-    mux: _drivers._Mux | None = None,
+    mux: _drivers._Mux,
 ) -> ProcessOutcome:
-    """:func:`run_confined` on the running event loop, which steps the call as :func:`arun`.
+    """:func:`run_confined` on the running event loop (``mux``: its mux, attached by the
+    caller), which steps the call as :func:`arun`.
 
     ``aside``: another call is in flight on the loop, so the hand-over to the confined
     thread (which waits for it to confine itself and spawn) is made from this thread
@@ -223,30 +224,51 @@ async def arun(
     spec: ProcessSpec,
     on_stderr: StderrCallback | None,
     tuning: Tuning,
-    aside: bool,
-    mux: _drivers._Mux | None = None,
+    aside: bool | None = None,
 ) -> ProcessOutcome:
     """Run ``spec`` on the running event loop, which watches one descriptor for it.
 
     The loop watches the call's epoll (its pipes, pidfd and a timerfd for the deadline)
-    and steps it when something is ready; stderr lines are reported on the loop.
-    ``aside``: another call is in flight on the loop, so the spawn is left to the
-    extension's spawner threads (plain threads: no GIL, no future, no Python), and the
-    loop keeps serving the running children meanwhile. ``posix_spawn`` returns once its
-    vfork child has exec'd, and with every CPU busy that child can wait for one: spawned
-    on the loop, 8 concurrent calls ran at half their rate now and then. Alone on the
-    loop, a call spawns where it is (no hand-off, the least latency). On cancellation the
+    through its mux (:class:`._drivers._Mux`, one reader per loop for every call on it)
+    and steps the call when something is ready; stderr lines are reported on the loop.
+    ``aside`` (by default: whether another call is in flight on the loop): the spawn is
+    left to the extension's spawner threads (plain threads: no GIL, no future, no
+    Python), which also start the call (stdin, the epoll, the timer), and the loop keeps
+    serving the running children meanwhile. ``posix_spawn`` returns once its vfork
+    child has exec'd, and with every CPU busy that child can wait for one: spawned on
+    the loop, 8 concurrent calls ran at half their rate now and then. Alone on the loop,
+    a call spawns where it is (no hand-off, the least latency). On cancellation the
     group is terminated (SIGTERM, up to ``kill_grace``, SIGKILL) and reaped before the
     cancellation propagates (a child still being spawned is killed once it is); a
-    second cancellation kills it at once. ``mux``: the loop's mux, attached by the caller
-    (else attached here for the call).
+    second cancellation kills it at once.
+
+    One coroutine from the spawn to the outcome (the executor awaits it through
+    :func:`._process.arun_process`, which only picks it): the loop runs a call's every
+    step on its one thread, and each coroutine a call awaits through is paid there.
     """
-    lines = _Lines(spec, on_stderr)
-    arguments = _arguments(spec, lines.feed, tuning)
-    call = (_native.start_aside if aside else _native.start)(*arguments)
-    if type(call) is tuple:
-        return _outcome(spec, call, lines, tuning[0])
-    return await _see_through(spec, call, lines, tuning, None, mux)
+    loop = asyncio.get_running_loop()
+    mux = _drivers._Mux.attach(loop)  # its users are the calls in flight on the loop, this one too
+    try:
+        lines = _Lines(spec, on_stderr)
+        if aside is None:
+            aside = mux.users > 1
+        call = (_native.start_aside if aside else _native.start)(*_arguments(spec, lines.feed, tuning))
+        if type(call) is tuple:
+            return _outcome(spec, call, lines, tuning[0])
+        fd = call.fileno()
+        stepper = _Stepper(call, loop.create_future())
+        try:
+            mux.watch(fd, _drivers._POLLIN, stepper)
+            await stepper.waiter
+        except BaseException:
+            await _ending(call, stepper, mux, fd, loop)
+            raise
+        finally:
+            mux.forget(fd, _drivers._POLLIN)  # before the call's descriptor is closed
+            call.close()  # a second cancellation lands here: SIGKILL and a blocking reap
+        return _outcome(spec, call.result(), lines, tuning[0])
+    finally:
+        mux.detach(loop)
 
 
 async def _see_through(
@@ -254,41 +276,39 @@ async def _see_through(
     call: Any,
     lines: _Lines,
     tuning: Tuning,
-    started: Callable[[int], None] | None = None,
-    mux: _drivers._Mux | None = None,
+    started: Callable[[int], None],
+    mux: _drivers._Mux,
 ) -> ProcessOutcome:
-    """Step the started ``call`` on the running loop until it is over (``started(pid)``
-    first, if given); on cancellation end it as :func:`arun` says.
-
-    The call's descriptor goes into the loop's shared epoll (:class:`._drivers._Mux`, one
-    reader per loop for every call on it), not to the loop itself.
-    """
+    """Step the started confined ``call`` on the running loop until it is over
+    (``started(pid)`` first); on cancellation end it as :func:`arun` says."""
     loop = asyncio.get_running_loop()
-    own = mux is None
-    if mux is None:
-        mux = _drivers._Mux.attach(loop)
     fd = call.fileno()
     stepper = _Stepper(call, loop.create_future())
     try:
         mux.watch(fd, _drivers._POLLIN, stepper)
-        if started is not None:
-            started(call.pid)
+        started(call.pid)
         await stepper.waiter
     except BaseException:
-        call.terminate()
-        # Done once the child is reaped; a call that was over before the cancellation came
-        # has nothing left in its epoll to wake the loop: asked first, it says so at once.
-        # Not watched (the watch above failed): close() below kills and reaps at once.
-        if not call.step() and mux.owners.get(fd) is stepper:
-            stepper.waiter = loop.create_future()
-            await stepper.waiter
+        await _ending(call, stepper, mux, fd, loop)
         raise
     finally:
-        mux.forget(fd, _drivers._POLLIN)  # before the call's descriptor is closed
-        call.close()  # a second cancellation lands here: SIGKILL and a blocking reap
-        if own:
-            mux.detach(loop)
+        mux.forget(fd, _drivers._POLLIN)
+        call.close()
     return _outcome(spec, call.result(), lines, tuning[0])
+
+
+async def _ending(
+    call: Any, stepper: _Stepper, mux: _drivers._Mux, fd: int, loop: asyncio.AbstractEventLoop
+) -> None:
+    """A call's wait was interrupted (a cancellation, or its stderr callback raised): stop
+    the call and wait until its child is reaped."""
+    call.terminate()
+    # Done once the child is reaped; a call that was over before the cancellation came
+    # has nothing left in its epoll to wake the loop: asked first, it says so at once.
+    # Not watched (the watch failed): close() after this kills and reaps at once.
+    if not call.step() and mux.owners.get(fd) is stepper:
+        stepper.waiter = loop.create_future()
+        await stepper.waiter
 
 
 class _Stepper:

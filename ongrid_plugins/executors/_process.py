@@ -71,7 +71,8 @@ import os
 import select
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from . import _fast
 from ._drivers import LoopDriver, PollDriver, _Mux
@@ -123,21 +124,32 @@ def run_process(spec: ProcessSpec, on_stderr: StderrCallback | None = None) -> P
     return run.outcome()
 
 
-async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = None) -> ProcessOutcome:
+def arun_process(
+    spec: ProcessSpec, on_stderr: StderrCallback | None = None
+) -> Coroutine[Any, Any, ProcessOutcome]:
     """Run ``spec`` on the running event loop: readers, writers and timers, no threads.
 
-    Spawning happens synchronously (a few hundred microseconds). On cancellation the
-    group is terminated (SIGTERM, up to ``kill_grace``, SIGKILL) before re-raising.
-    Unconfined and confined calls are stepped by the compiled runner
-    (:func:`._fast.arun`, :func:`._fast.arun_confined`) where the extension was built.
+    Returns the coroutine to await; nothing runs before it is awaited. Spawning happens
+    synchronously (a few hundred microseconds). On cancellation the group is terminated
+    (SIGTERM, up to ``kill_grace``, SIGKILL) before re-raising. Unconfined and confined
+    calls are stepped by the compiled runner (:func:`._fast.arun`,
+    :func:`._fast.arun_confined`) where the extension was built; an unconfined one is
+    that one coroutine, awaited directly.
     """
+    tuning = (_EOF_BOUND, _EOF_MIN, _USE_PIDFD)  # read per call: tests change them
+    if _fast.usable(spec):
+        return _fast.arun(spec, on_stderr, tuning)
+    return _arun_elsewhere(spec, on_stderr, tuning)
+
+
+async def _arun_elsewhere(
+    spec: ProcessSpec, on_stderr: StderrCallback | None, tuning: _fast.Tuning
+) -> ProcessOutcome:
+    """:func:`arun_process` of a confined call, or of any call without the extension."""
     loop = asyncio.get_running_loop()
     mux = _Mux.attach(loop)  # its users are the calls in flight on the loop, this one too
     busy = mux.users > 1
-    tuning = (_EOF_BOUND, _EOF_MIN, _USE_PIDFD)  # read per call: tests change them
     try:
-        if _fast.usable(spec):
-            return await _fast.arun(spec, on_stderr, tuning, busy, mux)
         if _fast.confinable(spec):
             aside = _spawner().submit if busy else None
             return await _fast.arun_confined(spec, on_stderr, tuning, aside, mux)
