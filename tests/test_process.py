@@ -603,6 +603,19 @@ async def pids_written(pidfile: Path, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.01)
 
 
+def test_arun_process_starts_nothing_before_it_is_awaited(tmp_path: Path) -> None:
+    # It picks the runner's coroutine when called; the spawn waits for the first await, so
+    # a coroutine made outside a loop (asyncio.run(arun_process(...))) or dropped runs nothing.
+    marker = tmp_path / "ran"
+    entry = sh(tmp_path, f"echo x > {marker}")
+    dropped = arun_process(make_spec(tmp_path, entry))
+    time.sleep(0.3)
+    dropped.close()
+    assert not marker.exists()
+    assert asyncio.run(arun_process(make_spec(tmp_path, entry))).exit_code == 0
+    assert marker.read_text() == "x\n"
+
+
 def test_async_task_cancel_sends_sigterm_first(tmp_path: Path) -> None:
     pidfile, marker = tmp_path / "pids", tmp_path / "terminated"
     entry = sh(
