@@ -26,7 +26,7 @@ import pytest
 from ongrid_plugins import SkillHost
 from ongrid_plugins.audit.chain import GENESIS, SCHEMA, append, append_many, row_hash
 from ongrid_plugins.audit.writer import Writer
-from ongrid_plugins.executors import _process
+from ongrid_plugins.executors import _drivers
 from ongrid_plugins.executors.subprocess import ongrid_executor
 from ongrid_plugins.plugins import call_hook, enable_tracing
 from ongrid_plugins.testing import EventRecorder, assert_ok, isolated_settings, make_skill
@@ -522,7 +522,7 @@ def test_concurrent_acalls_spawn_aside_and_a_cancelled_one_is_killed(tmp_path: P
 
     results = asyncio.run(main())
     assert [r.value for r in results] == [{"i": i} for i in range(6)]
-    assert _process._spawners is not None
+    assert _drivers._spawners is not None
     assert not _alive(int(events.stderr()[0]))
 
 

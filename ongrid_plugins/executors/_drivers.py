@@ -1,13 +1,18 @@
 """The two drivers of a :class:`~._process._Run`: ``select.poll`` in the calling thread, or an asyncio loop.
 
 A driver waits for what the run watches (its descriptors and its next timer) and
-calls the run's ``on_ready`` / ``on_time``; the run itself never blocks.
+calls the run's ``on_ready`` / ``on_time``; the run itself never blocks. A loop's calls
+share one epoll (:class:`_Mux`), and while one is in flight the next ones spawn in a
+few threads (:func:`_spawner`), not on the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import math
+import os
 import select
 import time
 import weakref
@@ -267,3 +272,33 @@ _muxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Mux] = weakref.Wea
 IDLE_CLOSE = 1.0
 _EPOLL: Any = getattr(select, "epoll", None)
 """``select.epoll`` (Linux); tests set it to None to exercise one loop registration per descriptor."""
+
+
+# Calls in flight on a loop are its mux's users. The first spawns on the loop itself (no
+# thread hop, the least latency); while one is in flight, the next spawn runs in a thread,
+# so the loop keeps serving the running children while posix_spawn waits for its child's
+# exec (vfork) or a confined call's thread gets ready: concurrent calls overlap their
+# spawns as threads do.
+_spawners: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+
+
+async def _launch_aside(run: _Run) -> str | None:
+    """``run.launch()`` in a spawner thread; a cancellation still waits for it to end, so
+    a child that was started is known to ``run`` and is killed and reaped by the caller."""
+    future = _spawner().submit(run.launch)
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        # Cancelled before the thread took it: nothing ran. Else wait (at most one spawn's
+        # time) so the caller's clean-up sees the child and ends it.
+        with contextlib.suppress(concurrent.futures.CancelledError):
+            future.result()
+        raise
+
+
+def _spawner() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads concurrent calls on a loop spawn in (made anew in a forked child)."""
+    global _spawners
+    if _spawners is None or _spawners[0] != os.getpid():  # none yet, or a forked child's copy
+        _spawners = (os.getpid(), concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="ongrid-spawn"))
+    return _spawners[1]

@@ -63,8 +63,6 @@ was built.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextlib
 import logging
 import math
 import os
@@ -75,7 +73,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from . import _fast
-from ._drivers import LoopDriver, PollDriver, _Mux
+from ._drivers import LoopDriver, PollDriver, _launch_aside, _Mux, _spawner
 from ._spawn import Child, SpawnError, spawn
 from ._spec import ProcessOutcome, ProcessSpec, StderrCallback
 from ._stderr import StderrLines
@@ -178,36 +176,6 @@ async def _arun_python(
         run.close()  # a second cancellation lands here: SIGKILL and a blocking waitpid
         run.before_close = _ignore
     return run.outcome()
-
-
-# Calls in flight on a loop are its mux's users. The first spawns on the loop itself (no
-# thread hop, the least latency); while one is in flight, the next spawn runs in a thread,
-# so the loop keeps serving the running children while posix_spawn waits for its child's
-# exec (vfork) or a confined call's thread gets ready: concurrent calls overlap their
-# spawns as threads do.
-_spawners: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
-
-
-async def _launch_aside(run: _Run) -> str | None:
-    """``run.launch()`` in a spawner thread; a cancellation still waits for it to end, so
-    a child that was started is known to ``run`` and is killed and reaped by the caller."""
-    future = _spawner().submit(run.launch)
-    try:
-        return await asyncio.wrap_future(future)
-    except asyncio.CancelledError:
-        # Cancelled before the thread took it: nothing ran. Else wait (at most one spawn's
-        # time) so the caller's clean-up sees the child and ends it.
-        with contextlib.suppress(concurrent.futures.CancelledError):
-            future.result()
-        raise
-
-
-def _spawner() -> concurrent.futures.ThreadPoolExecutor:
-    """The threads concurrent calls on a loop spawn in (made anew in a forked child)."""
-    global _spawners
-    if _spawners is None or _spawners[0] != os.getpid():  # none yet, or a forked child's copy
-        _spawners = (os.getpid(), concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="ongrid-spawn"))
-    return _spawners[1]
 
 
 class _Run:
