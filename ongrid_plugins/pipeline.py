@@ -326,9 +326,12 @@ def begin(
     ticket: str | None,
     on_event: EventCallback | None,
     timeout: float | None,
+    tool: Tool | None = None,
 ) -> Attempt:
-    """Every step before the executor runs; returns the attempt ready to run (or raises)."""
-    tool, who = lookup(host, name, persona)
+    """Every step before the executor runs; returns the attempt ready to run (or raises).
+
+    ``tool``: ``host.get(name)``, when the caller looked it up already."""
+    tool, who = lookup(host, name, persona) if tool is None else (tool, host.persona(persona))
     attempt = check_arguments(
         host,
         tool,
@@ -386,10 +389,11 @@ async def acall(
     timeout: float | None,
 ) -> CallResult:
     """Like :func:`call` on an event loop; the steps run in a worker thread unless light."""
-    if is_light(host.get(name), args):  # microseconds: a thread hop would cost more
-        attempt = begin(host, name, args, persona, confirm, caller, ticket, on_event, timeout)
+    tool = host.get(name)
+    if is_light(tool, args):  # microseconds: a thread hop would cost more
+        attempt = begin(host, name, args, persona, confirm, caller, ticket, on_event, timeout, tool)
     else:
-        steps = (host, name, args, persona, confirm, caller, ticket, on_event, timeout)
+        steps = (host, name, args, persona, confirm, caller, ticket, on_event, timeout, tool)
         attempt = await _begin_in_thread(host, functools.partial(begin, *steps))
     assert attempt.executor is not None
     try:

@@ -156,7 +156,7 @@ class _Watcher(Protocol):
     """What the mux hands ready descriptors to (a :class:`LoopDriver`, or a compiled call's stepper)."""
 
     reads_itself: bool
-    """True: :meth:`step` reads the ready events itself (:meth:`ready` is not needed first)."""
+    """True: one descriptor, whose events :meth:`step` reads itself (:meth:`ready` is not asked first)."""
 
     def ready(self, fd: int, events: int) -> bool: ...
 
@@ -254,9 +254,14 @@ class _Mux:
                     lone.step()
                     return
         touched: list[_Watcher] = []
+        owners = self.owners
         for fd, events in self.epoll.poll(0):
-            driver = self.owners.get(fd)
-            if driver is not None and driver.ready(fd, events) and driver not in touched:
+            driver = owners.get(fd)
+            if driver is None:
+                continue
+            if driver.reads_itself:  # one descriptor, its own events: stepped once, at once
+                driver.step()
+            elif driver.ready(fd, events) and driver not in touched:
                 touched.append(driver)
         for driver in touched:
             driver.step()
