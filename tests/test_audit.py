@@ -927,7 +927,8 @@ def test_list_refuses_an_unknown_outcome_naming_the_known_ones(
     monkeypatch.setenv("ONGRID_STATE_DIR", str(tmp_path / ".ongrid-state"))
     done = cmd(capsys, root, "audit", "list", "--outcome", "bogus")
     assert done.returncode == 2
-    assert "invalid choice: 'bogus'" in done.stderr and "needs_approval" in done.stderr
+    assert "invalid choice: 'bogus' (choose from 'ok', 'failed', 'timed_out'," in done.stderr
+    assert "'needs_approval'" in done.stderr and "Outcome." not in done.stderr
     with pytest.raises(ConfigError, match="unknown outcome 'bogus'; use one of ok, failed"):
         AuditLog(str(tmp_path / "audit.db")).entries(outcome="bogus")
 

@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a.add_argument("--tool", help="only attempts to call this tool")
     a.add_argument(
         "--outcome",
-        choices=OUTCOMES,
+        choices=[str(outcome) for outcome in OUTCOMES],  # plain strings: argparse quotes their repr
         metavar="OUTCOME",
         help="only this outcome: " + ", ".join(OUTCOMES),
     )
