@@ -328,9 +328,7 @@ def begin(
     timeout: float | None,
     tool: Tool | None = None,
 ) -> Attempt:
-    """Every step before the executor runs; returns the attempt ready to run (or raises).
-
-    ``tool``: ``host.get(name)``, when the caller looked it up already."""
+    """Every step before the executor runs (``tool``: ``host.get(name)``, if known); returns the attempt."""
     tool, who = lookup(host, name, persona) if tool is None else (tool, host.persona(persona))
     attempt = check_arguments(
         host,
@@ -389,11 +387,10 @@ async def acall(
     timeout: float | None,
 ) -> CallResult:
     """Like :func:`call` on an event loop; the steps run in a worker thread unless light."""
-    tool = host.get(name)
-    if is_light(tool, args):  # microseconds: a thread hop would cost more
-        attempt = begin(host, name, args, persona, confirm, caller, ticket, on_event, timeout, tool)
+    steps = (host, name, args, persona, confirm, caller, ticket, on_event, timeout, host.get(name))
+    if is_light(steps[-1], args):  # microseconds: a thread hop would cost more
+        attempt = begin(*steps)
     else:
-        steps = (host, name, args, persona, confirm, caller, ticket, on_event, timeout, tool)
         attempt = await _begin_in_thread(host, functools.partial(begin, *steps))
     assert attempt.executor is not None
     try:
@@ -490,9 +487,8 @@ def _next_call_id() -> str:
 
 
 def _confirmed(request: CallRequest) -> bool:
-    if request.confirm is True:
-        return True
-    return isinstance(request.confirm, str) and request.confirm == request.args_digest
+    confirm = request.confirm
+    return confirm is True or (isinstance(confirm, str) and confirm == request.args_digest)
 
 
 def _check_timeout(timeout: float | None) -> float | None:
