@@ -473,12 +473,28 @@ def test_a_chain_recomputed_without_the_key_is_detected(root: Path, tmp_path: Pa
     assert ("no row carries an HMAC" if drop_macs else "row 2 has a wrong HMAC") in report.problem
 
 
-def test_a_short_or_missing_key_is_a_config_error(tmp_path: Path) -> None:
-    from ongrid_plugins import ConfigError
-    from ongrid_plugins.audit import AuditLog
+@pytest.mark.parametrize(("content", "why"), [("abc", "at least 16"), (None, "cannot read the audit key")])
+def test_an_unusable_audit_key_refuses_risky_calls_and_records_nothing(
+    root: Path, tmp_path: Path, content: str | None, why: str
+) -> None:
+    """A key file that is missing or too short must not switch the audit log off: the
+    host starts, mutating calls are refused as when the log cannot be written, a safe
+    call runs unrecorded (an error says why), and verify() raises instead of passing."""
+    from ongrid_plugins import AuditError, ConfigError
+    from ongrid_plugins.testing import isolated_settings
 
-    (tmp_path / "short.key").write_text("abc")
-    with pytest.raises(ConfigError, match="at least 16"):
-        AuditLog(str(tmp_path / "audit.db"), key_file=str(tmp_path / "short.key"))
-    with pytest.raises(ConfigError, match="cannot read the audit key"):
-        AuditLog(str(tmp_path / "audit.db"), key_file=str(tmp_path / "missing.key"))
+    key = tmp_path / "audit.key"
+    if content is not None:
+        key.write_text(content)
+    make_skill(root, "change", class_="mutating")
+    make_skill(root, "look")
+    state = tmp_path / "state"
+    host = SkillHost(isolated_settings(tmp_path, root, state_dir=str(state), audit_key_file=str(key)))
+    assert [p.name for p in host.plugins() if p.status == "failed"] == []
+    assert host.audit.key_error is not None and why in str(host.audit.key_error)
+    with pytest.raises(AuditError, match=f"ONGRID_AUDIT_KEY_FILE .*{why}.*mutating calls are refused"):
+        host.call("change", confirm=True)
+    assert host.call("look", {}).ok
+    with pytest.raises(ConfigError, match=why):
+        host.audit.verify()
+    assert not (state / "audit.db").exists()  # nothing written without the key

@@ -82,7 +82,14 @@ class AuditLog:
         """
         self.path = path
         self.fail_closed = fail_closed
-        self.key = read_key(key_file) if key_file else None
+        self.key: bytes | None = None
+        self.key_error: ConfigError | None = None
+        """Why the key in ``key_file`` cannot be used: the host still starts, but nothing is
+        recorded (risky calls are refused when failing closed) and :meth:`verify` raises it."""
+        try:
+            self.key = read_key(key_file) if key_file else None
+        except ConfigError as exc:
+            self.key_error = exc
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
@@ -108,6 +115,8 @@ class AuditLog:
     def ongrid_before_call(self, request: CallRequest) -> None:
         """Journal the attempt before anything runs; refuse risky calls the log cannot record."""
         try:
+            if self.key_error is not None:  # rows without their HMAC would not verify
+                raise ConfigError(str(self.key_error))
             # To the microsecond: the row's text of a whole number of them is cheap to write
             # (canonical JSON's float repr is otherwise dtoa's bignum loop, twice a call).
             start = start_row(request, time.time_ns() // 1000 / 1e6)
@@ -137,6 +146,8 @@ class AuditLog:
         written, mutating and dangerous calls are refused (when failing closed).
         """
         started = self._started.pop(request.call_id, None)
+        if self.key_error is not None:  # not recorded: ongrid_before_call said why
+            return
         if started is None:  # no before_call (another plugin's before_call failed first)
             started = (time.monotonic(), start_row(request, time.time_ns() // 1000 / 1e6))
         mono, start = started
@@ -234,6 +245,8 @@ class AuditLog:
             the chain must still contain it, so history before it cannot have
             been rewritten wholesale.
         """
+        if self.key_error is not None:
+            raise ConfigError(str(self.key_error))
         self.flush()
         if not self._exists():  # reading never creates the log: an empty chain
             report = check_head(walk(iter(())), None)
@@ -379,6 +392,8 @@ class AuditLog:
         """One connection per process (re-opened after a fork), used under ``self._lock``."""
         if self._conn is not None and self._pid == PID.pid:
             return self._conn
+        if self.key_error is not None:  # recovered rows would lack their HMAC
+            raise ConfigError(str(self.key_error))
         # NORMAL in WAL mode: a killed process loses nothing committed; a power cut may
         # drop the last commits but never breaks the chain.
         conn: sqlite3.Connection = _sqlite.connect(
