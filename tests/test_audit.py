@@ -905,9 +905,12 @@ def test_verify_accepts_a_unique_prefix_of_a_head_and_asks_for_more_otherwise(
     for anchor in (head, head[:8], head[:7].upper()):
         done = cmd(capsys, root, "audit", "verify", "--anchor", anchor)
         assert done.returncode == 0, done.stdout
-    short = cmd(capsys, root, "audit", "verify", "--anchor", head[:6])
-    assert short.returncode == 1
-    assert "give the full 64-hex-digit hash" in short.stdout and "at least 7" in short.stdout
+    for malformed in (head[:6], "123", "zzzzzzzz", head + "0", ""):
+        # a typo is a usage error (exit 2, on stderr), never reported as a broken log
+        short = cmd(capsys, root, "audit", "verify", "--anchor", malformed)
+        assert short.returncode == 2, (malformed, short.stdout, short.stderr)
+        assert "BROKEN" not in short.stdout
+        assert "give the full 64-hex-digit hash" in short.stderr and "at least 7" in short.stderr
     other = "0" * 8 if not head.startswith("0" * 8) else "f" * 8
     missing = cmd(capsys, root, "audit", "verify", "--anchor", other)
     assert missing.returncode == 1 and f"the anchor hash {other} is not in the chain" in missing.stdout

@@ -152,16 +152,21 @@ def _missing(count: int, recorded: dict[str, Any]) -> str:
     return f"the recorded head {seen} is not in the chain: rows are missing or were rewritten"
 
 
+def check_anchor(anchor: str) -> None:
+    """Refuse an anchor that cannot be a row hash (a usage error, not a sign of tampering)."""
+    text = anchor.strip().lower()
+    if len(text) < MIN_ANCHOR or len(text) > 64 or any(c not in "0123456789abcdef" for c in text):
+        raise ConfigError(
+            f"the anchor {anchor[:80]!r} is not a row hash: give the full 64-hex-digit hash "
+            f"(a head from `audit verify`) or at least {MIN_ANCHOR} of its first digits"
+        )
+
+
 def _anchor_problem(anchor: str, seen: frozenset[str]) -> str:
     """Why ``anchor`` (a hash or a unique prefix of one) does not anchor the chain, or ``""``."""
     text = anchor.strip().lower()
     if text in seen:
         return ""
-    if len(text) < MIN_ANCHOR or any(c not in "0123456789abcdef" for c in text):
-        return (
-            f"the anchor {anchor!r} is not a row hash: give the full 64-hex-digit hash "
-            f"(a head from `audit verify`) or at least {MIN_ANCHOR} of its first digits"
-        )
     matches = [h for h in seen if h.startswith(text)]
     if len(matches) == 1:
         return ""

@@ -48,7 +48,7 @@ from ..errors import AuditError, ConfigError
 from ..hookspecs import hookimpl
 from ..models import Outcome, ToolClass
 from .chain import ADDED_COLUMNS, COLUMNS, SCHEMA, append, check_head, check_macs, inflight, recover, walk
-from .entries import OUTCOMES, AuditEntry, VerifyReport, _anchor_problem, _missing, read_key
+from .entries import OUTCOMES, AuditEntry, VerifyReport, _anchor_problem, _missing, check_anchor, read_key
 from .journal import HOST, JOURNAL_DIR, PID, Journal
 from .rows import Started, clip, dumps, finish_row, start_row
 from .writer import Writer
@@ -244,7 +244,10 @@ class AuditLog:
             or a unique prefix of at least :data:`MIN_ANCHOR` hex digits of one:
             the chain must still contain it, so history before it cannot have
             been rewritten wholesale.
+        :raises ConfigError: ``anchor`` cannot be a row hash (a usage error, checked first).
         """
+        if anchor is not None:
+            check_anchor(anchor)
         if self.key_error is not None:
             raise ConfigError(str(self.key_error))
         self.flush()
