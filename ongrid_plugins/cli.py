@@ -20,6 +20,7 @@ import argparse
 import importlib
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,16 @@ class Context:
         if getattr(self.args, "strict_plugins", False):
             overrides["strict"] = True
         return Settings.from_env(**overrides)
+
+    def command(self, *words: str) -> str:
+        """The command line ``ongrid-skills WORDS`` with this run's global options (``--dirs``,
+        ``--no-defaults``), for a hint a user can paste as it is and see the same skills."""
+        argv = ["ongrid-skills"]
+        for raw in self.args.dirs or ():
+            argv += ["--dirs", raw]
+        if self.args.no_defaults:
+            argv.append("--no-defaults")
+        return shlex.join([*argv, *words])
 
     @property
     def host(self) -> SkillHost:

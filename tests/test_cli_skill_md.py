@@ -176,7 +176,9 @@ def test_list_shows_prompt_skills_in_their_own_section_and_in_json(
     assert tools.splitlines()[0].split() == ["NAME", "CLASS", "CATEGORY", "FROM", "DESCRIPTION"]
     assert [line.split()[0] for line in prompts.splitlines()] == ["PROMPT", "notes"]
     assert "A prompt skill." in prompts
-    assert "`ongrid-skills show NAME --body`" in err
+    # the hints repeat this run's --dirs, so pasted as they are they show the same skills
+    assert f"`ongrid-skills --dirs {skills} --no-defaults show NAME --body`" in err
+    assert f"`ongrid-skills --dirs {skills} --no-defaults list --skills`" in err
     _code, out, _err = run_main(capsys, "--dirs", str(skills), "list", "--json")
     data = json.loads(out)
     assert [i["name"] for i in data["items"]] == ["greet"]
@@ -206,7 +208,24 @@ def test_list_of_only_prompt_skills_never_says_nothing_is_registered(
 
 def test_an_empty_registry_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _code, out, _err = run_main(capsys, "--dirs", str(tmp_path), "list")
-    assert out.startswith("no tools or skills registered (see `ongrid-skills -v list`")
+    assert out.startswith(f"no tools or skills registered (see `ongrid-skills --dirs {tmp_path} --no-defaults -v list`")
+
+
+def test_a_registry_of_only_unavailable_tools_does_not_say_nothing_is_registered(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_skill_md(
+        root,
+        "elsewhere",
+        description="A tool no plugin runs.",
+        tools=[{"name": "ghost", "impl": "builtin:nobody.provides", "description": "Never runs."}],
+    )
+    _code, out, err = run_main(capsys, "--dirs", str(root), "list")
+    assert "no tools or skills registered" not in out
+    assert out.startswith("no tool or skill is available here: 1 registered but unavailable (see `")
+    assert f"--dirs {root} --no-defaults list --all` for what they are missing" in out
+    _code, out, _err = run_main(capsys, "--dirs", str(root), "list", "--all")
+    assert out.splitlines()[1].startswith("ghost") and "UNAVAILABLE" in out
 
 
 def test_run_on_a_prompt_skill_says_it_is_one_and_how_to_read_it(
@@ -270,3 +289,14 @@ def test_a_skill_json_of_the_other_spelling_is_a_duplicate(root: Path) -> None:
     [duplicate] = [e for e in report.events if e.outcome == "duplicate"]
     assert duplicate.message == 'skill "mcp_builder" already registered'
     assert host.skill("mcp_builder").format == "SKILL.md"
+
+
+def test_show_keeps_a_multi_line_description_in_its_column(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_skill_md(root, "tall", description="First line.\nSECOND line: more.")
+    _code, out, _err = run_main(capsys, "--dirs", str(root), "show", "tall")
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("description:"))
+    assert lines[at].endswith("First line.")
+    assert lines[at + 1] == " " * 18 + "SECOND line: more."

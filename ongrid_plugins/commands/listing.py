@@ -44,7 +44,7 @@ def list_skills(ctx: Context) -> int:
         print_json({"items": [summary(s) for s in skills], "total": len(skills)})
         return 0
     if not skills:
-        print("no skills registered (see `ongrid-skills -v list --skills` for what the loader did)")
+        print(f"no skills registered (see `{ctx.command('-v', 'list', '--skills')}` for what the loader did)")
         return 0
     rows = [
         (
@@ -64,7 +64,7 @@ def prompt_skills(ctx: Context) -> list[Skill]:
     return [s for s in ctx.host.skills() if not s.tools and (ctx.args.all or s.available)]
 
 
-def print_prompt_skills(skills: list[Skill], *, after_tools: bool) -> None:
+def print_prompt_skills(ctx: Context, skills: list[Skill], *, after_tools: bool) -> None:
     """The prompt-skill section of ``list``: they are not tools, so not in the tool table."""
     if not skills:
         return
@@ -73,22 +73,41 @@ def print_prompt_skills(skills: list[Skill], *, after_tools: bool) -> None:
     rows = [(s.name, s.provenance, described(s.description, s.unavailable)) for s in skills]
     print_table(("PROMPT SKILL", "FROM", "DESCRIPTION"), rows)
     print(
-        "read one with `ongrid-skills show NAME --body`; every skill: `ongrid-skills list --skills`",
+        f"read one with `{ctx.command('show', 'NAME', '--body')}`; "
+        f"every skill: `{ctx.command('list', '--skills')}`",
         file=sys.stderr,
     )
+
+
+def hidden_counts(ctx: Context) -> tuple[int, int]:
+    """How many tools and prompt skills are registered but unavailable here."""
+    snapshot = ctx.host.registry.snapshot
+    tools = sum(1 for t in snapshot.tools.values() if not t.available)
+    prompts = sum(1 for s in snapshot.skills.values() if not s.tools and not s.available)
+    return tools, prompts
+
+
+def nothing_listed(ctx: Context) -> None:
+    """What ``list`` says when it shows no tool and no prompt skill: whether any are registered."""
+    hidden = sum(hidden_counts(ctx))
+    if hidden and not ctx.args.all:
+        print(
+            f"no tool or skill is available here: {hidden} registered but unavailable "
+            f"(see `{ctx.command('list', '--all')}` for what they are missing)"
+        )
+    else:
+        print(f"no tools or skills registered (see `{ctx.command('-v', 'list')}` for what the loader did)")
 
 
 def hidden_note(ctx: Context) -> None:
     """Say on stderr how many unavailable tools and skills ``list`` left out, and how to see them."""
     if ctx.args.all or ctx.args.json:
         return
-    snapshot = ctx.host.registry.snapshot
-    tools = sum(1 for t in snapshot.tools.values() if not t.available)
-    prompts = sum(1 for s in snapshot.skills.values() if not s.tools and not s.available)
+    tools, prompts = hidden_counts(ctx)
     if tools or prompts:
         print(
             f"{tools} unavailable tool(s) and {prompts} unavailable prompt skill(s) not shown: "
-            "see `ongrid-skills list --all` for what they are missing",
+            f"see `{ctx.command('list', '--all')}` for what they are missing",
             file=sys.stderr,
         )
 
@@ -113,7 +132,8 @@ def show_skill(ctx: Context) -> int:
     ):
         value = data.get(key)
         if value not in (None, "", []) and not (key == "display_name" and value == skill.name):
-            print(f"{key + ':':17} {value}")
+            # a multi-line value (a YAML block description) stays in its column
+            print(f"{key + ':':17} " + str(value).replace("\n", "\n" + " " * 18))
     print(f"{'tools:':17} {', '.join(data['tools']) or '(none: a prompt skill)'}")
     print(f"{'activation:':17} {_activation(skill)}")
     if skill.stale:
@@ -122,7 +142,7 @@ def show_skill(ctx: Context) -> int:
         print(f"{'unavailable:':17} {'; '.join(skill.unavailable)}")
     for warning in skill.warnings:
         print(f"{'warning:':17} {warning.message}")
-    print("see `ongrid-skills show " + skill.name + " --body` for its instructions")
+    print(f"see `{ctx.command('show', skill.name, '--body')}` for its instructions")
     return 0
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -117,13 +116,14 @@ def cmd_list(ctx: Context) -> int:
         ]
         print_table(header, rows)
     elif filtered:
-        print("no tool matches --category/--class (see `ongrid-skills list` for them all)")
+        print(f"no tool matches --category/--class (see `{ctx.command('list')}` for them all)")
     elif not prompts:
-        print("no tools or skills registered (see `ongrid-skills -v list` for what the loader did)")
+        listing.nothing_listed(ctx)
     else:
         print("no tools registered; the skills loaded are prompt skills (instructions, no tools):")
-    listing.print_prompt_skills(prompts, after_tools=bool(tools))
-    listing.hidden_note(ctx)
+    listing.print_prompt_skills(ctx, prompts, after_tools=bool(tools))
+    if tools or prompts or filtered:  # else nothing_listed said what was left out
+        listing.hidden_note(ctx)
     if routed:
         _route_notes(ctx)
     return 0
@@ -301,18 +301,13 @@ def _explain_ticket(ctx: Context, exc: ApprovalRequired) -> None:
 
 def _rerun_command(ctx: Context, ticket_id: str) -> str:
     args = ctx.args
-    argv = ["ongrid-skills"]
-    for raw in args.dirs or ():
-        argv += ["--dirs", raw]
-    if args.no_defaults:
-        argv.append("--no-defaults")
-    argv += ["run", args.name]
+    argv = ["run", args.name]
     if args.args_file:
         argv += ["--args-file", args.args_file]
     elif args.args_json is not None:
         argv.append(args.args_json)
     argv += ["--persona", args.persona, "--ticket", ticket_id]
-    command = shlex.join(argv)
+    command = ctx.command(*argv)
     return command + "   (same arguments on stdin)" if args.args_json == "-" else command
 
 
