@@ -364,11 +364,12 @@ APPROVAL_REASONS = (
     "skill_changed",  # the skill's files changed since the ticket was requested
     "no_identity",  # the approver's identity is empty
     "store",  # the ticket database cannot be read or written
+    "forged",  # its approvals break the rules, or the audit log does not back them (a hand-edited database)
 )
 
 #: The REST status of an ``ApprovalError`` by reason (409 for the others).
 _APPROVAL_STATUS = {"unknown": 404, "own_ticket": 403, "duplicate_approver": 403, "hook_refused": 403}
-_APPROVAL_STATUS.update(no_identity=403, store=503)
+_APPROVAL_STATUS.update(no_identity=403, store=503, forged=403)
 
 
 class AuditError(OngridError):

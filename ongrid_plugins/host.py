@@ -139,8 +139,16 @@ class SkillHost:
             else:
                 from .gate.approvals import ApprovalStore
 
-                self._approvals = ApprovalStore.for_settings(self.settings)
+                store = ApprovalStore.for_settings(self.settings)
+                store.witness = self._ticket_witness
+                self._approvals = store
         return self._approvals
+
+    def _ticket_witness(self, ticket: Ticket) -> str | None:
+        """Why the audit log does not back spending ``ticket`` (None without the ``audit`` plugin)."""
+        from .audit import PLUGIN_NAME
+
+        return None if self.pm.is_blocked(PLUGIN_NAME) else self.audit.ticket_problem(ticket)
 
     @approvals.setter
     def approvals(self, store: ApprovalStore) -> None:

@@ -111,6 +111,7 @@ CREATE TABLE IF NOT EXISTS head (
     id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL, hash TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS entries_call_id ON entries (call_id);
+CREATE INDEX IF NOT EXISTS entries_ticket ON entries (ticket) WHERE ticket IS NOT NULL;
 CREATE TABLE IF NOT EXISTS macs (seq INTEGER PRIMARY KEY, mac TEXT NOT NULL);
 """
 

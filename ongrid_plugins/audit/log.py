@@ -46,6 +46,7 @@ import attrs
 from .. import _sqlite
 from ..errors import AuditError, ConfigError
 from ..hookspecs import hookimpl
+from ..identity import identity_key
 from ..models import Outcome, ToolClass
 from .chain import ADDED_COLUMNS, COLUMNS, SCHEMA, append, check_head, check_macs, inflight, recover, walk
 from .entries import OUTCOMES, AuditEntry, VerifyReport, _anchor_problem, _missing, check_anchor, read_key
@@ -67,6 +68,8 @@ __all__ = ["DB_NAME", "PLUGIN_NAME", "AuditLog", "warn_if_disabled"]
 logger = logging.getLogger("ongrid_plugins.audit")
 
 PLUGIN_NAME = "audit"
+#: Rows that record a decision on a ticket, not a call made with it.
+_DECISIONS = frozenset({"approval", "rejection"})
 DB_NAME = "audit.db"
 HEAD_NAME = "audit-head.json"
 
@@ -281,6 +284,32 @@ class AuditLog:
         )
 
     # ------------------------------------------------------------------ tickets
+
+    def ticket_problem(self, ticket: Ticket) -> str | None:
+        """Why this chain does not back spending ``ticket`` now, or None.
+
+        Every approver the approvals database names must have an ``approval`` row for the
+        ticket here, and no row may show the ticket already spent (a call that ran with its
+        approvers): a row added to, or a status reset in, the approvals database alone does
+        not make a ticket runnable.
+        """
+        self.flush()
+        rows: list[tuple[str, str, str]] = []
+        if self._exists():
+            with self._transaction(write=False) as conn:
+                query = "SELECT outcome, caller, approvers FROM entries WHERE ticket = ? ORDER BY seq"
+                rows = conn.execute(query, (ticket.id,)).fetchall()
+        signed = {identity_key(caller) for outcome, caller, _ in rows if outcome == Outcome.APPROVAL}
+        unsigned = [a for a in ticket.approvers if identity_key(a) not in signed]
+        if unsigned:
+            return (
+                f"the audit log {self.path} has no approval of it by {', '.join(unsigned)}, "
+                "though the approvals database names them"
+            )
+        spent = sum(1 for outcome, _, approvers in rows if outcome not in _DECISIONS and approvers not in ("", "[]"))
+        if spent:
+            return f"the audit log {self.path} shows it already ran; a ticket executes once"
+        return None
 
     def record_ticket(self, ticket: Ticket, outcome: Outcome, by: str, note: str = "") -> int:
         """Chain a ticket decision (``approval`` or ``rejection``) by ``by``; return its row number.

@@ -57,9 +57,11 @@ from .tickets import (
     _check_approvable,
     _check_matches,
     _check_skill,
+    _check_spendable,
     _closed,
     _identity,
     _key,
+    forged,
 )
 
 if TYPE_CHECKING:
@@ -141,6 +143,9 @@ class ApprovalStore:
         self.required = required
         self._clock = clock
         self._ready = False
+        self.witness: Callable[[Ticket], str | None] | None = None
+        """Asked as an approved ticket is spent: why the tamper-evident record does not back it
+        (the host sets it to its audit log's :meth:`~ongrid_plugins.audit.AuditLog.ticket_problem`)."""
 
     @classmethod
     def for_settings(cls, settings: Settings) -> ApprovalStore:
@@ -314,6 +319,10 @@ class ApprovalStore:
             _check_skill(ticket, skill_digest)
             if ticket.status != TicketStatus.APPROVED:
                 raise _closed(ticket)
+            _check_spendable(ticket, self.required)
+            problem = self.witness(ticket) if self.witness is not None else None
+            if problem:
+                raise forged(ticket_id, problem)
             updated = conn.execute(
                 "UPDATE tickets SET status = ?, executed = ?, executed_by = ?, call_id = ?"
                 " WHERE id = ? AND status = ?",

@@ -239,6 +239,33 @@ def _check_skill(ticket: Ticket, skill_digest: str | None) -> None:
     raise ApprovalError("skill_changed", ticket.id, message)
 
 
+def _check_spendable(ticket: Ticket, required: int) -> None:
+    """An approved ticket's approvals, checked again as it is spent: the approvals database
+    is a file, and a row added or changed by hand (a self-approval, one person twice, an
+    invented name) must not let the call run."""
+    requester = _key(ticket.requester)
+    keys = [_key(a) for a in ticket.approvers]
+    needed = max(ticket.required, required, REQUIRED_APPROVALS)
+    if requester in keys:
+        problem = f"its requester {ticket.requester} is listed among its approvers"
+    elif len(set(keys)) != len(keys):
+        problem = f"one approver is listed twice ({', '.join(ticket.approvers)})"
+    elif len(keys) < needed:
+        problem = f"it is marked approved with {len(keys)} approval(s), {needed} are needed"
+    else:
+        odd = [a for a in ticket.approvers if identity_problem(a) is not None or normalize_identity(a) != a]
+        if not odd:
+            return
+        problem = f"approver {odd[0]!r} is not an identity ongrid-skills would have accepted"
+    raise forged(ticket.id, problem + "; its approvals were changed outside ongrid-skills")
+
+
+def forged(ticket_id: str, problem: str) -> ApprovalError:
+    """The refusal of a ticket whose record does not hold up (``problem`` says how)."""
+    message = f"ticket {ticket_id} cannot run: {problem}. Open a new ticket, and check who can write the state folder"
+    return ApprovalError("forged", ticket_id, message)
+
+
 def _closed(ticket: Ticket) -> ApprovalError:
     if ticket.status == TicketStatus.REJECTED:
         why = f": {ticket.note}" if ticket.note else ""
@@ -250,6 +277,8 @@ def _closed(ticket: Ticket) -> ApprovalError:
         )
     elif ticket.status == TicketStatus.EXPIRED:
         message = f"ticket {ticket.id} expired at {_iso(ticket.expires)}; open a new one"
+    elif len(ticket.approvals) >= ticket.required:  # only a hand-edited database gets here
+        message = f"ticket {ticket.id} has its approvals but is {ticket.status}, not approved; it cannot run"
     else:
         message = (
             f"ticket {ticket.id} has {len(ticket.approvals)} of its {ticket.required} approvals; "
