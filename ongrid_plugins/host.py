@@ -144,15 +144,15 @@ class SkillHost:
                 self._approvals = store
         return self._approvals
 
+    @approvals.setter
+    def approvals(self, store: ApprovalStore) -> None:
+        self._approvals = store
+
     def _ticket_witness(self, ticket: Ticket) -> str | None:
         """Why the audit log does not back spending ``ticket`` (None without the ``audit`` plugin)."""
         from .audit import PLUGIN_NAME
 
         return None if self.pm.is_blocked(PLUGIN_NAME) else self.audit.ticket_problem(ticket)
-
-    @approvals.setter
-    def approvals(self, store: ApprovalStore) -> None:
-        self._approvals = store
 
     def plugins(self) -> list[PluginInfo]:
         """Every plugin offered to the host, with its status and hooks."""

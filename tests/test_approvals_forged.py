@@ -53,7 +53,8 @@ def edit(host: SkillHost, *statements: tuple[str, tuple[Any, ...]]) -> None:
 
 
 def approval_row(ticket_id: str, who: str) -> tuple[str, tuple[Any, ...]]:
-    sql = "INSERT INTO approvals (ticket_id, approver_key, approver, note, sop, time) VALUES (?, ?, ?, '', NULL, ?)"
+    sql = "INSERT INTO approvals (ticket_id, approver_key, approver, note, sop, time)"
+    sql += " VALUES (?, ?, ?, '', NULL, ?)"
     return sql, (ticket_id, who, who, time.time())  # a forger picks the key too
 
 
@@ -107,7 +108,8 @@ def test_a_spent_ticket_reset_by_hand_is_not_run_again(host: SkillHost, root: Pa
     host.approve(ticket.id, approver="bob")
     host.approve(ticket.id, approver="carol")
     assert host.call("wipe", ARGS, persona="admin", caller="alice", ticket=ticket.id).ok
-    reset = "UPDATE tickets SET status = 'approved', executed = NULL, executed_by = NULL, call_id = NULL WHERE id = ?"
+    reset = "UPDATE tickets SET status = 'approved', executed = NULL, executed_by = NULL, call_id = NULL"
+    reset += " WHERE id = ?"
     edit(host, (reset, (ticket.id,)))
     error = spend(host, ticket.id)
     assert error.reason == "forged" and "shows it already ran" in str(error)

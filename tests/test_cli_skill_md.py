@@ -208,7 +208,8 @@ def test_list_of_only_prompt_skills_never_says_nothing_is_registered(
 
 def test_an_empty_registry_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _code, out, _err = run_main(capsys, "--dirs", str(tmp_path), "list")
-    assert out.startswith(f"no tools or skills registered (see `ongrid-skills --dirs {tmp_path} --no-defaults -v list`")
+    hint = f"`ongrid-skills --dirs {tmp_path} --no-defaults -v list`"
+    assert out.startswith(f"no tools or skills registered (see {hint}")
 
 
 def test_a_registry_of_only_unavailable_tools_does_not_say_nothing_is_registered(
@@ -220,7 +221,7 @@ def test_a_registry_of_only_unavailable_tools_does_not_say_nothing_is_registered
         description="A tool no plugin runs.",
         tools=[{"name": "ghost", "impl": "builtin:nobody.provides", "description": "Never runs."}],
     )
-    _code, out, err = run_main(capsys, "--dirs", str(root), "list")
+    _code, out, _err = run_main(capsys, "--dirs", str(root), "list")
     assert "no tools or skills registered" not in out
     assert out.startswith("no tool or skill is available here: 1 registered but unavailable (see `")
     assert f"--dirs {root} --no-defaults list --all` for what they are missing" in out

@@ -306,8 +306,7 @@ class AuditLog:
                 f"the audit log {self.path} has no approval of it by {', '.join(unsigned)}, "
                 "though the approvals database names them"
             )
-        spent = sum(1 for outcome, _, approvers in rows if outcome not in _DECISIONS and approvers not in ("", "[]"))
-        if spent:
+        if any(outcome not in _DECISIONS and approvers not in ("", "[]") for outcome, _, approvers in rows):
             return f"the audit log {self.path} shows it already ran; a ticket executes once"
         return None
 

@@ -262,8 +262,8 @@ def _check_spendable(ticket: Ticket, required: int) -> None:
 
 def forged(ticket_id: str, problem: str) -> ApprovalError:
     """The refusal of a ticket whose record does not hold up (``problem`` says how)."""
-    message = f"ticket {ticket_id} cannot run: {problem}. Open a new ticket, and check who can write the state folder"
-    return ApprovalError("forged", ticket_id, message)
+    advice = "Open a new ticket, and check who can write the state dir"
+    return ApprovalError("forged", ticket_id, f"ticket {ticket_id} cannot run: {problem}. {advice}")
 
 
 def _closed(ticket: Ticket) -> ApprovalError:
