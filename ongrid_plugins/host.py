@@ -139,20 +139,21 @@ class SkillHost:
             else:
                 from .gate.approvals import ApprovalStore
 
-                store = ApprovalStore.for_settings(self.settings)
-                store.witness = self._ticket_witness
-                self._approvals = store
+                self._approvals = ApprovalStore.for_settings(self.settings, witness=self._ticket_witness)
         return self._approvals
 
     @approvals.setter
     def approvals(self, store: ApprovalStore) -> None:
         self._approvals = store
 
-    def _ticket_witness(self, ticket: Ticket) -> str | None:
-        """Why the audit log does not back spending ``ticket`` (None without the ``audit`` plugin)."""
+    def _ticket_witness(self, ticket: Ticket) -> str | None:  # None without the audit plugin
+        return None if (log := self._audited()) is None else log.ticket_problem(ticket)
+
+    def _audited(self) -> AuditLog | None:
+        """The audit log, or None when the ``audit`` plugin is disabled."""
         from .audit import PLUGIN_NAME
 
-        return None if self.pm.is_blocked(PLUGIN_NAME) else self.audit.ticket_problem(ticket)
+        return None if self.pm.is_blocked(PLUGIN_NAME) else self.audit
 
     def plugins(self) -> list[PluginInfo]:
         """Every plugin offered to the host, with its status and hooks."""
@@ -310,21 +311,16 @@ class SkillHost:
 
         verify = verify_with_plugins(self.pm)
         ticket = self.approvals.approve(ticket_id, approver=approver, note=note, sop=sop, verify=verify)
-        self._record_ticket(ticket, Outcome.APPROVAL, approver, note)
+        if (log := self._audited()) is not None:  # the decision in the tamper-evident record
+            log.record_ticket(ticket, Outcome.APPROVAL, approver, note)
         return ticket
 
     def reject(self, ticket_id: str, *, approver: str, note: str = "") -> Ticket:
         """Reject a ticket: it can never be approved or executed again."""
         ticket = self.approvals.reject(ticket_id, approver=approver, note=note)
-        self._record_ticket(ticket, Outcome.REJECTION, approver, note)
+        if (log := self._audited()) is not None:
+            log.record_ticket(ticket, Outcome.REJECTION, approver, note)
         return ticket
-
-    def _record_ticket(self, ticket: Ticket, outcome: Outcome, by: str, note: str) -> None:
-        """Chain the decision in the audit log, unless the ``audit`` plugin is disabled."""
-        from .audit import PLUGIN_NAME
-
-        if not self.pm.is_blocked(PLUGIN_NAME):
-            self.audit.record_ticket(ticket, outcome, by, note)
 
     def ticket(self, ticket_id: str) -> Ticket:
         """The ticket ``ticket_id`` (raises ``ApprovalError(reason="unknown")``)."""
@@ -493,10 +489,6 @@ class SkillHost:
             self._profiles.clear()
         self._profiles[id(tool)] = (tool, self.settings, profile)
         return profile
-
-    def _digest_now(self, tool: Tool) -> str:
-        """The digest of ``tool``'s skill as its files are now (what a ticket is bound to)."""
-        return pipeline.digest_now(self, tool)
 
 
 #: How many tools' sandbox profiles a host remembers between loads.

@@ -10,13 +10,17 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ..errors import ConfigError
+from ..identity import identity_key
 from ..models import JSON, Outcome
 from .chain import COLUMNS, GENESIS, JSON_COLUMNS
+
+if TYPE_CHECKING:
+    from ..gate.tickets import Ticket
 
 __all__ = [
     "MIN_ANCHOR",
@@ -150,6 +154,23 @@ def _missing(count: int, recorded: dict[str, Any]) -> str:
     if not count:
         return f"the log is empty, but its head {seen} was recorded: rows are missing"
     return f"the recorded head {seen} is not in the chain: rows are missing or were rewritten"
+
+
+#: Rows that record a decision on a ticket, not a call made with it.
+_DECISIONS = frozenset({"approval", "rejection"})
+
+
+def ticket_problem(path: str, ticket: Ticket, rows: list[tuple[str, str, str]]) -> str | None:
+    """Why the rows ``(outcome, caller, approvers)`` of the log at ``path`` that name
+    ``ticket`` do not back spending it (see :meth:`.AuditLog.ticket_problem`), or None."""
+    signed = {identity_key(caller) for outcome, caller, _ in rows if outcome == "approval"}
+    unsigned = [a for a in ticket.approvers if identity_key(a) not in signed]
+    if unsigned:
+        names = ", ".join(unsigned)
+        return f"the audit log {path} has no approval of it by {names}, though the approvals database does"
+    if any(outcome not in _DECISIONS and approvers not in ("", "[]") for outcome, _, approvers in rows):
+        return f"the audit log {path} shows it already ran; a ticket executes once"
+    return None
 
 
 def check_anchor(anchor: str) -> None:

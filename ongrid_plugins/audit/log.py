@@ -46,10 +46,18 @@ import attrs
 from .. import _sqlite
 from ..errors import AuditError, ConfigError
 from ..hookspecs import hookimpl
-from ..identity import identity_key
 from ..models import Outcome, ToolClass
 from .chain import ADDED_COLUMNS, COLUMNS, SCHEMA, append, check_head, check_macs, inflight, recover, walk
-from .entries import OUTCOMES, AuditEntry, VerifyReport, _anchor_problem, _missing, check_anchor, read_key
+from .entries import (
+    OUTCOMES,
+    AuditEntry,
+    VerifyReport,
+    _anchor_problem,
+    _missing,
+    check_anchor,
+    read_key,
+    ticket_problem,
+)
 from .journal import HOST, JOURNAL_DIR, PID, Journal
 from .rows import Started, clip, dumps, finish_row, start_row
 from .writer import Writer
@@ -68,8 +76,6 @@ __all__ = ["DB_NAME", "PLUGIN_NAME", "AuditLog", "warn_if_disabled"]
 logger = logging.getLogger("ongrid_plugins.audit")
 
 PLUGIN_NAME = "audit"
-#: Rows that record a decision on a ticket, not a call made with it.
-_DECISIONS = frozenset({"approval", "rejection"})
 DB_NAME = "audit.db"
 HEAD_NAME = "audit-head.json"
 
@@ -299,16 +305,7 @@ class AuditLog:
             with self._transaction(write=False) as conn:
                 query = "SELECT outcome, caller, approvers FROM entries WHERE ticket = ? ORDER BY seq"
                 rows = conn.execute(query, (ticket.id,)).fetchall()
-        signed = {identity_key(caller) for outcome, caller, _ in rows if outcome == Outcome.APPROVAL}
-        unsigned = [a for a in ticket.approvers if identity_key(a) not in signed]
-        if unsigned:
-            return (
-                f"the audit log {self.path} has no approval of it by {', '.join(unsigned)}, "
-                "though the approvals database names them"
-            )
-        if any(outcome not in _DECISIONS and approvers not in ("", "[]") for outcome, _, approvers in rows):
-            return f"the audit log {self.path} shows it already ran; a ticket executes once"
-        return None
+        return ticket_problem(self.path, ticket, rows)
 
     def record_ticket(self, ticket: Ticket, outcome: Outcome, by: str, note: str = "") -> int:
         """Chain a ticket decision (``approval`` or ``rejection``) by ``by``; return its row number.

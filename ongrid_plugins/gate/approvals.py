@@ -136,21 +136,26 @@ class ApprovalStore:
         ttl: float = 15 * 60.0,
         required: int = REQUIRED_APPROVALS,
         clock: Callable[[], float] = time.time,
+        witness: Callable[[Ticket], str | None] | None = None,
     ) -> None:
-        """Open (lazily) the database at ``path``; nothing is touched until the first use."""
+        """Open (lazily) the database at ``path``; nothing is touched until the first use.
+
+        :param witness: Asked as an approved ticket is spent: why the tamper-evident record
+            does not back it (a host passes its audit log's ``ticket_problem``), or None.
+        """
         self.path = path
         self.ttl = ttl
         self.required = required
         self._clock = clock
         self._ready = False
-        self.witness: Callable[[Ticket], str | None] | None = None
-        """Asked as an approved ticket is spent: why the tamper-evident record does not back it
-        (the host sets it to its audit log's :meth:`~ongrid_plugins.audit.AuditLog.ticket_problem`)."""
+        self.witness = witness
 
     @classmethod
-    def for_settings(cls, settings: Settings) -> ApprovalStore:
+    def for_settings(
+        cls, settings: Settings, witness: Callable[[Ticket], str | None] | None = None
+    ) -> ApprovalStore:
         """The store of a host: ``approvals.db`` in ``settings.state_dir``, ``approval_ttl`` expiry."""
-        return cls(os.path.join(settings.state_dir, DB_NAME), ttl=settings.approval_ttl)
+        return cls(os.path.join(settings.state_dir, DB_NAME), ttl=settings.approval_ttl, witness=witness)
 
     def __repr__(self) -> str:
         return f"<ApprovalStore {self.path}>"

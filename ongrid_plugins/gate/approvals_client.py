@@ -166,8 +166,11 @@ class RemoteApprovalStore(ApprovalStore):
         self._client: ApprovalsClient | None = None
 
     @classmethod
-    def for_settings(cls, settings: Settings) -> RemoteApprovalStore:
-        """The store of ``approvals_url``; the token of ``approvals_token_file``, else ``$ONGRID_TOKEN``."""
+    def for_settings(cls, settings: Settings, witness: Any = None) -> RemoteApprovalStore:
+        """The store of ``approvals_url``; the token of ``approvals_token_file``, else ``$ONGRID_TOKEN``.
+
+        ``witness`` is not used: the server checks a ticket against its own audit log as it is claimed.
+        """
         return cls(settings.approvals_url, settings.approvals_token_file)
 
     def __repr__(self) -> str:

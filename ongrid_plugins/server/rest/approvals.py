@@ -11,6 +11,7 @@ from __future__ import annotations
 from ...errors import ApprovalError
 from ...gate.tickets import STATUSES
 from ...models import args_digest
+from ...pipeline import digest_now
 from ...schema.redact import redact
 from .. import missing_extra
 from ..responses import ApiError, api_error
@@ -102,7 +103,7 @@ async def open_approval(api: Api, request: Request, who: Principal) -> Response:
             tool_class=tool.tool_class.value,
             reason=body.get("reason", ""),
             profile=api.host.sandbox_profile(tool).digest,  # the profile as this server runs it
-            skill_digest=api.host._digest_now(tool),  # and its files as they are now
+            skill_digest=digest_now(api.host, tool),  # and its files as they are now
         )
     )
     return JSONResponse(ticket.to_dict())
@@ -126,7 +127,7 @@ async def claim(api: Api, request: Request, who: Principal) -> Response:
             caller=who.identity,
             call_id=body["call_id"],
             profile=api.host.sandbox_profile(api.tool(body["tool"], who)).digest,
-            skill_digest=api.host._digest_now(api.tool(body["tool"], who)),
+            skill_digest=digest_now(api.host, api.tool(body["tool"], who)),
         )
     )
     return JSONResponse(ticket.to_dict())
