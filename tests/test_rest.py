@@ -214,9 +214,9 @@ def test_execute(api: dict[str, Any], client: httpx.Client) -> None:
     ("who", "path", "body", "status", "code"),
     [
         ("vic", "/v1/skills/echo/execute", {"params": {"n": "five"}}, 422, "invalid_arguments"),
-        ("vic", "/v1/skills/restart/execute", {"confirm": True}, 403, "denied"),
+        ("vic", "/v1/skills/restart/execute", {"confirm": True}, 404, "unknown_skill"),
         ("olga", "/v1/skills/restart/execute", {}, 409, "needs_confirmation"),
-        ("olga", "/v1/skills/wipe/execute", {}, 403, "denied"),
+        ("olga", "/v1/skills/wipe/execute", {}, 404, "unknown_skill"),
         ("vic", "/v1/skills/nope/execute", {}, 404, "unknown_skill"),
         ("vic", "/v1/skills/echo/execute", {"params": [1]}, 400, "bad_request"),
         ("vic", "/v1/skills/echo/execute", {"args": {}}, 400, "bad_request"),
@@ -235,6 +235,27 @@ def test_refusals_have_their_status(
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/json"
     assert response.json()["code"] == code and response.json()["error"]
+
+
+@pytest.mark.parametrize("route", ["", "/execute", "/execute/stream"])
+def test_a_tool_the_persona_may_not_call_is_absent_on_every_route(
+    api: dict[str, Any], client: httpx.Client, route: str
+) -> None:
+    """Probing must not tell a denied tool from a missing one (nor its class or the mode it
+    needs); the attempt to run it is still in the audit log, as denied."""
+    method = client.get if not route else client.post
+    kwargs: dict[str, Any] = {} if not route else {"json": {"params": {}}}
+    denied = method(f"/v1/skills/restart{route}", headers=auth(api, "vic"), **kwargs)
+    missing = method(f"/v1/skills/restarx{route}", headers=auth(api, "vic"), **kwargs)
+    assert denied.status_code == missing.status_code == 404
+    assert denied.json()["code"] == "unknown_skill"
+    assert "mutating" not in denied.text and "read-only" not in denied.text and "mode" not in denied.text
+    assert denied.json()["error"].replace("restart", "X") == missing.json()["error"].replace("restarx", "X")
+    if route:
+        log = api["host"].audit
+        assert log.flush()
+        last = log.entries(tool="restart")[-1]
+        assert (last.outcome, last.caller) == ("denied", "vic")
 
 
 def test_bad_json_and_big_bodies(api: dict[str, Any], client: httpx.Client) -> None:

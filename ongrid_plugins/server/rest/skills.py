@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import OngridError
+from ...errors import OngridError, PermissionDenied, UnknownSkill
 from ...models import CallResult, Event, Tool, Verdict
 from .. import missing_extra
 from ..responses import ApiError, api_error, result_body, sse
@@ -138,5 +138,12 @@ async def _call(
             timeout=body["timeout"],
             on_event=on_event,
         )
+    except UnknownSkill as exc:  # suggest only what this persona may call, as api.tool does
+        visible = [s for s in exc.suggestions if api.visible(s, who)]
+        raise api_error(UnknownSkill(name, visible, skill=exc.skill)) from None
+    except PermissionDenied as exc:
+        if not api.visible(name, who):  # denied whatever the arguments: answered as if absent
+            raise api_error(UnknownSkill(name, ())) from None
+        raise api_error(exc) from None  # these arguments only: the reason helps the caller
     except OngridError as exc:
         raise api_error(exc) from None
