@@ -151,6 +151,9 @@ def test_ordinary_names_are_kept(key: str) -> None:
         "password=hunter2-very-secret",
         'api_key: "hunter2-very-secret"',
         "token ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        'working on {"password": "hunter2-very-secret"}',  # a JSON object echoed
+        '{"api_key":"hunter2-very-secret","n":1}',
+        "{'db_password': 'hunter2-very-secret'}",  # a Python dict's repr
     ],
 )
 def test_secret_shapes_in_free_text_are_redacted(line: str) -> None:
@@ -178,6 +181,29 @@ echo '{}'
     text = json.dumps([row.stderr_tail, row.args])
     assert "b3BlbnNzaC1rZXk" not in text and "abcdefghijklmnop1234" not in text and SECRET not in text
     assert row.stderr_tail[-1] == "done" and row.redacted == ("$.password",)
+
+
+@pytest.mark.parametrize("echo", ["working on $input", 'pw is $(echo "$input" | cut -d\\" -f4)'])
+def test_a_skill_echoing_its_secret_argument_does_not_put_it_in_the_audit_log(
+    root: Path, make_host: Any, echo: str
+) -> None:
+    """A writeOnly value comes back on stderr in any shape (here the raw JSON input, then
+    the bare value): the row's stderr_tail loses the exact value the arguments lost."""
+    script = f"""#!/bin/sh
+input=$(cat)
+echo "{echo}" >&2
+echo '{{}}'
+"""
+    schema = {"type": "object", "properties": {"pw": WO, "user": {"type": "string"}}}
+    make_skill(root, "echoer", script=script, schema=schema)
+    host = make_host(root)
+    result = host.call("echoer", {"pw": SECRET, "user": "ulla"})
+    assert result.ok and any(SECRET in line for line in result.stderr_tail)  # the caller sees its own
+    assert host.audit.flush()
+    row = host.audit.tail(1)[0]
+    assert row.redacted == ("$.pw",)
+    assert SECRET not in json.dumps(row.stderr_tail) and "[redacted]" in row.stderr_tail[0]
+    assert "ulla" in row.stderr_tail[0] or "ulla" not in echo  # what is not secret stays
 
 
 def test_tickets_keep_no_secret(root: Path, make_host: Any) -> None:

@@ -20,7 +20,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..models import sha256_hex
-from ..schema.redact import SECRET_NAMES, has_secrets, needs_redaction, redact, redact_lines, redact_text
+from ..schema.redact import (
+    SECRET_NAMES,
+    has_secrets,
+    needs_redaction,
+    redact,
+    redact_lines,
+    redact_text,
+    scrub_values,
+)
 from ..sidetable import SideTable
 from .chain import _ADDED, COLUMNS, MAX_TEXT, STDERR_LINES, Prepared, canonical
 from .journal import END_COLUMNS, HOST, PID
@@ -257,6 +265,15 @@ _FINISH: Any = _compiled("audit_finisher")
 """The compiled :func:`finish_row` for the common row, or None (tests set it to None)."""
 
 
+def _stderr(start: Started, request: CallRequest, tail: Any) -> list[str]:
+    """The stderr lines of a row: secret shapes redacted, and the values redacted from the
+    arguments (the head's ``redacted`` column names them) wherever a line repeats them."""
+    lines = redact_lines(map(str, tail))
+    if start.head[8] == "[]":  # HEAD_COLUMNS[8], "redacted": nothing was taken out
+        return lines
+    return scrub_values(lines, request.args, redact(request.tool.schema, request.args)[0])
+
+
 def _finish_row(
     start: Started, request: CallRequest, result: CallResult, duration: float
 ) -> tuple[Prepared, str]:
@@ -277,7 +294,7 @@ def _finish_row(
         result.exit_code,
         result.signal,
         float(duration),
-        dumps([clip(line) for line in redact_lines(map(str, result.stderr_tail))][-STDERR_LINES:])
+        dumps([clip(line) for line in _stderr(start, request, result.stderr_tail)][-STDERR_LINES:])
         if result.stderr_tail
         else "[]",
         len(data),

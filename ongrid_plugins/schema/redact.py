@@ -25,8 +25,9 @@ redacted arguments and redacted stderr.
 from __future__ import annotations
 
 import functools
+import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from .safe import RegexError, regex_search
@@ -273,10 +274,10 @@ _TEXT_SECRETS: Final = (
     re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"),  # Authorization values
     re.compile(r"\b(?:AKIA|ASIA|AIDA|AROA)[A-Z0-9]{16}\b"),  # AWS access key ids
     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|xox[abprs]-[A-Za-z0-9-]{10,}|sk-[A-Za-z0-9_-]{20,})"),
-    # name=value / name: value for a secret's name
+    # name=value / name: value for a secret's name, the name quoted too (JSON, YAML, Python)
     re.compile(
         r"(?i)\b([A-Za-z0-9_-]*(?:password|passwd|secret|token|api[_-]?key|authorization|private[_-]?key))"
-        r"(\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|\S+)"
+        r"([\"']?\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|\S+)"
     ),
 )
 
@@ -290,7 +291,48 @@ def redact_text(text: str) -> str:
     text = bearer.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     text = _TEXT_SECRETS[2].sub(REDACTED, text)
     text = _TEXT_SECRETS[3].sub(REDACTED, text)
-    return assign.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    return assign.sub(_assigned, text)
+
+
+def _assigned(match: re.Match[str]) -> str:
+    """A secret's ``name: value`` with the value replaced, quoted as it was."""
+    value = match.group(3)
+    quote = value[0] if value[:1] in ("'", '"') else ""
+    return f"{match.group(1)}{match.group(2)}{quote}{REDACTED}{quote}"
+
+
+def scrub_values(lines: list[str], original: Any, redacted: Any) -> list[str]:
+    """``lines`` without the string values that :func:`redact` took out of ``original``
+    (``redacted`` is its result): a skill that echoes its input prints a secret in shapes
+    no pattern knows. Values shorter than 4 characters are left (they would blank out
+    ordinary words); their JSON-escaped form is removed too."""
+    found = sorted({v for v in _taken(original, redacted, 0) if len(v) >= 4}, key=len, reverse=True)
+    if not found:
+        return lines
+    forms = [f for v in found for f in {v, json.dumps(v, ensure_ascii=False)[1:-1]}]
+    pattern = re.compile("|".join(re.escape(f) for f in forms))
+    return [pattern.sub(REDACTED, line) for line in lines]
+
+
+def _taken(original: Any, redacted: Any, depth: int) -> Iterator[str]:
+    """Every string leaf of ``original`` where ``redacted`` holds :data:`REDACTED` instead."""
+    if depth > _MAX_DEPTH + 1:
+        return
+    if isinstance(redacted, str) and redacted == REDACTED and original != REDACTED:
+        if isinstance(original, str):
+            yield original
+        elif isinstance(original, Mapping):
+            for item in original.values():
+                yield from _taken(item, REDACTED, depth + 1)
+        elif isinstance(original, list):
+            for item in original:
+                yield from _taken(item, REDACTED, depth + 1)
+    elif isinstance(original, Mapping) and isinstance(redacted, Mapping):
+        for key, item in original.items():
+            yield from _taken(item, redacted.get(key), depth + 1)
+    elif isinstance(original, list) and isinstance(redacted, list):
+        for item, red in zip(original, redacted, strict=False):
+            yield from _taken(item, red, depth + 1)
 
 
 _PEM_BEGIN: Final = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
