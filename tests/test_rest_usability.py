@@ -49,7 +49,9 @@ def test_every_request_gets_one_access_line_without_secrets(
         client.get(f"/v1/audit?tool=echo&limit=5&api_key={secret}", headers=headers)
         client.get("/v1/skills", headers={"Authorization": "Bearer wrong-token"})
         client.get("/healthz")
-        lines = access_lines(caplog, 4)
+        client.get(f"/v1/skills?{server['token']}", headers=headers)  # the token pasted as a query
+        client.get(f"/v1/skills/{server['token']}", headers=headers)  # ... and as a path
+        lines = access_lines(caplog, 6)
     access.removeHandler(caplog.handler)
     pattern = r'rest: 127\.0\.0\.1:\d+ (\S+) "(\S+) (\S+)" (\d{3}) [\d.]+ms'
     parsed = [re.fullmatch(pattern, line) for line in lines]
@@ -59,6 +61,8 @@ def test_every_request_gets_one_access_line_without_secrets(
         ("alice", "GET", "/v1/audit?api_key&limit&tool", "400"),  # api_key: unknown, named not shown
         ("-", "GET", "/v1/skills", "401"),
         ("-", "GET", "/healthz", "200"),
+        ("alice", "GET", "/v1/skills?(other:1)", "400"),  # counted, not shown
+        ("alice", "GET", "/v1/skills/[redacted]", "404"),
     ]
     text = "\n".join(lines)
     assert secret not in text and server["token"] not in text and "wrong-token" not in text

@@ -17,6 +17,7 @@ Imports only the standard library.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -59,14 +60,26 @@ class AccessLog:
                 logger.info("rest: %s", line(scope, status or 500, time.monotonic() - started))
 
 
+#: A query parameter name as the routes spell them; any other name is counted, not shown.
+_NAME = re.compile(r"[a-z][a-z_]{0,31}")
+#: A path segment that looks like a token (long, mixed case or digits): names and ticket ids
+#: are lower case, so this is a secret pasted into the URL, not a name.
+_SECRET_LIKE = re.compile(r"^(?=.*[A-Z])(?=.*[a-z0-9])[A-Za-z0-9_~+/=.%-]{24,}$")
+_REDACTED = "[redacted]"
+
+
 def line(scope: Scope, status: int, seconds: float) -> str:
     """The access-log line for one answered request (see the module docstring)."""
     client = scope.get("client") or ("-", 0)
     who = str((scope.get("state") or {}).get("identity") or "-")
     path = str(scope.get("path", ""))
     raw = scope.get("query_string", b"")
-    names = sorted({key for key, _value in parse_qsl(raw.decode("latin-1"), keep_blank_values=True)})
+    keys = {key for key, _value in parse_qsl(raw.decode("latin-1"), keep_blank_values=True)}
+    names = sorted(k for k in keys if _NAME.fullmatch(k))
+    if len(names) < len(keys):  # a name no route takes could be a secret pasted in the wrong place
+        names.append(f"(other:{len(keys) - len(names)})")
     query = ("?" + "&".join(names)) if names else ""
+    path = "/".join(_REDACTED if _SECRET_LIKE.search(part) else part for part in path.split("/"))
     shown = "".join(c if c.isprintable() and c not in '"\\' else "?" for c in path + query)
     return (
         f'{client[0]}:{client[1]} {who} "{scope.get("method", "")} {shown}" {status} {seconds * 1000:.1f}ms'
