@@ -180,6 +180,26 @@ def test_opening_a_ticket_needs_a_known_tool_and_persona(console):
     assert client.post("/v1/approvals", json={"tool": "wipe"}, headers=ann).status_code == 400
 
 
+@pytest.mark.parametrize(
+    ("tool", "params", "persona", "status", "code"),
+    [
+        ("echo", {"count": 1}, "admin", 409, "no_approval_needed"),  # a safe tool: nothing to sign
+        ("wipe", {"path": 5}, "admin", 422, "invalid_arguments"),  # a call that could never run
+        ("wipe", {"path": "/x"}, "viewer", 403, "denied"),  # that persona may not call it at all
+    ],
+)
+def test_the_server_opens_no_ticket_approvers_could_sign_in_vain(
+    console, tool, params, persona, status, code
+):
+    ann = {"Authorization": f"Bearer {console.tokens['ann']}"}
+    before = {t.id for t in console.host.tickets()}
+    answer = console.client().post(
+        "/v1/approvals", json={"tool": tool, "params": params, "persona": persona}, headers=ann
+    )
+    assert (answer.status_code, answer.json()["code"]) == (status, code), answer.text
+    assert {t.id for t in console.host.tickets()} == before
+
+
 def test_an_unreachable_approvals_server_refuses_the_call_clearly(tmp_path, console):
     token = tmp_path / "t"
     token.write_text("x")

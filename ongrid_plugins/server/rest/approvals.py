@@ -8,10 +8,11 @@ token may not read is answered as if absent.
 
 from __future__ import annotations
 
-from ...errors import ApprovalError
+from ...errors import ApprovalError, InvalidArguments
 from ...gate.tickets import STATUSES
-from ...models import args_digest
+from ...models import CallRequest, Verdict, args_digest
 from ...pipeline import digest_now
+from ...schema.arguments import check_arguments
 from ...schema.redact import redact
 from .. import missing_extra
 from ..responses import ApiError, api_error
@@ -91,6 +92,22 @@ async def open_approval(api: Api, request: Request, who: Principal) -> Response:
     tool = api.tool(body["tool"], who)
     if body["persona"] not in {p.name for p in await run_in_threadpool(api.host.personas)}:
         raise ApiError(400, "bad_request", f"persona {body['persona']!r} does not exist on this server")
+    checked, text, errors = check_arguments(tool, body["params"])
+    if errors:  # approvers would sign a call that can never run
+        raise api_error(InvalidArguments(tool.name, errors))
+    persona = api.host.persona(body["persona"])
+    asked = CallRequest(
+        tool, checked, persona, "approval-check", args_digest(tool.name, checked), text, who.identity
+    )
+    decision = await run_in_threadpool(api.host.decide, tool, persona, asked)  # the gate, these arguments
+    if decision.verdict is not Verdict.DUAL_SIGN:  # no ticket could ever be spent on this call
+        said = f"the gate says {decision.verdict.value}: {decision.reason}"
+        if decision.verdict is Verdict.DENY:
+            raise ApiError(403, "denied", f"persona {body['persona']!r} may not call {tool.name!r} ({said})")
+        message = (
+            f"{tool.name!r} called as {body['persona']!r} needs no two-person approval ({said}); call it"
+        )
+        raise ApiError(409, "no_approval_needed", message + " without a ticket")
     digest = args_digest(tool.name, body["params"])
     shown, _paths = redact(tool.schema, body["params"])
     ticket = await api.in_thread(
