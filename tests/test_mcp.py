@@ -309,3 +309,48 @@ def test_an_issued_request_state_is_single_use(workspace: Path) -> None:
 
     run(workspace, session, mode="auto", elicitation_callback=answer("accept"))
     assert (workspace / "skills" / "restart" / "ran").exists()
+
+
+# ---------------------------------------------------------------------- lines the SDK cannot parse
+
+
+def test_a_line_the_sdk_cannot_parse_still_gets_its_answer(workspace: Path) -> None:
+    """A raw client (the SDK's own cannot send these): text that is not JSON gets a parse
+    error, a tools/call holding a lone surrogate its invalid_arguments result and audit
+    row, another request with one an invalid-params error; the session goes on."""
+    import subprocess
+
+    client = {"name": "raw", "version": "1"}
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"n":"\\ud800"}}}',
+        "garbage{",
+        '{"jsonrpc":"2.0","id":4,"method":"prompts/get","params":{"name":"\\udc00"}}',
+        json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}),
+    ]
+    env = {**os.environ, "ONGRID_STATE_DIR": str(workspace / "state")}
+    argv = [sys.executable, "-m", "ongrid_plugins", "--no-defaults", "--dirs", str(workspace / "skills")]
+    argv.append("mcp")
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("\n".join(lines) + "\n")
+        proc.stdin.flush()
+        answers: dict[Any, dict[str, Any]] = {}
+        while len(answers) < 5:
+            message = json.loads(proc.stdout.readline())
+            if "id" in message:
+                answers[message["id"]] = message
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    refused = json.loads(answers[2]["result"]["content"][0]["text"])
+    assert answers[2]["result"]["isError"] is True
+    assert refused["code"] == "invalid_arguments" and refused["errors"][0]["path"] == "$.n"
+    assert answers[None]["error"]["code"] == -32700 and "garbage{" in answers[None]["error"]["message"]
+    assert answers[4]["error"]["code"] == -32602
+    assert answers[3]["result"] == {}
+    log = host_for(workspace).audit
+    assert [(e.tool, e.outcome) for e in log.entries()] == [("echo", "invalid_arguments")]

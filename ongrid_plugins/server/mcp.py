@@ -129,10 +129,13 @@ async def serve_stdio(
         future = asyncio.run_coroutine_threadsafe(server.ongrid_announce(changes), loop)  # type: ignore[attr-defined]
         future.add_done_callback(_log_failure)
 
+    from .mcp_wire import screened
+
     unsubscribe = host.subscribe(on_changes)
     try:
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options(LIST_CHANGED))
+        async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as group:
+            lines = screened(read_stream, write_stream, host, persona, caller, group)
+            await server.run(lines, write_stream, server.create_initialization_options(LIST_CHANGED))
     finally:
         unsubscribe()
 
