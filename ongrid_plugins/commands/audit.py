@@ -165,8 +165,7 @@ def cmd_verify(ctx: Context) -> int:
     elif report.ok:
         print(f"audit log OK: {report.entries} rows, head {report.head}")
     else:
-        where = f" at row {report.first_bad}" if report.first_bad is not None else ""
-        print(f"audit log BROKEN{where}: {report.problem} ({report.entries} rows verified before it)")
+        print(f"{_broken(report)} ({report.entries} rows verified before it)")
     if not ctx.args.json:
         for row in report.inflight:
             state = {True: "running", False: "host gone", None: "other host"}[row["alive"]]
@@ -182,7 +181,7 @@ def cmd_head(ctx: Context) -> int:
             json.dumps({**report.to_dict(), "recorded": log.recorded_head(), "file": log.head_path}, indent=2)
         )
     elif not report.ok:
-        print(f"audit log BROKEN at row {report.first_bad}: {report.problem}; no head recorded")
+        print(f"{_broken(report)}; no head recorded")
     elif not report.entries:
         print("audit log is EMPTY: nothing to record")
     else:
@@ -231,3 +230,10 @@ def _print_entries(entries: list[AuditEntry], as_json: bool) -> int:
 
 def _time(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _broken(report: Any) -> str:
+    """``audit log BROKEN at row N: problem``, the row named once (a problem may start with it)."""
+    if report.first_bad is None:
+        return f"audit log BROKEN: {report.problem}"
+    return f"audit log BROKEN at row {report.first_bad}: {report.problem.removeprefix(f'row {report.first_bad}: ')}"
