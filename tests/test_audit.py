@@ -1004,3 +1004,16 @@ def test_a_forked_child_records_its_calls_under_its_own_pid_and_journal(make_hos
     rows = host.audit.entries()
     assert [row.pid for row in rows] == [os.getpid(), pid]
     assert host.audit.verify().ok
+
+
+def test_a_broken_log_names_its_row_once() -> None:
+    from types import SimpleNamespace
+
+    from ongrid_plugins.commands.audit import _broken
+
+    missing = SimpleNamespace(first_bad=4, problem="row 4: row 3 is missing")
+    assert _broken(missing) == "audit log BROKEN at row 4: row 3 is missing"
+    edited = SimpleNamespace(first_bad=2, problem="row 2 was edited or moved")
+    assert _broken(edited) == "audit log BROKEN at row 2: row 2 was edited or moved"
+    headless = SimpleNamespace(first_bad=None, problem="the head is gone")
+    assert _broken(headless) == "audit log BROKEN: the head is gone"

@@ -236,4 +236,5 @@ def _broken(report: Any) -> str:
     """``audit log BROKEN at row N: problem``, the row named once (a problem may start with it)."""
     if report.first_bad is None:
         return f"audit log BROKEN: {report.problem}"
-    return f"audit log BROKEN at row {report.first_bad}: {report.problem.removeprefix(f'row {report.first_bad}: ')}"
+    problem = report.problem.removeprefix(f"row {report.first_bad}: ")
+    return f"audit log BROKEN at row {report.first_bad}: {problem}"
