@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from .commands import UsageError
 from .commands.output import colour
 from .commands.repeats import RepeatFilter
-from .errors import OngridError
+from .errors import OngridError, UnknownSkill
 from .settings import Settings, split_dirs
 
 if TYPE_CHECKING:
@@ -221,12 +221,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         _after_load(ctx, repeats)
 
 
+def _not_loaded(ctx: Context, exc: UnknownSkill) -> str:
+    """Why a skill of that name was found but not registered (an OS gate, a broken manifest), if it was."""
+    if exc.skill is not None or ctx._host is None or ctx._host._report is None:
+        return ""
+    wanted = exc.name.replace("-", "_")
+    events = ctx.host.report.events
+    why = [e for e in events if e.skill.replace("-", "_") == wanted and e.outcome != "registered"]
+    return f"; a skill of that name was found but not loaded: {why[0].message} ({why[0].path})" if why else ""
+
+
 def _run(args: argparse.Namespace, ctx: Context) -> int:
     try:
         code: int = args.handler(ctx)
     except UsageError as exc:
         _error(exc)
         args.usage_parser.print_usage(sys.stderr)
+        return exc.exit_code
+    except UnknownSkill as exc:
+        _error(f"{exc}{_not_loaded(ctx, exc)}")
         return exc.exit_code
     except OngridError as exc:
         _error(exc)

@@ -301,3 +301,24 @@ def test_show_keeps_a_multi_line_description_in_its_column(
     at = next(i for i, line in enumerate(lines) if line.startswith("description:"))
     assert lines[at].endswith("First line.")
     assert lines[at + 1] == " " * 18 + "SECOND line: more."
+
+
+def test_a_name_in_other_letter_case_gets_a_suggestion(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_skill_md(root, "mcp-builder", description="Build MCP servers.")
+    code, _out, err = run_main(capsys, "--dirs", str(root), "show", "MCP-Builder")
+    assert code == 4 and "did you mean 'mcp-builder'?" in err
+
+
+def test_a_skill_skipped_at_load_is_named_with_the_reason(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`show` of a skill for another OS says it was found and why it is not loaded, not just 'no skill'."""
+    make_skill_md(
+        root, "apple-notes", description="Notes on a Mac.", metadata={"openclaw": {"os": ["darwin"]}}
+    )
+    code, _out, err = run_main(capsys, "--dirs", str(root), "show", "apple-notes")
+    assert code == 4
+    assert "a skill of that name was found but not loaded: for darwin only" in err
+    assert str(root / "apple-notes" / "SKILL.md") in err

@@ -63,8 +63,8 @@ class Snapshot:
 
     def suggestions(self, name: str) -> list[str]:
         """Up to three registered skill or tool names close to ``name``, prompt skills included."""
-        names = {spelling(n): n for n in [*self.skills, *self.tools]}
-        close = difflib.get_close_matches(spelling(name), list(names), n=3, cutoff=0.75)
+        names = {spelling(n).lower(): n for n in [*self.skills, *self.tools]}  # MCP-Builder finds mcp-builder
+        close = difflib.get_close_matches(spelling(name).lower(), list(names), n=3, cutoff=0.75)
         return sorted({names[c] for c in close})
 
     def list_tools(
