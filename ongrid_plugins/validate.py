@@ -165,8 +165,8 @@ def _with_duplicates(report: FileReport, owners: dict[str, str]) -> FileReport:
     first = owners.setdefault(report.skill, report.path)
     if first == report.path:
         return report
-    duplicate = Problem(
-        "error",
+    duplicate = Problem(  # a warning, as the loader skips it without failing (--strict fails on it)
+        "warning",
         "duplicate_name",
         f'skill "{report.skill}" is also declared by {first}; only the first one found is loaded',
         report.path,
