@@ -87,6 +87,8 @@ def test_the_api_reference_is_served_locally_with_nothing_from_elsewhere(server:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/html")
     assert "default-src 'none'" in response.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]  # no clickjacking frame
+    assert response.headers["x-frame-options"] == "DENY"
     page = response.text
     for path, item in document()["paths"].items():
         for method in item:

@@ -36,5 +36,9 @@ async def reference(api: Api, request: Request) -> Response:
         from ..openapi import document
 
         api.openapi = document()
-    headers = {"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'"}
+    headers = {  # nothing loads from elsewhere, and no other site may frame it
+        "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+        "X-Frame-Options": "DENY",
+        "X-Content-Type-Options": "nosniff",
+    }
     return HTMLResponse(render(api.openapi), headers=headers)
