@@ -204,6 +204,12 @@ def test_a_ticket_database_from_before_digests_gets_the_column(tmp_path: Path) -
         "INSERT INTO tickets (id, tool, args_digest, persona, requester, required, status, created, expires)"
         " VALUES ('old', 'wipe', 'd', 'admin', 'alice', 2, 'approved', 1, 9e18)"
     )
+    conn.execute(  # its two approvals: a ticket marked approved without them is refused as forged
+        "CREATE TABLE approvals (ticket_id TEXT NOT NULL, approver_key TEXT NOT NULL, approver TEXT NOT NULL,"
+        " note TEXT NOT NULL DEFAULT '', sop TEXT, time REAL NOT NULL, PRIMARY KEY (ticket_id, approver_key))"
+    )
+    for who in ("bob", "carol"):
+        conn.execute("INSERT INTO approvals VALUES ('old', ?, ?, '', NULL, 2)", (who, who))
     conn.commit()
     conn.close()
     store = ApprovalStore(str(path))
