@@ -42,6 +42,7 @@ import attrs
 from ..errors import ConfigError
 from ..models import PermissionMode, Persona
 from ..settings import Settings
+from ..userfiles import read_regular
 from .decision import BUILTIN_PERSONAS
 
 __all__ = [
@@ -214,8 +215,7 @@ def _warn_unknown_keys(data: Mapping[str, Any], path: str) -> None:
 
 def _read_text(path: str) -> str:
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_PERSONA_BYTES + 1)
+        raw = read_regular(path, MAX_PERSONA_BYTES)
     except OSError as exc:
         message = f"cannot read the persona file: {exc.strerror or exc}"
         raise PersonaFileError(path, message) from None
