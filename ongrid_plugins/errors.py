@@ -191,10 +191,15 @@ class UnknownPersona(ConfigError):
 
     code = "unknown_persona"
 
-    def __init__(self, name: str, known: Sequence[str]) -> None:
+    def __init__(self, name: str, known: Sequence[str], broken: str = "") -> None:
         self.name = name
         self.known = tuple(known)
-        message = f"unknown persona {name!r}; known personas: {', '.join(self.known) or 'none'}"
+        self.broken = broken  # what is wrong with the persona file of that name, if one failed to load
+        known_text = f"known personas: {', '.join(self.known) or 'none'}"
+        if broken:
+            message = f"persona {name!r} could not be loaded: {broken}; {known_text}"
+        else:
+            message = f"unknown persona {name!r}; {known_text}"
         super().__init__(message)
 
 
