@@ -341,9 +341,11 @@ class ApprovalError(OngridError):
     exit_code = 3
     code = "ticket_refused"
 
-    def __init__(self, reason: str, ticket_id: str, message: str) -> None:
+    def __init__(self, reason: str, ticket_id: str, message: str, *, not_found: bool = False) -> None:
         self.reason = reason
         self.ticket_id = ticket_id
+        if not_found:  # looking a ticket up by id (approvals show/approve/reject): 4, as for a skill
+            self.exit_code = 4
         super().__init__(message)
 
     @property
