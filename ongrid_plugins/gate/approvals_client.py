@@ -51,8 +51,10 @@ def read_token(token_file: str | None) -> str:
     if token_file:
         try:
             lines = read_regular_text(token_file, 64 * 1024).splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
             raise ConfigError(f"--token-file {token_file}: cannot read it: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"--token-file {token_file}: not UTF-8 ({exc.reason})") from None
         token = lines[0].strip() if lines else ""
         if not token:
             raise ConfigError(f"--token-file {token_file} is empty: it should hold the bearer token")
