@@ -1883,8 +1883,9 @@ static PyObject *manifest_fields(PyObject *module, PyObject *config) {
 /* -- list_folder: the skill loader's listing of one folder ----------------------------- *
  *
  * list_folder(folder, names, skip_dirs, skip_prefix) is loader._list_folder's listing,
- * read with opendir/readdir: ((name, is_symlink) of every entry named in names that is a
- * regular file or a symlink, the names of the sub-folders to walk: not symlinks, not in
+ * read with opendir/readdir: ((name, not_regular) of every entry named in names, whatever
+ * its type (a symlink, FIFO or folder is checked, and logged, when read), the names of
+ * the sub-folders to walk: not symlinks, not in
  * skip_dirs, not starting with skip_prefix), each sorted by name; OSError as os.scandir
  * raises it. None when an entry's type is not in its directory entry (DT_UNKNOWN: some
  * file systems), the path holds a NUL, or an argument is not of the exact type above (a
@@ -1987,8 +1988,8 @@ static PyObject *list_folder(PyObject *module, PyObject *const *args, Py_ssize_t
         if (name == NULL)
             goto done;
         int claimed = PySet_Contains(names, name), rc = 0;
-        if (claimed == 1 && (type == DT_REG || type == DT_LNK)) {
-            PyObject *pair = PyTuple_Pack(2, name, type == DT_LNK ? Py_True : Py_False);
+        if (claimed == 1) {
+            PyObject *pair = PyTuple_Pack(2, name, type == DT_REG ? Py_False : Py_True);
             rc = pair == NULL ? -1 : PyList_Append(files, pair);
             Py_XDECREF(pair);
         } else if (claimed == 0 && type == DT_DIR) {

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .models import Problem, Requirements, Skill, Tool
+from .userfiles import read_regular_text
 
 if TYPE_CHECKING:
     import pluggy
@@ -167,11 +168,10 @@ class Availability:
 
             path = os.path.join(self._settings.config_dir, CONFIG_FILE)
             try:
-                with open(path, "rb") as handle:
-                    self._config = tomllib.load(handle)
+                self._config = tomllib.loads(read_regular_text(path))
             except FileNotFoundError:
                 self._config = {}
-            except (OSError, tomllib.TOMLDecodeError) as exc:
+            except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or not TOML
                 logger.warning("skill loader: cannot read config file %s: %s", path, exc)
                 self._config = {}
         return self._config

@@ -10,7 +10,7 @@ its parser and a handler returning an exit code. Library errors become
 2  usage error or invalid arguments
 3  denied, a confirmation or approval is needed, a ticket does not cover the
    call, or the audit log cannot record a mutating/dangerous call
-4  unknown skill
+4  unknown skill, or no approval ticket of that id (``approvals show/approve/reject``)
 == ===================================================================
 """
 

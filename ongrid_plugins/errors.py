@@ -191,10 +191,15 @@ class UnknownPersona(ConfigError):
 
     code = "unknown_persona"
 
-    def __init__(self, name: str, known: Sequence[str]) -> None:
+    def __init__(self, name: str, known: Sequence[str], broken: str = "") -> None:
         self.name = name
         self.known = tuple(known)
-        message = f"unknown persona {name!r}; known personas: {', '.join(self.known) or 'none'}"
+        self.broken = broken  # what is wrong with the persona file of that name, if one failed to load
+        known_text = f"known personas: {', '.join(self.known) or 'none'}"
+        if broken:
+            message = f"persona {name!r} could not be loaded: {broken}; {known_text}"
+        else:
+            message = f"unknown persona {name!r}; {known_text}"
         super().__init__(message)
 
 
@@ -336,9 +341,11 @@ class ApprovalError(OngridError):
     exit_code = 3
     code = "ticket_refused"
 
-    def __init__(self, reason: str, ticket_id: str, message: str) -> None:
+    def __init__(self, reason: str, ticket_id: str, message: str, *, not_found: bool = False) -> None:
         self.reason = reason
         self.ticket_id = ticket_id
+        if not_found:  # looking a ticket up by id (approvals show/approve/reject): 4, as for a skill
+            self.exit_code = 4
         super().__init__(message)
 
     @property

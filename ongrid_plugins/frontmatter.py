@@ -253,6 +253,7 @@ def _parse(text: str, first_line: int) -> Any:
             return None
         if "*" in text:  # no '*' at all: no alias can exist
             _check_aliases(node, first_line)
+        _check_duplicate_keys(node, first_line)
         return loader.construct_document(node)
     finally:
         loader.dispose()
@@ -287,6 +288,36 @@ def _check_aliases(root: Any, first_line: int) -> None:
             f"{MAX_ALIAS_NODES} allowed (an alias bomb?); it was refused without being expanded"
         )
         raise FrontMatterError(message)
+
+
+def _check_duplicate_keys(root: Any, first_line: int) -> None:
+    """Refuse a mapping (at any level) that gives a key twice.
+
+    PyYAML keeps the last value silently; another reader may keep the first, so
+    the same file would be two different skills (skill.json refuses the same).
+    """
+    seen_nodes: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if node.id == "mapping":
+            keys: dict[tuple[str, str], int] = {}
+            for key, _value in node.value:
+                if key.id != "scalar" or key.tag == _YAML_PREFIX + "merge":
+                    continue
+                line = first_line + key.start_mark.line
+                first = keys.get((key.tag, key.value))
+                if first is not None:
+                    message = (
+                        f'invalid YAML front matter: duplicate key "{key.value}" (line {line}, first at '
+                        f"line {first}): two parsers could read two different manifests; keep one"
+                    )
+                    raise FrontMatterError(message)
+                keys[(key.tag, key.value)] = line
+        stack.extend(_children(node))
 
 
 def _tab_at(text: str, line: int) -> bool:

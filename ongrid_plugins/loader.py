@@ -39,6 +39,7 @@ from .loaders.skill_json import skill_from_record, skill_record
 from .models import LoadEvent, LoadReport, Problem, Skill, SkillRoot
 from .models.base import compiled
 from .schema import verdicts
+from .userfiles import file_kind
 
 if TYPE_CHECKING:
     import pluggy
@@ -173,10 +174,9 @@ def _list_folder(folder: str, names: frozenset[str]) -> Listing | None:
     for entry in entries:
         name = entry.name
         if name in names:
-            if entry.is_file(follow_symlinks=False):  # a regular file is never a symlink
-                files.append((name, False))
-            elif entry.is_symlink():
-                files.append((name, True))
+            # Every entry of a manifest's name is one (the specification): a symlink, a
+            # FIFO or a folder is flagged, then resolved and refused with a log line when read.
+            files.append((name, not entry.is_file(follow_symlinks=False)))
         elif (
             name not in SKIP_DIRS and not name.startswith(SKIP_PREFIX) and entry.is_dir(follow_symlinks=False)
         ):
@@ -386,10 +386,11 @@ def _report_notices(state: _Load, skill: Skill) -> None:
 
 
 def check_symlinked_manifest(path: str, root: SkillRoot) -> str:
-    """The canonical path of a symlinked manifest, if it resolves to a file inside the root.
+    """The canonical path of a symlinked manifest, if it resolves to a regular file inside the root.
 
     The manifest is then read from there, so its entry is relative to the
-    folder it really lives in.
+    folder it really lives in. Every listed entry that is not a regular file
+    comes here: a FIFO or folder of a manifest's name is refused (never opened).
     """
     try:
         real = canonical(path)
@@ -399,8 +400,9 @@ def check_symlinked_manifest(path: str, root: SkillRoot) -> str:
     escape = escapes("manifest", real, root.real)
     if escape is not None:
         raise ManifestParseError(path, escape)
-    if not stat.S_ISREG(os.stat(real).st_mode):
-        message = f"manifest {real} is not a regular file"
+    mode = os.stat(real).st_mode
+    if not stat.S_ISREG(mode):
+        message = f"manifest {real} is not a regular file (it is {file_kind(mode)})"
         raise ManifestParseError(path, message)
     return real
 

@@ -38,7 +38,8 @@ class PersonaLookup:
     def resolve(self, persona: str | Persona, settings: Settings) -> Persona:
         """The persona ``persona`` names: itself, a built-in, a persona file by name or by path.
 
-        :raises UnknownPersona: no persona has that name (there is no fallback).
+        :raises UnknownPersona: no persona has that name (there is no fallback); when a
+            persona file of that name failed to load, it names the file and its problem.
         :raises ConfigError: the persona file named by path is broken.
         """
         if isinstance(persona, Persona):
@@ -57,7 +58,8 @@ class PersonaLookup:
         if found is None:  # a file added since the last look: read the folders again, once
             found = self._files(settings, refresh=True).personas.get(persona)
         if found is None:
-            raise UnknownPersona(persona, self._files(settings).names())
+            catalog = self._files(settings)
+            raise UnknownPersona(persona, catalog.names(), catalog.broken.get(persona, ""))
         return found
 
     def every(self, settings: Settings) -> list[Persona]:

@@ -218,14 +218,15 @@ def _remote_config(values: dict[str, Any], env: Mapping[str, str]) -> None:
     import logging
     import tomllib
 
+    from .userfiles import read_regular_text
+
     folder = values.get("config_dir") or _user_config_dir()
     path = os.path.join(folder, "config.toml")
     try:
-        with open(path, "rb") as handle:
-            table = tomllib.load(handle).get("remote")
+        table = tomllib.loads(read_regular_text(path)).get("remote")
     except FileNotFoundError:
         return
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or not TOML
         logging.getLogger(__name__).warning(
             "settings: cannot read %s, its [remote] is ignored: %s", path, exc
         )

@@ -9,6 +9,7 @@ hint.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -105,7 +106,8 @@ def _validate_path(
             yield _fail(path, "not_a_manifest", f"{path} is not a manifest (expected one of: {expected})")
             return
         manifests: Iterable[tuple[str, bool]] = [
-            (os.path.join(root.real, os.path.basename(path)), os.path.islink(path))
+            # not a regular file (a symlink, a FIFO): resolved and checked, never opened as it is
+            (os.path.join(root.real, os.path.basename(path)), not stat.S_ISREG(os.lstat(path).st_mode))
         ]
     else:
         manifests = list(iter_manifests(root.real, names))

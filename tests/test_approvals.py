@@ -428,7 +428,7 @@ def test_cli_approve_reject_and_list(root: Path, capsys: pytest.CaptureFixture[s
     rejected = cmd(capsys, root, "approvals", "reject", ticket.id, "--note", "no", "--json")
     assert json.loads(rejected.stdout)["status"] == "rejected"
     unknown = cmd(capsys, root, "approvals", "show", "nope")
-    assert unknown.returncode == 3 and "no approval ticket 'nope'" in unknown.stderr
+    assert unknown.returncode == 4 and "no approval ticket 'nope'" in unknown.stderr
 
 
 def test_the_cli_knows_every_ticket_status() -> None:
@@ -483,3 +483,21 @@ def test_a_stored_ticket_past_its_expiry_reads_as_expired(tmp_path: Path) -> Non
     ticket = store.open_ticket(tool="wipe", args_digest="d" * 64, persona="admin", requester="alice", args={})
     now[0] += 61
     assert store.ticket(ticket.id).status is TicketStatus.EXPIRED
+
+
+def test_refusing_an_unknown_ticket_creates_no_state_and_exits_not_found(
+    capsys: pytest.CaptureFixture[str], root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`reject x` created state/approvals.db and exited 3 (denied); `show ''` printed `''`."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(state))
+    for verb in ("reject", "approve", "show"):
+        result = cmd(capsys, root, "approvals", verb, "x")
+        assert result.returncode == 4, (verb, result.stderr)
+        assert "ERROR: no approval ticket 'x' (see `ongrid-skills approvals list`)" in result.stderr
+    assert not (state / "approvals.db").exists()
+    empty = cmd(capsys, root, "approvals", "show", "")
+    assert empty.returncode == 4
+    assert "ERROR: no approval ticket with an empty id (see" in empty.stderr
+    assert ApprovalError("unknown", "x", "", not_found=True).exit_code == 4
+    assert ApprovalError("unknown", "x", "").exit_code == 3  # a call presenting it is denied

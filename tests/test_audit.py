@@ -945,6 +945,7 @@ def test_list_refuses_an_unknown_outcome_naming_the_known_ones(
         ("audit", "export"),
         ("approvals", "list"),
         ("approvals", "show", "nope"),
+        ("approvals", "reject", "nope"),
         ("list",),
     ],
 )
@@ -954,7 +955,7 @@ def test_reading_commands_never_create_state_files(
     state = tmp_path / "fresh-state"
     monkeypatch.setenv("ONGRID_STATE_DIR", str(state))
     done = cmd(capsys, root, *argv)
-    assert done.returncode in (0, 3), done.stderr  # 3: no such ticket
+    assert done.returncode in (0, 4), done.stderr  # 4: no such ticket
     assert not state.exists(), sorted(str(p) for p in state.rglob("*"))
 
 

@@ -166,3 +166,29 @@ def test_first_paragraph_skips_headings_comments_and_code(body: str, expected: s
 
 def test_first_paragraph_is_cut_to_the_limit() -> None:
     assert first_paragraph("x" * 50, limit=10) == "x" * 9 + "…"
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "lines"),
+    [
+        ("name: dupkey\ndescription: d\nname: other\n", "name", (4, 2)),
+        ("name: x\n'name': y\n", "name", (3, 2)),  # a quoted spelling is the same key
+        ("name: x\nmetadata:\n  a: 1\n  b: 2\n  a: 3\n", "a", (6, 4)),
+        ("name: x\nmetadata: {a: 1, a: 2}\n", "a", (3, 3)),
+        ("tools:\n  - name: t\n    name: u\n", "name", (4, 3)),
+    ],
+)
+def test_a_key_given_twice_at_any_level_is_refused(text: str, key: str, lines: tuple[int, int]) -> None:
+    """PyYAML keeps the last value; skill.json refuses duplicates, and so does front matter."""
+    with pytest.raises(FrontMatterError) as caught:
+        parse_yaml(text, first_line=2)
+    assert str(caught.value) == (
+        f'invalid YAML front matter: duplicate key "{key}" (line {lines[0]}, first at line {lines[1]}): '
+        "two parsers could read two different manifests; keep one"
+    )
+
+
+def test_the_same_key_in_two_mappings_and_merge_keys_are_fine() -> None:
+    text = "a: {k: 1}\nb: {k: 2}\nbase: &b {x: 1}\nc:\n  <<: *b\n  y: 2\n"
+    data, _quoted = parse_yaml(text)
+    assert data["a"] == {"k": 1} and data["b"] == {"k": 2} and data["c"] == {"x": 1, "y": 2}

@@ -21,6 +21,7 @@ from ongrid_plugins import (
 from ongrid_plugins.cli import main
 from ongrid_plugins.gate import personas
 from ongrid_plugins.gate.personas import PersonaFileError, discover, looks_like_path, read_persona
+from ongrid_plugins.persona_lookup import PersonaLookup
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 ONCALL = """---
@@ -293,3 +294,27 @@ def test_a_reserved_name_file_is_warned_about_once_per_command(
     viewer.write_text(persona_text("viewer", "read-only") + "changed\n")
     main(["--no-defaults", "--dirs", str(tmp_path), "personas"])
     assert capsys.readouterr().err.count("'viewer' is a built-in persona") == 1
+
+
+def test_a_persona_whose_file_is_invalid_is_reported_with_the_file_and_its_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--persona weird` with an invalid weird.md used to say only "unknown persona", and the
+    warning about the file had already been counted as shown: the reason was nowhere."""
+    config = tmp_path / "config"
+    (config / "personas").mkdir(parents=True)
+    weird = config / "personas" / "weird.md"
+    weird.write_text("---\nname: weird\npermission_mode: godmode\n---\n")
+    root = tmp_path / "skills"
+    make_skill(root, "good_one")
+    monkeypatch.setenv("ONGRID_CONFIG_DIR", str(config))
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(tmp_path / "state"))
+    for _ in range(2):  # the second time the load warning is held back as already shown
+        code = main(["--no-defaults", "--dirs", str(root), "run", "good_one", "{}", "--persona", "weird"])
+        assert code == 2
+        err = capsys.readouterr().err
+        assert f"ERROR: persona 'weird' could not be loaded: persona file {weird}: " in err
+        assert "godmode" in err.split("ERROR:", 1)[1]
+        assert err.rstrip().endswith("known personas: admin, operator, viewer")
+    with pytest.raises(UnknownPersona, match=r"^unknown persona 'other'; known"):
+        PersonaLookup().resolve("other", isolated_settings(tmp_path, root, config_dir=str(config)))

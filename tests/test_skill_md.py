@@ -478,3 +478,15 @@ def test_validate_strict_passes_a_spec_conforming_hyphenated_skill(
     assert main(["--no-defaults", "validate", "--strict", str(folder)]) == 0
     out = capsys.readouterr().out
     assert out.endswith("ok\n1 manifest(s) checked, 0 with problems\n")
+
+
+def test_a_skill_md_giving_name_twice_is_refused_like_a_skill_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "dupkey"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("---\nname: dupkey\ndescription: Says hi.\nname: other\n---\nHi.\n")
+    assert main(["--no-defaults", "validate", str(folder)]) == 1
+    out = capsys.readouterr().out
+    expected = 'duplicate key "name" (line 4, first at line 2): two parsers could read two different'
+    assert expected in out

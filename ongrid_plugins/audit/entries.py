@@ -17,6 +17,7 @@ import attrs
 from ..errors import ConfigError
 from ..identity import identity_key
 from ..models import JSON, Outcome
+from ..userfiles import read_regular
 from .chain import COLUMNS, GENESIS, JSON_COLUMNS
 
 if TYPE_CHECKING:
@@ -134,8 +135,7 @@ MIN_KEY_BYTES = 16
 def read_key(path: str) -> bytes:
     """The audit key in ``path`` (surrounding blanks removed); raises ConfigError."""
     try:
-        with open(path, "rb") as f:
-            key = f.read(4096).strip()
+        key = read_regular(path, 4096)[:4096].strip()
     except OSError as exc:
         raise ConfigError(
             f"ONGRID_AUDIT_KEY_FILE {path}: cannot read the audit key: {exc.strerror}"

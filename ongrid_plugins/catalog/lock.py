@@ -29,6 +29,7 @@ import attrs
 
 from ..errors import ConfigError
 from ..packs import MARKER
+from ..userfiles import read_regular_text
 from .digest import tree_records
 
 __all__ = [
@@ -110,8 +111,7 @@ def read_lock(packs_dir: str) -> dict[str, LockEntry] | None:
     """
     path = lock_path(packs_dir)
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(read_regular_text(path))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 from typing import TYPE_CHECKING, Any
 
 from ..packs import PackInfo, PackRoots, installed_packs
@@ -61,20 +62,30 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=cmd_installed)
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def cmd_install(ctx: Context) -> int:
     from ..packs.install import install_pack
 
     args = ctx.args
     host = ctx.host
-    result = install_pack(
-        args.path,
-        host.pm,
-        host.settings,
-        name=args.name,
-        strict=args.strict,
-        require_digest=args.require_digest,
-        replace=args.replace,
-    )
+    # SIGTERM (kill, systemd, a CI timeout) unwinds like Ctrl-C, so the staging folder
+    # is removed now rather than by the next install.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        result = install_pack(
+            args.path,
+            host.pm,
+            host.settings,
+            name=args.name,
+            strict=args.strict,
+            require_digest=args.require_digest,
+            replace=args.replace,
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     shadowed = _shadowed(ctx, result)
     if args.json:
         print(json.dumps({**result.to_dict(), "shadowed": shadowed}, indent=2, ensure_ascii=False))

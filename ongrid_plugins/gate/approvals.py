@@ -163,11 +163,15 @@ class ApprovalStore:
     # ------------------------------------------------------------------ reading
 
     def ticket(self, ticket_id: str) -> Ticket:
-        """The ticket ``ticket_id``; raises ``ApprovalError(reason="unknown")``."""
+        """The ticket ``ticket_id``; raises ``ApprovalError(reason="unknown")``, exit code 4 (not found).
+
+        A call that presents an unknown ticket is refused by :meth:`claim` instead (exit 3, denied).
+        """
         if not _sqlite.state_exists(self.path):  # reading never creates the database
-            message = f"no approval ticket {ticket_id!r} (see `ongrid-skills approvals list`)"
-            raise ApprovalError("unknown", str(ticket_id), message)
+            raise _unknown(ticket_id, not_found=True)
         with self._read() as conn:
+            if conn.execute(_SELECT_TICKET, (str(ticket_id),)).fetchone() is None:
+                raise _unknown(ticket_id, not_found=True)
             return self._load(conn, ticket_id, self._clock())
 
     def tickets(self, status: str | None = None) -> list[Ticket]:
@@ -286,6 +290,7 @@ class ApprovalStore:
     def reject(self, ticket_id: str, *, approver: str, note: str = "") -> Ticket:
         """Kill the ticket (anyone may, the requester included, to withdraw it)."""
         approver = _identity(approver, ticket_id)
+        self.ticket(ticket_id)  # an unknown ticket is refused before the database is created
         now = self._clock()
         with self._write() as conn:
             ticket = self._load(conn, ticket_id, now)
@@ -344,8 +349,7 @@ class ApprovalStore:
     def _load(self, conn: sqlite3.Connection, ticket_id: str, now: float) -> Ticket:
         row = conn.execute(_SELECT_TICKET, (str(ticket_id),)).fetchone()
         if row is None:
-            message = f"no approval ticket {ticket_id!r} (see `ongrid-skills approvals list`)"
-            raise ApprovalError("unknown", str(ticket_id), message)
+            raise _unknown(ticket_id)
         approvals = [
             Approval(approver, note, sop, when)
             for approver, note, sop, when in conn.execute(
@@ -425,3 +429,10 @@ def verify_with_plugins(pm: pluggy.PluginManager) -> VerifyApproval:
         return None
 
     return verify
+
+
+def _unknown(ticket_id: str, *, not_found: bool = False) -> ApprovalError:
+    """The error for a ticket id no ticket has (an empty id said as such, not as ``''``)."""
+    shown = repr(str(ticket_id)) if ticket_id else "with an empty id"
+    message = f"no approval ticket {shown} (see `ongrid-skills approvals list`)"
+    return ApprovalError("unknown", str(ticket_id), message, not_found=not_found)

@@ -22,6 +22,7 @@ import urllib.request
 from typing import TYPE_CHECKING, Any
 
 from ..errors import APPROVAL_REASONS, ApprovalError, ConfigError, OngridError
+from ..userfiles import read_regular_text
 from .approvals import ApprovalStore
 from .tickets import Approval, Ticket, VerifyApproval
 
@@ -49,10 +50,12 @@ def read_token(token_file: str | None) -> str:
     """The bearer token: the first line of ``token_file``, else ``$ONGRID_TOKEN``."""
     if token_file:
         try:
-            with open(token_file, encoding="utf-8") as f:
-                token = f.readline().strip()
+            lines = read_regular_text(token_file, 64 * 1024).splitlines()
         except OSError as exc:
             raise ConfigError(f"--token-file {token_file}: cannot read it: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"--token-file {token_file}: not UTF-8 ({exc.reason})") from None
+        token = lines[0].strip() if lines else ""
         if not token:
             raise ConfigError(f"--token-file {token_file} is empty: it should hold the bearer token")
         return token

@@ -42,6 +42,7 @@ import attrs
 from ..errors import ConfigError
 from ..models import PermissionMode, Persona
 from ..settings import Settings
+from ..userfiles import read_regular
 from .decision import BUILTIN_PERSONAS
 
 __all__ = [
@@ -81,6 +82,9 @@ class PersonaCatalog:
     personas: Mapping[str, Persona]
     problems: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     """One line per file that was skipped, and why."""
+    broken: Mapping[str, str] = attrs.field(factory=dict)
+    """What is wrong with each file that failed to load, by its name without ``.md``
+    (``persona file /x/weird.md: ...``): asking for ``weird`` then says why it is missing."""
 
     def names(self) -> list[str]:
         """Every persona name, the built-ins included, sorted."""
@@ -106,13 +110,14 @@ def discover(settings: Settings) -> PersonaCatalog:
     """
     found: dict[str, Persona] = {}
     problems: list[str] = []
+    broken: dict[str, str] = {}
     for folder in persona_dirs(settings):
         for path in _persona_files(folder, problems):
-            problem = _add(found, path)
+            problem = _add(found, path, broken)
             if problem:
                 _warn_once(path, problem)
                 problems.append(problem)
-    return PersonaCatalog(found, problems)
+    return PersonaCatalog(found, problems, broken)
 
 
 _warned: set[tuple[str, int, int, str]] = set()
@@ -132,10 +137,11 @@ def _warn_once(path: str, message: str) -> None:
     logger.warning("persona loader: %s", message)
 
 
-def _add(found: dict[str, Persona], path: str) -> str:
+def _add(found: dict[str, Persona], path: str, broken: dict[str, str]) -> str:
     try:
         persona = read_persona(path)
     except PersonaFileError as exc:
+        broken.setdefault(os.path.basename(path).removesuffix(".md"), str(exc))
         return f"parse {path}: {exc.message}"
     if persona.name in found:
         return f'persona "{persona.name}" already defined by {found[persona.name].path}, skipping {path}'
@@ -214,8 +220,7 @@ def _warn_unknown_keys(data: Mapping[str, Any], path: str) -> None:
 
 def _read_text(path: str) -> str:
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_PERSONA_BYTES + 1)
+        raw = read_regular(path, MAX_PERSONA_BYTES)
     except OSError as exc:
         message = f"cannot read the persona file: {exc.strerror or exc}"
         raise PersonaFileError(path, message) from None

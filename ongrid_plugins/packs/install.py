@@ -34,6 +34,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -44,6 +45,7 @@ import attrs
 from ..catalog.lock import new_entry, write_entry
 from ..errors import ConfigError, OngridError
 from ..hooks import hooks
+from ..userfiles import file_kind
 from ..validate import FileReport, validate_paths
 from .archive import Limits, UnpackReport, unpack
 from .pack_roots import MARKER, InstalledPack, installed_packs, read_marker
@@ -113,10 +115,8 @@ def install_pack(
     both origins and digests.
     """
     started = time.perf_counter()
-    source = os.path.abspath(source)
-    if not os.path.exists(source):
-        raise ConfigError(f"{source} does not exist (give a pack folder, a .tar.gz or a .zip)")
     user_dir = settings.user_skills_dir
+    source = _check_source(source, user_dir)
     os.makedirs(user_dir, 0o755, exist_ok=True)
     with _locked(user_dir), _staging(user_dir) as staging:
         archive_sha = _check_digest(source, require_digest)
@@ -143,6 +143,33 @@ def install_pack(
     pack = InstalledPack(pack_name, version, target, meta)
     replaced = old.version if old is not None else None
     return InstallResult(pack, replaced, unpacked, reports, time.perf_counter() - started)
+
+
+def _check_source(given: str, user_dir: str) -> str:
+    """The absolute path of a usable source, refused at once when it cannot be one.
+
+    Never opens it: a FIFO would block the open, ``/dev/zero`` would be read forever.
+    A folder that holds the user skills dir (``install .`` in ``~``) would be copied
+    into itself until the names grow too long.
+    """
+    if not given.strip():
+        raise ConfigError("the pack path is empty: give a pack folder, a .tar.gz or a .zip")
+    source = os.path.abspath(given)
+    try:
+        st = os.stat(source)
+    except OSError as exc:
+        message = f"{source} does not exist" if isinstance(exc, FileNotFoundError) else f"{source}: {exc}"
+        raise ConfigError(message + " (give a pack folder, a .tar.gz or a .zip)") from None
+    if stat.S_ISDIR(st.st_mode):
+        real, into = os.path.realpath(source), os.path.realpath(user_dir)
+        if into == real or into.startswith(real.rstrip("/") + "/"):
+            message = f"{source} contains the user skills dir {user_dir}, where packs are installed: "
+            message += "installing it would copy the folder into itself; give the pack's own folder"
+            raise ConfigError(message)
+    elif not stat.S_ISREG(st.st_mode):
+        message = f"{source} is not a folder, a tar archive or a .zip (it is {file_kind(st.st_mode)})"
+        raise ConfigError(message)
+    return source
 
 
 def uninstall_pack(name: str, settings: Settings) -> InstalledPack:
@@ -301,6 +328,11 @@ def _locked(user_dir: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _staging(user_dir: str) -> Iterator[str]:
+    # Installs hold the lock: any staging or trash folder still here was left by one
+    # that was killed (SIGKILL, a power cut), and nobody else is using it.
+    for name in os.listdir(user_dir):
+        if name.startswith((".ongrid-staging-", ".ongrid-trash-")):
+            shutil.rmtree(os.path.join(user_dir, name), ignore_errors=True)
     staging = tempfile.mkdtemp(prefix=".ongrid-staging-", dir=user_dir)
     try:
         yield staging

@@ -35,6 +35,7 @@ import attrs
 from ..errors import PackError, PackLoadError
 from ..hookspecs import hookimpl
 from ..models import SkillRoot
+from ..userfiles import read_regular_text
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -205,8 +206,7 @@ def installed_packs(user_dir: str) -> list[InstalledPack]:
 def read_marker(folder: str) -> InstalledPack | None:
     """The installed pack in ``folder``, or None when it holds no readable marker."""
     try:
-        with open(os.path.join(folder, MARKER), encoding="utf-8") as f:
-            meta = json.load(f)
+        meta = json.loads(read_regular_text(os.path.join(folder, MARKER)))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:

@@ -1,0 +1,68 @@
+"""A FIFO or a folder with a manifest's name is a manifest the loader refuses, with a log line.
+
+The specification treats every file named ``skill.json`` as a manifest; the walk used to
+skip these without a word, and ``validate`` read the FIFO as an empty SKILL.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ongrid_plugins import loader
+from ongrid_plugins.loader import load_dirs
+from ongrid_plugins.testing import make_skill
+
+HANG = 30
+
+
+def _special_root(tmp_path: Path) -> Path:
+    root = tmp_path / "skills"
+    make_skill(root, "good_one")
+    (root / "fifo").mkdir()
+    os.mkfifo(root / "fifo" / "skill.json")
+    (root / "folder" / "SKILL.md").mkdir(parents=True)
+    return root
+
+
+@pytest.mark.timeout(HANG)
+@pytest.mark.parametrize("compiled", [True, False], ids=["c-listing", "python-listing"])
+def test_a_fifo_or_folder_named_like_a_manifest_is_logged_and_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, compiled: bool
+) -> None:
+    if compiled:
+        assert loader._LIST is not None, "the compiled helpers were not built"
+    else:
+        monkeypatch.setattr(loader, "_LIST", None)
+    root = _special_root(tmp_path)
+    with caplog.at_level(logging.INFO, logger="ongrid_plugins.loader"):
+        skills = load_dirs([str(root)])
+    assert [s.name for s in skills] == ["good_one"]
+    lines = [r.getMessage() for r in caplog.records if "is not a regular file" in r.getMessage()]
+    fifo, folder = root / "fifo" / "skill.json", root / "folder" / "SKILL.md"
+    assert lines == [
+        f"skill loader: parse {fifo}: manifest {fifo} is not a regular file (it is a FIFO)",
+        f"skill loader: parse {folder}: manifest {folder} is not a regular file (it is a folder)",
+    ]
+
+
+def test_validate_of_a_fifo_skill_md_says_it_is_not_a_regular_file(tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir()
+    fifo = tmp_path / "s" / "SKILL.md"
+    os.mkfifo(fifo)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "ongrid_plugins", "--no-defaults", "validate", str(fifo)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=HANG,
+    )
+    assert result.returncode == 1
+    assert f"manifest {fifo} is not a regular file (it is a FIFO)" in result.stdout + result.stderr
+    assert "front matter" not in result.stdout + result.stderr
