@@ -113,3 +113,15 @@ def test_a_fifo_as_token_file_or_skills_lock_is_refused(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "skills.lock")
     with pytest.raises(ConfigError, match=r"skills.lock: not a readable skills.lock \(not a regular file"):
         read_lock(str(tmp_path))
+
+
+def test_a_fifo_named_as_the_token_file_is_refused_not_blocked_on(tmp_path: Path) -> None:
+    """`serve --tokens FIFO` (or --list-tokens) must say what the path is, at once."""
+    from ongrid_plugins.errors import ConfigError
+    from ongrid_plugins.server.tokens import TokenStore, list_tokens
+
+    fifo = tmp_path / "tokens.json"
+    os.mkfifo(fifo)
+    for read in (TokenStore.from_file, list_tokens):
+        with pytest.raises(ConfigError, match="not a regular file"):
+            read(str(fifo))

@@ -35,6 +35,7 @@ import attrs
 
 from ..errors import ConfigError
 from ..identity import identity_problem, normalize_identity
+from ..userfiles import read_regular_text
 
 __all__ = [
     "Principal",
@@ -115,10 +116,14 @@ class TokenStore:
         return found
 
 
+def _load(path: str) -> Any:
+    """The token file's JSON; a FIFO or device named as it is refused, not blocked on."""
+    return json.loads(read_regular_text(path))
+
+
 def _read_entries(path: str) -> list[tuple[str, Principal]]:
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = _load(path)
     except OSError as exc:
         message = f"token file {path}: cannot read it: {exc.strerror or exc}"
         raise ConfigError(message) from None
@@ -157,8 +162,7 @@ def add_token(path: str, identity: str, persona: str, note: str = "") -> str:
     data: dict[str, Any] = {"tokens": []}
     if os.path.exists(path):
         _read_entries(path)  # refuse to append to a broken file
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = _load(path)
     token = new_token()
     entry = {"identity": identity, "persona": persona, "hash": hash_token(token)}
     if note:
@@ -172,8 +176,7 @@ def add_token(path: str, identity: str, persona: str, note: str = "") -> str:
 def list_tokens(path: str) -> list[dict[str, str]]:
     """The entries of the token file: identity, persona, hash and note (no token is ever stored)."""
     _read_entries(path)  # a broken file is an error naming the entry
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
+    data = _load(path)
     return [{"note": "", **{str(k): str(v) for k, v in item.items()}} for item in data["tokens"]]
 
 
