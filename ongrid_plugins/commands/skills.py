@@ -7,11 +7,12 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ApprovalRequired, ConfigError, ConfirmationRequired, UnknownSkill
+from ..errors import ApprovalRequired, ConfirmationRequired, UnknownSkill
 from ..gate import needs
 from ..models import CallResult, Event, Tool
 from ..remote.plugin import where
-from . import UsageError, listing
+from . import listing
+from .callargs import read_args
 from .output import colour, first_line, print_json, print_table
 
 if TYPE_CHECKING:
@@ -241,7 +242,7 @@ def cmd_show(ctx: Context) -> int:
 
 def cmd_run(ctx: Context) -> int:
     args = ctx.args
-    call_args = _read_args(args)
+    call_args = read_args(ctx)
     host = ctx.host
     on_event = _stream_stderr
     try:
@@ -309,29 +310,6 @@ def _rerun_command(ctx: Context, ticket_id: str) -> str:
     argv += ["--persona", args.persona, "--ticket", ticket_id]
     command = ctx.command(*argv)
     return command + "   (same arguments on stdin)" if args.args_json == "-" else command
-
-
-def _read_args(args: argparse.Namespace) -> Any:
-    if args.args_json is not None and args.args_file:
-        message = "give the arguments either as ARGS_JSON or with --args-file, not both"
-        raise UsageError(message)
-    if args.args_file:
-        source = args.args_file
-        try:
-            with open(args.args_file, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read --args-file {args.args_file}: {exc}") from None
-    elif args.args_json == "-":
-        source, text = "stdin", sys.stdin.read()
-    elif args.args_json is not None:
-        source, text = "ARGS_JSON", args.args_json
-    else:
-        return {}
-    try:
-        return json.loads(text) if text.strip() else {}
-    except ValueError as exc:
-        raise ConfigError(f"the arguments in {source} are not valid JSON: {exc}") from None
 
 
 def _can_prompt(args: argparse.Namespace) -> bool:
