@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .commands import UsageError
-from .commands.output import colour
+from .commands.output import colour, printable
 from .commands.repeats import RepeatFilter
 from .errors import OngridError
 from .settings import Settings, split_dirs
@@ -98,7 +98,7 @@ class Context:
 
 class _Formatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
+        text = printable(super().format(record), keep="\n")  # paths and names come from skills
         if record.levelno < logging.WARNING:
             return text
         style = "yellow" if record.levelno == logging.WARNING else "red"
@@ -106,7 +106,7 @@ class _Formatter(logging.Formatter):
 
 
 def _error(exc: object) -> None:
-    print(f"{colour('ERROR', 'red', sys.stderr)}: {exc}", file=sys.stderr)
+    print(f"{colour('ERROR', 'red', sys.stderr)}: {printable(str(exc), keep=chr(10))}", file=sys.stderr)
 
 
 class _Version(argparse.Action):
