@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .commands import UsageError
-from .commands.output import colour
+from .commands.output import colour, printable
 from .commands.repeats import RepeatFilter
 from .errors import OngridError, UnknownSkill
 from .settings import Settings, split_dirs
@@ -98,7 +98,7 @@ class Context:
 
 class _Formatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
+        text = printable(super().format(record), keep="\n")  # paths and names come from skills
         if record.levelno < logging.WARNING:
             return text
         style = "yellow" if record.levelno == logging.WARNING else "red"
@@ -106,7 +106,7 @@ class _Formatter(logging.Formatter):
 
 
 def _error(exc: object) -> None:
-    print(f"{colour('ERROR', 'red', sys.stderr)}: {exc}", file=sys.stderr)
+    print(f"{colour('ERROR', 'red', sys.stderr)}: {printable(str(exc), keep=chr(10))}", file=sys.stderr)
 
 
 class _Version(argparse.Action):
@@ -117,6 +117,31 @@ class _Version(argparse.Action):
 
         print(f"{parser.prog} {__version__}")
         parser.exit()
+
+
+class _AnyOrderParser(argparse.ArgumentParser):
+    """A sub-command's parser: its options may come before, between or after its positionals.
+
+    Plain argparse matches positionals in runs, so ``run NAME --timeout 5 '{}'`` gave the
+    optional ARGS_JSON nothing when it met NAME and then refused ``{}`` as unrecognized.
+    The intermixed parse reads every option first, then the positionals. Parsers with
+    sub-commands of their own (``approvals``, ``audit``, ``state``) keep the plain parse,
+    which intermixing does not support; their leaf parsers are of this class too.
+    """
+
+    _intermixing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        plain = any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._get_positional_actions())
+        if plain or self._intermixing:  # up to 3.12 the intermixed parse calls this method twice
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,7 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="count", default=0, help="show the loader's INFO lines (-vv: debug)"
     )
     verbosity.add_argument("-q", "--quiet", action="store_true", help="show errors only")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_AnyOrderParser
+    )
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     _remember_parsers(parser)

@@ -173,8 +173,9 @@ def test_a_failing_skill_is_a_result_with_exit_code_and_stderr_tail(make_host: A
         ("[1, 2, 3]", "stdout must be a JSON object, not list"),
         ('{"a": 1}\\n{"b": 2}', "stdout is not one JSON object"),
         ('{"a": NaN}', "stdout is not one JSON object"),
+        ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", "stdout is nested too deeply to read (print a flatter"),
     ],
-    ids=["empty", "text", "array", "two_objects", "nan"],
+    ids=["empty", "text", "array", "two_objects", "nan", "too_deep"],
 )
 def test_bad_output_fails_with_the_first_bytes_quoted(
     make_host: Any, root: Path, stdout: str, fragment: str

@@ -274,6 +274,24 @@ def test_unparseable_manifest_is_a_parse_error(make_host: Any, root: Path, raw: 
     assert message in event.message
 
 
+@pytest.mark.parametrize("depth", [1000, 100_000])
+def test_a_manifest_nested_too_deeply_is_a_parse_error_that_says_so(
+    make_host: Any, root: Path, caplog: pytest.LogCaptureFixture, depth: int
+) -> None:
+    schema = "[" * depth + "]" * depth
+    make_skill(
+        root, "deep", raw='{"name": "deep", "description": "d", "entry": "run.sh", "schema": ' + schema + "}"
+    )
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    host = load(make_host, root)
+    path = f"{os.path.realpath(root)}/deep/skill.json"
+    message = "the manifest is nested too deeply to read: a schema may nest at most 64 levels"
+    assert [(e.outcome, e.message) for e in host.report.errors] == [("parse_error", message)]
+    assert [r.getMessage() for r in caplog.records if r.name == LOADER] == [
+        f"skill loader: parse {path}: {message}"
+    ]
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [

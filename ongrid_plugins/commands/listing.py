@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..models import Skill
 from . import UsageError
-from .output import first_line, print_json, print_table
+from .output import first_line, print_field, print_json, print_table
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -132,16 +132,15 @@ def show_skill(ctx: Context) -> int:
     ):
         value = data.get(key)
         if value not in (None, "", []) and not (key == "display_name" and value == skill.name):
-            # a multi-line value (a YAML block description) stays in its column
-            print(f"{key + ':':17} " + str(value).replace("\n", "\n" + " " * 18))
-    print(f"{'tools:':17} {', '.join(data['tools']) or '(none: a prompt skill)'}")
-    print(f"{'activation:':17} {_activation(skill)}")
+            print_field(key, value)  # a multi-line value (a YAML block description) stays in its column
+    print_field("tools", ", ".join(data["tools"]) or "(none: a prompt skill)")
+    print_field("activation", _activation(skill))
     if skill.stale:
-        print(f"{'stale:':17} {skill.stale} (the last good version is registered)")
+        print_field("stale", f"{skill.stale} (the last good version is registered)")
     if skill.unavailable:
-        print(f"{'unavailable:':17} {'; '.join(skill.unavailable)}")
+        print_field("unavailable", "; ".join(skill.unavailable))
     for warning in skill.warnings:
-        print(f"{'warning:':17} {warning.message}")
+        print_field("warning", warning.message)
     print(f"see `{ctx.command('show', skill.name, '--body')}` for its instructions")
     return 0
 

@@ -6,6 +6,11 @@ for a stream that is not a terminal. Only the header row and the status words
 (``ERROR``, ``WARNING``, ``ok``, ``UNAVAILABLE``) are coloured, so piping the output
 through ``grep`` or ``cut`` reads the same text as the screen.
 
+Text a skill wrote (a manifest's fields, the lines a running skill writes on stderr)
+goes through :func:`printable` before it reaches a terminal: control characters are
+shown as escapes (``\\x1b``, ``\\r``), so no skill can set the terminal's title, clear
+the screen or forge a line of our output. JSON output escapes them the JSON way.
+
 Imports only the standard library.
 """
 
@@ -18,9 +23,25 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-__all__ = ["colour", "first_line", "print_json", "print_table", "uses_colour"]
+__all__ = ["colour", "first_line", "print_field", "print_json", "print_table", "printable", "uses_colour"]
 
 _CODES = {"bold": "1", "red": "31", "green": "32", "yellow": "33", "dim": "2"}
+
+#: C0, DEL and C1: what a terminal may read as a command rather than as text.
+_CONTROLS = (*range(0x20), 0x7F, *range(0x80, 0xA0))
+_SHORT = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
+_ESCAPES = {c: _SHORT.get(c, f"\\x{c:02x}") for c in _CONTROLS}
+#: C1 and DEL survive json.dumps(ensure_ascii=False); inside a JSON string their \u
+#: escapes read back as the same value.
+_JSON_ESCAPES = {c: f"\\u{c:04x}" for c in _CONTROLS if c >= 0x7F}
+
+
+def printable(text: str, keep: str = "") -> str:
+    """``text`` with every control character but those in ``keep`` written as an escape."""
+    if text.isprintable():  # no control character (nor any other unprintable one): as it is
+        return text
+    table = {c: e for c, e in _ESCAPES.items() if chr(c) not in keep} if keep else _ESCAPES
+    return text.translate(table)
 
 
 def uses_colour(stream: TextIO) -> bool:
@@ -49,14 +70,22 @@ def first_line(text: str, limit: int = 100) -> str:
 
 
 def print_json(data: Any) -> None:
-    """Print ``data`` as indented JSON (never coloured: it is for programs)."""
-    print(json.dumps(data, indent=2, ensure_ascii=False))
+    """Print ``data`` as indented JSON (never coloured: it is for programs; no raw control
+    character, as :func:`printable`)."""
+    print(json.dumps(data, indent=2, ensure_ascii=False).translate(_JSON_ESCAPES))
+
+
+def print_field(key: str, value: object) -> None:
+    """``key:`` and ``value`` in ``show``'s two columns; a multi-line value stays in its column."""
+    text = printable(str(value), keep="\n").replace("\n", "\n" + " " * 18)
+    print(f"{key + ':':17} {text}")
 
 
 def print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     """Print a header row and the rows, columns aligned, the last one cut to the terminal's width."""
     tty = sys.stdout.isatty()
     width = shutil.get_terminal_size((120, 24)).columns if tty else 10_000
+    rows = [tuple(printable(cell) for cell in row) for row in rows]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
     for index, row in enumerate([header, *rows]):
         line = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]

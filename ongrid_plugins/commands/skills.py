@@ -7,12 +7,13 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ApprovalRequired, ConfigError, ConfirmationRequired, UnknownSkill
+from ..errors import ApprovalRequired, ConfirmationRequired, UnknownSkill
 from ..gate import needs
 from ..models import CallResult, Event, Tool
 from ..remote.plugin import where
-from . import UsageError, listing
-from .output import colour, first_line, print_json, print_table
+from . import listing
+from .callargs import read_args
+from .output import colour, first_line, print_field, print_json, print_table, printable
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -224,26 +225,26 @@ def cmd_show(ctx: Context) -> int:
     ):
         value = data.get(key)
         if value not in (None, "", []):
-            print(f"{key + ':':17} {', '.join(value) if isinstance(value, list) else value}")
+            print_field(key, ", ".join(value) if isinstance(value, list) else value)
     if skill is not None and skill.stale:
-        print(f"{'stale:':17} {skill.stale} (the last good version is registered)")
+        print_field("stale", f"{skill.stale} (the last good version is registered)")
     if data["unavailable"]:
-        print(f"{'unavailable:':17} {'; '.join(data['unavailable'])}")
+        print_field("unavailable", "; ".join(data["unavailable"]))
     for warning in data.get("warnings", []):
-        print(f"{'warning:':17} {warning['message']}")
+        print_field("warning", warning["message"])
     print("sandbox:")
     for line in profile.describe():
-        print(f"  {line}")
+        print(f"  {printable(line)}")
     print("schema:")
-    print(json.dumps(data["schema"], indent=2, ensure_ascii=False))
+    print_json(data["schema"])
     return 0
 
 
 def cmd_run(ctx: Context) -> int:
     args = ctx.args
-    call_args = _read_args(args)
+    call_args = read_args(ctx)
     host = ctx.host
-    on_event = _stream_stderr
+    on_event = _StderrEcho()
     try:
         result = host.call(
             args.name,
@@ -296,7 +297,7 @@ def _explain_ticket(ctx: Context, exc: ApprovalRequired) -> None:
     else:
         lines.append("it is approved; run the call again with the ticket:")
     lines.append(f"  {rerun}")
-    print("\n".join(lines), file=sys.stderr)
+    print(printable("\n".join(lines), keep="\n"), file=sys.stderr)
 
 
 def _rerun_command(ctx: Context, ticket_id: str) -> str:
@@ -311,37 +312,14 @@ def _rerun_command(ctx: Context, ticket_id: str) -> str:
     return command + "   (same arguments on stdin)" if args.args_json == "-" else command
 
 
-def _read_args(args: argparse.Namespace) -> Any:
-    if args.args_json is not None and args.args_file:
-        message = "give the arguments either as ARGS_JSON or with --args-file, not both"
-        raise UsageError(message)
-    if args.args_file:
-        source = args.args_file
-        try:
-            with open(args.args_file, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read --args-file {args.args_file}: {exc}") from None
-    elif args.args_json == "-":
-        source, text = "stdin", sys.stdin.read()
-    elif args.args_json is not None:
-        source, text = "ARGS_JSON", args.args_json
-    else:
-        return {}
-    try:
-        return json.loads(text) if text.strip() else {}
-    except ValueError as exc:
-        raise ConfigError(f"the arguments in {source} are not valid JSON: {exc}") from None
-
-
 def _can_prompt(args: argparse.Namespace) -> bool:
     return args.args_json != "-" and sys.stdin.isatty() and sys.stderr.isatty()
 
 
 def _prompt(tool: Tool, call_args: Any, exc: ConfirmationRequired) -> bool:
     shown = json.dumps(call_args, indent=2, ensure_ascii=False)
-    print(f"{tool.name} is a {tool.tool_class.value} tool: {exc.decision.reason}.", file=sys.stderr)
-    print(f"arguments:\n{shown}", file=sys.stderr)
+    said = f"{tool.name} is a {tool.tool_class.value} tool: {exc.decision.reason}.\narguments:\n{shown}"
+    print(printable(said, keep="\n"), file=sys.stderr)
     print("Run it? [y/N] ", end="", file=sys.stderr, flush=True)
     try:
         answer = sys.stdin.readline()
@@ -350,9 +328,30 @@ def _prompt(tool: Tool, call_args: Any, exc: ConfirmationRequired) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def _stream_stderr(event: Event) -> None:
-    if event.kind == "stderr":
-        print(event.data, file=sys.stderr, flush=True)
+#: Most bytes of a running skill's stderr ``run`` echoes (a skill writing ``yes >&2`` put
+#: 51 MB on the terminal before its time-out); the call result keeps its last lines.
+MAX_ECHO_BYTES = 4 * 1024 * 1024
+
+
+class _StderrEcho:
+    """Echo a running skill's stderr lines, control characters escaped, up to a limit."""
+
+    def __init__(self, limit: int = MAX_ECHO_BYTES) -> None:
+        self.left = limit
+        self.limit = limit
+
+    def __call__(self, event: Event) -> None:
+        if event.kind != "stderr" or self.left < 0:
+            return
+        # A tab is kept: it only moves the cursor along the line, and logs are full of them.
+        line = printable(event.data, keep="\t")
+        self.left -= len(line.encode("utf-8", "replace")) + 1
+        if self.left >= 0:
+            print(line, file=sys.stderr, flush=True)
+            return
+        mib = self.limit // (1024 * 1024)
+        note = f"(the skill wrote more than {mib} MiB on stderr: the rest is not shown; "
+        print(note + "--json shows its last lines)", file=sys.stderr, flush=True)
 
 
 def _report(result: CallResult, as_json: bool) -> int:
@@ -361,7 +360,8 @@ def _report(result: CallResult, as_json: bool) -> int:
     elif result.value is not None:
         print_json(result.value)
     if not result.ok:
-        print(f"{colour('ERROR', 'red', sys.stderr)}: {result.tool}: {result.error}", file=sys.stderr)
+        error = printable(str(result.error), keep="\n")  # it may quote the skill's stderr
+        print(f"{colour('ERROR', 'red', sys.stderr)}: {result.tool}: {error}", file=sys.stderr)
         return 1
     return 0
 

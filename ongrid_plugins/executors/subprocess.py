@@ -371,6 +371,9 @@ def parse_result(stdout: bytes) -> tuple[Any, str | None]:
         value = decode_json(_SCAN, decoded)
     except (UnicodeDecodeError, ValueError) as exc:
         return None, f"stdout is not one JSON object ({_reason(exc)}); it starts with {_preview(stdout)}"
+    except RecursionError:  # the C scanner recurses once per container
+        message = "stdout is nested too deeply to read (print a flatter object)"
+        return None, f"{message}; it starts with {_preview(stdout)}"
     if not isinstance(value, dict):
         return (
             None,

@@ -84,10 +84,18 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
         data = _decode(text)
     except ValueError as exc:
         raise ManifestParseError(path, str(exc)) from None
+    except RecursionError:  # the C scanner recurses once per container
+        raise ManifestParseError(path, _too_deep()) from None
     if not isinstance(data, dict):
         message = f"the manifest must be a JSON object, got {json_type(data)}"
         raise ManifestParseError(path, message)
     return data
+
+
+def _too_deep() -> str:
+    from ..schema.subschemas import MAX_DEPTH  # only on this path: the schema package is big
+
+    return f"the manifest is nested too deeply to read: a schema may nest at most {MAX_DEPTH} levels"
 
 
 def read_bounded(path: str, limit: int) -> bytes:

@@ -1,0 +1,123 @@
+"""What a skill can put on the user's terminal through ``ongrid-skills``: text, never control.
+
+A manifest's fields and a running skill's stderr are the skill author's words. Escape
+sequences in them must not set the terminal's title, clear the screen or forge log lines,
+and a skill writing stderr without end must not flood the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ongrid_plugins.cli import main
+from ongrid_plugins.commands.output import printable
+from ongrid_plugins.testing import make_skill
+
+DESCRIPTION = "d\u001b[31mRED\r\nFAKE LOG"
+CATEGORY = "\u001b]0;title\u0007"
+#: What the terminal may see of a skill's text: no ESC, BEL, CR, CSI or other control.
+CONTROLS = [chr(c) for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if chr(c) != "\n"]
+
+
+def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["--no-defaults", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def hostile(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    make_skill(root, "ctl", description=DESCRIPTION, category=CATEGORY)
+    make_skill(
+        root,
+        "noisy",
+        script="#!/bin/sh\nprintf '\\033]0;pwned\\007\\033[2J' >&2\n"
+        "printf 'tab\\there \\302\\233 C1 csi\\r\\n' >&2\necho '{\"ok\": 1}'\n",
+    )
+    monkeypatch.setenv("ONGRID_SKILLS_EXTERNAL_DIRS", str(root))
+    return root
+
+
+def test_printable_escapes_c0_del_and_c1_and_keeps_what_is_asked() -> None:
+    assert printable("a\x1b[2J\x07\x7f\x9b\x85b") == "a\\x1b[2J\\x07\\x7f\\x9b\\x85b"
+    assert printable("one\r\ntwo\tthree") == "one\\r\\ntwo\\tthree"
+    assert printable("one\r\ntwo\tthree", keep="\n") == "one\\r\ntwo\\tthree"
+    assert printable("café ✓ 日本") == "café ✓ 日本"
+
+
+def test_list_shows_control_characters_escaped(hostile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = run_main(capsys, "list")
+    assert code == 0
+    [row] = [line for line in out.splitlines() if line.startswith("ctl ")]
+    assert row.split() == ["ctl", "safe", "\\x1b]0;title\\x07", str(hostile), "d\\x1b[31mRED"]
+    assert not any(c in out for c in CONTROLS)
+
+
+def test_show_escapes_control_characters_and_keeps_a_newline_in_its_column(
+    hostile: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _err = run_main(capsys, "show", "ctl")
+    assert code == 0
+    lines = out.splitlines()
+    at = lines.index("description:      d\\x1b[31mRED\\r")
+    assert lines[at + 1] == " " * 18 + "FAKE LOG"
+    assert "category:         \\x1b]0;title\\x07" in lines
+    assert not any(c in out for c in CONTROLS)
+
+
+def test_json_output_escapes_c1_and_del_and_stays_the_same_json(
+    hostile: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_skill(hostile, "c1", description="csi \u009b2J del \u007f")
+    code, out, _err = run_main(capsys, "show", "c1", "--json")
+    assert code == 0
+    assert "\\u009b2J del \\u007f" in out
+    assert not any(c in out for c in CONTROLS)
+    assert json.loads(out)["description"] == "csi \u009b2J del \u007f"
+
+
+def test_run_escapes_what_the_skill_writes_on_stderr(
+    hostile: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_main(capsys, "run", "noisy")
+    assert (code, json.loads(out)) == (0, {"ok": 1})
+    # A tab is kept: it moves the cursor along the line and nothing else.
+    assert err.splitlines() == ["\\x1b]0;pwned\\x07\\x1b[2Jtab\there \\x9b C1 csi\\r"]
+
+
+def test_a_failing_skill_s_last_stderr_line_is_escaped_in_the_error(
+    root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_skill(root, "fail", script="#!/bin/sh\nprintf 'broke\\033[2J' >&2\nexit 3\n")
+    monkeypatch.setenv("ONGRID_SKILLS_EXTERNAL_DIRS", str(root))
+    code, _out, err = run_main(capsys, "run", "fail")
+    assert code == 1
+    assert err.splitlines() == ["broke\\x1b[2J", "ERROR: fail: the skill exited with status 3: broke\\x1b[2J"]
+
+
+def test_the_stderr_run_echoes_is_cut_after_the_limit_with_a_note(
+    root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ongrid_plugins.commands.skills import MAX_ECHO_BYTES
+
+    line = "x" * 99
+    make_skill(
+        root,
+        "flood",
+        script=f"#!/bin/sh\n/usr/bin/yes {line} | /usr/bin/head -c {MAX_ECHO_BYTES * 2} >&2\necho '{{}}'\n",
+    )
+    monkeypatch.setenv("ONGRID_SKILLS_EXTERNAL_DIRS", str(root))
+    code, out, err = run_main(capsys, "run", "flood", "--json")
+    assert code == 0
+    assert json.loads(out)["stderr_tail"][-1] == line[: (MAX_ECHO_BYTES * 2) % 100]
+    lines = err.splitlines()
+    assert len(err) <= MAX_ECHO_BYTES + 200
+    assert set(lines[:-1]) == {line}
+    assert len(lines[:-1]) == MAX_ECHO_BYTES // 100
+    assert lines[-1] == (
+        f"(the skill wrote more than {MAX_ECHO_BYTES // (1024 * 1024)} MiB on stderr: the rest is not shown; "
+        "--json shows its last lines)"
+    )
