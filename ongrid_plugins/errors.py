@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .echo import echo
+
 if TYPE_CHECKING:
     from .models import Decision, Problem
 
@@ -165,7 +167,7 @@ class UnknownSkill(OngridError):
         if skill is not None:
             message = _not_a_tool(name, skill, self.suggestions)
         else:
-            message = f"no skill named {name!r} is registered"
+            message = f"no skill named {echo(name)} is registered"
             if self.suggestions:
                 message += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
             else:
@@ -179,11 +181,11 @@ class UnknownSkill(OngridError):
 def _not_a_tool(name: str, skill: str, tools: Sequence[str]) -> str:
     if not tools:
         return (
-            f"{name!r} is a prompt skill: instructions for the model, with no tool to run; "
+            f"{echo(name)} is a prompt skill: instructions for the model, with no tool to run; "
             f"read them with `ongrid-skills show {skill} --body` (host.instructions({skill!r}))"
         )
     listed = " or ".join(repr(t) for t in tools)
-    return f"{name!r} is a skill, not a tool: run one of its tools, {listed}"
+    return f"{echo(name)} is a skill, not a tool: run one of its tools, {listed}"
 
 
 class UnknownPersona(ConfigError):
