@@ -47,6 +47,7 @@ __all__ = [
     "SkillUnavailable",
     "StateAccessError",
     "StrictSchemaError",
+    "UnknownAuditRow",
     "UnknownPersona",
     "UnknownSkill",
 ]
@@ -186,6 +187,19 @@ def _not_a_tool(name: str, skill: str, tools: Sequence[str]) -> str:
         )
     listed = " or ".join(repr(t) for t in tools)
     return f"{echo(name)} is a skill, not a tool: run one of its tools, {listed}"
+
+
+class UnknownAuditRow(OngridError):
+    """No audit row has this row number or call id (``key``): the audit log's "not found"."""
+
+    exit_code = 4
+    code = "unknown_audit_row"
+    http_status = 404
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        message = f"no audit row {echo(key)}: give a SEQ from `ongrid-skills audit list` or a call id"
+        super().__init__(message)
 
 
 class UnknownPersona(ConfigError):
