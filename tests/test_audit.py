@@ -1088,5 +1088,6 @@ def test_audit_export_refuses_an_empty_or_unwritable_output(
     folder = cmd(capsys, root, "audit", "export", "-o", str(tmp_path))
     assert (folder.returncode, folder.stdout) == (2, "")
     assert folder.stderr == (
-        f"ERROR: cannot write -o {tmp_path}: Is a directory; give a file in a folder you can write to\n"
+        f"ERROR: cannot write {tmp_path} (-o): Is a directory; "
+        "give -o a file in a folder you can write to, on a disk with room\n"
     )

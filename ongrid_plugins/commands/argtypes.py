@@ -73,6 +73,6 @@ def output_file(path: str, flag: str = "-o") -> Iterator[TextIO]:
             yield out
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        message = f"cannot write {flag} {printable(path, 200)}: {reason}"
-        message += "; give a file in a folder you can write to"
+        message = f"cannot write {printable(path, 200)} ({flag}): {reason}"
+        message += f"; give {flag} a file in a folder you can write to, on a disk with room"
         raise ConfigError(message) from None
