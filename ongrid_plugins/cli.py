@@ -10,7 +10,8 @@ its parser and a handler returning an exit code. Library errors become
 2  usage error or invalid arguments
 3  denied, a confirmation or approval is needed, a ticket does not cover the
    call, or the audit log cannot record a mutating/dangerous call
-4  unknown skill, or no approval ticket of that id (``approvals show/approve/reject``)
+4  unknown skill, no approval ticket of that id (``approvals show/approve/reject``), or no audit
+   row with that number or call id
 == ===================================================================
 """
 
@@ -150,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ongrid-skills",
         description="List, inspect, validate and run ongrid skills.",
         epilog="Exit codes: 0 ok, 1 skill failed, 2 usage or invalid arguments, "
-        "3 denied or needs confirmation/approval, 4 unknown skill.",
+        "3 denied or needs confirmation/approval, 4 unknown skill (or audit row).",
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     parser.add_argument(

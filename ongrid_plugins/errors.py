@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .echo import echo
+
 if TYPE_CHECKING:
     from .models import Decision, Problem
 
@@ -45,6 +47,7 @@ __all__ = [
     "SkillUnavailable",
     "StateAccessError",
     "StrictSchemaError",
+    "UnknownAuditRow",
     "UnknownPersona",
     "UnknownSkill",
 ]
@@ -165,7 +168,7 @@ class UnknownSkill(OngridError):
         if skill is not None:
             message = _not_a_tool(name, skill, self.suggestions)
         else:
-            message = f"no skill named {name!r} is registered"
+            message = f"no skill named {echo(name)} is registered"
             if self.suggestions:
                 message += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
             else:
@@ -179,11 +182,24 @@ class UnknownSkill(OngridError):
 def _not_a_tool(name: str, skill: str, tools: Sequence[str]) -> str:
     if not tools:
         return (
-            f"{name!r} is a prompt skill: instructions for the model, with no tool to run; "
+            f"{echo(name)} is a prompt skill: instructions for the model, with no tool to run; "
             f"read them with `ongrid-skills show {skill} --body` (host.instructions({skill!r}))"
         )
     listed = " or ".join(repr(t) for t in tools)
-    return f"{name!r} is a skill, not a tool: run one of its tools, {listed}"
+    return f"{echo(name)} is a skill, not a tool: run one of its tools, {listed}"
+
+
+class UnknownAuditRow(OngridError):
+    """No audit row has this row number or call id (``key``): the audit log's "not found"."""
+
+    exit_code = 4
+    code = "unknown_audit_row"
+    http_status = 404
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        message = f"no audit row {echo(key)}: give a SEQ from `ongrid-skills audit list` or a call id"
+        super().__init__(message)
 
 
 class UnknownPersona(ConfigError):

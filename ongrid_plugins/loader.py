@@ -30,6 +30,7 @@ import attrs
 from .availability import Availability
 from .discovery.registry import RegistryBuilder, Snapshot
 from .discovery.roots import canonical, escapes
+from .echo import printable
 from .errors import ManifestBuildError, ManifestError, ManifestParseError, PluginLoadError
 from .hooks import hooks
 from .loadcache import LoadCache, open_cache
@@ -381,7 +382,7 @@ _UNCACHED_ERRORS = ("cannot open", "cannot read")
 def _report_notices(state: _Load, skill: Skill) -> None:
     """What a loader found around the skill (its pack): a log line and a ``warning`` event each."""
     for notice in skill.notices:
-        logger.warning("skill loader: %s: %s", notice.path, notice.message)
+        logger.warning("skill loader: %s: %s", printable(notice.path), printable(notice.message))
         state.event(notice.path, "warning", notice.message, skill.name)
 
 
@@ -454,7 +455,8 @@ def _kind(skill: Skill) -> str:
 
 
 def _log_parse(state: _Load, path: str, message: str) -> None:
-    logger.warning("skill loader: parse %s: %s", path, message)
+    # A file name or a value echoed in the message may hold a NUL or a newline: never raw in a log line.
+    logger.warning("skill loader: parse %s: %s", printable(path), printable(message))
     state.event(path, "parse_error", message)
 
 
@@ -464,9 +466,9 @@ _SHOWN_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 def _log_build(state: _Load, path: str, name: str, message: str) -> None:
     if _SHOWN_NAME.fullmatch(name):
-        logger.warning('skill loader: build "%s": %s', name, message)
+        logger.warning('skill loader: build "%s": %s', name, printable(message))
     else:  # no name, not a string, or one that would not say which file it is: name the file
-        logger.warning("skill loader: build %s: %s", path, message)
+        logger.warning("skill loader: build %s: %s", printable(path), printable(message))
     state.event(path, "build_error", message, name)
 
 

@@ -19,6 +19,7 @@ import os
 import re
 from pathlib import Path
 
+from .echo import echo, printable
 from .errors import ConfigError
 
 __all__ = ["FORMATS", "LANGS", "scaffold"]
@@ -93,20 +94,39 @@ def _expected(lang: str, native: bool) -> str:
 
 
 def scaffold(name: str, dest: str, *, fmt: str = "json", lang: str = "sh", pack: bool = False) -> Path:
-    """Write the scaffold for skill ``name`` under ``dest``; return the folder created."""
+    """Write the scaffold for skill ``name`` under ``dest``; return the folder created.
+
+    :raises ConfigError: a bad name, format or language; ``dest`` is a file, or cannot be
+        written to (the message names the file and the reason). A missing ``dest`` is created.
+    """
     if not _NAME.fullmatch(name):
-        message = f"skill name {name!r} must be lower_snake: a letter, then letters, digits or _"
+        rule = "a letter, then letters, digits or _ (64 at most)"
+        message = f"skill name {echo(name)} must be lower_snake: {rule}"
         raise ConfigError(message)
     if fmt not in FORMATS or lang not in LANGS:
         raise ConfigError(f"--format must be one of {FORMATS} and --lang one of {LANGS}")
+    if os.path.lexists(dest) and not os.path.isdir(dest):  # a missing one is created
+        message = f"--dir {printable(dest, 200)} is not a folder; give the folder to create the skill in"
+        raise ConfigError(message)
     dist = "ongrid-pack-" + name.replace("_", "-")
     folder = Path(dest) / (dist if pack else name)
     if folder.exists():
         raise ConfigError(f"{folder} already exists; choose another name or --dir")
+    try:
+        _write_all(folder, name, fmt, lang, pack)
+    except OSError as exc:
+        where = printable(str(exc.filename or folder), 200)
+        message = f"cannot write {where}: {exc.strerror or exc}; give a --dir you can write to"
+        raise ConfigError(message) from None
+    return folder
+
+
+def _write_all(folder: Path, name: str, fmt: str, lang: str, pack: bool) -> None:
+    dist = folder.name
     if not pack:
         _write_skill(folder, name, fmt, lang, native=False)
         _write(folder / "README.md", _skill_readme(name, fmt, lang))
-        return folder
+        return
     package = dist.replace("-", "_")
     native = fmt == "md" and lang == "python"
     _write_skill(folder / package / name, name, fmt, lang, native)
@@ -118,7 +138,6 @@ def scaffold(name: str, dest: str, *, fmt: str = "json", lang: str = "sh", pack:
     _write(folder / "pyproject.toml", _pyproject(dist, package, name, native))
     _write(folder / "README.md", _pack_readme(dist, name, fmt))
     _write(folder / "tests" / f"test_{name}.py", _pack_test(dist, name, lang, native))
-    return folder
 
 
 def _write(path: Path, text: str, mode: int = 0o644) -> None:

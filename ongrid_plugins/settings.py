@@ -49,6 +49,7 @@ from typing import Any
 import attrs
 import platformdirs
 
+from .echo import echo
 from .errors import ConfigError
 
 __all__ = ["Settings", "split_dirs"]
@@ -116,21 +117,37 @@ def _positive_int(name: str, raw: str) -> int:
     return value
 
 
-def _nonneg_float(name: str, raw: str) -> float:
+def _seconds(name: str, raw: str, *, zero: bool) -> float:
+    """A finite number of seconds, >= 0 (``zero``) or > 0; the message states the same rule."""
     try:
         value = float(raw.strip())
     except ValueError:
         value = -1.0
-    if not value >= 0 or value == float("inf"):
-        message = f"{name} must be a number of seconds >= 0, got {raw!r}"
+    if not (value >= 0 if zero else value > 0) or value == float("inf"):
+        message = f"{name} must be a number of seconds {'>= 0' if zero else '> 0'}, got {echo(raw)}"
         raise ConfigError(message)
     return value
 
 
+def _nonneg_float(name: str, raw: str) -> float:
+    return _seconds(name, raw, zero=True)
+
+
 def _positive_float(name: str, raw: str) -> float:
-    value = _nonneg_float(name, raw)
-    if value == 0:
-        message = f"{name} must be a number of seconds > 0, got {raw!r}"
+    return _seconds(name, raw, zero=False)
+
+
+def _absolute_dir(name: str, raw: str) -> str:
+    """A state, cache or config folder from the environment: absolute, or a :class:`ConfigError`.
+
+    A relative one would move with the working directory (an audit log per folder the
+    command runs in), which is why ``ONGRID_SKILLS_EXTERNAL_DIRS`` takes absolute roots only.
+    """
+    value = raw.strip()
+    if not os.path.isabs(value):
+        guess = os.path.abspath(os.path.expanduser(value))
+        message = f"{name} must be an absolute path (a relative one moves with the working directory), "
+        message += f"got {echo(value)}: give an absolute path, e.g. {guess}"
         raise ConfigError(message)
     return value
 
@@ -269,16 +286,18 @@ def _loading_env(env: Mapping[str, str]) -> dict[str, Any]:
         values["strict"] = _flag("ONGRID_STRICT", env["ONGRID_STRICT"])
     if "ONGRID_CACHE_DIR" in env:
         raw = env["ONGRID_CACHE_DIR"].strip()
-        values["cache_dir"] = None if raw.lower() in ("off", "none", "") else raw
+        off = raw.lower() in ("off", "none", "")
+        values["cache_dir"] = None if off else _absolute_dir("ONGRID_CACHE_DIR", raw)
     if env.get("ONGRID_LOAD_CACHE", "").strip():
         values["load_cache"] = _flag("ONGRID_LOAD_CACHE", env["ONGRID_LOAD_CACHE"])
     if "ONGRID_PERSONAS_DIRS" in env:
         values["persona_dirs"] = split_dirs(env["ONGRID_PERSONAS_DIRS"])
     if "ONGRID_HOST_FILES_DIRS" in env:
         values["host_files_dirs"] = split_dirs(env["ONGRID_HOST_FILES_DIRS"])
+    for var, field in (("ONGRID_STATE_DIR", "state_dir"), ("ONGRID_CONFIG_DIR", "config_dir")):
+        if env.get(var, "").strip():
+            values[field] = _absolute_dir(var, env[var])
     for var, field in (
-        ("ONGRID_STATE_DIR", "state_dir"),
-        ("ONGRID_CONFIG_DIR", "config_dir"),
         ("ONGRID_USER_SKILLS_DIR", "user_skills_dir"),
         ("ONGRID_SYSTEM_SKILLS_DIR", "system_skills_dir"),
     ):

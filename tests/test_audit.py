@@ -1018,3 +1018,90 @@ def test_a_broken_log_names_its_row_once() -> None:
     assert _broken(edited) == "audit log BROKEN at row 2: row 2 was edited or moved"
     headless = SimpleNamespace(first_bad=None, problem="the head is gone")
     assert _broken(headless) == "audit log BROKEN: the head is gone"
+
+
+# ---------------------------------------------------------------------- counts and row numbers
+
+HUGE = "9" * 23  # past SQLite's integers: a traceback (IntegrityError, OverflowError) before the check
+
+
+def _one_row(root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One audit row (an `echo` call) in the state dir the CLI then reads."""
+    make_skill(root, "echo")
+    host = SkillHost(isolated_settings(tmp_path, root))
+    host.call("echo")
+    host.audit.close()
+    monkeypatch.setenv("ONGRID_STATE_DIR", host.settings.state_dir)
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "what"),
+    [
+        (("list", "--limit", HUGE), "--limit", "a whole number from 1 to 9223372036854775807"),
+        (("list", "--limit", "0"), "--limit", "a whole number from 1 to 9223372036854775807"),
+        (("list", "--limit", "-1"), "--limit", "a whole number from 1 to 9223372036854775807"),
+        (("tail", "-n", HUGE), "-n", "a whole number from 1 to 9223372036854775807"),
+        (("tail", "-n", "-2"), "-n", "a whole number from 1 to 9223372036854775807"),
+        (("tail", "-n", "0"), "-n", "a whole number from 1 to 9223372036854775807"),
+        (("list", "--since", HUGE), "--since", "a row number from 0 to 9223372036854775807"),
+        (("list", "--since", "-1"), "--since", "a row number from 0 to 9223372036854775807"),
+    ],
+)
+def test_a_count_or_row_number_out_of_range_is_a_usage_error(
+    root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: tuple[str, ...],
+    flag: str,
+    what: str,
+) -> None:
+    _one_row(root, tmp_path, monkeypatch)
+    done = cmd(capsys, root, "audit", *argv)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert f"error: argument {flag}: must be {what} (got '{argv[-1]}')" in done.stderr
+    assert "Traceback" not in done.stderr and "no audit rows" not in done.stdout
+
+
+def test_the_largest_count_and_row_number_are_accepted(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _one_row(root, tmp_path, monkeypatch)
+    top = str(2**63 - 1)
+    listed = json.loads(cmd(capsys, root, "audit", "list", "--limit", top, "--json").stdout)
+    assert [item["seq"] for item in listed["items"]] == [1]
+    assert json.loads(cmd(capsys, root, "audit", "tail", "-n", top, "--json").stdout)["total"] == 1
+    after = cmd(capsys, root, "audit", "list", "--since", top, "--json")
+    assert (after.returncode, json.loads(after.stdout)["total"]) == (0, 0)
+
+
+@pytest.mark.parametrize("key", ["99", HUGE, "nocallid"])
+def test_show_of_a_missing_row_is_an_error_with_the_not_found_exit_code(
+    root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    key: str,
+) -> None:
+    _one_row(root, tmp_path, monkeypatch)
+    done = cmd(capsys, root, "audit", "show", key)
+    assert (done.returncode, done.stdout) == (4, "")
+    expected = f"ERROR: no audit row '{key}': give a SEQ from `ongrid-skills audit list` or a call id\n"
+    assert done.stderr == expected
+    assert cmd(capsys, root, "audit", "show", "1").returncode == 0
+
+
+def test_audit_export_refuses_an_empty_or_unwritable_output(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(tmp_path / ".ongrid-state"))
+    empty = cmd(capsys, root, "audit", "export", "-o", "")
+    assert (empty.returncode, empty.stdout) == (2, "")
+    refusal = "argument --output/-o: must not be empty: give a file name, or leave -o out for stdout"
+    assert refusal in empty.stderr
+    folder = cmd(capsys, root, "audit", "export", "-o", str(tmp_path))
+    assert (folder.returncode, folder.stdout) == (2, "")
+    assert folder.stderr == (
+        f"ERROR: cannot write {tmp_path} (-o): Is a directory; "
+        "give -o a file in a folder you can write to, on a disk with room\n"
+    )

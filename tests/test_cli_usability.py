@@ -100,6 +100,68 @@ def test_a_library_error_is_not_a_usage_error(capsys: pytest.CaptureFixture[str]
     assert "usage:" not in err
 
 
+# ---------------------------------------------------------------------- empty, huge and out-of-range values
+
+
+@pytest.mark.parametrize("value", ["-1", "99999", "65536"])
+def test_serve_refuses_a_port_outside_0_to_65535_when_parsing(
+    capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    code, out, err = run_main(capsys, "serve", "--port", value)
+    assert (code, out) == (2, "")  # before: a token printed, then OverflowError from bind()
+    assert err.startswith("usage: ongrid-skills serve ")
+    assert err.endswith(f"error: argument --port: must be a port number from 0 to 65535 (got '{value}')\n")
+    assert "Bearer" not in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "what"),
+    [
+        ("--new-token", "give the identity the new token is for"),
+        ("--revoke-token", "give the identity, or the hash (8+ hex digits), of the token to revoke"),
+    ],
+)
+def test_serve_refuses_an_empty_token_identity_before_serving(tmp_path: Path, flag: str, what: str) -> None:
+    # A real process: before the fix it went on to serve (and never returned).
+    argv = [sys.executable, "-m", "ongrid_plugins", "--no-defaults", "serve", "--port", "0", flag, ""]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.endswith(f"error: argument {flag}: must not be empty: {what}\n")
+    assert "listening" not in done.stderr and "Bearer" not in done.stderr
+
+
+def test_install_refuses_an_empty_or_unusable_name_before_installing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_skill(tmp_path / "pack", "greet")
+    code, out, err = run_main(capsys, "install", str(tmp_path / "pack"), "--name", "")
+    assert (code, out) == (2, "")  # before: installed under the default name
+    expected = (
+        "error: argument --name: must not be empty: give a name, or leave --name out for the pack's own\n"
+    )
+    assert err.endswith(expected)
+    code, out, err = run_main(capsys, "install", str(tmp_path / "pack"), "--name", "n" * 100_000)
+    assert (code, out) == (2, "")
+    cut = "'" + "n" * 80 + "'…(100000 characters)"
+    rule = "(letters, digits, '.', '_' and '-'; 100 at most)"
+    assert err.endswith(f"error: argument --name: {cut} is not usable as a folder name {rule}\n")
+    assert run_main(capsys, "installed", "--json")[1].count('"name"') == 0
+
+
+def test_validate_refuses_an_empty_path(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(capsys, "validate", "")
+    assert (code, out) == (2, "")  # before: ValueError: A distribution name is required.
+    what = "give a folder, a manifest, an archive or a distribution name"
+    assert err.endswith(f"error: argument PATH: must not be empty: {what}\n")
+
+
+def test_show_cuts_a_huge_name_in_its_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(capsys, "show", "a" * 100_000)
+    assert (code, out) == (4, "")
+    cut = "'" + "a" * 80 + "'…(100000 characters)"
+    assert err == f"ERROR: no skill named {cut} is registered (see `ongrid-skills list`)\n"
+
+
 # ---------------------------------------------------------------------- output
 
 

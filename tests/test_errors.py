@@ -104,3 +104,12 @@ def test_pack_error_is_part_of_the_tree_and_still_importable_from_packs() -> Non
     assert packs.PackError is PackError and issubclass(PackError, OngridError)
     err: Any = PackError("module nope is not installed")
     assert err.code == "pack_unusable" and err.exit_code == 2
+
+
+def test_a_huge_unknown_name_is_cut_in_the_message_and_kept_whole_in_the_field() -> None:
+    name = "a" * 100_000
+    exc = UnknownSkill(name)
+    cut = "'" + "a" * 80 + "'…(100000 characters)"
+    assert (str(exc), exc.name) == (f"no skill named {cut} is registered (see `ongrid-skills list`)", name)
+    prompt = str(UnknownSkill("b" * 200, skill="bb"))
+    assert prompt.startswith("'" + "b" * 80 + "'…(200 characters) is a prompt skill")

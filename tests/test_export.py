@@ -10,6 +10,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from clirun import run
 
 from ongrid_plugins import ConfigError, SkillHost, StrictSchemaError
 from ongrid_plugins.export import export_tools
@@ -189,6 +190,40 @@ def test_cli_export(host: SkillHost, root: Path, tmp_path: Path) -> None:
     done = subprocess.run([*base, *args], capture_output=True, text=True, env=env)
     assert done.returncode == 0 and done.stdout == ""
     assert len(out.read_text().splitlines()) == 1 and len(json.loads(out.read_text())) == 5
+
+
+@pytest.mark.parametrize(
+    ("target", "reason"),
+    [
+        ("{tmp}", "Is a directory"),  # was IsADirectoryError
+        ("{tmp}/missing/tools.json", "No such file or directory"),  # was FileNotFoundError
+        ("/dev/full", "No space left on device"),  # was OSError ENOSPC, raised at close
+    ],
+)
+def test_cli_export_names_an_output_it_cannot_write(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str, reason: str
+) -> None:
+    make_skill(root, "echo")
+    target = target.format(tmp=tmp_path)
+    code, out, err = run(
+        capsys, "--no-defaults", "--dirs", str(root), "export", "--format", "openai", "-o", target
+    )
+    assert (code, out) == (2, "")
+    expected = f"ERROR: cannot write {target} (-o): {reason}; "
+    assert err == expected + "give -o a file in a folder you can write to, on a disk with room\n"
+
+
+def test_cli_export_refuses_an_empty_output_instead_of_printing(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_skill(root, "echo")
+    code, out, err = run(
+        capsys, "--no-defaults", "--dirs", str(root), "export", "--format", "openai", "-o", ""
+    )
+    assert (code, out) == (2, "")
+    assert err.startswith("usage: ongrid-skills export ")
+    expected = "error: argument -o/--output: must not be empty: "
+    assert err.endswith(expected + "give a file name, or leave -o out for standard output\n")
 
 
 # ---------------------------------------------------------------------- Responses API and Gemini

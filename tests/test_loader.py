@@ -460,3 +460,54 @@ def test_a_folder_path_with_a_nul_is_refused_not_cut_short_at_it(tmp_path: Path)
                 loader._list_folder(f"{tmp_path}/real\0/elsewhere", frozenset({"skill.json"}))
         finally:
             loader._LIST = saved
+
+
+# ---------------------------------------------------------------------- echoed values in the log lines
+
+
+def _manifest(root: Path, folder: str, text: str) -> Path:
+    path = root / folder / "skill.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    (root / folder / "run.sh").write_text("#!/bin/sh\necho '{}'\n")
+    (root / folder / "run.sh").chmod(0o755)
+    return path
+
+
+def test_a_number_too_long_for_python_is_said_to_be_too_long(
+    make_host: Any, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    head = '{"name": "big", "description": "d", "entry": "run.sh",\n "timeout_seconds": '
+    path = _manifest(root, "big", head + "9" * 5000 + "}")
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    assert make_host(root).load().registered == 0
+    limit = sys.get_int_max_str_digits()
+    too_long = f"the number at line 2 column 21 is too long (5000 digits; at most {limit})"
+    assert loader_lines(caplog) == [
+        f"skill loader: parse {path}: {too_long}"
+    ]  # before: "...use sys.set_int_max_str_digits() to increase the limit"
+
+
+def test_a_null_field_is_said_to_be_null_once(
+    make_host: Any, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _manifest(root, "nothing", '{"name": "nothing", "description": "d", "entry": null}')
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    assert make_host(root).load().registered == 0
+    assert loader_lines(caplog) == ['skill loader: build "nothing": "entry" must be a string (got null)']
+
+
+def test_control_characters_in_an_echoed_value_or_path_are_escaped_in_the_log_line(
+    make_host: Any, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _manifest(root, "nul", '{"name": "nul", "description": "d", "entry": "run\\u0000.sh"}')
+    broken = _manifest(root, "two\nlines", '{"name": ')
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    assert make_host(root).load().registered == 0
+    lines = loader_lines(caplog)
+    assert lines == [
+        f'skill loader: build "nul": entry {root}/nul/run\\x00.sh cannot be resolved: embedded null byte',
+        f"skill loader: parse {root}/two\\x0alines/skill.json: Expecting value: line 1 column 10 (char 9)",
+    ]  # before: a raw NUL, and a line break that starts a line of its own
+    assert all(char.isprintable() for line in lines for char in line)
+    assert broken.exists()

@@ -439,7 +439,7 @@ def test_the_audit_row_records_the_worker_queue_task_and_worker_digest(
     assert shown["worker digest"].strip() == host.get("restart").digest
     code, out, _ = run(capsys, "--no-defaults", "audit", "show", "2", "--json")
     assert json.loads(out)["remote"] is None
-    assert run(capsys, "--no-defaults", "audit", "show", "99")[0] == 1
+    assert run(capsys, "--no-defaults", "audit", "show", "99")[0] == 4  # no such row: not found
     assert run(capsys, "--no-defaults", "audit", "verify")[0] == 0
 
 

@@ -50,6 +50,40 @@ def test_new_refuses_bad_names_and_existing_folders(
     assert code == 2 and "already exists" in err
 
 
+def test_new_says_which_dir_is_unusable_instead_of_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("")
+    code, out, err = run(capsys, "new", "greet", "--dir", str(a_file))
+    assert (code, out) == (2, "")
+    assert err == f"ERROR: --dir {a_file} is not a folder; give the folder to create the skill in\n"
+    code, out, err = run(capsys, "new", "greet", "--dir", str(a_file / "sub"))
+    assert (code, out) == (2, "")
+    assert (
+        err
+        == f"ERROR: cannot write {a_file / 'sub' / 'greet'}: Not a directory; give a --dir you can write to\n"
+    )
+    code, out, _err = run(capsys, "new", "greet", "--dir", str(tmp_path / "missing"))
+    assert (code, out.splitlines()[0]) == (0, f"created {tmp_path / 'missing' / 'greet'}")  # made, as before
+    # /proc/1 is a folder nobody can create anything in: the write itself fails
+    code, out, err = run(capsys, "new", "greet", "--dir", "/proc/1")
+    assert (code, out) == (2, "")
+    assert err.startswith("ERROR: cannot write /proc/1/greet: ")
+    assert err.endswith("; give a --dir you can write to\n")
+    assert "Traceback" not in err
+
+
+def test_new_cuts_a_huge_name_in_its_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run(capsys, "new", "a" * 100_000, "--dir", str(tmp_path))
+    assert code == 2
+    assert err == (
+        "ERROR: skill name '" + "a" * 80 + "'…(100000 characters) must be lower_snake: "
+        "a letter, then letters, digits or _ (64 at most)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_native_pack_declares_its_plugin_and_is_unavailable_until_installed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -60,6 +60,62 @@ def test_stdout_cap_must_be_a_positive_int(cap: Any) -> None:
         Settings(stdout_cap=cap)
 
 
+@pytest.mark.parametrize(
+    ("name", "raw", "rule"),
+    [
+        ("ONGRID_BROKER_TIMEOUT", "x", "> 0"),  # said ">= 0", and then refused 0
+        ("ONGRID_BROKER_TIMEOUT", "0", "> 0"),
+        ("ONGRID_BROKER_TIMEOUT", "-1", "> 0"),
+        ("ONGRID_APPROVAL_TTL", "soon", "> 0"),
+        ("ONGRID_APPROVAL_TTL", "0", "> 0"),
+        ("ONGRID_KILL_GRACE", "x", ">= 0"),
+        ("ONGRID_KILL_GRACE", "inf", ">= 0"),
+    ],
+)
+def test_a_bad_number_of_seconds_is_refused_with_the_rule_that_refused_it(
+    name: str, raw: str, rule: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({name: raw})
+    assert str(caught.value) == f"{name} must be a number of seconds {rule}, got {raw!r}"
+
+
+def test_zero_is_a_grace_but_not_a_broker_timeout() -> None:
+    assert Settings.from_env({"ONGRID_KILL_GRACE": "0"}).kill_grace == 0
+    assert Settings.from_env({"ONGRID_BROKER_TIMEOUT": "0.5"}).broker_timeout == 0.5
+
+
+@pytest.mark.parametrize("name", ["ONGRID_STATE_DIR", "ONGRID_CACHE_DIR", "ONGRID_CONFIG_DIR"])
+@pytest.mark.parametrize("raw", ["relative/state", "./state", "~/state"])
+def test_a_relative_state_cache_or_config_dir_is_refused_naming_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, raw: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({name: raw})
+    meant = {"relative/state": tmp_path / "relative" / "state", "./state": tmp_path / "state"}.get(
+        raw, tmp_path / "home" / "state"
+    )
+    assert str(caught.value) == (
+        f"{name} must be an absolute path (a relative one moves with the working directory), "
+        f"got {raw!r}: give an absolute path, e.g. {meant}"
+    )
+
+
+def test_a_relative_state_dir_stops_the_cli_with_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clirun import run
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ONGRID_STATE_DIR", "relative/state")
+    code, out, err = run(capsys, "--no-defaults", "audit", "list")
+    assert (code, out) == (2, "")
+    assert err.startswith("ERROR: ONGRID_STATE_DIR must be an absolute path ")
+    assert not (tmp_path / "relative").exists()
+
+
 def _skill(name: str, *tools: str) -> Skill:
     root = SkillRoot("/r", real="/r")
     made = [

@@ -56,6 +56,24 @@ def test_an_unsafe_archive_member_is_an_error_naming_the_member(
     assert "only relative links" in problem["message"] and problem["hint"]
 
 
+@pytest.mark.parametrize("name", ["bad.tar.gz", "bad.tgz", "bad.zip", "BAD.TAR"])
+def test_a_corrupt_file_named_like_an_archive_is_no_readable_archive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    corrupt = tmp_path / name
+    corrupt.write_bytes(b"not an archive at all\n" * 40)
+    code, out, _err = run(capsys, "--no-defaults", "validate", str(corrupt))
+    assert code == 1
+    assert out.splitlines() == [
+        f"{corrupt}: FAILED",
+        "  error: not a readable archive: not a tar archive (.tar, .tar.gz, .tgz) or a .zip"
+        " — repack the pack, or give its folder",
+        "1 manifest(s) checked, 1 with errors",
+    ]  # before: "is not a manifest (expected one of: SKILL.md, skill.json, skill.md)"
+    problem = json.loads(run(capsys, "--no-defaults", "validate", "--json", str(corrupt))[1])["files"][0]
+    assert problem["problems"][0]["code"] == "unreadable_archive"
+
+
 def test_an_installed_distribution_validates_by_name(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
     files = skill_files("ongrid_test_val", "val_ok", "val_bad")
     files["ongrid_test_val/val_bad/skill.json"] = '{"name": "val_bad", "description": "", "entry": "run.sh"}'

@@ -9,6 +9,8 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..audit import OUTCOMES
+from ..errors import UnknownAuditRow
+from .argtypes import MAX_COUNT, count, non_empty, output_file, row_number
 from .output import print_table
 
 if TYPE_CHECKING:
@@ -31,8 +33,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="OUTCOME",
         help="only this outcome: " + ", ".join(OUTCOMES),
     )
-    a.add_argument("--since", type=int, metavar="SEQ", help="only rows after this row number")
-    a.add_argument("--limit", type=int, metavar="N", help="at most N rows")
+    a.add_argument("--since", type=row_number, metavar="SEQ", help="only rows after this row number")
+    a.add_argument("--limit", type=count, metavar="N", help="at most N rows (N >= 1)")
     a.add_argument("--json", action="store_true", help="print JSON")
     a.set_defaults(handler=cmd_list)
 
@@ -42,14 +44,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     a.set_defaults(handler=cmd_show)
 
     a = actions.add_parser("tail", help="the last rows")
-    a.add_argument("-n", type=int, default=10, metavar="N", help="how many rows (default 10)")
+    a.add_argument("-n", type=count, default=10, metavar="N", help="how many rows, 1 or more (default 10)")
     a.add_argument("--json", action="store_true", help="print JSON")
     a.set_defaults(handler=cmd_tail)
 
     a = actions.add_parser(
         "export", help="every row with its hashes, as JSON Lines (re-verifiable elsewhere)"
     )
-    a.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of stdout")
+    a.add_argument(
+        "--output",
+        "-o",
+        type=non_empty("give a file name, or leave -o out for stdout"),
+        metavar="FILE",
+        help="write to FILE instead of stdout",
+    )
     a.add_argument("--json", action="store_true", help="one JSON document with the rows and the verification")
     a.set_defaults(handler=cmd_export)
 
@@ -76,18 +84,17 @@ def cmd_list(ctx: Context) -> int:
 
 
 def cmd_show(ctx: Context) -> int:
-    """Print one row; exit 1 when no row has that number or call id."""
+    """Print one row; no row with that number or call id is :class:`UnknownAuditRow` (exit 4)."""
     key = ctx.args.id.strip()
     log = ctx.host.audit
     if key.isdigit():
-        entries = [e for e in log.entries(since=int(key) - 1, limit=1) if e.seq == int(key)]
+        seq = int(key)  # past SQLite's integers no row can have it (and the query would overflow)
+        found = log.entries(since=seq - 1, limit=1) if 1 <= seq <= MAX_COUNT else []
+        entries = [e for e in found if e.seq == seq]
     else:
         entries = log.entries(call_id=key)
     if not entries:
-        print(
-            f"no audit row {key!r}: give a SEQ from `ongrid-skills audit list` or a call id", file=sys.stderr
-        )
-        return 1
+        raise UnknownAuditRow(key)
     if ctx.args.json:
         data = [e.to_dict() for e in entries]
         print(json.dumps(data[0] if len(data) == 1 else data, indent=2, ensure_ascii=False))
@@ -142,17 +149,18 @@ def _where(e: AuditEntry) -> str:
 
 
 def cmd_tail(ctx: Context) -> int:
-    return _print_entries(ctx.host.audit.tail(max(ctx.args.n, 0)), ctx.args.json)
+    return _print_entries(ctx.host.audit.tail(ctx.args.n), ctx.args.json)
 
 
 def cmd_export(ctx: Context) -> int:
     log = ctx.host.audit
     entries = log.entries()
+    verified = log.verify().to_dict() if ctx.args.json else None
     if ctx.args.output:
-        with open(ctx.args.output, "w", encoding="utf-8") as out:
-            _export(out, entries, log.verify().to_dict() if ctx.args.json else None)
+        with output_file(ctx.args.output) as out:
+            _export(out, entries, verified)
     else:
-        _export(sys.stdout, entries, log.verify().to_dict() if ctx.args.json else None)
+        _export(sys.stdout, entries, verified)
     return 0
 
 

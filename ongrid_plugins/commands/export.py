@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import StrictSchemaError
 from ..export import FORMATS
+from .argtypes import non_empty, output_file
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -42,7 +43,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="rewrite the schemas for OpenAI (chat or responses) / Anthropic strict mode, "
         "or say per tool why one cannot be",
     )
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=non_empty("give a file name, or leave -o out for standard output"),
+        metavar="FILE",
+        help="write to FILE instead of standard output",
+    )
     p.add_argument("--compact", action="store_true", help="one line of JSON, no indentation")
     p.set_defaults(handler=cmd_export)
 
@@ -63,7 +70,7 @@ def cmd_export(ctx: Context) -> int:
         return exc.exit_code
     text = json.dumps(tools, ensure_ascii=False, indent=None if args.compact else 2)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
+        with output_file(args.output) as f:
             f.write(text + "\n")
     else:
         print(text)

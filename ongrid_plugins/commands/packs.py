@@ -8,6 +8,7 @@ import os
 import signal
 from typing import TYPE_CHECKING, Any
 
+from ..echo import echo
 from ..packs import PackInfo, PackRoots, installed_packs
 from .output import print_table
 
@@ -31,7 +32,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "the new one is valid.",
     )
     p.add_argument("path", metavar="PATH", help="a pack folder, or a .tar.gz / .tgz / .tar / .zip of one")
-    p.add_argument("--name", help="install under this name (default: pack.json's name, else the folder's)")
+    p.add_argument(
+        "--name",
+        type=_pack_name,
+        help="install under this name (default: pack.json's name, else the folder's)",
+    )
     p.add_argument("--strict", action="store_true", help="refuse a pack with warnings too")
     p.add_argument(
         "--require-digest",
@@ -64,6 +69,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _pack_name(text: str) -> str:
+    """``--name``: not empty (an empty one meant "the default" before), and shown cut when refused."""
+    from ..packs.install import NAME_RE  # only when --name is given: the module is slow to import
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "must not be empty: give a name, or leave --name out for the pack's own"
+        )
+    if not NAME_RE.fullmatch(text):
+        message = (
+            f"{echo(text)} is not usable as a folder name (letters, digits, '.', '_' and '-'; 100 at most)"
+        )
+        raise argparse.ArgumentTypeError(message)
+    return text
 
 
 def cmd_install(ctx: Context) -> int:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from ..server.tokens import TokenStore, add_token, hash_token, list_tokens, new_token, revoke_token
 from . import UsageError
+from .argtypes import non_empty, port
 from .output import print_json, print_table
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve", help="serve the REST API (/v1/skills) over HTTP; needs the [server] extra")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument(
-        "--port", type=int, default=8765, help="port to listen on; 0 picks a free one (default: 8765)"
+        "--port", type=port, default=8765, help="port to listen on; 0 picks a free one (default: 8765)"
     )
     p.add_argument(
         "--tokens", metavar="FILE", help="the token file (JSON; see docs/rest.md); required off loopback"
@@ -69,6 +70,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     tools.add_argument(
         "--new-token",
+        type=non_empty("give the identity the new token is for"),
         metavar="IDENTITY",
         help="add a new random token for IDENTITY (as --persona) to the --tokens file, print it, and exit",
     )
@@ -77,6 +79,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     tools.add_argument(
         "--revoke-token",
+        type=non_empty("give the identity, or the hash (8+ hex digits), of the token to revoke"),
         metavar="IDENTITY|HASH",
         help="remove from the --tokens file every token of IDENTITY, or the one with this hash "
         "(or 8+ of its first hex digits); restart a running server",

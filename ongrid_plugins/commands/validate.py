@@ -7,6 +7,8 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .argtypes import non_empty
+
 if TYPE_CHECKING:
     from ..cli import Context
     from ..validate import FileReport
@@ -28,6 +30,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "paths",
         nargs="+",
+        type=non_empty("give a folder, a manifest, an archive or a distribution name"),
         metavar="PATH",
         help="a skill or pack folder, a manifest file, a pack archive, or an installed distribution's name",
     )

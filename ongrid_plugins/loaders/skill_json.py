@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..discovery.roots import check_entry, resolve_file
+from ..echo import printable
 from ..errors import ManifestBuildError
 from ..hookspecs import hookimpl
 from ..models import Problem, SandboxDecl, Skill, SkillRoot, ToolClass
@@ -33,7 +34,7 @@ from ._fields import Fields
 from ._fields import show as _show
 from ._sandbox import read_sandbox
 from .skill_json_parse import MANIFEST_NAME, MAX_MANIFEST_BYTES, parse_manifest, read_manifest
-from .skill_json_parse import json_type as _json_type
+from .skill_json_parse import got as _got
 from .skill_json_parse import read_bounded as _read_bounded
 from .skill_json_record import CLASSES, RecordedTool, SkillRecord, skill_from_record, skill_record
 from .skill_json_record import make_skill as _make_skill
@@ -102,7 +103,7 @@ class _Checker:
                 self.error(field, "missing_field", f'missing required field "{field}"')
             return default
         if not isinstance(value, str):
-            message = f'"{field}" must be a string (got {_json_type(value)} {_show(value)})'
+            message = f'"{field}" must be a string (got {_got(value)})'
             self.error(field, "wrong_type", message)
             return default
         if required and not value.strip():
@@ -285,7 +286,7 @@ def _check_schema(
         return empty_schema()
     schema = check.data["schema"]
     if not isinstance(schema, dict):
-        message = f'"schema" must be a JSON object schema (got {_json_type(schema)} {_show(schema)})'
+        message = f'"schema" must be a JSON object schema (got {_got(schema)})'
         check.error("schema", "wrong_type", message)
         return empty_schema()
     kind = schema.get("type", "object")
@@ -348,7 +349,7 @@ def _check_entry(check: _Checker, root: SkillRoot) -> str:
         check.error(
             "entry",
             "entry_missing",
-            f"entry {candidate} cannot be resolved: {reason}",
+            f"entry {printable(candidate, 200)} cannot be resolved: {reason}",
             "the entry path is relative to the folder holding skill.json",
         )
         return ""
@@ -378,7 +379,7 @@ def _check_env_allow(check: _Checker) -> tuple[str, ...]:
         return ()
     value = check.data["env_allow"]
     if not isinstance(value, list):
-        message = f'"env_allow" must be an array of variable names (got {_json_type(value)} {_show(value)})'
+        message = f'"env_allow" must be an array of variable names (got {_got(value)})'
         check.error("env_allow", "wrong_type", message)
         return ()
     names: list[str] = []
@@ -397,13 +398,11 @@ def _check_timeout(check: _Checker, settings: Settings | None) -> float:
         return default
     value = check.data["timeout_seconds"]
     if type(value) is not int:
-        message = (
-            f'"timeout_seconds" must be a whole number of seconds (got {_json_type(value)} {_show(value)})'
-        )
+        message = f'"timeout_seconds" must be a whole number of seconds (got {_got(value)})'
         check.error("timeout_seconds", "wrong_type", message, "0 means the default of 30 s")
         return default
     if not 0 <= value <= MAX_TIMEOUT:
-        message = f'"timeout_seconds" must be between 0 and {MAX_TIMEOUT} (got {value})'
+        message = f'"timeout_seconds" must be between 0 and {MAX_TIMEOUT} (got {_show(value)})'
         check.error("timeout_seconds", "out_of_range", message, "0 means the default of 30 s")
         return default
     return float(value) if value else default

@@ -13,16 +13,19 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import ManifestParseError
 from ..models.base import compiled, decode_json
-from ._fields import type_name
+from ._fields import show, type_name
 
 __all__ = [
     "MANIFEST_NAME",
     "MAX_MANIFEST_BYTES",
+    "got",
     "json_type",
     "parse_manifest",
     "read_bounded",
@@ -83,7 +86,10 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
     try:
         data = _decode(text)
     except ValueError as exc:
-        raise ManifestParseError(path, str(exc)) from None
+        message = str(exc)
+        if "int_max_str_digits" in message:
+            message = _too_long(text) or message
+        raise ManifestParseError(path, message) from None
     except RecursionError:  # the C scanner recurses once per container
         raise ManifestParseError(path, _too_deep()) from None
     if not isinstance(data, dict):
@@ -96,6 +102,22 @@ def _too_deep() -> str:
     from ..schema.subschemas import MAX_DEPTH  # only on this path: the schema package is big
 
     return f"the manifest is nested too deeply to read: a schema may nest at most {MAX_DEPTH} levels"
+
+
+def _too_long(text: str) -> str:
+    """Python's refusal of a huge integer, said the way a manifest author can act on ("" if not that).
+
+    ``int()`` refuses more than ``sys.get_int_max_str_digits()`` digits with advice to raise
+    that limit, which is no advice for a manifest: name the number's place and length instead.
+    """
+    limit = sys.get_int_max_str_digits()
+    found = re.search(rf"\d{{{limit + 1},}}", text) if limit else None
+    if found is None:
+        return ""
+    line = text.count("\n", 0, found.start()) + 1
+    column = found.start() - text.rfind("\n", 0, found.start())
+    digits = len(found.group())
+    return f"the number at line {line} column {column} is too long ({digits} digits; at most {limit})"
 
 
 def read_bounded(path: str, limit: int) -> bytes:
@@ -138,3 +160,8 @@ _CHUNK = 64 * 1024
 def json_type(value: object) -> str:
     """The JSON name of a parsed value's type (``object``, ``array``, ``string``...)."""
     return type_name(value, json=True)
+
+
+def got(value: object) -> str:
+    """What a message says a field held: ``null``, or its type and a short rendering (``a number 5``)."""
+    return "null" if value is None else f"{json_type(value)} {show(value)}"

@@ -38,7 +38,7 @@ def validate_sources(targets: Iterable[str], pm: PluginManager, settings: Settin
     reports: list[FileReport] = []
     folders: list[str] = []
     for target in targets:
-        if os.path.isfile(target) and archive_kind(target) is not None:
+        if os.path.isfile(target) and (archive_kind(target) is not None or _named_archive(target)):
             reports += validate_paths(folders, pm, settings) if folders else []
             folders = []
             reports += _validate_archive(target, pm, settings)
@@ -74,6 +74,13 @@ def relabel(report: FileReport, staged: str, shown: str) -> FileReport:
 
 def _validate_archive(source: str, pm: PluginManager, settings: Settings) -> list[FileReport]:
     label = archive_label(source)
+    if archive_kind(source) is None:  # named like one, but no tar, gzip, bzip2, xz or zip header
+        where = os.path.abspath(source)
+        message = "not a readable archive: not a tar archive (.tar, .tar.gz, .tgz) or a .zip"
+        problem = Problem(
+            "error", "unreadable_archive", message, where, "", "repack the pack, or give its folder"
+        )
+        return [FileReport(where, (problem,))]
     with tempfile.TemporaryDirectory(prefix="ongrid-validate-") as tmp:
         staged = os.path.join(tmp, "pack")
         try:
@@ -85,6 +92,15 @@ def _validate_archive(source: str, pm: PluginManager, settings: Settings) -> lis
             return [FileReport(where, (problem,))]
         staged_real = os.path.realpath(staged)
         return [relabel(r, staged_real, label) for r in validate_paths([staged_real], pm, settings)]
+
+
+#: Names of the archives ``install`` takes: a file named so is checked as one, so that a
+#: corrupt one is said to be no readable archive (as ``install`` says), not "not a manifest".
+_ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+
+
+def _named_archive(path: str) -> bool:
+    return path.lower().endswith(_ARCHIVE_SUFFIXES)
 
 
 def _looks_like_distribution(name: str) -> bool:

@@ -1,0 +1,58 @@
+"""User values echoed back in messages and log lines: short, and unable to forge text.
+
+A name, a path or a number given by a user (or read from a manifest) ends up in an
+error or a log line. Echoed whole, a 100,000-character name buries the message, and
+a NUL or a newline in a path writes a raw control character into the log (or a line
+that looks like another one). Every echo goes through one of these two functions.
+
+Imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MAX_ECHO", "echo", "printable"]
+
+#: How many characters of a user value a message shows before it says how long the value was.
+MAX_ECHO = 80
+
+#: C0 and C1 controls, DEL, the line and paragraph separators, and the bidirectional
+#: controls (which can make a log line read differently from what it holds).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _clipped(text: str, limit: int) -> tuple[str, str]:
+    """The first ``limit`` characters, and the suffix saying how long the whole was (or "")."""
+    if len(text) <= limit:
+        return text, ""
+    return text[:limit], f"…({len(text)} characters)"
+
+
+def echo(value: str, limit: int = MAX_ECHO) -> str:
+    """``value`` quoted as ``repr`` quotes it (controls escaped), cut after ``limit`` characters.
+
+    ``echo("a" * 100000)`` is ``'aaa…a'…(100000 characters)`` with 80 ``a``; a short value
+    is exactly ``repr(value)``, so messages read as they did for sane input.
+    """
+    head, tail = _clipped(value, limit)
+    return repr(head) + tail
+
+
+def printable(text: str, limit: int | None = None) -> str:
+    """``text`` with control characters written as ``\\xNN`` / ``\\uNNNN``, not quoted.
+
+    For paths and messages in log lines whose format is fixed (the loader's lines):
+    ordinary text is unchanged. With ``limit``, cut as :func:`echo` cuts.
+    """
+    tail = ""
+    if limit is not None:
+        text, tail = _clipped(text, limit)
+    if _UNPRINTABLE.search(text) is not None:
+        text = _UNPRINTABLE.sub(_escape, text)
+    return text + tail
