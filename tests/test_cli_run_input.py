@@ -110,7 +110,7 @@ def test_args_file_from_an_endless_device_is_refused_without_reading(skills: Pat
     result = cli(skills, "run", "greet", "--args-file", "/dev/zero", timeout=30)
     assert result.returncode == 2
     assert result.stderr.decode() == (
-        "ERROR: --args-file /dev/zero is not a regular file (a character device): give a regular file, "
+        "ERROR: --args-file /dev/zero is not a regular file (a device): give a regular file, "
         "or pipe the arguments to `ongrid-skills --no-defaults run greet -`\n"
     )
 
@@ -128,7 +128,7 @@ def test_args_file_that_is_a_directory_is_refused(
 ) -> None:
     code, _out, err = run_main(capsys, "run", "greet", "--args-file", str(tmp_path))
     assert code == 2
-    assert f"ERROR: --args-file {tmp_path} is not a regular file (a directory)" in err
+    assert f"ERROR: --args-file {tmp_path} is not a regular file (a folder)" in err
 
 
 @pytest.mark.parametrize("how", ["file", "stdin", "argv"])

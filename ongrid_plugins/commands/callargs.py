@@ -10,14 +10,13 @@ that names the source and says what to do.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import stat
 import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..userfiles import NotRegularFile, read_regular
 from . import UsageError
 
 if TYPE_CHECKING:
@@ -32,13 +31,6 @@ MAX_ARGS_BYTES = 1024 * 1024
 #: any schema can describe (schemas nest at most 64 containers).
 MAX_ARGS_DEPTH = 64
 
-_FILE_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-)
 #: ``key=value`` pairs, as a shell user types them, separated by commas or spaces.
 _PAIRS = re.compile(r"\s*[A-Za-z_][\w.-]*=[^,\s]*(?:[,\s]+[A-Za-z_][\w.-]*=[^,\s]*)*[,\s]*")
 
@@ -73,33 +65,18 @@ def read_args(ctx: Context) -> Any:
 
 
 def _read_file(path: str, piped: str) -> bytes:
-    # O_NONBLOCK: opening a FIFO must not wait for a writer before fstat can refuse it.
+    """At most one byte over the limit of the regular file ``path`` (a FIFO or device is refused
+    before it is read: :func:`~ongrid_plugins.userfiles.read_regular`)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        return read_regular(path, MAX_ARGS_BYTES)
+    except NotRegularFile as exc:
+        message = (
+            f"--args-file {path} is not a regular file ({exc.kind}): give a regular file, "
+            f"or pipe the arguments to `{piped}`"
+        )
+        raise ConfigError(message) from None
     except OSError as exc:
         raise ConfigError(f"cannot read --args-file {path}: {exc.strerror}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
-            message = (
-                f"--args-file {path} is not a regular file ({kind}): give a regular file, "
-                f"or pipe the arguments to `{piped}`"
-            )
-            raise ConfigError(message)
-        return _read_upto(fd, MAX_ARGS_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"cannot read --args-file {path}: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-
-
-def _read_upto(fd: int, count: int) -> bytes:
-    chunks = []
-    while count > 0 and (chunk := os.read(fd, min(count, 1024 * 1024))):
-        chunks.append(chunk)
-        count -= len(chunk)
-    return b"".join(chunks)
 
 
 def _read_stdin() -> bytes:

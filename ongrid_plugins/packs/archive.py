@@ -32,6 +32,7 @@ from typing import IO, Any
 import attrs
 
 from ..errors import OngridError
+from ..userfiles import file_kind
 
 __all__ = ["Limits", "UnpackReport", "UnsafeArchive", "archive_kind", "copy_folder", "unpack"]
 
@@ -170,7 +171,7 @@ def _unzip_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, stage: _Stage) -> 
         with zf.open(info) as f:
             stage.add_file(name, mode, f, info.file_size)
     else:
-        stage.refuse(name, f"is a {_kind(mode)}")
+        stage.refuse(name, f"is {file_kind(mode)}")
 
 
 def _untar(source: str, stage: _Stage) -> None:
@@ -246,16 +247,6 @@ class _Capped(io.RawIOBase):
         self.left -= len(data)
         buffer[: len(data)] = data
         return len(data)
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "device"
-    if stat.S_ISFIFO(mode):
-        return "FIFO"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    return f"special file (mode {oct(mode)})"
 
 
 def clean_name(source: str, name: str) -> str:
