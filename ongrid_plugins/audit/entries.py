@@ -157,13 +157,13 @@ def _missing(count: int, recorded: dict[str, Any]) -> str:
 
 
 #: Rows that record a decision on a ticket, not a call made with it.
-_DECISIONS = frozenset({"approval", "rejection"})
+_DECISIONS = frozenset({Outcome.APPROVAL, Outcome.REJECTION})
 
 
 def ticket_problem(path: str, ticket: Ticket, rows: list[tuple[str, str, str]]) -> str | None:
     """Why the rows ``(outcome, caller, approvers)`` of the log at ``path`` that name
     ``ticket`` do not back spending it (see :meth:`.AuditLog.ticket_problem`), or None."""
-    signed = {identity_key(caller) for outcome, caller, _ in rows if outcome == "approval"}
+    signed = {identity_key(caller) for outcome, caller, _ in rows if outcome == Outcome.APPROVAL}
     unsigned = [a for a in ticket.approvers if identity_key(a) not in signed]
     if unsigned:
         names = ", ".join(unsigned)
