@@ -140,3 +140,27 @@ def test_a_pending_ticket_with_enough_rows_says_it_is_not_approved(host: SkillHo
     edit(host, approval_row(ticket.id, "bob"), approval_row(ticket.id, "carol"))
     error = spend(host, ticket.id)
     assert "has its approvals but is pending, not approved" in str(error)
+
+
+def test_a_ticket_changed_between_the_audit_check_and_the_claim_does_not_run(tmp_path: Path) -> None:
+    """The audit log is read before the ticket database's write lock is taken (it is another
+    database); approvers that differ by the time of the claim are not the ones it vouched for."""
+    from ongrid_plugins.gate.approvals import ApprovalStore
+
+    store = ApprovalStore(str(tmp_path / "approvals.db"))
+    ticket = store.open_ticket(tool="wipe", args_digest="d", persona="admin", requester="alice", args={})
+    store.approve(ticket.id, approver="bob")
+    store.approve(ticket.id, approver="carol")
+
+    def witness(seen: Ticket) -> None:  # vouches, and meanwhile the approvals change
+        edit_path = store.path
+        with sqlite3.connect(edit_path) as conn:
+            conn.execute(
+                "UPDATE approvals SET approver = 'dave', approver_key = 'dave' WHERE approver = 'carol'"
+            )
+
+    store.witness = witness
+    with pytest.raises(ApprovalError) as info:
+        store.claim(ticket.id, tool="wipe", args_digest="d", persona="admin", caller="alice", call_id="c")
+    assert info.value.reason == "not_approved" and "changed while it was being checked" in str(info.value)
+    assert store.ticket(ticket.id).status == "approved"  # not spent

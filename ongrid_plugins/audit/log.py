@@ -299,7 +299,7 @@ class AuditLog:
         approvers): a row added to, or a status reset in, the approvals database alone does
         not make a ticket runnable.
         """
-        self.flush()
+        self.flush(timeout=5.0)  # the rows of calls that ran; a log that cannot write refuses them anyway
         rows: list[tuple[str, str, str]] = []
         if self._exists():
             with self._transaction(write=False) as conn:

@@ -323,6 +323,7 @@ class ApprovalStore:
         digest now; a ticket bound to another one is refused (``skill_changed``).
         """
         now = self._clock()
+        witnessed = self._witnessed(ticket_id, now)  # before the write lock: it reads another database
         with self._write() as conn:
             ticket = self._load(conn, ticket_id, now)
             _check_matches(ticket, tool, args_digest, persona, profile)
@@ -330,9 +331,9 @@ class ApprovalStore:
             if ticket.status != TicketStatus.APPROVED:
                 raise _closed(ticket)
             _check_spendable(ticket, self.required)
-            problem = self.witness(ticket) if self.witness is not None else None
-            if problem:
-                raise forged(ticket_id, problem)
+            if self.witness is not None and witnessed != ticket.approvers:
+                message = f"ticket {ticket_id} changed while it was being checked; run the call again"
+                raise ApprovalError("not_approved", ticket_id, message)
             updated = conn.execute(
                 "UPDATE tickets SET status = ?, executed = ?, executed_by = ?, call_id = ?"
                 " WHERE id = ? AND status = ?",
@@ -343,6 +344,21 @@ class ApprovalStore:
             ticket = self._load(conn, ticket_id, now)
         logger.info("approvals: ticket %s executed by %s (call %s)", ticket_id, caller, call_id)
         return ticket
+
+    def _witnessed(self, ticket_id: str, now: float) -> tuple[str, ...] | None:
+        """The approvers of the approved ticket that :attr:`witness` vouched for (None: nothing
+        asked, the ticket is not approved yet); raises ``forged`` when it does not vouch."""
+        if self.witness is None:
+            return None
+        with self._read() as conn:
+            seen = self._load(conn, ticket_id, now)
+        if seen.status != TicketStatus.APPROVED:
+            return None
+        _check_spendable(seen, self.required)  # the rules first: their refusal says more
+        problem = self.witness(seen)
+        if problem:
+            raise forged(ticket_id, problem)
+        return seen.approvers
 
     # ------------------------------------------------------------------ sqlite
 
