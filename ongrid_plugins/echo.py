@@ -12,14 +12,20 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_ECHO", "echo", "printable"]
+__all__ = ["MAX_ECHO", "UNSAFE_CODES", "echo", "printable"]
 
 #: How many characters of a user value a message shows before it says how long the value was.
 MAX_ECHO = 80
 
-#: C0 and C1 controls, DEL, the line and paragraph separators, and the bidirectional
-#: controls (which can make a log line read differently from what it holds).
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+#: What a terminal or a log reader may take for something other than text: C0 and C1
+#: controls and DEL (commands to a terminal), the line and paragraph separators, and the
+#: bidirectional controls (which make a line read differently from what it holds).
+#: :func:`~ongrid_plugins.commands.output.printable` escapes the same code points.
+UNSAFE_CODES: tuple[int, ...] = (
+    *range(0x20), *range(0x7F, 0xA0), 0x061C, 0x200E, 0x200F, 0x2028, 0x2029,
+    *range(0x202A, 0x202F), *range(0x2066, 0x206A),
+)  # fmt: skip
+_UNPRINTABLE = re.compile("[" + "".join(re.escape(chr(c)) for c in UNSAFE_CODES) + "]")
 
 
 def _escape(match: re.Match[str]) -> str:

@@ -46,6 +46,8 @@ def test_printable_escapes_c0_del_and_c1_and_keeps_what_is_asked() -> None:
     assert printable("one\r\ntwo\tthree") == "one\\r\\ntwo\\tthree"
     assert printable("one\r\ntwo\tthree", keep="\n") == "one\\r\ntwo\\tthree"
     assert printable("café ✓ 日本") == "café ✓ 日本"
+    # a right-to-left override makes "exe.txt" read as "txt.exe": escaped like the log lines do
+    assert printable("name\u202etxt.exe") == "name\\u202etxt.exe"
 
 
 def test_list_shows_control_characters_escaped(hostile: Path, capsys: pytest.CaptureFixture[str]) -> None:
