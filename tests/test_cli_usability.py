@@ -115,6 +115,28 @@ def test_serve_refuses_a_port_outside_0_to_65535_when_parsing(
 
 
 @pytest.mark.parametrize(
+    ("flag", "value", "rule"),
+    [
+        ("--max-concurrent", "-1", "a whole number from 1 to 2147483647"),
+        ("--max-concurrent", "0", "a whole number from 1 to 2147483647"),
+        ("--max-per-token", "-5", "a whole number from 1 to 2147483647"),
+        ("--max-connections", "99999999999", "a whole number from 1 to 2147483647"),
+        ("--max-body", "-1", "a whole number from 1 to 2147483647"),
+        ("--header-timeout", "-1", "a number of seconds above 0, at most 86400"),
+        ("--body-timeout", "nan", "a number of seconds above 0, at most 86400"),
+        ("--body-timeout", "inf", "a number of seconds above 0, at most 86400"),
+    ],
+)
+def test_serve_refuses_a_limit_or_timeout_out_of_range_when_parsing(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str, rule: str
+) -> None:
+    """A negative limit let every call through or none; it is refused before anything is bound."""
+    code, out, err = run_main(capsys, "serve", flag, value)
+    assert (code, out) == (2, "")
+    assert err.endswith(f"error: argument {flag}: must be {rule} (got '{value}')\n")
+
+
+@pytest.mark.parametrize(
     ("flag", "what"),
     [
         ("--new-token", "give the identity the new token is for"),

@@ -18,7 +18,7 @@ from typing import TextIO
 from ..echo import echo, printable
 from ..errors import ConfigError
 
-__all__ = ["MAX_COUNT", "count", "non_empty", "output_file", "port", "row_number"]
+__all__ = ["MAX_COUNT", "count", "limit", "non_empty", "output_file", "port", "row_number", "seconds"]
 
 #: The largest row number or count: SQLite's largest integer (2**63 - 1).
 MAX_COUNT = 2**63 - 1
@@ -43,6 +43,24 @@ def count(text: str) -> int:
 def row_number(text: str) -> int:
     """A row number to start after: a whole number from 0 to :data:`MAX_COUNT`."""
     return _integer(text, 0, MAX_COUNT, "a row number")
+
+
+def limit(text: str) -> int:
+    """A server limit (calls, connections, bytes): a whole number from 1 to 2**31 - 1."""
+    return _integer(text, 1, 2**31 - 1, "a whole number")
+
+
+def seconds(text: str) -> float:
+    """A time-out in seconds: a finite number above 0 (at most a day)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds above 0, at most 86400 (got {echo(text)})"
+        )
+    return value
 
 
 def port(text: str) -> int:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from ..server.tokens import TokenStore, add_token, hash_token, list_tokens, new_token, revoke_token
 from . import UsageError
-from .argtypes import non_empty, port
+from .argtypes import limit, non_empty, port, seconds
 from .output import print_json, print_table
 
 if TYPE_CHECKING:
@@ -45,24 +45,32 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="persona of the one-run token made when there is no --tokens (default: operator); "
         "with --new-token, the new token's persona",
     )
-    p.add_argument("--max-concurrent", type=int, default=16, metavar="N", help="calls at once; more get 429")
-    p.add_argument("--max-body", type=int, default=1024 * 1024, metavar="BYTES", help="larger bodies get 413")
+    p.add_argument(
+        "--max-concurrent", type=limit, default=16, metavar="N", help="calls at once; more get 429"
+    )
+    p.add_argument(
+        "--max-body", type=limit, default=1024 * 1024, metavar="BYTES", help="larger bodies get 413"
+    )
     p.add_argument(
         "--watch",
         action="store_true",
         help="reload when skill files change (GET /v1/events streams them)",
     )
     p.add_argument(
-        "--max-per-token", type=int, default=4, metavar="N", help="calls at once for one token; more get 429"
+        "--max-per-token",
+        type=limit,
+        default=4,
+        metavar="N",
+        help="calls at once for one token; more get 429",
     )
     p.add_argument(
-        "--max-connections", type=int, default=256, metavar="N", help="open connections; more are closed"
+        "--max-connections", type=limit, default=256, metavar="N", help="open connections; more are closed"
     )
     p.add_argument(
-        "--header-timeout", type=float, default=10.0, metavar="S", help="seconds for a request's headers"
+        "--header-timeout", type=seconds, default=10.0, metavar="S", help="seconds for a request's headers"
     )
     p.add_argument(
-        "--body-timeout", type=float, default=30.0, metavar="S", help="seconds for a body; then 408"
+        "--body-timeout", type=seconds, default=30.0, metavar="S", help="seconds for a body; then 408"
     )
     tools = p.add_mutually_exclusive_group()
     tools.add_argument(
