@@ -62,6 +62,14 @@ def test_the_requester_cannot_approve_through_the_server_either(console, as_, ca
     assert console.host.ticket(ticket).rejected_by == "ann"
 
 
+def test_an_unknown_ticket_on_the_server_is_not_found_as_locally(console, as_, capsys):
+    as_("bob")
+    for action in ("show", "approve", "reject"):
+        code, _out, err = run(capsys, "approvals", action, "0123456789abcdef", "--server", console.url)
+        assert code == 4, (action, err)  # not found, as for a local store (3 would read as "denied")
+        assert "no approval ticket '0123456789abcdef'" in err
+
+
 def test_list_and_show_read_the_servers_store(console, as_, capsys, tmp_path):
     ticket = open_ticket(console, "/srv/listed")
     token_file = tmp_path / "token"

@@ -128,7 +128,7 @@ class ApprovalsClient:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
-            raise _refusal(exc) from None
+            raise _refusal(exc, lookup=not path.endswith("/claim")) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ServerError(f"cannot reach {self.url}: {reason}") from None
@@ -138,7 +138,9 @@ def _quote(ticket_id: str) -> str:
     return urllib.parse.quote(ticket_id, safe="")
 
 
-def _refusal(exc: urllib.error.HTTPError) -> OngridError:
+def _refusal(exc: urllib.error.HTTPError, lookup: bool = True) -> OngridError:
+    """The server's refusal as the local store would raise it (``lookup``: a ticket asked for by
+    id, whose absence is "not found", exit 4; a call presenting one is denied, exit 3)."""
     try:
         body = json.loads(exc.read())
     except ValueError:
@@ -146,7 +148,8 @@ def _refusal(exc: urllib.error.HTTPError) -> OngridError:
     message = str(body.get("error") or exc.reason)
     code = str(body.get("code", ""))
     if code == ApprovalError.code and body.get("reason") in APPROVAL_REASONS:
-        return ApprovalError(body["reason"], str(body.get("ticket") or ""), message)
+        not_found = lookup and body["reason"] == "unknown"
+        return ApprovalError(body["reason"], str(body.get("ticket") or ""), message, not_found=not_found)
     if exc.code == 401:
         return ServerError(f"the server refused the token ({message})", status=401, code=code)
     return ServerError(f"the server answered {exc.code}: {message}", status=exc.code, code=code)
