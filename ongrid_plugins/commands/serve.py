@@ -28,6 +28,17 @@ if TYPE_CHECKING:
 __all__ = ["is_loopback", "register"]
 
 
+#: ``serve``'s limits and time-outs: flag, type (checked when parsed), default, metavar, help.
+_LIMITS: tuple[tuple[str, Any, Any, str, str], ...] = (
+    ("--max-concurrent", limit, 16, "N", "calls at once; more get 429"),
+    ("--max-body", limit, 1024 * 1024, "BYTES", "larger bodies get 413"),
+    ("--max-per-token", limit, 4, "N", "calls at once for one token; more get 429"),
+    ("--max-connections", limit, 256, "N", "open connections; more are closed"),
+    ("--header-timeout", seconds, 10.0, "S", "seconds for a request's headers"),
+    ("--body-timeout", seconds, 30.0, "S", "seconds for a body; then 408"),
+)
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``serve`` sub-command."""
     p = sub.add_parser("serve", help="serve the REST API (/v1/skills) over HTTP; needs the [server] extra")
@@ -45,32 +56,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="persona of the one-run token made when there is no --tokens (default: operator); "
         "with --new-token, the new token's persona",
     )
-    p.add_argument(
-        "--max-concurrent", type=limit, default=16, metavar="N", help="calls at once; more get 429"
-    )
-    p.add_argument(
-        "--max-body", type=limit, default=1024 * 1024, metavar="BYTES", help="larger bodies get 413"
-    )
+    for flag, kind, default, metavar, text in _LIMITS:
+        p.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
     p.add_argument(
         "--watch",
         action="store_true",
         help="reload when skill files change (GET /v1/events streams them)",
-    )
-    p.add_argument(
-        "--max-per-token",
-        type=limit,
-        default=4,
-        metavar="N",
-        help="calls at once for one token; more get 429",
-    )
-    p.add_argument(
-        "--max-connections", type=limit, default=256, metavar="N", help="open connections; more are closed"
-    )
-    p.add_argument(
-        "--header-timeout", type=seconds, default=10.0, metavar="S", help="seconds for a request's headers"
-    )
-    p.add_argument(
-        "--body-timeout", type=seconds, default=30.0, metavar="S", help="seconds for a body; then 408"
     )
     tools = p.add_mutually_exclusive_group()
     tools.add_argument(
