@@ -34,7 +34,19 @@ import attrs
 from ..errors import OngridError
 from ..userfiles import file_kind
 
-__all__ = ["Limits", "UnpackReport", "UnsafeArchive", "archive_kind", "copy_folder", "unpack"]
+__all__ = [
+    "ARCHIVE_SUFFIXES",
+    "Limits",
+    "UnpackReport",
+    "UnsafeArchive",
+    "archive_kind",
+    "copy_folder",
+    "unpack",
+]
+
+#: The names of the archives a pack comes in, the longer forms before ``.tar`` (an
+#: installed pack is named after the file without its suffix).
+ARCHIVE_SUFFIXES = (".tar.gz", ".tar.bz2", ".tar.xz", ".tgz", ".tbz2", ".txz", ".tar", ".zip")
 
 MiB = 1024 * 1024
 #: Folders of a source folder not copied: version control and byte-code caches.

@@ -47,7 +47,7 @@ from ..errors import ConfigError, OngridError
 from ..hooks import hooks
 from ..userfiles import file_kind
 from ..validate import FileReport, validate_paths
-from .archive import Limits, UnpackReport, unpack
+from .archive import ARCHIVE_SUFFIXES, Limits, UnpackReport, unpack
 from .pack_roots import MARKER, InstalledPack, installed_packs, read_marker
 from .sources import archive_label, relabel
 
@@ -61,7 +61,6 @@ __all__ = ["InstallError", "InstallResult", "install_pack", "pack_identity", "un
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 #: Files that may name a pack (and version) at its top, in order of preference.
 IDENTITY_FILES = ("pack.json", ".claude-plugin/plugin.json", "openclaw.plugin.json", "clawdbot.plugin.json")
-_ARCHIVE_SUFFIXES = (".tar.gz", ".tar.bz2", ".tar.xz", ".tgz", ".tar", ".zip")
 _LOCK = ".ongrid-install.lock"
 
 
@@ -267,7 +266,7 @@ def _pack_top(unpacked: str, source: str, pm: pluggy.PluginManager) -> tuple[str
         only = os.path.join(unpacked, entries[0])
         if os.path.isdir(only) and not os.path.islink(only) and not names & set(os.listdir(only)):
             return only, entries[0]
-    for suffix in _ARCHIVE_SUFFIXES:
+    for suffix in ARCHIVE_SUFFIXES:
         if base.lower().endswith(suffix):
             base = base[: -len(suffix)]
             break

@@ -23,7 +23,7 @@ import attrs
 
 from ..models import Problem
 from ..validate import FileReport, validate_paths
-from .archive import UnsafeArchive, archive_kind, unpack
+from .archive import ARCHIVE_SUFFIXES, UnsafeArchive, archive_kind, unpack
 from .pack_roots import PACK_GROUP, PackError, pack_folder
 
 if TYPE_CHECKING:
@@ -94,13 +94,10 @@ def _validate_archive(source: str, pm: PluginManager, settings: Settings) -> lis
         return [relabel(r, staged_real, label) for r in validate_paths([staged_real], pm, settings)]
 
 
-#: Names of the archives ``install`` takes: a file named so is checked as one, so that a
-#: corrupt one is said to be no readable archive (as ``install`` says), not "not a manifest".
-_ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
-
-
 def _named_archive(path: str) -> bool:
-    return path.lower().endswith(_ARCHIVE_SUFFIXES)
+    """Named like an archive ``install`` takes: checked as one, so that a corrupt one is said to
+    be no readable archive (as ``install`` says), not "not a manifest"."""
+    return path.lower().endswith(ARCHIVE_SUFFIXES)
 
 
 def _looks_like_distribution(name: str) -> bool:
