@@ -7,6 +7,22 @@ its public names, so ``from ongrid_plugins.archive import UnsafeArchive`` (as
 
 from __future__ import annotations
 
-from .packs.archive import Limits, UnpackReport, UnsafeArchive, archive_kind, copy_folder, unpack
+from .packs.archive import (
+    ARCHIVE_SUFFIXES,
+    Limits,
+    UnpackReport,
+    UnsafeArchive,
+    archive_kind,
+    copy_folder,
+    unpack,
+)
 
-__all__ = ["Limits", "UnpackReport", "UnsafeArchive", "archive_kind", "copy_folder", "unpack"]
+__all__ = [
+    "ARCHIVE_SUFFIXES",
+    "Limits",
+    "UnpackReport",
+    "UnsafeArchive",
+    "archive_kind",
+    "copy_folder",
+    "unpack",
+]
