@@ -123,3 +123,51 @@ def test_the_stderr_run_echoes_is_cut_after_the_limit_with_a_note(
         f"(the skill wrote more than {MAX_ECHO_BYTES // (1024 * 1024)} MiB on stderr: the rest is not shown; "
         "--json shows its last lines)"
     )
+
+
+HOSTILE_BODY = "# Notes\n\x1b]0;pwned\x07\x1b[2Jread\tthis\x08\n"
+
+
+def _show_on(stdout: str, root: Path, *argv: str) -> bytes:
+    """``ongrid-skills show ...`` in a real process whose stdout is a pty or a pipe."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ONGRID_SKILLS_EXTERNAL_DIRS": str(root), "NO_COLOR": "1"}
+    command = [sys.executable, "-m", "ongrid_plugins", "--no-defaults", "show", *argv]
+    if stdout == "pipe":
+        return subprocess.run(command, env=env, capture_output=True, timeout=60, check=True).stdout
+    parent, child = pty.openpty()
+    try:
+        proc = subprocess.Popen(command, env=env, stdout=child, stderr=subprocess.DEVNULL)
+        os.close(child)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(parent, 65536)
+            except OSError:  # EIO: the child closed the pty
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        os.close(parent)
+    return b"".join(chunks)
+
+
+@pytest.mark.parametrize("argv", [("notes", "--body"), ("notes", "--file", "ref.md")])
+def test_show_body_and_file_are_escaped_on_a_terminal_and_kept_in_a_pipe(
+    root: Path, argv: tuple[str, ...]
+) -> None:
+    from ongrid_plugins.testing import make_skill_md
+
+    make_skill_md(root, "notes", body=HOSTILE_BODY, files={"ref.md": HOSTILE_BODY})
+    on_tty = _show_on("tty", root, *argv).decode()
+    # the pty turns each "\n" into "\r\n" (onlcr): the escapes are ours, the line breaks its own
+    assert "\\x1b]0;pwned\\x07\\x1b[2Jread\tthis\\x08\r\n" in on_tty
+    assert not any(c in on_tty for c in CONTROLS if c not in "\t\r")
+    piped = _show_on("pipe", root, *argv).decode()
+    assert HOSTILE_BODY in piped  # redirected, the file's bytes as they are (as cat keeps them)

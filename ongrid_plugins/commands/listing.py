@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..models import Skill
 from . import UsageError
-from .output import first_line, print_field, print_json, print_table
+from .output import first_line, for_terminal, print_field, print_json, print_table, printable
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -153,17 +153,18 @@ def show_instructions(ctx: Context) -> int:
         if ctx.args.json:
             print_json({"skill": instructions.skill, "path": ctx.args.file, "text": text})
         else:
-            sys.stdout.write(text)
+            sys.stdout.write(for_terminal(text, sys.stdout))
         return 0
     if ctx.args.json:
         print_json(instructions.to_dict())
         return 0
-    sys.stdout.write(instructions.body if instructions.body.endswith("\n") else instructions.body + "\n")
+    body = instructions.body if instructions.body.endswith("\n") else instructions.body + "\n"
+    sys.stdout.write(for_terminal(body, sys.stdout))
     if instructions.resources:
         print("\nfiles:", file=sys.stderr)
         for res in instructions.resources:
             state = f"REFUSED: {res.refused}" if res.refused else f"{res.size} bytes"
-            print(f"  {res.path}  ({state})", file=sys.stderr)
+            print(f"  {printable(res.path)}  ({printable(state)})", file=sys.stderr)
     return 0
 
 

@@ -25,7 +25,16 @@ from typing import Any, TextIO
 
 from ..echo import UNSAFE_CODES
 
-__all__ = ["colour", "first_line", "print_field", "print_json", "print_table", "printable", "uses_colour"]
+__all__ = [
+    "colour",
+    "first_line",
+    "for_terminal",
+    "print_field",
+    "print_json",
+    "print_table",
+    "printable",
+    "uses_colour",
+]
 
 _CODES = {"bold": "1", "red": "31", "green": "32", "yellow": "33", "dim": "2"}
 
@@ -45,6 +54,14 @@ def printable(text: str, keep: str = "") -> str:
         return text
     table = {c: e for c, e in _ESCAPES.items() if chr(c) not in keep} if keep else _ESCAPES
     return text.translate(table)
+
+
+def for_terminal(text: str, stream: TextIO) -> str:
+    """A skill's file for ``stream``: as it is when piped or redirected (``show --file x >
+    copy`` keeps its bytes, as ``cat`` does), its control characters escaped on a terminal
+    (line breaks and tabs kept), so a file cannot clear the screen or retitle it."""
+    isatty = getattr(stream, "isatty", None)
+    return printable(text, keep="\n\t") if isatty and isatty() else text
 
 
 def uses_colour(stream: TextIO) -> bool:
