@@ -1885,7 +1885,7 @@ static PyObject *manifest_fields(PyObject *module, PyObject *config) {
  * list_folder(folder, names, skip_dirs, skip_prefix) is loader._list_folder's listing,
  * read with opendir/readdir: ((name, not_regular) of every entry named in names, whatever
  * its type (a symlink, FIFO or folder is checked, and logged, when read), the names of
- * the sub-folders to walk: not symlinks, not in
+ * the sub-folders to walk (one of a manifest's name too): not symlinks, not in
  * skip_dirs, not starting with skip_prefix), each sorted by name; OSError as os.scandir
  * raises it. None when an entry's type is not in its directory entry (DT_UNKNOWN: some
  * file systems), the path holds a NUL, or an argument is not of the exact type above (a
@@ -1992,6 +1992,8 @@ static PyObject *list_folder(PyObject *module, PyObject *const *args, Py_ssize_t
             PyObject *pair = PyTuple_Pack(2, name, type == DT_REG ? Py_False : Py_True);
             rc = pair == NULL ? -1 : PyList_Append(files, pair);
             Py_XDECREF(pair);
+            if (rc == 0 && type == DT_DIR) /* a folder of a manifest's name is walked too */
+                rc = PyList_Append(subdirs, name);
         } else if (claimed == 0 && type == DT_DIR) {
             int skipped = PySet_Contains(skip_dirs, name);
             Py_ssize_t prefixed = skipped ? 0 : PyUnicode_Tailmatch(name, skip_prefix, 0, PY_SSIZE_T_MAX, -1);

@@ -178,6 +178,8 @@ def _list_folder(folder: str, names: frozenset[str]) -> Listing | None:
             # Every entry of a manifest's name is one (the specification): a symlink, a
             # FIFO or a folder is flagged, then resolved and refused with a log line when read.
             files.append((name, not entry.is_file(follow_symlinks=False)))
+            if entry.is_dir(follow_symlinks=False):  # and a folder is walked like any other
+                subdirs.append(name)
         elif (
             name not in SKIP_DIRS and not name.startswith(SKIP_PREFIX) and entry.is_dir(follow_symlinks=False)
         ):
@@ -391,7 +393,8 @@ def check_symlinked_manifest(path: str, root: SkillRoot) -> str:
 
     The manifest is then read from there, so its entry is relative to the
     folder it really lives in. Every listed entry that is not a regular file
-    comes here: a FIFO or folder of a manifest's name is refused (never opened).
+    comes here: a FIFO or folder of a manifest's name is refused (never opened; a folder is
+    still walked for the manifests inside it).
     """
     try:
         real = canonical(path)

@@ -411,12 +411,15 @@ def test_the_compiled_listing_lists_what_the_python_scan_lists(tmp_path: Path) -
     )
 
 
-def test_a_claimed_name_that_is_a_folder_or_a_fifo_is_listed_flagged_and_not_walked(tmp_path: Path) -> None:
-    """Listed as not regular (the read refuses it with a log line, tests/test_loader_special_files.py)."""
+def test_a_claimed_name_that_is_a_folder_or_a_fifo_is_listed_flagged_and_a_folder_walked(
+    tmp_path: Path,
+) -> None:
+    """Listed as not regular (the read refuses it with a log line, tests/test_loader_special_files.py);
+    a folder is a folder of the tree too, walked recursively as the specification says."""
     (tmp_path / "skill.json").mkdir()
     os.mkfifo(tmp_path / "SKILL.md")
     compiled, python = listing_both_ways(tmp_path)
-    assert compiled == python == ((("SKILL.md", True), ("skill.json", True)), ())
+    assert compiled == python == ((("SKILL.md", True), ("skill.json", True)), ("skill.json",))
 
 
 def test_an_unreadable_or_missing_folder_is_skipped_with_the_same_warning(

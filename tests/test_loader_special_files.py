@@ -1,4 +1,5 @@
-"""A FIFO or a folder with a manifest's name is a manifest the loader refuses, with a log line.
+"""A FIFO or a folder with a manifest's name is a manifest the loader refuses, with a log line;
+the folder is still walked for the skills inside it.
 
 The specification treats every file named ``skill.json`` as a manifest; the walk used to
 skip these without a word, and ``validate`` read the FIFO as an empty SKILL.md.
@@ -27,12 +28,14 @@ def _special_root(tmp_path: Path) -> Path:
     (root / "fifo").mkdir()
     os.mkfifo(root / "fifo" / "skill.json")
     (root / "folder" / "SKILL.md").mkdir(parents=True)
+    # the tree is walked recursively (the specification): a folder of a manifest's name too
+    make_skill(root / "folder" / "SKILL.md", "nested_one")
     return root
 
 
 @pytest.mark.timeout(HANG)
 @pytest.mark.parametrize("compiled", [True, False], ids=["c-listing", "python-listing"])
-def test_a_fifo_or_folder_named_like_a_manifest_is_logged_and_skipped(
+def test_a_fifo_or_folder_named_like_a_manifest_is_logged_and_the_folder_still_walked(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, compiled: bool
 ) -> None:
     if compiled:
@@ -42,7 +45,7 @@ def test_a_fifo_or_folder_named_like_a_manifest_is_logged_and_skipped(
     root = _special_root(tmp_path)
     with caplog.at_level(logging.INFO, logger="ongrid_plugins.loader"):
         skills = load_dirs([str(root)])
-    assert [s.name for s in skills] == ["good_one"]
+    assert sorted(s.name for s in skills) == ["good_one", "nested_one"]
     lines = [r.getMessage() for r in caplog.records if "is not a regular file" in r.getMessage()]
     fifo, folder = root / "fifo" / "skill.json", root / "folder" / "SKILL.md"
     assert lines == [
