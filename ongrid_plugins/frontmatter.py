@@ -172,7 +172,9 @@ def first_paragraph(body: str, limit: int = 1024) -> str:
     """The first paragraph of Markdown prose: headings, comments and code fences skipped.
 
     Lines of the paragraph are joined with spaces; the result is cut to ``limit``
-    characters (ending in ``…``).
+    characters (ending in ``…``). A last sentence that only leads into what follows
+    (``Use it when:`` before a list) is dropped when a whole sentence comes before it:
+    alone, the description would end on a colon that introduces nothing.
     """
     lines = body.split("\n")
     index = 0
@@ -192,8 +194,16 @@ def first_paragraph(body: str, limit: int = 1024) -> str:
     while index < len(lines) and lines[index].strip():
         paragraph.append(lines[index].strip())
         index += 1
-    text = " ".join(paragraph)
+    text = _without_lead_in(" ".join(paragraph))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _without_lead_in(text: str) -> str:
+    """``text`` without a last sentence ending in a colon, if an earlier sentence ends it."""
+    if not text.endswith(":"):
+        return text
+    end = max(text.rfind(mark, 0, len(text) - 1) for mark in (". ", "! ", "? "))
+    return text[: end + 1] if end > 0 else text
 
 
 def _is_underline(line: str) -> bool:

@@ -192,3 +192,21 @@ def test_the_same_key_in_two_mappings_and_merge_keys_are_fine() -> None:
     text = "a: {k: 1}\nb: {k: 2}\nbase: &b {x: 1}\nc:\n  <<: *b\n  y: 2\n"
     data, _quoted = parse_yaml(text)
     assert data["a"] == {"k": 1} and data["b"] == {"k": 2} and data["c"] == {"x": 1, "y": 2}
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        # corpus/skillmd/clawdbot-clawdbot/lobster/SKILL.md
+        (
+            "# Lobster\n\nLobster executes multi-step workflows with approval checkpoints."
+            " Use it when:\n\n- a\n",
+            "Lobster executes multi-step workflows with approval checkpoints.",
+        ),
+        ("Runs checks! Options:\n\n- a", "Runs checks!"),
+        ("Use it for:\n\n- a", "Use it for:"),  # nothing before it to keep
+        ("Version 1.2: ratio 3:1 stays.", "Version 1.2: ratio 3:1 stays."),
+    ],
+)
+def test_first_paragraph_drops_a_last_sentence_that_only_leads_into_a_list(body: str, expected: str) -> None:
+    assert first_paragraph(body) == expected

@@ -29,7 +29,7 @@ FILES = sorted(CORPUS.rglob("SKILL.md"))
 SOURCES = {"anthropics-skills": 12, "obra-superpowers": 10, "getsentry-skills": 15, "clawdbot-clawdbot": 18}
 NO_FRONT_MATTER = {
     "canvas": "Display HTML content on connected Moltbot nodes (Mac app, iOS, Android).",
-    "lobster": "Lobster executes multi-step workflows with approval checkpoints. Use it when:",
+    "lobster": "Lobster executes multi-step workflows with approval checkpoints.",  # "Use it when:" dropped
 }
 
 
