@@ -122,6 +122,11 @@ def _load(path: str) -> Any:
 
 
 def _read_entries(path: str) -> list[tuple[str, Principal]]:
+    return _read_checked(path)[1]
+
+
+def _read_checked(path: str) -> tuple[dict[str, Any], list[tuple[str, Principal]]]:
+    """The token file's JSON and its entries, read once: what is checked is what is changed."""
     try:
         data = _load(path)
     except OSError as exc:
@@ -133,7 +138,7 @@ def _read_entries(path: str) -> list[tuple[str, Principal]]:
     if not isinstance(data, dict) or not isinstance(data.get("tokens"), list):
         message = f'token file {path}: expected {{"tokens": [{{"identity", "persona", "hash"}}, ...]}}'
         raise ConfigError(message)
-    return [_entry(path, index, item) for index, item in enumerate(data["tokens"])]
+    return data, [_entry(path, index, item) for index, item in enumerate(data["tokens"])]
 
 
 def _entry(path: str, index: int, item: Any) -> tuple[str, Principal]:
@@ -161,8 +166,7 @@ def add_token(path: str, identity: str, persona: str, note: str = "") -> str:
     """Add a fresh token for ``identity`` to the file at ``path`` (created ``0600``); return the token."""
     data: dict[str, Any] = {"tokens": []}
     if os.path.exists(path):
-        _read_entries(path)  # refuse to append to a broken file
-        data = _load(path)
+        data = _read_checked(path)[0]  # refuse to append to a broken file
     token = new_token()
     entry = {"identity": identity, "persona": persona, "hash": hash_token(token)}
     if note:
@@ -175,8 +179,7 @@ def add_token(path: str, identity: str, persona: str, note: str = "") -> str:
 
 def list_tokens(path: str) -> list[dict[str, str]]:
     """The entries of the token file: identity, persona, hash and note (no token is ever stored)."""
-    _read_entries(path)  # a broken file is an error naming the entry
-    data = _load(path)
+    data = _read_checked(path)[0]  # a broken file is an error naming the entry
     return [{"note": "", **{str(k): str(v) for k, v in item.items()}} for item in data["tokens"]]
 
 
