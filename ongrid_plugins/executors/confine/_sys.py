@@ -27,6 +27,7 @@ _X86_64 = {
     "unshare": 272,
     "mount": 165,
     "umount2": 166,
+    "mount_setattr": 442,
 }
 _AARCH64 = {
     "landlock_create_ruleset": 444,
@@ -37,6 +38,7 @@ _AARCH64 = {
     "unshare": 97,
     "mount": 40,
     "umount2": 39,
+    "mount_setattr": 442,
 }
 NR: dict[str, int] = {"x86_64": _X86_64, "aarch64": _AARCH64}.get(ARCH, {})
 

@@ -8,6 +8,16 @@ folders the call must still reach there (its own skill folder when it lives unde
 process of the call: nothing to clean up, even after ``kill -9`` of the host.
 Needs ``CAP_SYS_ADMIN`` (a root host); elsewhere the caller falls back to a
 private folder passed as ``TMPDIR``.
+
+The same thread also gets an IPC namespace of its own (System V shared memory,
+semaphores, message queues and POSIX queues: none of the host's, and whatever the
+call makes is freed with its last process), and read-only mounts where Landlock
+cannot reach: Landlock rules opening and writing files, not ``chmod``, ``utime``,
+``setxattr`` or writes to ``/sys`` and ``/proc/sys`` (a cgroup's ``tasks`` file takes
+any pid from a uid 0 without a capability). :func:`protect_system` makes those
+read-only for every call, :func:`read_only` the hidden folders for a call that may
+write everywhere else, and :func:`read_only_except` everything but ``/tmp`` and the
+declared write paths for every other call.
 """
 
 from __future__ import annotations
@@ -19,9 +29,20 @@ import stat
 
 from . import _sys
 
-__all__ = ["bind_back", "cover", "enter_own_namespace", "enter_private_tmp", "identity", "uncover"]
+__all__ = [
+    "bind_back",
+    "cover",
+    "enter_own_namespace",
+    "enter_private_tmp",
+    "identity",
+    "protect_system",
+    "read_only",
+    "read_only_except",
+    "uncover",
+]
 
 _CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
 _MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
@@ -57,6 +78,8 @@ def enter_private_tmp(size_mb: int, *, slave: bool = True) -> int:
         enter_own_namespace()
     else:
         _sys.syscall("unshare", _CLONE_NEWNS)
+    _sys.syscall("unshare", _CLONE_NEWIPC)
+    protect_system()
     under = os.open("/tmp", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         _mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size_mb}m,mode=1777".encode())
@@ -142,3 +165,128 @@ def identity(path: str) -> tuple[int, int] | None:
 def uncover(path: str) -> None:
     """Take a :func:`cover` off again (a call that declared it may read ``path``)."""
     _sys.syscall("umount2", os.fsencode(path), _MNT_DETACH)
+
+
+# -- read-only mounts ----------------------------------------------------------------
+
+_AT_RECURSIVE = 0x8000
+_MOUNT_ATTR_RDONLY = 0x1
+#: ``/sys`` (every cgroup file among them) and the kernel's writable knobs in ``/proc``.
+_SYSTEM = ("/sys",)
+_PROC_KNOBS = ("/proc/sys", "/proc/sysrq-trigger")
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = (
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    )
+
+
+def _set_read_only(path: str, on: bool, recursive: bool) -> None:
+    """``mount_setattr`` (Linux 5.12): the mount at ``path`` (and every one beneath it,
+    ``recursive``) read-only, or writable again; per mount with ``MS_REMOUNT`` before it."""
+    attr = _MountAttr(_MOUNT_ATTR_RDONLY if on else 0, 0 if on else _MOUNT_ATTR_RDONLY, 0, 0)
+    flags = _AT_RECURSIVE if recursive else 0
+    try:
+        _sys.syscall(
+            "mount_setattr",
+            -100,
+            os.fsencode(path),
+            ctypes.c_uint(flags),
+            ctypes.byref(attr),
+            ctypes.sizeof(attr),
+        )
+    except OSError as exc:
+        if exc.errno != errno.ENOSYS:
+            raise
+        for point, options in _mounts_at(path, recursive):
+            kept = sum(bit for name, bit in _KEPT.items() if name in options)
+            _mount(
+                None,
+                os.fsencode(point),
+                None,
+                _MS_REMOUNT | _MS_BIND | kept | (_MS_RDONLY if on else 0),
+                None,
+            )
+
+
+_KEPT = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC}
+
+
+def _mounts_at(path: str, recursive: bool) -> list[tuple[str, set[str]]]:
+    """The mount points at ``path`` (and beneath it) with their per-mount options, from mountinfo."""
+    found = []
+    with open("/proc/thread-self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split(" ")
+            point = fields[4].encode("latin-1", "surrogateescape").decode("unicode_escape")
+            if point == path or (recursive and point.startswith(path.rstrip("/") + "/")):
+                found.append((point, set(fields[5].split(","))))
+    return found
+
+
+def protect_system() -> None:
+    """Make ``/sys`` and ``/proc``'s kernel knobs read-only in this thread's namespace.
+
+    A uid 0 with no capability may still write a pid into a cgroup v1 ``tasks`` file
+    (and so leave the call's group and its limits) or a value into
+    ``/proc/sys/kernel/core_pattern``; Landlock grants an undeclared mutating call
+    writes everywhere but the hidden folders. ``/proc/sys`` is not a mount of its own:
+    it is bound onto itself first.
+    """
+    for path in _SYSTEM:
+        if os.path.isdir(path):
+            _set_read_only(path, True, recursive=True)
+    for path in _PROC_KNOBS:
+        if os.path.exists(path):
+            target = os.fsencode(path)
+            _mount(target, target, None, _MS_BIND | _MS_REC, None)
+            _mount(None, target, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
+
+
+def read_only(paths: tuple[str, ...]) -> None:
+    """Bind each of ``paths`` that exists onto itself, read-only, in this thread's namespace.
+
+    For the host's own state: Landlock keeps a skill from opening it, not from
+    ``chmod``, ``utime`` or ``setxattr`` by path (or through an ``O_PATH``
+    descriptor), which a uid 0 may do to the files it owns without a capability.
+    """
+    for path in paths:
+        if not os.path.lexists(path) or os.path.islink(path):
+            continue
+        target = os.fsencode(path)
+        _mount(target, target, None, _MS_BIND | _MS_REC, None)
+        _set_read_only(path, True, recursive=True)
+
+
+def read_only_except(keep: list[tuple[str, int, bool]], writable: list[tuple[str, int, int]]) -> None:
+    """Every mount of this thread's namespace read-only but ``/tmp`` and the call's write paths.
+
+    For a call that may write only its ``/tmp`` and its declared ``write`` paths: a
+    file it cannot write it cannot ``chmod``, ``utime`` or ``setxattr`` either (Landlock
+    still decides which files of a writable mount it may write). ``keep``: the folders
+    bound back under ``/tmp`` (:func:`bind_back`), the writable ones made writable
+    again. ``writable``: the declared write paths elsewhere, ``(path, st_dev, st_ino)``
+    as the host granted them; each is bound onto itself and made writable, and must
+    still be what was granted (a path swapped since fails the call). Device files
+    stay usable: a read-only mount refuses changes to the file system, not writes to
+    ``/dev/null``.
+    """
+    _set_read_only("/", True, recursive=True)
+    _set_read_only("/tmp", False, recursive=False)
+    for path, _fd, rw in keep:
+        if rw and os.path.ismount(path):
+            _set_read_only(path, False, recursive=False)
+    for path, dev, ino in writable:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != (dev, ino):
+                raise OSError(errno.ESTALE, f"{path} changed while the call was being prepared")
+            _mount(f"/proc/self/fd/{fd}".encode(), os.fsencode(path), None, _MS_BIND, None)
+        finally:
+            os.close(fd)
+        _set_read_only(path, False, recursive=False)

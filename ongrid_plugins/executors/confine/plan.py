@@ -32,7 +32,13 @@ from typing import Any
 
 from . import caps, landlock, mounts, seccomp
 from .grants import KEEP_BASES as _KEEP_BASES  # noqa: F401  (the cache's names before .grants)
-from .grants import Static, acquire_static, entry_key, release
+from .grants import (
+    Static,
+    _within,  # one rule for "this path is that folder or beneath it"
+    acquire_static,
+    entry_key,
+    release,
+)
 from .grants import acquire_base as _acquire_base  # noqa: F401
 from .grants import release as _release  # noqa: F401
 from .kernel import Support, support
@@ -107,6 +113,14 @@ class Plan:
         self._static_rules = static.prepared()
         self._keep = static.keep
         self._uncover = static.uncover
+        self._protect = _protected(profile, covered) if private_tmp and profile.write_all else ()
+        self._writable = [
+            stamp
+            for stamp in static.stamps
+            # a declared write path, or what is granted of one that holds a hidden folder;
+            # under /tmp it is bound back already
+            if any(_within(stamp[0], w) for w in profile.write) and not _within(stamp[0], "/tmp")
+        ]
         if not private_tmp:
             self.tmpdir = tempfile.mkdtemp(prefix="ongrid-call-")
             try:
@@ -138,6 +152,10 @@ class Plan:
             for path in self._uncover:  # declared readable by this call
                 mounts.uncover(path)
             mounts.bind_back(self.warm.under, self._keep)
+            if self.profile.write_all:
+                mounts.read_only(self._protect)  # the hidden folders: nor chmod, utime, setxattr
+            else:
+                mounts.read_only_except(self._keep, self._writable)  # all it may not write
             tmp_fd = os.open("/tmp", os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY)
         try:
             ruleset = None
@@ -230,6 +248,18 @@ class Plan:
 
     def describe_missing(self) -> str:
         return "; ".join(self.missing)
+
+
+def _protected(profile: Profile, covered: tuple[str, ...]) -> tuple[str, ...]:
+    """The hidden paths bound read-only in the namespace of a call that may write everywhere
+    else (:func:`.mounts.read_only`): all but those covered already and those it may
+    write in (its own folder, a declared ``write`` path, and the folders holding them)."""
+    writable = [*profile.write, *((profile.skill_dir,) if profile.skill_dir else ())]
+    return tuple(
+        hidden
+        for hidden in profile.hidden
+        if hidden not in covered and not any(_within(w, hidden) or _within(hidden, w) for w in writable)
+    )
 
 
 _ = errno  # errno numbers appear in messages built by callers

@@ -1,0 +1,242 @@
+"""What Landlock does not rule, attacked for real: metadata, /sys and /proc/sys, System V IPC.
+
+Landlock decides who opens and writes files. It does not see ``chmod``, ``utime`` or
+``setxattr``, which a uid 0 without capabilities may still do to every file it owns
+(on a root host: all of them), nor writes to a cgroup's ``tasks`` file, nor System V
+IPC. Each attack below worked before the call's namespace made those mounts
+read-only and gave the call an IPC namespace of its own.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import stat
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from procs import dead
+
+from ongrid_plugins import SkillHost
+from ongrid_plugins.executors.confine import support
+from ongrid_plugins.testing import assert_ok, isolated_settings, make_skill
+
+SUPPORT = support()
+pytestmark = pytest.mark.skipif(
+    bool(SUPPORT.missing()) or not SUPPORT.mount_namespace,
+    reason="this machine lacks " + ("; ".join(SUPPORT.missing()) or "a mount namespace (a root host)"),
+)
+
+PROBE = f"""#!{sys.executable}
+import ctypes, json, os, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+args = json.load(sys.stdin)
+out = []
+for action, target in args["actions"]:
+    try:
+        if action == "chmod":
+            os.chmod(target, 0o777)
+        elif action == "utime":
+            os.utime(target, (0, 0))
+        elif action == "setxattr":
+            os.setxattr(target, "user.ongrid-test", b"x")
+        elif action == "write":
+            with open(target, "w") as f:
+                f.write("x")
+        elif action == "shm_read":
+            shm = libc.shmget(int(target), 0, 0)
+            if shm < 0:
+                raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+            out.append("ok:" + ctypes.string_at(libc.shmat(shm, None, 0), 16).decode())
+            continue
+        elif action == "shm_create":
+            if libc.shmget(int(target), 4096, 0o1666) < 0:
+                raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        elif action == "sh":
+            p = subprocess.run(["/bin/sh", "-c", target], capture_output=True, text=True, timeout=20)
+            out.append("rc=%d:%s%s" % (p.returncode, p.stdout, p.stderr))
+            continue
+        out.append("ok")
+    except OSError as exc:
+        out.append("errno:%d" % exc.errno)
+print(json.dumps({{"results": out}}))
+"""
+
+EROFS, ENOENT = "errno:30", "errno:2"
+
+
+def _probe(root: Path, name: str, **fields: Any) -> None:
+    fields.setdefault("env_allow", ["PATH"])
+    make_skill(root, name, script=PROBE, entry="probe.py", **fields)
+
+
+def _run(host: SkillHost, name: str, *actions: tuple[str, str], **kw: Any) -> list[str]:
+    value = assert_ok(host.call(name, {"actions": [list(a) for a in actions]}, **kw))
+    return value["results"]
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> dict[str, Any]:
+    """A host whose state folder is outside ``/tmp`` (the private /tmp would hide it anyway)."""
+    assert not str(tmp_path).startswith("/tmp/"), "the suite's basetemp must be outside /tmp"
+    root = tmp_path / "skills"
+    root.mkdir()
+    _probe(root, "reader")  # safe
+    _probe(root, "writer", class_="mutating")  # undeclared: writes anywhere but the hidden folders
+    host = SkillHost(isolated_settings(tmp_path, root))
+    host.load()
+    state = Path(host.settings.state_dir)
+    state.mkdir(parents=True, exist_ok=True)
+    victim = state / "journal-like"  # any file of the state folder (the real ones are in use)
+    victim.write_text("rows")
+    victim.chmod(0o600)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "file").write_text("data")
+    (outside / "file").chmod(0o600)
+    return {"host": host, "state": state, "victim": victim, "outside": outside / "file"}
+
+
+def _meta(path: Path) -> tuple[int, int, list[str]]:
+    st = path.stat()  # a folder's mtime moves with the host's own files: not compared
+    return stat.S_IMODE(st.st_mode), 0 if path.is_dir() else st.st_mtime_ns, os.listxattr(path)
+
+
+def test_a_safe_skill_cannot_chmod_utime_or_setxattr_a_hidden_or_an_outside_file(box: dict[str, Any]) -> None:
+    targets = [box["state"], box["victim"], box["outside"]]
+    before = [_meta(t) for t in targets]
+    actions = [(a, str(t)) for t in targets for a in ("chmod", "utime", "setxattr")]
+    assert _run(box["host"], "reader", *actions) == [EROFS] * len(actions)
+    assert [_meta(t) for t in targets] == before
+
+
+def test_a_safe_skill_still_changes_what_it_made_in_its_private_tmp(box: dict[str, Any]) -> None:
+    made = f"/tmp/made-{time.time_ns()}"
+    assert _run(box["host"], "reader", ("write", made), ("chmod", made), ("utime", made)) == ["ok"] * 3
+
+
+def test_an_undeclared_mutating_skill_writes_outside_but_cannot_touch_the_hosts_state(
+    box: dict[str, Any],
+) -> None:
+    before = _meta(box["victim"])
+    actions = [("chmod", str(box["victim"])), ("utime", str(box["victim"])), ("chmod", str(box["state"]))]
+    results = _run(
+        box["host"], "writer", ("chmod", str(box["outside"])), *actions, persona="admin", confirm=True
+    )
+    assert results == ["ok"] + [EROFS] * len(actions)  # its reach elsewhere is unchanged
+    assert _meta(box["victim"]) == before
+    assert stat.S_IMODE(box["state"].stat().st_mode) != 0o777
+
+
+def test_a_skill_cannot_leave_its_cgroup_nor_write_kernel_settings(box: dict[str, Any]) -> None:
+    """The attack: move a setsid'd sleeper into the root cgroups, so it outlives the call."""
+    pidfile = box["outside"].parent / "leak.pid"
+    escape = (
+        f"setsid sh -c 'echo $$ > {pidfile}; for f in /sys/fs/cgroup/*/tasks /sys/fs/cgroup/cgroup.procs; do "
+        '[ -e "$f" ] && echo $$ > "$f"; done; exec sleep 300\' </dev/null >/dev/null 2>&1 & sleep 0.5; '
+        "cat /proc/sys/kernel/hostname > /proc/sys/kernel/hostname && echo wrote-hostname"
+    )
+    [result] = _run(box["host"], "writer", ("sh", escape), persona="admin", confirm=True)
+    assert "Read-only file system" in result and "wrote-hostname" not in result, result
+    pid = int(pidfile.read_text())
+    assert dead(pid, 5), f"the sleeper {pid} outlived the call"
+
+
+def _shm(key: int, size: int, flags: int) -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    return int(libc.shmget(key, size, flags))
+
+
+def test_a_skill_sees_none_of_the_hosts_ipc_and_leaves_none_behind(box: dict[str, Any]) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    host_key, skill_key = 0x4F470000 + os.getpid() % 0xFFFF, 0x4F480000 + os.getpid() % 0xFFFF
+    shm = _shm(host_key, 4096, 0o1600)  # IPC_CREAT, owner only: the host's own
+    assert shm >= 0
+    try:
+        ctypes.memmove(libc.shmat(shm, None, 0), b"HOST-SECRET-0600", 16)
+        results = _run(box["host"], "reader", ("shm_read", str(host_key)), ("shm_create", str(skill_key)))
+        assert results == [ENOENT, "ok"]  # its own segment, in a namespace of its own
+        assert _shm(skill_key, 0, 0) == -1 and ctypes.get_errno() == 2  # freed with the call
+    finally:
+        libc.shmctl(shm, 0, None)  # IPC_RMID
+
+
+def test_sys_is_read_only_to_the_call_and_still_writable_to_the_host(box: dict[str, Any]) -> None:
+    # the host joins and empties the call's cgroup: the read-only /sys is the call's alone
+    for _ in range(3):
+        assert _run(box["host"], "writer", ("sh", "true"), persona="admin", confirm=True) == ["rc=0:"]
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        sys_mount = [line.split(" ")[5] for line in f if line.split(" ")[4] == "/sys"]
+    assert sys_mount and "rw" in sys_mount[0].split(","), json.dumps(sys_mount)
+
+
+def test_without_mount_setattr_each_mount_is_remounted_read_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels before 5.12 lack ``mount_setattr``: every mount at and beneath the path is
+    remounted read-only one by one, keeping its nosuid/nodev/noexec."""
+    import threading
+
+    from ongrid_plugins.executors.confine import _sys, mounts
+
+    real = _sys.syscall
+
+    def no_setattr(name: str, *args: object) -> int:
+        if name == "mount_setattr":
+            raise OSError(38, "mount_setattr: not available")
+        return real(name, *args)
+
+    monkeypatch.setattr(_sys, "syscall", no_setattr)
+    seen: dict[str, Any] = {}
+
+    def in_a_namespace() -> None:  # a throw-away thread: the host's own mounts stay as they are
+        try:
+            mounts.enter_own_namespace()
+            mounts.protect_system()
+            with open("/proc/thread-self/mountinfo", encoding="utf-8") as f:
+                seen["mounts"] = [line.split(" ")[4:6] for line in f]
+        except BaseException as exc:
+            seen["error"] = exc
+
+    thread = threading.Thread(target=in_a_namespace)
+    thread.start()
+    thread.join(30)
+    assert "error" not in seen, seen.get("error")
+    under_sys = {
+        point: options.split(",") for point, options in seen["mounts"] if point.split("/")[1:2] == ["sys"]
+    }
+    assert "/sys" in under_sys and len(under_sys) > 1  # /sys and its cgroup mounts beneath
+    assert all("ro" in options for options in under_sys.values()), under_sys
+    proc_sys = [options for point, options in seen["mounts"] if point == "/proc/sys"]
+    assert proc_sys and "ro" in proc_sys[-1].split(",")
+
+
+def test_a_declared_write_path_stays_writable_and_nothing_else_can_be_chmod_ed(
+    box: dict[str, Any], tmp_path: Path
+) -> None:
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    root = tmp_path / "skills2"
+    _probe(root, "declared", class_="mutating", sandbox={"write": [str(allowed)]})
+    host = SkillHost(isolated_settings(tmp_path, root))
+    host.load()
+    inside = allowed / "new"
+    before = _meta(box["outside"])
+    results = _run(
+        host,
+        "declared",
+        ("write", str(inside)),
+        ("chmod", str(inside)),
+        ("utime", str(allowed)),
+        ("chmod", str(box["outside"])),
+        ("setxattr", str(box["outside"])),
+        persona="admin",
+        confirm=True,
+    )
+    assert results == ["ok", "ok", "ok", EROFS, EROFS]
+    assert stat.S_IMODE(inside.stat().st_mode) == 0o777
+    assert _meta(box["outside"]) == before
