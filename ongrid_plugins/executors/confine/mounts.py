@@ -262,7 +262,9 @@ def read_only(paths: tuple[str, ...]) -> None:
         _set_read_only(path, True, recursive=True)
 
 
-def read_only_except(keep: list[tuple[str, int, bool]], writable: list[tuple[str, int, int]]) -> None:
+def read_only_except(
+    keep: list[tuple[str, int, bool]], writable: list[tuple[str, int | None, int | None]]
+) -> None:
     """Every mount of this thread's namespace read-only but ``/tmp`` and the call's write paths.
 
     For a call that may write only its ``/tmp`` and its declared ``write`` paths: a
