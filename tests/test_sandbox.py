@@ -979,3 +979,27 @@ def test_a_pooled_group_keeps_its_limits_and_a_hit_is_not_reported_again(box: di
         bombed = host.call("bomb", {}, persona="viewer")
         assert not bombed.ok and "process limit reached (8 processes)" in (bombed.error or "")
         assert_ok(host.call("many", {}, persona="viewer"))  # 12 sleepers fit in 16
+
+
+def test_an_entry_outside_its_own_folder_runs_from_a_root_under_tmp(tmp_path: Path) -> None:
+    """The private /tmp binds back the skill's own folder only; the entry (``../bin/tool``,
+    which the loader accepts) is granted on its own, as the one file the host checked."""
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="ongrid-root-", dir="/tmp"))
+    try:
+        (root / "bin").mkdir()
+        tool = root / "bin" / "tool"
+        tool.write_text('#!/bin/sh\necho \'{"ran": "outside"}\'\n')
+        tool.chmod(0o755)
+        (root / "s1").mkdir()
+        (root / "s1" / "skill.json").write_text(
+            json.dumps(
+                {"name": "relup", "description": "An entry beside its folder.", "entry": "../bin/tool"}
+            )
+        )
+        host = host_for(tmp_path, root)
+        assert assert_ok(host.call("relup", {})) == {"ran": "outside"}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

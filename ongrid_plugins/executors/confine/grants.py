@@ -195,6 +195,7 @@ class Static:
                 # keeps the reach it always had there too.
                 own = landlock.READ_EXEC | (landlock.WRITE if profile.write_all else 0)
                 self._grant(profile.skill_dir, own, profile.hidden)
+            self._grant_entry(entry_fd, profile.skill_dir)
             for prefix in _interpreter(entry_fd, env):
                 self._grant(prefix, landlock.READ_EXEC, profile.hidden)
             for path in profile.read:
@@ -204,6 +205,18 @@ class Static:
         except BaseException:
             self.close()
             raise
+
+    def _grant_entry(self, entry_fd: int, own: str) -> None:
+        """The checked entry may run wherever it lives (``../bin/tool`` of a root under
+        ``/tmp``, which the private ``/tmp`` leaves out of every other grant): read and
+        execute on that one file, the inode the host opened and checked."""
+        with contextlib.suppress(OSError):
+            path = os.readlink(f"/proc/self/fd/{entry_fd}")
+            if own and _within(path, own):
+                return  # its own folder's grant covers it
+            fd = os.open(f"/proc/self/fd/{entry_fd}", os.O_PATH | os.O_CLOEXEC)
+            self.fds.append(fd)
+            self.rules.append((fd, landlock.READ_EXEC, False))
 
     def _open(self, path: str) -> tuple[int, bool] | None:
         try:
