@@ -118,7 +118,7 @@ def test_the_disk_pack_end_to_end(installed, tmp_path: Path) -> None:
     assert (real["value"]["files_deleted"], real["value"]["freed_bytes"]) == (2, 200)
     assert sorted(p.name for p in cache.rglob("*") if p.is_file()) == ["new.bin"]
     assert "0 with errors" in disk.cli("validate", "ongrid-pack-disk")
-    assert "8 passed" in disk.own_tests()
+    assert "9 passed" in disk.own_tests()
 
     disk.venv.uninstall("ongrid-pack-disk")
     assert "disk_cleaner" not in {t["name"] for t in disk.json("list", "--json")["items"]}

@@ -81,6 +81,20 @@ def test_a_real_run_removes_stale_files_matching_the_patterns(host, cache: Path)
     assert (cache / "fresh.bin").exists() and (cache / "deep" / "keep.log").exists()
 
 
+def test_a_file_it_could_not_remove_is_not_reported_as_removed(host, tmp_path: Path) -> None:
+    """Outside its declared folders the sandbox refuses the unlink: the summary says so."""
+    elsewhere = tmp_path / "elsewhere"
+    write(elsewhere / "old.bin", 100, 30)
+    args = {"path": str(elsewhere), "dry_run": False}
+    result, events = run_skill(host, "disk_cleaner", args, confirm=True)
+    value = assert_ok(result)
+    assert (value["files_matched"], value["files_deleted"], len(value["errors"])) == (1, 0, 1)
+    assert (elsewhere / "old.bin").exists()
+    assert any(
+        "removed 0 of 1 file(s) (1 could not be removed: see errors)" in line for line in events.stderr()
+    )
+
+
 def test_it_never_follows_a_symlink_out_of_the_path(host, cache: Path, tmp_path: Path) -> None:
     outside = tmp_path / "precious"
     write(outside / "data.db", 4000, 365)

@@ -50,8 +50,13 @@ def main():
         if st.st_nlink == 1:  # other hard links keep the data alive
             out["freed_bytes"] += st.st_size
     out["skipped"] = counts
-    verb = "would remove" if dry_run else "removed"
-    print(f"disk_cleaner: {verb} {out['files_matched']} file(s) under {root}", file=sys.stderr)
+    if dry_run:
+        said = f"would remove {out['files_matched']} file(s)"
+    else:
+        said = f"removed {out['files_deleted']} of {out['files_matched']} file(s)"
+        if counts["errors"]:
+            said += f" ({counts['errors']} could not be removed: see errors)"
+    print(f"disk_cleaner: {said} under {root}", file=sys.stderr)
     print(json.dumps(out))
 
 
