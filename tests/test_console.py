@@ -230,7 +230,7 @@ def test_an_approver_signs_once_and_a_viewer_not_at_all(console):
     assert again.status_code == 403 and "Each person approves a ticket once." in again.text
     vic = console.client("vic")
     page = vic.get("/approvals").text
-    assert f"/approvals/{ticket}/approve" not in page and "cannot approve" in page
+    assert f'id="t-{ticket}"' not in page  # not even shown: a viewer reads only its own tickets
     refused = vic.post(f"/approvals/{ticket}/approve", data={"csrf": csrf_of(page)})
     assert refused.status_code == 403
     assert [a.approver for a in console.host.ticket(ticket).approvals] == ["bob"]
@@ -471,3 +471,63 @@ def test_the_entry_digest_memo_is_bounded_and_unknown_entries_have_no_digest(tmp
     assert len(digests) == 2
     assert digests.digest(attrs.evolve(tool, entry=str(tmp_path / "missing.sh"))) == ""
     assert digests.digest(attrs.evolve(tool, entry="")) == ""
+
+
+# ---------------------------------------------------------------------- what a persona may see
+
+
+def _rest_ticket_ids(console: Console, who: str) -> set[str]:
+    headers = {"Authorization": f"Bearer {console.tokens[who]}"}
+    answer = console.client().get("/v1/approvals", headers=headers)
+    assert answer.status_code == 200
+    return {item["id"] for item in answer.json()["items"]}
+
+
+def _page_ticket_ids(html: str) -> set[str]:
+    return set(re.findall(r'<article class="ticket[^"]*" id="t-([0-9a-f]+)"', html))
+
+
+def test_the_approvals_page_shows_exactly_the_tickets_rest_would(console):
+    ticket = open_ticket(console, "ann", "/srv/secret-args")
+    for who in ("ann", "bob", "vic"):
+        client = console.client(who)
+        expected = _rest_ticket_ids(console, who)
+        for path in ("/approvals", "/approvals?part=list"):
+            assert _page_ticket_ids(client.get(path).text) == expected, (who, path)
+    vic = console.client("vic")
+    for path in ("/approvals", "/approvals?part=list"):
+        html = vic.get(path).text
+        assert ticket not in html and "/srv/secret-args" not in html and 'href="/tools/wipe"' not in html
+    assert ticket in _rest_ticket_ids(console, "ann") and ticket in _rest_ticket_ids(console, "bob")
+
+
+def test_a_ticket_card_links_only_a_tool_the_reader_may_see():
+    from ongrid_plugins.gate.tickets import Ticket
+    from ongrid_plugins.server.console.approval_pages import ticket_list
+
+    ticket = Ticket(
+        id="ab12", tool="wipe", args_digest="d", persona="admin", requester="ann", created=1.0, expires=9e9
+    )
+    kw = {"me": "bob", "can_sign": True, "persona": "ops", "csrf": "c", "running": {}}
+    assert 'href="/tools/wipe"' in ticket_list([ticket], **kw)
+    hidden = ticket_list([ticket], visible=lambda name: False, **kw)
+    assert 'href="/tools/wipe"' not in hidden and "wipe" in hidden
+
+
+def test_a_tool_the_persona_may_not_call_is_not_found_as_over_rest(console):
+    vic = console.client("vic")
+    vic.get("/")  # the sign-in message is shown there, once
+    rest = console.client().get(
+        "/v1/skills/wipe", headers={"Authorization": f"Bearer {console.tokens['vic']}"}
+    )
+    assert rest.status_code == 404
+    page = vic.get("/tools/wipe")
+    assert page.status_code == 404
+    for secret in ("Source", "run.sh", "Digest", "dangerous", "prints what it is given"):
+        assert secret not in page.text, secret
+    assert page.text == vic.get("/tools/no-such-tool").text.replace("no-such-tool", "wipe")
+    token = csrf_of(vic.get("/").text)
+    for route in ("/tools/wipe/run", "/tools/wipe/run/stream"):
+        answer = vic.post(route, data={"csrf": token, "arg.path": "/srv/x"})
+        assert answer.status_code == 404 and "Source" not in answer.text, route
+    assert vic.get("/tools/echo").status_code == 200

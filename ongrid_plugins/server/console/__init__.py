@@ -36,7 +36,8 @@ The modules, one job each:
 * :mod:`.digests` -- file fingerprints and the memo of entry-file digests.
 
 Layering: a surface. It may import the host (:mod:`ongrid_plugins.host`), the values and
-errors of the core, :mod:`ongrid_plugins.server.tokens` and
+errors of the core, :mod:`ongrid_plugins.server.tokens`,
+:mod:`ongrid_plugins.server.rules` (who may see what: REST's rule, not a copy) and
 :mod:`ongrid_plugins.server.responses`, and Starlette; nothing below the server layer
 imports it. :mod:`ongrid_plugins.server.rest` mounts it (:func:`console_routes`).
 Inside the folder the HTML modules import only each other (and the core's values); the

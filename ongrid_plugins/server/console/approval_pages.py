@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from ...gate.tickets import Ticket
 from .html import attr, badge, esc, iso, pretty_json, relative
@@ -47,10 +47,12 @@ def ticket_list(
     running: Mapping[str, str],
     held: Collection[str] = (),
     now: float | None = None,
+    visible: Callable[[str], bool] = lambda name: True,
 ) -> str:
     """The tickets, pending first, each with its actions for ``me``.
 
     :param held: Tickets whose call the console holds, to run once approved.
+    :param visible: Whether the reader may see a tool (its name is linked to its page only then).
     """
     now = time.time() if now is None else now
     if not tickets:
@@ -58,7 +60,8 @@ def ticket_list(
     order = {"pending": 0, "approved": 1}
     ordered = sorted(tickets, key=lambda t: (order.get(t.status, 2), -t.created))
     cards = [
-        _ticket(t, me, can_sign, persona, csrf, running.get(t.id, ""), t.id in held, now) for t in ordered
+        _ticket(t, me, can_sign, persona, csrf, running.get(t.id, ""), t.id in held, now, visible(t.tool))
+        for t in ordered
     ]
     pending = sum(1 for t in tickets if t.status == "pending")
     return f'<p class="summary" id="pending-summary">{pending} pending · {len(tickets)} shown</p>' + "".join(
@@ -67,7 +70,15 @@ def ticket_list(
 
 
 def _ticket(
-    t: Ticket, me: str, can_sign: bool, persona: str, csrf: str, running: str, held: bool, now: float
+    t: Ticket,
+    me: str,
+    can_sign: bool,
+    persona: str,
+    csrf: str,
+    running: str,
+    held: bool,
+    now: float,
+    linked: bool,
 ) -> str:
     mine = _key(t.requester) == _key(me)
     signed = _key(me) in {_key(a) for a in t.approvers}
@@ -77,6 +88,25 @@ def _ticket(
         left = (
             f'<span class="time-left" data-expires="{t.expires:.0f}">{relative(t.expires - now)} left</span>'
         )
+    facts = _facts(t, mine, count, running)
+    actions = _actions(t, mine, signed, can_sign, persona, csrf, held)
+    name = f'<a href="/tools/{attr(t.tool)}">{esc(t.tool)}</a>' if linked else esc(t.tool)
+    return (
+        f'<article class="ticket card t-{attr(t.status)}" id="t-{attr(t.id)}" '
+        f'aria-labelledby="h-{attr(t.id)}">'
+        f'<header><h2 id="h-{attr(t.id)}">{name}</h2> '
+        f"{badge(t.tool_class or 'dangerous')} {badge(t.status)} "
+        f'<span class="count big">{count}</span> {left}'
+        f'<span class="mono small muted">ticket {esc(t.id)}</span></header>'
+        f'<dl class="facts">{facts}</dl>'
+        "<details open><summary>Arguments</summary>"
+        f'<pre class="args">{pretty_json(dict(t.args))}</pre></details>'
+        f"{actions}</article>"
+    )
+
+
+def _facts(t: Ticket, mine: bool, count: str, running: str) -> str:
+    """The ticket's facts: who asked and why, the approvals, the rejection, the execution, the console run."""
     approvals = "".join(
         f"<li><strong>{esc(a.approver)}</strong> at {esc(iso(a.time))}"
         + (f" — “{esc(a.note)}”" if a.note else "")
@@ -105,19 +135,7 @@ def _ticket(
         )
     if running:
         facts += f'<dt>Console run</dt><dd class="progress">{esc(running)}</dd>'
-    actions = _actions(t, mine, signed, can_sign, persona, csrf, held)
-    return (
-        f'<article class="ticket card t-{attr(t.status)}" id="t-{attr(t.id)}" '
-        f'aria-labelledby="h-{attr(t.id)}">'
-        f'<header><h2 id="h-{attr(t.id)}"><a href="/tools/{attr(t.tool)}">{esc(t.tool)}</a></h2> '
-        f"{badge(t.tool_class or 'dangerous')} {badge(t.status)} "
-        f'<span class="count big">{count}</span> {left}'
-        f'<span class="mono small muted">ticket {esc(t.id)}</span></header>'
-        f'<dl class="facts">{facts}</dl>'
-        "<details open><summary>Arguments</summary>"
-        f'<pre class="args">{pretty_json(dict(t.args))}</pre></details>'
-        f"{actions}</article>"
-    )
+    return facts
 
 
 def _actions(t: Ticket, mine: bool, signed: bool, can_sign: bool, persona: str, csrf: str, held: bool) -> str:

@@ -15,6 +15,8 @@ from typing import Any
 from ...errors import ApprovalError, OngridError
 from ...gate.tickets import TicketStatus
 from .. import missing_extra
+from ..rules import readable_tickets
+from ..tokens import Principal
 from . import approval_pages
 from .guard import respond
 from .sessions import Session
@@ -35,9 +37,14 @@ _FINISHED = (TicketStatus.REJECTED, TicketStatus.EXECUTED, TicketStatus.EXPIRED)
 
 
 async def approvals(console: Console, request: Request, session: Session, form: dict[str, str]) -> Response:
-    """``GET /approvals``: the tickets, pending first (``?part=list``: only the live list)."""
-    tickets = await run_in_threadpool(_tickets, console)
+    """``GET /approvals``: the tickets this session may read, pending first (``?part=list``: the live list).
+
+    Exactly the tickets ``GET /v1/approvals`` gives the same token
+    (:func:`~ongrid_plugins.server.rules.readable_tickets`); a tool the persona may not
+    see is named, not linked.
+    """
     who = session.principal
+    tickets = await run_in_threadpool(_tickets, console, who)
     listing = approval_pages.ticket_list(
         tickets,
         me=who.identity,
@@ -46,6 +53,7 @@ async def approvals(console: Console, request: Request, session: Session, form: 
         csrf=session.csrf,
         running=console.progress,
         held=set(console.held),
+        visible=lambda name: console.sees(name, who),
     )
     if request.query_params.get("part") == "list":
         return HTMLResponse(listing)
@@ -53,7 +61,7 @@ async def approvals(console: Console, request: Request, session: Session, form: 
     return respond("Approvals", body, 200, session, current="approvals", live="approvals")
 
 
-def _tickets(console: Console) -> list[Any]:
+def _tickets(console: Console, who: Principal) -> list[Any]:
     try:
         tickets = console.host.tickets()
     except ApprovalError as exc:
@@ -62,6 +70,7 @@ def _tickets(console: Console) -> list[Any]:
     for ticket in tickets:  # forget held calls whose ticket can no longer run
         if ticket.status in _FINISHED:
             console.held.pop(ticket.id, None)
+    tickets = readable_tickets(console.host, tickets, who)  # the rule of GET /v1/approvals
     closed = [t for t in tickets if t.status in _FINISHED][:50]
     return [t for t in tickets if t.status not in _FINISHED] + closed
 

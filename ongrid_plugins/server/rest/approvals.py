@@ -16,6 +16,7 @@ from ...schema.arguments import check_arguments
 from ...schema.redact import redact
 from .. import missing_extra
 from ..responses import ApiError, api_error
+from ..rules import may_read_ticket, readable_tickets
 from ..tokens import Principal
 from .api import Api
 from .bodies import fields, query, required
@@ -36,8 +37,7 @@ async def list_approvals(api: Api, request: Request, who: Principal) -> Response
     if status is not None and status not in STATUSES:
         raise ApiError(400, "bad_request", f"status must be one of {', '.join(STATUSES)}")
     tickets = await api.in_thread(api.host.tickets, status)
-    if not api.signs(who):  # tickets are read as the audit log is, or by their requester
-        tickets = [t for t in tickets if t.requester == who.identity]
+    tickets = readable_tickets(api.host, tickets, who)  # as the audit log is, or by their requester
     return JSONResponse({"items": [t.to_dict() for t in tickets], "total": len(tickets)})
 
 
@@ -46,7 +46,7 @@ async def get_approval(api: Api, request: Request, who: Principal) -> Response:
     query(request)
     ticket_id = request.path_params["ticket_id"]
     ticket = await api.in_thread(api.host.ticket, ticket_id)
-    if not api.signs(who) and ticket.requester != who.identity:
+    if not may_read_ticket(api.host, ticket, who):
         message = f"no approval ticket {ticket_id!r} (see `ongrid-skills approvals list`)"
         raise api_error(ApprovalError("unknown", ticket_id, message))  # as if absent
     return JSONResponse(ticket.to_dict())
