@@ -18,7 +18,7 @@ from consolekit import Console, csrf_of, serve, write_skill
 from ongrid_plugins.errors import ApprovalRequired
 from ongrid_plugins.server.console.app import CSP
 from ongrid_plugins.server.console.forms import FieldError, form_arguments
-from ongrid_plugins.server.console.sessions import Sessions
+from ongrid_plugins.server.console.sessions import Sessions, SessionsFull
 from ongrid_plugins.server.tokens import Principal
 
 PAGES = ("/", "/tools/echo", "/approvals", "/audit")
@@ -82,6 +82,20 @@ def test_sign_in_refuses_a_wrong_token_and_a_form_without_its_nonce(console):
     assert "ongrid_session" not in forged.headers.get("set-cookie", "")
 
 
+def test_sign_in_is_a_double_submit_cookie_with_the_origin_check_as_docs_console_md_says(console):
+    """Not a tracked one-time nonce: equal field and cookie pass; another site's Origin does not."""
+    token = console.tokens["ann"]
+    chosen = console.client()
+    chosen.cookies.set("ongrid_login", "any-value", path="/login")
+    assert chosen.post("/login", data={"token": token, "csrf": "any-value"}).status_code == 303
+    cross = console.client()
+    nonce = csrf_of(cross.get("/login").text)
+    refused = cross.post(
+        "/login", data={"token": token, "csrf": nonce}, headers={"Origin": "http://evil.example"}
+    )
+    assert refused.status_code == 403 and "ongrid_session" not in refused.headers.get("set-cookie", "")
+
+
 @pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "/\\evil.example", "/login"])
 def test_sign_in_never_redirects_off_the_console(console, target):
     client = console.client()
@@ -108,6 +122,39 @@ def test_sessions_end_after_the_idle_time():
     now[0] += 61
     assert sessions.get(cookie) is None
     assert sessions.get("made-up") is None
+
+
+def test_one_identity_signing_in_again_and_again_evicts_only_its_own_sessions():
+    sessions = Sessions(max_sessions=100, per_identity=3)
+    ann, _ = sessions.create(Principal("ann", "admin"))
+    vic = [sessions.create(Principal("vic", "viewer"))[0] for _ in range(50)]
+    assert sessions.get(ann) is not None  # vic's flood never reaches ann
+    assert [sessions.get(cookie) is not None for cookie in vic] == [False] * 47 + [True] * 3
+    assert len(sessions) == 4
+
+
+def test_a_full_session_store_refuses_a_new_sign_in_instead_of_evicting_someone():
+    sessions = Sessions(max_sessions=4, per_identity=2)
+    kept = [sessions.create(Principal(who, "admin"))[0] for who in ("ann", "ann", "bob", "bob")]
+    with pytest.raises(SessionsFull):
+        sessions.create(Principal("cid", "admin"))
+    assert all(sessions.get(cookie) is not None for cookie in kept)
+    again, _ = sessions.create(Principal("ann", "admin"))  # ann makes room among her own
+    assert sessions.get(kept[0]) is None and sessions.get(again) is not None
+
+
+def test_sign_in_to_a_full_console_is_a_clear_503_and_keeps_everyone_signed_in(tmp_path, monkeypatch):
+    import ongrid_plugins.server.console.sessions as store
+
+    monkeypatch.setattr(store, "MAX_SESSIONS", 2)
+    with serve(tmp_path) as small:
+        ann, bob = small.client("ann"), small.client("bob")
+        client = small.client()
+        nonce = csrf_of(client.get("/login").text)
+        full = client.post("/login", data={"token": small.tokens["vic"], "csrf": nonce, "next": "/"})
+        assert full.status_code == 503 and "ongrid_session" not in full.headers.get("set-cookie", "")
+        assert "too many people are signed in" in full.text and full.headers["retry-after"]
+        assert ann.get("/").status_code == 200 and bob.get("/").status_code == 200
 
 
 # ---------------------------------------------------------------------- headers and markup

@@ -15,8 +15,8 @@ TLS). The pages:
 * ``/audit`` -- the newest audit rows, filters, and the hash chain's status, live.
 
 Defences: every state-changing form carries the session's CSRF token in a hidden
-``csrf`` field (sign-in uses a double-submit cookie), a cross-origin ``Origin`` is
-refused, and every answer carries a strict ``Content-Security-Policy``: no inline
+``csrf`` field (sign-in uses a double-submit cookie, not a tracked nonce), a
+cross-origin ``Origin`` is refused, and every answer carries a strict ``Content-Security-Policy``: no inline
 script or style, no third-party origin -- the one stylesheet and the one script are
 files of this package (``static/``), so the console works without any CDN.
 
