@@ -84,8 +84,9 @@ async def reject(api: Api, request: Request, who: Principal) -> Response:
 async def open_approval(api: Api, request: Request, who: Principal) -> Response:
     """Open (or find) a ticket for a call another host wants to make, requested by the token's identity.
 
-    The server works out the digest and the redaction from the arguments itself, so
-    what approvers read is what the ticket covers.
+    The server works out the digest and the redaction from the checked arguments
+    (schema defaults filled in) itself, as execution does, so what approvers read is
+    what the ticket covers and what will run.
     """
     allowed = {"tool": str, "params": dict, "persona": str, "reason": str}
     body = required(fields(await api.json(request), allowed), "tool", "params", "persona")
@@ -108,8 +109,10 @@ async def open_approval(api: Api, request: Request, who: Principal) -> Response:
             f"{tool.name!r} called as {body['persona']!r} needs no two-person approval ({said}); call it"
         )
         raise ApiError(409, "no_approval_needed", message + " without a ticket")
-    digest = args_digest(tool.name, body["params"])
-    shown, _paths = redact(tool.schema, body["params"])
+    # The call as it will run -- defaults filled in, as the gate saw it and as execute digests
+    # it -- or the ticket could never be spent (mismatch) and approvers would read another call.
+    digest = asked.args_digest
+    shown, _paths = redact(tool.schema, checked)
     ticket = await api.in_thread(
         lambda: api.host.approvals.open_ticket(
             tool=tool.name,
