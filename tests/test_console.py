@@ -578,3 +578,39 @@ def test_a_tool_the_persona_may_not_call_is_not_found_as_over_rest(console):
         answer = vic.post(route, data={"csrf": token, "arg.path": "/srv/x"})
         assert answer.status_code == 404 and "Source" not in answer.text, route
     assert vic.get("/tools/echo").status_code == 200
+
+
+def test_a_requesters_reason_is_labelled_as_theirs_not_the_gates(console):
+    headers = {"Authorization": f"Bearer {console.tokens['ann']}"}
+    body = {"tool": "wipe", "params": {"path": "/srv/why"}, "persona": "admin", "reason": "trust me, approve"}
+    ticket = console.client().post("/v1/approvals", json=body, headers=headers).json()["id"]
+    html = console.client("bob").get("/approvals?part=list").text
+    card = html[html.index(f'id="t-{ticket}"') :].split("</article>")[0]
+    assert "Requester’s reason" in card and "<dt>Why</dt>" not in card
+    assert "“trust me, approve”" in card and "Gate’s reason" not in card
+    gated = open_ticket(console, "ann", "/srv/gated")  # opened by the host's own gate
+    html = console.client("bob").get("/approvals?part=list").text
+    card = html[html.index(f'id="t-{gated}"') :].split("</article>")[0]
+    assert "Gate’s reason" in card and "dual-sign-required" in card and "Requester’s reason" not in card
+
+
+def test_the_stylesheet_wraps_long_unbroken_text_on_cards():
+    from importlib import resources
+
+    css = resources.files("ongrid_plugins.server.console").joinpath("static", "console.css").read_text()
+    assert re.search(r"\.card[^{]*\{[^}]*overflow-wrap:\s*anywhere", css)
+
+
+def test_the_note_field_takes_what_rest_takes():
+    from ongrid_plugins.server.console.approval_pages import NOTE_LIMIT
+    from ongrid_plugins.server.openapi import document
+    from ongrid_plugins.server.rules import MAX_TEXT
+
+    schemas = document()["components"]["schemas"]
+    lengths = {
+        schemas["OpenTicketRequest"]["properties"]["reason"]["maxLength"],
+        schemas["ApproveRequest"]["properties"]["note"]["maxLength"],
+        schemas["ApproveRequest"]["properties"]["sop"]["maxLength"],
+        schemas["RejectRequest"]["properties"]["note"]["maxLength"],
+    }
+    assert lengths == {NOTE_LIMIT} == {MAX_TEXT}

@@ -8,7 +8,10 @@ holds if both ask the same functions, so the rules live here and nowhere else:
 * :func:`may_see_tool` -- a tool the gate denies to the persona whatever the arguments
   is answered as if absent (404), in listings, pages and suggestions alike;
 * :func:`may_read_ticket` / :func:`readable_tickets` -- a ticket is read by its
-  requester and by those who may sign; anyone else is answered as if it did not exist.
+  requester and by those who may sign; anyone else is answered as if it did not exist;
+* :data:`MAX_TEXT` / :func:`too_long` -- what people write on a ticket (a requester's
+  reason, an approver's note or SOP reference) is at most 2,000 characters: it is shown
+  to every approver, and nobody needs a novel to say why.
 
 Layering: a server leaf beside :mod:`.tokens`, which it imports (for :class:`Principal`);
 it may import the host and the core's values.
@@ -25,7 +28,10 @@ from ..identity import identity_key
 from ..models import PermissionMode, Tool, Verdict
 from .tokens import Principal
 
-__all__ = ["may_read_ticket", "may_see_tool", "may_sign", "readable_tickets"]
+__all__ = ["MAX_TEXT", "may_read_ticket", "may_see_tool", "may_sign", "readable_tickets", "too_long"]
+
+#: Characters a person may write in one field of a ticket (reason, note, SOP reference).
+MAX_TEXT = 2000
 
 
 def may_sign(host: SkillHost, who: Principal) -> bool:
@@ -57,3 +63,13 @@ def readable_tickets(host: SkillHost, tickets: Iterable[Ticket], who: Principal)
         return list(tickets)
     mine = identity_key(who.identity)
     return [ticket for ticket in tickets if identity_key(ticket.requester) == mine]
+
+
+def too_long(field: str, value: str | None) -> str:
+    """Why ``value`` of ``field`` is refused (longer than :data:`MAX_TEXT`); empty when it is fine."""
+    if value is None or len(value) <= MAX_TEXT:
+        return ""
+    return (
+        f"field {field!r} is {len(value)} characters long; at most {MAX_TEXT} characters are accepted "
+        "(approvers read it on every ticket): shorten it, or point to a document"
+    )

@@ -8,7 +8,11 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from ...gate.tickets import Ticket
 from .html import attr, badge, esc, iso, pretty_json, relative
 
-__all__ = ["approvals_body", "rule_text", "ticket_list"]
+__all__ = ["NOTE_LIMIT", "approvals_body", "rule_text", "ticket_list"]
+
+#: The longest note the form takes: ``server.rules.MAX_TEXT``, which the HTML modules may not
+#: import (they import no server module); ``tests/test_console.py`` checks the two agree.
+NOTE_LIMIT = 2000
 
 
 _RULES = {
@@ -48,11 +52,14 @@ def ticket_list(
     held: Collection[str] = (),
     now: float | None = None,
     visible: Callable[[str], bool] = lambda name: True,
+    gate_reason: Callable[[Ticket], str] = lambda ticket: "",
 ) -> str:
     """The tickets, pending first, each with its actions for ``me``.
 
     :param held: Tickets whose call the console holds, to run once approved.
     :param visible: Whether the reader may see a tool (its name is linked to its page only then).
+    :param gate_reason: What this server's gate says of a ticket's tool and persona: a ticket
+        whose reason says the same shows it as the gate's, any other as its requester's words.
     """
     now = time.time() if now is None else now
     if not tickets:
@@ -60,7 +67,18 @@ def ticket_list(
     order = {"pending": 0, "approved": 1}
     ordered = sorted(tickets, key=lambda t: (order.get(t.status, 2), -t.created))
     cards = [
-        _ticket(t, me, can_sign, persona, csrf, running.get(t.id, ""), t.id in held, now, visible(t.tool))
+        _ticket(
+            t,
+            me,
+            can_sign,
+            persona,
+            csrf,
+            running.get(t.id, ""),
+            t.id in held,
+            now,
+            visible(t.tool),
+            gate_reason(t),
+        )
         for t in ordered
     ]
     pending = sum(1 for t in tickets if t.status == "pending")
@@ -79,6 +97,7 @@ def _ticket(
     held: bool,
     now: float,
     linked: bool,
+    gate: str,
 ) -> str:
     mine = _key(t.requester) == _key(me)
     signed = _key(me) in {_key(a) for a in t.approvers}
@@ -88,7 +107,7 @@ def _ticket(
         left = (
             f'<span class="time-left" data-expires="{t.expires:.0f}">{relative(t.expires - now)} left</span>'
         )
-    facts = _facts(t, mine, count, running)
+    facts = _facts(t, mine, count, running, gate)
     actions = _actions(t, mine, signed, can_sign, persona, csrf, held)
     name = f'<a href="/tools/{attr(t.tool)}">{esc(t.tool)}</a>' if linked else esc(t.tool)
     return (
@@ -105,7 +124,7 @@ def _ticket(
     )
 
 
-def _facts(t: Ticket, mine: bool, count: str, running: str) -> str:
+def _facts(t: Ticket, mine: bool, count: str, running: str, gate: str) -> str:
     """The ticket's facts: who asked and why, the approvals, the rejection, the execution, the console run."""
     approvals = "".join(
         f"<li><strong>{esc(a.approver)}</strong> at {esc(iso(a.time))}"
@@ -117,8 +136,9 @@ def _facts(t: Ticket, mine: bool, count: str, running: str) -> str:
     facts = (
         f"<dt>Requested by</dt><dd><strong>{esc(t.requester)}</strong>{' (you)' if mine else ''}"
         f" as persona {esc(t.persona)}, {esc(iso(t.created))}</dd>"
-        f"<dt>Why</dt><dd>{esc(t.reason or 'dangerous tool')}</dd>"
-        f'<dt>Approvals</dt><dd><span class="count">{count}</span>'
+        f"<dt>Needs</dt><dd>two-person approval: a {esc(t.tool_class or 'dangerous')} tool</dd>"
+        + _why(t.reason, gate)
+        + f'<dt>Approvals</dt><dd><span class="count">{count}</span>'
         + (f"<ul>{approvals}</ul>" if approvals else "")
         + "</dd>"
     )
@@ -136,6 +156,19 @@ def _facts(t: Ticket, mine: bool, count: str, running: str) -> str:
     if running:
         facts += f'<dt>Console run</dt><dd class="progress">{esc(running)}</dd>'
     return facts
+
+
+def _why(reason: str, gate: str) -> str:
+    """The gate's reason when the ticket's reason is what this server's gate says; else the
+    requester's words, quoted as theirs (``POST /v1/approvals`` takes any text)."""
+    if reason and reason == gate:
+        return f"<dt>Gate’s reason</dt><dd>{esc(reason)}</dd>"
+    if not reason:
+        return '<dt>Requester’s reason</dt><dd><span class="muted">none given</span></dd>'
+    return (
+        f'<dt>Requester’s reason</dt><dd><span class="said">“{esc(reason)}”</span> '
+        '<span class="muted small">(their words, not the gate’s)</span></dd>'
+    )
 
 
 def _actions(t: Ticket, mine: bool, signed: bool, can_sign: bool, persona: str, csrf: str, held: bool) -> str:
@@ -158,7 +191,7 @@ def _actions(t: Ticket, mine: bool, signed: bool, can_sign: bool, persona: str, 
             "so there is no approve button for you.</p>"
             f'<form method="post" action="/approvals/{attr(t.id)}/reject" class="inline">{hidden}'
             f'<label for="{note_id}">Note</label><input type="text" id="{note_id}" name="note" '
-            'placeholder="why you withdraw it">'
+            f'maxlength="{NOTE_LIMIT}" placeholder="why you withdraw it">'
             '<button type="submit" class="danger">Withdraw</button></form>'
         )
     if not can_sign:
@@ -170,13 +203,15 @@ def _actions(t: Ticket, mine: bool, signed: bool, can_sign: bool, persona: str, 
         approve = '<p class="note">You approved this ticket; it needs another person.</p>'
         return (
             approve + f'<form method="post" action="/approvals/{attr(t.id)}/reject" class="inline">{hidden}'
-            f'<label for="{note_id}">Note</label><input type="text" id="{note_id}" name="note">'
+            f'<label for="{note_id}">Note</label>'
+            f'<input type="text" id="{note_id}" name="note" maxlength="{NOTE_LIMIT}">'
             '<button type="submit" class="danger">Reject</button></form>'
         )
     return (
         f'<form method="post" action="/approvals/{attr(t.id)}/approve" class="decide">{hidden}'
         f'<label for="{note_id}">Note <span class="muted">(kept with your decision)</span></label>'
-        f'<input type="text" id="{note_id}" name="note" placeholder="e.g. backup checked">'
+        f'<input type="text" id="{note_id}" name="note" maxlength="{NOTE_LIMIT}" '
+        'placeholder="e.g. backup checked">'
         '<div class="actions"><button type="submit" class="primary">Approve</button>'
         f'<button type="submit" class="danger" formaction="/approvals/{attr(t.id)}/reject">Reject</button>'
         "</div></form>"

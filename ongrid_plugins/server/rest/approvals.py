@@ -19,7 +19,7 @@ from ..responses import ApiError, api_error
 from ..rules import may_read_ticket, readable_tickets
 from ..tokens import Principal
 from .api import Api
-from .bodies import fields, query, required
+from .bodies import fields, query, required, short_texts
 
 try:
     from starlette.concurrency import run_in_threadpool
@@ -55,7 +55,9 @@ async def get_approval(api: Api, request: Request, who: Principal) -> Response:
 async def approve(api: Api, request: Request, who: Principal) -> Response:
     """``POST /v1/approvals/{ticket_id}/approve``: sign the ticket as the token's identity."""
     ticket_id = request.path_params["ticket_id"]
-    body = fields(await api.json(request), {"note": str, "sop": (str, type(None))})
+    body = short_texts(
+        fields(await api.json(request), {"note": str, "sop": (str, type(None))}), "note", "sop"
+    )
     if not api.signs(who):
         message = f"persona {who.persona} may not approve: approving needs a dual-sign-required persona"
         raise ApiError(403, "forbidden", message)
@@ -70,7 +72,7 @@ async def approve(api: Api, request: Request, who: Principal) -> Response:
 async def reject(api: Api, request: Request, who: Principal) -> Response:
     """``POST /v1/approvals/{ticket_id}/reject``: reject it, or withdraw one's own."""
     ticket_id = request.path_params["ticket_id"]
-    body = fields(await api.json(request), {"note": str})
+    body = short_texts(fields(await api.json(request), {"note": str}), "note")
     ticket = await api.in_thread(api.host.ticket, ticket_id)
     if not api.signs(who) and ticket.requester != who.identity:
         message = "only a dual-sign-required persona, or its requester (withdrawing it), may reject a ticket"
@@ -90,6 +92,7 @@ async def open_approval(api: Api, request: Request, who: Principal) -> Response:
     """
     allowed = {"tool": str, "params": dict, "persona": str, "reason": str}
     body = required(fields(await api.json(request), allowed), "tool", "params", "persona")
+    short_texts(body, "reason")
     tool = api.tool(body["tool"], who)
     if body["persona"] not in {p.name for p in await run_in_threadpool(api.host.personas)}:
         raise ApiError(400, "bad_request", f"persona {body['persona']!r} does not exist on this server")
