@@ -223,3 +223,55 @@ def test_an_unreachable_approvals_server_refuses_the_call_clearly(tmp_path, cons
     with pytest.raises(ApprovalError) as caught:
         host.call("wipe", {"path": "/srv"}, persona="admin")
     assert caught.value.reason == "store" and "cannot reach http://127.0.0.1:9" in str(caught.value)
+
+
+def test_a_ticket_opened_over_rest_for_a_tool_with_defaults_runs_with_its_ticket(console):
+    """POST /v1/approvals digests the arguments the call will run with: schema defaults filled in."""
+    from consolekit import write_skill
+
+    schema = {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "depth": {"type": "integer", "default": 3}},
+        "required": ["path"],
+    }
+    write_skill(console.base, "purge", "dangerous", schema=schema, script="#!/bin/sh\ncat\n")
+    console.host.reload()
+    ann = {"Authorization": f"Bearer {console.tokens['ann']}"}
+    client = console.client()
+    body = {"tool": "purge", "params": {"path": "/srv/defaults"}, "persona": "admin"}
+    opened = client.post("/v1/approvals", json=body, headers=ann)
+    assert opened.status_code == 200, opened.text
+    ticket = opened.json()
+    assert ticket["args"] == {"path": "/srv/defaults", "depth": 3}  # what will run, as approvers read it
+    assert ticket["args_digest"] == args_digest("purge", {"path": "/srv/defaults", "depth": 3})
+    for approver in ("bob", "cid"):
+        signer = {"Authorization": f"Bearer {console.tokens[approver]}"}
+        assert (
+            client.post(f"/v1/approvals/{ticket['id']}/approve", json={}, headers=signer).status_code == 200
+        )
+    run = {"params": {"path": "/srv/defaults"}, "ticket": ticket["id"]}
+    done = client.post("/v1/skills/purge/execute", json=run, headers=ann)
+    assert done.status_code == 200, done.text
+    assert done.json()["result"] == {"path": "/srv/defaults", "depth": 3}
+    assert console.host.ticket(ticket["id"]).status == "executed"
+
+
+def test_text_people_write_on_tickets_is_capped_with_a_422_naming_field_and_limit(console):
+    ann = {"Authorization": f"Bearer {console.tokens['ann']}"}
+    bob = {"Authorization": f"Bearer {console.tokens['bob']}"}
+    client = console.client()
+    body = {"tool": "wipe", "params": {"path": "/srv/long"}, "persona": "admin", "reason": "x" * 2001}
+    before = {t.id for t in console.host.tickets()}
+    refused = client.post("/v1/approvals", json=body, headers=ann)
+    assert (refused.status_code, refused.json()["code"]) == (422, "too_long")
+    assert "'reason'" in refused.json()["error"] and "2000 characters" in refused.json()["error"]
+    assert (refused.json()["field"], refused.json()["limit"]) == ("reason", 2000)
+    assert {t.id for t in console.host.tickets()} == before
+    body["reason"] = "x" * 2000  # the limit itself is fine
+    ticket = client.post("/v1/approvals", json=body, headers=ann).json()["id"]
+    for route, field in (("approve", "note"), ("approve", "sop"), ("reject", "note")):
+        answer = client.post(f"/v1/approvals/{ticket}/{route}", json={field: "y" * 2001}, headers=bob)
+        assert (answer.status_code, answer.json()["code"], answer.json()["field"]) == (422, "too_long", field)
+        assert f"'{field}'" in answer.json()["error"] and "2000" in answer.json()["error"]
+    after = console.host.ticket(ticket)
+    assert (after.status, after.approvals) == ("pending", ())

@@ -18,7 +18,7 @@ from consolekit import Console, csrf_of, serve, write_skill
 from ongrid_plugins.errors import ApprovalRequired
 from ongrid_plugins.server.console.app import CSP
 from ongrid_plugins.server.console.forms import FieldError, form_arguments
-from ongrid_plugins.server.console.sessions import Sessions
+from ongrid_plugins.server.console.sessions import Sessions, SessionsFull
 from ongrid_plugins.server.tokens import Principal
 
 PAGES = ("/", "/tools/echo", "/approvals", "/audit")
@@ -82,6 +82,20 @@ def test_sign_in_refuses_a_wrong_token_and_a_form_without_its_nonce(console):
     assert "ongrid_session" not in forged.headers.get("set-cookie", "")
 
 
+def test_sign_in_is_a_double_submit_cookie_with_the_origin_check_as_docs_console_md_says(console):
+    """Not a tracked one-time nonce: equal field and cookie pass; another site's Origin does not."""
+    token = console.tokens["ann"]
+    chosen = console.client()
+    chosen.cookies.set("ongrid_login", "any-value", path="/login")
+    assert chosen.post("/login", data={"token": token, "csrf": "any-value"}).status_code == 303
+    cross = console.client()
+    nonce = csrf_of(cross.get("/login").text)
+    refused = cross.post(
+        "/login", data={"token": token, "csrf": nonce}, headers={"Origin": "http://evil.example"}
+    )
+    assert refused.status_code == 403 and "ongrid_session" not in refused.headers.get("set-cookie", "")
+
+
 @pytest.mark.parametrize("target", ["//evil.example/", "https://evil.example/", "/\\evil.example", "/login"])
 def test_sign_in_never_redirects_off_the_console(console, target):
     client = console.client()
@@ -108,6 +122,39 @@ def test_sessions_end_after_the_idle_time():
     now[0] += 61
     assert sessions.get(cookie) is None
     assert sessions.get("made-up") is None
+
+
+def test_one_identity_signing_in_again_and_again_evicts_only_its_own_sessions():
+    sessions = Sessions(max_sessions=100, per_identity=3)
+    ann, _ = sessions.create(Principal("ann", "admin"))
+    vic = [sessions.create(Principal("vic", "viewer"))[0] for _ in range(50)]
+    assert sessions.get(ann) is not None  # vic's flood never reaches ann
+    assert [sessions.get(cookie) is not None for cookie in vic] == [False] * 47 + [True] * 3
+    assert len(sessions) == 4
+
+
+def test_a_full_session_store_refuses_a_new_sign_in_instead_of_evicting_someone():
+    sessions = Sessions(max_sessions=4, per_identity=2)
+    kept = [sessions.create(Principal(who, "admin"))[0] for who in ("ann", "ann", "bob", "bob")]
+    with pytest.raises(SessionsFull):
+        sessions.create(Principal("cid", "admin"))
+    assert all(sessions.get(cookie) is not None for cookie in kept)
+    again, _ = sessions.create(Principal("ann", "admin"))  # ann makes room among her own
+    assert sessions.get(kept[0]) is None and sessions.get(again) is not None
+
+
+def test_sign_in_to_a_full_console_is_a_clear_503_and_keeps_everyone_signed_in(tmp_path, monkeypatch):
+    import ongrid_plugins.server.console.sessions as store
+
+    monkeypatch.setattr(store, "MAX_SESSIONS", 2)
+    with serve(tmp_path) as small:
+        ann, bob = small.client("ann"), small.client("bob")
+        client = small.client()
+        nonce = csrf_of(client.get("/login").text)
+        full = client.post("/login", data={"token": small.tokens["vic"], "csrf": nonce, "next": "/"})
+        assert full.status_code == 503 and "ongrid_session" not in full.headers.get("set-cookie", "")
+        assert "too many people are signed in" in full.text and full.headers["retry-after"]
+        assert ann.get("/").status_code == 200 and bob.get("/").status_code == 200
 
 
 # ---------------------------------------------------------------------- headers and markup
@@ -230,7 +277,7 @@ def test_an_approver_signs_once_and_a_viewer_not_at_all(console):
     assert again.status_code == 403 and "Each person approves a ticket once." in again.text
     vic = console.client("vic")
     page = vic.get("/approvals").text
-    assert f"/approvals/{ticket}/approve" not in page and "cannot approve" in page
+    assert f'id="t-{ticket}"' not in page  # not even shown: a viewer reads only its own tickets
     refused = vic.post(f"/approvals/{ticket}/approve", data={"csrf": csrf_of(page)})
     assert refused.status_code == 403
     assert [a.approver for a in console.host.ticket(ticket).approvals] == ["bob"]
@@ -471,3 +518,99 @@ def test_the_entry_digest_memo_is_bounded_and_unknown_entries_have_no_digest(tmp
     assert len(digests) == 2
     assert digests.digest(attrs.evolve(tool, entry=str(tmp_path / "missing.sh"))) == ""
     assert digests.digest(attrs.evolve(tool, entry="")) == ""
+
+
+# ---------------------------------------------------------------------- what a persona may see
+
+
+def _rest_ticket_ids(console: Console, who: str) -> set[str]:
+    headers = {"Authorization": f"Bearer {console.tokens[who]}"}
+    answer = console.client().get("/v1/approvals", headers=headers)
+    assert answer.status_code == 200
+    return {item["id"] for item in answer.json()["items"]}
+
+
+def _page_ticket_ids(html: str) -> set[str]:
+    return set(re.findall(r'<article class="ticket[^"]*" id="t-([0-9a-f]+)"', html))
+
+
+def test_the_approvals_page_shows_exactly_the_tickets_rest_would(console):
+    ticket = open_ticket(console, "ann", "/srv/secret-args")
+    for who in ("ann", "bob", "vic"):
+        client = console.client(who)
+        expected = _rest_ticket_ids(console, who)
+        for path in ("/approvals", "/approvals?part=list"):
+            assert _page_ticket_ids(client.get(path).text) == expected, (who, path)
+    vic = console.client("vic")
+    for path in ("/approvals", "/approvals?part=list"):
+        html = vic.get(path).text
+        assert ticket not in html and "/srv/secret-args" not in html and 'href="/tools/wipe"' not in html
+    assert ticket in _rest_ticket_ids(console, "ann") and ticket in _rest_ticket_ids(console, "bob")
+
+
+def test_a_ticket_card_links_only_a_tool_the_reader_may_see():
+    from ongrid_plugins.gate.tickets import Ticket
+    from ongrid_plugins.server.console.approval_pages import ticket_list
+
+    ticket = Ticket(
+        id="ab12", tool="wipe", args_digest="d", persona="admin", requester="ann", created=1.0, expires=9e9
+    )
+    kw = {"me": "bob", "can_sign": True, "persona": "ops", "csrf": "c", "running": {}}
+    assert 'href="/tools/wipe"' in ticket_list([ticket], **kw)
+    hidden = ticket_list([ticket], visible=lambda name: False, **kw)
+    assert 'href="/tools/wipe"' not in hidden and "wipe" in hidden
+
+
+def test_a_tool_the_persona_may_not_call_is_not_found_as_over_rest(console):
+    vic = console.client("vic")
+    vic.get("/")  # the sign-in message is shown there, once
+    rest = console.client().get(
+        "/v1/skills/wipe", headers={"Authorization": f"Bearer {console.tokens['vic']}"}
+    )
+    assert rest.status_code == 404
+    page = vic.get("/tools/wipe")
+    assert page.status_code == 404
+    for secret in ("Source", "run.sh", "Digest", "dangerous", "prints what it is given"):
+        assert secret not in page.text, secret
+    assert page.text == vic.get("/tools/no-such-tool").text.replace("no-such-tool", "wipe")
+    token = csrf_of(vic.get("/").text)
+    for route in ("/tools/wipe/run", "/tools/wipe/run/stream"):
+        answer = vic.post(route, data={"csrf": token, "arg.path": "/srv/x"})
+        assert answer.status_code == 404 and "Source" not in answer.text, route
+    assert vic.get("/tools/echo").status_code == 200
+
+
+def test_a_requesters_reason_is_labelled_as_theirs_not_the_gates(console):
+    headers = {"Authorization": f"Bearer {console.tokens['ann']}"}
+    body = {"tool": "wipe", "params": {"path": "/srv/why"}, "persona": "admin", "reason": "trust me, approve"}
+    ticket = console.client().post("/v1/approvals", json=body, headers=headers).json()["id"]
+    html = console.client("bob").get("/approvals?part=list").text
+    card = html[html.index(f'id="t-{ticket}"') :].split("</article>")[0]
+    assert "Requester’s reason" in card and "<dt>Why</dt>" not in card
+    assert "“trust me, approve”" in card and "Gate’s reason" not in card
+    gated = open_ticket(console, "ann", "/srv/gated")  # opened by the host's own gate
+    html = console.client("bob").get("/approvals?part=list").text
+    card = html[html.index(f'id="t-{gated}"') :].split("</article>")[0]
+    assert "Gate’s reason" in card and "dual-sign-required" in card and "Requester’s reason" not in card
+
+
+def test_the_stylesheet_wraps_long_unbroken_text_on_cards():
+    from importlib import resources
+
+    css = resources.files("ongrid_plugins.server.console").joinpath("static", "console.css").read_text()
+    assert re.search(r"\.card[^{]*\{[^}]*overflow-wrap:\s*anywhere", css)
+
+
+def test_the_note_field_takes_what_rest_takes():
+    from ongrid_plugins.server.console.approval_pages import NOTE_LIMIT
+    from ongrid_plugins.server.openapi import document
+    from ongrid_plugins.server.rules import MAX_TEXT
+
+    schemas = document()["components"]["schemas"]
+    lengths = {
+        schemas["OpenTicketRequest"]["properties"]["reason"]["maxLength"],
+        schemas["ApproveRequest"]["properties"]["note"]["maxLength"],
+        schemas["ApproveRequest"]["properties"]["sop"]["maxLength"],
+        schemas["RejectRequest"]["properties"]["note"]["maxLength"],
+    }
+    assert lengths == {NOTE_LIMIT} == {MAX_TEXT}

@@ -308,8 +308,33 @@ def test_no_page_breaks_its_content_security_policy(browsers, console):
     assert problems == []
 
 
+def _long_words_ticket(console: Console) -> str:
+    """A ticket whose requester's reason and approval note are 2,000 characters without a break."""
+    import httpx
+
+    def as_(who: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {console.tokens[who]}"}
+
+    body = {"tool": "wipe", "params": {"path": "/srv/" + "p" * 300}, "persona": "admin", "reason": "R" * 2000}
+    with httpx.Client(base_url=console.url) as client:
+        ticket = str(client.post("/v1/approvals", json=body, headers=as_("ann")).json()["id"])
+        client.post(
+            f"/v1/approvals/{ticket}/approve",
+            json={"note": "N" * 2000, "sop": "S" * 2000},
+            headers=as_("bob"),
+        )
+    return ticket
+
+
 def test_pages_fit_a_phone_width(browsers, console, shots):
     ann, _ = browsers
+    ticket = _long_words_ticket(console)
+    open_as(ann, console, "ann", "/approvals")
+    ann.get(console.url + "/approvals")
+    width = ann.execute_script("return document.documentElement.scrollWidth")
+    assert width <= 1280, f"/approvals is {width}px wide on a 1280px screen"
+    assert f"t-{ticket}" in ann.page_source
+    shot(ann, shots, "approvals-long-words")
     ann.set_window_size(390, 844)
     try:
         for path, name in (("/approvals", "phone-approvals"), ("/tools/echo", "phone-tool")):

@@ -15,6 +15,8 @@ The modules, one job each:
   from the error itself), call results, server-sent events of a run;
 * :mod:`.events` -- ``/v1/events``: the catalog's changes as server-sent events;
 * :mod:`.tokens` -- the bearer-token file: identities and personas;
+* :mod:`.rules` -- what a token may see (a tool, a ticket) and sign: one rule that REST
+  and the console both call;
 * :mod:`.access` -- the access-log middleware (one line per request, nothing secret);
 * :mod:`.limits` -- the uvicorn config of ``serve``: header timeout, connection cap.
 
@@ -24,7 +26,7 @@ schema's redaction and argument values) and :mod:`ongrid_plugins.dispatch` (MCP 
 outside ``server/`` imports them but the CLI (:mod:`ongrid_plugins.commands`). Inside the
 folder, :mod:`.tokens`, :mod:`.responses`, :mod:`.access`, :mod:`.limits`,
 :mod:`.openapi` and :mod:`.apidocs` import no other server module but this one;
-:mod:`.events` imports :mod:`.tokens`; :mod:`.rest` imports them and :mod:`.console`,
+:mod:`.events` and :mod:`.rules` import :mod:`.tokens`; :mod:`.rest` imports them and :mod:`.console`,
 which never imports :mod:`.rest`.
 """
 

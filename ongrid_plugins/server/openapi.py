@@ -19,6 +19,8 @@ __all__ = ["document"]
 
 _STR = {"type": "string"}
 _NULLABLE_STR = {"type": ["string", "null"]}
+#: What a person writes on a ticket (server.rules.MAX_TEXT characters at most; longer is a 422 too_long).
+_TEXT = {"type": "string", "maxLength": 2000}
 _INT = {"type": "integer"}
 _NULLABLE_INT = {"type": ["integer", "null"]}
 _STRS = {"type": "array", "items": _STR}
@@ -154,14 +156,16 @@ _SCHEMAS: dict[str, Any] = {
         }
     ),
     "TicketList": _list_of("Ticket"),
-    "ApproveRequest": _obj({"note": _STR, "sop": _NULLABLE_STR}, required=[], closed=True),
-    "RejectRequest": _obj({"note": _STR}, required=[], closed=True),
+    "ApproveRequest": _obj(
+        {"note": _TEXT, "sop": {**_NULLABLE_STR, "maxLength": 2000}}, required=[], closed=True
+    ),
+    "RejectRequest": _obj({"note": _TEXT}, required=[], closed=True),
     "OpenTicketRequest": _obj(
         {
             "tool": _STR,
             "params": {"type": "object", "description": "the call's arguments (the server redacts secrets)"},
             "persona": _STR,
-            "reason": _STR,
+            "reason": {**_TEXT, "description": "the requester's own words, shown to approvers as theirs"},
         },
         required=["tool", "params", "persona"],
         closed=True,
@@ -202,7 +206,8 @@ _ERRORS = {
     "409": "needs a confirmation (args_digest) or a two-person approval (ticket), or the ticket does not fit",
     "408": "the body did not arrive within the server's body timeout",
     "413": "the body is too large",
-    "422": "the params do not match the skill's schema (errors: path and message)",
+    "422": "the params do not match the skill's schema (errors: path and message), or a text field "
+    "(reason, note, sop) is longer than 2000 characters (too_long: field and limit)",
     "429": "too many calls are running (for this token, or in all); retry after Retry-After seconds",
     "503": "the audit log or the ticket store cannot be written",
 }
@@ -225,6 +230,7 @@ def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any
 
 _CALL_ERRORS = ("400", "401", "403", "404", "408", "409", "413", "422", "429", "503")
 _TICKET_ERRORS = ("400", "401", "403", "404", "408", "409", "413", "503")
+_SIGN_ERRORS = (*_TICKET_ERRORS, "422")
 _SSE_CALL = {
     "description": "server-sent events: start, log (one per stderr line), exit, then result or error",
     "content": {"text/event-stream": {"schema": _STR}},
@@ -322,7 +328,7 @@ _OPERATIONS = (
         "post",
         "Open a ticket for a call another host will make, as the token's identity",
         _json("Ticket", "the ticket (the open one, if this requester asked before)"),
-        ("400", "401", "404", "413", "503"),
+        ("400", "401", "403", "404", "409", "413", "422", "503"),
         body="OpenTicketRequest",
         body_required=True,
     ),
@@ -339,7 +345,7 @@ _OPERATIONS = (
         "post",
         "Approve a ticket as the token's identity (a dual-sign-required persona)",
         _json("Ticket", "the ticket, approved by one more"),
-        _TICKET_ERRORS,
+        _SIGN_ERRORS,
         params=(_name("ticket_id"),),
         body="ApproveRequest",
     ),
@@ -348,7 +354,7 @@ _OPERATIONS = (
         "post",
         "Reject a ticket (a dual-sign-required persona, or its requester withdrawing it)",
         _json("Ticket", "the rejected ticket"),
-        _TICKET_ERRORS,
+        _SIGN_ERRORS,
         params=(_name("ticket_id"),),
         body="RejectRequest",
     ),

@@ -15,8 +15,8 @@ TLS). The pages:
 * ``/audit`` -- the newest audit rows, filters, and the hash chain's status, live.
 
 Defences: every state-changing form carries the session's CSRF token in a hidden
-``csrf`` field (sign-in uses a double-submit cookie), a cross-origin ``Origin`` is
-refused, and every answer carries a strict ``Content-Security-Policy``: no inline
+``csrf`` field (sign-in uses a double-submit cookie, not a tracked nonce), a
+cross-origin ``Origin`` is refused, and every answer carries a strict ``Content-Security-Policy``: no inline
 script or style, no third-party origin -- the one stylesheet and the one script are
 files of this package (``static/``), so the console works without any CDN.
 
@@ -36,7 +36,8 @@ The modules, one job each:
 * :mod:`.digests` -- file fingerprints and the memo of entry-file digests.
 
 Layering: a surface. It may import the host (:mod:`ongrid_plugins.host`), the values and
-errors of the core, :mod:`ongrid_plugins.server.tokens` and
+errors of the core, :mod:`ongrid_plugins.server.tokens`,
+:mod:`ongrid_plugins.server.rules` (who may see what: REST's rule, not a copy) and
 :mod:`ongrid_plugins.server.responses`, and Starlette; nothing below the server layer
 imports it. :mod:`ongrid_plugins.server.rest` mounts it (:func:`console_routes`).
 Inside the folder the HTML modules import only each other (and the core's values); the

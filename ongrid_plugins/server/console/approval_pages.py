@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from ...gate.tickets import Ticket
 from .html import attr, badge, esc, iso, pretty_json, relative
 
-__all__ = ["approvals_body", "rule_text", "ticket_list"]
+__all__ = ["NOTE_LIMIT", "approvals_body", "rule_text", "ticket_list"]
+
+#: The longest note the form takes: ``server.rules.MAX_TEXT``, which the HTML modules may not
+#: import (they import no server module); ``tests/test_console.py`` checks the two agree.
+NOTE_LIMIT = 2000
 
 
 _RULES = {
@@ -47,10 +51,15 @@ def ticket_list(
     running: Mapping[str, str],
     held: Collection[str] = (),
     now: float | None = None,
+    visible: Callable[[str], bool] = lambda name: True,
+    gate_reason: Callable[[Ticket], str] = lambda ticket: "",
 ) -> str:
     """The tickets, pending first, each with its actions for ``me``.
 
     :param held: Tickets whose call the console holds, to run once approved.
+    :param visible: Whether the reader may see a tool (its name is linked to its page only then).
+    :param gate_reason: What this server's gate says of a ticket's tool and persona: a ticket
+        whose reason says the same shows it as the gate's, any other as its requester's words.
     """
     now = time.time() if now is None else now
     if not tickets:
@@ -58,7 +67,19 @@ def ticket_list(
     order = {"pending": 0, "approved": 1}
     ordered = sorted(tickets, key=lambda t: (order.get(t.status, 2), -t.created))
     cards = [
-        _ticket(t, me, can_sign, persona, csrf, running.get(t.id, ""), t.id in held, now) for t in ordered
+        _ticket(
+            t,
+            me,
+            can_sign,
+            persona,
+            csrf,
+            running.get(t.id, ""),
+            t.id in held,
+            now,
+            visible(t.tool),
+            gate_reason(t),
+        )
+        for t in ordered
     ]
     pending = sum(1 for t in tickets if t.status == "pending")
     return f'<p class="summary" id="pending-summary">{pending} pending · {len(tickets)} shown</p>' + "".join(
@@ -67,7 +88,16 @@ def ticket_list(
 
 
 def _ticket(
-    t: Ticket, me: str, can_sign: bool, persona: str, csrf: str, running: str, held: bool, now: float
+    t: Ticket,
+    me: str,
+    can_sign: bool,
+    persona: str,
+    csrf: str,
+    running: str,
+    held: bool,
+    now: float,
+    linked: bool,
+    gate: str,
 ) -> str:
     mine = _key(t.requester) == _key(me)
     signed = _key(me) in {_key(a) for a in t.approvers}
@@ -77,6 +107,25 @@ def _ticket(
         left = (
             f'<span class="time-left" data-expires="{t.expires:.0f}">{relative(t.expires - now)} left</span>'
         )
+    facts = _facts(t, mine, count, running, gate)
+    actions = _actions(t, mine, signed, can_sign, persona, csrf, held)
+    name = f'<a href="/tools/{attr(t.tool)}">{esc(t.tool)}</a>' if linked else esc(t.tool)
+    return (
+        f'<article class="ticket card t-{attr(t.status)}" id="t-{attr(t.id)}" '
+        f'aria-labelledby="h-{attr(t.id)}">'
+        f'<header><h2 id="h-{attr(t.id)}">{name}</h2> '
+        f"{badge(t.tool_class or 'dangerous')} {badge(t.status)} "
+        f'<span class="count big">{count}</span> {left}'
+        f'<span class="mono small muted">ticket {esc(t.id)}</span></header>'
+        f'<dl class="facts">{facts}</dl>'
+        "<details open><summary>Arguments</summary>"
+        f'<pre class="args">{pretty_json(dict(t.args))}</pre></details>'
+        f"{actions}</article>"
+    )
+
+
+def _facts(t: Ticket, mine: bool, count: str, running: str, gate: str) -> str:
+    """The ticket's facts: who asked and why, the approvals, the rejection, the execution, the console run."""
     approvals = "".join(
         f"<li><strong>{esc(a.approver)}</strong> at {esc(iso(a.time))}"
         + (f" — “{esc(a.note)}”" if a.note else "")
@@ -87,8 +136,9 @@ def _ticket(
     facts = (
         f"<dt>Requested by</dt><dd><strong>{esc(t.requester)}</strong>{' (you)' if mine else ''}"
         f" as persona {esc(t.persona)}, {esc(iso(t.created))}</dd>"
-        f"<dt>Why</dt><dd>{esc(t.reason or 'dangerous tool')}</dd>"
-        f'<dt>Approvals</dt><dd><span class="count">{count}</span>'
+        f"<dt>Needs</dt><dd>two-person approval: a {esc(t.tool_class or 'dangerous')} tool</dd>"
+        + _why(t.reason, gate)
+        + f'<dt>Approvals</dt><dd><span class="count">{count}</span>'
         + (f"<ul>{approvals}</ul>" if approvals else "")
         + "</dd>"
     )
@@ -105,18 +155,19 @@ def _ticket(
         )
     if running:
         facts += f'<dt>Console run</dt><dd class="progress">{esc(running)}</dd>'
-    actions = _actions(t, mine, signed, can_sign, persona, csrf, held)
+    return facts
+
+
+def _why(reason: str, gate: str) -> str:
+    """The gate's reason when the ticket's reason is what this server's gate says; else the
+    requester's words, quoted as theirs (``POST /v1/approvals`` takes any text)."""
+    if reason and reason == gate:
+        return f"<dt>Gate’s reason</dt><dd>{esc(reason)}</dd>"
+    if not reason:
+        return '<dt>Requester’s reason</dt><dd><span class="muted">none given</span></dd>'
     return (
-        f'<article class="ticket card t-{attr(t.status)}" id="t-{attr(t.id)}" '
-        f'aria-labelledby="h-{attr(t.id)}">'
-        f'<header><h2 id="h-{attr(t.id)}"><a href="/tools/{attr(t.tool)}">{esc(t.tool)}</a></h2> '
-        f"{badge(t.tool_class or 'dangerous')} {badge(t.status)} "
-        f'<span class="count big">{count}</span> {left}'
-        f'<span class="mono small muted">ticket {esc(t.id)}</span></header>'
-        f'<dl class="facts">{facts}</dl>'
-        "<details open><summary>Arguments</summary>"
-        f'<pre class="args">{pretty_json(dict(t.args))}</pre></details>'
-        f"{actions}</article>"
+        f'<dt>Requester’s reason</dt><dd><span class="said">“{esc(reason)}”</span> '
+        '<span class="muted small">(their words, not the gate’s)</span></dd>'
     )
 
 
@@ -140,7 +191,7 @@ def _actions(t: Ticket, mine: bool, signed: bool, can_sign: bool, persona: str, 
             "so there is no approve button for you.</p>"
             f'<form method="post" action="/approvals/{attr(t.id)}/reject" class="inline">{hidden}'
             f'<label for="{note_id}">Note</label><input type="text" id="{note_id}" name="note" '
-            'placeholder="why you withdraw it">'
+            f'maxlength="{NOTE_LIMIT}" placeholder="why you withdraw it">'
             '<button type="submit" class="danger">Withdraw</button></form>'
         )
     if not can_sign:
@@ -152,13 +203,15 @@ def _actions(t: Ticket, mine: bool, signed: bool, can_sign: bool, persona: str, 
         approve = '<p class="note">You approved this ticket; it needs another person.</p>'
         return (
             approve + f'<form method="post" action="/approvals/{attr(t.id)}/reject" class="inline">{hidden}'
-            f'<label for="{note_id}">Note</label><input type="text" id="{note_id}" name="note">'
+            f'<label for="{note_id}">Note</label>'
+            f'<input type="text" id="{note_id}" name="note" maxlength="{NOTE_LIMIT}">'
             '<button type="submit" class="danger">Reject</button></form>'
         )
     return (
         f'<form method="post" action="/approvals/{attr(t.id)}/approve" class="decide">{hidden}'
         f'<label for="{note_id}">Note <span class="muted">(kept with your decision)</span></label>'
-        f'<input type="text" id="{note_id}" name="note" placeholder="e.g. backup checked">'
+        f'<input type="text" id="{note_id}" name="note" maxlength="{NOTE_LIMIT}" '
+        'placeholder="e.g. backup checked">'
         '<div class="actions"><button type="submit" class="primary">Approve</button>'
         f'<button type="submit" class="danger" formaction="/approvals/{attr(t.id)}/reject">Reject</button>'
         "</div></form>"

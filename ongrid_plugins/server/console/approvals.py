@@ -15,6 +15,8 @@ from typing import Any
 from ...errors import ApprovalError, OngridError
 from ...gate.tickets import TicketStatus
 from .. import missing_extra
+from ..rules import MAX_TEXT, readable_tickets
+from ..tokens import Principal
 from . import approval_pages
 from .guard import respond
 from .sessions import Session
@@ -35,9 +37,15 @@ _FINISHED = (TicketStatus.REJECTED, TicketStatus.EXECUTED, TicketStatus.EXPIRED)
 
 
 async def approvals(console: Console, request: Request, session: Session, form: dict[str, str]) -> Response:
-    """``GET /approvals``: the tickets, pending first (``?part=list``: only the live list)."""
-    tickets = await run_in_threadpool(_tickets, console)
+    """``GET /approvals``: the tickets this session may read, pending first (``?part=list``: the live list).
+
+    Exactly the tickets ``GET /v1/approvals`` gives the same token
+    (:func:`~ongrid_plugins.server.rules.readable_tickets`); a tool the persona may not
+    see is named, not linked.
+    """
     who = session.principal
+    tickets = await run_in_threadpool(_tickets, console, who)
+    gate = await run_in_threadpool(_gate_reasons, console, tickets)
     listing = approval_pages.ticket_list(
         tickets,
         me=who.identity,
@@ -46,6 +54,8 @@ async def approvals(console: Console, request: Request, session: Session, form: 
         csrf=session.csrf,
         running=console.progress,
         held=set(console.held),
+        visible=lambda name: console.sees(name, who),
+        gate_reason=lambda t: gate.get((t.tool, t.persona), ""),
     )
     if request.query_params.get("part") == "list":
         return HTMLResponse(listing)
@@ -53,7 +63,7 @@ async def approvals(console: Console, request: Request, session: Session, form: 
     return respond("Approvals", body, 200, session, current="approvals", live="approvals")
 
 
-def _tickets(console: Console) -> list[Any]:
+def _tickets(console: Console, who: Principal) -> list[Any]:
     try:
         tickets = console.host.tickets()
     except ApprovalError as exc:
@@ -62,8 +72,21 @@ def _tickets(console: Console) -> list[Any]:
     for ticket in tickets:  # forget held calls whose ticket can no longer run
         if ticket.status in _FINISHED:
             console.held.pop(ticket.id, None)
+    tickets = readable_tickets(console.host, tickets, who)  # the rule of GET /v1/approvals
     closed = [t for t in tickets if t.status in _FINISHED][:50]
     return [t for t in tickets if t.status not in _FINISHED] + closed
+
+
+def _gate_reasons(console: Console, tickets: list[Any]) -> dict[tuple[str, str], str]:
+    """What this server's gate says now of each (tool, persona) of ``tickets``: a ticket's
+    ``reason`` equal to it is the gate's; any other is only what its requester sent."""
+    reasons: dict[tuple[str, str], str] = {}
+    for key in {(t.tool, t.persona) for t in tickets}:
+        try:
+            reasons[key] = console.host.decide(console.host.get(key[0]), key[1]).reason
+        except OngridError:
+            reasons[key] = ""
+    return reasons
 
 
 async def approve(console: Console, request: Request, session: Session, form: dict[str, str]) -> Response:
@@ -73,7 +96,7 @@ async def approve(console: Console, request: Request, session: Session, form: di
     if not console.signs(who):
         message = f"Your persona {who.persona} cannot approve: that takes a dual-sign-required persona."
         return await _refused(console, request, session, message)
-    note = form.get("note", "")[:2000]
+    note = form.get("note", "")[:MAX_TEXT]
     try:
         ticket = await run_in_threadpool(
             lambda: console.host.approve(ticket_id, approver=who.identity, note=note)
@@ -142,7 +165,7 @@ async def reject(console: Console, request: Request, session: Session, form: dic
     """``POST /approvals/{ticket_id}/reject``: reject it (a signer), or withdraw one's own."""
     ticket_id = request.path_params["ticket_id"]
     who = session.principal
-    note = form.get("note", "")[:2000]
+    note = form.get("note", "")[:MAX_TEXT]
     try:
         ticket = await run_in_threadpool(console.host.ticket, ticket_id)
         if not console.signs(who) and ticket.requester.strip().casefold() != who.identity.strip().casefold():

@@ -4,6 +4,12 @@ A session is made when a valid bearer token is pasted into ``/login`` and lives 
 process only (a restart signs everyone out). The cookie holds a random 256-bit id; the
 store keeps only its sha256, so a memory dump of the dict does not hand out sessions.
 Sessions end after :data:`IDLE_SECONDS` without a request, or at sign-out.
+
+Two caps keep the store small without letting one person sign others out: an
+identity holds at most :data:`PER_IDENTITY` sessions (signing in once more ends that
+identity's own least recently used one), and the store holds at most
+:data:`MAX_SESSIONS` in all -- when it is full, a new sign-in is refused
+(:class:`SessionsFull`), never made room for by ending someone else's session.
 """
 
 from __future__ import annotations
@@ -17,14 +23,32 @@ from collections.abc import Callable
 
 import attrs
 
+from ...identity import identity_key
 from ..tokens import Principal
 
-__all__ = ["COOKIE", "IDLE_SECONDS", "LOGIN_COOKIE", "Session", "Sessions", "same_token"]
+__all__ = [
+    "COOKIE",
+    "IDLE_SECONDS",
+    "LOGIN_COOKIE",
+    "MAX_SESSIONS",
+    "PER_IDENTITY",
+    "Session",
+    "Sessions",
+    "SessionsFull",
+    "same_token",
+]
 
 COOKIE = "ongrid_session"
 LOGIN_COOKIE = "ongrid_login"
 IDLE_SECONDS = 8 * 3600.0
+#: Sessions in all: a bound on memory, reached only when thousands of people are signed in.
 MAX_SESSIONS = 10_000
+#: Sessions of one identity (browsers, devices, tabs signed in separately).
+PER_IDENTITY = 32
+
+
+class SessionsFull(Exception):
+    """The store holds :data:`MAX_SESSIONS` live sessions: a new one would have to end someone else's."""
 
 
 @attrs.define
@@ -55,25 +79,46 @@ def same_token(given: str | None, expected: str) -> bool:
 class Sessions:
     """The sessions of one console, keyed by the sha256 of the cookie value."""
 
-    def __init__(self, idle: float = IDLE_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        idle: float = IDLE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        max_sessions: int | None = None,
+        per_identity: int = PER_IDENTITY,
+    ) -> None:
         self.idle = idle
+        self.max_sessions = MAX_SESSIONS if max_sessions is None else max_sessions
+        self.per_identity = per_identity
         self._clock = clock
         self._lock = threading.Lock()
         self._sessions: dict[bytes, Session] = {}
+        self._by_identity: dict[str, set[bytes]] = {}
+        """Identity key -> the keys of its sessions (for the per-identity cap)."""
 
     def __len__(self) -> int:
         return len(self._sessions)
 
     def create(self, principal: Principal) -> tuple[str, Session]:
-        """A new session for ``principal``: the cookie value and the session."""
+        """A new session for ``principal``: the cookie value and the session.
+
+        Beyond :attr:`per_identity` sessions, the identity's own least recently used one
+        ends. :raises SessionsFull: the store is full of other identities' live sessions.
+        """
         cookie = secrets.token_urlsafe(32)
         session = Session(principal, secrets.token_urlsafe(32), self._clock())
+        who = identity_key(principal.identity)
         with self._lock:
             self._expire()
-            if len(self._sessions) >= MAX_SESSIONS:  # the oldest goes first
-                oldest = min(self._sessions, key=lambda k: self._sessions[k].last_seen)
-                del self._sessions[oldest]
+            own = self._by_identity.setdefault(who, set())
+            while own and len(own) >= self.per_identity:
+                self._remove(min(own, key=lambda k: self._sessions[k].last_seen))
+            if len(self._sessions) >= self.max_sessions:
+                if not own:
+                    del self._by_identity[who]
+                raise SessionsFull(f"{len(self._sessions)} sessions are live, the most this console keeps")
             self._sessions[_key(cookie)] = session
+            own.add(_key(cookie))
         return cookie, session
 
     def get(self, cookie: str | None) -> Session | None:
@@ -86,7 +131,7 @@ class Sessions:
             if session is None:
                 return None
             if now - session.last_seen > self.idle:
-                del self._sessions[_key(cookie)]
+                self._remove(_key(cookie))
                 return None
             session.last_seen = now
             return session
@@ -103,12 +148,23 @@ class Sessions:
         """End the session of ``cookie`` (sign-out)."""
         if cookie:
             with self._lock:
-                self._sessions.pop(_key(cookie), None)
+                self._remove(_key(cookie))
 
     def _expire(self) -> None:
         now = self._clock()
         for key in [k for k, s in self._sessions.items() if now - s.last_seen > self.idle]:
-            del self._sessions[key]
+            self._remove(key)
+
+    def _remove(self, key: bytes) -> None:
+        session = self._sessions.pop(key, None)
+        if session is None:
+            return
+        who = identity_key(session.principal.identity)
+        own = self._by_identity.get(who)
+        if own is not None:
+            own.discard(key)
+            if not own:
+                del self._by_identity[who]
 
 
 def _key(cookie: str) -> bytes:

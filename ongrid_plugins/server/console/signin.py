@@ -1,8 +1,12 @@
 """Signing in and out of the console: a bearer token once, then a session cookie.
 
-The sign-in form is protected by a double-submit nonce (a cookie scoped to ``/login``
-and a hidden field); a session cookie is ``HttpOnly``, ``SameSite=Strict`` and
-``Secure`` over TLS. After signing in the browser goes back where it was going, but
+The sign-in form is a double-submit cookie: a random value in a hidden field and in a
+``SameSite=Strict`` cookie scoped to ``/login``, which must be equal. The server does
+not track the value (it is not one-time); a cross-site post carries neither the cookie
+nor a same-site ``Origin``, and :func:`~.guard.cross_origin` refuses the latter. A
+session cookie is ``HttpOnly``, ``SameSite=Strict`` and ``Secure`` over TLS. A sign-in
+the full session store cannot take is a 503 page; nobody is signed out to make room.
+After signing in the browser goes back where it was going, but
 only to a local path of the console (never ``//host`` or a URL).
 """
 
@@ -14,7 +18,7 @@ import secrets
 from .. import missing_extra
 from . import pages
 from .guard import cross_origin, read_form, refused, respond
-from .sessions import COOKIE, LOGIN_COOKIE, Session, same_token
+from .sessions import COOKIE, LOGIN_COOKIE, Session, SessionsFull, same_token
 from .state import Console
 
 try:
@@ -54,7 +58,17 @@ async def login(console: Console, request: Request) -> Response:
     principal = console.tokens.authenticate(form.get("token", "").strip())
     if principal is None:
         return _login_form(next_to, "That token is not valid here. Check it and try again.", 401)
-    cookie, session = console.sessions.create(principal)
+    try:
+        cookie, session = console.sessions.create(principal)
+    except SessionsFull as exc:  # refused, rather than signing someone else out to make room
+        logger.warning("console: sign-in of %s refused: %s", principal.identity, exc)
+        message = (
+            "The console cannot sign you in now: too many people are signed in at once. Nobody was "
+            "signed out to make room; try again in a few minutes, or use the REST API with your token."
+        )
+        response = _login_form(next_to, message, 503)
+        response.headers["Retry-After"] = "300"
+        return response
     session.say("ok", f"Signed in as {principal.identity} (persona {principal.persona}).")
     response = RedirectResponse(next_to, 303)
     response.set_cookie(

@@ -14,7 +14,8 @@ import attrs
 from ...audit import VerifyReport
 from ...errors import UnknownSkill
 from ...host import SkillHost
-from ...models import PermissionMode, Tool
+from ...models import Tool
+from ..rules import may_see_tool, may_sign
 from ..tokens import Principal, TokenStore
 from .digests import EntryDigests
 from .sessions import Sessions
@@ -59,12 +60,24 @@ class Console:
         return f"<Console {len(self.held)} held, {self.running} running>"
 
     def signs(self, principal: Principal) -> bool:
-        """Whether ``principal``'s persona is dual-sign-required (approves, reads the audit log)."""
-        return self.host.persona(principal.persona).permission_mode is PermissionMode.DUAL_SIGN_REQUIRED
+        """Whether ``principal``'s persona is dual-sign-required (approves, reads the audit log).
 
-    def tool(self, name: str) -> Tool | None:
-        """The tool called ``name``, or None."""
+        The REST API asks the same function (:func:`~ongrid_plugins.server.rules.may_sign`).
+        """
+        return may_sign(self.host, principal)
+
+    def tool(self, name: str, principal: Principal) -> Tool | None:
+        """The tool called ``name`` if ``principal``'s persona may see it, else None (answered as absent).
+
+        The rule is REST's (:func:`~ongrid_plugins.server.rules.may_see_tool`): a tool the
+        persona may not call is a 404, its description, source and digest unread.
+        """
         try:
-            return self.host.get(name)
+            tool = self.host.get(name)
         except UnknownSkill:
             return None
+        return tool if may_see_tool(self.host, tool, principal) else None
+
+    def sees(self, name: str, principal: Principal) -> bool:
+        """Whether ``principal`` may see the tool ``name`` (to link it, or not)."""
+        return may_see_tool(self.host, name, principal)

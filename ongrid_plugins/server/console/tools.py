@@ -67,7 +67,7 @@ async def catalog(console: Console, request: Request, session: Session, form: di
 
 async def tool_page(console: Console, request: Request, session: Session, form: dict[str, str]) -> Response:
     """``GET /tools/{name}``: the tool's facts and its form."""
-    tool = console.tool(request.path_params["name"])
+    tool = console.tool(request.path_params["name"], session.principal)
     if tool is None:
         return _no_tool(request.path_params["name"], session)
     return _tool_response(console, tool, session)
@@ -113,7 +113,7 @@ def _sandbox(console: Console, tool: Tool) -> str:
 
 async def run(console: Console, request: Request, session: Session, form: dict[str, str]) -> Response:
     """``POST /tools/{name}/run`` (no script): run, then the tool page with the outcome under the form."""
-    tool = console.tool(request.path_params["name"])
+    tool = console.tool(request.path_params["name"], session.principal)
     if tool is None:
         return _no_tool(request.path_params["name"], session)
     values = {k[len(PREFIX) :]: v for k, v in form.items() if k.startswith(PREFIX)}
@@ -132,7 +132,7 @@ async def run(console: Console, request: Request, session: Session, form: dict[s
 
 async def run_stream(console: Console, request: Request, session: Session, form: dict[str, str]) -> Response:
     """``POST /tools/{name}/run/stream``: the same call, its stderr lines as server-sent events."""
-    tool = console.tool(request.path_params["name"])
+    tool = console.tool(request.path_params["name"], session.principal)
     if tool is None:
         return _no_tool(request.path_params["name"], session)
     loop = asyncio.get_running_loop()

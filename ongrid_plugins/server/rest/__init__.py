@@ -32,6 +32,7 @@ The modules, one job each (this ``__init__`` only re-exports):
 
 Layering: a surface. These modules may import the host, the core's values and errors,
 :mod:`ongrid_plugins.server.responses`, :mod:`~ongrid_plugins.server.tokens`,
+:mod:`~ongrid_plugins.server.rules`,
 :mod:`~ongrid_plugins.server.access`, :mod:`~ongrid_plugins.server.events`,
 :mod:`~ongrid_plugins.server.openapi` / :mod:`~ongrid_plugins.server.apidocs`, the console
 (:mod:`ongrid_plugins.server.console`, mounted at ``/``) and Starlette. Inside the

@@ -17,9 +17,10 @@ from typing import Any
 
 from ...errors import OngridError, UnknownSkill
 from ...host import SkillHost
-from ...models import PermissionMode, Tool
+from ...models import Tool
 from .. import missing_extra
 from ..responses import ApiError, api_error
+from ..rules import may_see_tool, may_sign
 from ..tokens import Principal, TokenStore
 from .bodies import digits, no_constant, query
 
@@ -104,7 +105,7 @@ class Api:
 
     def signs(self, who: Principal) -> bool:
         """Whether ``who``'s persona is dual-sign-required (approves, reads the audit log)."""
-        return self.host.persona(who.persona).permission_mode is PermissionMode.DUAL_SIGN_REQUIRED
+        return may_sign(self.host, who)
 
     # ------------------------------------------------------------------ what it may see
 
@@ -121,10 +122,8 @@ class Api:
         return tool
 
     def visible(self, name: str, who: Principal) -> bool:
-        try:
-            return self.host.decide(self.host.get(name), who.persona).verdict.value != "deny"
-        except OngridError:
-            return False
+        """Whether ``who`` may see the tool ``name`` (:func:`.rules.may_see_tool`, as the console asks)."""
+        return may_see_tool(self.host, name, who)
 
     # ------------------------------------------------------------------ call slots
 

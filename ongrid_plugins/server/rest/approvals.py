@@ -16,9 +16,10 @@ from ...schema.arguments import check_arguments
 from ...schema.redact import redact
 from .. import missing_extra
 from ..responses import ApiError, api_error
+from ..rules import may_read_ticket, readable_tickets
 from ..tokens import Principal
 from .api import Api
-from .bodies import fields, query, required
+from .bodies import fields, query, required, short_texts
 
 try:
     from starlette.concurrency import run_in_threadpool
@@ -36,8 +37,7 @@ async def list_approvals(api: Api, request: Request, who: Principal) -> Response
     if status is not None and status not in STATUSES:
         raise ApiError(400, "bad_request", f"status must be one of {', '.join(STATUSES)}")
     tickets = await api.in_thread(api.host.tickets, status)
-    if not api.signs(who):  # tickets are read as the audit log is, or by their requester
-        tickets = [t for t in tickets if t.requester == who.identity]
+    tickets = readable_tickets(api.host, tickets, who)  # as the audit log is, or by their requester
     return JSONResponse({"items": [t.to_dict() for t in tickets], "total": len(tickets)})
 
 
@@ -46,7 +46,7 @@ async def get_approval(api: Api, request: Request, who: Principal) -> Response:
     query(request)
     ticket_id = request.path_params["ticket_id"]
     ticket = await api.in_thread(api.host.ticket, ticket_id)
-    if not api.signs(who) and ticket.requester != who.identity:
+    if not may_read_ticket(api.host, ticket, who):
         message = f"no approval ticket {ticket_id!r} (see `ongrid-skills approvals list`)"
         raise api_error(ApprovalError("unknown", ticket_id, message))  # as if absent
     return JSONResponse(ticket.to_dict())
@@ -55,7 +55,9 @@ async def get_approval(api: Api, request: Request, who: Principal) -> Response:
 async def approve(api: Api, request: Request, who: Principal) -> Response:
     """``POST /v1/approvals/{ticket_id}/approve``: sign the ticket as the token's identity."""
     ticket_id = request.path_params["ticket_id"]
-    body = fields(await api.json(request), {"note": str, "sop": (str, type(None))})
+    body = short_texts(
+        fields(await api.json(request), {"note": str, "sop": (str, type(None))}), "note", "sop"
+    )
     if not api.signs(who):
         message = f"persona {who.persona} may not approve: approving needs a dual-sign-required persona"
         raise ApiError(403, "forbidden", message)
@@ -70,7 +72,7 @@ async def approve(api: Api, request: Request, who: Principal) -> Response:
 async def reject(api: Api, request: Request, who: Principal) -> Response:
     """``POST /v1/approvals/{ticket_id}/reject``: reject it, or withdraw one's own."""
     ticket_id = request.path_params["ticket_id"]
-    body = fields(await api.json(request), {"note": str})
+    body = short_texts(fields(await api.json(request), {"note": str}), "note")
     ticket = await api.in_thread(api.host.ticket, ticket_id)
     if not api.signs(who) and ticket.requester != who.identity:
         message = "only a dual-sign-required persona, or its requester (withdrawing it), may reject a ticket"
@@ -84,11 +86,13 @@ async def reject(api: Api, request: Request, who: Principal) -> Response:
 async def open_approval(api: Api, request: Request, who: Principal) -> Response:
     """Open (or find) a ticket for a call another host wants to make, requested by the token's identity.
 
-    The server works out the digest and the redaction from the arguments itself, so
-    what approvers read is what the ticket covers.
+    The server works out the digest and the redaction from the checked arguments
+    (schema defaults filled in) itself, as execution does, so what approvers read is
+    what the ticket covers and what will run.
     """
     allowed = {"tool": str, "params": dict, "persona": str, "reason": str}
     body = required(fields(await api.json(request), allowed), "tool", "params", "persona")
+    short_texts(body, "reason")
     tool = api.tool(body["tool"], who)
     if body["persona"] not in {p.name for p in await run_in_threadpool(api.host.personas)}:
         raise ApiError(400, "bad_request", f"persona {body['persona']!r} does not exist on this server")
@@ -108,8 +112,10 @@ async def open_approval(api: Api, request: Request, who: Principal) -> Response:
             f"{tool.name!r} called as {body['persona']!r} needs no two-person approval ({said}); call it"
         )
         raise ApiError(409, "no_approval_needed", message + " without a ticket")
-    digest = args_digest(tool.name, body["params"])
-    shown, _paths = redact(tool.schema, body["params"])
+    # The call as it will run -- defaults filled in, as the gate saw it and as execute digests
+    # it -- or the ticket could never be spent (mismatch) and approvers would read another call.
+    digest = asked.args_digest
+    shown, _paths = redact(tool.schema, checked)
     ticket = await api.in_thread(
         lambda: api.host.approvals.open_ticket(
             tool=tool.name,

@@ -11,13 +11,14 @@ from typing import Any
 
 from .. import missing_extra
 from ..responses import ApiError
+from ..rules import MAX_TEXT, too_long
 
 try:
     from starlette.requests import Request
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise missing_extra("server", "starlette") from exc
 
-__all__ = ["digits", "execute_body", "fields", "integer", "no_constant", "query", "required"]
+__all__ = ["digits", "execute_body", "fields", "integer", "no_constant", "query", "required", "short_texts"]
 
 
 def query(request: Request, *allowed: str) -> dict[str, str]:
@@ -57,6 +58,15 @@ def required(body: dict[str, Any], *names: str) -> dict[str, Any]:
     missing = [name for name in names if name not in body]
     if missing:
         raise ApiError(400, "bad_request", f"missing field(s): {', '.join(missing)}")
+    return body
+
+
+def short_texts(body: dict[str, Any], *names: str) -> dict[str, Any]:
+    """``body`` if each text field of ``names`` is at most :data:`~..rules.MAX_TEXT` characters (else 422)."""
+    for name in names:
+        problem = too_long(name, body.get(name))
+        if problem:
+            raise ApiError(422, "too_long", problem, field=name, limit=MAX_TEXT)
     return body
 
 
