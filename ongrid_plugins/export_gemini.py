@@ -14,6 +14,7 @@ Imports only the standard library.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,17 +89,46 @@ def _convert(
         out["example"] = node["examples"][0]
     _enum(node, out, problems, where)
     if isinstance(node.get("properties"), Mapping):
-        out["properties"] = {
-            str(k): _convert(v, defs, problems, f"{where}.{k}", refs) for k, v in node["properties"].items()
+        out["properties"] = {  # a `false` property may never be sent: left out
+            str(k): _convert(v, defs, problems, f"{where}.{k}", refs)
+            for k, v in node["properties"].items()
+            if v is not False
         }
     if isinstance(node.get("required"), list):
         out["required"] = [str(r) for r in node["required"]]
-    if "items" in node:
+    if node.get("items") is False:
+        out["maxItems"] = 0  # no item is valid: only the empty array
+    elif "items" in node:
         out["items"] = _convert(node["items"], defs, problems, f"{where}[]", refs)
     branches = node.get("anyOf", node.get("oneOf"))
     if isinstance(branches, list):
-        out["anyOf"] = [_convert(b, defs, problems, f"{where}|{i}", refs) for i, b in enumerate(branches)]
+        _branches(branches, out, defs, problems, where, refs)
     return out
+
+
+def _branches(
+    branches: list[Any],
+    out: dict[str, Any],
+    defs: Mapping[str, Any],
+    problems: list[str],
+    where: str,
+    refs: tuple[str, ...],
+) -> None:
+    """``anyOf``/``oneOf``: a ``false`` branch matches nothing and is dropped; a ``null``
+    branch makes the value ``nullable``; a single branch left is merged into ``out``."""
+    kept: list[dict[str, Any]] = []
+    for i, branch in enumerate(branches):
+        if branch is False:
+            continue
+        converted = _convert(branch, defs, problems, f"{where}|{i}", refs)
+        if converted == {"nullable": True}:
+            out["nullable"] = True
+        else:
+            kept.append(converted)
+    if len(kept) == 1 and not set(kept[0]) & set(out):
+        out.update(kept[0])
+    elif kept:
+        out["anyOf"] = kept
 
 
 def _ref(
@@ -142,5 +172,6 @@ def _enum(node: Mapping[str, Any], out: dict[str, Any], problems: list[str], whe
         if "format" not in out:
             out["format"] = "enum"
         return
-    shown = ", ".join(repr(v) for v in values[:10])
-    out["description"] = (str(out.get("description", "")) + f" One of: {shown}.").strip()
+    shown = ", ".join(json.dumps(v, ensure_ascii=False) for v in values[:10])
+    more = f" (and {len(values) - 10} more)" if len(values) > 10 else ""
+    out["description"] = (str(out.get("description", "")) + f" One of: {shown}{more}.").strip()

@@ -278,6 +278,21 @@ def test_gemini_shape_rewrites_the_schema_to_the_openapi_subset(host: SkillHost)
             {"type": "object", "properties": {"v": {"oneOf": [{"type": "string"}, {"type": "integer"}]}}},
             {"type": "object", "properties": {"v": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}},
         ),
+        # a null branch makes the value nullable; the one branch left is the value's type
+        (
+            {"type": "object", "properties": {"v": {"anyOf": [{"type": "string"}, {"type": "null"}]}}},
+            {"type": "object", "properties": {"v": {"type": "string", "nullable": True}}},
+        ),
+        # `false` matches nothing: such a property may never be sent, such an array is empty
+        (
+            {"type": "object", "properties": {"gone": False, "none": {"type": "array", "items": False}}},
+            {"type": "object", "properties": {"none": {"type": "array", "maxItems": 0}}},
+        ),
+        # an enum of other values than strings is named in the description, as JSON
+        (
+            {"type": "object", "properties": {"e": {"enum": [1, "a", None, True]}}},
+            {"type": "object", "properties": {"e": {"description": 'One of: 1, "a", null, true.'}}},
+        ),
     ],
 )
 def test_gemini_rewrites_what_has_an_equivalent(schema: dict, expected: dict) -> None:
