@@ -496,6 +496,21 @@ def test_audit_needs_a_dual_sign_persona(api: dict[str, Any], client: httpx.Clie
         assert client.get("/v1/audit", headers=auth(api, "alice"), params=bad).status_code == 400
 
 
+def test_audit_pages_say_where_the_next_one_starts(api: dict[str, Any], client: httpx.Client) -> None:
+    before = client.get("/v1/audit", headers=auth(api, "alice"), params={"limit": 1000}).json()["items"]
+    for n in range(3):
+        client.post("/v1/skills/echo/execute", headers=auth(api, "vic"), json={"params": {"n": n}})
+    seen, since, pages = [], before[-1]["seq"] if before else 0, 0
+    while since is not None:
+        page = client.get(
+            "/v1/audit", headers=auth(api, "alice"), params={"tool": "echo", "limit": 2, "since": since}
+        ).json()
+        assert page["total"] == len(page["items"]) <= 2
+        seen += [row["args"]["n"] for row in page["items"]]
+        since, pages = page["next_since"], pages + 1
+    assert seen == [0, 1, 2] and pages == 2  # a full page, then the last one (next_since null)
+
+
 # ---------------------------------------------------------------------- fuzzing from the OpenAPI document
 
 

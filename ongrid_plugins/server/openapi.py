@@ -190,7 +190,16 @@ _SCHEMAS: dict[str, Any] = {
             "skill_digest": {**_NULLABLE_STR, "description": "the skill's digest at the call"},
         }
     ),
-    "AuditList": _list_of("AuditEntry"),
+    "AuditList": _obj(
+        {
+            "items": {"type": "array", "items": _ref("AuditEntry")},
+            "total": _INT,
+            "next_since": {
+                "type": ["integer", "null"],
+                "description": "a full page: ask again with since=next_since for the rows after it",
+            },
+        }
+    ),
 }
 
 

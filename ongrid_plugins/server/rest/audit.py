@@ -37,4 +37,8 @@ async def audit(api: Api, request: Request, who: Principal) -> Response:
     entries = await run_in_threadpool(
         lambda: log.entries(tool=params.get("tool"), outcome=outcome, since=since, limit=limit)
     )
-    return JSONResponse({"items": [e.to_dict() for e in entries], "total": len(entries)})
+    # A full page may not be the last: where to go on from (total counts this page's rows).
+    following = entries[-1].seq if len(entries) == limit else None
+    return JSONResponse(
+        {"items": [e.to_dict() for e in entries], "total": len(entries), "next_since": following}
+    )
