@@ -55,8 +55,11 @@ logger = logging.getLogger(__name__)
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__"})
 #: Folders of this prefix are ``ongrid-skills install``'s staging and trash: half-written packs.
 SKIP_PREFIX = ".ongrid-"
-#: Deeper folders are not walked (and a warning says so once per root).
+#: Deeper folders are not walked (and a warning names each folder where the walk stops).
 MAX_DEPTH = 32
+#: At most this many of those warnings per root, then one line counting the rest: a
+#: hostile tree of a million deep subtrees cannot flood the log.
+MAX_DEPTH_LINES = 10
 
 _BY_NAME = operator.attrgetter("name")
 _LIST: Any = compiled("list_folder")
@@ -127,7 +130,7 @@ def iter_manifests(
     entries are the ones recorded then.
     """
     stack: list[tuple[str, int]] = [(root, 0)]
-    warned = False
+    cut = 0  # folders with sub-folders at the depth limit: each subtree the walk leaves out
     while stack:
         folder, depth = stack.pop()
         listing = None
@@ -144,14 +147,21 @@ def iter_manifests(
         for name, is_link in files:
             yield prefix + name, is_link
         if depth >= MAX_DEPTH:
-            if subdirs and not warned:
-                logger.warning("skill loader: %s nests deeper than %d folders; not walked", folder, MAX_DEPTH)
-                warned = True
+            cut += bool(subdirs)
+            if subdirs and cut <= MAX_DEPTH_LINES:
+                logger.warning(_TOO_DEEP, printable(folder), MAX_DEPTH)
             continue
         for name in reversed(subdirs):
             sub = prefix + name
             if sub not in prune:
                 stack.append((sub, depth + 1))
+    if cut > MAX_DEPTH_LINES:
+        more = cut - MAX_DEPTH_LINES
+        logger.warning(_MORE_TOO_DEEP, more, printable(root), MAX_DEPTH)
+
+
+_TOO_DEEP = "skill loader: %s nests deeper than %d folders; not walked"
+_MORE_TOO_DEEP = "skill loader: %d more folders under %s nest deeper than %d folders; not walked"
 
 
 def _list_folder(folder: str, names: frozenset[str]) -> Listing | None:
