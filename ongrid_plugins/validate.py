@@ -21,6 +21,7 @@ from .errors import ManifestBuildError, ManifestError
 from .hooks import hooks
 from .loader import check_symlinked_manifest, iter_manifests, validate_skill
 from .models import Problem, Skill, SkillRoot
+from .userfiles import file_kind
 
 if TYPE_CHECKING:
     import pluggy
@@ -98,24 +99,41 @@ def _validate_path(
     if not os.path.lexists(path):
         yield _fail(path, "path_missing", f"{path} does not exist")
         return
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    root = SkillRoot(folder, source="validate", real=canonical(folder))
-    if not os.path.isdir(path):
-        if os.path.basename(path) not in names:
-            expected = ", ".join(sorted(names))
-            yield _fail(path, "not_a_manifest", f"{path} is not a manifest (expected one of: {expected})")
-            return
-        manifests: Iterable[tuple[str, bool]] = [
-            # not a regular file (a symlink, a FIFO): resolved and checked, never opened as it is
-            (os.path.join(root.real, os.path.basename(path)), not stat.S_ISREG(os.lstat(path).st_mode))
-        ]
-    else:
-        manifests = list(iter_manifests(root.real, names))
-        if not manifests:
-            yield _fail(path, "no_manifest", f"no manifest ({', '.join(sorted(names))}) under {path}")
-            return
+    is_folder = os.path.isdir(path)
+    named = os.path.basename(path) in names
+    if not is_folder and not named:
+        yield _not_a_manifest(path, names)
+        return
+    if named:
+        # Every path of a manifest's name is a manifest, as in the walk: a symlink, a FIFO
+        # or a folder is resolved and checked (the loader's very line), never opened as it is.
+        parent = os.path.dirname(path)
+        where = SkillRoot(parent, source="validate", real=canonical(parent))
+        manifest = os.path.join(where.real, os.path.basename(path))
+        yield _inspect(pm, settings, where, manifest, not stat.S_ISREG(os.lstat(path).st_mode), availability)
+    if not is_folder:
+        return
+    # A folder (even one of a manifest's name, which the walk enters too): its manifests.
+    root = SkillRoot(path, source="validate", real=canonical(path))
+    manifests = list(iter_manifests(root.real, names))
+    if not manifests and not named:
+        yield _fail(path, "no_manifest", f"no manifest ({', '.join(sorted(names))}) under {path}")
     for manifest, is_link in manifests:
         yield _inspect(pm, settings, root, manifest, is_link, availability)
+
+
+def _not_a_manifest(path: str, names: frozenset[str]) -> FileReport:
+    """The report on a path that is neither a folder nor named like a manifest."""
+    try:
+        mode = os.stat(path).st_mode  # a symlink: what it points to (never opened: a FIFO would block)
+    except OSError:
+        mode = stat.S_IFREG  # dangling: said to be no manifest by its name, as before
+    if not stat.S_ISREG(mode):
+        message = f"{path} is not a regular file (it is {file_kind(mode)})"
+        hint = "give a skill or pack folder, a manifest or a pack archive"
+        return FileReport(path, (Problem("error", "not_a_file", message, path, "", hint),))
+    expected = ", ".join(sorted(names))
+    return _fail(path, "not_a_manifest", f"{path} is not a manifest (expected one of: {expected})")
 
 
 def _inspect(
