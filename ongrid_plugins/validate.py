@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .availability import Availability
-from .discovery.roots import canonical
+from .discovery.roots import canonical, check_symlinked_manifest
 from .errors import ManifestBuildError, ManifestError
 from .hooks import hooks
-from .loader import check_symlinked_manifest, iter_manifests, validate_skill
+from .loader import iter_manifests, validate_skill
 from .models import Problem, Skill, SkillRoot
 from .userfiles import file_kind
 
@@ -144,20 +144,26 @@ def _inspect(
     is_link: bool,
     availability: Availability,
 ) -> FileReport:
+    # Reported by the path the walk found; a symlink is read from its target (``real``),
+    # by the loader that claims the name it was found under (as the loader does).
     skill: Skill | None = None
+    real = path
     try:
         if is_link:
-            path = check_symlinked_manifest(path, root)
-        skill = hooks(pm).load_manifest(path=path, root=root, settings=settings)
+            real = check_symlinked_manifest(path, root)
+        skill = hooks(pm).load_manifest(
+            path=real, root=root, settings=settings, manifest_name=os.path.basename(path)
+        )
     except ManifestBuildError as exc:
-        problems = exc.problems or (Problem("error", "build_error", exc.message, path),)
+        problems = exc.problems or (Problem("error", "build_error", exc.message, real),)
         return FileReport(path, problems, exc.name)
     except ManifestError as exc:
         return _fail(path, "parse_error", exc.message)
     except Exception as exc:  # a third-party loader crashed
         return _fail(path, "loader_crashed", f"a loader raised {exc!r}")
     if skill is None:
-        return _fail(path, "not_loaded", "no loader accepted this file")
+        leads = f" (a symlink to {real})" if real != path else ""
+        return _fail(path, "not_loaded", f"no loader accepted this file{leads}")
     # Natives are bound here too: a builtin: key no plugin provides is reported. The
     # machine's other lacks (OS, binaries, variables) are not problems of the manifest:
     # they are said apart (FileReport.machine).
