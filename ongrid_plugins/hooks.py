@@ -88,9 +88,17 @@ class Hooks:
         """``ongrid_manifest_names``: every file name some loader claims."""
         return frozenset(_flatten(self._hook.ongrid_manifest_names()))
 
-    def load_manifest(self, *, path: str, root: SkillRoot, settings: Settings) -> Skill | None:
-        """``ongrid_load_manifest``: the first loader's skill, or None (a loader's error propagates)."""
-        skill: Skill | None = self._hook.ongrid_load_manifest(path=path, root=root, settings=settings)
+    def load_manifest(
+        self, *, path: str, root: SkillRoot, settings: Settings, manifest_name: str = ""
+    ) -> Skill | None:
+        """``ongrid_load_manifest``: the first loader's skill, or None (a loader's error propagates).
+
+        ``manifest_name`` defaults to ``path``'s own name (a manifest that is not a symlink).
+        """
+        name = manifest_name or path.rpartition("/")[2]
+        skill: Skill | None = self._hook.ongrid_load_manifest(
+            path=path, root=root, settings=settings, manifest_name=name
+        )
         return skill
 
     # ------------------------------------------------------------------ validation and registration

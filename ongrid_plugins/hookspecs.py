@@ -67,7 +67,7 @@ def ongrid_manifest_names() -> list[str] | None:
 
 
 @hookspec(firstresult=True)
-def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings) -> Skill | None:
+def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings, manifest_name: str) -> Skill | None:
     """Turn one manifest file into a :class:`~ongrid_plugins.models.Skill`.
 
     Called for every claimed file found under ``root``. A loader returns
@@ -78,7 +78,16 @@ def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings) -> Skil
 
     Stops at first non-None result.
 
-    :param path: Absolute path of the manifest, under ``root.real``.
+    A loader picks its files by ``manifest_name``, not by ``path``'s own name: a
+    symlinked manifest (``x/skill.json -> m.json``) is read from where it really
+    lives, whatever that file is called.
+
+    :param path: Absolute path of the manifest's content (the canonical target of a
+        symlinked one), under ``root.real``: read it from here, and resolve the skill's
+        files against its folder.
+    :param manifest_name: The file name the walk found the manifest under
+        (``skill.json``, ``SKILL.md``, a name from ``ongrid_manifest_names``): the
+        name to claim it by.
     :param root: The allow-listed root, with ``root.real`` set to its canonical path.
     :param settings: The host's settings (cache directory, default timeout).
     :return: The skill, or ``None`` if this loader does not handle the file.

@@ -21,7 +21,6 @@ import logging
 import operator
 import os
 import re
-import stat
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -29,18 +28,17 @@ import attrs
 
 from .availability import Availability
 from .discovery.registry import RegistryBuilder, Snapshot
-from .discovery.roots import canonical, escapes
+from .discovery.roots import canonical, check_symlinked_manifest
 from .echo import printable
 from .errors import ManifestBuildError, ManifestError, ManifestParseError, PluginLoadError
 from .hooks import hooks
 from .loadcache import LoadCache, open_cache
 from .loadcache.cachefile import Listing
 from .loaders import skill_json, skill_md
-from .loaders.skill_json import skill_from_record, skill_record
+from .loaders.skill_json import MANIFEST_NAME, skill_from_record, skill_record
 from .models import LoadEvent, LoadReport, Problem, Skill, SkillRoot
 from .models.base import compiled
 from .schema import verdicts
-from .userfiles import file_kind
 
 if TYPE_CHECKING:
     import pluggy
@@ -55,8 +53,11 @@ logger = logging.getLogger(__name__)
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__"})
 #: Folders of this prefix are ``ongrid-skills install``'s staging and trash: half-written packs.
 SKIP_PREFIX = ".ongrid-"
-#: Deeper folders are not walked (and a warning says so once per root).
+#: Deeper folders are not walked (and a warning names each folder where the walk stops).
 MAX_DEPTH = 32
+#: At most this many of those warnings per root, then one line counting the rest: a
+#: hostile tree of a million deep subtrees cannot flood the log.
+MAX_DEPTH_LINES = 10
 
 _BY_NAME = operator.attrgetter("name")
 _LIST: Any = compiled("list_folder")
@@ -127,7 +128,7 @@ def iter_manifests(
     entries are the ones recorded then.
     """
     stack: list[tuple[str, int]] = [(root, 0)]
-    warned = False
+    cut = 0  # folders with sub-folders at the depth limit: each subtree the walk leaves out
     while stack:
         folder, depth = stack.pop()
         listing = None
@@ -144,14 +145,21 @@ def iter_manifests(
         for name, is_link in files:
             yield prefix + name, is_link
         if depth >= MAX_DEPTH:
-            if subdirs and not warned:
-                logger.warning("skill loader: %s nests deeper than %d folders; not walked", folder, MAX_DEPTH)
-                warned = True
+            cut += bool(subdirs)
+            if subdirs and cut <= MAX_DEPTH_LINES:
+                logger.warning(_TOO_DEEP, printable(folder), MAX_DEPTH)
             continue
         for name in reversed(subdirs):
             sub = prefix + name
             if sub not in prune:
                 stack.append((sub, depth + 1))
+    if cut > MAX_DEPTH_LINES:
+        more = cut - MAX_DEPTH_LINES
+        logger.warning(_MORE_TOO_DEEP, more, printable(root), MAX_DEPTH)
+
+
+_TOO_DEEP = "skill loader: %s nests deeper than %d folders; not walked"
+_MORE_TOO_DEEP = "skill loader: %d more folders under %s nest deeper than %d folders; not walked"
 
 
 def _list_folder(folder: str, names: frozenset[str]) -> Listing | None:
@@ -307,11 +315,16 @@ def _load_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> None:
     outcome = read_one(state, root, path, is_link)
     kind = outcome[0]
     if kind == "s":
-        _register(state, outcome[1], root)
+        _register(state, outcome[1], root, _shown(path, outcome[1].path) if is_link else "")
     elif kind == "p":
-        _log_parse(state, outcome[1], outcome[2])
+        _log_parse(state, outcome[1], outcome[2], _shown(path, outcome[1]) if is_link else "")
     elif kind == "b":
-        _log_build(state, outcome[1], outcome[2], outcome[3])
+        _log_build(state, outcome[1], outcome[2], outcome[3], _shown(path, outcome[1]) if is_link else "")
+
+
+def _shown(walked: str, real: str) -> str:
+    """How a log line names a symlinked manifest: the path the walk found, and where it leads."""
+    return walked if walked == real else f"{walked} (a symlink to {real})"
 
 
 def _direct_loader(pm: pluggy.PluginManager, settings: Settings) -> Any:
@@ -335,7 +348,9 @@ def read_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> tuple[A
     error)`` or ``("-",)`` when no loader took it. A skill's notices are
     reported here (they are about its surroundings, not its registration).
     """
-    cache = state.cache if not is_link and path.endswith(_CACHED_SUFFIX) else None
+    # A loader claims the file by the name the walk found, whatever a symlink's target is called.
+    name = path[path.rfind("/") + 1 :]
+    cache = state.cache if not is_link and name == MANIFEST_NAME else None
     sig = None
     if cache is not None:
         cached, sig = cache.lookup(path, root, skill_from_record)
@@ -348,10 +363,10 @@ def read_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> tuple[A
     try:
         if is_link:
             path = check_symlinked_manifest(path, root)
-        if state.load_skill_json is not None and path.endswith(_CACHED_SUFFIX):
-            skill = state.load_skill_json(path, root, state.settings)
+        if state.load_skill_json is not None and name == MANIFEST_NAME:
+            skill = state.load_skill_json(path, root, state.settings, name)
         else:
-            skill = state.load_manifest(path=path, root=root, settings=state.settings)
+            skill = state.load_manifest(path=path, root=root, settings=state.settings, manifest_name=name)
     except ManifestParseError as exc:
         if cache is not None and exc.path == path and not exc.message.startswith(_UNCACHED_ERRORS):
             cache.store(path, root, sig, ("p", exc.message), "")
@@ -374,9 +389,6 @@ def read_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> tuple[A
     return ("s", skill)
 
 
-#: Manifests the load cache keeps: the built-in skill.json loader's (a SKILL.md reads
-#: its folder and its pack's manifest, which the cache would have to watch too).
-_CACHED_SUFFIX = "/skill.json"
 #: Parse errors that say something about the file's permissions or the machine, not its bytes.
 _UNCACHED_ERRORS = ("cannot open", "cannot read")
 
@@ -388,33 +400,12 @@ def _report_notices(state: _Load, skill: Skill) -> None:
         state.event(notice.path, "warning", notice.message, skill.name)
 
 
-def check_symlinked_manifest(path: str, root: SkillRoot) -> str:
-    """The canonical path of a symlinked manifest, if it resolves to a regular file inside the root.
-
-    The manifest is then read from there, so its entry is relative to the
-    folder it really lives in. Every listed entry that is not a regular file
-    comes here: a FIFO or folder of a manifest's name is refused (never opened; a folder is
-    still walked for the manifests inside it).
-    """
-    try:
-        real = canonical(path)
-    except OSError as exc:
-        message = f"manifest is a dangling symlink ({exc.strerror})"
-        raise ManifestParseError(path, message) from exc
-    escape = escapes("manifest", real, root.real)
-    if escape is not None:
-        raise ManifestParseError(path, escape)
-    mode = os.stat(real).st_mode
-    if not stat.S_ISREG(mode):
-        message = f"manifest {real} is not a regular file (it is {file_kind(mode)})"
-        raise ManifestParseError(path, message)
-    return real
-
-
-def _register(state: _Load, skill: Skill, root: SkillRoot) -> None:
+def _register(state: _Load, skill: Skill, root: SkillRoot, shown: str = "") -> None:
+    """Register ``skill``, or log why not; log lines name it ``shown`` (a symlinked manifest's label)."""
+    shown = shown or skill.path
     skip = state.availability.skip_reason(skill)
     if skip is not None:
-        logger.info('skill loader: skill "%s" is %s, skipping %s', skill.name, skip, skill.path)
+        logger.info('skill loader: skill "%s" is %s, skipping %s', skill.name, skip, shown)
         state.event(skill.path, "skipped", skip, skill.name)
         return
     skill = state.availability.apply(skill)
@@ -422,15 +413,15 @@ def _register(state: _Load, skill: Skill, root: SkillRoot) -> None:
     if problems:
         errors = [p for p in problems if p.level == "error"]
         if errors:
-            _log_build(state, skill.path, skill.name, "; ".join(p.message for p in errors))
+            _log_build(state, skill.path, skill.name, "; ".join(p.message for p in errors), shown)
             return
         skill = attrs.evolve(skill, warnings=skill.warnings + tuple(problems))
     for warning in skill.warnings:
         level = logging.INFO if warning.code in INTEROP_NOTES else logging.WARNING
-        logger.log(level, 'skill loader: skill "%s" at %s: %s', skill.name, skill.path, warning.message)
+        logger.log(level, 'skill loader: skill "%s" at %s: %s', skill.name, shown, warning.message)
     clash = state.builder.add(skill)
     if clash is not None:
-        logger.warning('skill loader: skill "%s" already registered, skipping %s', clash, skill.path)
+        logger.warning('skill loader: skill "%s" already registered, skipping %s', clash, shown)
         state.event(skill.path, "duplicate", f'skill "{clash}" already registered', skill.name)
         return
     if logger.isEnabledFor(state.registered_level):  # one call, not two, when the line is off
@@ -439,7 +430,7 @@ def _register(state: _Load, skill: Skill, root: SkillRoot) -> None:
             'skill loader: registered %s skill "%s" from %s',
             _kind(skill),
             skill.name,
-            skill.path,
+            shown,
         )
     state.event(skill.path, "registered", "", skill.name)
     if skill.unavailable:
@@ -457,9 +448,9 @@ def _kind(skill: Skill) -> str:
     return "subprocess" if skill.format == "skill.json" else skill.format
 
 
-def _log_parse(state: _Load, path: str, message: str) -> None:
+def _log_parse(state: _Load, path: str, message: str, shown: str = "") -> None:
     # A file name or a value echoed in the message may hold a NUL or a newline: never raw in a log line.
-    logger.warning("skill loader: parse %s: %s", printable(path), printable(message))
+    logger.warning("skill loader: parse %s: %s", printable(shown or path), printable(message))
     state.event(path, "parse_error", message)
 
 
@@ -467,11 +458,11 @@ def _log_parse(state: _Load, path: str, message: str) -> None:
 _SHOWN_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
-def _log_build(state: _Load, path: str, name: str, message: str) -> None:
+def _log_build(state: _Load, path: str, name: str, message: str, shown: str = "") -> None:
     if _SHOWN_NAME.fullmatch(name):
         logger.warning('skill loader: build "%s": %s', name, printable(message))
     else:  # no name, not a string, or one that would not say which file it is: name the file
-        logger.warning("skill loader: build %s: %s", printable(path), printable(message))
+        logger.warning("skill loader: build %s: %s", printable(shown or path), printable(message))
     state.event(path, "build_error", message, name)
 
 

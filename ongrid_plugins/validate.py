@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .availability import Availability
-from .discovery.roots import canonical
+from .discovery.roots import canonical, check_symlinked_manifest
 from .errors import ManifestBuildError, ManifestError
 from .hooks import hooks
-from .loader import check_symlinked_manifest, iter_manifests, validate_skill
+from .loader import iter_manifests, validate_skill
 from .models import Problem, Skill, SkillRoot
+from .userfiles import file_kind
 
 if TYPE_CHECKING:
     import pluggy
@@ -98,24 +99,41 @@ def _validate_path(
     if not os.path.lexists(path):
         yield _fail(path, "path_missing", f"{path} does not exist")
         return
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    root = SkillRoot(folder, source="validate", real=canonical(folder))
-    if not os.path.isdir(path):
-        if os.path.basename(path) not in names:
-            expected = ", ".join(sorted(names))
-            yield _fail(path, "not_a_manifest", f"{path} is not a manifest (expected one of: {expected})")
-            return
-        manifests: Iterable[tuple[str, bool]] = [
-            # not a regular file (a symlink, a FIFO): resolved and checked, never opened as it is
-            (os.path.join(root.real, os.path.basename(path)), not stat.S_ISREG(os.lstat(path).st_mode))
-        ]
-    else:
-        manifests = list(iter_manifests(root.real, names))
-        if not manifests:
-            yield _fail(path, "no_manifest", f"no manifest ({', '.join(sorted(names))}) under {path}")
-            return
+    is_folder = os.path.isdir(path)
+    named = os.path.basename(path) in names
+    if not is_folder and not named:
+        yield _not_a_manifest(path, names)
+        return
+    if named:
+        # Every path of a manifest's name is a manifest, as in the walk: a symlink, a FIFO
+        # or a folder is resolved and checked (the loader's very line), never opened as it is.
+        parent = os.path.dirname(path)
+        where = SkillRoot(parent, source="validate", real=canonical(parent))
+        manifest = os.path.join(where.real, os.path.basename(path))
+        yield _inspect(pm, settings, where, manifest, not stat.S_ISREG(os.lstat(path).st_mode), availability)
+    if not is_folder:
+        return
+    # A folder (even one of a manifest's name, which the walk enters too): its manifests.
+    root = SkillRoot(path, source="validate", real=canonical(path))
+    manifests = list(iter_manifests(root.real, names))
+    if not manifests and not named:
+        yield _fail(path, "no_manifest", f"no manifest ({', '.join(sorted(names))}) under {path}")
     for manifest, is_link in manifests:
         yield _inspect(pm, settings, root, manifest, is_link, availability)
+
+
+def _not_a_manifest(path: str, names: frozenset[str]) -> FileReport:
+    """The report on a path that is neither a folder nor named like a manifest."""
+    try:
+        mode = os.stat(path).st_mode  # a symlink: what it points to (never opened: a FIFO would block)
+    except OSError:
+        mode = stat.S_IFREG  # dangling: said to be no manifest by its name, as before
+    if not stat.S_ISREG(mode):
+        message = f"{path} is not a regular file (it is {file_kind(mode)})"
+        hint = "give a skill or pack folder, a manifest or a pack archive"
+        return FileReport(path, (Problem("error", "not_a_file", message, path, "", hint),))
+    expected = ", ".join(sorted(names))
+    return _fail(path, "not_a_manifest", f"{path} is not a manifest (expected one of: {expected})")
 
 
 def _inspect(
@@ -126,20 +144,26 @@ def _inspect(
     is_link: bool,
     availability: Availability,
 ) -> FileReport:
+    # Reported by the path the walk found; a symlink is read from its target (``real``),
+    # by the loader that claims the name it was found under (as the loader does).
     skill: Skill | None = None
+    real = path
     try:
         if is_link:
-            path = check_symlinked_manifest(path, root)
-        skill = hooks(pm).load_manifest(path=path, root=root, settings=settings)
+            real = check_symlinked_manifest(path, root)
+        skill = hooks(pm).load_manifest(
+            path=real, root=root, settings=settings, manifest_name=os.path.basename(path)
+        )
     except ManifestBuildError as exc:
-        problems = exc.problems or (Problem("error", "build_error", exc.message, path),)
+        problems = exc.problems or (Problem("error", "build_error", exc.message, real),)
         return FileReport(path, problems, exc.name)
     except ManifestError as exc:
         return _fail(path, "parse_error", exc.message)
     except Exception as exc:  # a third-party loader crashed
         return _fail(path, "loader_crashed", f"a loader raised {exc!r}")
     if skill is None:
-        return _fail(path, "not_loaded", "no loader accepted this file")
+        leads = f" (a symlink to {real})" if real != path else ""
+        return _fail(path, "not_loaded", f"no loader accepted this file{leads}")
     # Natives are bound here too: a builtin: key no plugin provides is reported. The
     # machine's other lacks (OS, binaries, variables) are not problems of the manifest:
     # they are said apart (FileReport.machine).

@@ -171,3 +171,113 @@ def test_show_body_and_file_are_escaped_on_a_terminal_and_kept_in_a_pipe(
     assert not any(c in on_tty for c in CONTROLS if c not in "\t\r")
     piped = _show_on("pipe", root, *argv).decode()
     assert HOSTILE_BODY in piped  # redirected, the file's bytes as they are (as cat keeps them)
+
+
+# ---------------------------------------------------------------- audit and approvals
+
+#: What a skill may write on stderr, and a caller may pass as an argument: ESC, CR, BEL,
+#: NUL, a C1 CSI, backspace and a right-to-left override.
+NASTY = "\x1b[2K\rok\x07\x00\x9b2J\x08\u202etxt.exe"
+NASTY_SHOWN = "\\x1b[2K\\rok\\x07\\x00\\x9b2J\\x08\\u202etxt.exe"
+#: Writes ``NASTY`` on stderr (printf's octal escapes: the C1 CSI and U+202E in UTF-8), fails.
+LIAR_SH = (
+    "#!/bin/sh\nprintf '\\033[2K\\rok\\007\\000\\302\\2332J\\010\\342\\200\\256txt.exe\\n' >&2\nexit 3\n"
+)
+#: The terminal-visible controls plus the bidirectional ones (U+202E and its kin).
+UNSAFE = [*CONTROLS, "\u202e", "\u202d", "\u2066", "\u200f"]
+
+
+@pytest.fixture
+def failed_call(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Path:
+    """One audit row of a skill that wrote ``NASTY`` on stderr, failed with it, and got it as an argument."""
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(tmp_path / ".ongrid-state"))
+    make_skill(
+        root,
+        "liar",
+        script=LIAR_SH,
+        schema={"type": "object", "properties": {"name": {"type": "string"}}},
+    )
+    monkeypatch.setenv("ONGRID_SKILLS_EXTERNAL_DIRS", str(root))
+    from clitools import cli  # a real process: its audit rows are chained when it exits
+
+    ran = cli(root, "run", "liar", json.dumps({"name": "a\u202eb"}))
+    assert ran.returncode == 1, ran.stderr
+    return root
+
+
+def test_audit_show_escapes_what_a_skill_wrote_and_a_caller_passed(
+    failed_call: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _err = run_main(capsys, "audit", "show", "1")
+    assert code == 0
+    assert not any(c in out for c in UNSAFE), out
+    lines = out.splitlines()
+    assert f"stderr:       {NASTY_SHOWN}" in lines
+    [error] = [line for line in lines if line.startswith("error:")]
+    assert error.endswith(f": {NASTY_SHOWN}")
+    assert '"name": "a\\u202eb"' in next(line for line in lines if line.startswith("arguments:"))
+    # the stored row and --json keep the bytes (JSON escapes the controls its own way)
+    code, out, _err = run_main(capsys, "audit", "show", "1", "--json")
+    row = json.loads(out)
+    assert (row["stderr_tail"], row["args"]) == ([NASTY], {"name": "a\u202eb"})
+
+
+def test_audit_show_keeps_a_multi_line_field_in_its_column(
+    root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ongrid_plugins.commands import audit
+
+    class Row:
+        def __getattr__(self, name: str) -> object:
+            return {"remote": None, "stderr_tail": (), "approvers": (), "args": {}, "exit_code": None}.get(
+                name, 0 if name in ("seq", "time", "duration", "pid") else "x"
+            )
+
+        error = "first\x1b[2J\nsecond"
+
+    audit._print_entry(Row())  # type: ignore[arg-type]
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("error:        first\\x1b[2J")
+    assert lines[at + 1] == " " * 14 + "second"
+
+
+def test_audit_list_and_tail_escape_stored_fields(
+    failed_call: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (("audit", "list"), ("audit", "tail")):
+        code, out, _err = run_main(capsys, *argv)
+        assert code == 0 and "liar" in out
+        assert not any(c in out for c in UNSAFE), out
+
+
+def test_approvals_show_and_list_escape_stored_fields(
+    root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ongrid_plugins import SkillHost
+    from ongrid_plugins.errors import ApprovalRequired
+    from ongrid_plugins.settings import Settings
+
+    make_skill(
+        root,
+        "wipe",
+        class_="dangerous",
+        schema={"type": "object", "properties": {"path": {"type": "string"}}},
+    )
+    monkeypatch.setenv("ONGRID_SKILLS_EXTERNAL_DIRS", str(root))
+    host = SkillHost(Settings.from_env(skill_dirs=[str(root)], include_defaults=False))
+    with pytest.raises(ApprovalRequired) as info:
+        host.call("wipe", {"path": "/srv/\u202eatad"}, persona="admin", caller="eve")
+    ticket = info.value.ticket
+    assert ticket is not None
+    host.approve(ticket.id, approver="bob\u202e", note="fine\x9b2J\u202e", sop="SOP\u202e")
+    code, out, _err = run_main(capsys, "approvals", "show", ticket.id)
+    assert code == 0
+    assert not any(c in out for c in UNSAFE), out
+    assert '"path": "/srv/\\u202eatad"' in out and "fine\\x9b2J\\u202e" in out
+    code, out, _err = run_main(capsys, "approvals", "list")
+    assert code == 0 and "wipe" in out
+    assert not any(c in out for c in UNSAFE), out
+    code, out, _err = run_main(capsys, "approvals", "show", ticket.id, "--json")
+    assert json.loads(out)["args"] == {"path": "/srv/\u202eatad"}

@@ -166,6 +166,54 @@ def test_folders_nested_deeper_than_the_limit_are_not_walked(
     assert any("nests deeper than" in line for line in loader_lines(caplog))
 
 
+def _nested(root: Path, top: str, depth: int) -> Path:
+    """The folder ``depth`` levels below ``root``, made, whose first level is ``top``."""
+    folder = root / top
+    for i in range(depth - 1):
+        folder = folder / f"n{i}"
+    folder.mkdir(parents=True)
+    return folder
+
+
+def _cut(root: Path, top: str) -> str:
+    """The folder of ``root/top`` where the walk stops: MAX_DEPTH levels below ``root``."""
+    return str(root / top / "/".join(f"n{i}" for i in range(MAX_DEPTH - 1)))
+
+
+def test_every_subtree_cut_at_the_depth_limit_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    for top, depth in (("a", 33), ("b", 40), ("c", 200)):
+        make_skill(_nested(tmp_path, top, depth), f"deep_{top}")
+    make_skill(tmp_path, "shallow")
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    assert [s.name for s in load_dirs([str(tmp_path)])] == ["shallow"]
+    assert loader_lines(caplog) == [
+        f"skill loader: {_cut(tmp_path, top)} nests deeper than {MAX_DEPTH} folders; not walked"
+        for top in ("a", "b", "c")
+    ]
+
+
+def test_the_depth_lines_of_one_root_are_capped_with_a_count_of_the_rest(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ongrid_plugins.loader import MAX_DEPTH_LINES
+
+    tops = [f"t{i:02}" for i in range(MAX_DEPTH_LINES + 5)]
+    for top in tops:
+        _nested(tmp_path, top, MAX_DEPTH + 1)
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    assert list(iter_manifests(str(tmp_path), frozenset({"skill.json"}))) == []
+    lines = loader_lines(caplog)
+    assert lines[:-1] == [
+        f"skill loader: {_cut(tmp_path, top)} nests deeper than {MAX_DEPTH} folders; not walked"
+        for top in tops[:MAX_DEPTH_LINES]
+    ]
+    assert lines[-1] == (
+        f"skill loader: 5 more folders under {tmp_path} nest deeper than {MAX_DEPTH} folders; not walked"
+    )
+
+
 def test_unreadable_folder_is_logged_and_the_walk_goes_on(tmp_path: Path) -> None:
     # root reads every folder, so the walk runs as an unprivileged user when we are root.
     base = Path(tempfile.mkdtemp(prefix="ongrid-unreadable-"))

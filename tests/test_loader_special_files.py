@@ -69,3 +69,43 @@ def test_validate_of_a_fifo_skill_md_says_it_is_not_a_regular_file(tmp_path: Pat
     assert result.returncode == 1
     assert f"manifest {fifo} is not a regular file (it is a FIFO)" in result.stdout + result.stderr
     assert "front matter" not in result.stdout + result.stderr
+
+
+def test_validate_of_a_folder_named_skill_json_reports_what_the_loader_logs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clirun import run
+
+    folder = tmp_path / "dir" / "skill.json"
+    folder.mkdir(parents=True)
+    code, out, _err = run(capsys, "--no-defaults", "validate", str(folder))
+    assert code == 1
+    assert out.splitlines() == [
+        f"{folder}: FAILED",
+        f"  error: manifest {folder} is not a regular file (it is a folder)",
+        "1 manifest(s) checked, 1 with errors",
+    ]  # before: "no manifest (SKILL.md, skill.json, skill.md) under ..."
+    # and, as the loader does, the folder is still checked for the manifests inside it
+    make_skill(folder, "nested_one")
+    code, out, _err = run(capsys, "--no-defaults", "validate", str(folder))
+    assert code == 1
+    assert f"  error: manifest {folder} is not a regular file (it is a folder)" in out.splitlines()
+    assert f"{folder}/nested_one/skill.json (nested_one): ok" in out.splitlines()
+
+
+@pytest.mark.timeout(HANG)
+@pytest.mark.parametrize("name", ["x.tar.gz", "x.zip", "notes.txt"])
+def test_validate_of_a_fifo_that_is_no_manifest_says_it_is_not_a_regular_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    from clirun import run
+
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    code, out, _err = run(capsys, "--no-defaults", "validate", str(fifo))
+    assert code == 1
+    assert out.splitlines()[:2] == [
+        f"{fifo}: FAILED",
+        f"  error: {fifo} is not a regular file (it is a FIFO)"
+        " — give a skill or pack folder, a manifest or a pack archive",
+    ]  # before: "... is not a manifest (expected one of: ...)"

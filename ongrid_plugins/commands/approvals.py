@@ -20,7 +20,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from .output import print_table
+from .output import print_field, print_table, printable
 
 #: Kept in step with ``approvals.STATUSES`` by a test; importing ``approvals``
 #: here would load it (and datetime, sqlite glue) for every CLI command.
@@ -146,10 +146,11 @@ def cmd_approve(ctx: Context) -> int:
     if args.json:
         return _print(ticket, True)
     if ticket.status == "approved":
-        print(
+        said = (
             f"ticket {ticket.id} is approved by {', '.join(ticket.approvers)}; "
             f"{ticket.requester} can now run it once with --ticket {ticket.id}"
         )
+        print(printable(said))
     else:
         print(f"approved ticket {ticket.id} ({len(ticket.approvals)} of {ticket.required} approvals)")
     return 0
@@ -168,16 +169,18 @@ def _print(ticket: Ticket, as_json: bool) -> int:
     if as_json:
         print(json.dumps(data, indent=2, ensure_ascii=False))
         return 0
+    # Every value was stored from a caller's or an approver's words: printed with its
+    # control and bidirectional characters escaped (print_field), as --json escapes them.
     for key in ("id", "status", "tool", "tool_class", "persona", "requester", "reason", "created", "expires"):
-        print(f"{key + ':':13} {data[key]}")
-    print(f"{'args_digest:':13} {ticket.args_digest}")
-    print(f"{'arguments:':13} {json.dumps(data['args'], ensure_ascii=False)}")
-    print(f"{'approvals:':13} {len(ticket.approvals)} of {ticket.required}")
+        print_field(key, data[key], 13)
+    print_field("args_digest", ticket.args_digest, 13)
+    print_field("arguments", json.dumps(data["args"], ensure_ascii=False), 13)
+    print_field("approvals", f"{len(ticket.approvals)} of {ticket.required}", 13)
     for approval in data["approvals"]:
         extra = "".join(f" {k}={approval[k]!r}" for k in ("note", "sop") if approval[k])
-        print(f"  {approval['time']}  {approval['approver']}{extra}")
+        print(printable(f"  {approval['time']}  {approval['approver']}{extra}"))
     if ticket.rejected_by:
-        print(f"{'rejected by:':13} {ticket.rejected_by}" + (f" ({ticket.note})" if ticket.note else ""))
+        print_field("rejected by", ticket.rejected_by + (f" ({ticket.note})" if ticket.note else ""), 13)
     if ticket.executed:
-        print(f"{'executed:':13} {data['executed']} by {ticket.executed_by} (call {ticket.call_id})")
+        print_field("executed", f"{data['executed']} by {ticket.executed_by} (call {ticket.call_id})", 13)
     return 0

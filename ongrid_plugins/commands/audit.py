@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..audit import OUTCOMES
 from ..errors import UnknownAuditRow
 from .argtypes import MAX_COUNT, count, non_empty, output_file, row_number
-from .output import print_table
+from .output import print_field, print_table, printable
 
 if TYPE_CHECKING:
     from ..audit import AuditEntry
@@ -136,8 +136,8 @@ def _print_entry(e: AuditEntry) -> None:
     for line in e.stderr_tail:
         fields.append(("stderr", line))
     width = max(len(name) for name, _value in fields)
-    for name, value in fields:
-        print(f"{name + ':':<{width + 1}} {value}")
+    for name, value in fields:  # every value may hold a skill's or a caller's control characters
+        print_field(name, value, width + 1)
 
 
 def _where(e: AuditEntry) -> str:
@@ -177,7 +177,7 @@ def cmd_verify(ctx: Context) -> int:
     if not ctx.args.json:
         for row in report.inflight:
             state = {True: "running", False: "host gone", None: "other host"}[row["alive"]]
-            print(f"in flight: call {row['call_id']} of {row['tool']} (pid {row['pid']}, {state})")
+            print(printable(f"in flight: call {row['call_id']} of {row['tool']} (pid {row['pid']}, {state})"))
     return 0 if report.ok else 1
 
 
@@ -242,7 +242,8 @@ def _time(ts: float) -> str:
 
 def _broken(report: Any) -> str:
     """``audit log BROKEN at row N: problem``, the row named once (a problem may start with it)."""
+    problem = printable(report.problem)  # it may quote a row's own (edited) values
     if report.first_bad is None:
-        return f"audit log BROKEN: {report.problem}"
-    problem = report.problem.removeprefix(f"row {report.first_bad}: ")
+        return f"audit log BROKEN: {problem}"
+    problem = problem.removeprefix(f"row {report.first_bad}: ")
     return f"audit log BROKEN at row {report.first_bad}: {problem}"

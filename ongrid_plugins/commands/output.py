@@ -95,10 +95,11 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False).translate(_JSON_ESCAPES))
 
 
-def print_field(key: str, value: object) -> None:
-    """``key:`` and ``value`` in ``show``'s two columns; a multi-line value stays in its column."""
-    text = printable(str(value), keep="\n").replace("\n", "\n" + " " * 18)
-    print(f"{key + ':':17} {text}")
+def print_field(key: str, value: object, width: int = 17) -> None:
+    """``key:`` and ``value`` in two columns, the first ``width`` wide (``show``'s); the value's
+    control characters escaped, and a multi-line value kept in its column."""
+    text = printable(str(value), keep="\n").replace("\n", "\n" + " " * (width + 1))
+    print(f"{key + ':':{width}} {text}")
 
 
 def print_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:

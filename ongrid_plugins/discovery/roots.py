@@ -22,8 +22,10 @@ import sys
 from importlib import resources
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..errors import ManifestParseError
 from ..hookspecs import hookimpl
 from ..models import SkillRoot
+from ..userfiles import file_kind
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -33,6 +35,7 @@ __all__ = [
     "builtin_skills_dir",
     "canonical",
     "check_entry",
+    "check_symlinked_manifest",
     "escapes",
     "is_within",
     "open_beneath",
@@ -204,6 +207,30 @@ def escapes(what: str, real: str, root: str) -> str | None:
     if is_within(real, root):
         return None
     return f"{what} {real} escapes allowlist root {root}"
+
+
+def check_symlinked_manifest(path: str, root: SkillRoot) -> str:
+    """The canonical path of a symlinked manifest, if it resolves to a regular file inside the root.
+
+    The manifest is then read from there, so its entry is relative to the
+    folder it really lives in (and it is claimed by the name ``path`` has, whatever
+    the target is called). Every listed entry that is not a regular file
+    comes here: a FIFO or folder of a manifest's name is refused (never opened; a folder is
+    still walked for the manifests inside it).
+    """
+    try:
+        real = canonical(path)
+    except OSError as exc:
+        message = f"manifest is a dangling symlink ({exc.strerror})"
+        raise ManifestParseError(path, message) from exc
+    escape = escapes("manifest", real, root.real)
+    if escape is not None:
+        raise ManifestParseError(path, escape)
+    mode = os.stat(real).st_mode
+    if not stat.S_ISREG(mode):
+        message = f"manifest {real} is not a regular file (it is {file_kind(mode)})"
+        raise ManifestParseError(path, message)
+    return real
 
 
 class EntryRefusal(NamedTuple):

@@ -438,10 +438,6 @@ def _check_unknown(check: _Checker) -> dict[str, Any]:
     return extra
 
 
-#: The end of a claimed path (its basename is then the manifest name on every OS).
-_CLAIMED_TAIL = "/" + MANIFEST_NAME
-
-
 @hookimpl
 def ongrid_manifest_names() -> list[str]:
     """This loader claims files named exactly ``skill.json``."""
@@ -449,14 +445,15 @@ def ongrid_manifest_names() -> list[str]:
 
 
 @hookimpl
-def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings) -> Skill | None:
-    """Parse and build a ``skill.json``; leave every other file to other loaders.
+def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings, manifest_name: str) -> Skill | None:
+    """Parse and build a ``skill.json`` (found under that name; ``path`` may be a symlink's
+    target, named otherwise); leave every other file to other loaders.
 
     Manifests whose exact bytes loaded before (with the same library versions)
     are known to parse cleanly and to carry a valid schema, so they skip the
     duplicate-key parser and the schema checks: together, most of a load.
     """
-    if not path.endswith(_CLAIMED_TAIL) and os.path.basename(path) != MANIFEST_NAME:
+    if manifest_name != MANIFEST_NAME:
         return None
     raw = _read_bounded(path, MAX_MANIFEST_BYTES)
     cache = _verdicts(settings)

@@ -113,9 +113,10 @@ def ongrid_manifest_names() -> list[str]:
 
 
 @hookimpl
-def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings) -> Skill | None:
-    """Read and build a SKILL.md; leave every other file to other loaders."""
-    if os.path.basename(path) not in MANIFEST_NAMES:
+def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings, manifest_name: str) -> Skill | None:
+    """Read and build a SKILL.md (found under that name; ``path`` may be a symlink's target,
+    named otherwise); leave every other file to other loaders."""
+    if manifest_name not in MANIFEST_NAMES:
         return None
     return load_skill_md(path, root, settings)
 
