@@ -4,7 +4,7 @@ The host subscribes to the call's Redis channel *before* it sends the task, so n
 event is lost; the worker publishes ``accepted``, every event (``start``, each
 ``stderr`` line, ``exit``) and the ``result`` on that one channel, in order. One
 pub/sub connection per executor and process carries every call's subscription
-(:class:`_Subscriber`: a thread hands each channel's messages to its call).
+(:class:`.results.Subscriber`: a thread hands each channel's messages to its call).
 
 The host does not trust the worker to stop: it waits at most the call's timeout plus
 a grace, then cancels the call (a ``cancelled`` key for a worker that has not taken it
@@ -21,12 +21,9 @@ death, not at the timeout.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import os
 import queue
-import sys
 import threading
 import time
 import uuid
@@ -34,12 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
-from ..forksafe import renew_after_fork
 from ..models import CallResult, RemoteRun
 from .app import make_app
+from .results import LOST, subscriber
 from .wire import (
     LEASE,
     alive_key,
@@ -67,146 +62,6 @@ _LEASE_CHECK = 0.5
 """Seconds between a host's looks at the lease of a call a worker accepted."""
 _IN_FLIGHT = 0.2
 """Seconds a host still waits for a result once the lease is gone."""
-_LOST = "lost"
-"""What the subscriber hands a call's queue when the pub/sub connection failed."""
-
-
-class _Connection:
-    """One pub/sub connection, the calls subscribed on it, and the thread that reads it."""
-
-    def __init__(self, broker_url: str, timeout: float) -> None:
-        # No silent reconnect: messages published while it reconnected would be lost
-        # unseen; a failure is told to every waiting call, and the next call connects anew.
-        # ``supported_errors=()``: redis-py's failure handler would otherwise disconnect and
-        # connect again even with no retry, in whichever thread saw the error, and that
-        # handshake raced the other thread's commands on the same connection.
-        self.client = redis.Redis.from_url(  # kept: a collected client closes its pool
-            broker_url,
-            socket_connect_timeout=timeout,
-            socket_timeout=timeout,
-            retry=Retry(NoBackoff(), 0, supported_errors=()),
-        )
-        self.pubsub: Any = self.client.pubsub()  # type: ignore[no-untyped-call,unused-ignore]
-        self.queues: dict[str, queue.SimpleQueue[tuple[str, Any]]] = {}
-        self.confirmed: dict[str, threading.Event] = {}
-        self.dead = False
-        self.pid = os.getpid()
-        self.commands = threading.Lock()
-        """Held around every command sent on the pub/sub connection and around its close:
-        a connection is closed only between two commands, never under one."""
-
-    def command(self, verb: str, name: str) -> None:
-        """Send ``SUBSCRIBE`` or ``UNSUBSCRIBE`` for ``name``; raise when the connection is dead.
-
-        Any exception means the connection is unusable: redis-py is not safe for the
-        reader thread and a caller to use one connection while it fails (a socket or parse
-        buffer cleared under a command raises ``AttributeError`` or ``ValueError``).
-        """
-        with self.commands:
-            if self.dead:
-                raise redis.ConnectionError("the result subscription's connection is closed")
-            getattr(self.pubsub, verb)(name)
-
-
-class _Subscriber:
-    """One pub/sub connection per executor and process, shared by every call it waits for.
-
-    A daemon thread reads the connection and puts each message on the queue of the call
-    whose channel it came on; :meth:`open` subscribes a call's channel and returns once
-    Redis confirmed the subscription, so the task is sent only after. When the
-    connection fails every call waiting on it gets ``(_LOST, error)`` and the next
-    :meth:`open` connects again; after a fork the child starts its own connection.
-    """
-
-    def __init__(self, broker_url: str, timeout: float) -> None:
-        self.broker_url, self.timeout = broker_url, timeout
-        self.lock = threading.Lock()
-        renew_after_fork(self, "lock")  # a forked child connects anew, under a lock of its own
-        self.current: _Connection | None = None
-
-    def open(self, name: str) -> tuple[queue.SimpleQueue[tuple[str, Any]], _Connection]:
-        """Subscribe ``name``: the queue its messages arrive on (``("message", data)``), its connection."""
-        for attempt in (1, 2):  # a connection found dead is replaced once
-            box: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-            done = threading.Event()
-            with self.lock:
-                conn = self._connected()
-                conn.queues[name], conn.confirmed[name] = box, done
-            try:
-                conn.command("subscribe", name)
-            except Exception as exc:  # any: see _Connection.command
-                self._drop(conn, exc)
-                if attempt == 2:
-                    raise
-                continue
-            end = time.monotonic() + self.timeout
-            while not done.wait(0.05) and not conn.dead:
-                if time.monotonic() > end:
-                    self.close(name, conn)
-                    raise TimeoutError(f"Redis did not confirm the subscription within {self.timeout:g}s")
-            if done.is_set():
-                return box, conn
-        raise redis.ConnectionError("the result subscription's connection failed twice")
-
-    def close(self, name: str, conn: _Connection) -> None:
-        """Forget ``name`` (later messages on it are dropped) and unsubscribe, without waiting."""
-        with self.lock:
-            conn.queues.pop(name, None)
-            conn.confirmed.pop(name, None)
-        if not conn.dead and conn.pid == os.getpid():
-            try:
-                conn.command("unsubscribe", name)
-            except Exception as exc:  # any: see _Connection.command
-                self._drop(conn, exc)
-
-    def _connected(self) -> _Connection:
-        """This process's live connection, read by its thread (call with the lock)."""
-        conn = self.current
-        if conn is not None and not conn.dead and conn.pid == os.getpid():
-            return conn
-        conn = self.current = _Connection(self.broker_url, self.timeout)
-        # A channel of its own keeps the connection subscribed (and read) between calls.
-        conn.pubsub.subscribe(f"ongrid:host:{uuid.uuid4().hex}")
-        threading.Thread(target=self._read, args=(conn,), name="ongrid-remote-results", daemon=True).start()
-        return conn
-
-    def _drop(self, conn: _Connection, exc: BaseException | None = None) -> None:
-        """Mark ``conn`` dead and tell every call waiting on it."""
-        with self.lock:
-            conn.dead = True
-            if self.current is conn:
-                self.current = None
-            lost = list(conn.queues.values())
-            conn.queues, conn.confirmed = {}, {}
-        if not isinstance(exc, redis.RedisError | OSError):  # None, or redis-py's own state raced
-            exc = redis.ConnectionError("the result subscription failed" + (f" ({exc!r})" if exc else ""))
-        for waiting in lost:
-            waiting.put((_LOST, exc))
-        with conn.commands, contextlib.suppress(Exception):
-            conn.pubsub.close()
-
-    def _read(self, conn: _Connection) -> None:
-        while not conn.dead:
-            try:
-                message = conn.pubsub.get_message(timeout=1.0)
-            except Exception as exc:  # the connection failed: every waiting call is told
-                self._drop(conn, exc)
-                return
-            if message is None or os.getpid() != conn.pid:
-                continue
-            name = message["channel"]
-            name = name.decode() if isinstance(name, bytes) else str(name)
-            with self.lock:
-                if message["type"] == "subscribe":
-                    done = conn.confirmed.get(name)
-                    if done is not None:
-                        done.set()
-                    continue
-                box = conn.queues.get(name) if message["type"] == "message" else None
-            if box is not None:
-                box.put(("message", message["data"]))
-
-
 _STOP = "stop"
 """What a cancelled :meth:`RemoteExecutor.arun` puts on its call's queue to wake the wait."""
 
@@ -230,20 +85,6 @@ class _Stop:
 
     def is_set(self) -> bool:
         return self.event.is_set()
-
-
-_subscribers: dict[tuple[str, float], _Subscriber] = {}
-_subscribers_lock = threading.Lock()
-renew_after_fork(sys.modules[__name__], "_subscribers_lock")
-
-
-def _subscriber(broker_url: str, timeout: float) -> _Subscriber:
-    """The subscriber of this process for ``broker_url`` (shared by its executors)."""
-    with _subscribers_lock:
-        found = _subscribers.get((broker_url, timeout))
-        if found is None:
-            found = _subscribers[(broker_url, timeout)] = _Subscriber(broker_url, timeout)
-        return found
 
 
 class RemoteExecutor:
@@ -292,11 +133,11 @@ class RemoteExecutor:
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
         wait = timeout + self.settings.kill_grace + GRACE
         body = payload(request, timeout, self.settings.stdout_cap)
-        subscriber = _subscriber(self.broker_url, self.settings.broker_timeout)
+        results = subscriber(self.broker_url, self.settings.broker_timeout)
         topic = channel(request.call_id)
         task_id = uuid.uuid4().hex
         try:
-            box, conn = subscriber.open(topic)
+            box, conn = results.open(topic)
         except Exception as exc:  # redis' errors, OSError, the confirmation's TimeoutError
             return self._unsent(request, exc, task_id)
         if stop is not None:
@@ -318,7 +159,7 @@ class RemoteExecutor:
                 return self._unsent(request, exc, task_id)
             return self._wait(request, box, task_id, time.monotonic() + wait, wait, stop, emit)
         finally:
-            subscriber.close(topic, conn)
+            results.close(topic, conn)
 
     def _wait(
         self,
@@ -356,7 +197,7 @@ class RemoteExecutor:
                 continue
             if kind == _STOP:
                 continue  # the top of the loop cancels
-            if kind == _LOST:
+            if kind == LOST:
                 error = f"lost the broker mid-call ({raw}); on {worker or 'queue ' + self.queue}"
                 return self._failure(request, error, remote=RemoteRun(self.queue, task_id, worker))
             data = json.loads(raw)
