@@ -124,3 +124,22 @@ def test_a_result_reader_thread_that_died_is_noticed_and_replaced(
     result = host.call("x_echo", {"n": 2})
     assert (result.ok, result.value) == (True, {"n": 2}), result.error
     assert subscriber.current is not dying
+
+
+# ------------------------------------------------------------------- the worker's broker
+
+
+def test_a_worker_outlives_a_broker_outage_and_serves_calls_when_it_is_back(
+    host: SkillHost, server: RedisServer, worker: Worker
+) -> None:
+    assert host.call("x_echo", {"n": 1}).ok
+    pid = worker.proc.pid
+    server.stop()
+    time.sleep(1.5)  # Celery's consumer sees the loss at once
+    _back(server, worker)  # restarts the worker if it exited
+    assert worker.proc.pid == pid, (
+        f"the worker exited when it lost the broker:\n{worker.log.read_text()[-3000:]}"
+    )
+    result = host.call("x_echo", {"n": 2})
+    assert (result.ok, result.value) == (True, {"n": 2}), result.error
+    assert result.remote is not None and result.remote.worker == "w1@test"

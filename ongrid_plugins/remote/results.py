@@ -183,7 +183,11 @@ class Subscriber:
                 self._deliver(conn, conn.pubsub.get_message(timeout=1.0))
         except Exception as exc:  # the connection failed, or a message we cannot read: a new one
             if not conn.dead:
-                logger.warning("remote: the result subscription failed (%r); the next call reconnects", exc)
+                logger.warning(
+                    "remote: the result subscription failed (%s: %s); the next call reconnects",
+                    type(exc).__name__,
+                    exc,
+                )
             self._drop(conn, exc)
 
     def _deliver(self, conn: Connection, message: dict[str, Any] | None) -> None:

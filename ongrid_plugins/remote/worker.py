@@ -131,6 +131,15 @@ def build_app(broker_url: str, host: SkillHost | None = None) -> Any:
     if host is not None:
         _state.host = host
     app = make_app(broker_url)
+    # A worker outlives a broker outage: its consumer reconnects (after 2 s, backing off to
+    # every 30 s) instead of shutting down. Only a worker's consumer reads these; a host's
+    # calls keep make_app's no-retry settings and fail within the broker timeout. A call
+    # running at the loss goes on under its own timeout (said explicitly: Celery 6 flips it).
+    app.conf.update(
+        broker_connection_retry=True,
+        broker_connection_max_retries=None,
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+    )
     if TASK_NAME not in app.tasks:
         # The result travels on the call's channel: nothing is stored in the backend, and
         # the task returns only the status (for Celery's own log line, through the pool pipe).
