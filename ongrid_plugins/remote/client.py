@@ -21,6 +21,7 @@ death, not at the timeout.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import queue
@@ -62,6 +63,8 @@ _LEASE_CHECK = 0.5
 """Seconds between a host's looks at the lease of a call a worker accepted."""
 _IN_FLIGHT = 0.2
 """Seconds a host still waits for a result once the lease is gone."""
+_TAIL_LINES = 50
+"""The stderr lines a host-made answer keeps, as a local call's ``stderr_tail`` does."""
 _STOP = "stop"
 """What a cancelled :meth:`RemoteExecutor.arun` puts on its call's queue to wake the wait."""
 
@@ -85,6 +88,31 @@ class _Stop:
 
     def is_set(self) -> bool:
         return self.event.is_set()
+
+
+class _Call:
+    """One call a host waits for: what it sent, and what it saw come back so far."""
+
+    def __init__(
+        self, request: CallRequest, task_id: str, wait: float, stop: _Stop | None, emit: Any
+    ) -> None:
+        self.request, self.task_id, self.wait, self.stop, self.emit = request, task_id, wait, stop, emit
+        self.started = time.monotonic()
+        self.worker = self.instance = ""
+        """The worker that accepted the call, and that run of it (its ``alive`` id)."""
+        self.tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        """The last stderr lines streamed back, for an answer the host makes itself."""
+
+    def event(self, kind: str, data: Any) -> None:
+        if kind == "stderr" and isinstance(data, str):
+            self.tail.append(data)
+        self.emit(kind, data)
+
+    def stamp(self, result: CallResult) -> CallResult:
+        """``result``, made on the host (timeout, lost worker or broker), with what it saw:
+        the time since the call was sent and the stderr lines that came back."""
+        elapsed = time.monotonic() - self.started
+        return attrs.evolve(result, duration=elapsed, stderr_tail=tuple(self.tail))
 
 
 class RemoteExecutor:
@@ -131,15 +159,14 @@ class RemoteExecutor:
     def _run(self, request: CallRequest, stop: _Stop | None, emit: Any) -> CallResult:
         tool = request.tool
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
-        wait = timeout + self.settings.kill_grace + GRACE
+        call = _Call(request, uuid.uuid4().hex, timeout + self.settings.kill_grace + GRACE, stop, emit)
         body = payload(request, timeout, self.settings.stdout_cap)
         results = subscriber(self.broker_url, self.settings.broker_timeout)
         topic = channel(request.call_id)
-        task_id = uuid.uuid4().hex
         try:
             box, conn = results.open(topic)
         except Exception as exc:  # redis' errors, OSError, the confirmation's TimeoutError
-            return self._unsent(request, exc, task_id)
+            return self._unsent(request, exc, call.task_id)
         if stop is not None:
             stop.wakes(box)
         try:
@@ -148,45 +175,35 @@ class RemoteExecutor:
                     task_for(body["tool_class"]),
                     args=[body],
                     queue=self.queue,
-                    task_id=task_id,
-                    expires=wait,
+                    task_id=call.task_id,
+                    expires=call.wait,
                     retry=False,
                     # Celery would print the whole payload (saferepr) for its log line.
                     argsrepr=f"[<call {request.call_id} of {tool.name}>]",
                     kwargsrepr="{}",
                 )
             except Exception as exc:  # redis' and kombu's own connection errors
-                return self._unsent(request, exc, task_id)
-            return self._wait(request, box, task_id, time.monotonic() + wait, wait, stop, emit)
+                return self._unsent(request, exc, call.task_id)
+            return self._wait(call, box)
         finally:
             results.close(topic, conn)
 
-    def _wait(
-        self,
-        request: CallRequest,
-        box: queue.SimpleQueue[tuple[str, Any]],
-        task_id: str,
-        deadline: float,
-        wait: float,
-        stop: _Stop | None,
-        emit: Any,
-    ) -> CallResult:
-        worker = instance = ""
+    def _wait(self, call: _Call, box: queue.SimpleQueue[tuple[str, Any]]) -> CallResult:
+        deadline = time.monotonic() + call.wait
         check = 0.0  # when to look at the worker's lease next; 0 until a worker accepted
         suspect = 0.0  # the lease was gone: when to stop waiting for a result on its way
         while True:
             now = time.monotonic()
-            left = deadline - now
-            if left <= 0 or (stop is not None and stop.is_set()):
-                return self._give_up(request, task_id, worker, wait, stop)
+            if now >= deadline or (call.stop is not None and call.stop.is_set()):
+                return call.stamp(self._give_up(call))
             if suspect and now >= suspect:
-                lost = self._lease_lost(request, task_id, worker, instance, wait)
+                lost = self._lease_lost(call)
                 if lost is not None:
-                    return lost
+                    return call.stamp(lost)
                 suspect, check = 0.0, now + _LEASE_CHECK  # a safe call on a live worker: redelivered
             elif check and now >= check:
                 check = now + _LEASE_CHECK
-                if not self._lease_held(request.call_id):
+                if not self._lease_held(call.request.call_id):
                     # The worker deletes its lease right after it published the result:
                     # a result on its way (or a redelivered call accepted again) still wins.
                     suspect = now + _IN_FLIGHT
@@ -198,28 +215,29 @@ class RemoteExecutor:
             if kind == _STOP:
                 continue  # the top of the loop cancels
             if kind == LOST:
-                error = f"lost the broker mid-call ({raw}); on {worker or 'queue ' + self.queue}"
-                return self._failure(request, error, remote=RemoteRun(self.queue, task_id, worker))
+                error = f"lost the broker mid-call ({raw}); on {call.worker or 'queue ' + self.queue}"
+                return call.stamp(self._failure(call.request, error, remote=self._where(call)))
             data = json.loads(raw)
             if data.get("k") == "accepted":
-                worker, instance = str(data.get("worker", "")), str(data.get("instance", ""))
+                call.worker, call.instance = str(data.get("worker", "")), str(data.get("instance", ""))
                 suspect, check = 0.0, time.monotonic() + _LEASE_CHECK
                 continue
-            done = self._handle(request, data, task_id, worker, emit)
+            done = self._handle(call, data)
             if done is not None:
                 return done
 
-    def _give_up(
-        self, request: CallRequest, task_id: str, worker: str, wait: float, stop: _Stop | None
-    ) -> CallResult:
+    def _where(self, call: _Call) -> RemoteRun:
+        return RemoteRun(self.queue, call.task_id, call.worker)
+
+    def _give_up(self, call: _Call) -> CallResult:
         """The call was cancelled or ran out of time: revoke the task, cancel the call, say which."""
-        self._abandon(request.call_id, task_id, wait)
-        where = RemoteRun(self.queue, task_id, worker)
-        if stop is not None and stop.is_set():
-            return self._failure(request, "cancelled", status="cancelled", remote=where)
+        request, task_id, worker = call.request, call.task_id, call.worker
+        self._abandon(request.call_id, task_id, call.wait)
+        if call.stop is not None and call.stop.is_set():
+            return self._failure(request, "cancelled", status="cancelled", remote=self._where(call))
         who = f"worker {worker}" if worker else f"no worker of queue {self.queue!r} took it"
         error = (
-            f"timed out: no answer within {wait:.1f}s (the call's timeout, the kill grace and "
+            f"timed out: no answer within {call.wait:.1f}s (the call's timeout, the kill grace and "
             f"{GRACE:g}s) from {who}; the task {task_id} was revoked and the call cancelled"
         )
         return CallResult(
@@ -228,16 +246,15 @@ class RemoteExecutor:
             error=error,
             timed_out=True,
             call_id=request.call_id,
-            remote=where,
+            remote=self._where(call),
         )
 
-    def _handle(
-        self, request: CallRequest, data: dict[str, Any], task_id: str, worker: str, emit: Any
-    ) -> CallResult | None:
+    def _handle(self, call: _Call, data: dict[str, Any]) -> CallResult | None:
         """Deliver an event; the call's result when ``data`` is it."""
+        request, task_id = call.request, call.task_id
         kind = data.get("k")
         if kind == "event":
-            emit(data["kind"], data.get("data"))
+            call.event(data["kind"], data.get("data"))
         elif kind == "result":
             logger.info(
                 "remote call %s of %s ran on worker %s (queue %s, task %s, worker digest %s)",
@@ -248,7 +265,7 @@ class RemoteExecutor:
                 task_id,
                 data.get("digest"),
             )
-            who, digest = str(data.get("worker") or worker), str(data.get("digest") or "")
+            who, digest = str(data.get("worker") or call.worker), str(data.get("digest") or "")
             ran = RemoteRun(self.queue, task_id, who, digest)
             return attrs.evolve(result_from_dict(data["result"]), remote=ran)
         return None
@@ -259,9 +276,7 @@ class RemoteExecutor:
         except (redis.RedisError, OSError):
             return True  # the subscriber hears a lost broker too; the deadline still holds
 
-    def _lease_lost(
-        self, request: CallRequest, task_id: str, worker: str, instance: str, wait: float
-    ) -> CallResult | None:
+    def _lease_lost(self, call: _Call) -> CallResult | None:
         """The failure to return now that the worker's lease expired without a result.
 
         ``None`` for a ``safe`` call whose worker still lives (the same instance holds its
@@ -270,16 +285,17 @@ class RemoteExecutor:
         the host waits on, up to its deadline. A worker restarted under the same name is
         another instance: its predecessor's call is not coming back.
         """
+        request, task_id, worker, instance = call.request, call.task_id, call.worker, call.instance
         if request.tool.tool_class.value == "safe" and instance and self._alive(worker, instance):
             return None
-        self._abandon(request.call_id, task_id, wait)
+        self._abandon(request.call_id, task_id, call.wait)
         error = (
             f"worker {worker} stopped answering during the call (lease expired): no renewal of its "
             f"lease for {LEASE:g}s and no result; the worker or its machine died or lost the broker. "
             f"The task {task_id} was revoked and the call cancelled; a call that changes something "
             f"may or may not have run (it is not retried)"
         )
-        return self._failure(request, error, remote=RemoteRun(self.queue, task_id, worker))
+        return self._failure(request, error, remote=self._where(call))
 
     def _alive(self, worker: str, instance: str) -> bool:
         """Whether the instance of ``worker`` that accepted the call still holds its liveness key."""
