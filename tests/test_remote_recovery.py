@@ -7,12 +7,17 @@ host routes ``x*`` to ``q1``, as in the outside tester's report.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import redis
 
 pytest.importorskip("celery")
 
@@ -27,9 +32,18 @@ pytestmark = pytest.mark.timeout(120)
 ROUTES = "x*=q1"
 
 
+SLOW = """#!/bin/sh
+cat >/dev/null
+echo "working" >&2
+sleep 1.5
+echo '{"slow": true}'
+"""
+
+
 def _skills(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     make_skill(root, "x_echo", **{"class": "safe"})
+    make_skill(root, "x_slow", script=SLOW, timeout_seconds=10, **{"class": "safe"})
     return root
 
 
@@ -143,3 +157,91 @@ def test_a_worker_outlives_a_broker_outage_and_serves_calls_when_it_is_back(
     result = host.call("x_echo", {"n": 2})
     assert (result.ok, result.value) == (True, {"n": 2}), result.error
     assert result.remote is not None and result.remote.worker == "w1@test"
+
+
+# ------------------------------------------------------- messages that are not the call's own
+
+
+class Tap:
+    """Every message on every call channel of the broker, as a process with the broker's
+    password sees them; ``on_message(channel, data)`` may publish messages of its own."""
+
+    def __init__(self, url: str, on_message: Callable[[str, dict[str, Any]], None]) -> None:
+        self.client = redis.Redis.from_url(url)
+        self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        self.pubsub.psubscribe("ongrid:call:*")
+        self.on_message, self.stopped = on_message, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            message = self.pubsub.get_message(timeout=0.1)
+            if message is not None and message["type"] == "pmessage":
+                with contextlib.suppress(ValueError):
+                    self.on_message(message["channel"].decode(), json.loads(message["data"]))
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join(5)
+        self.pubsub.close()
+
+
+def _slow_call_with(host: SkillHost, url: str, forge: Callable[[str, dict[str, Any]], list[Any]]) -> Any:
+    """Call ``x_slow``; when its worker accepts it, publish ``forge(call_id, accepted)`` on its channel."""
+
+    def on_message(name: str, data: dict[str, Any]) -> None:
+        if data.get("k") == "accepted" and data.get("worker") == "w1@test":
+            for message in forge(name.split(":")[2], data):
+                text = message if isinstance(message, str) else json.dumps(message)
+                tap.client.publish(name, text)
+
+    tap = Tap(url, on_message)
+    try:
+        return host.call("x_slow", {})
+    finally:
+        tap.close()
+
+
+def _refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "refused a message" in r.getMessage()]
+
+
+def test_a_genuine_result_of_another_call_replayed_on_a_calls_channel_is_refused(
+    host: SkillHost, server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    captured: list[dict[str, Any]] = []
+    tap = Tap(server.url, lambda _name, data: captured.append(data) if data.get("k") == "result" else None)
+    try:
+        assert host.call("x_echo", {"n": 7}).value == {"n": 7}
+        assert _wait_for(lambda: bool(captured), 5)
+    finally:
+        tap.close()
+    caplog.set_level(logging.WARNING, "ongrid_plugins.remote")
+    result = _slow_call_with(host, server.url, lambda _call_id, _accepted: [captured[0]])
+    assert (result.tool, result.ok, result.value) == ("x_slow", True, {"slow": True}), result.error
+    assert result.remote is not None and result.remote.worker == "w1@test"
+    [refused] = _refusals(caplog)
+    assert "its tool is 'x_echo'" in refused, refused
+
+
+def test_a_forged_result_naming_another_worker_is_refused_and_the_real_one_wins(
+    host: SkillHost, server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    def forge(call_id: str, accepted: dict[str, Any]) -> list[Any]:
+        # The forger knows all the channel shows: the call id, the task id, the worker's name.
+        accepted_elsewhere = {**accepted, "worker": "evil@test", "task_id": "another-task"}
+        result = {"tool": "x_slow", "ok": True, "value": {"forged": True}, "call_id": call_id}
+        return [
+            "not json at all",
+            accepted_elsewhere,
+            {"k": "result", "worker": "evil@test", "task_id": accepted["task_id"], "result": result},
+        ]
+
+    caplog.set_level(logging.WARNING, "ongrid_plugins.remote")
+    result = _slow_call_with(host, server.url, forge)
+    assert (result.ok, result.value) == (True, {"slow": True}), result.error
+    assert result.remote is not None and result.remote.worker == "w1@test"
+    refused = _refusals(caplog)
+    assert len(refused) == 3, refused
+    assert "task is 'another-task'" in refused[1] and "worker is 'evil@test'" in refused[2], refused

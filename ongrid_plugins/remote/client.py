@@ -217,7 +217,7 @@ class RemoteExecutor:
             if kind == LOST:
                 error = f"lost the broker mid-call ({raw}); on {call.worker or 'queue ' + self.queue}"
                 return call.stamp(self._failure(call.request, error, remote=self._where(call)))
-            data = json.loads(raw)
+            data = _message(call, raw)
             if data.get("k") == "accepted":
                 call.worker, call.instance = str(data.get("worker", "")), str(data.get("instance", ""))
                 suspect, check = 0.0, time.monotonic() + _LEASE_CHECK
@@ -256,6 +256,8 @@ class RemoteExecutor:
         if kind == "event":
             call.event(data["kind"], data.get("data"))
         elif kind == "result":
+            if not isinstance(data.get("result"), dict) or _refused(call, data, _result_mismatch(call, data)):
+                return None
             logger.info(
                 "remote call %s of %s ran on worker %s (queue %s, task %s, worker digest %s)",
                 request.call_id,
@@ -335,6 +337,59 @@ class RemoteExecutor:
         return CallResult(
             request.tool.name, False, error=error, call_id=request.call_id, status=status, remote=remote
         )
+
+
+def _message(call: _Call, raw: Any) -> dict[str, Any]:
+    """A message from the call's channel; ``{}`` (ignored) for one that is not the call's own.
+
+    An ``accepted`` counts only for this call's task: the worker that sends the result
+    must be the one that accepted the task (:func:`_result_mismatch`).
+    """
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        _refused(call, {}, "it is not a JSON object")
+        return {}
+    if data.get("k") == "accepted":
+        task = str(data.get("task_id", ""))
+        if task != call.task_id:
+            _refused(call, data, f"its task is {task!r}, the call's {call.task_id!r}")
+            return {}
+    return data
+
+
+def _result_mismatch(call: _Call, data: dict[str, Any]) -> str:
+    """Why a result message is not this call's (``""`` when it is): its tool, call id,
+    worker (the one that accepted the task) and task (when it names one) must be the call's."""
+    result, request = data["result"], call.request
+    checks = [
+        ("tool", result.get("tool"), request.tool.name),
+        ("call id", result.get("call_id"), request.call_id),
+        ("worker", data.get("worker"), call.worker or "<no worker accepted the task yet>"),
+    ]
+    if "task_id" in data:  # every worker of this version sends it
+        checks.append(("task", data["task_id"], call.task_id))
+    for what, got, want in checks:
+        if got != want:
+            return f"its {what} is {got!r}, the call's {want!r}"
+    return ""
+
+
+def _refused(call: _Call, data: dict[str, Any], why: str) -> bool:
+    """Log and say whether the message is refused (``why`` is not empty)."""
+    if why:
+        what = str(data.get("k") or "message") + (f" from {data['worker']!r}" if "worker" in data else "")
+        logger.warning(
+            "remote call %s of %s: refused a message on its channel (%s: %s); "
+            "waiting for the call's own until its deadline",
+            call.request.call_id,
+            call.request.tool.name,
+            what,
+            why,
+        )
+    return bool(why)
 
 
 def _redact(url: str) -> str:

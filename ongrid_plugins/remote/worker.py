@@ -202,7 +202,7 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
     pipe = client.pipeline(transaction=False)
     for text in held:
         pipe.publish(topic, text)
-    result_message = {"k": "result", "result": data, "worker": worker, "digest": digest}
+    result_message = {"k": "result", "result": data, "worker": worker, "task_id": task_id, "digest": digest}
     pipe.publish(topic, json.dumps(result_message, ensure_ascii=False))
     pipe.delete(lease_key(call_id))  # after the result: a host that finds no lease gets the result
     pipe.execute()
