@@ -160,9 +160,10 @@ def _send(broker: str, task: str, body: dict[str, Any], queue: str, task_id: str
 def _listen(
     broker: str, call_id: str, on_message: Callable[[dict[str, Any]], None] | None = None
 ) -> Callable[[float], dict[str, Any]]:
-    """Subscribe to a call's channel now; the returned function waits for its result message."""
+    """Subscribe to the channel of a call sent as task ``task-CALL_ID`` (:func:`_send`) now;
+    the returned function waits for its result message."""
     pubsub = redis.Redis.from_url(broker).pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(channel(call_id))
+    pubsub.subscribe(channel(call_id, f"task-{call_id}"))
 
     def result(within: float) -> dict[str, Any]:
         deadline = time.monotonic() + within

@@ -245,3 +245,17 @@ def test_a_forged_result_naming_another_worker_is_refused_and_the_real_one_wins(
     refused = _refusals(caplog)
     assert len(refused) == 3, refused
     assert "task is 'another-task'" in refused[1] and "worker is 'evil@test'" in refused[2], refused
+
+
+def test_a_calls_channel_cannot_be_guessed_from_its_call_id(host: SkillHost, server: RedisServer) -> None:
+    """Call ids are a per-process prefix and a counter: the next one is known from any
+    one seen. The channel also carries the task id, a random uuid4 the host picks per call."""
+    seen: list[str] = []
+    tap = Tap(server.url, lambda name, data: seen.append(name) if data.get("k") == "accepted" else None)
+    try:
+        result = host.call("x_echo", {"n": 1})
+        assert _wait_for(lambda: bool(seen), 5)
+    finally:
+        tap.close()
+    assert result.remote is not None and len(result.remote.task_id) == 32
+    assert seen == [f"ongrid:call:{result.call_id}:{result.remote.task_id}"]

@@ -162,7 +162,7 @@ class RemoteExecutor:
         call = _Call(request, uuid.uuid4().hex, timeout + self.settings.kill_grace + GRACE, stop, emit)
         body = payload(request, timeout, self.settings.stdout_cap)
         results = subscriber(self.broker_url, self.settings.broker_timeout)
-        topic = channel(request.call_id)
+        topic = channel(request.call_id, call.task_id)
         try:
             box, conn = results.open(topic)
         except Exception as exc:  # redis' errors, OSError, the confirmation's TimeoutError

@@ -167,7 +167,7 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
     """
     client = _client()
     call_id = str(body.get("call_id", ""))
-    topic = channel(call_id)
+    topic = channel(call_id, task_id)
 
     held: list[str] = []  # the ``exit`` event, sent with the result in one round trip
 
