@@ -31,30 +31,45 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class RedisServer:
+    """A private redis-server on a free 127.0.0.1 port, no persistence, that a test can stop
+    and start again on the same port (a broker outage)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.port = folder, free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.start()
+
+    def start(self) -> None:
+        server = shutil.which("redis-server")
+        if server is None:
+            pytest.fail("redis-server is not installed: apt-get install redis-server (scripts/bootstrap)")
+        argv = [server, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        self.proc = subprocess.Popen(
+            [*argv, "--dir", str(self.folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.proc.kill()
+                    pytest.fail("redis-server did not start")
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Kill it (SIGKILL: an outage, not a shutdown) and wait until the port is free."""
+        self.proc.kill()
+        self.proc.wait()
+
+
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A private redis-server on a free 127.0.0.1 port, no persistence; killed at teardown."""
-    server = shutil.which("redis-server")
-    if server is None:
-        pytest.fail("redis-server is not installed: apt-get install redis-server (scripts/bootstrap)")
-    folder = tmp_path_factory.mktemp("redis")
-    port = free_port()
-    argv = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen(
-        [*argv, "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail("redis-server did not start")
-            time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0"
-    proc.kill()
-    proc.wait()
+    """A private redis-server for a module (:class:`RedisServer`); killed at teardown."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield server.url
+    server.stop()
 
 
 class Worker:
@@ -88,11 +103,18 @@ class Worker:
 
     def ready(self) -> Worker:
         deadline = time.monotonic() + 30
-        while not make_app(self.broker).control.ping(destination=[self.name], timeout=0.3):
+        while not self.pong():
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 self.stop()
                 pytest.fail(f"worker {self.name} did not start:\n{self.log.read_text()}")
         return self
+
+    def pong(self) -> bool:
+        """Whether the worker answers a ping now."""
+        try:
+            return bool(make_app(self.broker).control.ping(destination=[self.name], timeout=0.3))
+        except Exception:  # a broker that just came back: this process's pool still holds the old sockets
+            return False
 
     def pool(self) -> list[int]:
         """The pids of the worker's pool processes (its children)."""

@@ -135,10 +135,10 @@ def test_the_sandbox_warning_lock_held_at_the_fork_does_not_hang_the_child() -> 
 
 
 def test_the_remote_subscriber_locks_held_at_the_fork_do_not_hang_the_child() -> None:
-    client = pytest.importorskip("ongrid_plugins.remote.client", reason="the celery extra is not installed")
+    results = pytest.importorskip("ongrid_plugins.remote.results", reason="the celery extra is not installed")
     url = "redis://127.0.0.1:1/0"  # never connected: the child only takes the locks
-    assert _in_child_while_held(client._subscribers_lock, lambda: client._subscriber(url, 1.0)) == 0
-    subscriber = client._subscriber(url, 2.0)
+    assert _in_child_while_held(results._subscribers_lock, lambda: results.subscriber(url, 1.0)) == 0
+    subscriber = results.subscriber(url, 2.0)
     assert _in_child_while_held(subscriber.lock, _takes(subscriber, "lock")) == 0
 
 

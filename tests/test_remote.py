@@ -29,6 +29,7 @@ from ongrid_plugins import SkillHost
 from ongrid_plugins.errors import ConfigError
 from ongrid_plugins.remote.plugin import where
 from ongrid_plugins.remote.routes import parse_routes, route_for
+from ongrid_plugins.remote.wire import LEASE
 from ongrid_plugins.testing import EventRecorder, isolated_settings, make_skill
 
 pytestmark = pytest.mark.timeout(120)
@@ -263,9 +264,12 @@ def test_a_worker_killed_mid_call_gives_a_failure_naming_it(
     h = SkillHost(settings)
     started = threading.Event()
     box: list[Any] = []
-    thread = threading.Thread(
-        target=lambda: box.append(h.call("sleepy", {}, on_event=lambda e: started.set())),
-    )
+
+    def on_event(event: Any) -> None:
+        if event.kind == "stderr":
+            started.set()
+
+    thread = threading.Thread(target=lambda: box.append(h.call("sleepy", {}, on_event=on_event)))
     t0 = time.monotonic()
     thread.start()
     assert started.wait(10)
@@ -277,6 +281,9 @@ def test_a_worker_killed_mid_call_gives_a_failure_naming_it(
     assert result.outcome == "failed"
     assert "worker victim@test stopped answering during the call (lease expired)" in str(result.error)
     assert result.remote is not None and result.remote.worker == "victim@test"
+    # The answer the host made still says how long the call took and what it streamed.
+    assert LEASE <= result.duration <= time.monotonic() - t0, result.duration
+    assert result.stderr_tail == ("going to sleep",)
 
 
 def test_the_cli_runs_a_remote_tool_with_the_same_exit_codes(

@@ -160,9 +160,10 @@ def _send(broker: str, task: str, body: dict[str, Any], queue: str, task_id: str
 def _listen(
     broker: str, call_id: str, on_message: Callable[[dict[str, Any]], None] | None = None
 ) -> Callable[[float], dict[str, Any]]:
-    """Subscribe to a call's channel now; the returned function waits for its result message."""
+    """Subscribe to the channel of a call sent as task ``task-CALL_ID`` (:func:`_send`) now;
+    the returned function waits for its result message."""
     pubsub = redis.Redis.from_url(broker).pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(channel(call_id))
+    pubsub.subscribe(channel(call_id, f"task-{call_id}"))
 
     def result(within: float) -> dict[str, Any]:
         deadline = time.monotonic() + within
@@ -542,7 +543,7 @@ def test_a_host_process_keeps_one_result_connection_for_all_its_calls(
 def test_the_result_connection_comes_back_after_redis_dropped_it(
     broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path
 ) -> None:
-    from ongrid_plugins.remote.client import _subscriber
+    from ongrid_plugins.remote.results import subscriber as _subscriber
 
     host = _host(tmp_path, broker, runs)
     assert host.call("alpha", {"n": 1}).ok
@@ -567,7 +568,7 @@ def test_calls_subscribing_while_redis_drops_the_result_connection_all_get_a_liv
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from ongrid_plugins.remote.client import _subscriber
+    from ongrid_plugins.remote.results import subscriber as _subscriber
 
     host = _host(tmp_path, broker, runs)
     assert host.call("alpha", {"n": 0}).ok
@@ -602,7 +603,7 @@ def test_a_subscribe_racing_the_reader_closing_a_dead_connection_gets_a_fresh_on
     broker: str, workers: dict[str, Worker], runs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The reader thread closes a dead connection's socket while a call subscribes on it."""
-    from ongrid_plugins.remote.client import _subscriber
+    from ongrid_plugins.remote.results import subscriber as _subscriber
 
     host = _host(tmp_path, broker, runs)
     assert host.call("alpha", {"n": 1}).ok

@@ -557,7 +557,7 @@ def test_an_unanswered_call_times_out_on_the_host_and_its_task_is_revoked(
     import redis
 
     pubsub = redis.Redis.from_url(broker).pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(channel(result.call_id))
+    pubsub.subscribe(channel(result.call_id, task_id))
     late = Worker(broker, tmp_path / "late", "late@test", "q-late", _skills(tmp_path / "late" / "skills"))
     try:
         deadline = time.monotonic() + 3

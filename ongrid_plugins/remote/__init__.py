@@ -12,14 +12,16 @@ env allow-list, timeout, output caps). The caller sees the same
 - :mod:`.plugin`: the ``ongrid_executor`` hook implementation (no Celery import until a
   routed call runs).
 - :mod:`.client`: the host-side executor (Celery ``send_task`` + Redis pub/sub).
+- :mod:`.results`: the host's one result subscription per broker and process.
 - :mod:`.worker`: the Celery app, the ``ongrid.run`` task and ``ongrid-skills worker``.
 - :mod:`.calls`: a worker process's calls: the one cancel subscription, the lease renewal.
 
 May import: the core values (models, settings, errors, hookspecs, forksafe), the catalog digests
-and the executors; Celery and redis only inside :mod:`.client`, :mod:`.worker` and :mod:`.calls`
-(the optional extra ``ongrid-plugins[celery]``). Nothing below the host imports this
-package, and this package imports the host (:class:`~ongrid_plugins.host.SkillHost`)
-only on the worker side, to load the worker's own skills.
+and the executors; Celery and redis only inside :mod:`.client`, :mod:`.results`,
+:mod:`.worker` and :mod:`.calls` (the optional extra ``ongrid-plugins[celery]``).
+Nothing below the host imports this package, and this package imports the host
+(:class:`~ongrid_plugins.host.SkillHost`) only on the worker side, to load the
+worker's own skills.
 """
 
 from __future__ import annotations

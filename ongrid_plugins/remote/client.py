@@ -4,7 +4,7 @@ The host subscribes to the call's Redis channel *before* it sends the task, so n
 event is lost; the worker publishes ``accepted``, every event (``start``, each
 ``stderr`` line, ``exit``) and the ``result`` on that one channel, in order. One
 pub/sub connection per executor and process carries every call's subscription
-(:class:`_Subscriber`: a thread hands each channel's messages to its call).
+(:class:`.results.Subscriber`: a thread hands each channel's messages to its call).
 
 The host does not trust the worker to stop: it waits at most the call's timeout plus
 a grace, then cancels the call (a ``cancelled`` key for a worker that has not taken it
@@ -21,12 +21,10 @@ death, not at the timeout.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import collections
 import json
 import logging
-import os
 import queue
-import sys
 import threading
 import time
 import uuid
@@ -34,12 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
-from ..forksafe import renew_after_fork
 from ..models import CallResult, RemoteRun
 from .app import make_app
+from .results import LOST, subscriber
 from .wire import (
     LEASE,
     alive_key,
@@ -67,146 +63,8 @@ _LEASE_CHECK = 0.5
 """Seconds between a host's looks at the lease of a call a worker accepted."""
 _IN_FLIGHT = 0.2
 """Seconds a host still waits for a result once the lease is gone."""
-_LOST = "lost"
-"""What the subscriber hands a call's queue when the pub/sub connection failed."""
-
-
-class _Connection:
-    """One pub/sub connection, the calls subscribed on it, and the thread that reads it."""
-
-    def __init__(self, broker_url: str, timeout: float) -> None:
-        # No silent reconnect: messages published while it reconnected would be lost
-        # unseen; a failure is told to every waiting call, and the next call connects anew.
-        # ``supported_errors=()``: redis-py's failure handler would otherwise disconnect and
-        # connect again even with no retry, in whichever thread saw the error, and that
-        # handshake raced the other thread's commands on the same connection.
-        self.client = redis.Redis.from_url(  # kept: a collected client closes its pool
-            broker_url,
-            socket_connect_timeout=timeout,
-            socket_timeout=timeout,
-            retry=Retry(NoBackoff(), 0, supported_errors=()),
-        )
-        self.pubsub: Any = self.client.pubsub()  # type: ignore[no-untyped-call,unused-ignore]
-        self.queues: dict[str, queue.SimpleQueue[tuple[str, Any]]] = {}
-        self.confirmed: dict[str, threading.Event] = {}
-        self.dead = False
-        self.pid = os.getpid()
-        self.commands = threading.Lock()
-        """Held around every command sent on the pub/sub connection and around its close:
-        a connection is closed only between two commands, never under one."""
-
-    def command(self, verb: str, name: str) -> None:
-        """Send ``SUBSCRIBE`` or ``UNSUBSCRIBE`` for ``name``; raise when the connection is dead.
-
-        Any exception means the connection is unusable: redis-py is not safe for the
-        reader thread and a caller to use one connection while it fails (a socket or parse
-        buffer cleared under a command raises ``AttributeError`` or ``ValueError``).
-        """
-        with self.commands:
-            if self.dead:
-                raise redis.ConnectionError("the result subscription's connection is closed")
-            getattr(self.pubsub, verb)(name)
-
-
-class _Subscriber:
-    """One pub/sub connection per executor and process, shared by every call it waits for.
-
-    A daemon thread reads the connection and puts each message on the queue of the call
-    whose channel it came on; :meth:`open` subscribes a call's channel and returns once
-    Redis confirmed the subscription, so the task is sent only after. When the
-    connection fails every call waiting on it gets ``(_LOST, error)`` and the next
-    :meth:`open` connects again; after a fork the child starts its own connection.
-    """
-
-    def __init__(self, broker_url: str, timeout: float) -> None:
-        self.broker_url, self.timeout = broker_url, timeout
-        self.lock = threading.Lock()
-        renew_after_fork(self, "lock")  # a forked child connects anew, under a lock of its own
-        self.current: _Connection | None = None
-
-    def open(self, name: str) -> tuple[queue.SimpleQueue[tuple[str, Any]], _Connection]:
-        """Subscribe ``name``: the queue its messages arrive on (``("message", data)``), its connection."""
-        for attempt in (1, 2):  # a connection found dead is replaced once
-            box: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-            done = threading.Event()
-            with self.lock:
-                conn = self._connected()
-                conn.queues[name], conn.confirmed[name] = box, done
-            try:
-                conn.command("subscribe", name)
-            except Exception as exc:  # any: see _Connection.command
-                self._drop(conn, exc)
-                if attempt == 2:
-                    raise
-                continue
-            end = time.monotonic() + self.timeout
-            while not done.wait(0.05) and not conn.dead:
-                if time.monotonic() > end:
-                    self.close(name, conn)
-                    raise TimeoutError(f"Redis did not confirm the subscription within {self.timeout:g}s")
-            if done.is_set():
-                return box, conn
-        raise redis.ConnectionError("the result subscription's connection failed twice")
-
-    def close(self, name: str, conn: _Connection) -> None:
-        """Forget ``name`` (later messages on it are dropped) and unsubscribe, without waiting."""
-        with self.lock:
-            conn.queues.pop(name, None)
-            conn.confirmed.pop(name, None)
-        if not conn.dead and conn.pid == os.getpid():
-            try:
-                conn.command("unsubscribe", name)
-            except Exception as exc:  # any: see _Connection.command
-                self._drop(conn, exc)
-
-    def _connected(self) -> _Connection:
-        """This process's live connection, read by its thread (call with the lock)."""
-        conn = self.current
-        if conn is not None and not conn.dead and conn.pid == os.getpid():
-            return conn
-        conn = self.current = _Connection(self.broker_url, self.timeout)
-        # A channel of its own keeps the connection subscribed (and read) between calls.
-        conn.pubsub.subscribe(f"ongrid:host:{uuid.uuid4().hex}")
-        threading.Thread(target=self._read, args=(conn,), name="ongrid-remote-results", daemon=True).start()
-        return conn
-
-    def _drop(self, conn: _Connection, exc: BaseException | None = None) -> None:
-        """Mark ``conn`` dead and tell every call waiting on it."""
-        with self.lock:
-            conn.dead = True
-            if self.current is conn:
-                self.current = None
-            lost = list(conn.queues.values())
-            conn.queues, conn.confirmed = {}, {}
-        if not isinstance(exc, redis.RedisError | OSError):  # None, or redis-py's own state raced
-            exc = redis.ConnectionError("the result subscription failed" + (f" ({exc!r})" if exc else ""))
-        for waiting in lost:
-            waiting.put((_LOST, exc))
-        with conn.commands, contextlib.suppress(Exception):
-            conn.pubsub.close()
-
-    def _read(self, conn: _Connection) -> None:
-        while not conn.dead:
-            try:
-                message = conn.pubsub.get_message(timeout=1.0)
-            except Exception as exc:  # the connection failed: every waiting call is told
-                self._drop(conn, exc)
-                return
-            if message is None or os.getpid() != conn.pid:
-                continue
-            name = message["channel"]
-            name = name.decode() if isinstance(name, bytes) else str(name)
-            with self.lock:
-                if message["type"] == "subscribe":
-                    done = conn.confirmed.get(name)
-                    if done is not None:
-                        done.set()
-                    continue
-                box = conn.queues.get(name) if message["type"] == "message" else None
-            if box is not None:
-                box.put(("message", message["data"]))
-
-
+_TAIL_LINES = 50
+"""The stderr lines a host-made answer keeps, as a local call's ``stderr_tail`` does."""
 _STOP = "stop"
 """What a cancelled :meth:`RemoteExecutor.arun` puts on its call's queue to wake the wait."""
 
@@ -232,18 +90,29 @@ class _Stop:
         return self.event.is_set()
 
 
-_subscribers: dict[tuple[str, float], _Subscriber] = {}
-_subscribers_lock = threading.Lock()
-renew_after_fork(sys.modules[__name__], "_subscribers_lock")
+class _Call:
+    """One call a host waits for: what it sent, and what it saw come back so far."""
 
+    def __init__(
+        self, request: CallRequest, task_id: str, wait: float, stop: _Stop | None, emit: Any
+    ) -> None:
+        self.request, self.task_id, self.wait, self.stop, self.emit = request, task_id, wait, stop, emit
+        self.started = time.monotonic()
+        self.worker = self.instance = ""
+        """The worker that accepted the call, and that run of it (its ``alive`` id)."""
+        self.tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        """The last stderr lines streamed back, for an answer the host makes itself."""
 
-def _subscriber(broker_url: str, timeout: float) -> _Subscriber:
-    """The subscriber of this process for ``broker_url`` (shared by its executors)."""
-    with _subscribers_lock:
-        found = _subscribers.get((broker_url, timeout))
-        if found is None:
-            found = _subscribers[(broker_url, timeout)] = _Subscriber(broker_url, timeout)
-        return found
+    def event(self, kind: str, data: Any) -> None:
+        if kind == "stderr" and isinstance(data, str):
+            self.tail.append(data)
+        self.emit(kind, data)
+
+    def stamp(self, result: CallResult) -> CallResult:
+        """``result``, made on the host (timeout, lost worker or broker), with what it saw:
+        the time since the call was sent and the stderr lines that came back."""
+        elapsed = time.monotonic() - self.started
+        return attrs.evolve(result, duration=elapsed, stderr_tail=tuple(self.tail))
 
 
 class RemoteExecutor:
@@ -290,15 +159,14 @@ class RemoteExecutor:
     def _run(self, request: CallRequest, stop: _Stop | None, emit: Any) -> CallResult:
         tool = request.tool
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
-        wait = timeout + self.settings.kill_grace + GRACE
+        call = _Call(request, uuid.uuid4().hex, timeout + self.settings.kill_grace + GRACE, stop, emit)
         body = payload(request, timeout, self.settings.stdout_cap)
-        subscriber = _subscriber(self.broker_url, self.settings.broker_timeout)
-        topic = channel(request.call_id)
-        task_id = uuid.uuid4().hex
+        results = subscriber(self.broker_url, self.settings.broker_timeout)
+        topic = channel(request.call_id, call.task_id)
         try:
-            box, conn = subscriber.open(topic)
+            box, conn = results.open(topic)
         except Exception as exc:  # redis' errors, OSError, the confirmation's TimeoutError
-            return self._unsent(request, exc, task_id)
+            return self._unsent(request, exc, call.task_id)
         if stop is not None:
             stop.wakes(box)
         try:
@@ -307,45 +175,35 @@ class RemoteExecutor:
                     task_for(body["tool_class"]),
                     args=[body],
                     queue=self.queue,
-                    task_id=task_id,
-                    expires=wait,
+                    task_id=call.task_id,
+                    expires=call.wait,
                     retry=False,
                     # Celery would print the whole payload (saferepr) for its log line.
                     argsrepr=f"[<call {request.call_id} of {tool.name}>]",
                     kwargsrepr="{}",
                 )
             except Exception as exc:  # redis' and kombu's own connection errors
-                return self._unsent(request, exc, task_id)
-            return self._wait(request, box, task_id, time.monotonic() + wait, wait, stop, emit)
+                return self._unsent(request, exc, call.task_id)
+            return self._wait(call, box)
         finally:
-            subscriber.close(topic, conn)
+            results.close(topic, conn)
 
-    def _wait(
-        self,
-        request: CallRequest,
-        box: queue.SimpleQueue[tuple[str, Any]],
-        task_id: str,
-        deadline: float,
-        wait: float,
-        stop: _Stop | None,
-        emit: Any,
-    ) -> CallResult:
-        worker = instance = ""
+    def _wait(self, call: _Call, box: queue.SimpleQueue[tuple[str, Any]]) -> CallResult:
+        deadline = time.monotonic() + call.wait
         check = 0.0  # when to look at the worker's lease next; 0 until a worker accepted
         suspect = 0.0  # the lease was gone: when to stop waiting for a result on its way
         while True:
             now = time.monotonic()
-            left = deadline - now
-            if left <= 0 or (stop is not None and stop.is_set()):
-                return self._give_up(request, task_id, worker, wait, stop)
+            if now >= deadline or (call.stop is not None and call.stop.is_set()):
+                return call.stamp(self._give_up(call))
             if suspect and now >= suspect:
-                lost = self._lease_lost(request, task_id, worker, instance, wait)
+                lost = self._lease_lost(call)
                 if lost is not None:
-                    return lost
+                    return call.stamp(lost)
                 suspect, check = 0.0, now + _LEASE_CHECK  # a safe call on a live worker: redelivered
             elif check and now >= check:
                 check = now + _LEASE_CHECK
-                if not self._lease_held(request.call_id):
+                if not self._lease_held(call.request.call_id):
                     # The worker deletes its lease right after it published the result:
                     # a result on its way (or a redelivered call accepted again) still wins.
                     suspect = now + _IN_FLIGHT
@@ -356,29 +214,30 @@ class RemoteExecutor:
                 continue
             if kind == _STOP:
                 continue  # the top of the loop cancels
-            if kind == _LOST:
-                error = f"lost the broker mid-call ({raw}); on {worker or 'queue ' + self.queue}"
-                return self._failure(request, error, remote=RemoteRun(self.queue, task_id, worker))
-            data = json.loads(raw)
+            if kind == LOST:
+                error = f"lost the broker mid-call ({raw}); on {call.worker or 'queue ' + self.queue}"
+                return call.stamp(self._failure(call.request, error, remote=self._where(call)))
+            data = _message(call, raw)
             if data.get("k") == "accepted":
-                worker, instance = str(data.get("worker", "")), str(data.get("instance", ""))
+                call.worker, call.instance = str(data.get("worker", "")), str(data.get("instance", ""))
                 suspect, check = 0.0, time.monotonic() + _LEASE_CHECK
                 continue
-            done = self._handle(request, data, task_id, worker, emit)
+            done = self._handle(call, data)
             if done is not None:
                 return done
 
-    def _give_up(
-        self, request: CallRequest, task_id: str, worker: str, wait: float, stop: _Stop | None
-    ) -> CallResult:
+    def _where(self, call: _Call) -> RemoteRun:
+        return RemoteRun(self.queue, call.task_id, call.worker)
+
+    def _give_up(self, call: _Call) -> CallResult:
         """The call was cancelled or ran out of time: revoke the task, cancel the call, say which."""
-        self._abandon(request.call_id, task_id, wait)
-        where = RemoteRun(self.queue, task_id, worker)
-        if stop is not None and stop.is_set():
-            return self._failure(request, "cancelled", status="cancelled", remote=where)
+        request, task_id, worker = call.request, call.task_id, call.worker
+        self._abandon(request.call_id, task_id, call.wait)
+        if call.stop is not None and call.stop.is_set():
+            return self._failure(request, "cancelled", status="cancelled", remote=self._where(call))
         who = f"worker {worker}" if worker else f"no worker of queue {self.queue!r} took it"
         error = (
-            f"timed out: no answer within {wait:.1f}s (the call's timeout, the kill grace and "
+            f"timed out: no answer within {call.wait:.1f}s (the call's timeout, the kill grace and "
             f"{GRACE:g}s) from {who}; the task {task_id} was revoked and the call cancelled"
         )
         return CallResult(
@@ -387,17 +246,18 @@ class RemoteExecutor:
             error=error,
             timed_out=True,
             call_id=request.call_id,
-            remote=where,
+            remote=self._where(call),
         )
 
-    def _handle(
-        self, request: CallRequest, data: dict[str, Any], task_id: str, worker: str, emit: Any
-    ) -> CallResult | None:
+    def _handle(self, call: _Call, data: dict[str, Any]) -> CallResult | None:
         """Deliver an event; the call's result when ``data`` is it."""
+        request, task_id = call.request, call.task_id
         kind = data.get("k")
         if kind == "event":
-            emit(data["kind"], data.get("data"))
+            call.event(data["kind"], data.get("data"))
         elif kind == "result":
+            if not isinstance(data.get("result"), dict) or _refused(call, data, _result_mismatch(call, data)):
+                return None
             logger.info(
                 "remote call %s of %s ran on worker %s (queue %s, task %s, worker digest %s)",
                 request.call_id,
@@ -407,7 +267,7 @@ class RemoteExecutor:
                 task_id,
                 data.get("digest"),
             )
-            who, digest = str(data.get("worker") or worker), str(data.get("digest") or "")
+            who, digest = str(data.get("worker") or call.worker), str(data.get("digest") or "")
             ran = RemoteRun(self.queue, task_id, who, digest)
             return attrs.evolve(result_from_dict(data["result"]), remote=ran)
         return None
@@ -418,9 +278,7 @@ class RemoteExecutor:
         except (redis.RedisError, OSError):
             return True  # the subscriber hears a lost broker too; the deadline still holds
 
-    def _lease_lost(
-        self, request: CallRequest, task_id: str, worker: str, instance: str, wait: float
-    ) -> CallResult | None:
+    def _lease_lost(self, call: _Call) -> CallResult | None:
         """The failure to return now that the worker's lease expired without a result.
 
         ``None`` for a ``safe`` call whose worker still lives (the same instance holds its
@@ -429,16 +287,17 @@ class RemoteExecutor:
         the host waits on, up to its deadline. A worker restarted under the same name is
         another instance: its predecessor's call is not coming back.
         """
+        request, task_id, worker, instance = call.request, call.task_id, call.worker, call.instance
         if request.tool.tool_class.value == "safe" and instance and self._alive(worker, instance):
             return None
-        self._abandon(request.call_id, task_id, wait)
+        self._abandon(request.call_id, task_id, call.wait)
         error = (
             f"worker {worker} stopped answering during the call (lease expired): no renewal of its "
             f"lease for {LEASE:g}s and no result; the worker or its machine died or lost the broker. "
             f"The task {task_id} was revoked and the call cancelled; a call that changes something "
             f"may or may not have run (it is not retried)"
         )
-        return self._failure(request, error, remote=RemoteRun(self.queue, task_id, worker))
+        return self._failure(request, error, remote=self._where(call))
 
     def _alive(self, worker: str, instance: str) -> bool:
         """Whether the instance of ``worker`` that accepted the call still holds its liveness key."""
@@ -478,6 +337,59 @@ class RemoteExecutor:
         return CallResult(
             request.tool.name, False, error=error, call_id=request.call_id, status=status, remote=remote
         )
+
+
+def _message(call: _Call, raw: Any) -> dict[str, Any]:
+    """A message from the call's channel; ``{}`` (ignored) for one that is not the call's own.
+
+    An ``accepted`` counts only for this call's task: the worker that sends the result
+    must be the one that accepted the task (:func:`_result_mismatch`).
+    """
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        _refused(call, {}, "it is not a JSON object")
+        return {}
+    if data.get("k") == "accepted":
+        task = str(data.get("task_id", ""))
+        if task != call.task_id:
+            _refused(call, data, f"its task is {task!r}, the call's {call.task_id!r}")
+            return {}
+    return data
+
+
+def _result_mismatch(call: _Call, data: dict[str, Any]) -> str:
+    """Why a result message is not this call's (``""`` when it is): its tool, call id,
+    worker (the one that accepted the task) and task (when it names one) must be the call's."""
+    result, request = data["result"], call.request
+    checks = [
+        ("tool", result.get("tool"), request.tool.name),
+        ("call id", result.get("call_id"), request.call_id),
+        ("worker", data.get("worker"), call.worker or "<no worker accepted the task yet>"),
+    ]
+    if "task_id" in data:  # every worker of this version sends it
+        checks.append(("task", data["task_id"], call.task_id))
+    for what, got, want in checks:
+        if got != want:
+            return f"its {what} is {got!r}, the call's {want!r}"
+    return ""
+
+
+def _refused(call: _Call, data: dict[str, Any], why: str) -> bool:
+    """Log and say whether the message is refused (``why`` is not empty)."""
+    if why:
+        what = str(data.get("k") or "message") + (f" from {data['worker']!r}" if "worker" in data else "")
+        logger.warning(
+            "remote call %s of %s: refused a message on its channel (%s: %s); "
+            "waiting for the call's own until its deadline",
+            call.request.call_id,
+            call.request.tool.name,
+            what,
+            why,
+        )
+    return bool(why)
 
 
 def _redact(url: str) -> str:

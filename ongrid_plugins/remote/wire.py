@@ -47,9 +47,13 @@ LEASE_RENEW = 1.0
 """Seconds between a worker's renewals of its leases (and a host's checks of one)."""
 
 
-def channel(call_id: str) -> str:
-    """The Redis pub/sub channel a call's events and result are published on."""
-    return f"ongrid:call:{call_id}"
+def channel(call_id: str, task_id: str) -> str:
+    """The Redis pub/sub channel a call's events and result are published on.
+
+    The task id (a random uuid4 the host picks per call) makes it unguessable: call ids
+    are a per-process prefix and a counter, so one seen tells the next.
+    """
+    return f"ongrid:call:{call_id}:{task_id}"
 
 
 def cancel_channel(call_id: str) -> str:

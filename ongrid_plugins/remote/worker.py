@@ -131,6 +131,15 @@ def build_app(broker_url: str, host: SkillHost | None = None) -> Any:
     if host is not None:
         _state.host = host
     app = make_app(broker_url)
+    # A worker outlives a broker outage: its consumer reconnects (after 2 s, backing off to
+    # every 30 s) instead of shutting down. Only a worker's consumer reads these; a host's
+    # calls keep make_app's no-retry settings and fail within the broker timeout. A call
+    # running at the loss goes on under its own timeout (said explicitly: Celery 6 flips it).
+    app.conf.update(
+        broker_connection_retry=True,
+        broker_connection_max_retries=None,
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+    )
     if TASK_NAME not in app.tasks:
         # The result travels on the call's channel: nothing is stored in the backend, and
         # the task returns only the status (for Celery's own log line, through the pool pipe).
@@ -158,7 +167,7 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
     """
     client = _client()
     call_id = str(body.get("call_id", ""))
-    topic = channel(call_id)
+    topic = channel(call_id, task_id)
 
     held: list[str] = []  # the ``exit`` event, sent with the result in one round trip
 
@@ -193,7 +202,7 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
     pipe = client.pipeline(transaction=False)
     for text in held:
         pipe.publish(topic, text)
-    result_message = {"k": "result", "result": data, "worker": worker, "digest": digest}
+    result_message = {"k": "result", "result": data, "worker": worker, "task_id": task_id, "digest": digest}
     pipe.publish(topic, json.dumps(result_message, ensure_ascii=False))
     pipe.delete(lease_key(call_id))  # after the result: a host that finds no lease gets the result
     pipe.execute()

@@ -1,0 +1,261 @@
+"""Remote calls across a broker outage and against messages that are not the call's own.
+
+The module has a redis-server of its own (:class:`remotekit.RedisServer`), which tests
+stop and start again on the same port, and one worker (``w1@test``, queue ``q1``). The
+host routes ``x*`` to ``q1``, as in the outside tester's report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+pytest.importorskip("celery")
+
+from remotekit import RedisServer, Worker
+
+from ongrid_plugins import SkillHost
+from ongrid_plugins.remote.results import subscriber as _subscriber
+from ongrid_plugins.testing import isolated_settings, make_skill
+
+pytestmark = pytest.mark.timeout(120)
+
+ROUTES = "x*=q1"
+
+
+SLOW = """#!/bin/sh
+cat >/dev/null
+echo "working" >&2
+sleep 1.5
+echo '{"slow": true}'
+"""
+
+
+def _skills(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    make_skill(root, "x_echo", **{"class": "safe"})
+    make_skill(root, "x_slow", script=SLOW, timeout_seconds=10, **{"class": "safe"})
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    found = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield found
+    found.stop()
+
+
+@pytest.fixture(scope="module")
+def worker(server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+    base = tmp_path_factory.mktemp("w1")
+    started = Worker(server.url, base, "w1@test", "q1", _skills(base / "skills"))
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def host(server: RedisServer, worker: Worker, tmp_path: Path) -> SkillHost:
+    settings = isolated_settings(
+        tmp_path, _skills(tmp_path / "host-skills"), broker_url=server.url, remote_routes=ROUTES
+    )
+    return SkillHost(settings)
+
+
+def _back(server: RedisServer, worker: Worker) -> None:
+    """Start Redis again (same port) and wait until the worker answers, restarting it if it exited."""
+    server.start()
+    deadline = time.monotonic() + 30
+    while not worker.pong():
+        assert time.monotonic() < deadline, (
+            f"worker {worker.name} did not come back:\n{worker.log.read_text()}"
+        )
+        if worker.proc.poll() is not None:  # it gave up on the broker (Celery's default)
+            worker.start()
+
+
+def _wait_for(check: Callable[[], bool], within: float) -> bool:
+    deadline = time.monotonic() + within
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+# ------------------------------------------------------------- the host's result connection
+
+
+def test_a_call_during_a_broker_outage_does_not_poison_the_calls_after_it(
+    host: SkillHost, server: RedisServer, worker: Worker
+) -> None:
+    """One call while Redis is down used to leave a half-made result connection behind.
+
+    It was kept as the live one with no thread reading it, so every later call's
+    subscription went unconfirmed ("Redis did not confirm the subscription within 3s")
+    until the host restarted.
+    """
+    assert host.call("x_echo", {"n": 1}).value == {"n": 1}
+    server.stop()
+    try:
+        down = host.call("x_echo", {"n": 2})
+    finally:
+        _back(server, worker)
+    assert not down.ok
+    assert "the call was not sent" in str(down.error) and "Connection refused" in str(down.error)
+    after = host.call("x_echo", {"n": 3})
+    assert (after.ok, after.value) == (True, {"n": 3}), after.error
+
+
+def test_a_result_reader_thread_that_died_is_noticed_and_replaced(
+    host: SkillHost, server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert host.call("x_echo", {"n": 1}).ok
+    subscriber = _subscriber(server.url, host.settings.broker_timeout)
+    dying = subscriber.current
+    assert dying is not None
+    real = dying.pubsub.get_message
+    readers: list[threading.Thread] = []
+
+    def garbled(**kwargs: object) -> object:
+        if readers:
+            return real(**kwargs)
+        readers.append(threading.current_thread())
+        return {"type": "message"}  # no channel: the reader's own code raises, between two calls
+
+    monkeypatch.setattr(dying.pubsub, "get_message", garbled)
+    assert _wait_for(lambda: bool(readers), 5)
+    readers[0].join(5)
+    assert not readers[0].is_alive()
+    result = host.call("x_echo", {"n": 2})
+    assert (result.ok, result.value) == (True, {"n": 2}), result.error
+    assert subscriber.current is not dying
+
+
+# ------------------------------------------------------------------- the worker's broker
+
+
+def test_a_worker_outlives_a_broker_outage_and_serves_calls_when_it_is_back(
+    host: SkillHost, server: RedisServer, worker: Worker
+) -> None:
+    assert host.call("x_echo", {"n": 1}).ok
+    pid = worker.proc.pid
+    server.stop()
+    time.sleep(1.5)  # Celery's consumer sees the loss at once
+    _back(server, worker)  # restarts the worker if it exited
+    assert worker.proc.pid == pid, (
+        f"the worker exited when it lost the broker:\n{worker.log.read_text()[-3000:]}"
+    )
+    result = host.call("x_echo", {"n": 2})
+    assert (result.ok, result.value) == (True, {"n": 2}), result.error
+    assert result.remote is not None and result.remote.worker == "w1@test"
+
+
+# ------------------------------------------------------- messages that are not the call's own
+
+
+class Tap:
+    """Every message on every call channel of the broker, as a process with the broker's
+    password sees them; ``on_message(channel, data)`` may publish messages of its own."""
+
+    def __init__(self, url: str, on_message: Callable[[str, dict[str, Any]], None]) -> None:
+        self.client = redis.Redis.from_url(url)
+        self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        self.pubsub.psubscribe("ongrid:call:*")
+        self.on_message, self.stopped = on_message, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            message = self.pubsub.get_message(timeout=0.1)
+            if message is not None and message["type"] == "pmessage":
+                with contextlib.suppress(ValueError):
+                    self.on_message(message["channel"].decode(), json.loads(message["data"]))
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join(5)
+        self.pubsub.close()
+
+
+def _slow_call_with(host: SkillHost, url: str, forge: Callable[[str, dict[str, Any]], list[Any]]) -> Any:
+    """Call ``x_slow``; when its worker accepts it, publish ``forge(call_id, accepted)`` on its channel."""
+
+    def on_message(name: str, data: dict[str, Any]) -> None:
+        if data.get("k") == "accepted" and data.get("worker") == "w1@test":
+            for message in forge(name.split(":")[2], data):
+                text = message if isinstance(message, str) else json.dumps(message)
+                tap.client.publish(name, text)
+
+    tap = Tap(url, on_message)
+    try:
+        return host.call("x_slow", {})
+    finally:
+        tap.close()
+
+
+def _refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "refused a message" in r.getMessage()]
+
+
+def test_a_genuine_result_of_another_call_replayed_on_a_calls_channel_is_refused(
+    host: SkillHost, server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    captured: list[dict[str, Any]] = []
+    tap = Tap(server.url, lambda _name, data: captured.append(data) if data.get("k") == "result" else None)
+    try:
+        assert host.call("x_echo", {"n": 7}).value == {"n": 7}
+        assert _wait_for(lambda: bool(captured), 5)
+    finally:
+        tap.close()
+    caplog.set_level(logging.WARNING, "ongrid_plugins.remote")
+    result = _slow_call_with(host, server.url, lambda _call_id, _accepted: [captured[0]])
+    assert (result.tool, result.ok, result.value) == ("x_slow", True, {"slow": True}), result.error
+    assert result.remote is not None and result.remote.worker == "w1@test"
+    [refused] = _refusals(caplog)
+    assert "its tool is 'x_echo'" in refused, refused
+
+
+def test_a_forged_result_naming_another_worker_is_refused_and_the_real_one_wins(
+    host: SkillHost, server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    def forge(call_id: str, accepted: dict[str, Any]) -> list[Any]:
+        # The forger knows all the channel shows: the call id, the task id, the worker's name.
+        accepted_elsewhere = {**accepted, "worker": "evil@test", "task_id": "another-task"}
+        result = {"tool": "x_slow", "ok": True, "value": {"forged": True}, "call_id": call_id}
+        return [
+            "not json at all",
+            accepted_elsewhere,
+            {"k": "result", "worker": "evil@test", "task_id": accepted["task_id"], "result": result},
+        ]
+
+    caplog.set_level(logging.WARNING, "ongrid_plugins.remote")
+    result = _slow_call_with(host, server.url, forge)
+    assert (result.ok, result.value) == (True, {"slow": True}), result.error
+    assert result.remote is not None and result.remote.worker == "w1@test"
+    refused = _refusals(caplog)
+    assert len(refused) == 3, refused
+    assert "task is 'another-task'" in refused[1] and "worker is 'evil@test'" in refused[2], refused
+
+
+def test_a_calls_channel_cannot_be_guessed_from_its_call_id(host: SkillHost, server: RedisServer) -> None:
+    """Call ids are a per-process prefix and a counter: the next one is known from any
+    one seen. The channel also carries the task id, a random uuid4 the host picks per call."""
+    seen: list[str] = []
+    tap = Tap(server.url, lambda name, data: seen.append(name) if data.get("k") == "accepted" else None)
+    try:
+        result = host.call("x_echo", {"n": 1})
+        assert _wait_for(lambda: bool(seen), 5)
+    finally:
+        tap.close()
+    assert result.remote is not None and len(result.remote.task_id) == 32
+    assert seen == [f"ongrid:call:{result.call_id}:{result.remote.task_id}"]
