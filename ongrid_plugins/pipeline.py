@@ -6,9 +6,8 @@
            ─► choose_executor ─► claim_ticket ─► run (sync or async) ─► after_call
 
 :func:`begin` runs the steps up to the executor and the ticket claim, :func:`call` and
-:func:`acall` drive a call through them and the executor (``acall`` moves the steps to
-a worker thread unless the argument check is certainly light). :class:`SkillHost
-<ongrid_plugins.host.SkillHost>` is a thin facade over these two drivers.
+:func:`acall` drive a call through them and the executor (``acall`` moves the steps to a
+worker thread unless the argument check is certainly light); ``SkillHost`` is a facade.
 
 Who handles what, in the order the steps run:
 
@@ -476,10 +475,11 @@ def _profile_digest(request: CallRequest) -> str:
 
 # ---------------------------------------------------------------------- small rules
 
-# Call ids must be unique, not secret: a random per-process prefix and a
-# counter cost a tenth of uuid4() on the per-call path.
+# Call ids must be unique, not secret: a random per-process prefix (a new one in a forked
+# child, which would hand out its parent's ids) and a counter cost a tenth of uuid4().
 _CALL_PREFIX = os.urandom(6).hex()
 _CALL_COUNTER = itertools.count(1)
+os.register_at_fork(after_in_child=lambda: globals().update(_CALL_PREFIX=os.urandom(6).hex()))
 
 
 def _next_call_id() -> str:

@@ -229,3 +229,26 @@ def test_an_owner_that_lost_its_lock_does_not_keep_the_others_from_renewal() -> 
     forksafe.renew_after_fork(kept, "lock")
     del broken.lock  # gone by the fork: skipped, and the next owner is still renewed
     assert _in_child_while_held(kept.lock, _takes(kept, "lock")) == 0
+
+
+def test_a_forked_child_hands_out_call_ids_of_its_own() -> None:
+    """A pre-fork server's workers must not repeat their parent's ids: an id keys a remote
+    call's claim (``ongrid:claim:call:ID``) and an audit row's call."""
+    from ongrid_plugins import pipeline
+
+    parent_first = pipeline._next_call_id()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, pipeline._next_call_id().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        child = f.read()
+    os.waitpid(pid, 0)
+    parent_next = pipeline._next_call_id()
+    assert len(child) == len(parent_next) == 22
+    assert child[:12] != parent_next[:12]  # its own prefix
+    assert child != parent_next and parent_next[:12] == parent_first[:12]
