@@ -278,7 +278,9 @@ def _register(
         plugin = load()
         pm.register(plugin, name=name)
         _check_known_hooks(pm, plugin, name)
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise  # the operator's Ctrl-C, not the plugin's fault: stop as asked
+    except BaseException as exc:  # sys.exit() at import too: it must not end the host
         cause = f"{type(exc).__name__}: {exc}"
         where = f" (distribution {f'{dist} {version}'.strip()})" if dist else ""
         power = _holds_power(plugin, name, module)
