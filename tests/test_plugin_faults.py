@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from distributions import install_dist
@@ -28,7 +29,7 @@ def _install_plugin(site: Path, name: str, source: str, dist: str = "ongrid-faul
     install_dist(site, dist, "0.1", {"ongrid_plugins": {name: module}}, {f"{module}.py": source})
 
 
-def _host(tmp_path: Path, root: Path, **overrides: object) -> SkillHost:
+def _host(tmp_path: Path, root: Path, **overrides: Any) -> SkillHost:
     return SkillHost(isolated_settings(tmp_path, root, load_entry_points=True, **overrides))
 
 
@@ -90,3 +91,158 @@ def test_a_plugin_exiting_at_import_does_not_end_a_command(site: Path, root: Pat
     assert done.returncode == 0, done.stderr
     assert "echo" in [item["name"] for item in json.loads(done.stdout)["items"]]
     assert "plugins: cannot load plugin exits (distribution ongrid-faulty 0.1): SystemExit: 7" in done.stderr
+
+
+# ------------------------------------------------------------ 2. answers of the wrong type
+
+HOOK = "from ongrid_plugins import hookimpl\n\n@hookimpl\ndef {hook}:\n    return {answer}\n"
+
+
+@pytest.mark.parametrize(
+    ("hook", "answer", "line"),
+    [
+        ("ongrid_skill_roots(settings)", "[42]", "42 (int) in its list, expected a SkillRoot"),
+        ("ongrid_skill_roots(settings)", "'/tmp'", "'/tmp' (str), expected a list of SkillRoot"),
+        ("ongrid_skill_roots(settings)", "['rel/dir']", "'rel/dir' (str) in its list, expected a SkillRoot"),
+        ("ongrid_manifest_names()", "'skill.json'", "'skill.json' (str), expected a list of file names"),
+        ("ongrid_manifest_names()", "[1]", "1 (int) in its list, expected a file name"),
+        ("ongrid_manifest_names()", "['a/b.json']", "'a/b.json' (str) in its list, expected a file name"),
+        (
+            "ongrid_load_manifest(path)",
+            "'oops'",
+            "'oops' (str) for {path}, expected a Skill or None",
+        ),
+        (
+            "ongrid_load_manifest(path)",
+            "{'name': 'echo'}",
+            "{'name': 'echo'} (dict) for {path}, expected a Skill or None",
+        ),
+        (
+            "ongrid_validate_skill(skill)",
+            "'oops'",
+            "'oops' (str) for skill \"echo\", expected a list of Problem",
+        ),
+        ("ongrid_validate_skill(skill)", "[1]", '1 (int) in its list for skill "echo", expected a Problem'),
+    ],
+)
+def test_a_hook_answer_of_the_wrong_type_is_dropped_with_a_warning(
+    site: Path,
+    tmp_path: Path,
+    root: Path,
+    caplog: pytest.LogCaptureFixture,
+    hook: str,
+    answer: str,
+    line: str,
+) -> None:
+    _install_plugin(site, "odd", HOOK.format(hook=hook, answer=answer))
+    make_skill(root, "echo")
+    caplog.set_level(logging.WARNING)
+    host = _host(tmp_path, root)
+    host.load()
+    assert host.call("echo", {"still": "works"}).value == {"still": "works"}
+    assert next(i for i in host.plugins() if i.name == "odd").status == "active"
+    name = hook.partition("(")[0]
+    expected = f"hook {name}: plugin odd returned {line}; dropped"
+    assert _lines(caplog, "hook ") == [expected.replace("{path}", str(root / "echo" / "skill.json"))]
+
+
+def test_only_the_wrong_items_of_a_list_are_dropped(
+    site: Path, tmp_path: Path, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    extra = tmp_path / "extra"
+    make_skill(extra, "other")
+    source = f"""
+        from ongrid_plugins import SkillRoot, hookimpl
+
+        @hookimpl
+        def ongrid_skill_roots(settings):
+            return [None, SkillRoot({str(extra)!r})]
+
+        @hookimpl
+        def ongrid_manifest_names():
+            return [b"skill.json", "tool.toml"]
+    """
+    _install_plugin(site, "mixed", source)
+    make_skill(root, "echo")
+    caplog.set_level(logging.WARNING)
+    host = _host(tmp_path, root)
+    assert sorted(s.name for s in host.skills()) == ["echo", "other"]
+    assert _lines(caplog, "hook ") == [
+        "hook ongrid_skill_roots: plugin mixed returned None (NoneType) in its list, "
+        "expected a SkillRoot; dropped",
+        "hook ongrid_manifest_names: plugin mixed returned b'skill.json' (bytes) in its list, "
+        "expected a file name; dropped",
+    ]
+
+
+def test_a_wrong_loader_answer_leaves_the_file_to_the_other_loaders(
+    site: Path, tmp_path: Path, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _install_plugin(site, "greedy", HOOK.format(hook="ongrid_load_manifest(path)", answer="'x'"))
+    for name in ("one", "two"):
+        make_skill(root, name)
+    caplog.set_level(logging.WARNING)
+    host = _host(tmp_path, root)
+    assert sorted(s.name for s in host.skills()) == ["one", "two"]
+    assert len(_lines(caplog, "hook ongrid_load_manifest: plugin greedy returned 'x' (str) for ")) == 2
+
+
+def test_a_long_wrong_answer_is_shortened_in_the_log_line(
+    site: Path, tmp_path: Path, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _install_plugin(site, "chatty", HOOK.format(hook="ongrid_manifest_names()", answer="'x\\n' * 99"))
+    caplog.set_level(logging.WARNING)
+    _host(tmp_path, root).load()
+    (line,) = _lines(caplog, "hook ")
+    assert len(line) < 250 and "\n" not in line and "…(" in line
+
+
+def test_behind_a_wrapper_the_wrong_answer_is_from_a_plugin(
+    site: Path, tmp_path: Path, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ongrid_plugins import hookimpl
+    from ongrid_plugins.hooks import hooks
+
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def ongrid_manifest_names(self) -> Any:
+            return (yield)
+
+    class Odd:
+        @hookimpl
+        def ongrid_manifest_names(self) -> str:
+            return "skill.json"
+
+    pm = get_plugin_manager(isolated_settings(tmp_path, root))
+    pm.add_plugin(Odd(), "odd")
+    pm.add_plugin(Wrapper(), "wrapper")
+    caplog.set_level(logging.WARNING)
+    assert hooks(pm).manifest_names() == {"skill.json", "SKILL.md", "skill.md"}
+    assert _lines(caplog, "hook ") == [
+        "hook ongrid_manifest_names: a plugin returned 'skill.json' (str), "
+        "expected a list of file names; dropped"
+    ]
+
+
+def test_a_recorded_manager_sees_one_call_and_still_names_a_certain_plugin(
+    tmp_path: Path, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ongrid_plugins import hookimpl
+    from ongrid_plugins.hooks import hooks
+    from ongrid_plugins.testing import HookRecorder
+
+    class Odd:
+        @hookimpl
+        def ongrid_manifest_names(self) -> str:
+            return "skill.json"
+
+    pm = get_plugin_manager(isolated_settings(tmp_path, root))
+    pm.add_plugin(Odd(), "odd")
+    caplog.set_level(logging.WARNING)
+    with HookRecorder(pm) as recorder:
+        assert hooks(pm).manifest_names() == {"skill.json", "SKILL.md", "skill.md"}
+    assert len(recorder.calls_of("ongrid_manifest_names")) == 1
+    assert _lines(caplog, "hook ") == [
+        "hook ongrid_manifest_names: plugin odd returned 'skill.json' (str), "
+        "expected a list of file names; dropped"
+    ]
