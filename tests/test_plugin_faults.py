@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from distributions import install_dist
+from distributions import install_dist, skill_files
 
 from ongrid_plugins import PluginLoadError, SkillHost, get_plugin_manager
 from ongrid_plugins.testing import isolated_settings, make_skill
@@ -246,3 +246,76 @@ def test_a_recorded_manager_sees_one_call_and_still_names_a_certain_plugin(
         "hook ongrid_manifest_names: plugin odd returned 'skill.json' (str), "
         "expected a list of file names; dropped"
     ]
+
+
+# ------------------------------------------------------------ 3. printing at import
+
+NOISY = """
+    import os
+    import sys
+
+    print("plugin says hello")
+    sys.stdout.write("and writes to sys.stdout\\n")
+    sys.stdout.flush()
+    os.write(1, b"and to file descriptor 1\\n")
+"""
+
+
+def _install_noisy(site: Path) -> None:
+    files = {
+        "ongrid_test_plugin_noisy.py": NOISY,
+        **skill_files("ongrid_test_noisy_pack", "packed", folder="skills"),
+    }
+    files["ongrid_test_noisy_pack/__init__.py"] = NOISY  # find_spec of the pack imports its parent
+    points = {"ongrid_plugins": {"noisy": "ongrid_test_plugin_noisy"}}
+    points["ongrid_skills"] = {"noisy-pack": "ongrid_test_noisy_pack.skills"}
+    install_dist(site, "ongrid-noisy", "1.0", points, files)
+
+
+@pytest.mark.parametrize(
+    ("argv", "names"),
+    [
+        (("list", "--json"), lambda out: sorted(item["name"] for item in out["items"])),
+        (("export", "--format", "openai"), lambda out: sorted(tool["function"]["name"] for tool in out)),
+    ],
+    ids=["list", "export"],
+)
+def test_a_plugin_printing_at_import_does_not_reach_stdout(
+    site: Path, root: Path, argv: Any, names: Any
+) -> None:
+    _install_noisy(site)
+    make_skill(root, "echo")
+    done = _run(site, root, *argv)
+    assert done.returncode == 0, done.stderr
+    assert {"echo", "packed"} <= set(names(json.loads(done.stdout)))
+    for said in ("plugin says hello", "and writes to sys.stdout", "and to file descriptor 1"):
+        assert done.stderr.count(said) == 2  # the plugin's and the pack's, moved to stderr
+
+
+def test_stdout_is_ours_again_after_the_plugins_are_loaded(
+    site: Path, tmp_path: Path, root: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    _install_noisy(site)
+    stdout = sys.stdout
+    get_plugin_manager(isolated_settings(tmp_path, root, load_entry_points=True, include_defaults=True))
+    print("ours")
+    os.write(1, b"ours too\n")
+    out, err = capfd.readouterr()
+    assert sys.stdout is stdout
+    assert out == "ours\nours too\n"
+    assert "plugin says hello" in err and "and to file descriptor 1" in err
+
+
+def test_stdout_is_restored_when_the_code_inside_raises(capfd: pytest.CaptureFixture[str]) -> None:
+    from ongrid_plugins.stdio import stdout_to_stderr
+
+    stdout = sys.stdout
+    with pytest.raises(SystemExit), stdout_to_stderr():
+        print("moved")
+        os.write(1, b"moved too\n")
+        raise SystemExit(3)
+    print("back")
+    os.write(1, b"back too\n")
+    out, err = capfd.readouterr()
+    assert sys.stdout is stdout
+    assert (out, err) == ("back\nback too\n", "moved\nmoved too\n")
