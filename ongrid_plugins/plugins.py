@@ -19,7 +19,8 @@ disabled by name.
 While third-party code is imported (entry points, and the parent packages of
 ``ongrid_skills`` packs), what it prints goes to stderr
 (:func:`~ongrid_plugins.stdio.stdout_to_stderr`): stdout carries only our JSON and
-MCP stream.
+MCP stream. An entry point slower to import than :data:`SLOW_IMPORT_SECONDS` is
+named in a warning, so a slow start has a culprit.
 
 Nothing here runs at import time: :func:`get_plugin_manager` builds a fresh
 manager every time it is called. Hooks are called through the manager's typed
@@ -36,6 +37,7 @@ import importlib
 import logging
 import re
 import sys
+import time
 import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -59,6 +61,7 @@ __all__ = [
     "PER_HOST_PLUGINS",
     "POWER_HOOKS",
     "PROTECTED_PLUGINS",
+    "SLOW_IMPORT_SECONDS",
     "PluginInfo",
     "PluginManager",
     "call_each",
@@ -97,6 +100,9 @@ PROTECTED_PLUGINS = frozenset({"gate"})
 #: Hooks that hold power over calls: a plugin implementing one that fails to load must
 #: not silently take its refusals with it (see :attr:`PluginInfo.fails_closed`).
 POWER_HOOKS = ("ongrid_check_permission", "ongrid_verify_approval")
+
+#: An entry point whose import takes longer (seconds) is named in a warning: start-up waits for it.
+SLOW_IMPORT_SECONDS = 2.0
 
 
 def _strs(value: Iterable[str]) -> tuple[str, ...]:
@@ -287,7 +293,7 @@ def _register(
         return
     plugin: Any = None
     try:
-        plugin = load()
+        plugin = _timed(load, name + where) if ep is not None else load()
         pm.register(plugin, name=name)
         _check_known_hooks(pm, plugin, name)
     except KeyboardInterrupt:
@@ -311,6 +317,22 @@ def _register(
             raise PluginLoadError(name, cause + where) from exc
         return
     pm.plugin_infos.append(base)
+
+
+def _timed(load: Callable[[], Any], named: str) -> Any:
+    """``load()``, with a warning when it takes over :data:`SLOW_IMPORT_SECONDS` (raising or not)."""
+    started = time.perf_counter()
+    try:
+        return load()
+    finally:
+        seconds = time.perf_counter() - started
+        if seconds > SLOW_IMPORT_SECONDS:
+            logger.warning(
+                "plugins: importing plugin %s took %.1f s, over %g s: it delays every start of the host",
+                named,
+                seconds,
+                SLOW_IMPORT_SECONDS,
+            )
 
 
 def _check_known_hooks(pm: PluginManager, plugin: object, name: str) -> None:

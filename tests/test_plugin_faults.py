@@ -319,3 +319,22 @@ def test_stdout_is_restored_when_the_code_inside_raises(capfd: pytest.CaptureFix
     out, err = capfd.readouterr()
     assert sys.stdout is stdout
     assert (out, err) == ("back\nback too\n", "moved\nmoved too\n")
+
+
+# ------------------------------------------------------------ 4. slow imports
+
+
+def test_a_slow_plugin_import_is_named_with_its_seconds(
+    site: Path, tmp_path: Path, root: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ongrid_plugins import plugins
+
+    monkeypatch.setattr(plugins, "SLOW_IMPORT_SECONDS", 0.2)
+    _install_plugin(site, "slow", "import time\ntime.sleep(0.3)\n", dist="ongrid-slow")
+    _install_plugin(site, "quick", "", dist="ongrid-quick")
+    caplog.set_level(logging.WARNING)
+    get_plugin_manager(isolated_settings(tmp_path, root, load_entry_points=True))
+    (line,) = _lines(caplog, "slow")
+    assert line.startswith("plugins: importing plugin slow (distribution ongrid-slow 0.1) took 0.")
+    assert line.endswith(" s, over 0.2 s: it delays every start of the host")
+    assert not _lines(caplog, "quick")
