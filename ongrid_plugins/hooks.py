@@ -30,6 +30,7 @@ and pluggy (a values module; other hook argument types only under ``TYPE_CHECKIN
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -279,7 +280,11 @@ def _file_name(value: object) -> bool:
     return type(value) is str and value not in ("", ".", "..") and "/" not in value and "\0" not in value
 
 
-_ROOT = _Check(lambda value: isinstance(value, SkillRoot), "a SkillRoot", "a list of SkillRoot")
+def _root(value: object) -> bool:
+    return isinstance(value, SkillRoot) and isinstance(value.path, str | os.PathLike)  # a Path works too
+
+
+_ROOT = _Check(_root, "a SkillRoot with a str path", "a list of SkillRoot")
 _FILE = _Check(_file_name, "a file name", "a list of file names")
 _PROBLEM = _Check(lambda value: isinstance(value, Problem), "a Problem", "a list of Problem")
 

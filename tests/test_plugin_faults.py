@@ -101,9 +101,23 @@ HOOK = "from ongrid_plugins import hookimpl\n\n@hookimpl\ndef {hook}:\n    retur
 @pytest.mark.parametrize(
     ("hook", "answer", "line"),
     [
-        ("ongrid_skill_roots(settings)", "[42]", "42 (int) in its list, expected a SkillRoot"),
+        (
+            "ongrid_skill_roots(settings)",
+            "[42]",
+            "42 (int) in its list, expected a SkillRoot with a str path",
+        ),
         ("ongrid_skill_roots(settings)", "'/tmp'", "'/tmp' (str), expected a list of SkillRoot"),
-        ("ongrid_skill_roots(settings)", "['rel/dir']", "'rel/dir' (str) in its list, expected a SkillRoot"),
+        (
+            "ongrid_skill_roots(settings)",
+            "['rel/dir']",
+            "'rel/dir' (str) in its list, expected a SkillRoot with a str path",
+        ),
+        (
+            "ongrid_skill_roots(settings)",
+            "[__import__('ongrid_plugins').SkillRoot(42)]",
+            "SkillRoot(path=42, source='settings', provenance='', require…(76 characters) (SkillRoot) "
+            "in its list, expected a SkillRoot with a str path",
+        ),
         ("ongrid_manifest_names()", "'skill.json'", "'skill.json' (str), expected a list of file names"),
         ("ongrid_manifest_names()", "[1]", "1 (int) in its list, expected a file name"),
         ("ongrid_manifest_names()", "['a/b.json']", "'a/b.json' (str) in its list, expected a file name"),
@@ -169,7 +183,7 @@ def test_only_the_wrong_items_of_a_list_are_dropped(
     assert sorted(s.name for s in host.skills()) == ["echo", "other"]
     assert _lines(caplog, "hook ") == [
         "hook ongrid_skill_roots: plugin mixed returned None (NoneType) in its list, "
-        "expected a SkillRoot; dropped",
+        "expected a SkillRoot with a str path; dropped",
         "hook ongrid_manifest_names: plugin mixed returned b'skill.json' (bytes) in its list, "
         "expected a file name; dropped",
     ]
