@@ -77,6 +77,25 @@ def test_ctrl_c_while_a_plugin_imports_still_stops_the_host(site: Path, tmp_path
         get_plugin_manager(isolated_settings(tmp_path, load_entry_points=True))
 
 
+def test_a_pack_whose_package_exits_at_import_is_logged_and_skipped(
+    site: Path, tmp_path: Path, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    files = skill_files("ongrid_test_exiting_pack", "packed", folder="skills")
+    files["ongrid_test_exiting_pack/__init__.py"] = "import sys\nsys.exit(7)\n"
+    points = {"ongrid_skills": {"exiting": "ongrid_test_exiting_pack.skills"}}
+    install_dist(site, "ongrid-exiting", "1.0", points, files)
+    make_skill(root, "echo")
+    caplog.set_level(logging.WARNING)
+    host = _host(tmp_path, root, include_defaults=True)
+    assert host.call("echo", {"still": "works"}).value == {"still": "works"}
+    info = next(i for i in host.plugins() if i.name == "exiting")
+    assert (info.kind, info.status) == ("pack", "failed")
+    assert _lines(caplog, "exiting") == [
+        "skill packs: cannot load pack exiting (distribution ongrid-exiting 1.0): "
+        "looking up ongrid_test_exiting_pack.skills raised SystemExit: 7"
+    ]
+
+
 def _run(site: Path, root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     """A real ``python -m ongrid_plugins`` over ``root`` with ``site``'s distributions installed."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
