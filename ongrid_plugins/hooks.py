@@ -17,25 +17,38 @@ the per-call hooks take a direct path only while nothing monitors the manager
 (:func:`_direct_made`), and a shortcut a caller takes (:meth:`Hooks.only`) is refused
 while it is monitored.
 
-May import: :mod:`.hookspecs` and pluggy (a values module; hook argument types only
-under ``TYPE_CHECKING``).
+The discovery and validation hooks check what each plugin returns: an answer of the
+wrong type (``"/tmp"`` for a list of roots, a dict for a skill) is dropped with a
+WARNING naming the hook and the plugin (:func:`_dropped`), and the rest of the load
+goes on. To name the plugin, those hooks call one implementation at a time
+(:func:`_answers`), in pluggy's order and through its executor: a load costs the same.
+
+May import: :mod:`.hookspecs`, :mod:`.models` (the checks of the answers), :mod:`.echo`
+and pluggy (a values module; other hook argument types only under ``TYPE_CHECKING``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pluggy
 from pluggy._callers import _multicall  # what an unmonitored manager runs (see _direct_made)
 
+from .echo import printable
+from .models import Problem, Skill, SkillRoot
+
 if TYPE_CHECKING:
     from .executors import Executor
     from .gate.tickets import Approval, Ticket
-    from .models import CallRequest, CallResult, Persona, Problem, Skill, SkillRoot, Tool
+    from .models import CallRequest, CallResult, Persona, Tool
     from .settings import Settings
 
 __all__ = ["Contribution", "Hooks", "Implementation", "call_each", "call_hook", "hooks"]
+
+logger = logging.getLogger(__name__)
 
 
 class Contribution(NamedTuple):
@@ -81,12 +94,16 @@ class Hooks:
     # ------------------------------------------------------------------ discovery
 
     def skill_roots(self, *, settings: Settings) -> list[SkillRoot]:
-        """``ongrid_skill_roots``: every plugin's roots, in the order they came back."""
-        return list(_flatten(self._hook.ongrid_skill_roots(settings=settings)))
+        """``ongrid_skill_roots``: every plugin's roots, in the order they came back (others dropped)."""
+        name = "ongrid_skill_roots"
+        answers = _answers(self._pm, name, {"settings": settings})
+        return [root for plugin, answer in answers for root in _listed(name, plugin, answer, _ROOT)]
 
     def manifest_names(self) -> frozenset[str]:
-        """``ongrid_manifest_names``: every file name some loader claims."""
-        return frozenset(_flatten(self._hook.ongrid_manifest_names()))
+        """``ongrid_manifest_names``: every file name some loader claims (other answers dropped)."""
+        name = "ongrid_manifest_names"
+        answers = _answers(self._pm, name, {})
+        return frozenset(file for plugin, answer in answers for file in _listed(name, plugin, answer, _FILE))
 
     def load_manifest(
         self, *, path: str, root: SkillRoot, settings: Settings, manifest_name: str = ""
@@ -94,18 +111,26 @@ class Hooks:
         """``ongrid_load_manifest``: the first loader's skill, or None (a loader's error propagates).
 
         ``manifest_name`` defaults to ``path``'s own name (a manifest that is not a symlink).
+        An answer that is not a :class:`~ongrid_plugins.models.Skill` is dropped with a warning
+        and the file goes on to the next loader, as if that plugin had declined it.
         """
         name = manifest_name or path.rpartition("/")[2]
-        skill: Skill | None = self._hook.ongrid_load_manifest(
-            path=path, root=root, settings=settings, manifest_name=name
-        )
-        return skill
+        kwargs = {"path": path, "root": root, "settings": settings, "manifest_name": name}
+        for plugin, answer in _answers(self._pm, "ongrid_load_manifest", kwargs):
+            if isinstance(answer, Skill):
+                return answer
+            _dropped("ongrid_load_manifest", plugin, answer, "a Skill or None", f" for {path}")
+        return None
 
     # ------------------------------------------------------------------ validation and registration
 
     def validate_skill(self, *, skill: Skill, root: SkillRoot) -> list[Problem]:
-        """``ongrid_validate_skill``: every plugin's problems, flattened."""
-        return list(_flatten(self._hook.ongrid_validate_skill(skill=skill, root=root)))
+        """``ongrid_validate_skill``: every plugin's problems, flattened (anything else dropped)."""
+        name = "ongrid_validate_skill"
+        problems: list[Problem] = []
+        for plugin, answer in _answers(self._pm, name, {"skill": skill, "root": root}):
+            problems += _listed(name, plugin, answer, _PROBLEM, skill)
+        return problems
 
     def skill_registered(self, *, skill: Skill) -> None:
         """``ongrid_skill_registered``: tell every listener."""
@@ -207,11 +232,97 @@ def _monitored(pm: pluggy.PluginManager) -> bool:
     return getattr(pm, "_inner_hookexec", None) is not _multicall
 
 
-def _flatten(results: Iterable[Any]) -> Iterator[Any]:
-    # The one place a list-of-lists hook answer becomes one sequence (None and [] skipped).
-    for result in results:
-        if result:
-            yield from result
+def _answers(pm: pluggy.PluginManager, name: str, kwargs: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """``(plugin name, answer)`` of each implementation of hook ``name`` that answers (not None).
+
+    In pluggy's call order, each call through the manager's hook executor; a raise
+    propagates as from pluggy's own call, and a caller that stops early (a ``firstresult``
+    hook's first answer) calls no more. A monitored manager (a :class:`HookRecorder
+    <ongrid_plugins.testing.HookRecorder>` expects one call per hook call) and a hook with
+    a wrapper (which may rewrite the answers) get one call through pluggy instead
+    (:func:`_answered_once`).
+    """
+    caller = getattr(pm.hook, name)
+    impls = caller._hookimpls
+    if _monitored(pm) or any(impl.hookwrapper or impl.wrapper for impl in impls):
+        yield from _answered_once(caller, impls, kwargs)
+        return
+    for impl in impls[::-1]:  # a copy: pluggy calls the last registered first
+        results = pm._hookexec(name, [impl], kwargs, False)
+        assert isinstance(results, list)  # firstresult=False: the answer, unless it is None
+        if results:
+            yield impl.plugin_name, results[0]
+
+
+def _answered_once(caller: Any, impls: list[Any], kwargs: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The answers of one pluggy call, each named only when certain (else ``""``: "a plugin").
+
+    Certain when no wrapper could rewrite them and every implementation answered (pluggy
+    keeps only the answers that are not None, in its call order); a ``firstresult``
+    answer, when there is one implementation.
+    """
+    answer = caller(**kwargs)
+    if caller.spec is not None and caller.spec.opts.get("firstresult"):
+        answer = [] if answer is None else [answer]
+    plain = [impl for impl in impls[::-1] if not (impl.hookwrapper or impl.wrapper)]
+    certain = len(plain) == len(impls) == len(answer)
+    for index, one in enumerate(answer):
+        yield (plain[index].plugin_name if certain else ""), one
+
+
+class _Check(NamedTuple):
+    """What each item of a list-answering hook must be."""
+
+    ok: Callable[[Any], bool]
+    item: str
+    """What an item should be, for the log line."""
+    answer: str
+    """What the whole answer should be, for the log line."""
+
+
+def _file_name(value: object) -> bool:
+    return type(value) is str and value not in ("", ".", "..") and "/" not in value and "\0" not in value
+
+
+def _root(value: object) -> bool:
+    return isinstance(value, SkillRoot) and isinstance(value.path, str | os.PathLike)  # a Path works too
+
+
+_ROOT = _Check(_root, "a SkillRoot with a str path", "a list of SkillRoot")
+_FILE = _Check(_file_name, "a file name", "a list of file names")
+_PROBLEM = _Check(lambda value: isinstance(value, Problem), "a Problem", "a list of Problem")
+
+
+def _listed(hook: str, plugin: str, answer: object, check: _Check, skill: Skill | None = None) -> list[Any]:
+    """The items of a hook's list ``answer`` that pass ``check``; the rest are dropped with a warning."""
+    if not isinstance(answer, list | tuple):
+        _dropped(hook, plugin, answer, check.answer, _about(skill))
+        return []
+    ok = check.ok
+    if all(ok(item) for item in answer):
+        return list(answer)
+    kept = []
+    for item in answer:
+        if ok(item):
+            kept.append(item)
+        else:
+            _dropped(hook, plugin, item, check.item, " in its list" + _about(skill))
+    return kept
+
+
+def _about(skill: Skill | None) -> str:
+    return f' for skill "{printable(skill.name, 64)}"' if skill is not None else ""
+
+
+def _dropped(hook: str, plugin: str, value: object, expected: str, where: str = "") -> None:
+    """The one log line for a hook answer of the wrong type (``docs/writing-plugins.md`` shows it)."""
+    try:
+        shown = printable(repr(value), 60)
+    except Exception:  # a plugin's own __repr__ may fail too
+        shown = "<unprintable>"
+    who = f"plugin {plugin}" if plugin else "a plugin"
+    line = "hook %s: %s returned %s (%s)%s, expected %s; dropped"
+    logger.warning(line, hook, who, shown, type(value).__name__, printable(where), expected)
 
 
 def _each(

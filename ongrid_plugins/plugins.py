@@ -7,12 +7,20 @@ audit log object), then ``packs`` (:class:`~ongrid_plugins.packs.PackRoots`, the
 roots of the ``ongrid_skills`` entry points). Then every entry point of the
 ``ongrid_plugins`` group is loaded and registered under its entry-point name.
 Both groups come from one read of the installed distributions. A plugin that
-fails to import or to register (for example a hook implementation with a wrong
-signature) is logged with its distribution and cause and skipped, so the host
-always starts; in strict mode the failure raises
-:class:`~ongrid_plugins.errors.PluginLoadError` instead. A failed plugin that implements
-or names a permission or approval hook fails *closed*: the gate then refuses every
-mutating and dangerous call, naming it, until it loads or is disabled by name.
+fails to import or to register (it raises, even ``SystemExit`` from a
+``sys.exit()`` at import, or a hook implementation has a wrong signature) is
+logged with its distribution and cause and skipped, so the host always starts;
+only Ctrl-C (``KeyboardInterrupt``) goes through. In strict mode the failure
+raises :class:`~ongrid_plugins.errors.PluginLoadError` instead. A failed plugin
+that implements or names a permission or approval hook fails *closed*: the gate
+then refuses every mutating and dangerous call, naming it, until it loads or is
+disabled by name.
+
+While third-party code is imported (entry points, and the parent packages of
+``ongrid_skills`` packs), what it prints goes to stderr
+(:func:`~ongrid_plugins.stdio.stdout_to_stderr`): stdout carries only our JSON and
+MCP stream. An entry point slower to import than :data:`SLOW_IMPORT_SECONDS` is
+named in a warning, so a slow start has a culprit.
 
 Nothing here runs at import time: :func:`get_plugin_manager` builds a fresh
 manager every time it is called. Hooks are called through the manager's typed
@@ -22,12 +30,14 @@ facade (:attr:`PluginManager.hooks`, :mod:`ongrid_plugins.hooks`); ``call_hook``
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import importlib
 import logging
 import re
 import sys
+import time
 import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -40,6 +50,7 @@ from .errors import PluginLoadError
 from .hooks import Hooks, call_each, call_hook, hooks
 from .packs import PACK_GROUP, PackRoots, dist_name_version
 from .settings import Settings
+from .stdio import stdout_to_stderr
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -50,6 +61,7 @@ __all__ = [
     "PER_HOST_PLUGINS",
     "POWER_HOOKS",
     "PROTECTED_PLUGINS",
+    "SLOW_IMPORT_SECONDS",
     "PluginInfo",
     "PluginManager",
     "call_each",
@@ -88,6 +100,9 @@ PROTECTED_PLUGINS = frozenset({"gate"})
 #: Hooks that hold power over calls: a plugin implementing one that fails to load must
 #: not silently take its refusals with it (see :attr:`PluginInfo.fails_closed`).
 POWER_HOOKS = ("ongrid_check_permission", "ongrid_verify_approval")
+
+#: An entry point whose import takes longer (seconds) is named in a warning: start-up waits for it.
+SLOW_IMPORT_SECONDS = 2.0
 
 
 def _strs(value: Iterable[str]) -> tuple[str, ...]:
@@ -232,15 +247,17 @@ def get_plugin_manager(
         elif name in per_host:
             _register(pm, settings, name, "builtin", module, per_host[name])
     groups = _entry_points(ENTRY_POINT_GROUP, PACK_GROUP) if settings.load_entry_points else {}
-    packs = PackRoots(pm, settings, groups.get(PACK_GROUP, ()))
-    for pack in packs.packs:
-        info = PluginInfo(
-            pack.name, "pack", pack.status, pack.value, pack.distribution, pack.version, error=pack.error
-        )
-        pm.plugin_infos.append(info)
-    _register(pm, settings, "packs", "builtin", "ongrid_plugins.packs", lambda: packs)
-    for ep in groups.get(ENTRY_POINT_GROUP, ()):
-        _register(pm, settings, ep.name, "entrypoint", ep.value, ep.load, ep)
+    # Third-party code runs from here on: looking a pack up imports its parent package.
+    with stdout_to_stderr() if any(groups.values()) else contextlib.nullcontext():
+        packs = PackRoots(pm, settings, groups.get(PACK_GROUP, ()))
+        for pack in packs.packs:
+            info = PluginInfo(
+                pack.name, "pack", pack.status, pack.value, pack.distribution, pack.version, error=pack.error
+            )
+            pm.plugin_infos.append(info)
+        _register(pm, settings, "packs", "builtin", "ongrid_plugins.packs", lambda: packs)
+        for ep in groups.get(ENTRY_POINT_GROUP, ()):
+            _register(pm, settings, ep.name, "entrypoint", ep.value, ep.load, ep)
     if settings.trace_plugins:
         enable_tracing(pm)
     return pm
@@ -269,18 +286,20 @@ def _register(
 ) -> None:
     dist, version = _distribution(ep)
     base = PluginInfo(name, kind, "active", module, dist, version)
+    where = f" (distribution {f'{dist} {version}'.strip()})" if dist else ""
     if pm.is_blocked(name):
         logger.info("plugins: %s is disabled by ONGRID_DISABLE_PLUGINS", name)
         pm.plugin_infos.append(attrs.evolve(base, status="blocked"))
         return
     plugin: Any = None
     try:
-        plugin = load()
+        plugin = _timed(load, name + where) if ep is not None else load()
         pm.register(plugin, name=name)
         _check_known_hooks(pm, plugin, name)
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise  # the operator's Ctrl-C, not the plugin's fault: stop as asked
+    except BaseException as exc:  # sys.exit() at import too: it must not end the host
         cause = f"{type(exc).__name__}: {exc}"
-        where = f" (distribution {f'{dist} {version}'.strip()})" if dist else ""
         power = _holds_power(plugin, name, module)
         logger.warning("plugins: cannot load plugin %s%s: %s", name, where, cause)
         if power:
@@ -298,6 +317,22 @@ def _register(
             raise PluginLoadError(name, cause + where) from exc
         return
     pm.plugin_infos.append(base)
+
+
+def _timed(load: Callable[[], Any], named: str) -> Any:
+    """``load()``, with a warning when it takes over :data:`SLOW_IMPORT_SECONDS` (raising or not)."""
+    started = time.perf_counter()
+    try:
+        return load()
+    finally:
+        seconds = time.perf_counter() - started
+        if seconds > SLOW_IMPORT_SECONDS:
+            logger.warning(
+                "plugins: importing plugin %s took %.1f s, over %g s: it delays every start of the host",
+                named,
+                seconds,
+                SLOW_IMPORT_SECONDS,
+            )
 
 
 def _check_known_hooks(pm: PluginManager, plugin: object, name: str) -> None:

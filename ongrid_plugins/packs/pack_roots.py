@@ -132,7 +132,9 @@ def pack_folder(value: str) -> str:
         spec = importlib.util.find_spec(module)
     except ModuleNotFoundError as exc:
         raise PackError(f"module {module} is not installed ({exc})") from exc
-    except Exception as exc:  # a parent package raised while importing
+    except KeyboardInterrupt:
+        raise  # the operator's Ctrl-C: stop as asked
+    except BaseException as exc:  # a parent package raised (or called sys.exit()) while importing
         raise PackError(f"looking up {module} raised {type(exc).__name__}: {exc}") from exc
     if spec is None:
         raise PackError(f"module {module} is not installed")
