@@ -7,7 +7,11 @@ as different approvers.  :func:`identity_key` folds every such spelling to one k
 1. NFKC (fullwidth and other compatibility forms become their plain letters);
 2. default-ignorable code points (zero-width spaces and joiners, soft hyphens, bidi
    controls, variation selectors, BOM...) are removed;
-3. case folding, and surrounding blanks removed.
+3. case folding, and surrounding blanks removed;
+4. combining marks removed (``bob\u0301`` is bob; the Turkish ``İ`` casefolds to ``i``
+   and a combining dot) and the dotless ``ı`` read as ``i``. Two names that differ
+   only in accents then share a key: for approvals, one person too many is refused,
+   never one too few counted.
 
 :func:`identity_problem` refuses what cannot be folded safely: control characters, and
 letters of more than one script (``bоb``), except the scripts written together in
@@ -62,7 +66,9 @@ def normalize_identity(name: str) -> str:
 
 def identity_key(name: str) -> str:
     """The key two spellings of one person share (see the module docstring)."""
-    return normalize_identity(name).casefold()
+    folded = unicodedata.normalize("NFD", normalize_identity(name).casefold())
+    bare = "".join(char for char in folded if not unicodedata.combining(char))
+    return unicodedata.normalize("NFC", bare).replace("\u0131", "i")
 
 
 def _script(char: str) -> str | None:

@@ -229,6 +229,10 @@ def test_tickets_keep_no_secret(root: Path, make_host: Any) -> None:
         ("alice", "ａlice"),
         ("carol", " carol\u00ad"),
         ("dan", "dan\ufeff"),
+        ("alice", "ALİCE"),  # Turkish capital dotted I: casefolds to i + a combining dot
+        ("alice", "alıce"),  # Turkish dotless i
+        ("bob", "bob\u0301"),  # a combining acute accent after the b
+        ("ALİCE", "alıce"),
     ],
 )
 def test_two_spellings_of_one_person_never_make_two_approvals(
