@@ -64,11 +64,11 @@ from typing import TYPE_CHECKING
 import attrs
 
 from . import gate
+from .callinputs import check_caller, check_ticket, check_timeout
 from .catalog import skill_digest
 from .errors import (
     ApprovalError,
     ApprovalRequired,
-    ConfigError,
     ConfirmationRequired,
     InvalidArguments,
     PermissionDenied,
@@ -207,11 +207,11 @@ def check_arguments(
         _next_call_id(),
         digest_json(tool.name, text) if text else "",  # args_digest
         text,  # args_json
-        caller or host._os_user(),
+        check_caller(caller) or host._os_user(),
         confirm,
-        ticket,
+        check_ticket(ticket),
         on_event,
-        _check_timeout(timeout),
+        check_timeout(timeout),
         host.sandbox_profile(tool),  # sandbox
     )
     return Attempt(request, errors)
@@ -489,12 +489,3 @@ def _next_call_id() -> str:
 def _confirmed(request: CallRequest) -> bool:
     confirm = request.confirm
     return confirm is True or (isinstance(confirm, str) and confirm == request.args_digest)
-
-
-def _check_timeout(timeout: float | None) -> float | None:
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-        message = f"timeout must be a positive number of seconds, got {timeout!r}"
-        raise ConfigError(message)
-    return float(timeout)

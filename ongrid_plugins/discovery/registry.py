@@ -22,7 +22,7 @@ from types import MappingProxyType
 
 import attrs
 
-from ..errors import UnknownSkill
+from ..errors import ConfigError, UnknownSkill
 from ..models import Skill, Tool, ToolClass
 
 __all__ = ["Registry", "RegistryBuilder", "Snapshot", "spelling"]
@@ -45,7 +45,15 @@ class Snapshot:
 
     def get(self, name: str) -> Tool:
         """The tool called ``name`` (either spelling); raises :class:`UnknownSkill` saying what to do."""
-        tool = self.tools.get(name) or self.tools.get(spelling(name))
+        try:
+            tool = self.tools.get(name)
+        except TypeError:  # unhashable: a list, a dict
+            tool = None
+        if tool is not None:
+            return tool
+        if type(name) is not str:
+            raise ConfigError(f"a tool name must be a string, got {type(name).__name__}")
+        tool = self.tools.get(spelling(name))
         if tool is not None:
             return tool
         skill = self.find_skill(name)
