@@ -68,3 +68,13 @@ def test_acall_checks_the_same_values(host: SkillHost) -> None:
         asyncio.run(host.acall("echo", {}, caller=["a"]))  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="a tool name must be a string"):
         asyncio.run(host.acall(None, {}))  # type: ignore[arg-type]
+
+
+def test_a_persona_built_with_a_plain_string_mode_works_as_the_enum(host: SkillHost) -> None:
+    from ongrid_plugins.models import PermissionMode, Persona
+
+    persona = Persona(name="ops", permission_mode="dual-sign-required")  # type: ignore[arg-type]
+    assert persona.permission_mode is PermissionMode.DUAL_SIGN_REQUIRED
+    assert_ok(host.call("echo", {}, persona=persona))
+    with pytest.raises(ValueError, match="'sudo' is not a valid PermissionMode"):
+        Persona(name="ops", permission_mode="sudo")  # type: ignore[arg-type]

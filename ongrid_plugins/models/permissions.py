@@ -95,7 +95,7 @@ class Persona:
     """Who is asking: decides which classes of tools may run, and how."""
 
     name: str
-    permission_mode: PermissionMode
+    permission_mode: PermissionMode = attrs.field(converter=PermissionMode)  # "read-only" works too
     description: str = ""
     tools: tuple[str, ...] = attrs.field(default=("*",), converter=strs)
     """Allow-list of tool-name globs."""
