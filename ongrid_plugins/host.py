@@ -10,9 +10,8 @@
 
 Every call goes through the steps of :mod:`ongrid_plugins.pipeline`: look the tool up, fill in
 defaults and check the arguments, ask the gate, tell the ``ongrid_before_call`` hooks, open or
-claim a ticket, choose the executor, run it, tell the ``ongrid_after_call`` hooks. Skill-level
-failures come back as a :class:`CallResult` with ``ok=False``; caller errors raise. The host holds
-what the steps read (registry, plugins and their ``hooks``, personas, tickets, sandbox profiles).
+claim a ticket, run the executor, tell the ``ongrid_after_call`` hooks. Skill failures come back
+as a :class:`CallResult` with ``ok=False``; caller errors raise. The host holds what steps read.
 """
 
 from __future__ import annotations
@@ -147,7 +146,8 @@ class SkillHost:
         self._approvals = store
 
     def _ticket_witness(self, ticket: Ticket) -> str | None:  # None without the audit plugin
-        return None if (log := self._audited()) is None else log.ticket_problem(ticket)
+        log = self._audited()
+        return None if log is None else log.ticket_problem(ticket, self.settings.approval_ttl)
 
     def _audited(self) -> AuditLog | None:
         """The audit log, or None when the ``audit`` plugin is disabled."""

@@ -164,3 +164,39 @@ def test_a_ticket_changed_between_the_audit_check_and_the_claim_does_not_run(tmp
         store.claim(ticket.id, tool="wipe", args_digest="d", persona="admin", caller="alice", call_id="c")
     assert info.value.reason == "not_approved" and "changed while it was being checked" in str(info.value)
     assert store.ticket(ticket.id).status == "approved"  # not spent
+
+
+def test_a_ticket_pointed_at_other_arguments_by_hand_does_not_run(host: SkillHost, root: Path) -> None:
+    """Approved for a harmless path, then its digest rewritten to the one of ``/``."""
+    wanted = opened(host)  # a ticket for ARGS: its digest is what the forger copies
+    with pytest.raises(ApprovalRequired) as other:
+        host.call("wipe", {"path": "/"}, persona="admin", caller="alice")
+    target = other.value.ticket
+    host.approve(wanted.id, approver="bob")
+    host.approve(wanted.id, approver="carol")
+    edit(host, ("UPDATE tickets SET args_digest = ? WHERE id = ?", (target.args_digest, wanted.id)))
+    with pytest.raises(ApprovalError) as info:
+        host.call("wipe", {"path": "/"}, persona="admin", caller="alice", ticket=wanted.id)
+    assert info.value.reason == "forged"
+    assert "opened or approved for other arguments" in str(info.value)
+    assert runs(root) == 0
+
+
+def test_an_expired_ticket_given_more_time_by_hand_does_not_run(host: SkillHost, root: Path) -> None:
+    ticket = opened(host)
+    host.approve(ticket.id, approver="bob")
+    host.approve(ticket.id, approver="carol")
+    later = time.time() + 10 * host.settings.approval_ttl
+    edit(host, ("UPDATE tickets SET expires = ? WHERE id = ?", (later, ticket.id)))
+    error = spend(host, ticket.id)
+    assert error.reason == "forged"
+    assert f"expires later than the {host.settings.approval_ttl:g} s an approval lasts" in str(error)
+    assert runs(root) == 0
+
+
+def test_approval_rows_record_the_arguments_they_covered(host: SkillHost) -> None:
+    ticket = opened(host)
+    host.approve(ticket.id, approver="bob")
+    host.audit.flush()
+    [row] = [r for r in host.audit.entries() if r.outcome == "approval"]
+    assert row.args_digest == ticket.args_digest

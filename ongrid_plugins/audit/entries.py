@@ -160,16 +160,29 @@ def _missing(count: int, recorded: dict[str, Any]) -> str:
 _DECISIONS = frozenset({Outcome.APPROVAL, Outcome.REJECTION})
 
 
-def ticket_problem(path: str, ticket: Ticket, rows: list[tuple[str, str, str]]) -> str | None:
-    """Why the rows ``(outcome, caller, approvers)`` of the log at ``path`` that name
-    ``ticket`` do not back spending it (see :meth:`.AuditLog.ticket_problem`), or None."""
-    signed = {identity_key(caller) for outcome, caller, _ in rows if outcome == Outcome.APPROVAL}
+#: Seconds a ticket's recorded opening may precede its ``created`` time (the row is chained first).
+_OPENING_SLACK = 60.0
+
+
+def ticket_problem(
+    path: str, ticket: Ticket, rows: list[tuple[str, str, str, str, float]], ttl: float | None = None
+) -> str | None:
+    """Why the rows ``(outcome, caller, approvers, args_digest, time)`` of the log at ``path``
+    that name ``ticket`` do not back spending it (see :meth:`.AuditLog.ticket_problem`), or None."""
+    signed = {identity_key(row[1]) for row in rows if row[0] == Outcome.APPROVAL}
     unsigned = [a for a in ticket.approvers if identity_key(a) not in signed]
     if unsigned:
         names = ", ".join(unsigned)
         return f"the audit log {path} has no approval of it by {names}, though the approvals database does"
-    if any(outcome not in _DECISIONS and approvers not in ("", "[]") for outcome, _, approvers in rows):
+    if any(row[0] not in _DECISIONS and row[2] not in ("", "[]") for row in rows):
         return f"the audit log {path} shows it already ran; a ticket executes once"
+    # a digest recorded with the ticket's opening call or an approval: the arguments they covered
+    covered = {row[3] for row in rows if row[3] and row[0] in (Outcome.NEEDS_APPROVAL, Outcome.APPROVAL)}
+    if covered - {ticket.args_digest}:
+        return f"the audit log {path} shows it was opened or approved for other arguments"
+    opened = [row[4] for row in rows if row[0] == Outcome.NEEDS_APPROVAL]
+    if ttl is not None and opened and ticket.expires > opened[0] + ttl + _OPENING_SLACK:
+        return f"it expires later than the {ttl:g} s an approval lasts after the call that opened it ({path})"
     return None
 
 

@@ -331,7 +331,11 @@ class ApprovalStore:
             if ticket.status != TicketStatus.APPROVED:
                 raise _closed(ticket)
             _check_spendable(ticket, self.required)
-            if self.witness is not None and witnessed != ticket.approvers:
+            if self.witness is not None and witnessed != (
+                ticket.approvers,
+                ticket.args_digest,
+                ticket.expires,
+            ):
                 message = f"ticket {ticket_id} changed while it was being checked; run the call again"
                 raise ApprovalError("not_approved", ticket_id, message)
             updated = conn.execute(
@@ -345,9 +349,10 @@ class ApprovalStore:
         logger.info("approvals: ticket %s executed by %s (call %s)", ticket_id, caller, call_id)
         return ticket
 
-    def _witnessed(self, ticket_id: str, now: float) -> tuple[str, ...] | None:
-        """The approvers of the approved ticket that :attr:`witness` vouched for (None: nothing
-        asked, the ticket is not approved yet); raises ``forged`` when it does not vouch."""
+    def _witnessed(self, ticket_id: str, now: float) -> tuple[tuple[str, ...], str, float] | None:
+        """The approvers, arguments digest and expiry of the approved ticket that :attr:`witness`
+        vouched for (None: nothing asked, the ticket is not approved yet); raises ``forged``
+        when it does not vouch."""
         if self.witness is None:
             return None
         with self._read() as conn:
@@ -358,7 +363,7 @@ class ApprovalStore:
         problem = self.witness(seen)
         if problem:
             raise forged(ticket_id, problem)
-        return seen.approvers
+        return seen.approvers, seen.args_digest, seen.expires
 
     # ------------------------------------------------------------------ sqlite
 
