@@ -680,6 +680,23 @@ def test_a_journal_removed_under_a_live_process_is_made_anew_not_written_into_th
     assert list(_lines(tmp_path).values()) == [["S B"]]
 
 
+def test_a_journal_folder_removed_while_idle_is_made_anew_before_the_next_call(tmp_path: Path) -> None:
+    """The attack: ``rm -rf audit-inflight`` between two calls, then ``kill -9`` in the second:
+    its S line went to the removed file, and no recovery would ever see it."""
+    import shutil
+
+    from ongrid_plugins.audit.journal import Journal
+
+    folder = tmp_path / "audit-inflight"
+    journal = Journal(str(folder))
+    journal.started("A", _S)
+    journal.finished("A", _F, _S)
+    journal.chained(["A"])  # emptied, still open
+    shutil.rmtree(folder)
+    journal.started("B", _S)
+    assert list(_lines(folder).values()) == [["S B"]]
+
+
 FORKED_CHILD_REUSES_THE_NUMBER = r"""
 import os, sys
 from ongrid_plugins import SkillHost

@@ -206,8 +206,12 @@ class Journal:
     def _open(self) -> int:
         owner = PID.ident
         if self._fd >= 0 and self._owner[0] == owner[0]:
-            return self._fd
-        if self._fd >= 0:  # a forked child: the parent's file is not ours (keep it)
+            # Idle, it may have been removed (or its folder) under us: a line written to
+            # it then would be lost to a recovery, so the next call makes it anew.
+            if self._active or os.fstat(self._fd).st_nlink:
+                return self._fd
+            self._close(remove=False)
+        elif self._fd >= 0:  # a forked child: the parent's file is not ours (keep it)
             self._close(remove=False)
             self._active.clear()
         self._owner = owner
