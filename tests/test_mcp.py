@@ -354,3 +354,85 @@ def test_a_line_the_sdk_cannot_parse_still_gets_its_answer(workspace: Path) -> N
     assert answers[3]["result"] == {}
     log = host_for(workspace).audit
     assert [(e.tool, e.outcome) for e in log.entries()] == [("echo", "invalid_arguments")]
+
+
+def _raw_session(workspace: Path, lines: list[str], want: int, **env: str) -> dict[Any, dict[str, Any]]:
+    """Send ``lines`` after the handshake to ``ongrid-skills mcp``; the first ``want`` answers by id."""
+    import subprocess
+
+    hello = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    }
+    head = [
+        json.dumps({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": hello}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ]
+    environ = {**os.environ, "ONGRID_STATE_DIR": str(workspace / "state"), **env}
+    argv = [
+        sys.executable,
+        "-m",
+        "ongrid_plugins",
+        "--no-defaults",
+        "--dirs",
+        str(workspace / "skills"),
+        "mcp",
+    ]
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=environ, text=True
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write("\n".join(head + lines) + "\n")
+        proc.stdin.flush()
+        answers: dict[Any, dict[str, Any]] = {}
+        while len(answers) < want + 1:
+            line = proc.stdout.readline()
+            assert line, f"the server ended after {len(answers)} answers"
+            message = json.loads(line)  # every stdout line is JSON-RPC
+            if "id" in message:
+                answers[message["id"]] = message
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    return answers
+
+
+def test_a_request_nested_deeper_than_the_sdk_reads_is_refused_and_the_server_lives(workspace: Path) -> None:
+    """The attack: ~1 KB of arguments nested 300 deep made the echoed result unwritable and
+    ended the server (exit 1); nothing may run for it, and the next request is answered."""
+    deep = "[" * 300 + "]" * 300
+    lines = [
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"n":'
+        + deep
+        + "}}}",
+        '{"jsonrpc":"2.0","id":5,"method":"ping","params":{"x":' + deep + "}}",
+        json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}),
+    ]
+    answers = _raw_session(workspace, lines, 3)
+    for request_id in (2, 5):
+        error = answers[request_id]["error"]
+        assert error["code"] == -32600 and "recursion limit" in error["message"], error
+    assert answers[3]["result"] == {}
+    assert host_for(workspace).audit.entries() == []  # nothing ran
+
+
+def test_a_plugin_printing_while_the_host_loads_does_not_reach_the_mcp_stream(
+    workspace: Path, tmp_path: Path
+) -> None:
+    """docs/writing-plugins.md's first example prints each skill it sees registered."""
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / "printplug.py").write_text(
+        "import os\nfrom ongrid_plugins import hookimpl\n"
+        "@hookimpl\ndef ongrid_skill_registered(skill):\n"
+        "    print('registered', skill.name)\n    os.write(1, b'raw fd 1\\n')\n"
+    )
+    dist = plugin / "printplug-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: printplug\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[ongrid_plugins]\nprintplug = printplug\n")
+    path = os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH", "")]))
+    answers = _raw_session(
+        workspace, [json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"})], 1, PYTHONPATH=path
+    )
+    assert answers[3]["result"] == {}  # and every line before it parsed as JSON-RPC

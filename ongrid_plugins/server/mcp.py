@@ -49,6 +49,7 @@ from ..dispatch import Confirmation, Dispatched, adispatch
 from ..errors import ConfirmationRequired, ResourceRefused
 from ..host import PersonaLike, SkillHost
 from ..models import Event, Skill, Verdict
+from ..stdio import stdout_to_stderr
 from . import missing_extra
 
 try:
@@ -121,8 +122,9 @@ async def serve_stdio(
     # Log lines are what this server is for; the SDK warns that the logging capability is
     # deprecated in 2026-07-28 (where it is opt-in per request and delivered as such).
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
-    server = create_server(host, persona=persona, caller=caller)
-    await anyio.to_thread.run_sync(host.tools)  # load before the first request
+    with stdout_to_stderr():  # the SDK claims fd 1 only once it serves: a plugin's print() at load
+        server = create_server(host, persona=persona, caller=caller)
+        await anyio.to_thread.run_sync(host.tools)  # load before the first request
     loop = asyncio.get_running_loop()
 
     def on_changes(changes: list[CatalogChange]) -> None:  # called in the reloading thread

@@ -7,9 +7,18 @@ its request waits for ever. Two kinds of line get there:
 * text that is not JSON: answered with JSON-RPC's parse error (``-32700``, ``id: null``);
 * valid JSON holding a lone surrogate (``"\\ud800"``), which Python's parser reads and the
   SDK's refuses. A ``tools/call`` is then run through
-  :func:`~ongrid_plugins.dispatch.adispatch` like any call, so the model gets the same
-  ``invalid_arguments`` result (the pipeline refuses text no UTF-8 can carry) and the
-  audit log its row; any other request gets ``-32602`` (invalid params).
+  :func:`~ongrid_plugins.dispatch.adispatch` like any call (in a task: the next lines are
+  read meanwhile), so the model gets the same ``invalid_arguments`` result (the pipeline
+  refuses text no UTF-8 can carry) and the audit log its row; any other request gets
+  ``-32602`` (invalid params);
+* valid JSON the SDK's parser gives up on (nested deeper than it reads) that is no request
+  to run: a batch (an array), an ``id`` that is neither a string nor an integer, a
+  ``jsonrpc`` other than ``"2.0"``, ``params`` that are not an object, or a request with
+  no lone surrogate. These get ``-32600`` (invalid request), with the request's ``id``
+  when it has a usable one, and nothing runs.
+
+An answer made here that cannot be written (a result nested deeper than the SDK writes)
+is replaced by an error saying so: a failed write would end the whole server.
 
 It imports the ``mcp`` SDK (the ``[mcp]`` extra), :mod:`ongrid_plugins.dispatch` and
 the host's types; nothing imports it but :mod:`.mcp`.
@@ -48,9 +57,12 @@ def screened(
         async with send:
             async for item in read_stream:
                 if isinstance(item, Exception):
-                    answer = await _answer(item, host, persona, caller)
+                    answer = _answer(item)
+                    if isinstance(answer, dict):  # a tools/call to run: not on the reading task
+                        group.start_soon(_run_call, answer, write_stream, host, persona, caller)
+                        continue
                     if answer is not None:
-                        await write_stream.send(SessionMessage(answer))
+                        await write_stream.send(SessionMessage(_writable(answer)))
                         continue
                 await send.send(item)
 
@@ -58,37 +70,78 @@ def screened(
     return receive
 
 
-async def _answer(
-    exc: Exception, host: SkillHost, persona: PersonaLike, caller: str | None
-) -> types.JSONRPCMessage | None:
-    """The answer to the line ``exc`` failed to parse, or None (not a line: pass it on)."""
-    line = _line_of(exc)
-    if line is None:
+def _answer(exc: Exception) -> types.JSONRPCMessage | dict[str, Any] | None:
+    """The answer to the line ``exc`` failed to parse: an error, the request of a
+    ``tools/call`` to run, or None (not a line, or a notification: pass it on)."""
+    found = _line_of(exc)
+    if found is None:
         return None
+    line, why = found
     try:
         message = json.loads(line)
-    except (ValueError, RecursionError):
+    except ValueError:
         line = line.rstrip("\r\n")
         shown = line if len(line) <= _MAX_SHOWN else line[:_MAX_SHOWN] + "..."
-        error = types.ErrorData(code=types.PARSE_ERROR, message=f"not valid JSON: {shown!r}")
-        return types.JSONRPCError(jsonrpc="2.0", id=None, error=error)
-    if not isinstance(message, dict) or not isinstance(message.get("id"), str | int):
-        return None  # a notification or a stray value: nobody waits for an answer
-    request_id = message["id"]
+        return _error(None, types.PARSE_ERROR, f"not valid JSON: {shown!r}")
+    except RecursionError:
+        return _error(None, types.INVALID_REQUEST, f"the request could not be read: {why}")
+    if not isinstance(message, dict):
+        return _error(None, types.INVALID_REQUEST, "a request is one JSON object (batches are not supported)")
+    request_id = message.get("id")
+    if "method" not in message or "id" not in message:
+        return None  # a notification or a stray response: nobody waits for an answer
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return _error(None, types.INVALID_REQUEST, "a request's id is a string or an integer")
     params = message.get("params")
+    if message.get("jsonrpc") != "2.0" or not isinstance(params, dict | None):
+        return _error(request_id, types.INVALID_REQUEST, 'a request has "jsonrpc": "2.0" and object params')
+    if not _has_lone_surrogate(message):  # nested deeper than the SDK reads, say
+        return _error(request_id, types.INVALID_REQUEST, f"the request could not be read: {why}")
     if message.get("method") == "tools/call" and isinstance(params, dict):
-        call = {"name": params.get("name"), "arguments": params.get("arguments") or {}}
-        outcome = await adispatch(host, call, persona=persona, caller=caller)
-        result = types.CallToolResult.model_validate(_plain(outcome.message))
-        body = result.model_dump(by_alias=True, exclude_none=True, mode="json")
-        return types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=body)
+        return message
     text = "the request holds text that is not UTF-8 (a lone surrogate such as \\ud800)"
-    error = types.ErrorData(code=types.INVALID_PARAMS, message=text)
-    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+    return _error(request_id, types.INVALID_PARAMS, text)
 
 
-def _line_of(exc: Exception) -> str | None:
-    """The raw line of a parse failure the SDK reported (a pydantic ``ValidationError``)."""
+def _error(request_id: str | int | None, code: int, text: str) -> types.JSONRPCError:
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=text))
+
+
+def _has_lone_surrogate(message: dict[str, Any]) -> bool:
+    try:
+        json.dumps(message, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    except (ValueError, RecursionError):
+        return False
+    return False
+
+
+async def _run_call(
+    message: dict[str, Any], write_stream: Any, host: SkillHost, persona: PersonaLike, caller: str | None
+) -> None:
+    """Run a ``tools/call`` the SDK could not read (a lone surrogate) and send its answer."""
+    params = message["params"]
+    call = {"name": params.get("name"), "arguments": params.get("arguments") or {}}
+    outcome = await adispatch(host, call, persona=persona, caller=caller)
+    result = types.CallToolResult.model_validate(_plain(outcome.message))
+    body = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    answer = types.JSONRPCResponse(jsonrpc="2.0", id=message["id"], result=body)
+    await write_stream.send(SessionMessage(_writable(answer)))
+
+
+def _writable(answer: types.JSONRPCMessage) -> types.JSONRPCMessage:
+    """``answer``, or an error in its place when the SDK could not write it."""
+    try:
+        answer.model_dump_json(by_alias=True, exclude_unset=True)
+    except (ValueError, RecursionError):
+        request_id = getattr(answer, "id", None)
+        return _error(request_id, types.INTERNAL_ERROR, "the answer is nested more deeply than can be sent")
+    return answer
+
+
+def _line_of(exc: Exception) -> tuple[str, str] | None:
+    """The raw line of a parse failure the SDK reported (a pydantic ``ValidationError``), and why."""
     errors = getattr(exc, "errors", None)
     if not callable(errors):
         return None
@@ -99,7 +152,8 @@ def _line_of(exc: Exception) -> str | None:
     for error in found:
         if error.get("type") == "json_invalid" and isinstance(error.get("input"), str | bytes):
             value = error["input"]
-            return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+            text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+            return text, str(error.get("msg", "it is not JSON the MCP SDK reads"))[:_MAX_SHOWN]
     return None
 
 
