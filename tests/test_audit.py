@@ -1122,3 +1122,19 @@ def test_audit_export_refuses_an_empty_or_unwritable_output(
         f"ERROR: cannot write {tmp_path} (-o): Is a directory; "
         "give -o a file in a folder you can write to, on a disk with room\n"
     )
+
+
+def test_a_json_column_edited_into_junk_is_listed_as_its_text_and_verify_names_the_row(
+    chained: SkillHost, tmp_path: Path
+) -> None:
+    """Listing and showing a tampered log is how its reader investigates: it must not fail."""
+    sql(tmp_path, "UPDATE entries SET args = '{bad', stderr_tail = 'oops', remote = '[' WHERE seq = 2")
+    rows = {e.seq: e for e in chained.audit.entries()}
+    assert (rows[2].args, rows[2].stderr_tail, rows[2].remote) == ("{bad", ("oops",), "[")
+    report = chained.audit.verify()
+    assert (report.ok, report.first_bad) == (False, 2)
+    env = {**os.environ, "ONGRID_STATE_DIR": chained.settings.state_dir}
+    for argv in (["audit", "list"], ["audit", "show", "2"]):
+        shown = subprocess.run([PY, "-m", "ongrid_plugins", *argv], capture_output=True, text=True, env=env)
+        assert shown.returncode == 0, shown.stderr
+        assert "unreadable remote record '['" in shown.stdout

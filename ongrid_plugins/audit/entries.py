@@ -91,10 +91,10 @@ class AuditEntry:
         """Build an entry from a database row (``COLUMNS`` then ``hash``)."""
         values = dict(zip((*COLUMNS, "hash"), row, strict=True))
         for column in JSON_COLUMNS:
-            parsed = json.loads(values[column]) if values[column] else None
-            values[column] = parsed if column == "args" else tuple(parsed or ())
+            parsed = _json_or_text(values[column])
+            values[column] = parsed if column == "args" else _listed(parsed)
         for column in ("sandbox", "remote"):
-            values[column] = json.loads(values[column]) if values.get(column) else None
+            values[column] = _json_or_text(values.get(column))
         return cls(**values)
 
     def to_dict(self) -> JSON:
@@ -154,6 +154,23 @@ def _missing(count: int, recorded: dict[str, Any]) -> str:
     if not count:
         return f"the log is empty, but its head {seen} was recorded: rows are missing"
     return f"the recorded head {seen} is not in the chain: rows are missing or were rewritten"
+
+
+def _json_or_text(value: Any) -> Any:
+    """A JSON column's value; its text as it is when it does not parse (a row edited by hand,
+    which ``verify`` reports: listing and showing it must not fail on it)."""
+    if not value:
+        return None
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError, RecursionError):
+        return value
+
+
+def _listed(parsed: Any) -> tuple[Any, ...]:
+    if isinstance(parsed, list):
+        return tuple(parsed)
+    return () if parsed is None else (parsed,)
 
 
 #: Rows that record a decision on a ticket, not a call made with it.

@@ -125,7 +125,7 @@ def _print_entry(e: AuditEntry) -> None:
         ("skill digest", e.skill_digest or "-"),
         ("ran on", _where(e)),
     ]
-    if e.remote:
+    if isinstance(e.remote, dict):
         fields += [
             ("worker", e.remote.get("worker") or "- (no worker took it)"),
             ("queue", e.remote.get("queue") or "-"),
@@ -144,6 +144,8 @@ def _where(e: AuditEntry) -> str:
     """``local``, or ``WORKER (queue Q)`` for a call a worker ran."""
     if not e.remote:
         return "local"
+    if not isinstance(e.remote, dict):  # a row edited by hand (verify names it): its text as it is
+        return f"unreadable remote record {str(e.remote)[:80]!r}"
     worker = e.remote.get("worker") or "no worker"
     return f"{worker} (queue {e.remote.get('queue')})"
 
