@@ -744,3 +744,17 @@ def test_connections_beyond_the_cap_are_closed_at_once(tmp_path: Path) -> None:
         for conn in held:
             conn.close()
     assert closed == 15
+
+
+def test_a_body_naming_a_member_twice_is_refused(api: dict[str, Any], client: httpx.Client) -> None:
+    body = '{"params": {"n": 1}, "params": {"n": 9}}'
+    headers = {**auth(api, "vic"), "content-type": "application/json"}
+    answer = client.post("/v1/skills/echo/execute", headers=headers, content=body)
+    assert answer.status_code == 400
+    assert "the member 'params' is given twice in one object" in answer.json()["error"]
+
+
+def test_an_unknown_ticket_id_is_cut_in_the_answer(api: dict[str, Any], client: httpx.Client) -> None:
+    answer = client.get("/v1/approvals/" + "x" * 5000, headers=auth(api, "alice"))
+    assert answer.status_code == 404
+    assert len(answer.text) < 600 and "(5000 characters)" in answer.json()["error"]

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import _sqlite
+from ..echo import MAX_ECHO, echo
 from ..errors import ApprovalError
 from ..hooks import hooks
 from ..identity import identity_problem, normalize_identity
@@ -454,6 +455,6 @@ def verify_with_plugins(pm: pluggy.PluginManager) -> VerifyApproval:
 
 def _unknown(ticket_id: str, *, not_found: bool = False) -> ApprovalError:
     """The error for a ticket id no ticket has (an empty id said as such, not as ``''``)."""
-    shown = repr(str(ticket_id)) if ticket_id else "with an empty id"
+    shown = echo(str(ticket_id)) if ticket_id else "with an empty id"  # a 5,000-character id is cut
     message = f"no approval ticket {shown} (see `ongrid-skills approvals list`)"
-    return ApprovalError("unknown", str(ticket_id), message, not_found=not_found)
+    return ApprovalError("unknown", str(ticket_id)[:MAX_ECHO], message, not_found=not_found)

@@ -22,7 +22,7 @@ from .. import missing_extra
 from ..responses import ApiError, api_error
 from ..rules import may_see_tool, may_sign
 from ..tokens import Principal, TokenStore
-from .bodies import digits, no_constant, query
+from .bodies import digits, no_constant, no_duplicates, query
 
 try:
     from starlette.applications import Starlette
@@ -180,6 +180,6 @@ class Api:
         if not raw.strip():
             return {}
         try:
-            return json.loads(raw, parse_constant=no_constant)
+            return json.loads(raw, parse_constant=no_constant, object_pairs_hook=no_duplicates)
         except (ValueError, RecursionError) as exc:
             raise ApiError(400, "bad_request", f"the body is not valid JSON: {exc}") from None

@@ -8,6 +8,7 @@ token may not read is answered as if absent.
 
 from __future__ import annotations
 
+from ...echo import MAX_ECHO, echo
 from ...errors import ApprovalError, InvalidArguments
 from ...gate.tickets import STATUSES
 from ...models import CallRequest, Verdict, args_digest
@@ -47,8 +48,8 @@ async def get_approval(api: Api, request: Request, who: Principal) -> Response:
     ticket_id = request.path_params["ticket_id"]
     ticket = await api.in_thread(api.host.ticket, ticket_id)
     if not may_read_ticket(api.host, ticket, who):
-        message = f"no approval ticket {ticket_id!r} (see `ongrid-skills approvals list`)"
-        raise api_error(ApprovalError("unknown", ticket_id, message))  # as if absent
+        message = f"no approval ticket {echo(ticket_id)} (see `ongrid-skills approvals list`)"
+        raise api_error(ApprovalError("unknown", ticket_id[:MAX_ECHO], message))  # as if absent
     return JSONResponse(ticket.to_dict())
 
 
