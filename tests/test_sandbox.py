@@ -1003,3 +1003,30 @@ def test_an_entry_outside_its_own_folder_runs_from_a_root_under_tmp(tmp_path: Pa
         assert assert_ok(host.call("relup", {})) == {"ran": "outside"}
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_pip_packs_helpers_beside_its_skills_are_readable_from_a_venv_under_tmp(tmp_path: Path) -> None:
+    """A checkout (and its venv) under /tmp: the pack's package is bound back whole, so a
+    skill's ``from _walk import ...`` of the pack's shared helper still works."""
+    import shutil
+    import tempfile
+
+    package = Path(tempfile.mkdtemp(prefix="ongrid-venv-", dir="/tmp")) / "ongrid_pack_x"
+    try:
+        (package / "tool").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "_helper.py").write_text("VALUE = 'from the helper'\n")
+        entry = package / "tool" / "run.py"
+        entry.write_text(
+            f"#!{sys.executable}\nimport json, os, sys\n"
+            "sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))\n"
+            "from _helper import VALUE\nprint(json.dumps({'helper': VALUE}))\n"
+        )
+        entry.chmod(0o755)
+        (package / "tool" / "skill.json").write_text(
+            json.dumps({"name": "packed", "description": "Uses its pack's helper.", "entry": "run.py"})
+        )
+        host = host_for(tmp_path, package)
+        assert assert_ok(host.call("packed", {})) == {"helper": "from the helper"}
+    finally:
+        shutil.rmtree(package.parent, ignore_errors=True)

@@ -201,13 +201,18 @@ def _own_folder(tool: Tool) -> str:
     """The folder a skill may always read: its top folder below its root.
 
     For ``root/pack/skill/`` that is ``root/pack``, so the helpers a pack keeps beside
-    its skills stay readable while the other packs of a shared root stay hidden.
+    its skills stay readable while the other packs of a shared root stay hidden. A root
+    that is a Python package (a pip-installed pack: ``ongrid_pack_disk/``) is one pack,
+    whose helpers sit beside its skill folders (``ongrid_pack_disk/_walk.py``): the
+    root itself. (Under a private ``/tmp`` nothing else of it would be there.)
     """
     if not tool.cwd:
         return ""
     folder = os.path.realpath(tool.cwd)
     root = tool.root.rstrip("/")
     if root and folder.startswith(root + "/"):
+        if os.path.isfile(os.path.join(root, "__init__.py")):
+            return root
         top = folder[len(root) + 1 :].split("/", 1)[0]
         return f"{root}/{top}"
     return folder
