@@ -1138,3 +1138,23 @@ def test_a_json_column_edited_into_junk_is_listed_as_its_text_and_verify_names_t
         shown = subprocess.run([PY, "-m", "ongrid_plugins", *argv], capture_output=True, text=True, env=env)
         assert shown.returncode == 0, shown.stderr
         assert "unreadable remote record '['" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    "shift",
+    [
+        "remote = skill_digest, skill_digest = NULL",
+        "remote = skill_digest, skill_digest = sandbox, sandbox = NULL",
+    ],
+)
+def test_a_value_moved_into_another_later_column_is_found(
+    chained: SkillHost, tmp_path: Path, shift: str
+) -> None:
+    """The hash leaves NULL later columns out, so a value moved into an empty one hashes the
+    same; each later column must hold its own kind of value."""
+    rows = sql(tmp_path, "SELECT seq, sandbox, skill_digest, remote FROM entries ORDER BY seq")
+    seq = next(r[0] for r in rows if r[1] is not None and r[2] is not None and r[3] is None)
+    sql(tmp_path, f"UPDATE entries SET {shift} WHERE seq = ?", seq)
+    report = chained.audit.verify()
+    assert (report.ok, report.first_bad) == (False, seq)
+    assert f"row {seq} was edited: its" in report.problem

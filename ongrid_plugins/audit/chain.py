@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import itertools
+import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -247,6 +248,43 @@ def check_macs(conn: sqlite3.Connection, key: bytes) -> tuple[int | None, str]:
 canonical = canonical_json
 
 
+_SANDBOX, _DIGEST, _REMOTE = (COLUMNS.index(c) for c in ("sandbox", "skill_digest", "remote"))
+_HEX = frozenset("0123456789abcdef")
+
+
+def _shifted(row: Sequence[Any]) -> str:
+    """Why a row's later columns do not hold what each holds, or ``""``.
+
+    The hash leaves a NULL later column out (rows older than it hash as they did), so a
+    value moved from one later column into another NULL one hashes the same; each must
+    then be of its own kind: a sandbox profile, a skill digest, a remote record.
+    """
+    sandbox, digest, remote = row[_SANDBOX], row[_DIGEST], row[_REMOTE]
+    if digest is not None and not _is_digest(digest):
+        return "its skill_digest column does not hold a skill digest"
+    if sandbox is not None and "confined" not in _object(sandbox):
+        return "its sandbox column does not hold a sandbox profile"
+    if remote is not None and "queue" not in _object(remote):
+        return "its remote column does not hold a remote record"
+    return ""
+
+
+def _is_digest(value: Any) -> bool:
+    """A skill's digest as rows hold it: 64 hex digits (``sha256:`` before them), or nothing."""
+    if not isinstance(value, str):
+        return False
+    text = value.removeprefix("sha256:")
+    return value == "" or (len(text) == 64 and _HEX.issuperset(text))
+
+
+def _object(text: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def row_hash(values: Sequence[Any]) -> str:
     """sha256 over the canonical JSON of a row's columns (``COLUMNS`` order, ``prev_hash`` last)."""
     kept = [value for i, value in enumerate(values) if value is not None or i not in _LATER]
@@ -275,6 +313,8 @@ def walk(rows: Iterator[Sequence[Any]]) -> Walk:
         problem = ""
         if row_hash(row[: len(COLUMNS)]) != stored:
             problem = f"row {seq} was edited or moved: its contents do not match its hash"
+        elif shifted := _shifted(row):
+            problem = f"row {seq} was edited: {shifted}"
         elif seq != last_seq + 1:
             missing = f"{last_seq + 1}" if seq == last_seq + 2 else f"{last_seq + 1}..{seq - 1}"
             problem = f"row {seq}: row {missing} is missing (deleted)"
