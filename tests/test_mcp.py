@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -356,7 +357,9 @@ def test_a_line_the_sdk_cannot_parse_still_gets_its_answer(workspace: Path) -> N
     assert [(e.tool, e.outcome) for e in log.entries()] == [("echo", "invalid_arguments")]
 
 
-def _raw_session(workspace: Path, lines: list[str], want: int, **env: str) -> dict[Any, dict[str, Any]]:
+def _raw_session(
+    workspace: Path, lines: list[str], want: int, *options: str, **env: str
+) -> dict[Any, dict[str, Any]]:
     """Send ``lines`` after the handshake to ``ongrid-skills mcp``; the first ``want`` answers by id."""
     import subprocess
 
@@ -379,6 +382,7 @@ def _raw_session(workspace: Path, lines: list[str], want: int, **env: str) -> di
         str(workspace / "skills"),
         "mcp",
     ]
+    argv += options
     with subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=environ, text=True
     ) as proc:
@@ -436,3 +440,16 @@ def test_a_plugin_printing_while_the_host_loads_does_not_reach_the_mcp_stream(
         workspace, [json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"})], 1, PYTHONPATH=path
     )
     assert answers[3]["result"] == {}  # and every line before it parsed as JSON-RPC
+
+
+def test_calls_beyond_max_calls_wait_for_one_to_end(workspace: Path) -> None:
+    """A client flooding the server with calls does not start skills without end."""
+    make_skill(workspace / "skills", "nap", script="#!/bin/sh\n/bin/sleep 0.5\necho '{}'\n")
+    call = '{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"nap","arguments":{{}}}}}}'
+    answers = _raw_session(workspace, [call.format(n) for n in (2, 3, 4)], 3, "--max-calls", "1")
+    assert all(answers[n]["result"]["isError"] is False for n in (2, 3, 4))
+    rows = sorted(host_for(workspace).audit.entries(tool="nap"), key=lambda e: e.time)
+    assert len(rows) == 3
+    # one at a time: each starts after the last one ended
+    for earlier, later in itertools.pairwise(rows):
+        assert later.time >= earlier.time + earlier.duration - 0.05, (earlier, later)

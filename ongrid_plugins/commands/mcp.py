@@ -6,6 +6,8 @@ import argparse
 import contextlib
 from typing import TYPE_CHECKING
 
+from .argtypes import count
+
 if TYPE_CHECKING:
     from ..cli import Context
 
@@ -28,6 +30,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="reload when skill files change and tell the client (notifications/tools/list_changed)",
     )
+    p.add_argument(
+        "--max-calls",
+        type=count,
+        default=16,
+        metavar="N",
+        help="tool calls run at once; more wait for one to end (default: 16)",
+    )
     p.set_defaults(handler=cmd_mcp)
 
 
@@ -42,5 +51,5 @@ def cmd_mcp(ctx: Context) -> int:
     host = ctx.host
     host.persona(ctx.args.persona)  # an unknown persona is an error before the client connects
     with host.watch() if ctx.args.watch else contextlib.nullcontext():
-        anyio.run(lambda: serve_stdio(host, persona=ctx.args.persona))
+        anyio.run(lambda: serve_stdio(host, persona=ctx.args.persona, max_calls=ctx.args.max_calls))
     return 0

@@ -69,7 +69,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise missing_extra("mcp", "mcp") from exc
 
-__all__ = ["LIST_CHANGED", "create_server", "serve_stdio"]
+__all__ = ["LIST_CHANGED", "MAX_CALLS", "create_server", "serve_stdio"]
+
+MAX_CALLS = 16  # tool calls one server runs at once by default (``mcp --max-calls``)
 
 #: What ``initialize`` declares: every list may change (the catalog reloads).
 LIST_CHANGED = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
@@ -89,11 +91,16 @@ _MAX_ASKED = 1000
 
 
 def create_server(
-    host: SkillHost, *, persona: PersonaLike = "operator", caller: str | None = None
+    host: SkillHost,
+    *,
+    persona: PersonaLike = "operator",
+    caller: str | None = None,
+    max_calls: int = MAX_CALLS,
 ) -> Server[Any]:
-    """The low-level MCP server (run it with :func:`serve_stdio`, or over any SDK transport)."""
+    """The low-level MCP server (run it with :func:`serve_stdio`, or over any SDK transport);
+    ``max_calls`` tool calls run at once, more wait (a flood does not start skills without end)."""
     who = host.persona(persona)
-    handlers = _Handlers(host, who.name if not who.path else who.path, caller)
+    handlers = _Handlers(host, who.name if not who.path else who.path, caller, max_calls)
     server: Server[Any] = Server(
         "ongrid-plugins",
         version=_version(),
@@ -116,14 +123,18 @@ def create_server(
 
 
 async def serve_stdio(
-    host: SkillHost, *, persona: PersonaLike = "operator", caller: str | None = None
+    host: SkillHost,
+    *,
+    persona: PersonaLike = "operator",
+    caller: str | None = None,
+    max_calls: int = MAX_CALLS,
 ) -> None:
     """Serve MCP on this process's stdin/stdout until the client closes them."""
     # Log lines are what this server is for; the SDK warns that the logging capability is
     # deprecated in 2026-07-28 (where it is opt-in per request and delivered as such).
     warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
     with stdout_to_stderr():  # the SDK claims fd 1 only once it serves: a plugin's print() at load
-        server = create_server(host, persona=persona, caller=caller)
+        server = create_server(host, persona=persona, caller=caller, max_calls=max_calls)
         await anyio.to_thread.run_sync(host.tools)  # load before the first request
     loop = asyncio.get_running_loop()
 
@@ -154,14 +165,14 @@ def _version() -> str:
 
 
 class _Handlers:
-    def __init__(self, host: SkillHost, persona: str, caller: str | None) -> None:
+    def __init__(self, host: SkillHost, persona: str, caller: str | None, max_calls: int) -> None:
         self.host = host
+        self.slots = anyio.Semaphore(max_calls)
         self.persona = persona
         self.caller = caller
         self.level = "info"
-        # request_state tokens this server issued: token -> (tool, args digest, deadline).
-        # Random and single-use, so a client cannot forge the state of a confirmation
-        # it was never asked for (the digest is derivable from the arguments).
+        # request_state tokens issued: token -> (tool, args digest, deadline). Random, single-use:
+        # a client cannot forge a confirmation it was never asked for (digests are derivable).
         self.asked: dict[str, tuple[str, str, float]] = {}
         self.bus = InMemorySubscriptionBus()
         self.listen = ListenHandler(self.bus)
@@ -268,7 +279,7 @@ class _Handlers:
 
     async def _run(self, ctx: Any, call: dict[str, Any], confirm: Any) -> Dispatched:
         relay = _Relay(ctx, self)
-        async with anyio.create_task_group() as group:
+        async with self.slots, anyio.create_task_group() as group:
             group.start_soon(relay.pump)
             try:
                 outcome = await adispatch(
