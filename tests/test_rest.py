@@ -758,3 +758,14 @@ def test_an_unknown_ticket_id_is_cut_in_the_answer(api: dict[str, Any], client: 
     answer = client.get("/v1/approvals/" + "x" * 5000, headers=auth(api, "alice"))
     assert answer.status_code == 404
     assert len(answer.text) < 600 and "(5000 characters)" in answer.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path"), [("GET", "/nowhere"), ("GET", "/approvals/zzz"), ("TRACE", "/"), ("GET", "/healthz")]
+)
+def test_every_answer_carries_the_hardening_headers(client: httpx.Client, method: str, path: str) -> None:
+    """A router's 404 or 405 and a JSON answer too, not only the console's pages."""
+    answer = client.request(method, path)
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]

@@ -9,7 +9,8 @@ when it failed), the method and path, the status and the time to the last byte.
 Never the ``Authorization`` header, a body, or a query string's values: only the
 names of the query parameters (``?limit&tool``), since a client may put anything
 there. Lines go to the ``ongrid_plugins.server.access`` logger at INFO;
-``ongrid-skills serve`` prints them on stderr (``-q`` silences them).
+``ongrid-skills serve`` prints them on stderr (``-q`` silences them). The same middleware
+gives every answer the hardening headers its route did not set (:data:`DEFAULT_HEADERS`).
 
 Imports only the standard library.
 """
@@ -23,7 +24,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl
 
-__all__ = ["AccessLog", "logger"]
+__all__ = ["DEFAULT_HEADERS", "AccessLog", "logger"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +35,18 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+#: Headers every answer carries unless its route set its own: no sniffing, no framing, and for
+#: an answer that is not a page (JSON, a router's 404 or 405) nothing to load at all.
+DEFAULT_HEADERS = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
+)
+
+
 class AccessLog:
-    """ASGI middleware: log each HTTP request once it has been answered."""
+    """ASGI middleware: log each HTTP request once it has been answered, and give each answer
+    the :data:`DEFAULT_HEADERS` it does not set itself (the console's pages set their own)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -51,6 +62,10 @@ class AccessLog:
             nonlocal status
             if message.get("type") == "http.response.start":
                 status = int(message.get("status", 0))
+                headers = list(message.get("headers") or ())
+                present = {name.lower() for name, _value in headers}
+                headers += [pair for pair in DEFAULT_HEADERS if pair[0] not in present]
+                message["headers"] = headers
             await send(message)
 
         try:
