@@ -27,9 +27,11 @@ def check_timeout(timeout: float | None) -> float | None:
         seconds = float(timeout)
     except OverflowError:  # an int past a float's range: 10**400
         seconds = math.inf
-    if not 0 < seconds < math.inf:
-        shown = repr(timeout) if len(repr(timeout)) <= 40 else f"{repr(timeout)[:37]}..."
-        raise ConfigError(f"timeout must be a positive, finite number of seconds, got {shown}")
+    shown = repr(timeout) if len(repr(timeout)) <= 40 else f"{repr(timeout)[:37]}..."
+    if not seconds > 0:  # NaN too
+        raise ConfigError(f"timeout must be a positive number of seconds, got {shown}")
+    if seconds == math.inf:
+        raise ConfigError(f"timeout must be a finite number of seconds, got {shown}")
     return seconds
 
 
