@@ -240,3 +240,83 @@ def test_a_declared_write_path_stays_writable_and_nothing_else_can_be_chmod_ed(
     assert results == ["ok", "ok", "ok", EROFS, EROFS]
     assert stat.S_IMODE(inside.stat().st_mode) == 0o777
     assert _meta(box["outside"]) == before
+
+
+VOLUME_CALL = """
+import json, sys
+from ongrid_plugins import SkillHost
+from ongrid_plugins.testing import isolated_settings
+tmp, root, made = sys.argv[1:4]
+host = SkillHost(isolated_settings(tmp, root))
+host.load()
+result = host.call("declared", {"actions": [["write", made], ["chmod", made]]}, persona="admin", confirm=True)
+print(json.dumps(result.value))
+"""
+
+
+def test_a_volume_mounted_inside_a_declared_write_path_stays_there_and_writable(tmp_path: Path) -> None:
+    """The write path is bound onto itself with what is mounted beneath it: a bind without
+    them would show the empty folder under the volume (and put the writes there). In a
+    process of its own: ready threads made before the volume was mounted do not see it."""
+    import subprocess
+
+    from ongrid_plugins.executors.confine import mounts
+
+    allowed = tmp_path / "allowed"
+    (allowed / "disk1").mkdir(parents=True)
+    root = tmp_path / "skills2"
+    _probe(root, "declared", class_="mutating", sandbox={"write": [str(allowed)]})
+    mounts._mount(b"tmpfs", os.fsencode(allowed / "disk1"), b"tmpfs", 0, b"size=1m")
+    try:
+        (allowed / "disk1" / "on-the-volume").write_text("v")
+        made = allowed / "disk1" / "made"
+        argv = [sys.executable, "-c", VOLUME_CALL, str(tmp_path), str(root), str(made)]
+        ran = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 0, ran.stderr
+        assert json.loads(ran.stdout.splitlines()[-1])["results"] == ["ok", "ok"]
+        assert sorted(p.name for p in (allowed / "disk1").iterdir()) == ["made", "on-the-volume"]
+    finally:
+        mounts._sys.syscall("umount2", os.fsencode(allowed / "disk1"), 2)
+
+
+def test_a_declared_write_path_that_links_into_tmp_does_not_fail_the_call(
+    box: dict[str, Any], tmp_path: Path
+) -> None:
+    link = tmp_path / "out"
+    link.symlink_to(tempfile_dir := Path(__import__("tempfile").mkdtemp(dir="/tmp")))
+    try:
+        root = tmp_path / "skills3"
+        _probe(root, "linked", class_="mutating", sandbox={"write": [str(link)]})
+        host = SkillHost(isolated_settings(tmp_path, root))
+        host.load()
+        assert _run(host, "linked", ("chmod", str(box["outside"])), persona="admin", confirm=True) == [EROFS]
+    finally:
+        import shutil
+
+        shutil.rmtree(tempfile_dir, ignore_errors=True)
+
+
+def test_mountinfo_is_read_as_bytes_whatever_the_mount_points_are_called(tmp_path: Path) -> None:
+    """The fallback's listing: a mount point named in another script (or with a space) is
+    decoded, not a crash of every confined call."""
+    import threading
+
+    from ongrid_plugins.executors.confine import mounts
+
+    named = tmp_path / "ディスク é x"
+    named.mkdir()
+    seen: dict[str, Any] = {}
+
+    def in_a_namespace() -> None:
+        try:
+            mounts.enter_own_namespace()
+            mounts._mount(b"tmpfs", os.fsencode(named), b"tmpfs", 0, b"size=1m")
+            seen["points"] = [p for p, _o in mounts._mounts_at(str(tmp_path), recursive=True)]
+        except BaseException as exc:
+            seen["error"] = exc
+
+    thread = threading.Thread(target=in_a_namespace)
+    thread.start()
+    thread.join(30)
+    assert "error" not in seen, seen.get("error")
+    assert str(named) in seen["points"]

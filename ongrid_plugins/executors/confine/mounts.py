@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import re
 import stat
 
 from . import _sys
@@ -216,15 +217,21 @@ def _set_read_only(path: str, on: bool, recursive: bool) -> None:
 _KEPT = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC}
 
 
+#: mountinfo's escapes: space, tab, newline and backslash as three octal digits; every other
+#: byte of a path is as it is (UTF-8 or not).
+_OCTAL = re.compile(rb"\\([0-7]{3})")
+
+
 def _mounts_at(path: str, recursive: bool) -> list[tuple[str, set[str]]]:
-    """The mount points at ``path`` (and beneath it) with their per-mount options, from mountinfo."""
+    """The mount points at ``path`` (and beneath it) with their per-mount options, from
+    mountinfo, in mount order (a mount on top of another after it)."""
     found = []
-    with open("/proc/thread-self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+    with open("/proc/thread-self/mountinfo", "rb") as f:
         for line in f:
-            fields = line.split(" ")
-            point = fields[4].encode("latin-1", "surrogateescape").decode("unicode_escape")
+            fields = line.split(b" ")
+            point = os.fsdecode(_OCTAL.sub(lambda m: bytes([int(m.group(1), 8)]), fields[4]))
             if point == path or (recursive and point.startswith(path.rstrip("/") + "/")):
-                found.append((point, set(fields[5].split(","))))
+                found.append((point, set(fields[5].decode("ascii", "replace").split(","))))
     return found
 
 
@@ -263,7 +270,9 @@ def read_only(paths: tuple[str, ...]) -> None:
 
 
 def read_only_except(
-    keep: list[tuple[str, int, bool]], writable: list[tuple[str, int | None, int | None]]
+    keep: list[tuple[str, int, bool]],
+    writable: list[tuple[str, int | None, int | None]],
+    covered: list[str],
 ) -> None:
     """Every mount of this thread's namespace read-only but ``/tmp`` and the call's write paths.
 
@@ -272,10 +281,11 @@ def read_only_except(
     still decides which files of a writable mount it may write). ``keep``: the folders
     bound back under ``/tmp`` (:func:`bind_back`), the writable ones made writable
     again. ``writable``: the declared write paths elsewhere, ``(path, st_dev, st_ino)``
-    as the host granted them; each is bound onto itself and made writable, and must
-    still be what was granted (a path swapped since fails the call). Device files
-    stay usable: a read-only mount refuses changes to the file system, not writes to
-    ``/dev/null``.
+    as the host granted them; each is bound onto itself with what is mounted beneath it
+    (a volume inside it stays there) and made writable, those mounts too but the
+    ``covered`` secrets, and must still be what was granted (a path swapped since fails
+    the call; one gone since is skipped). Device files stay usable: a read-only mount
+    refuses changes to the file system, not writes to ``/dev/null``.
     """
     _set_read_only("/", True, recursive=True)
     _set_read_only("/tmp", False, recursive=False)
@@ -283,12 +293,18 @@ def read_only_except(
         if rw and os.path.ismount(path):
             _set_read_only(path, False, recursive=False)
     for path, dev, ino in writable:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue  # gone since it was granted: nothing to write there
         try:
             st = os.fstat(fd)
             if (st.st_dev, st.st_ino) != (dev, ino):
                 raise OSError(errno.ESTALE, f"{path} changed while the call was being prepared")
-            _mount(f"/proc/self/fd/{fd}".encode(), os.fsencode(path), None, _MS_BIND, None)
+            real = os.readlink(f"/proc/self/fd/{fd}")
+            _mount(f"/proc/self/fd/{fd}".encode(), os.fsencode(real), None, _MS_BIND | _MS_REC, None)
         finally:
             os.close(fd)
-        _set_read_only(path, False, recursive=False)
+        for point, _options in _mounts_at(real, recursive=True):
+            if not any(point == c or point.startswith(c.rstrip("/") + "/") for c in covered):
+                _set_read_only(point, False, recursive=False)

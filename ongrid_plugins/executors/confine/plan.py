@@ -118,8 +118,9 @@ class Plan:
             stamp
             for stamp in static.stamps
             # a declared write path, or what is granted of one that holds a hidden folder;
-            # under /tmp it is bound back already
-            if any(_within(stamp[0], w) for w in profile.write) and not _within(stamp[0], "/tmp")
+            # under /tmp (a symlink into it too) it is bound back, or not there at all
+            if any(_within(stamp[0], w) for w in profile.write)
+            and not _within(os.path.realpath(stamp[0]), "/tmp")
         ]
         if not private_tmp:
             self.tmpdir = tempfile.mkdtemp(prefix="ongrid-call-")
@@ -155,7 +156,7 @@ class Plan:
             if self.profile.write_all:
                 mounts.read_only(self._protect)  # the hidden folders: nor chmod, utime, setxattr
             else:
-                mounts.read_only_except(self._keep, self._writable)  # all it may not write
+                mounts.read_only_except(self._keep, self._writable, self.warm.covered)  # all it may not write
             tmp_fd = os.open("/tmp", os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY)
         try:
             ruleset = None
