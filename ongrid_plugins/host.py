@@ -147,7 +147,7 @@ class SkillHost:
 
     def _ticket_witness(self, ticket: Ticket) -> str | None:  # None without the audit plugin
         log = self._audited()
-        return None if log is None else log.ticket_problem(ticket, self.settings.approval_ttl)
+        return None if log is None else log.ticket_problem(ticket)
 
     def _audited(self) -> AuditLog | None:
         """The audit log, or None when the ``audit`` plugin is disabled."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Final
 
-__all__ = ["identity_key", "identity_problem", "normalize_identity"]
+__all__ = ["identity_key", "identity_problem", "normalize_identity", "same_person"]
 
 # Default_Ignorable_Code_Point ranges (Unicode DerivedCoreProperties).
 _IGNORABLE: Final = (
@@ -62,6 +62,13 @@ def normalize_identity(name: str) -> str:
     """NFKC, without default-ignorable code points, surrounding blanks removed (case kept)."""
     text = unicodedata.normalize("NFKC", name)
     return "".join(char for char in text if not _ignorable(char)).strip()
+
+
+def same_person(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` name one person for access (reading a ticket): NFKC, without
+    default-ignorable code points, case folded, but accents kept: ``jose`` is not ``josé``.
+    The wider :func:`identity_key` is for refusing one person twice, where folding more is safe."""
+    return normalize_identity(a).casefold() == normalize_identity(b).casefold()
 
 
 def identity_key(name: str) -> str:

@@ -528,3 +528,24 @@ def test_an_unusable_audit_key_refuses_risky_calls_and_records_nothing(
     with pytest.raises(ConfigError, match=why):
         host.audit.verify()
     assert not (state / "audit.db").exists()  # nothing written without the key
+
+
+def test_reading_a_ticket_keeps_accents_apart_though_approving_folds_them(root: Path, make_host: Any) -> None:
+    """``jose`` may not read ``josé``'s ticket (access: a different person), while ``josé``
+    approving a ticket ``jose`` opened is refused as the requester (safe to fold there)."""
+    from ongrid_plugins import ApprovalRequired
+    from ongrid_plugins.errors import ApprovalError
+    from ongrid_plugins.identity import identity_key, same_person
+    from ongrid_plugins.server.rules import may_read_ticket
+    from ongrid_plugins.server.tokens import Principal
+
+    assert identity_key("jose") == identity_key("josé") and not same_person("jose", "josé")
+    make_skill(root, "wipe", class_="dangerous")
+    host = make_host(root)
+    with pytest.raises(ApprovalRequired) as asked:
+        host.call("wipe", {}, persona="admin", caller="josé")
+    ticket = asked.value.ticket
+    assert not may_read_ticket(host, ticket, Principal("jose", "operator"))
+    assert may_read_ticket(host, ticket, Principal("JOSÉ", "operator"))
+    with pytest.raises(ApprovalError):
+        host.approve(ticket.id, approver="jose")

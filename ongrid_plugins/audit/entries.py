@@ -177,14 +177,8 @@ def _listed(parsed: Any) -> tuple[Any, ...]:
 _DECISIONS = frozenset({Outcome.APPROVAL, Outcome.REJECTION})
 
 
-#: Seconds a ticket's recorded opening may precede its ``created`` time (the row is chained first).
-_OPENING_SLACK = 60.0
-
-
-def ticket_problem(
-    path: str, ticket: Ticket, rows: list[tuple[str, str, str, str, float]], ttl: float | None = None
-) -> str | None:
-    """Why the rows ``(outcome, caller, approvers, args_digest, time)`` of the log at ``path``
+def ticket_problem(path: str, ticket: Ticket, rows: list[tuple[str, str, str, str]]) -> str | None:
+    """Why the rows ``(outcome, caller, approvers, args_digest)`` of the log at ``path``
     that name ``ticket`` do not back spending it (see :meth:`.AuditLog.ticket_problem`), or None."""
     signed = {identity_key(row[1]) for row in rows if row[0] == Outcome.APPROVAL}
     unsigned = [a for a in ticket.approvers if identity_key(a) not in signed]
@@ -197,9 +191,6 @@ def ticket_problem(
     covered = {row[3] for row in rows if row[3] and row[0] in (Outcome.NEEDS_APPROVAL, Outcome.APPROVAL)}
     if covered - {ticket.args_digest}:
         return f"the audit log {path} shows it was opened or approved for other arguments"
-    opened = [row[4] for row in rows if row[0] == Outcome.NEEDS_APPROVAL]
-    if ttl is not None and opened and ticket.expires > opened[0] + ttl + _OPENING_SLACK:
-        return f"it expires later than the {ttl:g} s an approval lasts after the call that opened it ({path})"
     return None
 
 

@@ -291,21 +291,21 @@ class AuditLog:
 
     # ------------------------------------------------------------------ tickets
 
-    def ticket_problem(self, ticket: Ticket, ttl: float | None = None) -> str | None:
+    def ticket_problem(self, ticket: Ticket) -> str | None:
         """Why this chain does not back spending ``ticket`` now, or None.
 
         Every approver the approvals database names must have an ``approval`` row for it here,
         and no row may show it already spent: a row added to, or a status reset in, the approvals
         database alone does not make a ticket runnable; nor does another arguments digest than its
-        opening call and approvals recorded, or an expiry past what ``ttl`` allows.
+        opening call and approvals recorded.
         """
         self.flush(timeout=5.0)  # the rows of calls that ran; a log that cannot write refuses them anyway
-        rows: list[tuple[str, str, str, str, float]] = []
+        rows: list[tuple[str, str, str, str]] = []
         if self._exists():
             with self._transaction(write=False) as conn:
-                query = "SELECT outcome, caller, approvers, args_digest, time FROM entries WHERE ticket = ?"
+                query = "SELECT outcome, caller, approvers, args_digest FROM entries WHERE ticket = ?"
                 rows = conn.execute(query + " ORDER BY seq", (ticket.id,)).fetchall()
-        return ticket_problem(self.path, ticket, rows, ttl)
+        return ticket_problem(self.path, ticket, rows)
 
     def record_ticket(self, ticket: Ticket, outcome: Outcome, by: str, note: str = "") -> int:
         """Chain a ticket decision (``approval`` or ``rejection``) by ``by``; return its row number.

@@ -119,6 +119,7 @@ def create_server(
     )
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, handlers.set_level)
     server.ongrid_announce = handlers.announce  # type: ignore[attr-defined]
+    server.ongrid_slots = handlers.slots  # type: ignore[attr-defined]  # also for calls mcp_wire runs
     return server
 
 
@@ -147,7 +148,7 @@ async def serve_stdio(
     unsubscribe = host.subscribe(on_changes)
     try:
         async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as group:
-            lines = screened(read_stream, write_stream, host, persona, caller, group)
+            lines = screened(read_stream, write_stream, host, persona, caller, group, server.ongrid_slots)  # type: ignore[attr-defined]
             await server.run(lines, write_stream, server.create_initialization_options(LIST_CHANGED))
     finally:
         unsubscribe()

@@ -26,6 +26,7 @@ the host's types; nothing imports it but :mod:`.mcp`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -48,9 +49,11 @@ def screened(
     persona: PersonaLike,
     caller: str | None,
     group: Any,
+    slots: Any = None,
 ) -> Any:
     """The stream ``server.run`` should read: ``read_stream`` with the lines the SDK could
-    not parse answered here (in a task of ``group``) instead of passed on."""
+    not parse answered here (in a task of ``group``) instead of passed on. ``slots``: the
+    server's limit on calls running at once, which a call run here takes too."""
     send, receive = anyio.create_memory_object_stream[Any](0)
 
     async def pump() -> None:
@@ -59,7 +62,7 @@ def screened(
                 if isinstance(item, Exception):
                     answer = _answer(item)
                     if isinstance(answer, dict):  # a tools/call to run: not on the reading task
-                        group.start_soon(_run_call, answer, write_stream, host, persona, caller)
+                        group.start_soon(_run_call, answer, write_stream, host, persona, caller, slots)
                         continue
                     if answer is not None:
                         await write_stream.send(SessionMessage(_writable(answer)))
@@ -118,12 +121,18 @@ def _has_lone_surrogate(message: dict[str, Any]) -> bool:
 
 
 async def _run_call(
-    message: dict[str, Any], write_stream: Any, host: SkillHost, persona: PersonaLike, caller: str | None
+    message: dict[str, Any],
+    write_stream: Any,
+    host: SkillHost,
+    persona: PersonaLike,
+    caller: str | None,
+    slots: Any,
 ) -> None:
     """Run a ``tools/call`` the SDK could not read (a lone surrogate) and send its answer."""
     params = message["params"]
     call = {"name": params.get("name"), "arguments": params.get("arguments") or {}}
-    outcome = await adispatch(host, call, persona=persona, caller=caller)
+    async with slots if slots is not None else contextlib.nullcontext():
+        outcome = await adispatch(host, call, persona=persona, caller=caller)
     result = types.CallToolResult.model_validate(_plain(outcome.message))
     body = result.model_dump(by_alias=True, exclude_none=True, mode="json")
     answer = types.JSONRPCResponse(jsonrpc="2.0", id=message["id"], result=body)

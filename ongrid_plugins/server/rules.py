@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from ..errors import OngridError
 from ..gate.tickets import Ticket
 from ..host import SkillHost
-from ..identity import identity_key
+from ..identity import same_person
 from ..models import PermissionMode, Tool, Verdict
 from .tokens import Principal
 
@@ -52,17 +52,16 @@ def may_see_tool(host: SkillHost, tool: Tool | str, who: Principal) -> bool:
 
 
 def may_read_ticket(host: SkillHost, ticket: Ticket, who: Principal) -> bool:
-    """Whether ``who`` may read ``ticket``: its requester (compared as the store compares
-    identities), or a persona that may sign."""
-    return identity_key(ticket.requester) == identity_key(who.identity) or may_sign(host, who)
+    """Whether ``who`` may read ``ticket``: its requester (the same person by
+    :func:`~ongrid_plugins.identity.same_person`: accents count), or a persona that may sign."""
+    return same_person(ticket.requester, who.identity) or may_sign(host, who)
 
 
 def readable_tickets(host: SkillHost, tickets: Iterable[Ticket], who: Principal) -> list[Ticket]:
     """The tickets of ``tickets`` that ``who`` may read, in their order."""
     if may_sign(host, who):
         return list(tickets)
-    mine = identity_key(who.identity)
-    return [ticket for ticket in tickets if identity_key(ticket.requester) == mine]
+    return [ticket for ticket in tickets if same_person(ticket.requester, who.identity)]
 
 
 def too_long(field: str, value: str | None) -> str:
