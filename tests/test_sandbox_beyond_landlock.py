@@ -320,3 +320,31 @@ def test_mountinfo_is_read_as_bytes_whatever_the_mount_points_are_called(tmp_pat
     thread.join(30)
     assert "error" not in seen, seen.get("error")
     assert str(named) in seen["points"]
+
+
+def test_a_hidden_folder_inside_a_declared_write_path_stays_unchangeable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``write: [~]`` grants the home folder, not ``~/.ssh`` in it: Landlock carves it out of
+    the writes, and its mount is read-only, so it cannot be chmod-ed either."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / "work").mkdir()  # the home folder itself takes no new entry: it holds a hidden one
+    key = home / ".ssh" / "id_rsa"
+    key.write_text("PRIVATE")
+    key.chmod(0o600)
+    monkeypatch.setenv("HOME", str(home))
+    root = tmp_path / "skills4"
+    _probe(root, "homely", class_="mutating", sandbox={"write": [str(home)]})
+    host = SkillHost(isolated_settings(tmp_path, root))
+    host.load()
+    results = _run(
+        host,
+        "homely",
+        ("write", str(home / "work" / "notes")),
+        ("chmod", str(key)),
+        persona="admin",
+        confirm=True,
+    )
+    assert results == ["ok", EROFS]
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600

@@ -113,7 +113,7 @@ class Plan:
         self._static_rules = static.prepared()
         self._keep = static.keep
         self._uncover = static.uncover
-        self._protect = _protected(profile, covered) if private_tmp and profile.write_all else ()
+        self._protect = _protected(profile, covered) if private_tmp else ()
         self._writable = [
             stamp
             for stamp in static.stamps
@@ -153,10 +153,9 @@ class Plan:
             for path in self._uncover:  # declared readable by this call
                 mounts.uncover(path)
             mounts.bind_back(self.warm.under, self._keep)
-            if self.profile.write_all:
-                mounts.read_only(self._protect)  # the hidden folders: nor chmod, utime, setxattr
-            else:
+            if not self.profile.write_all:
                 mounts.read_only_except(self._keep, self._writable, self.warm.covered)  # all it may not write
+            mounts.read_only(self._protect)  # the hidden folders where it may write: nor chmod, utime
             tmp_fd = os.open("/tmp", os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY)
         try:
             ruleset = None
@@ -252,14 +251,17 @@ class Plan:
 
 
 def _protected(profile: Profile, covered: tuple[str, ...]) -> tuple[str, ...]:
-    """The hidden paths bound read-only in the namespace of a call that may write everywhere
-    else (:func:`.mounts.read_only`): all but those covered already and those it may
-    write in (its own folder, a declared ``write`` path, and the folders holding them)."""
-    writable = [*profile.write, *((profile.skill_dir,) if profile.skill_dir else ())]
+    """The hidden paths bound read-only in the call's namespace (:func:`.mounts.read_only`)
+    where the call may otherwise write: everywhere for an undeclared mutating call, inside a
+    declared ``write`` path for the others (the rest is read-only already). Not those covered
+    already, nor one holding a path the call may write (its own folder, a ``write`` path)."""
+    writable = [*profile.write, *((profile.skill_dir,) if profile.write_all and profile.skill_dir else ())]
     return tuple(
         hidden
         for hidden in profile.hidden
-        if hidden not in covered and not any(_within(w, hidden) or _within(hidden, w) for w in writable)
+        if hidden not in covered
+        and not any(_within(w, hidden) for w in writable)
+        and (profile.write_all or any(_within(hidden, w) for w in profile.write))
     )
 
 
