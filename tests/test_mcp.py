@@ -60,16 +60,7 @@ def run(
     env = {**os.environ, "ONGRID_STATE_DIR": str(workspace / "state")}
     params = StdioServerParameters(
         command=sys.executable,
-        args=[
-            "-m",
-            "ongrid_plugins",
-            "--no-defaults",
-            "--dirs",
-            str(workspace / "skills"),
-            "mcp",
-            "--persona",
-            persona,
-        ],
+        args=_server_argv(workspace, "--persona", persona)[1:],
         env=env,
     )
 
@@ -78,6 +69,20 @@ def run(
             await session(connected)
 
     anyio.run(main)
+
+
+def _server_argv(workspace: Path, *options: str) -> list[str]:
+    """``python -m ongrid_plugins ... mcp OPTIONS`` over the workspace's skills."""
+    return [
+        sys.executable,
+        "-m",
+        "ongrid_plugins",
+        "--no-defaults",
+        "--dirs",
+        str(workspace / "skills"),
+        "mcp",
+        *options,
+    ]
 
 
 def text(result: types.CallToolResult) -> Any:
@@ -373,16 +378,7 @@ def _raw_session(
         json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
     ]
     environ = {**os.environ, "ONGRID_STATE_DIR": str(workspace / "state"), **env}
-    argv = [
-        sys.executable,
-        "-m",
-        "ongrid_plugins",
-        "--no-defaults",
-        "--dirs",
-        str(workspace / "skills"),
-        "mcp",
-    ]
-    argv += options
+    argv = _server_argv(workspace, *options)
     with subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=environ, text=True
     ) as proc:

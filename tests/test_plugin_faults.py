@@ -230,6 +230,18 @@ def test_a_long_wrong_answer_is_shortened_in_the_log_line(
     assert len(line) < 250 and "\n" not in line and "…(" in line
 
 
+def _odd() -> Any:
+    """A plugin answering ``ongrid_manifest_names`` with a string, not a list."""
+    from ongrid_plugins import hookimpl
+
+    class Odd:
+        @hookimpl
+        def ongrid_manifest_names(self) -> str:
+            return "skill.json"
+
+    return Odd()
+
+
 def test_behind_a_wrapper_the_wrong_answer_is_from_a_plugin(
     site: Path, tmp_path: Path, root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -241,13 +253,8 @@ def test_behind_a_wrapper_the_wrong_answer_is_from_a_plugin(
         def ongrid_manifest_names(self) -> Any:
             return (yield)
 
-    class Odd:
-        @hookimpl
-        def ongrid_manifest_names(self) -> str:
-            return "skill.json"
-
     pm = get_plugin_manager(isolated_settings(tmp_path, root))
-    pm.add_plugin(Odd(), "odd")
+    pm.add_plugin(_odd(), "odd")
     pm.add_plugin(Wrapper(), "wrapper")
     caplog.set_level(logging.WARNING)
     assert hooks(pm).manifest_names() == {"skill.json", "SKILL.md", "skill.md"}
@@ -260,17 +267,11 @@ def test_behind_a_wrapper_the_wrong_answer_is_from_a_plugin(
 def test_a_recorded_manager_sees_one_call_and_still_names_a_certain_plugin(
     tmp_path: Path, root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from ongrid_plugins import hookimpl
     from ongrid_plugins.hooks import hooks
     from ongrid_plugins.testing import HookRecorder
 
-    class Odd:
-        @hookimpl
-        def ongrid_manifest_names(self) -> str:
-            return "skill.json"
-
     pm = get_plugin_manager(isolated_settings(tmp_path, root))
-    pm.add_plugin(Odd(), "odd")
+    pm.add_plugin(_odd(), "odd")
     caplog.set_level(logging.WARNING)
     with HookRecorder(pm) as recorder:
         assert hooks(pm).manifest_names() == {"skill.json", "SKILL.md", "skill.md"}

@@ -102,6 +102,30 @@ def box(tmp_path: Path) -> dict[str, Any]:
     return {"host": host, "state": state, "victim": victim, "outside": outside / "file"}
 
 
+def _in_a_namespace(job: Any) -> Any:
+    """``job()`` in a throw-away thread with a mount namespace of its own (the host's mounts
+    stay as they are); its value, or the exception it raised, raised here."""
+    import threading
+
+    from ongrid_plugins.executors.confine import mounts
+
+    seen: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            mounts.enter_own_namespace()
+            seen["value"] = job()
+        except BaseException as exc:
+            seen["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(30)
+    if "error" in seen:
+        raise seen["error"]
+    return seen["value"]
+
+
 def _meta(path: Path) -> tuple[int, int, list[str]]:
     st = path.stat()  # a folder's mtime moves with the host's own files: not compared
     return stat.S_IMODE(st.st_mode), 0 if path.is_dir() else st.st_mtime_ns, os.listxattr(path)
@@ -179,7 +203,6 @@ def test_sys_is_read_only_to_the_call_and_still_writable_to_the_host(box: dict[s
 def test_without_mount_setattr_each_mount_is_remounted_read_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernels before 5.12 lack ``mount_setattr``: every mount at and beneath the path is
     remounted read-only one by one, keeping its nosuid/nodev/noexec."""
-    import threading
 
     from ongrid_plugins.executors.confine import _sys, mounts
 
@@ -191,21 +214,13 @@ def test_without_mount_setattr_each_mount_is_remounted_read_only(monkeypatch: py
         return real(name, *args)
 
     monkeypatch.setattr(_sys, "syscall", no_setattr)
-    seen: dict[str, Any] = {}
 
-    def in_a_namespace() -> None:  # a throw-away thread: the host's own mounts stay as they are
-        try:
-            mounts.enter_own_namespace()
-            mounts.protect_system()
-            with open("/proc/thread-self/mountinfo", encoding="utf-8") as f:
-                seen["mounts"] = [line.split(" ")[4:6] for line in f]
-        except BaseException as exc:
-            seen["error"] = exc
+    def protected() -> list[list[str]]:
+        mounts.protect_system()
+        with open("/proc/thread-self/mountinfo", encoding="utf-8") as f:
+            return [line.split(" ")[4:6] for line in f]
 
-    thread = threading.Thread(target=in_a_namespace)
-    thread.start()
-    thread.join(30)
-    assert "error" not in seen, seen.get("error")
+    seen = {"mounts": _in_a_namespace(protected)}
     under_sys = {
         point: options.split(",") for point, options in seen["mounts"] if point.split("/")[1:2] == ["sys"]
     }
@@ -299,27 +314,17 @@ def test_a_declared_write_path_that_links_into_tmp_does_not_fail_the_call(
 def test_mountinfo_is_read_as_bytes_whatever_the_mount_points_are_called(tmp_path: Path) -> None:
     """The fallback's listing: a mount point named in another script (or with a space) is
     decoded, not a crash of every confined call."""
-    import threading
 
     from ongrid_plugins.executors.confine import mounts
 
     named = tmp_path / "ディスク é x"
     named.mkdir()
-    seen: dict[str, Any] = {}
 
-    def in_a_namespace() -> None:
-        try:
-            mounts.enter_own_namespace()
-            mounts._mount(b"tmpfs", os.fsencode(named), b"tmpfs", 0, b"size=1m")
-            seen["points"] = [p for p, _o in mounts._mounts_at(str(tmp_path), recursive=True)]
-        except BaseException as exc:
-            seen["error"] = exc
+    def listed() -> list[str]:
+        mounts._mount(b"tmpfs", os.fsencode(named), b"tmpfs", 0, b"size=1m")
+        return [p for p, _o in mounts._mounts_at(str(tmp_path), recursive=True)]
 
-    thread = threading.Thread(target=in_a_namespace)
-    thread.start()
-    thread.join(30)
-    assert "error" not in seen, seen.get("error")
-    assert str(named) in seen["points"]
+    assert str(named) in _in_a_namespace(listed)
 
 
 def test_a_hidden_folder_inside_a_declared_write_path_stays_unchangeable(
