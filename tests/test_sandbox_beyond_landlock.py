@@ -191,7 +191,7 @@ def test_a_skill_sees_none_of_the_hosts_ipc_and_leaves_none_behind(box: dict[str
         libc.shmctl(shm, 0, None)  # IPC_RMID
 
 
-def test_sys_is_read_only_to_the_call_and_still_writable_to_the_host(box: dict[str, Any]) -> None:
+def test_the_hosts_own_sys_stays_writable_after_confined_calls(box: dict[str, Any]) -> None:
     # the host joins and empties the call's cgroup: the read-only /sys is the call's alone
     for _ in range(3):
         assert _run(box["host"], "writer", ("sh", "true"), persona="admin", confirm=True) == ["rc=0:"]
