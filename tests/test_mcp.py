@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -386,12 +387,17 @@ def _raw_session(
         proc.stdin.write("\n".join(head + lines) + "\n")
         proc.stdin.flush()
         answers: dict[Any, dict[str, Any]] = {}
-        while len(answers) < want + 1:
-            line = proc.stdout.readline()
-            assert line, f"the server ended after {len(answers)} answers"
-            message = json.loads(line)  # every stdout line is JSON-RPC
-            if "id" in message:
-                answers[message["id"]] = message
+        stuck = threading.Timer(60, proc.kill)  # an answer that never comes fails, not hangs
+        stuck.start()
+        try:
+            while len(answers) < want + 1:
+                line = proc.stdout.readline()
+                assert line, f"the server ended or went silent after {len(answers)} answers: {answers}"
+                message = json.loads(line)  # every stdout line is JSON-RPC
+                if "id" in message:
+                    answers[message["id"]] = message
+        finally:
+            stuck.cancel()
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
     return answers
@@ -414,6 +420,31 @@ def test_a_request_nested_deeper_than_the_sdk_reads_is_refused_and_the_server_li
         assert error["code"] == -32600 and "recursion limit" in error["message"], error
     assert answers[3]["result"] == {}
     assert host_for(workspace).audit.entries() == []  # nothing ran
+
+
+@pytest.mark.parametrize(
+    ("line", "answer_id", "says"),
+    [
+        ('{"jsonrpc":"2.0","id":7,"method":"tools/list","params":[1]}', 7, "object params"),
+        ('{"jsonrpc":"1.0","id":7,"method":"ping"}', 7, '"jsonrpc": "2.0"'),
+        ('{"id":7,"method":"ping"}', 7, '"jsonrpc": "2.0"'),
+        ('{"jsonrpc":"2.0","id":7,"method":5}', 7, '"method" that is a string'),
+        ('{"jsonrpc":"2.0","id":7}', 7, '"method" that is a string'),
+        ('[{"jsonrpc":"2.0","id":7,"method":"ping"}]', None, "batches are not supported"),
+        ("5", None, "one JSON object"),
+    ],
+)
+def test_json_that_is_no_valid_request_gets_an_invalid_request_error(
+    workspace: Path, line: str, answer_id: Any, says: str
+) -> None:
+    """The SDK validates each line and only logs what fails: the client waited for ever."""
+    lines = [line, '{"jsonrpc":"2.0","method":"notifications/x","params":[1]}']
+    lines.append(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}))
+    answers = _raw_session(workspace, lines, 2)
+    error = answers[answer_id]["error"]
+    assert error["code"] == -32600 and says in error["message"], error
+    assert answers[3]["result"] == {}  # the notification got no answer, the session goes on
+    assert set(answers) == {"init", answer_id, 3}
 
 
 def test_a_plugin_printing_while_the_host_loads_does_not_reach_the_mcp_stream(

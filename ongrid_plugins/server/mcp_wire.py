@@ -15,7 +15,12 @@ its request waits for ever. Two kinds of line get there:
   to run: a batch (an array), an ``id`` that is neither a string nor an integer, a
   ``jsonrpc`` other than ``"2.0"``, ``params`` that are not an object, or a request with
   no lone surrogate. These get ``-32600`` (invalid request), with the request's ``id``
-  when it has a usable one, and nothing runs.
+  when it has a usable one, and nothing runs;
+* JSON the SDK parses but does not take for a JSON-RPC message (its validation fails):
+  a batch, a bare value, ``params`` that are not an object, a ``jsonrpc`` other than
+  ``"2.0"``, a ``method`` that is not a string, an ``id`` with neither a method nor a
+  result. A request among these gets ``-32600`` too, with its ``id`` when usable; a
+  notification or a response gets nothing (nobody waits for an answer).
 
 An answer made here that cannot be written (a result nested deeper than the SDK writes)
 is replaced by an error saying so: a failed write would end the whole server.
@@ -78,7 +83,8 @@ def _answer(exc: Exception) -> types.JSONRPCMessage | dict[str, Any] | None:
     ``tools/call`` to run, or None (not a line, or a notification: pass it on)."""
     found = _line_of(exc)
     if found is None:
-        return None
+        invalid = _invalid_message(exc)
+        return None if invalid is None else _judged(invalid[0], invalid[1], parsed=True)
     line, why = found
     try:
         message = json.loads(line)
@@ -88,16 +94,27 @@ def _answer(exc: Exception) -> types.JSONRPCMessage | dict[str, Any] | None:
         return _error(None, types.PARSE_ERROR, f"not valid JSON: {shown!r}")
     except RecursionError:
         return _error(None, types.INVALID_REQUEST, f"the request could not be read: {why}")
+    return _judged(message, why, parsed=False)
+
+
+def _judged(message: Any, why: str, parsed: bool) -> types.JSONRPCMessage | dict[str, Any] | None:
+    """The answer to ``message``, a JSON value the SDK refused: ``parsed`` when its parser
+    read it and its validation failed (``why``), else its parser gave up on the line."""
     if not isinstance(message, dict):
-        return _error(None, types.INVALID_REQUEST, "a request is one JSON object (batches are not supported)")
+        batch = " (batches are not supported)" if isinstance(message, list) else ""
+        return _error(None, types.INVALID_REQUEST, f"a request is one JSON object{batch}")
     request_id = message.get("id")
-    if "method" not in message or "id" not in message:
+    if "id" not in message or ("method" not in message and ("result" in message or "error" in message)):
         return None  # a notification or a stray response: nobody waits for an answer
     if isinstance(request_id, bool) or not isinstance(request_id, str | int):
         return _error(None, types.INVALID_REQUEST, "a request's id is a string or an integer")
     params = message.get("params")
     if message.get("jsonrpc") != "2.0" or not isinstance(params, dict | None):
         return _error(request_id, types.INVALID_REQUEST, 'a request has "jsonrpc": "2.0" and object params')
+    if not isinstance(message.get("method"), str):
+        return _error(request_id, types.INVALID_REQUEST, 'a request has a "method" that is a string')
+    if parsed:
+        return _error(request_id, types.INVALID_REQUEST, f"not a valid JSON-RPC request: {why}")
     if not _has_lone_surrogate(message):  # nested deeper than the SDK reads, say
         return _error(request_id, types.INVALID_REQUEST, f"the request could not be read: {why}")
     if message.get("method") == "tools/call" and isinstance(params, dict):
@@ -164,6 +181,33 @@ def _line_of(exc: Exception) -> tuple[str, str] | None:
             text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
             return text, str(error.get("msg", "it is not JSON the MCP SDK reads"))[:_MAX_SHOWN]
     return None
+
+
+def _invalid_message(exc: Exception) -> tuple[Any, str] | None:
+    """The JSON value a validation failure of the SDK (a pydantic ``ValidationError``) was
+    about, and its first reason; None for any other exception.
+
+    Each error names where it failed in the message (``loc``: the model tried, then the
+    member); one about the message as a whole (the wrong type, or a member missing from
+    it) carries the whole value as its ``input``."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return None
+    try:
+        found = errors()
+    except Exception:
+        return None
+    whole: list[Any] = []
+    for error in found:
+        loc = error.get("loc") or ()
+        if len(loc) == 1 or (len(loc) == 2 and error.get("type") == "missing"):
+            whole.append(error.get("input"))
+    if not whole or not found:
+        return None
+    first = found[0]
+    where = ".".join(str(part) for part in (first.get("loc") or ())[1:]) or "the message"
+    why = f"{where}: {first.get('msg', 'invalid')}"
+    return whole[0], why[:_MAX_SHOWN]
 
 
 def _plain(value: Any) -> Any:
