@@ -447,6 +447,26 @@ def test_json_that_is_no_valid_request_gets_an_invalid_request_error(
     assert set(answers) == {"init", answer_id, 3}
 
 
+def test_a_result_nested_deeper_than_the_sdk_writes_comes_as_text_alone(workspace: Path) -> None:
+    """The attack: a skill printing an object 400 levels deep made the SDK answer with an
+    error of code 0 ("Maximum serialization depth exceeded"), though the call had run."""
+    for name, depth in (("deep", 400), ("shallow", 150)):
+        value = "[" * depth + "]" * depth
+        make_skill(workspace / "skills", name, script=f"#!/bin/sh\ncat >/dev/null\necho '{{\"v\":{value}}}'\n")
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": n, "arguments": {}}})
+        for i, n in ((2, "deep"), (4, "shallow"))
+    ]
+    answers = _raw_session(workspace, lines, 2)
+    deep, shallow = answers[2]["result"], answers[4]["result"]
+    assert deep["isError"] is False and "structuredContent" not in deep
+    value = json.loads(deep["content"][0]["text"])["v"]
+    for _ in range(399):
+        value = value[0]
+    assert value == []  # the whole value, as text
+    assert shallow["isError"] is False and json.loads(shallow["content"][0]["text"]) == shallow["structuredContent"]
+
+
 def test_a_plugin_printing_while_the_host_loads_does_not_reach_the_mcp_stream(
     workspace: Path, tmp_path: Path
 ) -> None:

@@ -68,6 +68,7 @@ try:
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise missing_extra("mcp", "mcp") from exc
+from .mcp_wire import carried, screened
 
 __all__ = ["LIST_CHANGED", "MAX_CALLS", "create_server", "serve_stdio"]
 
@@ -142,8 +143,6 @@ async def serve_stdio(
     def on_changes(changes: list[CatalogChange]) -> None:  # called in the reloading thread
         future = asyncio.run_coroutine_threadsafe(server.ongrid_announce(changes), loop)  # type: ignore[attr-defined]
         future.add_done_callback(_log_failure)
-
-    from .mcp_wire import screened
 
     unsubscribe = host.subscribe(on_changes)
     try:
@@ -256,7 +255,7 @@ class _Handlers:
                 return _input_required(outcome.error, outcome.call.arguments or {}, state)
             if not can_ask:
                 return _cannot_ask(outcome)
-        return types.CallToolResult.model_validate(outcome.message)
+        return types.CallToolResult.model_validate(carried(outcome.message))
 
     def _issue(self, tool: str, digest: str) -> str:
         """A fresh request_state for a confirmation this server asks for."""

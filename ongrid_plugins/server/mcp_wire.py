@@ -42,7 +42,7 @@ from mcp.shared.message import SessionMessage
 from ..dispatch import adispatch
 from ..host import PersonaLike, SkillHost
 
-__all__ = ["screened"]
+__all__ = ["carried", "screened"]
 
 _MAX_SHOWN = 200
 
@@ -208,6 +208,36 @@ def _invalid_message(exc: Exception) -> tuple[Any, str] | None:
     where = ".".join(str(part) for part in (first.get("loc") or ())[1:]) or "the message"
     why = f"{where}: {first.get('msg', 'invalid')}"
     return whole[0], why[:_MAX_SHOWN]
+
+
+def carried(message: dict[str, Any]) -> dict[str, Any]:
+    """A ``tools/call`` result ``message`` the SDK can write: without its
+    ``structuredContent`` when that is nested more deeply than the SDK writes (about 250
+    levels; the text block carries the same value), which would otherwise end the call in
+    an error with code 0."""
+    structured = message.get("structuredContent")
+    if structured is None or _nested_within(structured, _MAX_STRUCTURED_DEPTH):
+        return message
+    return {key: value for key, value in message.items() if key != "structuredContent"}
+
+
+#: The deepest ``structuredContent`` sent (the SDK writes ~250 levels, envelope included).
+_MAX_STRUCTURED_DEPTH = 200
+
+
+def _nested_within(value: Any, limit: int) -> bool:
+    """Whether ``value``'s lists and objects are nested at most ``limit`` levels deep."""
+    level: list[Any] = [value] if isinstance(value, dict | list) else []
+    for _depth in range(limit):
+        level = [
+            item
+            for container in level
+            for item in (container.values() if isinstance(container, dict) else container)
+            if isinstance(item, dict | list)
+        ]
+        if not level:
+            return True
+    return False
 
 
 def _plain(value: Any) -> Any:
