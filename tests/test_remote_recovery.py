@@ -187,7 +187,9 @@ class Tap:
         self.pubsub.close()
 
 
-def _slow_call_with(host: SkillHost, url: str, forge: Callable[[str, dict[str, Any]], list[Any]]) -> Any:
+def _slow_call_with(
+    host: SkillHost, url: str, forge: Callable[[str, dict[str, Any]], list[Any]], on_event: Any = None
+) -> Any:
     """Call ``x_slow``; when its worker accepts it, publish ``forge(call_id, accepted)`` on its channel."""
 
     def on_message(name: str, data: dict[str, Any]) -> None:
@@ -198,7 +200,7 @@ def _slow_call_with(host: SkillHost, url: str, forge: Callable[[str, dict[str, A
 
     tap = Tap(url, on_message)
     try:
-        return host.call("x_slow", {})
+        return host.call("x_slow", {}, on_event=on_event)
     finally:
         tap.close()
 
@@ -245,6 +247,41 @@ def test_a_forged_result_naming_another_worker_is_refused_and_the_real_one_wins(
     refused = _refusals(caplog)
     assert len(refused) == 3, refused
     assert "task is 'another-task'" in refused[1] and "worker is 'evil@test'" in refused[2], refused
+
+
+def test_events_a_worker_never_sends_are_refused_and_the_call_goes_on(
+    host: SkillHost, server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The attack: an event with no kind raised KeyError in the waiting host, and any kind
+    or shape (a fake ``exit``, a megabyte "line") reached the caller's on_event."""
+    forged = [
+        {"k": "event"},  # no kind
+        {"k": "event", "kind": "exit2", "data": None},
+        {"k": "event", "kind": ["stderr"], "data": "x"},
+        {"k": "event", "kind": "stderr", "data": {"not": "text"}},
+        {"k": "event", "kind": "stderr", "data": "x" * 9000},
+        {"k": "event", "kind": "exit", "data": "done"},
+        {"k": "event", "kind": "stderr", "data": "a forged line of the right shape"},
+    ]
+    seen: list[tuple[str, Any]] = []
+    caplog.set_level(logging.WARNING, "ongrid_plugins.remote")
+    result = _slow_call_with(host, server.url, lambda _c, _a: forged, lambda e: seen.append((e.kind, e.data)))
+    assert (result.ok, result.value) == (True, {"slow": True}), result.error
+    refused = _refusals(caplog)
+    assert len(refused) == 6, refused
+    assert "kind is 'None'" in refused[0] and "kind is 'exit2'" in refused[1], refused
+    assert "at most 8192 characters" in refused[3] and "exit data is a str" in refused[5], refused
+    kinds = [kind for kind, _data in seen]
+    assert "start" in kinds and kinds[-1] == "exit" and set(kinds) <= {"start", "stderr", "exit"}, seen
+    assert ("stderr", "working") in seen  # the skill's own line; a well-shaped forgery gets through
+    assert all(isinstance(data, str) and len(data) <= 8192 for kind, data in seen if kind == "stderr"), seen
+
+
+def test_the_stderr_line_cap_is_the_runners() -> None:
+    from ongrid_plugins.executors._spec import ProcessSpec
+    from ongrid_plugins.remote import client
+
+    assert client._STDERR_LINE_MAX == ProcessSpec(argv=("x",), cwd="/", env={}, stdin=b"", timeout=1.0).max_line_bytes
 
 
 def test_a_calls_channel_cannot_be_guessed_from_its_call_id(host: SkillHost, server: RedisServer) -> None:

@@ -254,7 +254,8 @@ class RemoteExecutor:
         request, task_id = call.request, call.task_id
         kind = data.get("k")
         if kind == "event":
-            call.event(data["kind"], data.get("data"))
+            if not _refused(call, data, _event_refusal(call, data)):
+                call.event(data["kind"], data.get("data"))
         elif kind == "result":
             if not isinstance(data.get("result"), dict) or _refused(call, data, _result_mismatch(call, data)):
                 return None
@@ -358,6 +359,27 @@ def _message(call: _Call, raw: Any) -> dict[str, Any]:
             _refused(call, data, f"its task is {task!r}, the call's {call.task_id!r}")
             return {}
     return data
+
+
+def _event_refusal(call: _Call, data: dict[str, Any]) -> str:
+    """Why an event message is not one the call's worker sends (``""`` when it is): after
+    the worker accepted the task, one of the events a local call streams, of its shape."""
+    kind, value = data.get("kind"), data.get("data")
+    if not call.worker:
+        return "no worker accepted the task yet"
+    if not isinstance(kind, str) or kind not in _EVENT_KINDS:
+        return f"its kind is {str(kind)[:40]!r}, not one of {', '.join(sorted(_EVENT_KINDS))}"
+    if kind == "stderr" and not (isinstance(value, str) and len(value) <= _STDERR_LINE_MAX):
+        return f"its stderr line is not text of at most {_STDERR_LINE_MAX} characters"
+    if kind in ("start", "exit") and not isinstance(value, dict | None):
+        return f"its {kind} data is a {type(value).__name__}, not an object"
+    return ""
+
+
+#: The events a call streams (:class:`~ongrid_plugins.models.Event`), and the longest
+#: stderr line a runner reports (the default ``max_line_bytes`` of a ``ProcessSpec``).
+_EVENT_KINDS = frozenset({"start", "stderr", "progress", "exit"})
+_STDERR_LINE_MAX = 8192
 
 
 def _result_mismatch(call: _Call, data: dict[str, Any]) -> str:
