@@ -452,9 +452,13 @@ def test_a_result_nested_deeper_than_the_sdk_writes_comes_as_text_alone(workspac
     error of code 0 ("Maximum serialization depth exceeded"), though the call had run."""
     for name, depth in (("deep", 400), ("shallow", 150)):
         value = "[" * depth + "]" * depth
-        make_skill(workspace / "skills", name, script=f"#!/bin/sh\ncat >/dev/null\necho '{{\"v\":{value}}}'\n")
+        make_skill(
+            workspace / "skills", name, script=f"#!/bin/sh\ncat >/dev/null\necho '{{\"v\":{value}}}'\n"
+        )
     lines = [
-        json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": n, "arguments": {}}})
+        json.dumps(
+            {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": n, "arguments": {}}}
+        )
         for i, n in ((2, "deep"), (4, "shallow"))
     ]
     answers = _raw_session(workspace, lines, 2)
@@ -464,7 +468,10 @@ def test_a_result_nested_deeper_than_the_sdk_writes_comes_as_text_alone(workspac
     for _ in range(399):
         value = value[0]
     assert value == []  # the whole value, as text
-    assert shallow["isError"] is False and json.loads(shallow["content"][0]["text"]) == shallow["structuredContent"]
+    assert (
+        shallow["isError"] is False
+        and json.loads(shallow["content"][0]["text"]) == shallow["structuredContent"]
+    )
 
 
 def test_a_plugin_printing_while_the_host_loads_does_not_reach_the_mcp_stream(

@@ -281,7 +281,10 @@ def test_the_stderr_line_cap_is_the_runners() -> None:
     from ongrid_plugins.executors._spec import ProcessSpec
     from ongrid_plugins.remote import client
 
-    assert client._STDERR_LINE_MAX == ProcessSpec(argv=("/bin/true",), cwd="/", env={}, stdin=b"", timeout=1.0).max_line_bytes
+    assert (
+        client._STDERR_LINE_MAX
+        == ProcessSpec(argv=("/bin/true",), cwd="/", env={}, stdin=b"", timeout=1.0).max_line_bytes
+    )
 
 
 def test_a_calls_channel_cannot_be_guessed_from_its_call_id(host: SkillHost, server: RedisServer) -> None:

@@ -24,9 +24,22 @@ from . import landlock
 from .profile import Profile
 from .stamps import FileStamp, same_files, same_mtimes
 
-__all__ = ["KEEP_BASES", "Base", "Static", "acquire_base", "acquire_static", "entry_key", "release"]
+__all__ = [
+    "KEEP_BASES",
+    "Base",
+    "ConfinementError",
+    "Static",
+    "acquire_base",
+    "acquire_static",
+    "entry_key",
+    "release",
+]
 
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+
+
+class ConfinementError(Exception):
+    """The call cannot be confined as its profile and ``ONGRID_SANDBOX`` require."""
 
 
 def _within(path: str, root: str) -> bool:
@@ -190,6 +203,7 @@ class Static:
         try:
             for device in _DEVICES:
                 self._grant(device, landlock.READ_FILE | landlock.WRITE_FILE | landlock.IOCTL_DEV, ())
+            self.own = os.path.realpath(profile.skill_dir) if profile.skill_dir else ""
             if profile.skill_dir:
                 # Its own folder is readable; an undeclared mutating tool (default policy)
                 # keeps the reach it always had there too.
@@ -197,11 +211,11 @@ class Static:
                 self._grant(profile.skill_dir, own, profile.hidden)
             self._grant_entry(entry_fd, profile.skill_dir)
             for prefix in _interpreter(entry_fd, env):
-                self._grant(prefix, landlock.READ_EXEC, profile.hidden)
+                self._grant(prefix, landlock.READ_EXEC, profile.hidden, declared="")
             for path in profile.read:
-                self._grant(path, landlock.READ_EXEC, profile.hidden)
+                self._grant(path, landlock.READ_EXEC, profile.hidden, declared="read")
             for path in profile.write:
-                self._grant(path, landlock.READ_EXEC | landlock.WRITE, profile.hidden)
+                self._grant(path, landlock.READ_EXEC | landlock.WRITE, profile.hidden, declared="write")
         except BaseException:
             self.close()
             raise
@@ -228,15 +242,38 @@ class Static:
         self.stamps.append((path, st.st_dev, st.st_ino))
         return fd, stat.S_ISDIR(st.st_mode)
 
-    def _grant(self, path: str, rights: int, hidden: tuple[str, ...]) -> None:
-        """Grant ``rights`` on ``path``; a folder holding a hidden one is granted without it."""
+    def _grant(self, path: str, rights: int, hidden: tuple[str, ...], declared: str | None = None) -> None:
+        """Grant ``rights`` on ``path``; a folder holding a hidden one is granted without it.
+
+        What the path leads to now decides (symlinks and magic links followed: what the
+        rule will grant), not its text. Beyond the skill's own folder (``declared`` None)
+        it may not be ``/`` or lie in a hidden path: an interpreter's (``declared`` "")
+        is then not granted; a declared one (``"read"``, ``"write"``) fails the call,
+        since a symlink planted where it pointed at nothing at load would grant the
+        host's own state.
+        """
         opened = self._open(path)
         if opened is None:
             return
         fd, is_dir = opened
-        inner = [h for h in hidden if _within(h, path) and h != path]
+        real = _resolved(fd, path)
+        if declared is not None and not (self.own and _within(real, self.own)):
+            if declared:
+                inside = _led_into(path, real, hidden)
+            else:  # an interpreter's folder, from the entry's first line: named by the skill
+                inside = "/" if real == "/" else next((h for h in hidden if _within(real, h)), None)
+            if inside is not None and declared:
+                where = "the whole file system" if inside == "/" else f"inside the hidden {inside}"
+                raise ConfinementError(
+                    f"the declared {declared} path {path} now leads to {real}, {where}, which its "
+                    "text does not name: refused (was a symlink planted there after the tool loaded?); "
+                    "remove the link, or declare the real path"
+                )
+            if inside is not None:
+                return  # an interpreter's folder: the base already reads what it may
+        inner = [h for h in hidden if _within(h, real) and h != real]
         if is_dir and inner:
-            for entry in _carved(path, tuple(inner)):
+            for entry in _carved(real, tuple(inner)):
                 sub = self._open(entry)
                 if sub is not None:
                     self.rules.append((sub[0], rights, sub[1]))
@@ -328,6 +365,29 @@ def _interpreter(entry_fd: int, env: dict[str, str]) -> list[str]:
                         if home not in out:
                             out.append(home)
     return out
+
+
+def _led_into(path: str, real: str, hidden: tuple[str, ...]) -> str | None:
+    """The hidden path (or ``/``) that ``path``, leading to ``real``, reaches though its
+    text does not name it; None when it reaches none. A declared path inside a hidden one
+    (``/etc/shadow``, a system secret a skill may declare) names it."""
+    if real == "/":
+        return None if path == "/" else "/"
+    named = [h for h in hidden if _within(path, h)]
+    named += [os.path.realpath(h) for h in named]
+    for h in hidden:
+        if _within(real, h) and not any(_within(real, n) for n in named):
+            return h
+    return None
+
+
+def _resolved(fd: int, path: str) -> str:
+    """The path ``fd`` (opened from ``path``) names now; ``path`` when the kernel will not say."""
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+    return real if real.startswith("/") else os.path.realpath(path)
 
 
 def _carved(folder: str, hidden: tuple[str, ...]) -> Iterable[str]:

@@ -33,6 +33,7 @@ from typing import Any
 from . import caps, landlock, mounts, seccomp
 from .grants import KEEP_BASES as _KEEP_BASES  # noqa: F401  (the cache's names before .grants)
 from .grants import (
+    ConfinementError,
     Static,
     _within,  # one rule for "this path is that folder or beneath it"
     acquire_static,
@@ -50,10 +51,6 @@ __all__ = ["ConfinementError", "Plan"]
 logger = logging.getLogger("ongrid_plugins.sandbox")
 
 _MB = 1024 * 1024
-
-
-class ConfinementError(Exception):
-    """The call cannot be confined as its profile and ``ONGRID_SANDBOX`` require."""
 
 
 class Plan:
