@@ -282,8 +282,8 @@ def test_the_stderr_line_cap_is_the_runners() -> None:
     from ongrid_plugins.remote import client
 
     assert (
-        client._STDERR_LINE_MAX
-        == ProcessSpec(argv=("/bin/true",), cwd="/", env={}, stdin=b"", timeout=1.0).max_line_bytes
+        ProcessSpec(argv=("/bin/true",), cwd="/", env={}, stdin=b"", timeout=1.0).max_line_bytes
+        == client._STDERR_LINE_MAX
     )
 
 
