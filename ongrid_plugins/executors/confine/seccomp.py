@@ -10,6 +10,9 @@ unless noted:
   ``io_uring_*`` (its operations would bypass this filter), kernel keyrings, module
   and kexec loading, ``open_by_handle_at``; ``clone3`` answers ``ENOSYS`` so libc
   falls back to ``clone``, whose flags the filter can read;
+* ``prlimit64`` on any process but the caller itself (a pid other than 0): the host
+  runs as the same uid, and lowering its limits (open files, file size, CPU time)
+  would stop its audit log or kill it;
 * without network: ``socket()`` of every family (``EACCES``), Unix included, since
   a path-based Unix socket (``/run/docker.sock``) is as much a way out as TCP;
   ``socketpair()`` stays allowed.
@@ -100,6 +103,7 @@ _DENIED_X86_64 = {
 _CLONE = 56
 _CLONE3 = 435
 _SOCKET = 41
+_PRLIMIT64 = 302
 
 
 def available() -> bool:
@@ -150,6 +154,15 @@ def program(network: bool) -> bytes:
     ]
     body += _tree(sorted(_DENIED_X86_64.values()), errno_perm)
     body += [_insn(_JEQ_K, _CLONE3, 0, 1), _insn(_RET_K, _RET_ERRNO | errno.ENOSYS)]
+    # prlimit64: only on itself (pid 0, what setrlimit and getrlimit pass); another
+    # process of the same uid (the host) could have its limits lowered until it fails.
+    body += [
+        _insn(_JEQ_K, _PRLIMIT64, 0, 4),
+        _insn(_LD_ABS_W, _OFF_ARG0),
+        _insn(_JEQ_K, 0, 0, 1),
+        _insn(_RET_K, _RET_ALLOW),
+        _insn(_RET_K, errno_perm),
+    ]
     if not network:
         body += [_insn(_JEQ_K, _SOCKET, 0, 1), _insn(_RET_K, _RET_ERRNO | errno.EACCES)]
     # clone: refuse namespace flags (arg0, low 32 bits), allow the rest.
