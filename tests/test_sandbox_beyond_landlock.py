@@ -384,3 +384,32 @@ def test_a_skill_cannot_lower_the_hosts_limits_but_sets_its_own(box: dict[str, A
     finally:
         resource.setrlimit(resource.RLIMIT_CORE, before)
     assert value == {"host": "errno:1", "own": [0, 0]}
+
+
+DEVICES = f"""#!{sys.executable}
+import json, os, sys
+out = {{}}
+for path in json.load(sys.stdin)["paths"]:
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+        out[path] = "opened"
+    except OSError as exc:
+        out[path] = "errno:%d" % exc.errno
+print(json.dumps(out))
+"""
+
+
+def test_a_skill_opens_the_usual_devices_but_no_disk_terminal_or_console(box: dict[str, Any]) -> None:
+    """The attack: a safe skill read the disk under the hidden state folder through its
+    raw block device (grep on /dev/sdX), and the consoles' screens through /dev/vcs*."""
+    devices = [f"/dev/{name}" for name in sorted(os.listdir("/dev"))]
+    kinds = {p: os.stat(p, follow_symlinks=False).st_mode for p in devices}
+    raw = [p for p in devices if stat.S_ISBLK(kinds[p])][:3]
+    raw += [p for p in ("/dev/kmsg", "/dev/console", "/dev/tty1", "/dev/vcs", "/dev/ptmx") if p in kinds]
+    assert raw, "this machine has none of the devices to try"
+    usual = ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/full"]
+    make_skill(box["host"].settings.skill_dirs[0], "devices", script=DEVICES, entry="devices.py")
+    box["host"].load()
+    value = assert_ok(box["host"].call("devices", {"paths": usual + raw}))
+    assert {p: value[p] for p in usual} == dict.fromkeys(usual, "opened")
+    assert {p: value[p] for p in raw} == dict.fromkeys(raw, "errno:13"), value

@@ -49,6 +49,33 @@ def _within(path: str, root: str) -> bool:
 # -- the read-everything-but-hidden base ------------------------------------------
 
 
+def _a_device(entry: os.DirEntry[str], is_dir: bool) -> bool:
+    """A block or character device (a raw disk reads every file on it, hidden ones too)."""
+    if is_dir:
+        return False
+    mode = entry.stat(follow_symlinks=False).st_mode
+    return stat.S_ISBLK(mode) or stat.S_ISCHR(mode)
+
+
+def _holds_devices(folder: str) -> bool:
+    """``/dev`` and its folders that hold device nodes, however deep (``/dev/pts``,
+    ``/dev/cpu/0/msr``): granted entry by entry, without the devices."""
+    if folder == "/dev":
+        return True
+    if not _within(folder, "/dev"):
+        return False
+    try:
+        with os.scandir(folder) as scan:
+            entries = list(scan)
+        for entry in entries:
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if _a_device(entry, is_dir) or (is_dir and _holds_devices(entry.path)):
+                return True
+    except OSError:
+        return True  # unlistable: granted as nothing
+    return False
+
+
 class Base:
     """O_PATH descriptors granting ``/`` minus the hidden paths, and how to tell they are stale."""
 
@@ -86,9 +113,11 @@ class Base:
                 if entry.is_symlink():
                     continue  # reached through its target, which is granted (or not) on its own
                 is_dir = entry.is_dir(follow_symlinks=False)
+                if _within(path, "/dev") and _a_device(entry, is_dir):
+                    continue  # disks, terminals, consoles: only the few of _DEVICES, granted per tool
             except OSError:
                 continue
-            if is_dir and any(_within(h, path) for h in hidden):
+            if is_dir and (any(_within(h, path) for h in hidden) or _holds_devices(path)):
                 self._carve(path, hidden)
                 continue
             try:
