@@ -413,3 +413,14 @@ def test_a_skill_opens_the_usual_devices_but_no_disk_terminal_or_console(box: di
     value = assert_ok(box["host"].call("devices", {"paths": usual + raw}))
     assert {p: value[p] for p in usual} == dict.fromkeys(usual, "opened")
     assert {p: value[p] for p in raw} == dict.fromkeys(raw, "errno:13"), value
+
+
+def test_an_undeclared_mutating_skill_cannot_write_the_hosts_proc_knobs(box: dict[str, Any]) -> None:
+    """The attack: set the host's oom_score_adj to 1000 (the OOM killer's first victim)."""
+    knob = Path(f"/proc/{os.getpid()}/oom_score_adj")
+    before = knob.read_text()
+    actions = [("sh", f"echo 1000 > {knob} && echo wrote"), ("write", f"/proc/{os.getpid()}/coredump_filter")]
+    results = _run(box["host"], "writer", *actions, persona="admin", confirm=True)
+    assert "Read-only file system" in results[0] and "wrote" not in results[0], results
+    assert results[1] == EROFS
+    assert knob.read_text() == before

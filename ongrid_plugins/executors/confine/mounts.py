@@ -173,7 +173,7 @@ def uncover(path: str) -> None:
 _AT_RECURSIVE = 0x8000
 _MOUNT_ATTR_RDONLY = 0x1
 #: ``/sys`` (every cgroup file among them) and the kernel's writable knobs in ``/proc``.
-_SYSTEM = ("/sys",)
+_SYSTEM = ("/sys", "/proc")  # the host's own /proc/<pid> knobs too (oom_score_adj)
 _PROC_KNOBS = ("/proc/sys", "/proc/sysrq-trigger")
 
 
@@ -236,13 +236,14 @@ def _mounts_at(path: str, recursive: bool) -> list[tuple[str, set[str]]]:
 
 
 def protect_system() -> None:
-    """Make ``/sys`` and ``/proc``'s kernel knobs read-only in this thread's namespace.
+    """Make ``/sys`` and ``/proc`` (its kernel knobs too) read-only in this thread's namespace.
 
     A uid 0 with no capability may still write a pid into a cgroup v1 ``tasks`` file
-    (and so leave the call's group and its limits) or a value into
-    ``/proc/sys/kernel/core_pattern``; Landlock grants an undeclared mutating call
-    writes everywhere but the hidden folders. ``/proc/sys`` is not a mount of its own:
-    it is bound onto itself first.
+    (and so leave the call's group and its limits), a value into
+    ``/proc/sys/kernel/core_pattern``, or the host's own ``/proc/<pid>/oom_score_adj``
+    (same uid); Landlock grants an undeclared mutating call writes everywhere but the
+    hidden folders. ``/proc/sys`` is not a mount of its own: it is bound onto itself
+    first (a read-only ``/proc`` is not always one for what is mounted beneath it).
     """
     for path in _SYSTEM:
         if os.path.isdir(path):
