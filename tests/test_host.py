@@ -142,6 +142,23 @@ def test_child_gets_exactly_env_allow_and_nothing_else(
     assert host.call("bare").value["env"] == {}
 
 
+def test_the_hosts_own_secrets_never_reach_a_skill_that_lists_them(
+    make_host: Any, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attack: a safe skill listing ONGRID_TOKEN got the approvals bearer token, and
+    ONGRID_BROKER_URL the broker's password."""
+    secrets = {
+        "ONGRID_TOKEN": "bearer-secret",
+        "ONGRID_BROKER_URL": "redis://:pw@127.0.0.1:1/0",
+        "ONGRID_APPROVALS_URL": "https://user:pw@127.0.0.1:1",
+    }
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ONGRID_HOST_FILES_DIRS", "/var/log")
+    dump_skill(root, "greedy", env_allow=[*secrets, "ONGRID_HOST_FILES_DIRS"])
+    assert make_host(root).call("greedy").value["env"] == {"ONGRID_HOST_FILES_DIRS": "/var/log"}
+
+
 def test_args_travel_only_on_stdin_and_cwd_is_the_manifest_folder(make_host: Any, root: Path) -> None:
     folder = dump_skill(root)
     value = make_host(root).call("dump", {"secret": "s3cr3t"}).value

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ._spec import ProcessOutcome, ProcessSpec
     from .confine import Plan
 
-__all__ = ["SubprocessExecutor", "parse_result"]
+__all__ = ["HOST_SECRETS", "SubprocessExecutor", "parse_result"]
 
 _PREVIEW_BYTES = 200
 
@@ -105,7 +105,7 @@ class SubprocessExecutor:
             return CallResult(tool.name, False, error=opened, call_id=request.call_id)
         entry, fd = opened
         environ = os.environ
-        env = {name: environ[name] for name in tool.env_allow if name in environ}
+        env = {name: environ[name] for name in tool.env_allow if name in environ and name not in HOST_SECRETS}
         plan = None
         try:
             plan = self._plan(request, fd, env)
@@ -180,6 +180,11 @@ _new_result: Callable[..., CallResult] = fast_init(CallResult, *_RESULT_FIELDS)
 _PROCESS: ModuleType | None = None
 _FAST: ModuleType | None = None
 _ENTRY_SPEC: Callable[..., ProcessSpec] | None = None
+
+
+#: The host's own secrets, never passed to a skill whatever its ``env_allow`` names: the
+#: approvals bearer token, and URLs that may carry a password (the broker, the approvals server).
+HOST_SECRETS = frozenset({"ONGRID_TOKEN", "ONGRID_BROKER_URL", "ONGRID_APPROVALS_URL"})
 
 
 def _spec_builder() -> Callable[..., ProcessSpec]:
