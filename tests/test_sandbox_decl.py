@@ -321,6 +321,29 @@ def test_a_symlink_to_the_state_folder_is_refused_as_the_state_folder(make_host:
         assert f"{path}, really " in error.message
 
 
+@pytest.mark.parametrize("key", ["read", "write"])
+def test_a_persona_folder_is_refused_as_the_hosts_own(make_host: Any, tmp_path: Path, key: str) -> None:
+    """The attack: a mutating skill declaring ONGRID_PERSONAS_DIRS as a write path turned a
+    read-only persona into a dual-sign-required one."""
+    personas = tmp_path / "etc-personas"
+    personas.mkdir()
+    root = tmp_path / "skills"
+    manifest = write_skill(root, "json", {key: [str(personas / "auditor.md")]})
+    host = make_host(root, persona_dirs=(str(personas),))
+    [report] = validate_paths([str(manifest)], host.pm, host.settings)
+    [error] = report.errors
+    assert error.code == "sandbox_path_hidden"
+    assert "inside the host's persona folder" in error.message, error.message
+
+
+def test_a_persona_folder_is_hidden_from_every_call() -> None:
+    from ongrid_plugins import Settings
+    from ongrid_plugins.executors.confine.profile import hidden_paths
+
+    settings = Settings(persona_dirs=("/srv/ongrid-personas",), include_defaults=False)
+    assert "/srv/ongrid-personas" in hidden_paths(settings)
+
+
 def test_the_refusal_follows_the_configured_folders(make_host: Any, tmp_path: Path) -> None:
     root = tmp_path / "skills"
     elsewhere = tmp_path / "var-lib-ongrid"

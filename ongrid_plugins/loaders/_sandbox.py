@@ -259,14 +259,16 @@ class _Guarded:
 
 
 def _hidden_dirs(settings: Settings | None) -> tuple[_Guarded, ...]:
-    """The host's state, config and cache folders: never declared, read or write."""
+    """The host's state, config, cache and persona folders: never declared, read or write."""
     settings = settings if settings is not None else _default_settings()
     reason = "no skill may see the host's own folders"
     hint = "declare a folder of the skill's own instead"
+    folders = [(getattr(settings, attribute) or "", kind) for attribute, kind in _HIDDEN]
+    folders += [(folder, "persona") for folder in settings.persona_dirs]
     return tuple(
-        _Guarded(folder, f"the host's {kind} folder", "sandbox_path_hidden", reason, hint)
-        for attribute, kind in _HIDDEN
-        for folder in _variants(getattr(settings, attribute) or "")
+        _Guarded(variant, f"the host's {kind} folder", "sandbox_path_hidden", reason, hint)
+        for folder, kind in folders
+        for variant in _variants(folder)
     )
 
 
