@@ -14,6 +14,7 @@ from .packs.archive import (
     UnsafeArchive,
     archive_kind,
     copy_folder,
+    remove_tree,
     unpack,
 )
 
@@ -24,5 +25,6 @@ __all__ = [
     "UnsafeArchive",
     "archive_kind",
     "copy_folder",
+    "remove_tree",
     "unpack",
 ]

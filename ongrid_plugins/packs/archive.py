@@ -8,6 +8,8 @@ folders itself and refuses, naming the member:
 * devices, FIFOs, sockets, hard links, sparse files, encrypted zip members;
 * symbolic links that are absolute or resolve (once every link is in place)
   outside the pack, and any member whose path goes through a link;
+* a path of more than ``max_depth`` parts (deep trees cost every recursive
+  walk a frame per level),
 * a file over ``max_file_bytes``, more than ``max_total_bytes`` in all, more than
   ``max_members`` members, or a compressed stream that expands past the total —
   counted on the bytes really written, not on the sizes the archive claims
@@ -16,6 +18,8 @@ folders itself and refuses, naming the member:
 Links inside the pack are allowed (packs of real projects use them) but are
 created last, after every file and folder, so no write ever goes through one.
 Files keep only their execute bits: modes become 0755 or 0644.
+:func:`remove_tree` removes what an unpack wrote (or a half-written leftover)
+without recursion and without ever raising.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ __all__ = [
     "UnsafeArchive",
     "archive_kind",
     "copy_folder",
+    "remove_tree",
     "unpack",
 ]
 
@@ -75,6 +80,8 @@ class Limits:
     max_file_bytes: int = 64 * MiB
     max_total_bytes: int = 256 * MiB
     max_members: int = 10_000
+    max_depth: int = 64
+    """Parts of a member's path (``a/b/c`` is 3); the loader itself stops at 32 levels."""
 
 
 @attrs.frozen
@@ -144,16 +151,44 @@ def copy_folder(source: str, dest: str, limits: Limits | None = None) -> UnpackR
     return stage.finish()
 
 
-def _walk(top: str, prefix: str = "") -> Iterator[tuple[str, os.DirEntry[str]]]:
-    with os.scandir(top) as it:
-        entries = sorted(it, key=lambda e: e.name)
-    for entry in entries:
-        if entry.name in SKIP_SOURCE:
+def _walk(top: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """Every entry under ``top``, a folder before what it holds; iterative (no frame per level)."""
+    stack: list[tuple[str, str]] = [(top, "")]
+    while stack:
+        folder, prefix = stack.pop()
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        below = []
+        for entry in entries:
+            if entry.name in SKIP_SOURCE:
+                continue
+            rel = prefix + entry.name
+            yield rel, entry
+            if entry.is_dir(follow_symlinks=False):
+                below.append((entry.path, rel + "/"))
+        stack.extend(reversed(below))
+
+
+def remove_tree(path: str) -> bool:
+    """Remove ``path`` and all it holds; links are removed, never followed. Never raises.
+
+    Iterative, unlike ``shutil.rmtree`` (whose ``ignore_errors`` does not catch the
+    ``RecursionError`` of a tree a thousand levels deep). True when ``path`` is gone.
+    """
+    stack: list[tuple[str, bool]] = [(path, False)]
+    while stack:
+        current, emptied = stack.pop()
+        try:
+            if emptied:
+                os.rmdir(current)
+            elif not stat.S_ISDIR(os.lstat(current).st_mode):
+                os.unlink(current)
+            else:
+                stack.append((current, True))
+                stack.extend((os.path.join(current, name), False) for name in os.listdir(current))
+        except OSError:
             continue
-        rel = prefix + entry.name
-        yield rel, entry
-        if entry.is_dir(follow_symlinks=False):
-            yield from _walk(entry.path, rel + "/")
+    return not os.path.lexists(path)
 
 
 def _unzip(source: str, stage: _Stage) -> None:
@@ -303,6 +338,8 @@ class _Stage:
         for i in range(1, len(parts)):
             if "/".join(parts[:i]) in self.links:
                 self.refuse(name, "lies under a link")
+        if len(parts) > self.limits.max_depth:
+            self.refuse(name, f"lies {len(parts)} levels deep; the limit is {self.limits.max_depth}")
         if len(self.seen) >= self.limits.max_members:
             self.refuse(name, f"is one member too many (the limit is {self.limits.max_members})")
         self.seen.add(rel)

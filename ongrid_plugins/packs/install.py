@@ -31,9 +31,9 @@ import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
-import shutil
 import stat
 import tempfile
 import time
@@ -47,7 +47,7 @@ from ..errors import ConfigError, OngridError
 from ..hooks import hooks
 from ..userfiles import file_kind
 from ..validate import FileReport, validate_paths
-from .archive import ARCHIVE_SUFFIXES, Limits, UnpackReport, unpack
+from .archive import ARCHIVE_SUFFIXES, Limits, UnpackReport, remove_tree, unpack
 from .pack_roots import MARKER, InstalledPack, installed_packs, read_marker
 from .sources import archive_label, relabel
 
@@ -62,6 +62,7 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 #: Files that may name a pack (and version) at its top, in order of preference.
 IDENTITY_FILES = ("pack.json", ".claude-plugin/plugin.json", "openclaw.plugin.json", "clawdbot.plugin.json")
 _LOCK = ".ongrid-install.lock"
+logger = logging.getLogger(__name__)
 
 
 class InstallError(OngridError):
@@ -183,7 +184,7 @@ def uninstall_pack(name: str, settings: Settings) -> InstalledPack:
             raise InstallError(_not_installed(name, user_dir))
         trash = tempfile.mkdtemp(prefix=".ongrid-trash-", dir=user_dir)
         os.rename(target, os.path.join(trash, name))  # gone for every reader at once
-        shutil.rmtree(trash, ignore_errors=True)
+        _remove(trash)
         write_entry(user_dir, name, None)
     return pack
 
@@ -331,12 +332,18 @@ def _staging(user_dir: str) -> Iterator[str]:
     # that was killed (SIGKILL, a power cut), and nobody else is using it.
     for name in os.listdir(user_dir):
         if name.startswith((".ongrid-staging-", ".ongrid-trash-")):
-            shutil.rmtree(os.path.join(user_dir, name), ignore_errors=True)
+            _remove(os.path.join(user_dir, name))
     staging = tempfile.mkdtemp(prefix=".ongrid-staging-", dir=user_dir)
     try:
         yield staging
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        _remove(staging)
+
+
+def _remove(path: str) -> None:
+    """Remove a staging or trash folder; one that cannot be removed is named, never fatal."""
+    if not remove_tree(path):
+        logger.warning("install: cannot remove %s; delete it by hand (rm -rf)", path)
 
 
 def _move_into_place(new: str, target: str, *, replace: bool) -> None:

@@ -23,7 +23,7 @@ import attrs
 
 from ..models import Problem
 from ..validate import FileReport, validate_paths
-from .archive import ARCHIVE_SUFFIXES, UnsafeArchive, archive_kind, unpack
+from .archive import ARCHIVE_SUFFIXES, UnsafeArchive, archive_kind, remove_tree, unpack
 from .pack_roots import PACK_GROUP, PackError, pack_folder
 
 if TYPE_CHECKING:
@@ -81,7 +81,8 @@ def _validate_archive(source: str, pm: PluginManager, settings: Settings) -> lis
             "error", "unreadable_archive", message, where, "", "repack the pack, or give its folder"
         )
         return [FileReport(where, (problem,))]
-    with tempfile.TemporaryDirectory(prefix="ongrid-validate-") as tmp:
+    tmp = tempfile.mkdtemp(prefix="ongrid-validate-")
+    try:
         staged = os.path.join(tmp, "pack")
         try:
             unpack(source, staged)
@@ -92,6 +93,8 @@ def _validate_archive(source: str, pm: PluginManager, settings: Settings) -> lis
             return [FileReport(where, (problem,))]
         staged_real = os.path.realpath(staged)
         return [relabel(r, staged_real, label) for r in validate_paths([staged_real], pm, settings)]
+    finally:
+        remove_tree(tmp)  # TemporaryDirectory's rmtree recurses once per level
 
 
 def _named_archive(path: str) -> bool:
