@@ -339,3 +339,12 @@ def test_remove_tree_removes_a_tree_too_deep_for_rmtree_and_never_follows_links(
     assert remove_tree(str(deep)) is True
     assert not deep.exists() and (kept / "file").read_text() == "x"
     assert remove_tree(str(deep_tmp_path / "never-there")) is True
+
+
+def test_names_and_link_targets_that_are_not_utf8_are_refused(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a\udcff.txt").write_text("x")  # the file name's bytes are b"a\xff.txt"
+    assert "is not valid UTF-8" in refused(src, tmp_path).reason
+    link = tar_member("greet/alias", tarfile.SYMTYPE, linkname="run\udcff.sh")
+    assert "target is not valid UTF-8" in refused(good_tar(tmp_path / "l.tar.gz", link), tmp_path).reason

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tarfile
@@ -243,3 +244,46 @@ def test_the_cli_loads_the_install_machinery_only_when_asked() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_member_name_that_is_not_utf8_is_refused_before_anything_is_installed(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Such a name once made the lock write fail after the pack was renamed in: live, but unlocked."""
+    pack = make_pack(tmp_path / "src")
+    archive = tmp_path / "tools.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(pack, arcname="tools")
+        info = tarfile.TarInfo("tools/\udcff.txt")  # the bytes b"tools/\xff.txt"
+        tf.addfile(info, io.BytesIO(b""))
+    code, _out, err = run(capsys, "install", str(archive))
+    assert code == 1 and "Traceback" not in err
+    assert "tools/\\xff.txt: is not valid UTF-8" in err
+    assert not (user_dir / "tools").exists()
+    assert not (user_dir / "skills.lock").exists()
+
+
+@pytest.mark.parametrize("replace", [False, True], ids=["fresh", "replace"])
+def test_a_lock_that_cannot_be_written_undoes_the_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, replace: bool
+) -> None:
+    """Installed means locked: a pack renamed into place without its lock entry is never left."""
+    settings = isolated_settings(tmp_path)
+    pm = SkillHost(settings).pm
+    user = Path(settings.user_skills_dir)
+    if replace:
+        install_pack(str(make_pack(tmp_path / "v1", version="1.0")), pm, settings)
+
+    def full_disk(*_args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(install_mod, "write_entry", full_disk)
+    with pytest.raises(
+        InstallError, match=r"skills\.lock \(No space left on device\); nothing was installed"
+    ):
+        install_pack(str(make_pack(tmp_path / "v2", version="2.0")), pm, settings, replace=replace)
+    installed = installed_packs(settings.user_skills_dir)
+    assert [p.version for p in installed] == (["1.0"] if replace else [])
+    assert sorted(p.name for p in user.iterdir() if p.name.startswith(".ongrid-s")) == []
+    monkeypatch.undo()
+    assert install_pack(str(make_pack(tmp_path / "v3", version="3.0")), pm, settings, replace=True)

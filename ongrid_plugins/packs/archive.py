@@ -4,7 +4,8 @@ Nothing is extracted with ``tarfile.extractall`` or ``zipfile.extractall``:
 every member goes through :class:`_Stage`, which writes regular files and
 folders itself and refuses, naming the member:
 
-* names that are absolute, contain ``..``, a backslash or a NUL, or appear twice;
+* names that are absolute, contain ``..``, a backslash or a NUL, are no valid UTF-8
+  (the lock could not record them), or appear twice;
 * devices, FIFOs, sockets, hard links, sparse files, encrypted zip members;
 * symbolic links that are absolute or resolve (once every link is in place)
   outside the pack, and any member whose path goes through a link;
@@ -300,6 +301,11 @@ def clean_name(source: str, name: str) -> str:
     """The member's path relative to the pack (``a/b``), or raise :class:`UnsafeArchive`."""
     if not name or "\x00" in name or "\\" in name:
         raise UnsafeArchive(source, name, "has an empty name, a NUL byte or a backslash")
+    if not _utf8(name):
+        shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise UnsafeArchive(
+            source, shown, "is not valid UTF-8: rename it (skills.lock records names as UTF-8)"
+        )
     if name.startswith("/"):
         raise UnsafeArchive(source, name, "is an absolute path")
     parts = [p for p in name.split("/") if p not in ("", ".")]
@@ -308,6 +314,14 @@ def clean_name(source: str, name: str) -> str:
     if parts and len(parts[0]) == 2 and parts[0][1] == ":":
         raise UnsafeArchive(source, name, "starts with a drive letter")
     return "/".join(parts)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that were no UTF-8, kept as lone surrogates
+        return False
+    return True
 
 
 class _Stage:
@@ -383,6 +397,8 @@ class _Stage:
         rel = self._claim(name)
         if not rel:
             self.refuse(name, "is a link without a name")
+        if not _utf8(target):
+            self.refuse(name, "is a link whose target is not valid UTF-8")
         if not target or target.startswith("/") or "\x00" in target:
             self.refuse(name, f"is a link to {target!r}: only relative links inside the pack are allowed")
         if any(other.startswith(rel + "/") for other in self.seen):

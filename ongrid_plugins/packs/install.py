@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..catalog.lock import new_entry, write_entry
+from ..catalog.lock import LockEntry, lock_path, new_entry, write_entry
+from ..echo import echo
 from ..errors import ConfigError, OngridError
 from ..hooks import hooks
 from ..userfiles import file_kind
@@ -138,11 +139,33 @@ def install_pack(
             raise InstallError(_would_replace(old, meta))
         with open(os.path.join(top, MARKER), "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=2, ensure_ascii=False)
-        _move_into_place(top, target, replace=old is not None)
-        write_entry(user_dir, pack_name, new_entry(pack_name, version, target, source, meta["sha256"]))
+        entry = new_entry(pack_name, version, top, source, meta["sha256"])  # the files as validated
+        _commit(top, target, user_dir, entry, replace=old is not None)
     pack = InstalledPack(pack_name, version, target, meta)
     replaced = old.version if old is not None else None
     return InstallResult(pack, replaced, unpacked, reports, time.perf_counter() - started)
+
+
+def _commit(top: str, target: str, user_dir: str, entry: LockEntry, *, replace: bool) -> None:
+    """Rename the pack into place and lock it; if the lock cannot be written, undo the rename.
+
+    A pack in place without its lock entry would load with no tamper check at all, and
+    the user would be told the install failed: it is either installed and locked, or not.
+    """
+    _move_into_place(top, target, replace=replace)
+    try:
+        write_entry(user_dir, entry.name, entry)
+    except BaseException as exc:
+        if replace:
+            _move_into_place(top, target, replace=True)  # swapped back: the old pack is in place again
+        else:
+            os.rename(target, top)
+        if not isinstance(exc, Exception):
+            raise
+        where = lock_path(user_dir)
+        reason = getattr(exc, "strerror", None) or exc
+        message = f"cannot write {where} ({reason}); nothing was installed: fix or remove {where}, then retry"
+        raise InstallError(message) from exc
 
 
 def _check_source(given: str, user_dir: str) -> str:
@@ -155,6 +178,11 @@ def _check_source(given: str, user_dir: str) -> str:
     if not given.strip():
         raise ConfigError("the pack path is empty: give a pack folder, a .tar.gz or a .zip")
     source = os.path.abspath(given)
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError:
+        message = f"{echo(source)} is not valid UTF-8, and skills.lock records the source as UTF-8: "
+        raise ConfigError(message + "rename it") from None
     try:
         st = os.stat(source)
     except OSError as exc:
