@@ -287,3 +287,37 @@ def test_a_lock_that_cannot_be_written_undoes_the_install(
     assert sorted(p.name for p in user.iterdir() if p.name.startswith(".ongrid-s")) == []
     monkeypatch.undo()
     assert install_pack(str(make_pack(tmp_path / "v3", version="3.0")), pm, settings, replace=True)
+
+
+@pytest.mark.parametrize("spelling", ["skills.lock", "Skills.LOCK"])
+def test_a_pack_may_not_be_named_like_the_lock_file(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str], spelling: str
+) -> None:
+    """A pack named skills.lock took the lock's path: every later install crashed."""
+    pack = make_pack(tmp_path / "src")
+    (pack / "pack.json").write_text(json.dumps({"name": spelling, "version": "1"}))
+    archive = tmp_path / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(pack, arcname=".")
+    code, _out, err = run(capsys, "install", str(archive))
+    assert code == 1 and "Traceback" not in err
+    assert f"pack name '{spelling}' is reserved" in err and "give another one with --name" in err
+    assert not (user_dir / spelling).exists()
+    code, _out, err = run(capsys, "install", "--name", spelling, str(archive))
+    assert code == 2 and "is reserved" in err
+    assert run(capsys, "install", "--name", "fine", str(archive))[0] == 0
+    assert (user_dir / "skills.lock").is_file()
+
+
+def test_a_lock_path_taken_by_an_old_pack_folder_fails_installs_cleanly_and_says_how_to_recover(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "install", "--name", "x", str(make_pack(tmp_path / "a")))[0] == 0
+    (user_dir / "skills.lock").unlink()
+    os.rename(user_dir / "x", user_dir / "skills.lock")  # what an older version let a pack do
+    code, _out, err = run(capsys, "install", str(make_pack(tmp_path / "b", name="other")))
+    assert code == 1 and "Traceback" not in err
+    assert "`ongrid-skills uninstall skills.lock` removes it; nothing was installed" in err
+    assert not (user_dir / "other").exists()
+    assert run(capsys, "uninstall", "skills.lock")[0] == 0
+    assert run(capsys, "install", str(make_pack(tmp_path / "c", name="other")))[0] == 0

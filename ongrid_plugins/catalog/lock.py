@@ -115,6 +115,11 @@ def read_lock(packs_dir: str) -> dict[str, LockEntry] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
+        if os.path.isfile(os.path.join(path, MARKER)) and not os.path.islink(path):
+            message = f"{path} is a pack folder, not the lock (installed under that name by an older "
+            raise ConfigError(
+                message + "version): `ongrid-skills uninstall skills.lock` removes it"
+            ) from None
         message = f"{path}: not a readable skills.lock ({exc}); reinstall the packs to write a new one"
         raise ConfigError(message) from None
     problem = _check(data)

@@ -73,17 +73,15 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 def _pack_name(text: str) -> str:
     """``--name``: not empty (an empty one meant "the default" before), and shown cut when refused."""
-    from ..packs.install import NAME_RE  # only when --name is given: the module is slow to import
+    from ..packs.install import name_problem  # only when --name is given: the module is slow to import
 
     if not text.strip():
         raise argparse.ArgumentTypeError(
             "must not be empty: give a name, or leave --name out for the pack's own"
         )
-    if not NAME_RE.fullmatch(text):
-        message = (
-            f"{echo(text)} is not usable as a folder name (letters, digits, '.', '_' and '-'; 100 at most)"
-        )
-        raise argparse.ArgumentTypeError(message)
+    problem = name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{echo(text)} {problem}")
     return text
 
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..catalog.lock import LockEntry, lock_path, new_entry, write_entry
+from ..catalog.lock import LockEntry, lock_path, new_entry, read_lock, write_entry
 from ..echo import echo
 from ..errors import ConfigError, OngridError
 from ..hooks import hooks
@@ -57,9 +57,12 @@ if TYPE_CHECKING:
 
     from ..settings import Settings
 
-__all__ = ["InstallError", "InstallResult", "install_pack", "pack_identity", "uninstall_pack"]
+__all__ = ["InstallError", "InstallResult", "install_pack", "name_problem", "pack_identity", "uninstall_pack"]
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+#: Names of files the install machinery keeps beside the packs: no pack may take them.
+#: (Names starting with ``.ongrid-`` are already out: a pack name starts with a letter or digit.)
+RESERVED_NAMES = frozenset({"skills.lock"})
 #: Files that may name a pack (and version) at its top, in order of preference.
 IDENTITY_FILES = ("pack.json", ".claude-plugin/plugin.json", "openclaw.plugin.json", "clawdbot.plugin.json")
 _LOCK = ".ongrid-install.lock"
@@ -162,10 +165,18 @@ def _commit(top: str, target: str, user_dir: str, entry: LockEntry, *, replace: 
             os.rename(target, top)
         if not isinstance(exc, Exception):
             raise
-        where = lock_path(user_dir)
-        reason = getattr(exc, "strerror", None) or exc
-        message = f"cannot write {where} ({reason}); nothing was installed: fix or remove {where}, then retry"
-        raise InstallError(message) from exc
+        raise InstallError(_lock_failure(user_dir, exc)) from exc
+
+
+def _lock_failure(user_dir: str, exc: Exception) -> str:
+    where = lock_path(user_dir)
+    if os.path.isdir(where):
+        try:
+            read_lock(user_dir)
+        except ConfigError as why:  # names what the folder is and how to remove it
+            return f"{why}; nothing was installed"
+    reason = getattr(exc, "strerror", None) or exc
+    return f"cannot write {where} ({reason}); nothing was installed: fix or remove {where}, then retry"
 
 
 def _check_source(given: str, user_dir: str) -> str:
@@ -262,10 +273,19 @@ def pack_identity(top: str, name: str | None, default_name: str) -> tuple[str, s
             found = _read_identity(path)
             break
     chosen = name or str(found.get("name") or default_name)
-    if not NAME_RE.fullmatch(chosen):
-        message = f"pack name {chosen!r} is not usable as a folder name; give one with --name"
-        raise InstallError(message + " (letters, digits, '.', '_' and '-')")
+    problem = name_problem(chosen)
+    if problem:
+        raise InstallError(f"pack name {echo(chosen)} {problem}; give another one with --name")
     return chosen, str(found.get("version") or ""), str(found.get("description") or "")
+
+
+def name_problem(name: str) -> str:
+    """Why ``name`` cannot name an installed pack (its folder in the user skills dir), or ""."""
+    if not NAME_RE.fullmatch(name):
+        return "is not usable as a folder name (letters, digits, '.', '_' and '-'; 100 at most)"
+    if name.lower() in RESERVED_NAMES:
+        return f"is reserved: {name} beside the packs is the file that locks them"
+    return ""
 
 
 def _read_identity(path: str) -> dict[str, Any]:
