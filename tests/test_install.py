@@ -15,6 +15,7 @@ from clirun import run
 from ongrid_plugins import SkillHost
 from ongrid_plugins.packs import MARKER, installed_packs
 from ongrid_plugins.packs import install as install_mod
+from ongrid_plugins.packs.archive import UnsafeArchive
 from ongrid_plugins.packs.install import InstallError, install_pack, uninstall_pack
 from ongrid_plugins.testing import isolated_settings, make_skill
 
@@ -321,3 +322,66 @@ def test_a_lock_path_taken_by_an_old_pack_folder_fails_installs_cleanly_and_says
     assert not (user_dir / "other").exists()
     assert run(capsys, "uninstall", "skills.lock")[0] == 0
     assert run(capsys, "install", str(make_pack(tmp_path / "c", name="other")))[0] == 0
+
+
+def _wrapped_with_link(tmp_path: Path, link: str, target: str) -> Path:
+    """An archive whose pack is the wrapper folder ``tools/``, holding the link ``tools/<link>``."""
+    pack = make_pack(tmp_path / "src")
+    archive = tmp_path / f"tools-{link.replace('/', '_')}.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(pack, arcname="tools")
+        info = tarfile.TarInfo(f"tools/{link}")
+        info.type, info.linkname = tarfile.SYMTYPE, target
+        tf.addfile(info)
+    return archive
+
+
+@pytest.mark.parametrize(
+    ("link", "target"), [("up", ".."), ("lock", "../skills.lock"), ("hello/other", "../../other/x")]
+)
+def test_a_link_that_leaves_the_wrapper_folder_is_refused_by_install_and_validate(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str], link: str, target: str
+) -> None:
+    """Links were checked against the unpacked archive, one level above a wrapper folder's pack."""
+    archive = _wrapped_with_link(tmp_path, link, target)
+    code, _out, err = run(capsys, "install", str(archive))
+    assert code == 1
+    assert f"{archive}: tools/{link}: is a link to '{target}', which resolves outside the pack" in err
+    assert not (user_dir / "tools").exists()
+    code, out, _err = run(capsys, "--no-defaults", "validate", "--json", str(archive))
+    [problem] = json.loads(out)["files"][0]["problems"]
+    assert code == 1 and problem["code"] == "unsafe_archive" and problem["path"] == f"{archive}!/tools/{link}"
+
+
+def test_a_wrapper_pack_cannot_link_into_another_installed_pack(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Validated in staging, the entry pointed at the attacker's copy; installed, at the victim's file."""
+    assert run(capsys, "install", str(make_pack(tmp_path / "v", name="victim", skills=("v",))))[0] == 0
+    src = tmp_path / "evil" / "victim"
+    make_skill(src, "v")  # the attacker's copy of victim/v/run.sh, there only while validating
+    make_skill(src, "evil_tool", script=None, entry="run.sh")
+    (src / "evil_tool" / "run.sh").symlink_to("../../victim/v/run.sh")
+    (src / "pack.json").write_text('{"name": "evil", "version": "1"}')
+    archive = tmp_path / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(src, arcname="victim")
+    code, _out, err = run(capsys, "install", str(archive))
+    assert code == 1 and "victim/evil_tool/run.sh: is a link to '../../victim/v/run.sh'" in err
+    assert not (user_dir / "evil").exists()
+
+
+def test_a_link_that_climbs_out_and_back_in_through_the_staging_name_is_refused(
+    tmp_path: Path, user_dir: Path
+) -> None:
+    """In staging the pack is `unpacked/`: `../unpacked/x` stayed inside; installed, it names another pack."""
+    settings = isolated_settings(tmp_path, user_skills_dir=str(user_dir))
+    pack = make_pack(tmp_path / "src")
+    (pack / "back").symlink_to("../unpacked/hello")
+    with pytest.raises(
+        UnsafeArchive, match=r"back: is a link to '../unpacked/hello', which resolves outside"
+    ):
+        install_pack(str(pack), SkillHost(settings).pm, settings)
+    (pack / "back").unlink()
+    (pack / "fine").symlink_to("hello/../hello/skill.json")
+    assert install_pack(str(pack), SkillHost(settings).pm, settings).pack.name == "tools"

@@ -45,6 +45,7 @@ __all__ = [
     "UnpackReport",
     "UnsafeArchive",
     "archive_kind",
+    "check_links",
     "copy_folder",
     "remove_tree",
     "unpack",
@@ -168,6 +169,51 @@ def _walk(top: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
             if entry.is_dir(follow_symlinks=False):
                 below.append((entry.path, rel + "/"))
         stack.extend(reversed(below))
+
+
+def check_links(source: str, unpacked: str, top: str) -> None:
+    """Refuse a link under ``top`` whose resolution ever leaves ``top`` (named as in the archive).
+
+    :func:`unpack` checks where links resolve within the whole unpacked folder. When
+    the pack is a wrapper folder in it (``tools-1.0/...``), a link could climb one
+    level higher, or climb out and come back in through the wrapper's name
+    (``../../tools/x``): fine in staging, but once installed under its own name that
+    path is the lock or another pack. So every step is followed here, and none may
+    rise above ``top``, wherever the pack ends up.
+    """
+    for folder, dirs, files in os.walk(top):
+        for name in sorted(dirs + files):
+            path = os.path.join(folder, name)
+            if os.path.islink(path) and not _stays_inside(top, os.path.relpath(path, top)):
+                member = os.path.relpath(path, unpacked)
+                reason = f"is a link to {os.readlink(path)!r}, which resolves outside the pack"
+                raise UnsafeArchive(source, member, reason)
+
+
+def _stays_inside(top: str, rel: str) -> bool:
+    """Whether resolving the link ``top/rel`` step by step never goes above ``top``."""
+    here = rel.split("/")[:-1]
+    todo = list(reversed(os.readlink(os.path.join(top, rel)).split("/")))
+    hops = 0
+    while todo:
+        part = todo.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not here:
+                return False
+            here.pop()
+            continue
+        here.append(part)
+        path = os.path.join(top, *here)
+        if os.path.islink(path):
+            hops += 1
+            target = os.readlink(path)
+            if hops > 40 or target.startswith("/"):
+                return False
+            here.pop()
+            todo.extend(reversed(target.split("/")))
+    return True
 
 
 def remove_tree(path: str) -> bool:

@@ -45,12 +45,11 @@ import attrs
 from ..catalog.lock import LockEntry, lock_path, new_entry, read_lock, write_entry
 from ..echo import echo
 from ..errors import ConfigError, OngridError
-from ..hooks import hooks
 from ..userfiles import file_kind
 from ..validate import FileReport, validate_paths
-from .archive import ARCHIVE_SUFFIXES, Limits, UnpackReport, remove_tree, unpack
+from .archive import Limits, UnpackReport, check_links, remove_tree, unpack
 from .pack_roots import MARKER, InstalledPack, installed_packs, read_marker
-from .sources import archive_label, relabel
+from .sources import archive_label, pack_top, relabel
 
 if TYPE_CHECKING:
     import pluggy
@@ -128,7 +127,8 @@ def install_pack(
         unpacked = unpack(source, root, limits)
         if archive_sha is not None and _digest(source) != archive_sha:
             raise InstallError(f"{source} changed while it was unpacked; nothing was installed")
-        top, default_name = _pack_top(root, source, pm)
+        top, default_name = pack_top(root, source, pm)
+        check_links(source, root, top)
         pack_name, version, description = pack_identity(top, name or None, default_name)
         shown = source if os.path.isdir(source) else archive_label(source)
         reports = _validated(top, os.path.realpath(root), shown, pm, settings, strict)
@@ -297,29 +297,6 @@ def _read_identity(path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InstallError(f"{path}: must be a JSON object with name and version")
     return data
-
-
-def _pack_top(unpacked: str, source: str, pm: pluggy.PluginManager) -> tuple[str, str]:
-    """The pack's own folder and its default name.
-
-    A folder given is the pack. An archive holding one folder that is not itself
-    a skill (no manifest directly in it) is a wrapper (``tools-1.0/...``): the
-    pack is that folder, named after it. Otherwise the pack is named after the file.
-    """
-    base = os.path.basename(source.rstrip("/"))
-    if os.path.isdir(source):
-        return unpacked, base
-    names = hooks(pm).manifest_names()
-    entries = os.listdir(unpacked)
-    if len(entries) == 1:
-        only = os.path.join(unpacked, entries[0])
-        if os.path.isdir(only) and not os.path.islink(only) and not names & set(os.listdir(only)):
-            return only, entries[0]
-    for suffix in ARCHIVE_SUFFIXES:
-        if base.lower().endswith(suffix):
-            base = base[: -len(suffix)]
-            break
-    return unpacked, base
 
 
 def _validated(
