@@ -13,7 +13,9 @@ from .packs.archive import (
     UnpackReport,
     UnsafeArchive,
     archive_kind,
+    check_links,
     copy_folder,
+    remove_tree,
     unpack,
 )
 
@@ -23,6 +25,8 @@ __all__ = [
     "UnpackReport",
     "UnsafeArchive",
     "archive_kind",
+    "check_links",
     "copy_folder",
+    "remove_tree",
     "unpack",
 ]

@@ -7,6 +7,13 @@ its public names, so ``from ongrid_plugins.install import install_pack`` (as
 
 from __future__ import annotations
 
-from .packs.install import InstallError, InstallResult, install_pack, pack_identity, uninstall_pack
+from .packs.install import (
+    InstallError,
+    InstallResult,
+    install_pack,
+    name_problem,
+    pack_identity,
+    uninstall_pack,
+)
 
-__all__ = ["InstallError", "InstallResult", "install_pack", "pack_identity", "uninstall_pack"]
+__all__ = ["InstallError", "InstallResult", "install_pack", "name_problem", "pack_identity", "uninstall_pack"]

@@ -47,6 +47,20 @@ def _isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
 
 
 @pytest.fixture
+def deep_tmp_path(tmp_path: Path) -> Iterator[Path]:
+    """``tmp_path`` for trees a thousand levels deep: emptied without recursion afterwards, pass or fail.
+
+    pytest removes old test folders with ``shutil.rmtree``, which raises RecursionError on them
+    and would end later sessions (of every checkout sharing the temporary root) with a traceback.
+    """
+    from ongrid_plugins.packs.archive import remove_tree
+
+    yield tmp_path
+    for child in tmp_path.iterdir():
+        remove_tree(str(child))
+
+
+@pytest.fixture
 def root(tmp_path: Path) -> Path:
     """An empty allow-list root."""
     path = tmp_path / "skills"

@@ -297,3 +297,54 @@ def test_a_folder_with_a_special_file_or_an_escaping_link_is_refused(tmp_path: P
         (src / "passwd").symlink_to("/etc/passwd")
     error = refused(src, tmp_path)
     assert error.member in ("pipe", "up", "passwd")
+
+
+def deep_tar(path: Path, levels: int) -> Path:
+    """A tar of ``levels`` nested folders ``d/d/...``: tiny, but a frame per level to a recursive walk."""
+    folders = [tar_member("/".join(["d"] * i), tarfile.DIRTYPE) for i in range(1, levels + 1)]
+    return make_tar(path, folders)
+
+
+def make_deep(top: Path, levels: int) -> None:
+    """``top/d/d/...``, ``levels`` deep (os.makedirs would recurse once per level)."""
+    top.mkdir()
+    for _ in range(levels):
+        top /= "d"
+        top.mkdir()
+
+
+def test_a_tree_deeper_than_the_depth_limit_is_refused_naming_the_member(deep_tmp_path: Path) -> None:
+    error = refused(deep_tar(deep_tmp_path / "deep.tar.gz", 1400), deep_tmp_path)
+    assert error.member == "/".join(["d"] * 65)
+    assert "lies 65 levels deep; the limit is 64" in error.reason
+    assert unpack(str(deep_tar(deep_tmp_path / "ok.tar.gz", 64)), str(deep_tmp_path / "ok")).folders == 64
+
+
+def test_a_source_folder_deeper_than_the_limit_is_refused_without_recursing(deep_tmp_path: Path) -> None:
+    src = deep_tmp_path / "src"
+    make_deep(src, 1500)
+    error = refused(src, deep_tmp_path)
+    assert error.member == "/".join(["d"] * 65)
+
+
+def test_remove_tree_removes_a_tree_too_deep_for_rmtree_and_never_follows_links(deep_tmp_path: Path) -> None:
+    from ongrid_plugins.packs.archive import remove_tree
+
+    kept = deep_tmp_path / "kept"
+    kept.mkdir()
+    (kept / "file").write_text("x")
+    deep = deep_tmp_path / "deep"
+    make_deep(deep, 1500)
+    (deep / "link").symlink_to(kept)
+    assert remove_tree(str(deep)) is True
+    assert not deep.exists() and (kept / "file").read_text() == "x"
+    assert remove_tree(str(deep_tmp_path / "never-there")) is True
+
+
+def test_names_and_link_targets_that_are_not_utf8_are_refused(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a\udcff.txt").write_text("x")  # the file name's bytes are b"a\xff.txt"
+    assert "is not valid UTF-8" in refused(src, tmp_path).reason
+    link = tar_member("greet/alias", tarfile.SYMTYPE, linkname="run\udcff.sh")
+    assert "target is not valid UTF-8" in refused(good_tar(tmp_path / "l.tar.gz", link), tmp_path).reason

@@ -367,6 +367,37 @@ def test_a_corrupted_lock_refuses_every_installed_pack(tmp_path: Path) -> None:
     assert len(drift) == 2 and all("not a readable skills.lock" in m for m in drift)
 
 
+@pytest.mark.parametrize("how", ["deleted", "emptied", "renamed"])
+def test_a_tampered_pack_the_lock_does_not_list_is_not_loaded_and_fails_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    """Deleting or emptying the lock, or renaming the pack folder, used to turn tamper detection off."""
+    host, packs = installed(tmp_path)
+    (packs / "tools" / "hello" / "run.sh").write_text("#!/bin/sh\necho '{\"pwned\": true}'\n")
+    name = "tools"
+    if how == "deleted":
+        (packs / "skills.lock").unlink()
+    elif how == "emptied":
+        (packs / "skills.lock").write_text('{"lock_version": 1, "packs": {}}')
+    else:
+        name = "renamed"
+        (packs / "tools").rename(packs / name)
+    report = host.reload()
+    assert "hello" not in [s.name for s in host.skills()]
+    [event] = [e for e in report.events if e.path == str(packs / name)]
+    assert (
+        event.outcome == "drift"
+        and f"pack {name} was installed but has no entry in skills.lock" in event.message
+    )
+    monkeypatch.setenv("ONGRID_USER_SKILLS_DIR", str(packs))
+    code, out, _ = run(capsys, "verify")
+    assert code == 1
+    assert f"pack {name} was installed but has no entry in skills.lock" in out
+    assert f"--replace SOURCE`) or remove it (`ongrid-skills uninstall {name}`)" in out
+    code, out, _ = run(capsys, "verify", "--json")
+    assert code == 1 and json.loads(out)["ok"] is False and name in json.loads(out)["unlocked"]
+
+
 def test_verify_without_installed_packs_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

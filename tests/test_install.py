@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tarfile
@@ -14,6 +15,7 @@ from clirun import run
 from ongrid_plugins import SkillHost
 from ongrid_plugins.packs import MARKER, installed_packs
 from ongrid_plugins.packs import install as install_mod
+from ongrid_plugins.packs.archive import UnsafeArchive
 from ongrid_plugins.packs.install import InstallError, install_pack, uninstall_pack
 from ongrid_plugins.testing import isolated_settings, make_skill
 
@@ -243,3 +245,143 @@ def test_the_cli_loads_the_install_machinery_only_when_asked() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_member_name_that_is_not_utf8_is_refused_before_anything_is_installed(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Such a name once made the lock write fail after the pack was renamed in: live, but unlocked."""
+    pack = make_pack(tmp_path / "src")
+    archive = tmp_path / "tools.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(pack, arcname="tools")
+        info = tarfile.TarInfo("tools/\udcff.txt")  # the bytes b"tools/\xff.txt"
+        tf.addfile(info, io.BytesIO(b""))
+    code, _out, err = run(capsys, "install", str(archive))
+    assert code == 1 and "Traceback" not in err
+    assert "tools/\\xff.txt: is not valid UTF-8" in err
+    assert not (user_dir / "tools").exists()
+    assert not (user_dir / "skills.lock").exists()
+
+
+@pytest.mark.parametrize("replace", [False, True], ids=["fresh", "replace"])
+def test_a_lock_that_cannot_be_written_undoes_the_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, replace: bool
+) -> None:
+    """Installed means locked: a pack renamed into place without its lock entry is never left."""
+    settings = isolated_settings(tmp_path)
+    pm = SkillHost(settings).pm
+    user = Path(settings.user_skills_dir)
+    if replace:
+        install_pack(str(make_pack(tmp_path / "v1", version="1.0")), pm, settings)
+
+    def full_disk(*_args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(install_mod, "write_entry", full_disk)
+    with pytest.raises(
+        InstallError, match=r"skills\.lock \(No space left on device\); nothing was installed"
+    ):
+        install_pack(str(make_pack(tmp_path / "v2", version="2.0")), pm, settings, replace=replace)
+    installed = installed_packs(settings.user_skills_dir)
+    assert [p.version for p in installed] == (["1.0"] if replace else [])
+    assert sorted(p.name for p in user.iterdir() if p.name.startswith(".ongrid-s")) == []
+    monkeypatch.undo()
+    assert install_pack(str(make_pack(tmp_path / "v3", version="3.0")), pm, settings, replace=True)
+
+
+@pytest.mark.parametrize("spelling", ["skills.lock", "Skills.LOCK"])
+def test_a_pack_may_not_be_named_like_the_lock_file(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str], spelling: str
+) -> None:
+    """A pack named skills.lock took the lock's path: every later install crashed."""
+    pack = make_pack(tmp_path / "src")
+    (pack / "pack.json").write_text(json.dumps({"name": spelling, "version": "1"}))
+    archive = tmp_path / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(pack, arcname=".")
+    code, _out, err = run(capsys, "install", str(archive))
+    assert code == 1 and "Traceback" not in err
+    assert f"pack name '{spelling}' is reserved" in err and "give another one with --name" in err
+    assert not (user_dir / spelling).exists()
+    code, _out, err = run(capsys, "install", "--name", spelling, str(archive))
+    assert code == 2 and "is reserved" in err
+    assert run(capsys, "install", "--name", "fine", str(archive))[0] == 0
+    assert (user_dir / "skills.lock").is_file()
+
+
+def test_a_lock_path_taken_by_an_old_pack_folder_fails_installs_cleanly_and_says_how_to_recover(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "install", "--name", "x", str(make_pack(tmp_path / "a")))[0] == 0
+    (user_dir / "skills.lock").unlink()
+    os.rename(user_dir / "x", user_dir / "skills.lock")  # what an older version let a pack do
+    code, _out, err = run(capsys, "install", str(make_pack(tmp_path / "b", name="other")))
+    assert code == 1 and "Traceback" not in err
+    assert "`ongrid-skills uninstall skills.lock` removes it; nothing was installed" in err
+    assert not (user_dir / "other").exists()
+    assert run(capsys, "uninstall", "skills.lock")[0] == 0
+    assert run(capsys, "install", str(make_pack(tmp_path / "c", name="other")))[0] == 0
+
+
+def _wrapped_with_link(tmp_path: Path, link: str, target: str) -> Path:
+    """An archive whose pack is the wrapper folder ``tools/``, holding the link ``tools/<link>``."""
+    pack = make_pack(tmp_path / "src")
+    archive = tmp_path / f"tools-{link.replace('/', '_')}.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(pack, arcname="tools")
+        info = tarfile.TarInfo(f"tools/{link}")
+        info.type, info.linkname = tarfile.SYMTYPE, target
+        tf.addfile(info)
+    return archive
+
+
+@pytest.mark.parametrize(
+    ("link", "target"), [("up", ".."), ("lock", "../skills.lock"), ("hello/other", "../../other/x")]
+)
+def test_a_link_that_leaves_the_wrapper_folder_is_refused_by_install_and_validate(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str], link: str, target: str
+) -> None:
+    """Links were checked against the unpacked archive, one level above a wrapper folder's pack."""
+    archive = _wrapped_with_link(tmp_path, link, target)
+    code, _out, err = run(capsys, "install", str(archive))
+    assert code == 1
+    assert f"{archive}: tools/{link}: is a link to '{target}', which resolves outside the pack" in err
+    assert not (user_dir / "tools").exists()
+    code, out, _err = run(capsys, "--no-defaults", "validate", "--json", str(archive))
+    [problem] = json.loads(out)["files"][0]["problems"]
+    assert code == 1 and problem["code"] == "unsafe_archive" and problem["path"] == f"{archive}!/tools/{link}"
+
+
+def test_a_wrapper_pack_cannot_link_into_another_installed_pack(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Validated in staging, the entry pointed at the attacker's copy; installed, at the victim's file."""
+    assert run(capsys, "install", str(make_pack(tmp_path / "v", name="victim", skills=("v",))))[0] == 0
+    src = tmp_path / "evil" / "victim"
+    make_skill(src, "v")  # the attacker's copy of victim/v/run.sh, there only while validating
+    make_skill(src, "evil_tool", script=None, entry="run.sh")
+    (src / "evil_tool" / "run.sh").symlink_to("../../victim/v/run.sh")
+    (src / "pack.json").write_text('{"name": "evil", "version": "1"}')
+    archive = tmp_path / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(src, arcname="victim")
+    code, _out, err = run(capsys, "install", str(archive))
+    assert code == 1 and "victim/evil_tool/run.sh: is a link to '../../victim/v/run.sh'" in err
+    assert not (user_dir / "evil").exists()
+
+
+def test_a_link_that_climbs_out_and_back_in_through_the_staging_name_is_refused(
+    tmp_path: Path, user_dir: Path
+) -> None:
+    """In staging the pack is `unpacked/`: `../unpacked/x` stayed inside; installed, it names another pack."""
+    settings = isolated_settings(tmp_path, user_skills_dir=str(user_dir))
+    pack = make_pack(tmp_path / "src")
+    (pack / "back").symlink_to("../unpacked/hello")
+    with pytest.raises(
+        UnsafeArchive, match=r"back: is a link to '../unpacked/hello', which resolves outside"
+    ):
+        install_pack(str(pack), SkillHost(settings).pm, settings)
+    (pack / "back").unlink()
+    (pack / "fine").symlink_to("hello/../hello/skill.json")
+    assert install_pack(str(pack), SkillHost(settings).pm, settings).pack.name == "tools"

@@ -105,3 +105,32 @@ def test_staging_folders_of_a_killed_install_are_removed_by_the_next(tmp_path: P
     assert result.returncode == 0, result.stderr
     assert _leftovers(user_dir) == []
     assert (user_dir / "tools" / "hello" / "skill.json").is_file()
+
+
+def test_a_deep_archive_is_refused_and_a_deep_leftover_does_not_stop_later_installs(
+    deep_tmp_path: Path,
+) -> None:
+    """A tree a thousand levels deep made shutil.rmtree raise RecursionError on every install."""
+    import tarfile
+
+    user_dir = deep_tmp_path / "skills"
+    archive = deep_tmp_path / "deep.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        for i in range(1, 1400):
+            info = tarfile.TarInfo("/".join(["d"] * i))
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tf.addfile(info)
+    result = _install(str(archive), user_dir)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "lies 65 levels deep; the limit is 64" in result.stderr
+    assert _leftovers(user_dir) == []
+    # A leftover as deep as an old version could leave (killed while unpacking).
+    folder = user_dir / ".ongrid-staging-dead"
+    for _ in range(1400):  # os.makedirs recurses once per level
+        folder /= "d"
+        folder.mkdir(parents=True)
+    pack = deep_tmp_path / "tools"
+    make_skill(pack, "hello")
+    result = _install(str(pack), user_dir)
+    assert result.returncode == 0, result.stderr
+    assert _leftovers(user_dir) == []

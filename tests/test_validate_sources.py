@@ -186,3 +186,24 @@ def test_strict_never_says_ok_for_a_file_it_then_counts_as_failed(
     assert summary == "1 manifest(s) checked, 1 with problems"
     code, out, _err = run(capsys, "validate", str(folder))
     assert code == 0 and out.splitlines()[0].endswith(": ok")
+
+
+def test_a_deep_archive_is_an_error_and_leaves_no_temporary_folder(
+    deep_tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    scratch = deep_tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    archive = deep_tmp_path / "deep.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        for i in range(1, 1400):
+            info = tarfile.TarInfo("/".join(["d"] * i))
+            info.type = tarfile.DIRTYPE
+            tf.addfile(info)
+    code, out, _err = run(capsys, "--no-defaults", "validate", "--json", str(archive))
+    assert code == 1
+    [problem] = json.loads(out)["files"][0]["problems"]
+    assert problem["code"] == "unsafe_archive" and "the limit is 64" in problem["message"]
+    assert list(scratch.iterdir()) == []

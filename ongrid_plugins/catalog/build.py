@@ -23,10 +23,9 @@ from ..discovery.registry import Snapshot, spelling
 from ..errors import ConfigError
 from ..loadcache import open_cache
 from ..models import LoadEvent, LoadReport, Skill
-from ..packs import read_marker
 from . import digest as _digest
 from .digest import partial_warning, relative_to, skill_digest
-from .lock import read_lock, verify_pack
+from .lock import installed_folders, read_lock, unlocked_message, verify_pack
 
 if TYPE_CHECKING:
     import pluggy
@@ -138,8 +137,10 @@ def _keep_last_good(previous: Snapshot, skills: dict[str, Skill], report: LoadRe
 def drifted_packs(settings: Settings) -> tuple[dict[str, str], list[LoadEvent]]:
     """The installed packs that do not match ``skills.lock``: ``{canonical folder: pack}`` and their events.
 
-    Each gets one warning naming the first differing file. With an unreadable
-    lock, every installed pack is refused (the lock cannot vouch for any).
+    Each gets one warning naming the first differing file. An installed pack
+    (one with a marker) that the lock does not list is refused too: deleting the
+    lock, or renaming a pack folder, must not turn the check off. With an
+    unreadable lock, every installed pack is refused (the lock cannot vouch for any).
     """
     packs_dir = settings.user_skills_dir
     try:
@@ -148,7 +149,14 @@ def drifted_packs(settings: Settings) -> tuple[dict[str, str], list[LoadEvent]]:
         return _refuse_all(packs_dir, str(exc))
     skip: dict[str, str] = {}
     events: list[LoadEvent] = []
-    for name, entry in (entries or {}).items():
+    entries = entries or {}
+    for name in installed_folders(packs_dir):
+        if name not in entries:
+            folder = os.path.join(packs_dir, name)
+            logger.warning("catalog: %s", unlocked_message(name))
+            skip[os.path.realpath(folder)] = name
+            events.append(LoadEvent(folder, "drift", unlocked_message(name)))
+    for name, entry in entries.items():
         folder = os.path.join(packs_dir, name)
         if not os.path.isdir(folder):
             continue
@@ -171,14 +179,8 @@ def drifted_packs(settings: Settings) -> tuple[dict[str, str], list[LoadEvent]]:
 def _refuse_all(packs_dir: str, why: str) -> tuple[dict[str, str], list[LoadEvent]]:
     skip: dict[str, str] = {}
     events = []
-    try:
-        names = sorted(os.listdir(packs_dir))
-    except OSError:
-        names = []
-    for name in names:
+    for name in installed_folders(packs_dir):
         folder = os.path.join(packs_dir, name)
-        if name.startswith(".") or read_marker(folder) is None:
-            continue
         message = f"pack {name} is not loaded: {why}"
         logger.warning("catalog: %s", message)
         skip[os.path.realpath(folder)] = name

@@ -37,10 +37,12 @@ __all__ = [
     "LOCK_VERSION",
     "Drift",
     "LockEntry",
+    "installed_folders",
     "lock_path",
     "new_entry",
     "pack_files",
     "read_lock",
+    "unlocked_message",
     "verify_pack",
     "write_entry",
 ]
@@ -115,6 +117,11 @@ def read_lock(packs_dir: str) -> dict[str, LockEntry] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
+        if os.path.isfile(os.path.join(path, MARKER)) and not os.path.islink(path):
+            message = f"{path} is a pack folder, not the lock (installed under that name by an older "
+            raise ConfigError(
+                message + "version): `ongrid-skills uninstall skills.lock` removes it"
+            ) from None
         message = f"{path}: not a readable skills.lock ({exc}); reinstall the packs to write a new one"
         raise ConfigError(message) from None
     problem = _check(data)
@@ -148,6 +155,35 @@ def pack_files(folder: str) -> dict[str, dict[str, str]]:
     """Every file of an installed pack folder, as the lock records them."""
     records = tree_records(folder, skip=frozenset({MARKER})) or []
     return {r.path: {"sha256": r.sha256, "mode": r.mode} for r in records}
+
+
+def installed_folders(packs_dir: str) -> list[str]:
+    """The names of the folders ``install`` put in ``packs_dir``: those holding a marker file.
+
+    A marker that is unreadable still counts: the folder was installed, and a
+    broken marker must not be a way out of the lock's check.
+    """
+    try:
+        names = sorted(os.listdir(packs_dir))
+    except OSError:
+        return []
+    return [
+        name
+        for name in names
+        if not name.startswith(".")
+        and not os.path.islink(os.path.join(packs_dir, name))
+        and os.path.lexists(os.path.join(packs_dir, name, MARKER))
+    ]
+
+
+def unlocked_message(name: str) -> str:
+    """What to say about the installed pack ``name`` that has no entry in the lock."""
+    return (
+        f"pack {name} was installed but has no entry in skills.lock (the lock was deleted or edited, "
+        "or the pack folder renamed or installed before locks), so nothing vouches for its files; "
+        f"its skills are not loaded: reinstall it (`ongrid-skills install --replace SOURCE`) "
+        f"or remove it (`ongrid-skills uninstall {name}`)"
+    )
 
 
 def write_entry(packs_dir: str, name: str, entry: LockEntry | None) -> None:

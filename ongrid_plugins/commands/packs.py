@@ -54,9 +54,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser(
         "verify",
-        help="check installed packs against skills.lock (exit 1 on drift)",
+        help="check installed packs against skills.lock (exit 1 on drift or an unlocked pack)",
         description="Compare every file of the installed packs (or of PACK) with skills.lock and print "
-        "what changed, was added or was removed. Exit 0 when all match, 1 on any drift.",
+        "what changed, was added or was removed. Exit 0 when all match, 1 on any drift or on an "
+        "installed pack that skills.lock does not list (its skills are not loaded either).",
     )
     p.add_argument("pack", metavar="PACK", nargs="?", help="only this pack")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -73,17 +74,15 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 def _pack_name(text: str) -> str:
     """``--name``: not empty (an empty one meant "the default" before), and shown cut when refused."""
-    from ..packs.install import NAME_RE  # only when --name is given: the module is slow to import
+    from ..packs.install import name_problem  # only when --name is given: the module is slow to import
 
     if not text.strip():
         raise argparse.ArgumentTypeError(
             "must not be empty: give a name, or leave --name out for the pack's own"
         )
-    if not NAME_RE.fullmatch(text):
-        message = (
-            f"{echo(text)} is not usable as a folder name (letters, digits, '.', '_' and '-'; 100 at most)"
-        )
-        raise argparse.ArgumentTypeError(message)
+    problem = name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{echo(text)} {problem}")
     return text
 
 
@@ -156,7 +155,7 @@ def cmd_uninstall(ctx: Context) -> int:
 
 
 def cmd_verify(ctx: Context) -> int:
-    from ..catalog.lock import read_lock, verify_pack
+    from ..catalog.lock import installed_folders, read_lock, unlocked_message, verify_pack
     from ..errors import ConfigError
 
     user_dir = ctx.host.settings.user_skills_dir
@@ -167,15 +166,15 @@ def cmd_verify(ctx: Context) -> int:
         raise ConfigError(f"pack {wanted!r} is not in {user_dir}/skills.lock (locked packs: {locked})")
     names = [wanted] if wanted is not None else sorted(entries)
     results = {name: verify_pack(entries[name], os.path.join(user_dir, name)) for name in names}
-    unlocked = [] if wanted else [p.name for p in installed_packs(user_dir) if p.name not in entries]
-    drifted = any(results.values())
+    unlocked = [] if wanted else [n for n in installed_folders(user_dir) if n not in entries]
+    failed = any(results.values()) or bool(unlocked)  # an unlocked pack is unchecked: not "ok"
     if ctx.args.json:
         packs = [
             {"name": n, "version": entries[n].version, "ok": not d, "drift": [x.to_dict() for x in d]}
             for n, d in results.items()
         ]
-        print(json.dumps({"ok": not drifted, "packs": packs, "unlocked": unlocked}, indent=2))
-        return 1 if drifted else 0
+        print(json.dumps({"ok": not failed, "packs": packs, "unlocked": unlocked}, indent=2))
+        return 1 if failed else 0
     if not names and not unlocked:
         print(f"no packs installed with `ongrid-skills install` in {user_dir}: nothing to verify")
     for name, drift in results.items():
@@ -185,8 +184,8 @@ def cmd_verify(ctx: Context) -> int:
         for item in drift:
             print(f"{label}: {item.change} {item.path}" if item.path else f"{label}: its folder is gone")
     for name in unlocked:
-        print(f"{name}: not in skills.lock (installed before locks or by hand): reinstall it to lock it")
-    return 1 if drifted else 0
+        print(unlocked_message(name))
+    return 1 if failed else 0
 
 
 def _pip_packs(ctx: Context) -> list[PackInfo]:

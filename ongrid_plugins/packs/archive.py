@@ -4,10 +4,13 @@ Nothing is extracted with ``tarfile.extractall`` or ``zipfile.extractall``:
 every member goes through :class:`_Stage`, which writes regular files and
 folders itself and refuses, naming the member:
 
-* names that are absolute, contain ``..``, a backslash or a NUL, or appear twice;
+* names that are absolute, contain ``..``, a backslash or a NUL, are no valid UTF-8
+  (the lock could not record them), or appear twice;
 * devices, FIFOs, sockets, hard links, sparse files, encrypted zip members;
 * symbolic links that are absolute or resolve (once every link is in place)
   outside the pack, and any member whose path goes through a link;
+* a path of more than ``max_depth`` parts (deep trees cost every recursive
+  walk a frame per level),
 * a file over ``max_file_bytes``, more than ``max_total_bytes`` in all, more than
   ``max_members`` members, or a compressed stream that expands past the total —
   counted on the bytes really written, not on the sizes the archive claims
@@ -16,6 +19,8 @@ folders itself and refuses, naming the member:
 Links inside the pack are allowed (packs of real projects use them) but are
 created last, after every file and folder, so no write ever goes through one.
 Files keep only their execute bits: modes become 0755 or 0644.
+:func:`remove_tree` removes what an unpack wrote (or a half-written leftover)
+without recursion and without ever raising.
 """
 
 from __future__ import annotations
@@ -40,7 +45,9 @@ __all__ = [
     "UnpackReport",
     "UnsafeArchive",
     "archive_kind",
+    "check_links",
     "copy_folder",
+    "remove_tree",
     "unpack",
 ]
 
@@ -75,6 +82,8 @@ class Limits:
     max_file_bytes: int = 64 * MiB
     max_total_bytes: int = 256 * MiB
     max_members: int = 10_000
+    max_depth: int = 64
+    """Parts of a member's path (``a/b/c`` is 3); the loader itself stops at 32 levels."""
 
 
 @attrs.frozen
@@ -144,16 +153,89 @@ def copy_folder(source: str, dest: str, limits: Limits | None = None) -> UnpackR
     return stage.finish()
 
 
-def _walk(top: str, prefix: str = "") -> Iterator[tuple[str, os.DirEntry[str]]]:
-    with os.scandir(top) as it:
-        entries = sorted(it, key=lambda e: e.name)
-    for entry in entries:
-        if entry.name in SKIP_SOURCE:
+def _walk(top: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """Every entry under ``top``, a folder before what it holds; iterative (no frame per level)."""
+    stack: list[tuple[str, str]] = [(top, "")]
+    while stack:
+        folder, prefix = stack.pop()
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        below = []
+        for entry in entries:
+            if entry.name in SKIP_SOURCE:
+                continue
+            rel = prefix + entry.name
+            yield rel, entry
+            if entry.is_dir(follow_symlinks=False):
+                below.append((entry.path, rel + "/"))
+        stack.extend(reversed(below))
+
+
+def check_links(source: str, unpacked: str, top: str) -> None:
+    """Refuse a link under ``top`` whose resolution ever leaves ``top`` (named as in the archive).
+
+    :func:`unpack` checks where links resolve within the whole unpacked folder. When
+    the pack is a wrapper folder in it (``tools-1.0/...``), a link could climb one
+    level higher, or climb out and come back in through the wrapper's name
+    (``../../tools/x``): fine in staging, but once installed under its own name that
+    path is the lock or another pack. So every step is followed here, and none may
+    rise above ``top``, wherever the pack ends up.
+    """
+    for folder, dirs, files in os.walk(top):
+        for name in sorted(dirs + files):
+            path = os.path.join(folder, name)
+            if os.path.islink(path) and not _stays_inside(top, os.path.relpath(path, top)):
+                member = os.path.relpath(path, unpacked)
+                reason = f"is a link to {os.readlink(path)!r}, which resolves outside the pack"
+                raise UnsafeArchive(source, member, reason)
+
+
+def _stays_inside(top: str, rel: str) -> bool:
+    """Whether resolving the link ``top/rel`` step by step never goes above ``top``."""
+    here = rel.split("/")[:-1]
+    todo = list(reversed(os.readlink(os.path.join(top, rel)).split("/")))
+    hops = 0
+    while todo:
+        part = todo.pop()
+        if part in ("", "."):
             continue
-        rel = prefix + entry.name
-        yield rel, entry
-        if entry.is_dir(follow_symlinks=False):
-            yield from _walk(entry.path, rel + "/")
+        if part == "..":
+            if not here:
+                return False
+            here.pop()
+            continue
+        here.append(part)
+        path = os.path.join(top, *here)
+        if os.path.islink(path):
+            hops += 1
+            target = os.readlink(path)
+            if hops > 40 or target.startswith("/"):
+                return False
+            here.pop()
+            todo.extend(reversed(target.split("/")))
+    return True
+
+
+def remove_tree(path: str) -> bool:
+    """Remove ``path`` and all it holds; links are removed, never followed. Never raises.
+
+    Iterative, unlike ``shutil.rmtree`` (whose ``ignore_errors`` does not catch the
+    ``RecursionError`` of a tree a thousand levels deep). True when ``path`` is gone.
+    """
+    stack: list[tuple[str, bool]] = [(path, False)]
+    while stack:
+        current, emptied = stack.pop()
+        try:
+            if emptied:
+                os.rmdir(current)
+            elif not stat.S_ISDIR(os.lstat(current).st_mode):
+                os.unlink(current)
+            else:
+                stack.append((current, True))
+                stack.extend((os.path.join(current, name), False) for name in os.listdir(current))
+        except OSError:
+            continue
+    return not os.path.lexists(path)
 
 
 def _unzip(source: str, stage: _Stage) -> None:
@@ -265,6 +347,11 @@ def clean_name(source: str, name: str) -> str:
     """The member's path relative to the pack (``a/b``), or raise :class:`UnsafeArchive`."""
     if not name or "\x00" in name or "\\" in name:
         raise UnsafeArchive(source, name, "has an empty name, a NUL byte or a backslash")
+    if not _utf8(name):
+        shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise UnsafeArchive(
+            source, shown, "is not valid UTF-8: rename it (skills.lock records names as UTF-8)"
+        )
     if name.startswith("/"):
         raise UnsafeArchive(source, name, "is an absolute path")
     parts = [p for p in name.split("/") if p not in ("", ".")]
@@ -273,6 +360,14 @@ def clean_name(source: str, name: str) -> str:
     if parts and len(parts[0]) == 2 and parts[0][1] == ":":
         raise UnsafeArchive(source, name, "starts with a drive letter")
     return "/".join(parts)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that were no UTF-8, kept as lone surrogates
+        return False
+    return True
 
 
 class _Stage:
@@ -303,6 +398,8 @@ class _Stage:
         for i in range(1, len(parts)):
             if "/".join(parts[:i]) in self.links:
                 self.refuse(name, "lies under a link")
+        if len(parts) > self.limits.max_depth:
+            self.refuse(name, f"lies {len(parts)} levels deep; the limit is {self.limits.max_depth}")
         if len(self.seen) >= self.limits.max_members:
             self.refuse(name, f"is one member too many (the limit is {self.limits.max_members})")
         self.seen.add(rel)
@@ -346,6 +443,8 @@ class _Stage:
         rel = self._claim(name)
         if not rel:
             self.refuse(name, "is a link without a name")
+        if not _utf8(target):
+            self.refuse(name, "is a link whose target is not valid UTF-8")
         if not target or target.startswith("/") or "\x00" in target:
             self.refuse(name, f"is a link to {target!r}: only relative links inside the pack are allowed")
         if any(other.startswith(rel + "/") for other in self.seen):

@@ -31,9 +31,9 @@ import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
-import shutil
 import stat
 import tempfile
 import time
@@ -42,26 +42,30 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..catalog.lock import new_entry, write_entry
+from ..catalog.lock import LockEntry, lock_path, new_entry, read_lock, write_entry
+from ..echo import echo
 from ..errors import ConfigError, OngridError
-from ..hooks import hooks
 from ..userfiles import file_kind
 from ..validate import FileReport, validate_paths
-from .archive import ARCHIVE_SUFFIXES, Limits, UnpackReport, unpack
+from .archive import Limits, UnpackReport, check_links, remove_tree, unpack
 from .pack_roots import MARKER, InstalledPack, installed_packs, read_marker
-from .sources import archive_label, relabel
+from .sources import archive_label, pack_top, relabel
 
 if TYPE_CHECKING:
     import pluggy
 
     from ..settings import Settings
 
-__all__ = ["InstallError", "InstallResult", "install_pack", "pack_identity", "uninstall_pack"]
+__all__ = ["InstallError", "InstallResult", "install_pack", "name_problem", "pack_identity", "uninstall_pack"]
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+#: Names of files the install machinery keeps beside the packs: no pack may take them.
+#: (Names starting with ``.ongrid-`` are already out: a pack name starts with a letter or digit.)
+RESERVED_NAMES = frozenset({"skills.lock"})
 #: Files that may name a pack (and version) at its top, in order of preference.
 IDENTITY_FILES = ("pack.json", ".claude-plugin/plugin.json", "openclaw.plugin.json", "clawdbot.plugin.json")
 _LOCK = ".ongrid-install.lock"
+logger = logging.getLogger(__name__)
 
 
 class InstallError(OngridError):
@@ -123,7 +127,8 @@ def install_pack(
         unpacked = unpack(source, root, limits)
         if archive_sha is not None and _digest(source) != archive_sha:
             raise InstallError(f"{source} changed while it was unpacked; nothing was installed")
-        top, default_name = _pack_top(root, source, pm)
+        top, default_name = pack_top(root, source, pm)
+        check_links(source, root, top)
         pack_name, version, description = pack_identity(top, name or None, default_name)
         shown = source if os.path.isdir(source) else archive_label(source)
         reports = _validated(top, os.path.realpath(root), shown, pm, settings, strict)
@@ -137,11 +142,41 @@ def install_pack(
             raise InstallError(_would_replace(old, meta))
         with open(os.path.join(top, MARKER), "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=2, ensure_ascii=False)
-        _move_into_place(top, target, replace=old is not None)
-        write_entry(user_dir, pack_name, new_entry(pack_name, version, target, source, meta["sha256"]))
+        entry = new_entry(pack_name, version, top, source, meta["sha256"])  # the files as validated
+        _commit(top, target, user_dir, entry, replace=old is not None)
     pack = InstalledPack(pack_name, version, target, meta)
     replaced = old.version if old is not None else None
     return InstallResult(pack, replaced, unpacked, reports, time.perf_counter() - started)
+
+
+def _commit(top: str, target: str, user_dir: str, entry: LockEntry, *, replace: bool) -> None:
+    """Rename the pack into place and lock it; if the lock cannot be written, undo the rename.
+
+    A pack in place without its lock entry would load with no tamper check at all, and
+    the user would be told the install failed: it is either installed and locked, or not.
+    """
+    _move_into_place(top, target, replace=replace)
+    try:
+        write_entry(user_dir, entry.name, entry)
+    except BaseException as exc:
+        if replace:
+            _move_into_place(top, target, replace=True)  # swapped back: the old pack is in place again
+        else:
+            os.rename(target, top)
+        if not isinstance(exc, Exception):
+            raise
+        raise InstallError(_lock_failure(user_dir, exc)) from exc
+
+
+def _lock_failure(user_dir: str, exc: Exception) -> str:
+    where = lock_path(user_dir)
+    if os.path.isdir(where):
+        try:
+            read_lock(user_dir)
+        except ConfigError as why:  # names what the folder is and how to remove it
+            return f"{why}; nothing was installed"
+    reason = getattr(exc, "strerror", None) or exc
+    return f"cannot write {where} ({reason}); nothing was installed: fix or remove {where}, then retry"
 
 
 def _check_source(given: str, user_dir: str) -> str:
@@ -154,6 +189,11 @@ def _check_source(given: str, user_dir: str) -> str:
     if not given.strip():
         raise ConfigError("the pack path is empty: give a pack folder, a .tar.gz or a .zip")
     source = os.path.abspath(given)
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError:
+        message = f"{echo(source)} is not valid UTF-8, and skills.lock records the source as UTF-8: "
+        raise ConfigError(message + "rename it") from None
     try:
         st = os.stat(source)
     except OSError as exc:
@@ -183,7 +223,7 @@ def uninstall_pack(name: str, settings: Settings) -> InstalledPack:
             raise InstallError(_not_installed(name, user_dir))
         trash = tempfile.mkdtemp(prefix=".ongrid-trash-", dir=user_dir)
         os.rename(target, os.path.join(trash, name))  # gone for every reader at once
-        shutil.rmtree(trash, ignore_errors=True)
+        _remove(trash)
         write_entry(user_dir, name, None)
     return pack
 
@@ -233,10 +273,19 @@ def pack_identity(top: str, name: str | None, default_name: str) -> tuple[str, s
             found = _read_identity(path)
             break
     chosen = name or str(found.get("name") or default_name)
-    if not NAME_RE.fullmatch(chosen):
-        message = f"pack name {chosen!r} is not usable as a folder name; give one with --name"
-        raise InstallError(message + " (letters, digits, '.', '_' and '-')")
+    problem = name_problem(chosen)
+    if problem:
+        raise InstallError(f"pack name {echo(chosen)} {problem}; give another one with --name")
     return chosen, str(found.get("version") or ""), str(found.get("description") or "")
+
+
+def name_problem(name: str) -> str:
+    """Why ``name`` cannot name an installed pack (its folder in the user skills dir), or ""."""
+    if not NAME_RE.fullmatch(name):
+        return "is not usable as a folder name (letters, digits, '.', '_' and '-'; 100 at most)"
+    if name.lower() in RESERVED_NAMES:
+        return f"is reserved: {name} beside the packs is the file that locks them"
+    return ""
 
 
 def _read_identity(path: str) -> dict[str, Any]:
@@ -248,29 +297,6 @@ def _read_identity(path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InstallError(f"{path}: must be a JSON object with name and version")
     return data
-
-
-def _pack_top(unpacked: str, source: str, pm: pluggy.PluginManager) -> tuple[str, str]:
-    """The pack's own folder and its default name.
-
-    A folder given is the pack. An archive holding one folder that is not itself
-    a skill (no manifest directly in it) is a wrapper (``tools-1.0/...``): the
-    pack is that folder, named after it. Otherwise the pack is named after the file.
-    """
-    base = os.path.basename(source.rstrip("/"))
-    if os.path.isdir(source):
-        return unpacked, base
-    names = hooks(pm).manifest_names()
-    entries = os.listdir(unpacked)
-    if len(entries) == 1:
-        only = os.path.join(unpacked, entries[0])
-        if os.path.isdir(only) and not os.path.islink(only) and not names & set(os.listdir(only)):
-            return only, entries[0]
-    for suffix in ARCHIVE_SUFFIXES:
-        if base.lower().endswith(suffix):
-            base = base[: -len(suffix)]
-            break
-    return unpacked, base
 
 
 def _validated(
@@ -331,12 +357,18 @@ def _staging(user_dir: str) -> Iterator[str]:
     # that was killed (SIGKILL, a power cut), and nobody else is using it.
     for name in os.listdir(user_dir):
         if name.startswith((".ongrid-staging-", ".ongrid-trash-")):
-            shutil.rmtree(os.path.join(user_dir, name), ignore_errors=True)
+            _remove(os.path.join(user_dir, name))
     staging = tempfile.mkdtemp(prefix=".ongrid-staging-", dir=user_dir)
     try:
         yield staging
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        _remove(staging)
+
+
+def _remove(path: str) -> None:
+    """Remove a staging or trash folder; one that cannot be removed is named, never fatal."""
+    if not remove_tree(path):
+        logger.warning("install: cannot remove %s; delete it by hand (rm -rf)", path)
 
 
 def _move_into_place(new: str, target: str, *, replace: bool) -> None:

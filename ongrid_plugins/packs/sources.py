@@ -21,16 +21,19 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from ..hooks import hooks
 from ..models import Problem
 from ..validate import FileReport, validate_paths
-from .archive import ARCHIVE_SUFFIXES, UnsafeArchive, archive_kind, unpack
+from .archive import ARCHIVE_SUFFIXES, UnsafeArchive, archive_kind, check_links, remove_tree, unpack
 from .pack_roots import PACK_GROUP, PackError, pack_folder
 
 if TYPE_CHECKING:
+    import pluggy
+
     from ..plugins import PluginManager
     from ..settings import Settings
 
-__all__ = ["archive_label", "relabel", "validate_sources"]
+__all__ = ["archive_label", "pack_top", "relabel", "validate_sources"]
 
 
 def validate_sources(targets: Iterable[str], pm: PluginManager, settings: Settings) -> list[FileReport]:
@@ -81,10 +84,12 @@ def _validate_archive(source: str, pm: PluginManager, settings: Settings) -> lis
             "error", "unreadable_archive", message, where, "", "repack the pack, or give its folder"
         )
         return [FileReport(where, (problem,))]
-    with tempfile.TemporaryDirectory(prefix="ongrid-validate-") as tmp:
+    tmp = tempfile.mkdtemp(prefix="ongrid-validate-")
+    try:
         staged = os.path.join(tmp, "pack")
         try:
             unpack(source, staged)
+            check_links(source, staged, pack_top(staged, source, pm)[0])  # as install will
         except UnsafeArchive as exc:
             where = f"{label}/{exc.member}" if exc.member else os.path.abspath(source)
             hint = "repack the pack without it" if exc.member else ""
@@ -92,6 +97,31 @@ def _validate_archive(source: str, pm: PluginManager, settings: Settings) -> lis
             return [FileReport(where, (problem,))]
         staged_real = os.path.realpath(staged)
         return [relabel(r, staged_real, label) for r in validate_paths([staged_real], pm, settings)]
+    finally:
+        remove_tree(tmp)  # TemporaryDirectory's rmtree recurses once per level
+
+
+def pack_top(unpacked: str, source: str, pm: pluggy.PluginManager) -> tuple[str, str]:
+    """The pack's own folder and its default name.
+
+    A folder given is the pack. An archive holding one folder that is not itself
+    a skill (no manifest directly in it) is a wrapper (``tools-1.0/...``): the
+    pack is that folder, named after it. Otherwise the pack is named after the file.
+    """
+    base = os.path.basename(source.rstrip("/"))
+    if os.path.isdir(source):
+        return unpacked, base
+    names = hooks(pm).manifest_names()
+    entries = os.listdir(unpacked)
+    if len(entries) == 1:
+        only = os.path.join(unpacked, entries[0])
+        if os.path.isdir(only) and not os.path.islink(only) and not names & set(os.listdir(only)):
+            return only, entries[0]
+    for suffix in ARCHIVE_SUFFIXES:
+        if base.lower().endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    return unpacked, base
 
 
 def _named_archive(path: str) -> bool:
