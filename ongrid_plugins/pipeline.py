@@ -53,7 +53,6 @@ the host (the ``host`` parameter of each step is typed only).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import itertools
 import logging
@@ -64,6 +63,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from . import gate
+from .begin_aside import begin_in_thread
 from .callinputs import check_caller, check_ticket, check_timeout
 from .catalog import skill_digest
 from .errors import (
@@ -156,10 +156,12 @@ class Attempt:
             if not isinstance(exc, Exception) or type(exc).__name__ == "CancelledError"
             else Outcome.FAILED
         )
+        # A cancellation says only what it is: its text is the task and scope that sent it.
+        why = type(exc).__name__ if status is Outcome.CANCELLED else repr(exc)
         return CallResult(
             tool=request.tool.name,
             ok=False,
-            error=f"the call was interrupted: {exc!r}",
+            error=f"the call was interrupted: {why}",
             call_id=request.call_id,
             status=status,
             decision=self.decision,
@@ -401,21 +403,10 @@ async def acall(
 
 
 async def _begin_in_thread(host: SkillHost, start: Callable[[], Attempt]) -> Attempt:
-    """``start()`` in a worker thread; cancelled meanwhile, the call is recorded as cancelled.
-
-    The thread cannot be stopped: its checks, audit start and ticket claim run to the
-    end, so the attempt is closed here (as ``cancelled``) instead of left in flight.
-    """
-    future = asyncio.ensure_future(asyncio.to_thread(start))
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError as cancelled:
-        try:
-            attempt = await future
-        except BaseException:  # refused: begin recorded it already
-            raise cancelled from None
-        after_call(host, attempt.request, attempt.crashed(cancelled))
-        raise
+    """``start()`` in a worker thread; cancelled meanwhile, the call is recorded as cancelled."""
+    return await begin_in_thread(
+        start, lambda attempt, why: after_call(host, attempt.request, attempt.crashed(why))
+    )
 
 
 def _finish(host: SkillHost, attempt: Attempt, result: CallResult) -> CallResult:

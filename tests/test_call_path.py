@@ -639,3 +639,53 @@ def test_the_pipelines_evolve_is_attrs_evolve() -> None:
         assert _evolve(full, **changes) == attrs.evolve(full, **changes)
     with pytest.raises(TypeError):
         _evolve(full, no_such_field=1)
+
+
+@pytest.mark.parametrize("thread_ends", ["after the cancellation", "before the coroutine resumes"])
+def test_an_acall_cancelled_again_and_again_while_it_begins_in_a_thread_is_recorded_cancelled(
+    tmp_path: Path, root: Path, thread_ends: str
+) -> None:
+    """The attack (an MCP client closing stdin right after a tools/call): anyio delivers the
+    cancellation at every await, so the coroutine never saw the thread's attempt, whose
+    start the audit log had recorded: the call stayed in flight, then 'interrupted'."""
+    import threading
+
+    import anyio
+
+    from ongrid_plugins.hookspecs import hookimpl
+
+    make_skill(root, "echo")  # its first acall begins in a worker thread (no validator yet)
+    host = SkillHost(isolated_settings(tmp_path, root))
+    host.load()
+    entered, release = threading.Event(), threading.Event()
+
+    class Slow:
+        @hookimpl(trylast=True)
+        def ongrid_before_call(self, request: Any) -> None:
+            entered.set()
+            release.wait(10)
+
+    host.pm.register(Slow())
+
+    async def main() -> None:
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as group:
+
+                async def cancel_once_begun() -> None:
+                    await anyio.to_thread.run_sync(entered.wait, 10)
+                    if thread_ends == "before the coroutine resumes":
+                        release.set()
+                        time.sleep(0.2)  # the thread is done; the loop has not run its callback
+                    scope.cancel()
+
+                group.start_soon(cancel_once_begun)
+                await host.acall("echo", {})
+        release.set()
+
+    anyio.run(main)
+    [entry] = host.audit.entries()
+    assert (entry.tool, entry.outcome, entry.error) == (
+        "echo",
+        "cancelled",
+        "the call was interrupted: CancelledError",
+    )

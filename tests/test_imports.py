@@ -25,8 +25,8 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
     for name, members in (
         (
             "values",
-            "_version echo errors callinputs models hookspecs hooks sidetable identity frontmatter hints"
-            " settings resolve _sqlite _speedups forksafe stdio userfiles",
+            "_version echo errors callinputs begin_aside models hookspecs hooks sidetable identity"
+            " frontmatter hints settings resolve _sqlite _speedups forksafe stdio userfiles",
         ),
         ("schemas", "schema safeschema export_gemini archive packs.archive scaffold"),
         ("discovery", "discovery roots loaders packs plugins builtin_tools"),

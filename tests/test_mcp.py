@@ -474,6 +474,36 @@ def test_a_result_nested_deeper_than_the_sdk_writes_comes_as_text_alone(workspac
     )
 
 
+def test_a_client_that_leaves_right_after_a_call_ends_the_server_cleanly(workspace: Path) -> None:
+    """The attack: stdin closed right after a tools/call holding a lone surrogate (answered
+    by the server's own task) ended the server with a ClosedResourceError traceback."""
+    import subprocess
+
+    hello = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    }
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"n":"\\ud800"}}}',
+    ]
+    env = {**os.environ, "ONGRID_STATE_DIR": str(workspace / "state")}
+    done = subprocess.run(
+        _server_argv(workspace),
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert [(e.tool, e.outcome) for e in host_for(workspace).audit.entries()] == [
+        ("echo", "invalid_arguments")
+    ]
+
+
 def test_a_plugin_printing_while_the_host_loads_does_not_reach_the_mcp_stream(
     workspace: Path, tmp_path: Path
 ) -> None:

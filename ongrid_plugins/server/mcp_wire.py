@@ -153,7 +153,8 @@ async def _run_call(
     result = types.CallToolResult.model_validate(_plain(outcome.message))
     body = result.model_dump(by_alias=True, exclude_none=True, mode="json")
     answer = types.JSONRPCResponse(jsonrpc="2.0", id=message["id"], result=body)
-    await write_stream.send(SessionMessage(_writable(answer)))
+    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+        await write_stream.send(SessionMessage(_writable(answer)))  # the client may have gone meanwhile
 
 
 def _writable(answer: types.JSONRPCMessage) -> types.JSONRPCMessage:
