@@ -55,13 +55,19 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def run(
-    workspace: Path, session: Session, *, persona: str = "operator", mode: str = "auto", **client: Any
+    workspace: Path,
+    session: Session,
+    *,
+    persona: str = "operator",
+    mode: str = "auto",
+    options: tuple[str, ...] = (),
+    **client: Any,
 ) -> None:
     """Start ``ongrid-skills mcp`` as a subprocess and run ``session`` against it with the SDK client."""
     env = {**os.environ, "ONGRID_STATE_DIR": str(workspace / "state")}
     params = StdioServerParameters(
         command=sys.executable,
-        args=_server_argv(workspace, "--persona", persona)[1:],
+        args=_server_argv(workspace, "--persona", persona, *options)[1:],
         env=env,
     )
 
@@ -168,6 +174,35 @@ def test_a_change_is_confirmed_through_elicitation(workspace: Path, mode: str) -
 
     run(workspace, session, mode=mode, elicitation_callback=elicit)
     assert len(elicit.asked) == 1 and "restart" in elicit.asked[0] and '"unit": "nginx"' in elicit.asked[0]
+    assert (workspace / "skills" / "restart" / "ran").exists()
+
+
+def test_a_call_waiting_for_the_users_answer_does_not_hold_a_call_slot(workspace: Path) -> None:
+    """With --max-calls 1, a change waiting for the user's confirmation kept every other
+    call waiting: a person slow to answer stopped the whole server."""
+    asked, answered = anyio.Event(), anyio.Event()
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.set()
+        await answered.wait()  # the user answers once the other call has ended
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async def session(client: Client) -> None:
+        results: dict[str, types.CallToolResult] = {}
+
+        async def change() -> None:
+            results["restart"] = await client.call_tool("restart", {"unit": "nginx"})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(change)
+            await asked.wait()
+            with anyio.fail_after(20):
+                results["echo"] = await client.call_tool("echo", {"n": 1})
+            answered.set()
+        assert not results["echo"].is_error and text(results["echo"]) == {"n": 1}
+        assert not results["restart"].is_error
+
+    run(workspace, session, mode="legacy", options=("--max-calls", "1"), elicitation_callback=elicit)
     assert (workspace / "skills" / "restart" / "ran").exists()
 
 

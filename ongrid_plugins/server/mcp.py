@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import logging
 import mimetypes
 import secrets
@@ -68,6 +67,16 @@ try:
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise missing_extra("mcp", "mcp") from exc
+from .mcp_answers import (
+    CONFIRM_SCHEMA,
+    accepted,
+    can_elicit,
+    cannot_ask,
+    declined,
+    input_required,
+    not_asked,
+    question_text,
+)
 from .mcp_wire import carried, screened
 
 __all__ = ["LIST_CHANGED", "MAX_CALLS", "create_server", "serve_stdio"]
@@ -80,11 +89,6 @@ _DIGEST_META = "ongrid/digest"
 _STALE_META = "ongrid/stale"
 
 _LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-_CONFIRM_SCHEMA = {
-    "type": "object",
-    "properties": {"confirm": {"type": "boolean", "title": "Run it", "description": "Run this call now?"}},
-    "required": ["confirm"],
-}
 _URI = "skill://"
 logger = logging.getLogger(__name__)
 _ASK_TTL = 600.0  # seconds a confirmation question stays answerable
@@ -234,27 +238,27 @@ class _Handlers:
         self._seen(ctx)
         call = {"name": params.name, "arguments": params.arguments or {}}
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        can_ask = _can_elicit(ctx)
+        can_ask = can_elicit(ctx)
         asked = {"declined": False}
         confirm: Any = False
         if modern and params.input_responses and "confirm" in params.input_responses:
             digest = self._redeem(params.name, params.request_state) if can_ask else None
             if digest is None:
-                return _not_asked(params.name)
-            if not _accepted(params.input_responses["confirm"]):
-                return _declined(params.name)
+                return not_asked(params.name)
+            if not accepted(params.input_responses["confirm"]):
+                return declined(params.name)
             confirm = digest  # the args digest the user was asked about
         elif can_ask and not modern:
-            confirm = _asker(ctx, asked)
+            confirm = _asker(ctx, asked, self.slots)
         outcome = await self._run(ctx, call, confirm)
         if asked["declined"]:
-            return _declined(params.name)
+            return declined(params.name)
         if outcome.status == "needs_confirmation" and isinstance(outcome.error, ConfirmationRequired):
             if modern and can_ask and confirm is False:
                 state = self._issue(params.name, outcome.error.args_digest)
-                return _input_required(outcome.error, outcome.call.arguments or {}, state)
+                return input_required(outcome.error, outcome.call.arguments or {}, state)
             if not can_ask:
-                return _cannot_ask(outcome)
+                return cannot_ask(outcome)
         return types.CallToolResult.model_validate(carried(outcome.message))
 
     def _issue(self, tool: str, digest: str) -> str:
@@ -418,82 +422,21 @@ class _Relay:
                 continue
 
 
-def _asker(ctx: Any, asked: dict[str, bool]) -> Any:
-    """A ``confirm`` callback asking the user with an ``elicitation/create`` request (handshake era)."""
+def _asker(ctx: Any, asked: dict[str, bool], slots: anyio.Semaphore) -> Any:
+    """A ``confirm`` callback asking the user with an ``elicitation/create`` request (handshake
+    era); the call's slot is free while the person reads the question."""
 
     async def ask(question: Confirmation) -> bool:
-        answer = await ctx.session.elicit_form(
-            _question(question), _CONFIRM_SCHEMA, related_request_id=ctx.request_id
-        )
-        yes = _accepted(answer)
+        slots.release()
+        try:
+            answer = await ctx.session.elicit_form(
+                question_text(question), CONFIRM_SCHEMA, related_request_id=ctx.request_id
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await slots.acquire()
+        yes = accepted(answer)
         asked["declined"] = not yes
         return yes
 
     return ask
-
-
-def _can_elicit(ctx: Any) -> bool:
-    """Whether the client can show a form (an empty elicitation capability means form, by the spec)."""
-    elicitation = getattr(ctx.session.client_capabilities, "elicitation", None)
-    if elicitation is None:
-        return False
-    return getattr(elicitation, "form", None) is not None or getattr(elicitation, "url", None) is None
-
-
-def _accepted(answer: Any) -> bool:
-    content = getattr(answer, "content", None) or {}
-    return getattr(answer, "action", None) == "accept" and content.get("confirm") is True
-
-
-def _question(question: Confirmation) -> str:
-    arguments = json.dumps(dict(question.arguments), ensure_ascii=False, sort_keys=True)
-    return (
-        f"Run {question.tool.name} ({question.tool.tool_class.value})? {question.tool.description.strip()}\n"
-        f"Arguments: {arguments}\nWhy you are asked: {question.reason}"
-    )
-
-
-def _input_required(
-    exc: ConfirmationRequired, arguments: dict[str, Any], state: str
-) -> types.InputRequiredResult:
-    """Ask through the 2026-07-28 multi-round flow; ``state`` names the question server-side."""
-    shown = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
-    message = (
-        f"Run {exc.tool}? It changes things.\nArguments: {shown}\nWhy you are asked: {exc.decision.reason}"
-    )
-    request = types.ElicitRequest(
-        params=types.ElicitRequestFormParams(message=message, requested_schema=_CONFIRM_SCHEMA)
-    )
-    return types.InputRequiredResult(input_requests={"confirm": request}, request_state=state)
-
-
-def _not_asked(name: str) -> types.CallToolResult:
-    message = (
-        f"the call to {name!r} was not run: it answers a confirmation this server did not ask for "
-        "(unknown, reused or expired request_state); call it again without input_responses to be asked"
-    )
-    return _error_result({"error": message, "code": "not_asked", "hint": "call it again to be asked"})
-
-
-def _cannot_ask(outcome: Dispatched) -> types.CallToolResult:
-    payload = dict(outcome.payload)
-    payload["error"] = (
-        f"the call to {outcome.call.name!r} changes things and needs the user's confirmation, but this MCP "
-        "client cannot ask for one (it does not support elicitation), so it was not run"
-    )
-    payload["hint"] = "tell the user; they can run it themselves with `ongrid-skills run ... --yes`"
-    return _error_result(payload)
-
-
-def _declined(name: str) -> types.CallToolResult:
-    payload = {
-        "error": f"the user declined the call to {name!r}; it was not run",
-        "code": "declined",
-        "hint": "do not call it again unless the user asks you to",
-    }
-    return _error_result(payload)
-
-
-def _error_result(payload: dict[str, Any]) -> types.CallToolResult:
-    text = json.dumps(payload, ensure_ascii=False)
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
