@@ -275,3 +275,74 @@ def test_text_people_write_on_tickets_is_capped_with_a_422_naming_field_and_limi
         assert f"'{field}'" in answer.json()["error"] and "2000" in answer.json()["error"]
     after = console.host.ticket(ticket)
     assert (after.status, after.approvals) == ("pending", ())
+
+
+def own_copy_host(console: Console, who: str, tmp_path) -> SkillHost:
+    """A host with its own copy of the server's skills, its tickets on the server, as ``who``."""
+    import shutil
+
+    shutil.copytree(console.base / "skills", tmp_path / "skills", ignore=shutil.ignore_patterns("purge"))
+    token_file = tmp_path / f"{who}.token"
+    token_file.write_text(console.tokens[who])
+    settings = Settings(
+        skill_dirs=[str(tmp_path / "skills")],
+        include_defaults=False,
+        state_dir=str(tmp_path / f"state-{who}"),
+        approvals_url=console.url,
+        approvals_token_file=str(token_file),
+    )
+    return SkillHost(settings)
+
+
+def test_a_server_ticket_binds_the_skill_files_the_host_runs_and_refuses_them_swapped(console, tmp_path):
+    from ongrid_plugins.pipeline import digest_now
+
+    ann = own_copy_host(console, "ann", tmp_path)
+    with pytest.raises(ApprovalRequired) as caught:
+        ann.call("wipe", {"path": "/srv/swap"}, persona="admin")
+    assert caught.value.ticket is not None
+    ticket = caught.value.ticket.id
+    on_server = console.host.ticket(ticket)  # bound to the host's files and profile, not the server's
+    assert on_server.skill_digest == digest_now(ann, ann.get("wipe"))
+    assert on_server.profile == ann.sandbox_profile(ann.get("wipe")).digest
+    console.host.approve(ticket, approver="bob")
+    console.host.approve(ticket, approver="cid")
+    (tmp_path / "skills" / "wipe" / "run.sh").write_text("#!/bin/sh\necho '{\"evil\": true}'\n")
+    ann.reload()
+    with pytest.raises(ApprovalError) as refused:
+        ann.call("wipe", {"path": "/srv/swap"}, persona="admin", ticket=ticket)
+    assert refused.value.reason == "skill_changed"
+    assert "the skill changed since approval" in str(refused.value)
+    assert console.host.ticket(ticket).status == "approved"  # refused, not spent
+    assert not [e for e in ann.audit.entries(tool="wipe") if e.outcome == "ok"]
+
+
+def test_a_claim_naming_other_skill_files_or_profile_is_refused_and_spends_nothing(console):
+    ann = {"Authorization": f"Bearer {console.tokens['ann']}"}
+    client = console.client()
+    body = {
+        "tool": "wipe",
+        "params": {"path": "/srv/bound"},
+        "persona": "admin",
+        "skill_digest": "a" * 64,
+        "profile": "b" * 64,
+    }
+    opened = client.post("/v1/approvals", json=body, headers=ann)
+    assert opened.status_code == 200, opened.text
+    ticket = opened.json()
+    assert (ticket["skill_digest"], ticket["profile"]) == ("a" * 64, "b" * 64)
+    console.host.approve(ticket["id"], approver="bob")
+    console.host.approve(ticket["id"], approver="cid")
+    claim = {"tool": "wipe", "args_digest": ticket["args_digest"], "persona": "admin", "call_id": "c9"}
+    for changed, reason in (
+        ({"skill_digest": "c" * 64, "profile": "b" * 64}, "skill_changed"),
+        ({"skill_digest": "a" * 64, "profile": "d" * 64}, "mismatch"),
+    ):
+        refused = client.post(f"/v1/approvals/{ticket['id']}/claim", json=claim | changed, headers=ann)
+        assert (refused.status_code, refused.json()["reason"]) == (409, reason), refused.text
+    assert console.host.ticket(ticket["id"]).status == "approved"
+    bad = client.post("/v1/approvals", json=body | {"skill_digest": "not hex"}, headers=ann)
+    assert bad.status_code == 400 and "skill_digest" in bad.json()["error"]
+    same = {"skill_digest": "a" * 64, "profile": "b" * 64}
+    spent = client.post(f"/v1/approvals/{ticket['id']}/claim", json=claim | same, headers=ann)
+    assert spent.json()["status"] == "executed", spent.text

@@ -8,10 +8,13 @@ token may not read is answered as if absent.
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from ...echo import MAX_ECHO, echo
 from ...errors import ApprovalError, InvalidArguments
 from ...gate.tickets import STATUSES
-from ...models import CallRequest, Verdict, args_digest
+from ...models import CallRequest, Tool, Verdict, args_digest
 from ...pipeline import digest_now
 from ...schema.arguments import check_arguments
 from ...schema.redact import redact
@@ -30,6 +33,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise missing_extra("server", "starlette") from exc
 
 __all__ = ["approve", "claim", "get_approval", "list_approvals", "open_approval", "reject"]
+
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 async def list_approvals(api: Api, request: Request, who: Principal) -> Response:
@@ -91,7 +96,14 @@ async def open_approval(api: Api, request: Request, who: Principal) -> Response:
     (schema defaults filled in) itself, as execution does, so what approvers read is
     what the ticket covers and what will run.
     """
-    allowed = {"tool": str, "params": dict, "persona": str, "reason": str}
+    allowed = {
+        "tool": str,
+        "params": dict,
+        "persona": str,
+        "reason": str,
+        "skill_digest": str,
+        "profile": str,
+    }
     body = required(fields(await api.json(request), allowed), "tool", "params", "persona")
     short_texts(body, "reason")
     tool = api.tool(body["tool"], who)
@@ -117,6 +129,7 @@ async def open_approval(api: Api, request: Request, who: Principal) -> Response:
     # it -- or the ticket could never be spent (mismatch) and approvers would read another call.
     digest = asked.args_digest
     shown, _paths = redact(tool.schema, checked)
+    profile, skill_digest = _binding(api, tool, body)
     ticket = await api.in_thread(
         lambda: api.host.approvals.open_ticket(
             tool=tool.name,
@@ -126,8 +139,8 @@ async def open_approval(api: Api, request: Request, who: Principal) -> Response:
             args=shown,
             tool_class=tool.tool_class.value,
             reason=body.get("reason", ""),
-            profile=api.host.sandbox_profile(tool).digest,  # the profile as this server runs it
-            skill_digest=digest_now(api.host, tool),  # and its files as they are now
+            profile=profile,
+            skill_digest=skill_digest,
         )
     )
     return JSONResponse(ticket.to_dict())
@@ -137,11 +150,13 @@ async def claim(api: Api, request: Request, who: Principal) -> Response:
     """Spend an approved ticket for the call its requester's host is about to make."""
     ticket_id = request.path_params["ticket_id"]
     allowed = {"tool": str, "args_digest": str, "persona": str, "call_id": str}
-    body = required(fields(await api.json(request), allowed), *allowed)
+    body = fields(await api.json(request), {**allowed, "skill_digest": str, "profile": str})
+    required(body, *allowed)
     ticket = await api.in_thread(api.host.ticket, ticket_id)
     if ticket.requester.strip().casefold() != who.identity.strip().casefold():
         message = f"only the requester of ticket {ticket_id} ({ticket.requester}) may run it over the server"
         raise ApiError(403, "forbidden", message)
+    profile, skill_digest = _binding(api, api.tool(body["tool"], who), body)
     ticket = await api.in_thread(
         lambda: api.host.approvals.claim(
             ticket_id,
@@ -150,8 +165,27 @@ async def claim(api: Api, request: Request, who: Principal) -> Response:
             persona=body["persona"],
             caller=who.identity,
             call_id=body["call_id"],
-            profile=api.host.sandbox_profile(api.tool(body["tool"], who)).digest,
-            skill_digest=digest_now(api.host, api.tool(body["tool"], who)),
+            profile=profile,
+            skill_digest=skill_digest,
         )
     )
     return JSONResponse(ticket.to_dict())
+
+
+def _binding(api: Api, tool: Tool, body: dict[str, Any]) -> tuple[str, str]:
+    """The sandbox profile and skill digest a ticket is bound to, or spent under: the ones the
+    requester's host sends (the files and profile *it* runs), else this server's own view.
+
+    A host that keeps its tickets here (``approvals_url``) runs the call itself, so its
+    files are the ones approvers' signatures must cover: the server's copy may differ.
+    """
+    sent = []
+    for name in ("profile", "skill_digest"):
+        value = body.get(name)
+        if value is not None and not _HEX_DIGEST.fullmatch(value) and value != "":
+            message = f"field {name!r} must be a sha256 digest (64 lower-case hex digits), or empty"
+            raise ApiError(400, "bad_request", message)
+        sent.append(value)
+    profile = sent[0] if sent[0] is not None else api.host.sandbox_profile(tool).digest
+    skill_digest = sent[1] if sent[1] is not None else digest_now(api.host, tool)
+    return profile, skill_digest
