@@ -346,3 +346,41 @@ def test_a_claim_naming_other_skill_files_or_profile_is_refused_and_spends_nothi
     same = {"skill_digest": "a" * 64, "profile": "b" * 64}
     spent = client.post(f"/v1/approvals/{ticket['id']}/claim", json=claim | same, headers=ann)
     assert spent.json()["status"] == "executed", spent.text
+
+
+def test_opening_and_claiming_a_ticket_over_rest_are_rows_of_the_servers_audit_log(console):
+    ann = {"Authorization": f"Bearer {console.tokens['ann']}"}
+    client = console.client()
+    body = {"tool": "wipe", "params": {"path": "/srv/audited"}, "persona": "admin", "reason": "cleanup"}
+    ticket = client.post("/v1/approvals", json=body, headers=ann).json()
+    for approver in ("bob", "cid"):
+        signer = {"Authorization": f"Bearer {console.tokens[approver]}"}
+        assert (
+            client.post(f"/v1/approvals/{ticket['id']}/approve", json={}, headers=signer).status_code == 200
+        )
+    claim = {
+        "tool": "wipe",
+        "args_digest": args_digest("wipe", {"path": "/"}),
+        "persona": "admin",
+        "call_id": "c7",
+    }
+    assert client.post(f"/v1/approvals/{ticket['id']}/claim", json=claim, headers=ann).status_code == 409
+    claim["args_digest"] = ticket["args_digest"]
+    assert client.post(f"/v1/approvals/{ticket['id']}/claim", json=claim, headers=ann).status_code == 200
+    rows = [e for e in console.host.audit.entries(limit=10_000) if e.ticket == ticket["id"]]
+    assert [(e.outcome, e.caller) for e in rows] == [
+        ("needs_approval", "ann"),
+        ("approval", "bob"),
+        ("approval", "cid"),
+        ("ticket_refused", "ann"),
+        ("claim", "ann"),
+    ]
+    opened, refused, spent = rows[0], rows[3], rows[4]
+    assert (opened.verdict, opened.args_digest, opened.args) == (
+        "dual_sign",
+        ticket["args_digest"],
+        {"path": "/srv/audited"},
+    )
+    assert "does not cover this call" in (refused.error or "") and refused.approvers == ()
+    assert spent.approvers == ("bob", "cid") and "call c7 on the requester's host" in spent.reason
+    assert console.host.audit.verify().ok

@@ -29,6 +29,7 @@ STORED_OUTCOMES = [
     "interrupted",
     "approval",
     "rejection",
+    "claim",
 ]
 
 

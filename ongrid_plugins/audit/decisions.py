@@ -71,16 +71,28 @@ def redacted_paths(value: Any, path: str = "$") -> list[str]:
 
 
 def ticket_row(
-    conn: sqlite3.Connection, ticket: Ticket, outcome: Outcome, by: str, note: str = ""
+    conn: sqlite3.Connection,
+    ticket: Ticket,
+    outcome: Outcome,
+    by: str,
+    note: str = "",
+    **fields: Any,
 ) -> dict[str, Any]:
     """The row of ``by``'s ``outcome`` on ``ticket`` (built inside the write transaction that
-    chains it, which makes the digest key if a secret needs it)."""
+    chains it, which makes the digest key if a secret needs it).
+
+    ``fields`` set other columns: ``verdict`` and ``plugin`` (the gate's, for the request that
+    opened it), ``error`` (why it was refused), ``approvers`` (a list; the ticket's by default).
+    """
     redacted = redacted_paths(dict(ticket.args))
     digest = ticket.args_digest  # what the decision covered
     if redacted:
         key = digest_key(conn, create=True)
         assert key is not None
         digest = keyed_digest(key, digest)
+    approvers = fields.pop("approvers", ticket.approvers)
+    if "error" in fields:
+        fields["error"] = clip(fields["error"])
     return {
         "time": time.time(),
         "call_id": f"{ticket.id}-{outcome}-{uuid.uuid4().hex[:12]}",
@@ -100,9 +112,10 @@ def ticket_row(
         "result_size": 0,
         "result_digest": "",
         "ticket": ticket.id,
-        "approvers": dumps(list(ticket.approvers)),
+        "approvers": dumps(list(approvers)),
         "pid": os.getpid(),
         "hostname": HOST,
+        **fields,
     }
 
 

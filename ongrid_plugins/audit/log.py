@@ -308,21 +308,22 @@ class AuditLog:
                 key = digest_key(conn, create=False)
         return ticket_problem(self.path, ticket, rows, key)
 
-    def record_ticket(self, ticket: Ticket, outcome: Outcome, by: str, note: str = "") -> int:
+    def record_ticket(self, ticket: Ticket, outcome: Outcome, by: str, note: str = "", **fields: Any) -> int:
         """Chain a ticket decision (``approval`` or ``rejection``) by ``by``; return its row number.
 
         The row names the ticket, its tool, persona and arguments (already redacted
         on the ticket), who decided (``caller``), their note (``reason``) and the
         approvers so far, so who approved or rejected a ticket is in the
         tamper-evident record, not only in the approvals database. Arguments that held
-        a secret keep a keyed digest only (:mod:`.decisions`).
+        a secret keep a keyed digest only (:mod:`.decisions`). ``fields`` set other columns
+        (:func:`.decisions.ticket_row`).
 
         :raises AuditError: the row cannot be written (the decision itself is kept).
         """
         self.flush()
         try:
             with self._transaction() as conn:
-                return append(conn, ticket_row(conn, ticket, outcome, by, note))
+                return append(conn, ticket_row(conn, ticket, outcome, by, note, **fields))
         except Exception as exc:
             self._failures += 1
             message = (

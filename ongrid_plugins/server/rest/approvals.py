@@ -11,13 +11,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ...audit.rows import clip
 from ...echo import MAX_ECHO, echo
 from ...errors import ApprovalError, InvalidArguments
-from ...gate.tickets import STATUSES
-from ...models import CallRequest, Tool, Verdict, args_digest
+from ...gate.tickets import STATUSES, Ticket
+from ...models import CallRequest, Decision, Outcome, Tool, Verdict, args_digest
 from ...pipeline import digest_now
 from ...schema.arguments import check_arguments
 from ...schema.redact import redact
+from ...ticketlog import record
 from .. import missing_extra
 from ..responses import ApiError, api_error
 from ..rules import may_read_ticket, readable_tickets
@@ -117,14 +119,7 @@ async def open_approval(api: Api, request: Request, who: Principal) -> Response:
         tool, checked, persona, "approval-check", args_digest(tool.name, checked), text, who.identity
     )
     decision = await run_in_threadpool(api.host.decide, tool, persona, asked)  # the gate, these arguments
-    if decision.verdict is not Verdict.DUAL_SIGN:  # no ticket could ever be spent on this call
-        said = f"the gate says {decision.verdict.value}: {decision.reason}"
-        if decision.verdict is Verdict.DENY:
-            raise ApiError(403, "denied", f"persona {body['persona']!r} may not call {tool.name!r} ({said})")
-        message = (
-            f"{tool.name!r} called as {body['persona']!r} needs no two-person approval ({said}); call it"
-        )
-        raise ApiError(409, "no_approval_needed", message + " without a ticket")
+    _needs_two_people(decision, tool, body["persona"])
     # The call as it will run -- defaults filled in, as the gate saw it and as execute digests
     # it -- or the ticket could never be spent (mismatch) and approvers would read another call.
     digest = asked.args_digest
@@ -143,6 +138,12 @@ async def open_approval(api: Api, request: Request, who: Principal) -> Response:
             skill_digest=skill_digest,
         )
     )
+    # The gate's dual_sign decision on this request, as execute records it: the row the
+    # audit check of its approvals compares the arguments with when it is spent.
+    gate = {"verdict": decision.verdict.value, "plugin": decision.plugin}
+    await api.in_thread(
+        lambda: record(api.host, ticket, Outcome.NEEDS_APPROVAL, who.identity, decision.reason, **gate)
+    )
     return JSONResponse(ticket.to_dict())
 
 
@@ -157,19 +158,44 @@ async def claim(api: Api, request: Request, who: Principal) -> Response:
         message = f"only the requester of ticket {ticket_id} ({ticket.requester}) may run it over the server"
         raise ApiError(403, "forbidden", message)
     profile, skill_digest = _binding(api, api.tool(body["tool"], who), body)
-    ticket = await api.in_thread(
-        lambda: api.host.approvals.claim(
-            ticket_id,
+    spent = await api.in_thread(lambda: _spend(api, ticket, who, body, profile, skill_digest))
+    return JSONResponse(spent.to_dict())
+
+
+def _spend(
+    api: Api, ticket: Ticket, who: Principal, body: dict[str, Any], profile: str, skill: str
+) -> Ticket:
+    """Claim ``ticket`` for the call ``body`` describes, and record the spend -- or its
+    refusal -- in the audit log, as execute records ``ok`` or ``ticket_refused``."""
+    call = f"call {clip(body['call_id'])} on the requester's host"
+    try:
+        spent = api.host.approvals.claim(
+            ticket.id,
             tool=body["tool"],
             args_digest=body["args_digest"],
             persona=body["persona"],
             caller=who.identity,
             call_id=body["call_id"],
             profile=profile,
-            skill_digest=skill_digest,
+            skill_digest=skill,
         )
-    )
-    return JSONResponse(ticket.to_dict())
+    except ApprovalError as exc:
+        record(api.host, ticket, Outcome.TICKET_REFUSED, who.identity, call, error=str(exc), approvers=[])
+        raise
+    record(api.host, spent, Outcome.CLAIM, who.identity, call)
+    return spent
+
+
+def _needs_two_people(decision: Decision, tool: Tool, persona: str) -> None:
+    """Refuse to open a ticket no one could ever spend: the gate lets the call run without
+    one (409), or denies it whatever the approvals (403)."""
+    if decision.verdict is Verdict.DUAL_SIGN:
+        return
+    said = f"the gate says {decision.verdict.value}: {decision.reason}"
+    if decision.verdict is Verdict.DENY:
+        raise ApiError(403, "denied", f"persona {persona!r} may not call {tool.name!r} ({said})")
+    message = f"{tool.name!r} called as {persona!r} needs no two-person approval ({said}); call it"
+    raise ApiError(409, "no_approval_needed", message + " without a ticket")
 
 
 def _binding(api: Api, tool: Tool, body: dict[str, Any]) -> tuple[str, str]:
