@@ -384,3 +384,16 @@ def test_opening_and_claiming_a_ticket_over_rest_are_rows_of_the_servers_audit_l
     assert "does not cover this call" in (refused.error or "") and refused.approvers == ()
     assert spent.approvers == ("bob", "cid") and "call c7 on the requester's host" in spent.reason
     assert console.host.audit.verify().ok
+
+
+def test_approvals_refused_over_rest_are_rows_of_the_servers_audit_log(console):
+    ticket = open_ticket(console, "/srv/refused")
+    client = console.client()
+    for who, status in (("ann", 403), ("vic", 403)):  # ann asked for it; vic's persona cannot sign
+        headers = {"Authorization": f"Bearer {console.tokens[who]}"}
+        answer = client.post(f"/v1/approvals/{ticket}/approve", json={"note": "me"}, headers=headers)
+        assert answer.status_code == status, answer.text
+    rows = [e for e in console.host.audit.entries(limit=10_000) if e.ticket == ticket]
+    refused = [(e.outcome, e.caller, e.reason) for e in rows if e.outcome == "approval_refused"]
+    assert refused == [("approval_refused", "ann", "me"), ("approval_refused", "vic", "me")]
+    assert "may not approve" in (rows[-1].error or "")

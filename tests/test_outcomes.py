@@ -30,6 +30,7 @@ STORED_OUTCOMES = [
     "approval",
     "rejection",
     "claim",
+    "approval_refused",
 ]
 
 

@@ -40,8 +40,8 @@ __all__ = ["KEYED", "digest_key", "keyed_digest", "redacted_paths", "ticket_prob
 #: The prefix of a keyed arguments digest in a row's ``args_digest`` column.
 KEYED = "hmac-sha256:"
 
-#: Rows that record a decision on a ticket, not a call made with it.
-_DECISIONS = frozenset({Outcome.APPROVAL, Outcome.REJECTION})
+#: Rows that record a decision on a ticket (or a refused attempt at one), not a call made with it.
+_DECISIONS = frozenset({Outcome.APPROVAL, Outcome.REJECTION, Outcome.APPROVAL_REFUSED})
 
 
 def digest_key(conn: sqlite3.Connection, *, create: bool) -> bytes | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from ...errors import ApprovalError, OngridError
 from ...gate.tickets import TicketStatus
+from ...ticketlog import refused_approval
 from .. import missing_extra
 from ..rules import MAX_TEXT, readable_tickets
 from ..tokens import Principal
@@ -95,6 +96,10 @@ async def approve(console: Console, request: Request, session: Session, form: di
     who = session.principal
     if not console.signs(who):
         message = f"Your persona {who.persona} cannot approve: that takes a dual-sign-required persona."
+        note = form.get("note", "")
+        await run_in_threadpool(
+            lambda: refused_approval(console.host, ticket_id, who.identity, note, message)
+        )
         return await _refused(console, request, session, message)
     note = form.get("note", "")[:MAX_TEXT]
     try:

@@ -19,7 +19,7 @@ from ...models import CallRequest, Decision, Outcome, Tool, Verdict, args_digest
 from ...pipeline import digest_now
 from ...schema.arguments import check_arguments
 from ...schema.redact import redact
-from ...ticketlog import record
+from ...ticketlog import record, refused_approval
 from .. import missing_extra
 from ..responses import ApiError, api_error
 from ..rules import may_read_ticket, readable_tickets
@@ -68,6 +68,8 @@ async def approve(api: Api, request: Request, who: Principal) -> Response:
     )
     if not api.signs(who):
         message = f"persona {who.persona} may not approve: approving needs a dual-sign-required persona"
+        note = body.get("note", "")
+        await run_in_threadpool(lambda: refused_approval(api.host, ticket_id, who.identity, note, message))
         raise ApiError(403, "forbidden", message)
     ticket = await api.in_thread(
         lambda: api.host.approve(
