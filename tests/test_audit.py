@@ -1197,3 +1197,26 @@ def test_a_value_moved_into_another_later_column_is_found(
     report = chained.audit.verify()
     assert (report.ok, report.first_bad) == (False, seq)
     assert f"row {seq} was edited: its" in report.problem
+
+
+def test_a_ticket_passed_with_a_call_that_needs_none_is_not_written_into_its_row(
+    tmp_path: Path, root: Path
+) -> None:
+    make_skill(root, "wipe", class_="dangerous", script="#!/bin/sh\necho '{}'\n")
+    make_skill(root, "peek", script="#!/bin/sh\necho '{}'\n")
+    make_skill(root, "restart", class_="mutating", script="#!/bin/sh\necho '{}'\n")
+    host = SkillHost(isolated_settings(tmp_path, root))
+    with pytest.raises(ApprovalRequired) as info:
+        host.call("wipe", {}, persona="admin", caller="ann")
+    ticket = info.value.ticket.id
+    assert host.call("peek", {}, persona="viewer", caller="vic", ticket=ticket).ok
+    assert host.call("restart", {}, persona="operator", caller="vic", confirm=True, ticket="made-up").ok
+    with pytest.raises(PermissionDenied):
+        host.call("wipe", {}, persona="viewer", caller="vic", ticket=ticket)
+    rows = {e.tool: e for e in host.audit.entries() if e.caller == "vic"}
+    assert [(tool, row.outcome, row.ticket) for tool, row in sorted(rows.items())] == [
+        ("peek", "ok", None),
+        ("restart", "ok", None),
+        ("wipe", "denied", None),
+    ]
+    assert host.ticket(ticket).status == "pending"
