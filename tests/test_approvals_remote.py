@@ -397,3 +397,29 @@ def test_approvals_refused_over_rest_are_rows_of_the_servers_audit_log(console):
     refused = [(e.outcome, e.caller, e.reason) for e in rows if e.outcome == "approval_refused"]
     assert refused == [("approval_refused", "ann", "me"), ("approval_refused", "vic", "me")]
     assert "may not approve" in (rows[-1].error or "")
+
+
+def test_a_requester_withdraws_their_ticket_over_rest_whatever_the_case_of_their_name(console):
+    """Identities compare as everywhere else (NFKC, case folded): VIC's ticket is vic's to withdraw."""
+    with pytest.raises(ApprovalRequired) as caught:
+        console.host.call("wipe", {"path": "/srv/case"}, persona="admin", caller="VIC")
+    ticket = caught.value.ticket.id
+    vic = {"Authorization": f"Bearer {console.tokens['vic']}"}  # a viewer: may not sign, may withdraw
+    client = console.client()
+    assert client.get(f"/v1/approvals/{ticket}", headers=vic).status_code == 200
+    answer = client.post(f"/v1/approvals/{ticket}/reject", json={"note": "not needed"}, headers=vic)
+    assert answer.status_code == 200, answer.text
+    assert (answer.json()["status"], answer.json()["rejected_by"]) == ("rejected", "vic")
+
+
+def test_claim_and_reject_answer_a_ticket_the_token_may_not_read_as_if_absent(console):
+    ticket = open_ticket(console, "/srv/hidden")
+    vic = {"Authorization": f"Bearer {console.tokens['vic']}"}
+    client = console.client()
+    claim = {"tool": "wipe", "args_digest": "0" * 64, "persona": "admin", "call_id": "c1"}
+    for route, body in (("claim", claim), ("reject", {})):
+        hidden = client.post(f"/v1/approvals/{ticket}/{route}", json=body, headers=vic)
+        absent = client.post(f"/v1/approvals/0000000000000000/{route}", json=body, headers=vic)
+        assert (hidden.status_code, absent.status_code) == (404, 404), (route, hidden.text)
+        assert hidden.json()["code"] == absent.json()["code"] and "ann" not in hidden.text
+    assert console.host.ticket(ticket).status == "pending"

@@ -14,6 +14,7 @@ from typing import Any
 
 from ...errors import ApprovalError, OngridError
 from ...gate.tickets import TicketStatus
+from ...identity import same_person
 from ...ticketlog import refused_approval
 from .. import missing_extra
 from ..rules import MAX_TEXT, readable_tickets
@@ -136,7 +137,7 @@ async def run_approved(
             "restarted): run it where it was asked, with its ticket."
         )
         return await _refused(console, request, session, message)
-    if held.caller.strip().casefold() != session.principal.identity.strip().casefold():
+    if not same_person(held.caller, session.principal.identity):
         return await _refused(
             console, request, session, f"Only {held.caller}, who asked for it, runs this call."
         )
@@ -173,7 +174,7 @@ async def reject(console: Console, request: Request, session: Session, form: dic
     note = form.get("note", "")[:MAX_TEXT]
     try:
         ticket = await run_in_threadpool(console.host.ticket, ticket_id)
-        if not console.signs(who) and ticket.requester.strip().casefold() != who.identity.strip().casefold():
+        if not console.signs(who) and not same_person(ticket.requester, who.identity):
             message = (
                 "Only a dual-sign-required persona, or the requester withdrawing it, may reject a ticket."
             )

@@ -15,6 +15,7 @@ from ...audit.rows import clip
 from ...echo import MAX_ECHO, echo
 from ...errors import ApprovalError, InvalidArguments
 from ...gate.tickets import STATUSES, Ticket
+from ...identity import same_person
 from ...models import CallRequest, Decision, Outcome, Tool, Verdict, args_digest
 from ...pipeline import digest_now
 from ...schema.arguments import check_arguments
@@ -53,11 +54,17 @@ async def get_approval(api: Api, request: Request, who: Principal) -> Response:
     """``GET /v1/approvals/{ticket_id}``: one ticket."""
     query(request)
     ticket_id = request.path_params["ticket_id"]
-    ticket = await api.in_thread(api.host.ticket, ticket_id)
+    return JSONResponse((await _readable(api, ticket_id, who)).to_dict())
+
+
+async def _readable(api: Api, ticket_id: str, who: Principal) -> Ticket:
+    """The ticket, if ``who`` may read it; one it may not is answered as if absent (404), so
+    no route tells a token that someone else's ticket exists, or who asked for it."""
+    ticket: Ticket = await api.in_thread(api.host.ticket, ticket_id)
     if not may_read_ticket(api.host, ticket, who):
         message = f"no approval ticket {echo(ticket_id)} (see `ongrid-skills approvals list`)"
         raise api_error(ApprovalError("unknown", ticket_id[:MAX_ECHO], message))  # as if absent
-    return JSONResponse(ticket.to_dict())
+    return ticket
 
 
 async def approve(api: Api, request: Request, who: Principal) -> Response:
@@ -83,10 +90,7 @@ async def reject(api: Api, request: Request, who: Principal) -> Response:
     """``POST /v1/approvals/{ticket_id}/reject``: reject it, or withdraw one's own."""
     ticket_id = request.path_params["ticket_id"]
     body = short_texts(fields(await api.json(request), {"note": str}), "note")
-    ticket = await api.in_thread(api.host.ticket, ticket_id)
-    if not api.signs(who) and ticket.requester != who.identity:
-        message = "only a dual-sign-required persona, or its requester (withdrawing it), may reject a ticket"
-        raise ApiError(403, "forbidden", message)
+    await _readable(api, ticket_id, who)  # its readers: a signer, or its requester (withdrawing it)
     ticket = await api.in_thread(
         lambda: api.host.reject(ticket_id, approver=who.identity, note=body.get("note", ""))
     )
@@ -155,8 +159,8 @@ async def claim(api: Api, request: Request, who: Principal) -> Response:
     allowed = {"tool": str, "args_digest": str, "persona": str, "call_id": str}
     body = fields(await api.json(request), {**allowed, "skill_digest": str, "profile": str})
     required(body, *allowed)
-    ticket = await api.in_thread(api.host.ticket, ticket_id)
-    if ticket.requester.strip().casefold() != who.identity.strip().casefold():
+    ticket = await _readable(api, ticket_id, who)
+    if not same_person(ticket.requester, who.identity):
         message = f"only the requester of ticket {ticket_id} ({ticket.requester}) may run it over the server"
         raise ApiError(403, "forbidden", message)
     profile, skill_digest = _binding(api, api.tool(body["tool"], who), body)
