@@ -34,7 +34,6 @@ from .models import (
     Decision,
     EventCallback,
     LoadReport,
-    Outcome,
     Persona,
     Skill,
     Tool,
@@ -306,21 +305,17 @@ class SkillHost:
         """Approve a two-person ticket as ``approver`` (an identity the host vouches for).
 
         Every ``ongrid_verify_approval`` plugin may refuse: :class:`ApprovalError` names the rule.
+        The approval, or its refusal, is a row of the audit log.
         """
-        from .gate.approvals import verify_with_plugins
+        from .ticketlog import approve
 
-        verify = verify_with_plugins(self.pm)
-        ticket = self.approvals.approve(ticket_id, approver=approver, note=note, sop=sop, verify=verify)
-        if (log := self._audited()) is not None:  # the decision in the tamper-evident record
-            log.record_ticket(ticket, Outcome.APPROVAL, approver, note)
-        return ticket
+        return approve(self, ticket_id, approver=approver, note=note, sop=sop)
 
     def reject(self, ticket_id: str, *, approver: str, note: str = "") -> Ticket:
         """Reject a ticket: it can never be approved or executed again."""
-        ticket = self.approvals.reject(ticket_id, approver=approver, note=note)
-        if (log := self._audited()) is not None:
-            log.record_ticket(ticket, Outcome.REJECTION, approver, note)
-        return ticket
+        from .ticketlog import reject
+
+        return reject(self, ticket_id, approver=approver, note=note)
 
     def ticket(self, ticket_id: str) -> Ticket:
         """The ticket ``ticket_id`` (raises ``ApprovalError(reason="unknown")``)."""

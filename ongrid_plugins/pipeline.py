@@ -229,6 +229,10 @@ def decide(host: SkillHost, attempt: Attempt) -> None:
     tool = request.tool
     decision = attempt.decision = gate.decide(host.pm, tool, request.persona, request)
     verdict = decision.verdict
+    if request.ticket is not None and verdict is not Verdict.DUAL_SIGN:
+        # Only a dual_sign call opens or spends a ticket: any other ignores it, and its row must
+        # not tie it to a two-person ticket (the audit log's ``ticket`` column).
+        attempt.request = attrs.evolve(request, ticket=None)
     if not tool.available:
         attempt.refusal, attempt.status = SkillUnavailable(tool.name, tool.unavailable), Outcome.UNAVAILABLE
     elif verdict is Verdict.DENY:

@@ -34,8 +34,8 @@ def host(make_host: Any, root: Path) -> SkillHost:
     return h
 
 
-def runs(root: Path) -> int:
-    log = root / "wipe" / "ran.log"
+def runs(root: Path, skill: str = "wipe") -> int:
+    log = root / skill / "ran.log"
     return len(log.read_text().splitlines()) if log.exists() else 0
 
 
@@ -188,3 +188,82 @@ def test_approval_rows_record_the_arguments_they_covered(host: SkillHost) -> Non
     host.audit.flush()
     [row] = [r for r in host.audit.entries() if r.outcome == "approval"]
     assert row.args_digest == ticket.args_digest
+
+
+SECRET_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "meta": {"type": "object", "properties": {"password": {"type": "string"}}},
+    },
+}
+SECRET_ARGS = {"path": "/db", "meta": {"password": "1234"}}
+
+
+def secret_ticket(host: SkillHost, root: Path, args: dict[str, Any]) -> Ticket:
+    make_skill(root, "vault", class_="dangerous", script=RAN_SH, schema=SECRET_SCHEMA)
+    host.reload()
+    with pytest.raises(ApprovalRequired) as info:
+        host.call("vault", args, persona="admin", caller="alice")
+    ticket: Ticket = info.value.ticket
+    return ticket
+
+
+def test_ticket_decision_rows_of_a_call_with_a_secret_keep_no_digest_a_guess_could_confirm(
+    host: SkillHost, root: Path
+) -> None:
+    from ongrid_plugins.models import args_digest
+
+    ticket = secret_ticket(host, root, SECRET_ARGS)
+    host.approve(ticket.id, approver="bob")
+    host.approve(ticket.id, approver="carol")
+    assert host.call("vault", SECRET_ARGS, persona="admin", caller="alice", ticket=ticket.id).ok
+    rows = [r for r in host.audit.entries(tool="vault") if r.outcome == "approval"]
+    assert len(rows) == 2
+    guesses = {
+        args_digest("vault", {"path": "/db", "meta": {"password": f"{pin:04d}"}}) for pin in range(10000)
+    }
+    assert ticket.args_digest in guesses  # the guess does work against the unkeyed digest
+    for row in rows:
+        assert row.redacted == ("$.meta.password",)  # as call rows list what they hid
+        assert row.args_digest not in guesses and row.args_digest != ticket.args_digest
+        assert row.args == {"path": "/db", "meta": {"password": "[redacted]"}}
+    assert host.audit.verify().ok
+
+
+def test_a_ticket_with_a_secret_pointed_at_other_arguments_by_hand_does_not_run(
+    host: SkillHost, root: Path
+) -> None:
+    """The keyed digest of its approval rows still catches a ticket whose digest was rewritten."""
+    wanted = secret_ticket(host, root, SECRET_ARGS)
+    other_args = {"path": "/", "meta": {"password": "1234"}}
+    with pytest.raises(ApprovalRequired) as other:
+        host.call("vault", other_args, persona="admin", caller="alice")
+    host.approve(wanted.id, approver="bob")
+    host.approve(wanted.id, approver="carol")
+    edit(
+        host, ("UPDATE tickets SET args_digest = ? WHERE id = ?", (other.value.ticket.args_digest, wanted.id))
+    )
+    with pytest.raises(ApprovalError) as info:
+        host.call("vault", other_args, persona="admin", caller="alice", ticket=wanted.id)
+    assert info.value.reason == "forged"
+    assert "opened or approved for other arguments" in str(info.value)
+    assert runs(root, "vault") == 0
+
+
+def test_approval_rows_written_before_keyed_digests_still_back_their_ticket(
+    host: SkillHost, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows of the previous version kept the plain digest even for a secret: still compared as such."""
+    from ongrid_plugins.audit import decisions
+
+    ticket = secret_ticket(host, root, SECRET_ARGS)
+    monkeypatch.setattr(decisions, "redacted_paths", lambda value: [])  # as the previous version wrote
+    host.approve(ticket.id, approver="bob")
+    host.approve(ticket.id, approver="carol")
+    monkeypatch.undo()
+    assert [r.args_digest for r in host.audit.entries() if r.outcome == "approval"] == [
+        ticket.args_digest
+    ] * 2
+    assert host.call("vault", SECRET_ARGS, persona="admin", caller="alice", ticket=ticket.id).ok
+    assert host.audit.verify().ok

@@ -275,3 +275,151 @@ def test_text_people_write_on_tickets_is_capped_with_a_422_naming_field_and_limi
         assert f"'{field}'" in answer.json()["error"] and "2000" in answer.json()["error"]
     after = console.host.ticket(ticket)
     assert (after.status, after.approvals) == ("pending", ())
+
+
+def own_copy_host(console: Console, who: str, tmp_path) -> SkillHost:
+    """A host with its own copy of the server's skills, its tickets on the server, as ``who``."""
+    import shutil
+
+    shutil.copytree(console.base / "skills", tmp_path / "skills", ignore=shutil.ignore_patterns("purge"))
+    token_file = tmp_path / f"{who}.token"
+    token_file.write_text(console.tokens[who])
+    settings = Settings(
+        skill_dirs=[str(tmp_path / "skills")],
+        include_defaults=False,
+        state_dir=str(tmp_path / f"state-{who}"),
+        approvals_url=console.url,
+        approvals_token_file=str(token_file),
+    )
+    return SkillHost(settings)
+
+
+def test_a_server_ticket_binds_the_skill_files_the_host_runs_and_refuses_them_swapped(console, tmp_path):
+    from ongrid_plugins.pipeline import digest_now
+
+    ann = own_copy_host(console, "ann", tmp_path)
+    with pytest.raises(ApprovalRequired) as caught:
+        ann.call("wipe", {"path": "/srv/swap"}, persona="admin")
+    assert caught.value.ticket is not None
+    ticket = caught.value.ticket.id
+    on_server = console.host.ticket(ticket)  # bound to the host's files and profile, not the server's
+    assert on_server.skill_digest == digest_now(ann, ann.get("wipe"))
+    assert on_server.profile == ann.sandbox_profile(ann.get("wipe")).digest
+    console.host.approve(ticket, approver="bob")
+    console.host.approve(ticket, approver="cid")
+    (tmp_path / "skills" / "wipe" / "run.sh").write_text("#!/bin/sh\necho '{\"evil\": true}'\n")
+    ann.reload()
+    with pytest.raises(ApprovalError) as refused:
+        ann.call("wipe", {"path": "/srv/swap"}, persona="admin", ticket=ticket)
+    assert refused.value.reason == "skill_changed"
+    assert "the skill changed since approval" in str(refused.value)
+    assert console.host.ticket(ticket).status == "approved"  # refused, not spent
+    assert not [e for e in ann.audit.entries(tool="wipe") if e.outcome == "ok"]
+
+
+def test_a_claim_naming_other_skill_files_or_profile_is_refused_and_spends_nothing(console):
+    ann = {"Authorization": f"Bearer {console.tokens['ann']}"}
+    client = console.client()
+    body = {
+        "tool": "wipe",
+        "params": {"path": "/srv/bound"},
+        "persona": "admin",
+        "skill_digest": "a" * 64,
+        "profile": "b" * 64,
+    }
+    opened = client.post("/v1/approvals", json=body, headers=ann)
+    assert opened.status_code == 200, opened.text
+    ticket = opened.json()
+    assert (ticket["skill_digest"], ticket["profile"]) == ("a" * 64, "b" * 64)
+    console.host.approve(ticket["id"], approver="bob")
+    console.host.approve(ticket["id"], approver="cid")
+    claim = {"tool": "wipe", "args_digest": ticket["args_digest"], "persona": "admin", "call_id": "c9"}
+    for changed, reason in (
+        ({"skill_digest": "c" * 64, "profile": "b" * 64}, "skill_changed"),
+        ({"skill_digest": "a" * 64, "profile": "d" * 64}, "mismatch"),
+    ):
+        refused = client.post(f"/v1/approvals/{ticket['id']}/claim", json=claim | changed, headers=ann)
+        assert (refused.status_code, refused.json()["reason"]) == (409, reason), refused.text
+    assert console.host.ticket(ticket["id"]).status == "approved"
+    bad = client.post("/v1/approvals", json=body | {"skill_digest": "not hex"}, headers=ann)
+    assert bad.status_code == 400 and "skill_digest" in bad.json()["error"]
+    same = {"skill_digest": "a" * 64, "profile": "b" * 64}
+    spent = client.post(f"/v1/approvals/{ticket['id']}/claim", json=claim | same, headers=ann)
+    assert spent.json()["status"] == "executed", spent.text
+
+
+def test_opening_and_claiming_a_ticket_over_rest_are_rows_of_the_servers_audit_log(console):
+    ann = {"Authorization": f"Bearer {console.tokens['ann']}"}
+    client = console.client()
+    body = {"tool": "wipe", "params": {"path": "/srv/audited"}, "persona": "admin", "reason": "cleanup"}
+    ticket = client.post("/v1/approvals", json=body, headers=ann).json()
+    for approver in ("bob", "cid"):
+        signer = {"Authorization": f"Bearer {console.tokens[approver]}"}
+        assert (
+            client.post(f"/v1/approvals/{ticket['id']}/approve", json={}, headers=signer).status_code == 200
+        )
+    claim = {
+        "tool": "wipe",
+        "args_digest": args_digest("wipe", {"path": "/"}),
+        "persona": "admin",
+        "call_id": "c7",
+    }
+    assert client.post(f"/v1/approvals/{ticket['id']}/claim", json=claim, headers=ann).status_code == 409
+    claim["args_digest"] = ticket["args_digest"]
+    assert client.post(f"/v1/approvals/{ticket['id']}/claim", json=claim, headers=ann).status_code == 200
+    rows = [e for e in console.host.audit.entries(limit=10_000) if e.ticket == ticket["id"]]
+    assert [(e.outcome, e.caller) for e in rows] == [
+        ("needs_approval", "ann"),
+        ("approval", "bob"),
+        ("approval", "cid"),
+        ("ticket_refused", "ann"),
+        ("claim", "ann"),
+    ]
+    opened, refused, spent = rows[0], rows[3], rows[4]
+    assert (opened.verdict, opened.args_digest, opened.args) == (
+        "dual_sign",
+        ticket["args_digest"],
+        {"path": "/srv/audited"},
+    )
+    assert "does not cover this call" in (refused.error or "") and refused.approvers == ()
+    assert spent.approvers == ("bob", "cid") and "call c7 on the requester's host" in spent.reason
+    assert console.host.audit.verify().ok
+
+
+def test_approvals_refused_over_rest_are_rows_of_the_servers_audit_log(console):
+    ticket = open_ticket(console, "/srv/refused")
+    client = console.client()
+    for who, status in (("ann", 403), ("vic", 403)):  # ann asked for it; vic's persona cannot sign
+        headers = {"Authorization": f"Bearer {console.tokens[who]}"}
+        answer = client.post(f"/v1/approvals/{ticket}/approve", json={"note": "me"}, headers=headers)
+        assert answer.status_code == status, answer.text
+    rows = [e for e in console.host.audit.entries(limit=10_000) if e.ticket == ticket]
+    refused = [(e.outcome, e.caller, e.reason) for e in rows if e.outcome == "approval_refused"]
+    assert refused == [("approval_refused", "ann", "me"), ("approval_refused", "vic", "me")]
+    assert "may not approve" in (rows[-1].error or "")
+
+
+def test_a_requester_withdraws_their_ticket_over_rest_whatever_the_case_of_their_name(console):
+    """Identities compare as everywhere else (NFKC, case folded): VIC's ticket is vic's to withdraw."""
+    with pytest.raises(ApprovalRequired) as caught:
+        console.host.call("wipe", {"path": "/srv/case"}, persona="admin", caller="VIC")
+    ticket = caught.value.ticket.id
+    vic = {"Authorization": f"Bearer {console.tokens['vic']}"}  # a viewer: may not sign, may withdraw
+    client = console.client()
+    assert client.get(f"/v1/approvals/{ticket}", headers=vic).status_code == 200
+    answer = client.post(f"/v1/approvals/{ticket}/reject", json={"note": "not needed"}, headers=vic)
+    assert answer.status_code == 200, answer.text
+    assert (answer.json()["status"], answer.json()["rejected_by"]) == ("rejected", "vic")
+
+
+def test_claim_and_reject_answer_a_ticket_the_token_may_not_read_as_if_absent(console):
+    ticket = open_ticket(console, "/srv/hidden")
+    vic = {"Authorization": f"Bearer {console.tokens['vic']}"}
+    client = console.client()
+    claim = {"tool": "wipe", "args_digest": "0" * 64, "persona": "admin", "call_id": "c1"}
+    for route, body in (("claim", claim), ("reject", {})):
+        hidden = client.post(f"/v1/approvals/{ticket}/{route}", json=body, headers=vic)
+        absent = client.post(f"/v1/approvals/0000000000000000/{route}", json=body, headers=vic)
+        assert (hidden.status_code, absent.status_code) == (404, 404), (route, hidden.text)
+        assert hidden.json()["code"] == absent.json()["code"] and "ann" not in hidden.text
+    assert console.host.ticket(ticket).status == "pending"

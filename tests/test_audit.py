@@ -1001,6 +1001,45 @@ def test_approvals_and_rejections_are_rows_of_the_chain(tmp_path: Path, root: Pa
     assert not report.ok and report.first_bad == rows[2].seq
 
 
+def test_refused_approval_attempts_are_rows_of_the_chain_and_do_not_count_as_approvals(
+    tmp_path: Path, root: Path
+) -> None:
+    make_skill(root, "wipe", class_="dangerous", script="#!/bin/sh\necho '{}'\n")
+    host = SkillHost(isolated_settings(tmp_path, root))
+    with pytest.raises(ApprovalRequired) as info:
+        host.call("wipe", {"n": 1}, persona="admin", caller="alice")
+    ticket = info.value.ticket
+    attempts = [
+        ("alice", "own_ticket"),
+        ("ALICE", "own_ticket"),
+        ("bob", None),
+        ("Bob", "duplicate_approver"),
+    ]
+    attempts += [("carol", None), ("dave", "already_approved")]
+    for approver, reason in attempts:
+        if reason is None:
+            host.approve(ticket.id, approver=approver)
+            continue
+        with pytest.raises(ApprovalError) as refused:
+            host.approve(ticket.id, approver=approver, note="let me")
+        assert refused.value.reason == reason
+    with pytest.raises(ApprovalError):
+        host.approve("0000000000000000", approver="bob")  # no ticket: nothing to record
+    rows = [e for e in host.audit.entries() if e.ticket == ticket.id and e.outcome != "needs_approval"]
+    assert [(e.outcome, e.caller) for e in rows] == [
+        ("approval_refused", "alice"),
+        ("approval_refused", "ALICE"),
+        ("approval", "bob"),
+        ("approval_refused", "Bob"),
+        ("approval", "carol"),
+        ("approval_refused", "dave"),
+    ]
+    assert "requested ticket" in (rows[0].error or "") and rows[0].reason == "let me"
+    assert "already has its 2 approvals" in (rows[5].error or "")
+    assert host.audit.verify().ok
+    assert host.call("wipe", {"n": 1}, persona="admin", caller="alice", ticket=ticket.id).ok
+
+
 def test_a_forked_child_records_its_calls_under_its_own_pid_and_journal(make_host: Any, root: Path) -> None:
     # The audit log keeps this process's pid instead of asking the kernel on every call:
     # a fork must still make the child's rows and journal its own.
@@ -1158,3 +1197,26 @@ def test_a_value_moved_into_another_later_column_is_found(
     report = chained.audit.verify()
     assert (report.ok, report.first_bad) == (False, seq)
     assert f"row {seq} was edited: its" in report.problem
+
+
+def test_a_ticket_passed_with_a_call_that_needs_none_is_not_written_into_its_row(
+    tmp_path: Path, root: Path
+) -> None:
+    make_skill(root, "wipe", class_="dangerous", script="#!/bin/sh\necho '{}'\n")
+    make_skill(root, "peek", script="#!/bin/sh\necho '{}'\n")
+    make_skill(root, "restart", class_="mutating", script="#!/bin/sh\necho '{}'\n")
+    host = SkillHost(isolated_settings(tmp_path, root))
+    with pytest.raises(ApprovalRequired) as info:
+        host.call("wipe", {}, persona="admin", caller="ann")
+    ticket = info.value.ticket.id
+    assert host.call("peek", {}, persona="viewer", caller="vic", ticket=ticket).ok
+    assert host.call("restart", {}, persona="operator", caller="vic", confirm=True, ticket="made-up").ok
+    with pytest.raises(PermissionDenied):
+        host.call("wipe", {}, persona="viewer", caller="vic", ticket=ticket)
+    rows = {e.tool: e for e in host.audit.entries() if e.caller == "vic"}
+    assert [(tool, row.outcome, row.ticket) for tool, row in sorted(rows.items())] == [
+        ("peek", "ok", None),
+        ("restart", "ok", None),
+        ("wipe", "denied", None),
+    ]
+    assert host.ticket(ticket).status == "pending"

@@ -614,3 +614,18 @@ def test_the_note_field_takes_what_rest_takes():
         schemas["RejectRequest"]["properties"]["note"]["maxLength"],
     }
     assert lengths == {NOTE_LIMIT} == {MAX_TEXT}
+
+
+def test_a_note_over_the_limit_is_refused_in_the_console_as_over_rest_never_cut(console):
+    ticket = open_ticket(console, path="/srv/long-note")
+    bob = console.client("bob")
+    token = csrf_of(bob.get("/approvals").text)
+    for route in ("approve", "reject"):
+        answer = bob.post(f"/approvals/{ticket}/{route}", data={"csrf": token, "note": "y" * 2001})
+        assert answer.status_code == 422, (route, answer.status_code)
+        assert "2001 characters long" in answer.text and "at most 2000" in answer.text
+    after = console.host.ticket(ticket)
+    assert (after.status, after.approvals) == ("pending", ())
+    answer = bob.post(f"/approvals/{ticket}/approve", data={"csrf": token, "note": "y" * 2000})
+    assert answer.status_code == 303
+    assert [len(a.note) for a in console.host.ticket(ticket).approvals] == [2000]

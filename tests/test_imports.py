@@ -38,7 +38,7 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         ("gate", "gate personas approvals"),
         ("audit", "audit"),
         ("execution", "executors statedir"),
-        ("host", "pipeline persona_lookup host testing"),
+        ("host", "pipeline persona_lookup host testing ticketlog"),
         ("surfaces", "<root> __main__ cli commands dispatch export server remote"),
     )
 )

@@ -29,6 +29,8 @@ STORED_OUTCOMES = [
     "interrupted",
     "approval",
     "rejection",
+    "claim",
+    "approval_refused",
 ]
 
 

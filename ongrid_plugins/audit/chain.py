@@ -113,6 +113,7 @@ CREATE TABLE IF NOT EXISTS head (
 CREATE INDEX IF NOT EXISTS entries_call_id ON entries (call_id);
 CREATE INDEX IF NOT EXISTS entries_ticket ON entries (ticket) WHERE ticket IS NOT NULL;
 CREATE TABLE IF NOT EXISTS macs (seq INTEGER PRIMARY KEY, mac TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS digest_key (id INTEGER PRIMARY KEY CHECK (id = 1), key TEXT NOT NULL);
 """
 
 

@@ -10,18 +10,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from ..errors import ConfigError
-from ..identity import identity_key
 from ..models import JSON, Outcome
 from ..userfiles import read_regular
 from .chain import COLUMNS, GENESIS, JSON_COLUMNS
-
-if TYPE_CHECKING:
-    from ..gate.tickets import Ticket
 
 __all__ = [
     "MIN_ANCHOR",
@@ -171,27 +167,6 @@ def _listed(parsed: Any) -> tuple[Any, ...]:
     if isinstance(parsed, list):
         return tuple(parsed)
     return () if parsed is None else (parsed,)
-
-
-#: Rows that record a decision on a ticket, not a call made with it.
-_DECISIONS = frozenset({Outcome.APPROVAL, Outcome.REJECTION})
-
-
-def ticket_problem(path: str, ticket: Ticket, rows: list[tuple[str, str, str, str]]) -> str | None:
-    """Why the rows ``(outcome, caller, approvers, args_digest)`` of the log at ``path``
-    that name ``ticket`` do not back spending it (see :meth:`.AuditLog.ticket_problem`), or None."""
-    signed = {identity_key(row[1]) for row in rows if row[0] == Outcome.APPROVAL}
-    unsigned = [a for a in ticket.approvers if identity_key(a) not in signed]
-    if unsigned:
-        names = ", ".join(unsigned)
-        return f"the audit log {path} has no approval of it by {names}, though the approvals database does"
-    if any(row[0] not in _DECISIONS and row[2] not in ("", "[]") for row in rows):
-        return f"the audit log {path} shows it already ran; a ticket executes once"
-    # a digest recorded with the ticket's opening call or an approval: the arguments they covered
-    covered = {row[3] for row in rows if row[3] and row[0] in (Outcome.NEEDS_APPROVAL, Outcome.APPROVAL)}
-    if covered - {ticket.args_digest}:
-        return f"the audit log {path} shows it was opened or approved for other arguments"
-    return None
 
 
 def check_anchor(anchor: str) -> None:

@@ -38,7 +38,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -48,6 +47,7 @@ from ..errors import AuditError, ConfigError
 from ..hookspecs import hookimpl
 from ..models import Outcome, ToolClass
 from .chain import ADDED_COLUMNS, COLUMNS, SCHEMA, append, check_head, check_macs, inflight, recover, walk
+from .decisions import digest_key, ticket_problem, ticket_row
 from .entries import (
     OUTCOMES,
     AuditEntry,
@@ -56,10 +56,9 @@ from .entries import (
     _missing,
     check_anchor,
     read_key,
-    ticket_problem,
 )
-from .journal import HOST, JOURNAL_DIR, PID, Journal
-from .rows import Started, clip, dumps, finish_row, start_row
+from .journal import JOURNAL_DIR, PID, Journal
+from .rows import Started, finish_row, start_row
 from .writer import Writer
 
 if TYPE_CHECKING:
@@ -301,49 +300,30 @@ class AuditLog:
         """
         self.flush(timeout=5.0)  # the rows of calls that ran; a log that cannot write refuses them anyway
         rows: list[tuple[str, str, str, str]] = []
+        key = None
         if self._exists():
             with self._transaction(write=False) as conn:
                 query = "SELECT outcome, caller, approvers, args_digest FROM entries WHERE ticket = ?"
                 rows = conn.execute(query + " ORDER BY seq", (ticket.id,)).fetchall()
-        return ticket_problem(self.path, ticket, rows)
+                key = digest_key(conn, create=False)
+        return ticket_problem(self.path, ticket, rows, key)
 
-    def record_ticket(self, ticket: Ticket, outcome: Outcome, by: str, note: str = "") -> int:
+    def record_ticket(self, ticket: Ticket, outcome: Outcome, by: str, note: str = "", **fields: Any) -> int:
         """Chain a ticket decision (``approval`` or ``rejection``) by ``by``; return its row number.
 
         The row names the ticket, its tool, persona and arguments (already redacted
         on the ticket), who decided (``caller``), their note (``reason``) and the
         approvers so far, so who approved or rejected a ticket is in the
-        tamper-evident record, not only in the approvals database.
+        tamper-evident record, not only in the approvals database. Arguments that held
+        a secret keep a keyed digest only (:mod:`.decisions`). ``fields`` set other columns
+        (:func:`.decisions.ticket_row`).
 
         :raises AuditError: the row cannot be written (the decision itself is kept).
         """
-        row = {
-            "time": time.time(),
-            "call_id": f"{ticket.id}-{outcome}-{uuid.uuid4().hex[:12]}",
-            "tool": ticket.tool,
-            "tool_class": ticket.tool_class,
-            "persona": ticket.persona,
-            "caller": by,
-            "args": dumps(dict(ticket.args)),
-            "args_digest": ticket.args_digest,  # what the decision covered
-            "redacted": dumps([]),
-            "verdict": "",
-            "reason": clip(note),
-            "plugin": "",
-            "outcome": outcome,
-            "duration": 0.0,
-            "stderr_tail": dumps([]),
-            "result_size": 0,
-            "result_digest": "",
-            "ticket": ticket.id,
-            "approvers": dumps(list(ticket.approvers)),
-            "pid": os.getpid(),
-            "hostname": HOST,
-        }
         self.flush()
         try:
             with self._transaction() as conn:
-                return append(conn, row)
+                return append(conn, ticket_row(conn, ticket, outcome, by, note, **fields))
         except Exception as exc:
             self._failures += 1
             message = (

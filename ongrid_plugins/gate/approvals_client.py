@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import APPROVAL_REASONS, ApprovalError, ConfigError, OngridError
 from ..userfiles import read_regular_text
 from .approvals import ApprovalStore
-from .tickets import Approval, Ticket, VerifyApproval
+from .tickets import Approval, Ticket, VerifyApproval, _check_skill
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -107,14 +107,38 @@ class ApprovalsClient:
             self._request("POST", f"/v1/approvals/{_quote(ticket_id)}/reject", {"note": note})
         )
 
-    def open_ticket(self, *, tool: str, params: Mapping[str, Any], persona: str, reason: str = "") -> Ticket:
-        """Open (or find) the ticket for this call, requested by the token's identity."""
-        body = {"tool": tool, "params": dict(params), "persona": persona, "reason": reason}
+    def open_ticket(
+        self,
+        *,
+        tool: str,
+        params: Mapping[str, Any],
+        persona: str,
+        reason: str = "",
+        binding: Mapping[str, str] | None = None,
+    ) -> Ticket:
+        """Open (or find) the ticket for this call, requested by the token's identity.
+
+        ``binding`` (``skill_digest``, ``profile``): the skill files and sandbox profile the
+        caller's host runs, which the ticket is bound to instead of the server's own.
+        """
+        body = {"tool": tool, "params": dict(params), "persona": persona, "reason": reason, **(binding or {})}
         return ticket_from_dict(self._request("POST", "/v1/approvals", body))
 
-    def claim(self, ticket_id: str, *, tool: str, args_digest: str, persona: str, call_id: str) -> Ticket:
-        """Spend the approved ticket for exactly this call (as its requester)."""
+    def claim(
+        self,
+        ticket_id: str,
+        *,
+        tool: str,
+        args_digest: str,
+        persona: str,
+        call_id: str,
+        binding: Mapping[str, str] | None = None,
+    ) -> Ticket:
+        """Spend the approved ticket for exactly this call (as its requester); ``binding`` as for
+        :meth:`open_ticket`: the server refuses (``skill_changed``, ``mismatch``) a ticket bound
+        to other files or another profile, and does not spend it."""
         body = {"tool": tool, "args_digest": args_digest, "persona": persona, "call_id": call_id}
+        body.update(binding or {})
         return ticket_from_dict(self._request("POST", f"/v1/approvals/{_quote(ticket_id)}/claim", body))
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -218,14 +242,16 @@ class RemoteApprovalStore(ApprovalStore):
         skill_digest: str = "",
         call_args: Mapping[str, Any] | None = None,
     ) -> Ticket:
-        # ``profile``: the server binds the ticket to the sandbox profile it computes itself.
+        # The ticket is bound to the files and the sandbox profile *this* host runs, not the server's.
         params = call_args if call_args is not None else args
+        binding = {"skill_digest": skill_digest, "profile": profile}
         ticket: Ticket = self._do(
-            lambda c: c.open_ticket(tool=tool, params=params, persona=persona, reason=reason)
+            lambda c: c.open_ticket(tool=tool, params=params, persona=persona, reason=reason, binding=binding)
         )
         if ticket.args_digest != args_digest:  # the server read other arguments than this host means
             message = f"the approvals server {self.url} opened ticket {ticket.id} for other arguments"
             raise ApprovalError("mismatch", ticket.id, message)
+        self._check_bound(ticket, skill_digest, profile)
         return ticket
 
     def approve(
@@ -259,10 +285,33 @@ class RemoteApprovalStore(ApprovalStore):
         profile: str = "",
         skill_digest: str | None = None,
     ) -> Ticket:
-        # ``profile`` and ``skill_digest`` are checked by the server against its own view.
-        return self._do(  # type: ignore[no-any-return]
+        # The server checks the ticket against this host's files and profile inside its claim
+        # transaction, so a refused ticket is not spent; the answer is checked again here.
+        binding = {"profile": profile}
+        if skill_digest is not None:
+            binding["skill_digest"] = skill_digest
+        ticket: Ticket = self._do(
             lambda c: c.claim(
-                ticket_id, tool=tool, args_digest=args_digest, persona=persona, call_id=call_id
+                ticket_id,
+                tool=tool,
+                args_digest=args_digest,
+                persona=persona,
+                call_id=call_id,
+                binding=binding,
             ),
             ticket_id,
         )
+        self._check_bound(ticket, skill_digest, profile)
+        return ticket
+
+    def _check_bound(self, ticket: Ticket, skill_digest: str | None, profile: str) -> None:
+        """Refuse a ticket the server did not bind to this host's skill files and sandbox profile
+        (a server that predates the binding keeps its own view)."""
+        _check_skill(ticket, skill_digest)
+        if ticket.profile != profile:
+            message = (
+                f"the approvals server {self.url} did not bind ticket {ticket.id} to the skill files "
+                "and sandbox profile this host runs; upgrade the server (ongrid-skills serve) and "
+                "open a new ticket"
+            )
+            raise ApprovalError("mismatch", ticket.id, message)

@@ -48,6 +48,10 @@ class Outcome(StrEnum):
     """Not a call: an approver signed a two-person ticket."""
     REJECTION = "rejection"
     """Not a call: an approver rejected a two-person ticket."""
+    CLAIM = "claim"
+    """Not a call: a host that runs the call itself spent a two-person ticket kept on a server."""
+    APPROVAL_REFUSED = "approval_refused"
+    """Not a call: an attempt to approve a two-person ticket was refused (its own requester, twice...)."""
 
 
 @attrs.frozen

@@ -14,8 +14,10 @@ from typing import Any
 
 from ...errors import ApprovalError, OngridError
 from ...gate.tickets import TicketStatus
+from ...identity import same_person
+from ...ticketlog import refused_approval
 from .. import missing_extra
-from ..rules import MAX_TEXT, readable_tickets
+from ..rules import readable_tickets, too_long
 from ..tokens import Principal
 from . import approval_pages
 from .guard import respond
@@ -95,8 +97,14 @@ async def approve(console: Console, request: Request, session: Session, form: di
     who = session.principal
     if not console.signs(who):
         message = f"Your persona {who.persona} cannot approve: that takes a dual-sign-required persona."
+        note = form.get("note", "")
+        await run_in_threadpool(
+            lambda: refused_approval(console.host, ticket_id, who.identity, note, message)
+        )
         return await _refused(console, request, session, message)
-    note = form.get("note", "")[:MAX_TEXT]
+    note = form.get("note", "")
+    if too_long("note", note):  # refused, as over REST: never a silent cut of what is signed
+        return await _too_long(console, request, session, note)
     try:
         ticket = await run_in_threadpool(
             lambda: console.host.approve(ticket_id, approver=who.identity, note=note)
@@ -131,7 +139,7 @@ async def run_approved(
             "restarted): run it where it was asked, with its ticket."
         )
         return await _refused(console, request, session, message)
-    if held.caller.strip().casefold() != session.principal.identity.strip().casefold():
+    if not same_person(held.caller, session.principal.identity):
         return await _refused(
             console, request, session, f"Only {held.caller}, who asked for it, runs this call."
         )
@@ -165,10 +173,12 @@ async def reject(console: Console, request: Request, session: Session, form: dic
     """``POST /approvals/{ticket_id}/reject``: reject it (a signer), or withdraw one's own."""
     ticket_id = request.path_params["ticket_id"]
     who = session.principal
-    note = form.get("note", "")[:MAX_TEXT]
+    note = form.get("note", "")
+    if too_long("note", note):
+        return await _too_long(console, request, session, note)
     try:
         ticket = await run_in_threadpool(console.host.ticket, ticket_id)
-        if not console.signs(who) and ticket.requester.strip().casefold() != who.identity.strip().casefold():
+        if not console.signs(who) and not same_person(ticket.requester, who.identity):
             message = (
                 "Only a dual-sign-required persona, or the requester withdrawing it, may reject a ticket."
             )
@@ -183,8 +193,16 @@ async def reject(console: Console, request: Request, session: Session, form: dic
     return RedirectResponse(f"/approvals#t-{ticket.id}", 303)
 
 
-async def _refused(console: Console, request: Request, session: Session, message: str) -> Response:
+async def _refused(
+    console: Console, request: Request, session: Session, message: str, status: int = 403
+) -> Response:
     session.say("error", message)
     response = await approvals(console, request, session, {})
-    response.status_code = 403
+    response.status_code = status
     return response
+
+
+async def _too_long(console: Console, request: Request, session: Session, note: str) -> Response:
+    """The page again with a 422 saying the note is over :data:`MAX_TEXT` (nothing was changed)."""
+    message = f"Nothing was changed: the {too_long('note', note)}."
+    return await _refused(console, request, session, message, status=422)

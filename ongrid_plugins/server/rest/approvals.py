@@ -8,13 +8,19 @@ token may not read is answered as if absent.
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+from ...audit.rows import clip
 from ...echo import MAX_ECHO, echo
 from ...errors import ApprovalError, InvalidArguments
-from ...gate.tickets import STATUSES
-from ...models import CallRequest, Verdict, args_digest
+from ...gate.tickets import STATUSES, Ticket
+from ...identity import same_person
+from ...models import CallRequest, Decision, Outcome, Tool, Verdict, args_digest
 from ...pipeline import digest_now
 from ...schema.arguments import check_arguments
 from ...schema.redact import redact
+from ...ticketlog import record, refused_approval
 from .. import missing_extra
 from ..responses import ApiError, api_error
 from ..rules import may_read_ticket, readable_tickets
@@ -31,6 +37,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 __all__ = ["approve", "claim", "get_approval", "list_approvals", "open_approval", "reject"]
 
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+
 
 async def list_approvals(api: Api, request: Request, who: Principal) -> Response:
     """``GET /v1/approvals``: the tickets this token may read, newest first."""
@@ -46,11 +54,17 @@ async def get_approval(api: Api, request: Request, who: Principal) -> Response:
     """``GET /v1/approvals/{ticket_id}``: one ticket."""
     query(request)
     ticket_id = request.path_params["ticket_id"]
-    ticket = await api.in_thread(api.host.ticket, ticket_id)
+    return JSONResponse((await _readable(api, ticket_id, who)).to_dict())
+
+
+async def _readable(api: Api, ticket_id: str, who: Principal) -> Ticket:
+    """The ticket, if ``who`` may read it; one it may not is answered as if absent (404), so
+    no route tells a token that someone else's ticket exists, or who asked for it."""
+    ticket: Ticket = await api.in_thread(api.host.ticket, ticket_id)
     if not may_read_ticket(api.host, ticket, who):
         message = f"no approval ticket {echo(ticket_id)} (see `ongrid-skills approvals list`)"
         raise api_error(ApprovalError("unknown", ticket_id[:MAX_ECHO], message))  # as if absent
-    return JSONResponse(ticket.to_dict())
+    return ticket
 
 
 async def approve(api: Api, request: Request, who: Principal) -> Response:
@@ -61,6 +75,8 @@ async def approve(api: Api, request: Request, who: Principal) -> Response:
     )
     if not api.signs(who):
         message = f"persona {who.persona} may not approve: approving needs a dual-sign-required persona"
+        note = body.get("note", "")
+        await run_in_threadpool(lambda: refused_approval(api.host, ticket_id, who.identity, note, message))
         raise ApiError(403, "forbidden", message)
     ticket = await api.in_thread(
         lambda: api.host.approve(
@@ -74,10 +90,7 @@ async def reject(api: Api, request: Request, who: Principal) -> Response:
     """``POST /v1/approvals/{ticket_id}/reject``: reject it, or withdraw one's own."""
     ticket_id = request.path_params["ticket_id"]
     body = short_texts(fields(await api.json(request), {"note": str}), "note")
-    ticket = await api.in_thread(api.host.ticket, ticket_id)
-    if not api.signs(who) and ticket.requester != who.identity:
-        message = "only a dual-sign-required persona, or its requester (withdrawing it), may reject a ticket"
-        raise ApiError(403, "forbidden", message)
+    await _readable(api, ticket_id, who)  # its readers: a signer, or its requester (withdrawing it)
     ticket = await api.in_thread(
         lambda: api.host.reject(ticket_id, approver=who.identity, note=body.get("note", ""))
     )
@@ -91,7 +104,14 @@ async def open_approval(api: Api, request: Request, who: Principal) -> Response:
     (schema defaults filled in) itself, as execution does, so what approvers read is
     what the ticket covers and what will run.
     """
-    allowed = {"tool": str, "params": dict, "persona": str, "reason": str}
+    allowed = {
+        "tool": str,
+        "params": dict,
+        "persona": str,
+        "reason": str,
+        "skill_digest": str,
+        "profile": str,
+    }
     body = required(fields(await api.json(request), allowed), "tool", "params", "persona")
     short_texts(body, "reason")
     tool = api.tool(body["tool"], who)
@@ -105,18 +125,12 @@ async def open_approval(api: Api, request: Request, who: Principal) -> Response:
         tool, checked, persona, "approval-check", args_digest(tool.name, checked), text, who.identity
     )
     decision = await run_in_threadpool(api.host.decide, tool, persona, asked)  # the gate, these arguments
-    if decision.verdict is not Verdict.DUAL_SIGN:  # no ticket could ever be spent on this call
-        said = f"the gate says {decision.verdict.value}: {decision.reason}"
-        if decision.verdict is Verdict.DENY:
-            raise ApiError(403, "denied", f"persona {body['persona']!r} may not call {tool.name!r} ({said})")
-        message = (
-            f"{tool.name!r} called as {body['persona']!r} needs no two-person approval ({said}); call it"
-        )
-        raise ApiError(409, "no_approval_needed", message + " without a ticket")
+    _needs_two_people(decision, tool, body["persona"])
     # The call as it will run -- defaults filled in, as the gate saw it and as execute digests
     # it -- or the ticket could never be spent (mismatch) and approvers would read another call.
     digest = asked.args_digest
     shown, _paths = redact(tool.schema, checked)
+    profile, skill_digest = _binding(api, tool, body)
     ticket = await api.in_thread(
         lambda: api.host.approvals.open_ticket(
             tool=tool.name,
@@ -126,9 +140,15 @@ async def open_approval(api: Api, request: Request, who: Principal) -> Response:
             args=shown,
             tool_class=tool.tool_class.value,
             reason=body.get("reason", ""),
-            profile=api.host.sandbox_profile(tool).digest,  # the profile as this server runs it
-            skill_digest=digest_now(api.host, tool),  # and its files as they are now
+            profile=profile,
+            skill_digest=skill_digest,
         )
+    )
+    # The gate's dual_sign decision on this request, as execute records it: the row the
+    # audit check of its approvals compares the arguments with when it is spent.
+    gate = {"verdict": decision.verdict.value, "plugin": decision.plugin}
+    await api.in_thread(
+        lambda: record(api.host, ticket, Outcome.NEEDS_APPROVAL, who.identity, decision.reason, **gate)
     )
     return JSONResponse(ticket.to_dict())
 
@@ -137,21 +157,67 @@ async def claim(api: Api, request: Request, who: Principal) -> Response:
     """Spend an approved ticket for the call its requester's host is about to make."""
     ticket_id = request.path_params["ticket_id"]
     allowed = {"tool": str, "args_digest": str, "persona": str, "call_id": str}
-    body = required(fields(await api.json(request), allowed), *allowed)
-    ticket = await api.in_thread(api.host.ticket, ticket_id)
-    if ticket.requester.strip().casefold() != who.identity.strip().casefold():
+    body = fields(await api.json(request), {**allowed, "skill_digest": str, "profile": str})
+    required(body, *allowed)
+    ticket = await _readable(api, ticket_id, who)
+    if not same_person(ticket.requester, who.identity):
         message = f"only the requester of ticket {ticket_id} ({ticket.requester}) may run it over the server"
         raise ApiError(403, "forbidden", message)
-    ticket = await api.in_thread(
-        lambda: api.host.approvals.claim(
-            ticket_id,
+    profile, skill_digest = _binding(api, api.tool(body["tool"], who), body)
+    spent = await api.in_thread(lambda: _spend(api, ticket, who, body, profile, skill_digest))
+    return JSONResponse(spent.to_dict())
+
+
+def _spend(
+    api: Api, ticket: Ticket, who: Principal, body: dict[str, Any], profile: str, skill: str
+) -> Ticket:
+    """Claim ``ticket`` for the call ``body`` describes, and record the spend -- or its
+    refusal -- in the audit log, as execute records ``ok`` or ``ticket_refused``."""
+    call = f"call {clip(body['call_id'])} on the requester's host"
+    try:
+        spent = api.host.approvals.claim(
+            ticket.id,
             tool=body["tool"],
             args_digest=body["args_digest"],
             persona=body["persona"],
             caller=who.identity,
             call_id=body["call_id"],
-            profile=api.host.sandbox_profile(api.tool(body["tool"], who)).digest,
-            skill_digest=digest_now(api.host, api.tool(body["tool"], who)),
+            profile=profile,
+            skill_digest=skill,
         )
-    )
-    return JSONResponse(ticket.to_dict())
+    except ApprovalError as exc:
+        record(api.host, ticket, Outcome.TICKET_REFUSED, who.identity, call, error=str(exc), approvers=[])
+        raise
+    record(api.host, spent, Outcome.CLAIM, who.identity, call)
+    return spent
+
+
+def _needs_two_people(decision: Decision, tool: Tool, persona: str) -> None:
+    """Refuse to open a ticket no one could ever spend: the gate lets the call run without
+    one (409), or denies it whatever the approvals (403)."""
+    if decision.verdict is Verdict.DUAL_SIGN:
+        return
+    said = f"the gate says {decision.verdict.value}: {decision.reason}"
+    if decision.verdict is Verdict.DENY:
+        raise ApiError(403, "denied", f"persona {persona!r} may not call {tool.name!r} ({said})")
+    message = f"{tool.name!r} called as {persona!r} needs no two-person approval ({said}); call it"
+    raise ApiError(409, "no_approval_needed", message + " without a ticket")
+
+
+def _binding(api: Api, tool: Tool, body: dict[str, Any]) -> tuple[str, str]:
+    """The sandbox profile and skill digest a ticket is bound to, or spent under: the ones the
+    requester's host sends (the files and profile *it* runs), else this server's own view.
+
+    A host that keeps its tickets here (``approvals_url``) runs the call itself, so its
+    files are the ones approvers' signatures must cover: the server's copy may differ.
+    """
+    sent = []
+    for name in ("profile", "skill_digest"):
+        value = body.get(name)
+        if value is not None and not _HEX_DIGEST.fullmatch(value) and value != "":
+            message = f"field {name!r} must be a sha256 digest (64 lower-case hex digits), or empty"
+            raise ApiError(400, "bad_request", message)
+        sent.append(value)
+    profile = sent[0] if sent[0] is not None else api.host.sandbox_profile(tool).digest
+    skill_digest = sent[1] if sent[1] is not None else digest_now(api.host, tool)
+    return profile, skill_digest
