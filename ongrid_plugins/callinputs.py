@@ -5,16 +5,37 @@ that says which parameter and what it takes: past this point it reaches the audi
 and a ``caller`` that SQLite cannot bind (a list, bytes) used to stop the audit writer
 for every call after it, in every process sharing the state folder.
 
-Core value module: imports only :mod:`ongrid_plugins.errors`.
+:func:`no_duplicates` refuses a JSON object naming a member twice, for every surface
+that reads arguments as JSON text (the CLI, REST).
+
+Core value module: imports only :mod:`ongrid_plugins.errors` and :mod:`ongrid_plugins.echo`.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
+from .echo import echo
 from .errors import ConfigError
 
-__all__ = ["check_caller", "check_ticket", "check_timeout"]
+__all__ = ["DuplicateMember", "check_caller", "check_ticket", "check_timeout", "no_duplicates"]
+
+
+class DuplicateMember(ValueError):
+    """A JSON object names a member twice (see :func:`no_duplicates`)."""
+
+
+def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members (``json.loads``'s ``object_pairs_hook``), refusing a name given twice:
+    which of ``{"params": {...}, "params": {...}}`` the sender meant is a guess (manifests
+    refuse them too). Raises :class:`DuplicateMember`, a ValueError as a parse error is."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        raise DuplicateMember(f"the member {echo(twice)} is given twice in one object")
+    return out
 
 
 def check_timeout(timeout: float | None) -> float | None:

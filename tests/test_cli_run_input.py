@@ -245,6 +245,21 @@ def test_other_bad_json_points_at_the_tool_schema(skills: Path, capsys: pytest.C
     )
 
 
+@pytest.mark.parametrize("source", ["argument", "stdin"])
+def test_arguments_naming_a_member_twice_are_refused_as_rest_refuses_them(
+    skills: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """The CLI ran '{"who": "a", "who": "b"}' with the last value; REST answers 400."""
+    import io
+
+    text = '{"who": "ada", "nested": {"x": 1, "x": 2}}'
+    if source == "stdin":
+        monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    code, out, err = run_main(capsys, "run", "greet", "-" if source == "stdin" else text)
+    assert (code, out) == (2, "")
+    assert "are ambiguous: the member 'x' is given twice in one object; give each member once" in err
+
+
 def test_the_limits_are_the_documented_ones() -> None:
     from ongrid_plugins.commands import callargs
 

@@ -15,6 +15,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..callinputs import DuplicateMember, no_duplicates
 from ..errors import ConfigError
 from ..userfiles import NotRegularFile, read_regular
 from . import UsageError
@@ -97,9 +98,11 @@ def _parse(ctx: Context, text: str, source: str) -> Any:
         f"see `{shown}` for the arguments it takes"
     )
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=no_duplicates)
     except RecursionError:
         raise ConfigError(too_deep) from None
+    except DuplicateMember as exc:
+        raise ConfigError(f"the arguments in {source} are ambiguous: {exc}; give each member once") from None
     except ValueError as exc:
         message = f"the arguments in {source} are not valid JSON: {exc}; give a JSON object"
         example = _example(text)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...echo import echo
+from ...callinputs import no_duplicates
 from .. import missing_extra
 from ..responses import ApiError
 from ..rules import MAX_TEXT, too_long
@@ -42,18 +42,6 @@ def query(request: Request, *allowed: str) -> dict[str, str]:
         if len(params.getlist(key)) > 1:
             raise ApiError(400, "bad_request", f"query parameter {key!r} given more than once")
     return dict(params)
-
-
-def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An object's members (``json.loads``'s ``object_pairs_hook``), refusing a name given twice:
-    which of ``{"params": {...}, "params": {...}}`` the sender meant is a guess (manifests
-    refuse them too)."""
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        twice = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
-        raise ValueError(f"the member {echo(twice)} is given twice in one object")
-    return out
 
 
 def no_constant(name: str) -> Any:
