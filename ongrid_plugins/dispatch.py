@@ -81,6 +81,7 @@ __all__ = [
     "adispatch",
     "dispatch",
     "parse_tool_call",
+    "refusal",
     "result_message",
 ]
 
@@ -394,6 +395,12 @@ def _finished(call: ToolCall, result: CallResult) -> Dispatched:
 def _refused(call: ToolCall, exc: OngridError) -> Dispatched:
     code, details, hint = _explain(exc)
     return Dispatched(call, code, _payload(_model_message(exc), code, details, hint), error=exc)
+
+
+def refusal(call: ToolCall, exc: OngridError) -> Dispatched:
+    """What the model reads when ``call`` is refused with ``exc`` (for a surface that words a
+    refusal differently from the pipeline, as MCP hides tools its persona may not call)."""
+    return _refused(call, exc)
 
 
 def _model_message(exc: OngridError) -> str:

@@ -539,6 +539,24 @@ def test_a_client_that_leaves_right_after_a_call_ends_the_server_cleanly(workspa
     ]
 
 
+def test_a_tool_the_persona_may_not_call_is_answered_as_absent_and_never_suggested(workspace: Path) -> None:
+    """As REST answers: calling the hidden 'wipe' said 'denied' with its class, and 'wip'
+    was answered "did you mean 'wipe'?": a model learned which hidden tools exist."""
+
+    async def session(client: Client) -> None:
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        assert "wipe" not in listed and "echo" in listed
+        hidden = text(await client.call_tool("wipe", {}))
+        absent = text(await client.call_tool("no_such_tool", {}))
+        assert hidden == {**absent, "error": hidden["error"]} and hidden["code"] == "unknown_skill"
+        assert hidden["error"] == "no skill named 'wipe' is registered (see `ongrid-skills list`)"
+        assert text(await client.call_tool("wip", {}))["suggestions"] == []
+        assert text(await client.call_tool("ech", {}))["suggestions"] == ["echo"]  # one it may call
+
+    run(workspace, session, persona="viewer")
+    assert not (workspace / "skills" / "wipe" / "ran").exists()
+
+
 def test_a_plugin_printing_while_the_host_loads_does_not_reach_the_mcp_stream(
     workspace: Path, tmp_path: Path
 ) -> None:

@@ -44,8 +44,8 @@ from typing import Any
 
 from ..catalog import CatalogChange
 from ..discovery.registry import spelling
-from ..dispatch import Confirmation, Dispatched, adispatch
-from ..errors import ConfirmationRequired, ResourceRefused
+from ..dispatch import Confirmation, Dispatched, adispatch, refusal
+from ..errors import ConfirmationRequired, PermissionDenied, ResourceRefused, UnknownSkill
 from ..host import PersonaLike, SkillHost
 from ..models import Event, Skill, Verdict
 from ..stdio import stdout_to_stderr
@@ -78,6 +78,8 @@ from .mcp_answers import (
     question_text,
 )
 from .mcp_wire import carried, screened
+from .rules import may_see_tool
+from .tokens import Principal
 
 __all__ = ["LIST_CHANGED", "MAX_CALLS", "create_server", "serve_stdio"]
 
@@ -250,7 +252,7 @@ class _Handlers:
             confirm = digest  # the args digest the user was asked about
         elif can_ask and not modern:
             confirm = _asker(ctx, asked, self.slots)
-        outcome = await self._run(ctx, call, confirm)
+        outcome = self._hidden(await self._run(ctx, call, confirm))
         if asked["declined"]:
             return declined(params.name)
         if outcome.status == "needs_confirmation" and isinstance(outcome.error, ConfirmationRequired):
@@ -260,6 +262,21 @@ class _Handlers:
             if not can_ask:
                 return cannot_ask(outcome)
         return types.CallToolResult.model_validate(carried(outcome.message))
+
+    def _hidden(self, outcome: Dispatched) -> Dispatched:
+        """As REST answers: a tool this persona may not call at all is absent, and
+        suggestions name only tools it may call (a model must not learn the others)."""
+        exc, who = (
+            outcome.error,
+            Principal(self.caller or "", getattr(self.persona, "name", str(self.persona))),
+        )
+        if isinstance(exc, UnknownSkill) and exc.suggestions:
+            visible = [name for name in exc.suggestions if may_see_tool(self.host, name, who)]
+            if len(visible) < len(exc.suggestions):
+                return refusal(outcome.call, UnknownSkill(exc.name, visible, skill=exc.skill))
+        elif isinstance(exc, PermissionDenied) and not may_see_tool(self.host, outcome.call.name, who):
+            return refusal(outcome.call, UnknownSkill(outcome.call.name))
+        return outcome
 
     def _issue(self, tool: str, digest: str) -> str:
         """A fresh request_state for a confirmation this server asks for."""
