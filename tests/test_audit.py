@@ -1158,3 +1158,50 @@ def test_a_value_moved_into_another_later_column_is_found(
     report = chained.audit.verify()
     assert (report.ok, report.first_bad) == (False, seq)
     assert f"row {seq} was edited: its" in report.problem
+
+
+# ---------------------------------------------------------------- the recorded head
+
+
+def test_record_head_never_writes_through_a_link_planted_at_a_temporary_name(
+    chained: SkillHost, tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    head = Path(chained.audit.head_path)
+    for name in (f"{head.name}.tmp-{os.getpid()}", f"{head.name}.tmp"):  # the old name was predictable
+        (head.parent / name).symlink_to(victim)
+
+    report = chained.audit.record_head()
+
+    assert report.ok and victim.read_text() == "keep me"
+    assert json.loads(head.read_text())["hash"] == report.head
+    assert not head.is_symlink() and (head.stat().st_mode & 0o777) == 0o600
+    leftovers = {p.name for p in head.parent.iterdir() if p.name.startswith(head.name)}
+    assert leftovers == {head.name, f"{head.name}.tmp-{os.getpid()}", f"{head.name}.tmp"}
+
+
+def test_a_recorded_head_that_is_a_fifo_is_reported_not_waited_for(chained: SkillHost) -> None:
+    os.mkfifo(chained.audit.head_path)
+    reports: list[Any] = []
+    reader = threading.Thread(target=lambda: reports.append(chained.audit.verify()), daemon=True)
+    reader.start()
+    reader.join(10.0)
+
+    assert reports, "verify waited on the FIFO"
+    assert not reports[0].ok and "unreadable head file" in reports[0].problem
+
+
+def test_record_head_on_a_folder_it_cannot_write_is_an_audit_error_naming_it(
+    chained: SkillHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr("tempfile.mkstemp", refuse)
+    with pytest.raises(AuditError) as caught:
+        chained.audit.record_head()
+
+    message = str(caught.value)
+    assert chained.audit.head_path in message and "Read-only file system" in message
+    assert not os.path.exists(chained.audit.head_path)

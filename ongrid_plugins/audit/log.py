@@ -33,7 +33,6 @@ written again. Safe calls still run.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import threading
@@ -58,6 +57,7 @@ from .entries import (
     read_key,
     ticket_problem,
 )
+from .headfile import read_head, write_head
 from .journal import HOST, JOURNAL_DIR, PID, Journal
 from .rows import Started, clip, dumps, finish_row, start_row
 from .writer import Writer
@@ -376,28 +376,17 @@ class AuditLog:
         From then on :meth:`verify` refuses a log that no longer holds that row (an
         emptied, deleted or truncated log). Copy the head elsewhere too: whoever can
         delete the log can delete this file.
+
+        :raises AuditError: the head cannot be written (:func:`.headfile.write_head`).
         """
         report = self.verify()
         if report.ok and report.entries:
-            data = {"seq": report.entries, "hash": report.head, "time": time.time()}
-            temporary = f"{self.head_path}.tmp-{os.getpid()}"
-            with open(temporary, "w", encoding="utf-8") as f:
-                json.dump(data, f)
-            os.replace(temporary, self.head_path)
+            write_head(self.head_path, {"seq": report.entries, "hash": report.head, "time": time.time()})
         return report
 
     def recorded_head(self) -> dict[str, Any] | None:
         """The head :meth:`record_head` wrote (``seq``, ``hash``, ``time``), or None."""
-        try:
-            with open(self.head_path, encoding="utf-8") as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
-            return {"seq": "?", "hash": "(unreadable head file)", "time": 0}
-        if not isinstance(data, dict) or not isinstance(data.get("hash"), str):
-            return {"seq": "?", "hash": "(unreadable head file)", "time": 0}
-        return data
+        return read_head(self.head_path)
 
     # ------------------------------------------------------------------ recovery
 
