@@ -1298,3 +1298,65 @@ def test_a_damaged_journal_refuses_risky_calls_naming_it_and_cli_verify_prints_n
     assert verify.returncode == 3 and "Traceback" not in verify.stderr
     assert f"ERROR: the audit journal {journal} cannot be recovered" in verify.stderr
     assert run.returncode == 3 and str(journal) in run.stderr and "Move it out" in run.stderr
+
+
+# ---------------------------------------------------------------- a damaged audit.db
+
+
+def _damage_page(db: Path, page: int) -> None:
+    with sqlite3.connect(db) as conn:
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+    assert page > 1  # page 1 holds the file header
+    data = bytearray(db.read_bytes())
+    data[(page - 1) * size : page * size] = (bytes(range(7, 256, 3)) * size)[:size]
+    db.write_bytes(bytes(data))
+
+
+@pytest.fixture
+def checkpointed(chained: SkillHost, tmp_path: Path) -> Path:
+    """The log of ``chained``, every row in ``audit.db`` itself (no WAL)."""
+    db = db_path(tmp_path)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return db
+
+
+def test_verify_runs_sqlites_check_and_does_not_say_ok_about_a_damaged_index(
+    chained: SkillHost, checkpointed: Path
+) -> None:
+    [(page,)] = sql(
+        checkpointed.parent.parent, "SELECT rootpage FROM sqlite_master WHERE name = 'entries_call_id'"
+    )
+    _damage_page(checkpointed, page)
+
+    report = AuditLog(str(checkpointed)).verify()
+
+    assert not report.ok
+    assert f"the audit log {checkpointed} is damaged" in report.problem
+    assert "restore it from a copy" in report.problem
+
+
+@pytest.mark.parametrize("how", ["table page", "folder", "dev-null"])
+def test_a_damaged_or_unopenable_audit_db_is_an_error_naming_it_not_a_traceback(
+    chained: SkillHost, checkpointed: Path, root: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    if how == "table page":
+        [(page,)] = sql(
+            checkpointed.parent.parent, "SELECT rootpage FROM sqlite_master WHERE name = 'entries'"
+        )
+        _damage_page(checkpointed, page)
+    else:
+        for path in checkpointed.parent.glob("audit.db*"):
+            path.unlink()
+        if how == "folder":
+            checkpointed.mkdir()
+        else:
+            checkpointed.symlink_to("/dev/null")
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(checkpointed.parent))
+
+    verify, listing = cli(root, "audit", "verify"), cli(root, "audit", "list")
+
+    assert verify.returncode == 1 and "Traceback" not in verify.stderr
+    assert f"the audit log {checkpointed} is damaged" in verify.stdout
+    assert listing.returncode == 3 and "Traceback" not in listing.stderr
+    assert f"ERROR: the audit log {checkpointed} cannot be read" in listing.stderr
