@@ -1360,3 +1360,21 @@ def test_a_damaged_or_unopenable_audit_db_is_an_error_naming_it_not_a_traceback(
     assert f"the audit log {checkpointed} is damaged" in verify.stdout
     assert listing.returncode == 3 and "Traceback" not in listing.stderr
     assert f"ERROR: the audit log {checkpointed} cannot be read" in listing.stderr
+
+
+def test_a_cli_command_that_wrote_rows_leaves_them_in_audit_db_itself(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    state = tmp_path / ".ongrid-state"
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(state))
+    make_skill(root, "echo")
+    for i in range(3):
+        assert cli(root, "run", "echo", json.dumps({"i": i})).returncode == 0
+    copy = tmp_path / "backup"
+    copy.mkdir()
+    shutil.copy(state / "audit.db", copy / "audit.db")  # a backup that copies the file alone
+
+    with sqlite3.connect(copy / "audit.db") as conn:
+        assert conn.execute("SELECT count(*) FROM entries").fetchone() == (3,)

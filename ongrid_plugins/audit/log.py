@@ -365,7 +365,9 @@ class AuditLog:
         self.flush()
         try:
             with self._transaction() as conn:
-                return append(conn, row)
+                seq = append(conn, row)
+            self._writer.wrote = True  # checkpointed at exit, like the writer's rows
+            return seq
         except Exception as exc:
             self._failures += 1
             message = (
