@@ -96,6 +96,7 @@ def create_private(path: str) -> None:
     """Create the folder (0700) and the database file (0600; 0660 in a shared folder) if missing."""
     folder = os.path.dirname(path) or "."
     os.makedirs(folder, mode=0o700, exist_ok=True)
+    _refuse_foreign_link(path)
     if not os.path.exists(path):
         mode = file_mode(folder)
         with contextlib.suppress(FileExistsError):
@@ -104,6 +105,22 @@ def create_private(path: str) -> None:
                 os.fchmod(fd, mode)  # past the umask: a shared folder's files stay group-writable
             finally:
                 os.close(fd)
+
+
+def _refuse_foreign_link(path: str) -> None:
+    """Refuse a link at ``path`` that another user made: SQLite would follow it and create or
+    write its target as this user (any member of a group-shared folder can plant one)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if stat.S_ISLNK(st.st_mode) and st.st_uid not in (os.geteuid(), 0):
+        message = (
+            f"refusing to open {path}: it is a symbolic link made by {_name(st.st_uid, 'pwd')}, "
+            "not by this user or root, and opening it would write wherever it points; "
+            "remove it (check what it pointed to) and run this again"
+        )
+        raise StateAccessError(message)
 
 
 def _explained(path: str, exc: Exception) -> Exception:

@@ -11,7 +11,10 @@ folder once; everyone in the group then points ``ONGRID_STATE_DIR`` at it:
   ``0660``; SQLite gives their ``-wal`` and ``-shm`` files the same mode, and new
   journal files in such a folder are made ``0660`` too (:func:`._sqlite.file_mode`);
 * whatever the folder already held is given to the group and made group-readable and
-  -writable, so an existing private folder can be turned into a shared one.
+  -writable, so an existing private folder can be turned into a shared one. Nothing
+  inside is followed: a symbolic link there stops it with an error (any member can
+  plant one, and following it would change a file outside the folder), and FIFOs,
+  sockets and devices are left alone.
 
 Identities do not change: on the command line an approver is the OS user running the
 command, so the two-person rule holds between the members of the group.
@@ -19,6 +22,7 @@ command, so the two-person rule holds between the members of the group.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -59,32 +63,104 @@ def init_shared(folder: str, group: str) -> SharedState:
     gid = _gid(group)
     folder = os.path.abspath(os.path.expanduser(folder))
     done: list[str] = []
-    for sub in (folder, os.path.join(folder, JOURNAL_DIR)):
+    journals = os.path.join(folder, JOURNAL_DIR)
+    for sub in (folder, journals):
         try:
             os.makedirs(sub, mode=0o700, exist_ok=True)
         except PermissionError as exc:
             raise _sqlite.access_error(os.path.join(sub, "x"), exc) from None
-        _share(sub, gid, group, SHARED_DIR_MODE)
-        done.append(sub)
+    for name in (APPROVALS_DB, AUDIT_DB):  # SQLite would follow a link planted in their place
+        _refuse_link(os.path.join(folder, name))
     for name, schema, synchronous in (
         (APPROVALS_DB, APPROVALS_SCHEMA, "FULL"),
         (AUDIT_DB, AUDIT_SCHEMA, "NORMAL"),
     ):
         path = os.path.join(folder, name)
         _sqlite.connect(path, schema, synchronous=synchronous).close()
-    for root, dirs, files in os.walk(folder):  # everything inside, old files included
-        for name in sorted(dirs):
-            path = os.path.join(root, name)
-            _share(path, gid, group, SHARED_DIR_MODE)
-            if path not in done:
-                done.append(path)
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            if os.path.islink(path):
-                continue
-            _share(path, gid, group, SHARED_FILE_MODE)
-            done.append(path)
+    # The folder itself is the one named (a link there is the operator's choice); nothing
+    # inside it is followed: every member of the group can plant a link there.
+    top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _share_tree(top, folder, _Target(gid, group), done)
+    finally:
+        os.close(top)
     return SharedState(folder, group, tuple(done))
+
+
+@attrs.frozen
+class _Target:
+    gid: int
+    group: str
+
+
+def _share_tree(dir_fd: int, path: str, target: _Target, done: list[str]) -> None:
+    """Give the open folder ``dir_fd`` (at ``path``) and everything in it to the group.
+
+    Each entry is opened relative to its folder with ``O_NOFOLLOW`` and changed through
+    its descriptor (``fchown``/``fchmod``), so a link never redirects the change; a FIFO,
+    socket or device is left as it is (the folder's own files are never one).
+    """
+    _share(dir_fd, path, target, SHARED_DIR_MODE)
+    done.append(path)
+    for name in sorted(os.listdir(dir_fd)):
+        child = os.path.join(path, name)
+        st = os.lstat(name, dir_fd=dir_fd)
+        if stat.S_ISLNK(st.st_mode):
+            raise _link_error(child)
+        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+            continue
+        fd = _open_entry(name, dir_fd, child, st)
+        try:
+            if stat.S_ISDIR(st.st_mode):
+                _share_tree(fd, child, target, done)
+            else:
+                _share(fd, child, target, SHARED_FILE_MODE)
+                done.append(child)
+        finally:
+            os.close(fd)
+
+
+def _open_entry(name: str, dir_fd: int, path: str, st: os.stat_result) -> int:
+    """``name`` in ``dir_fd``, opened without following a link, and still the entry ``st`` saw."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    if stat.S_ISDIR(st.st_mode):
+        flags |= os.O_DIRECTORY
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # replaced by a link since the lstat
+            raise _link_error(path) from None
+        raise _cannot_share(path, f"it cannot be opened ({exc.strerror})") from None
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (st.st_dev, st.st_ino):
+        os.close(fd)
+        raise _cannot_share(path, "it was replaced while this ran; run this again")
+    return fd
+
+
+def _refuse_link(path: str) -> None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise _link_error(path)
+
+
+def _link_error(path: str) -> StateAccessError:
+    try:
+        where = f" (to {os.readlink(path)})"
+    except OSError:
+        where = ""
+    return StateAccessError(
+        f"refusing to share {path}: it is a symbolic link{where}, and a state folder holds none "
+        "(following it would change a file outside the folder; any member of the group can plant one); "
+        "remove it, check what it pointed to, and run this again"
+    )
+
+
+def _cannot_share(path: str, why: str) -> StateAccessError:
+    return StateAccessError(f"cannot give {path} to the group: {why}")
 
 
 def _gid(group: str) -> int:
@@ -100,16 +176,17 @@ def _gid(group: str) -> int:
         raise ConfigError(message) from None
 
 
-def _share(path: str, gid: int, group: str, mode: int) -> None:
+def _share(fd: int, path: str, target: _Target, mode: int) -> None:
     try:
-        st = os.lstat(path)
-        if st.st_gid != gid:
-            os.chown(path, -1, gid, follow_symlinks=False)
+        st = os.fstat(fd)
+        if st.st_gid != target.gid:
+            os.fchown(fd, -1, target.gid)
         if stat.S_IMODE(st.st_mode) != mode:
-            os.chmod(path, mode)
+            os.fchmod(fd, mode)
     except PermissionError:
         message = (
-            f"cannot give {path} to group {group} with mode {mode:o}: "
-            f"only its owner, being a member of {group}, or root may (run this as that user, or with sudo)"
+            f"cannot give {path} to group {target.group} with mode {mode:o}: "
+            f"only its owner, being a member of {target.group}, or root may "
+            "(run this as that user, or with sudo)"
         )
         raise StateAccessError(message) from None

@@ -618,7 +618,8 @@ def test_a_process_that_exits_normally_leaves_no_journal_and_a_forked_child_keep
     assert [r.args["n"] for r in make_host(root).audit.entries()] == [1, 2]
 
 
-_S = '[0,"x","t","safe","p","c","{}","","[]",1,"h","","","",""]'
+# A start line of no particular call or process (a real one names its own: recovery checks).
+_S = '[0,null,"t","safe","p","c","{}","","[]",null,null,"","","",""]'
 _F = '["","","","ok","",0,null,0.1,"[]",0,"","","",""]'
 
 
@@ -1220,3 +1221,222 @@ def test_a_ticket_passed_with_a_call_that_needs_none_is_not_written_into_its_row
         ("wipe", "denied", None),
     ]
     assert host.ticket(ticket).status == "pending"
+
+
+# ---------------------------------------------------------------- the recorded head
+
+
+def test_record_head_never_writes_through_a_link_planted_at_a_temporary_name(
+    chained: SkillHost, tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    head = Path(chained.audit.head_path)
+    for name in (f"{head.name}.tmp-{os.getpid()}", f"{head.name}.tmp"):  # the old name was predictable
+        (head.parent / name).symlink_to(victim)
+
+    report = chained.audit.record_head()
+
+    assert report.ok and victim.read_text() == "keep me"
+    assert json.loads(head.read_text())["hash"] == report.head
+    assert not head.is_symlink() and (head.stat().st_mode & 0o777) == 0o600
+    leftovers = {p.name for p in head.parent.iterdir() if p.name.startswith(head.name)}
+    assert leftovers == {head.name, f"{head.name}.tmp-{os.getpid()}", f"{head.name}.tmp"}
+
+
+def test_a_recorded_head_that_is_a_fifo_is_reported_not_waited_for(chained: SkillHost) -> None:
+    os.mkfifo(chained.audit.head_path)
+    reports: list[Any] = []
+    reader = threading.Thread(target=lambda: reports.append(chained.audit.verify()), daemon=True)
+    reader.start()
+    reader.join(10.0)
+
+    assert reports, "verify waited on the FIFO"
+    assert not reports[0].ok and "unreadable head file" in reports[0].problem
+
+
+def test_record_head_on_a_folder_it_cannot_write_is_an_audit_error_naming_it(
+    chained: SkillHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr("tempfile.mkstemp", refuse)
+    with pytest.raises(AuditError) as caught:
+        chained.audit.record_head()
+
+    message = str(caught.value)
+    assert chained.audit.head_path in message and "Read-only file system" in message
+    assert not os.path.exists(chained.audit.head_path)
+
+
+# ---------------------------------------------------------------- what lies in the journal folder
+
+
+def _dead_journal(tmp_path: Path) -> Path:
+    dead = subprocess.run([PY, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    folder = tmp_path / "audit-inflight"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{int(dead.stdout)}-1-1@{socket.gethostname()}.journal"
+
+
+def _in_thread(action: Any, seconds: float = 20.0) -> list[Any]:
+    """``[action()]``, or ``[]`` when it did not return in time (it hung)."""
+    done: list[Any] = []
+    worker = threading.Thread(target=lambda: done.append(action()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    return done
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "link"])
+def test_a_fifo_or_device_or_link_named_like_a_journal_is_skipped_never_read(
+    tmp_path: Path, kind: str
+) -> None:
+    planted = _dead_journal(tmp_path)
+    if kind == "fifo":
+        os.mkfifo(planted)
+    elif kind == "dev-zero":
+        planted.symlink_to("/dev/zero")
+    else:
+        real = tmp_path / "elsewhere.journal"
+        real.write_text('S c1 {"tool": "slow", "time": 1.0}\n')
+        planted.symlink_to(real)
+    log = AuditLog(str(tmp_path / "audit.db"))
+
+    reports = _in_thread(log.verify)
+
+    assert reports, "verify hung on the planted file"
+    assert reports[0].ok and reports[0].inflight == ()
+    assert log.recover() == 0 and os.path.lexists(planted)  # left for a person to look at
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('F c1 {"tool": "x", "time": 1.0, "args": {"a": 1}}', "its args is a dict, not a str"),
+        ('S c1 {"tool": "x", "time": 1.0, "frobs": 1}', "no row has a column 'frobs'"),
+        (
+            'S c1 [1.0, "c1", {"a": 1}, "safe", "p", "c", "{}", "", "[]", 1, "h", null, null, null, "[]"]',
+            "its tool is a dict",
+        ),
+        ('F c1 {"tool": "x", "time": 1.0, "call_id": "c2"}', "its row is of another call"),
+        (
+            'F c1 {"tool": "wipe", "time": 1.0, "outcome": "approval", "caller": "bob", "ticket": "t1"}',
+            "'approval' is not the outcome of one",
+        ),
+    ],
+)
+def test_a_journal_row_no_process_writes_stops_recovery_naming_the_file_and_the_fix(
+    tmp_path: Path, line: str, problem: str
+) -> None:
+    journal = _dead_journal(tmp_path)
+    journal.write_text(f'S c0 {{"tool": "ok", "time": 1.0}}\n{line}\n', encoding="utf-8")
+    log = AuditLog(str(tmp_path / "audit.db"))
+
+    with pytest.raises(AuditError) as caught:
+        log.verify()
+
+    message = str(caught.value)
+    assert str(journal) in message and "line 2" in message and problem in message
+    assert f"Move it out of {journal.parent}" in message
+    assert journal.exists()  # nothing recovered, nothing dropped
+    journal.rename(tmp_path / "aside.journal")
+    assert log.verify().ok and [e.call_id for e in log.entries()] == []
+
+
+def test_a_damaged_journal_refuses_risky_calls_naming_it_and_cli_verify_prints_no_traceback(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / ".ongrid-state"
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(state))
+    make_skill(root, "change", class_="mutating")
+    journal = _dead_journal(state)
+    journal.write_text('F abc {"tool":"x","time":1.0,"args":{"a":1}}\n', encoding="utf-8")
+
+    verify = cli(root, "audit", "verify")
+    run = cli(root, "run", "change", "{}", "--yes")
+
+    assert verify.returncode == 3 and "Traceback" not in verify.stderr
+    assert f"ERROR: the audit journal {journal} cannot be recovered" in verify.stderr
+    assert run.returncode == 3 and str(journal) in run.stderr and "Move it out" in run.stderr
+
+
+# ---------------------------------------------------------------- a damaged audit.db
+
+
+def _damage_page(db: Path, page: int) -> None:
+    with sqlite3.connect(db) as conn:
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+    assert page > 1  # page 1 holds the file header
+    data = bytearray(db.read_bytes())
+    data[(page - 1) * size : page * size] = (bytes(range(7, 256, 3)) * size)[:size]
+    db.write_bytes(bytes(data))
+
+
+@pytest.fixture
+def checkpointed(chained: SkillHost, tmp_path: Path) -> Path:
+    """The log of ``chained``, every row in ``audit.db`` itself (no WAL)."""
+    db = db_path(tmp_path)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return db
+
+
+def test_verify_runs_sqlites_check_and_does_not_say_ok_about_a_damaged_index(
+    chained: SkillHost, checkpointed: Path
+) -> None:
+    [(page,)] = sql(
+        checkpointed.parent.parent, "SELECT rootpage FROM sqlite_master WHERE name = 'entries_call_id'"
+    )
+    _damage_page(checkpointed, page)
+
+    report = AuditLog(str(checkpointed)).verify()
+
+    assert not report.ok
+    assert f"the audit log {checkpointed} is damaged" in report.problem
+    assert "restore it from a copy" in report.problem
+
+
+@pytest.mark.parametrize("how", ["table page", "folder", "dev-null"])
+def test_a_damaged_or_unopenable_audit_db_is_an_error_naming_it_not_a_traceback(
+    chained: SkillHost, checkpointed: Path, root: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    if how == "table page":
+        [(page,)] = sql(
+            checkpointed.parent.parent, "SELECT rootpage FROM sqlite_master WHERE name = 'entries'"
+        )
+        _damage_page(checkpointed, page)
+    else:
+        for path in checkpointed.parent.glob("audit.db*"):
+            path.unlink()
+        if how == "folder":
+            checkpointed.mkdir()
+        else:
+            checkpointed.symlink_to("/dev/null")
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(checkpointed.parent))
+
+    verify, listing = cli(root, "audit", "verify"), cli(root, "audit", "list")
+
+    assert verify.returncode == 1 and "Traceback" not in verify.stderr
+    assert f"the audit log {checkpointed} is damaged" in verify.stdout
+    assert listing.returncode == 3 and "Traceback" not in listing.stderr
+    assert f"ERROR: the audit log {checkpointed} cannot be read" in listing.stderr
+
+
+def test_a_cli_command_that_wrote_rows_leaves_them_in_audit_db_itself(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    state = tmp_path / ".ongrid-state"
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(state))
+    make_skill(root, "echo")
+    for i in range(3):
+        assert cli(root, "run", "echo", json.dumps({"i": i})).returncode == 0
+    copy = tmp_path / "backup"
+    copy.mkdir()
+    shutil.copy(state / "audit.db", copy / "audit.db")  # a backup that copies the file alone
+
+    with sqlite3.connect(copy / "audit.db") as conn:
+        assert conn.execute("SELECT count(*) FROM entries").fetchone() == (3,)

@@ -17,13 +17,16 @@ import hashlib
 import hmac
 import itertools
 import logging
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..errors import AuditError
 from ..models import JSON, Outcome, canonical_json, sha256_hex
-from .journal import HOST, alive, journal_files
+from .journal import HOST, alive
+from .journal_read import journal_files
 
 if TYPE_CHECKING:
     import sqlite3
@@ -354,12 +357,18 @@ def recover(conn: sqlite3.Connection, folder: str, key: bytes | None = None) -> 
     ``interrupted``; a call already in the chain (its writer committed but did
     not get to mark it) is skipped. Returns the number of rows chained and the
     journal files to remove once the caller's transaction has committed.
+
+    :raises AuditError: a dead process's journal holds what no process writes (a row of
+        the wrong shape or type, of another process, or a ticket decision): which file, and
+        to move it aside (:mod:`.journal_read`).
     """
     done: list[str] = []
     count = 0
     for journal in journal_files(folder):
         if journal.host != HOST or alive(journal.pid, journal.pid_start):
             continue
+        if journal.problem:
+            raise _damaged(journal.path, journal.problem)
         done.append(journal.path)
         for call_id, row, finished in journal.open_calls:
             if conn.execute("SELECT 1 FROM entries WHERE call_id = ?", (call_id,)).fetchone():
@@ -369,6 +378,15 @@ def recover(conn: sqlite3.Connection, folder: str, key: bytes | None = None) -> 
             )
             count += 1
     return count, done
+
+
+def _damaged(path: str, problem: str) -> AuditError:
+    folder = os.path.dirname(path)
+    return AuditError(
+        f"the audit journal {path} cannot be recovered: {problem}; no version of ongrid-skills "
+        f"writes that, so it was damaged or written by someone else. Move it out of {folder} "
+        "(keep it, and find out who wrote it: it may hold calls the log lacks), then run this again"
+    )
 
 
 def _interrupted(call_id: str, row: dict[str, Any], pid: int) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from ..errors import ConfigError
+from ..errors import AuditError, ConfigError
 from ..models import JSON, Outcome
 from ..userfiles import read_regular
 from .chain import COLUMNS, GENESIS, JSON_COLUMNS
@@ -24,6 +24,7 @@ __all__ = [
     "MIN_KEY_BYTES",
     "OUTCOMES",
     "AuditEntry",
+    "UnreadableLog",
     "VerifyReport",
     "read_key",
 ]
@@ -122,6 +123,28 @@ class VerifyReport:
     def to_dict(self) -> JSON:
         """A JSON-ready dict."""
         return attrs.asdict(self)
+
+
+class UnreadableLog(AuditError):
+    """SQLite cannot open or read ``audit.db``: it is damaged, not a database, or not a file."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        self.path = path
+        self.detail = detail
+        super().__init__(f"the audit log {path} cannot be read ({detail}); {_RESTORE}")
+
+    @property
+    def problem(self) -> str:
+        """What ``verify`` reports: the chain cannot be checked."""
+        return (
+            f"the audit log {self.path} is damaged ({self.detail}): the chain cannot be verified; {_RESTORE}"
+        )
+
+
+_RESTORE = (
+    "restore it from a copy (keep the damaged file for inspection), or move it aside to start a "
+    "new log; `PRAGMA integrity_check` in the sqlite3 shell says more"
+)
 
 
 #: Fewest bytes an audit key may have.

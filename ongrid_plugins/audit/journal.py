@@ -36,16 +36,14 @@ in the chain (:func:`ongrid_plugins.audit.chain.recover`), and removes the file.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import itertools
-import json
 import os
+import stat
 import threading
 import weakref
-from collections.abc import Iterator
 from typing import Any
-
-import attrs
 
 from .._sqlite import access_error, file_mode
 from ..models.base import compiled
@@ -57,9 +55,7 @@ __all__ = [
     "PID",
     "START_COLUMNS",
     "Journal",
-    "JournalFile",
     "alive",
-    "journal_files",
     "pid_start",
 ]
 
@@ -100,24 +96,6 @@ END_COLUMNS = (
     "approvers",
     "remote",
 )
-
-
-@attrs.frozen
-class JournalFile:
-    """One process's journal, read back: the calls it started and never ended."""
-
-    path: str
-    pid: int
-    pid_start: str
-    host: str
-    open_calls: tuple[tuple[str, dict[str, Any], bool], ...]
-    """(call_id, row, finished) of every call not yet chained, in order: ``finished``
-    says whether ``row`` is complete (``F``) or only what was known before the call (``S``)."""
-
-    @property
-    def name(self) -> str:
-        """The file name (unique per process and machine)."""
-        return os.path.basename(self.path)
 
 
 class Journal:
@@ -217,12 +195,18 @@ class Journal:
         self._owner = owner
         number = next(_numbers)
         self._path = os.path.join(self.folder, f"{owner[0]}-{owner[1]}-{number}@{HOST}{SUFFIX}")
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        # Never through a link, never blocking on a FIFO planted under this name (a shared
+        # folder is written by the whole group): only a regular file is written to.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
         try:
             os.makedirs(self.folder, mode=0o700, exist_ok=True)
             # 0660 in a group-shared folder, so another member's host can recover it after a crash
             mode = file_mode(self.folder)
             self._fd = os.open(self._path, flags, mode)
+            if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+                os.close(self._fd)
+                self._fd = -1
+                raise OSError(errno.EEXIST, "not a regular file: move it out of the folder", self._path)
             os.fchmod(self._fd, mode)  # past the umask
         except PermissionError as exc:
             raise access_error(self._path, exc) from None
@@ -245,68 +229,6 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def journal_files(folder: str) -> Iterator[JournalFile]:
-    """Every readable journal in ``folder``; unreadable or foreign files are skipped."""
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return
-    for name in names:
-        parsed = _parse_name(name)
-        if parsed is None:
-            continue
-        path = os.path.join(folder, name)
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                calls = _open_calls(f)
-        except OSError:
-            continue
-        yield JournalFile(path, *parsed, open_calls=tuple(calls))
-
-
-def _parse_name(name: str) -> tuple[int, str, str] | None:
-    if not name.endswith(SUFFIX) or "@" not in name:
-        return None
-    ident, host = name[: -len(SUFFIX)].split("@", 1)
-    pid, _, rest = ident.partition("-")
-    start = rest.split("-")[0]
-    return (int(pid), start, host) if pid.isdigit() else None
-
-
-def _open_calls(lines: Any) -> list[tuple[str, dict[str, Any], bool]]:
-    calls: dict[str, tuple[dict[str, Any], bool]] = {}
-    for line in lines:
-        kind, _, rest = line.rstrip("\n").partition(" ")
-        call_id, _, data = rest.partition(" ")
-        if kind in ("S", "F") and call_id:
-            row = _row(kind, data)
-            if row is not None:
-                if kind == "F" and call_id in calls:  # the columns known at the end, over the start
-                    row = {**calls[call_id][0], **row}
-                # finished when complete: an end line over a start line cut short stays interrupted
-                calls[call_id] = (row, kind == "F" and "tool" in row)
-            elif call_id not in calls:  # a line cut short by a crash: the call id is still known
-                calls[call_id] = ({}, False)
-        elif kind == "E":
-            calls.pop(call_id, None)
-    return [(call_id, row, finished) for call_id, (row, finished) in calls.items()]
-
-
-def _row(kind: str, data: str) -> dict[str, Any] | None:
-    """The columns a line's JSON holds: a list of :data:`START_COLUMNS` / :data:`END_COLUMNS`
-    (an older version's object, as it is); None for a line that cannot be read."""
-    try:
-        value = json.loads(data)
-    except ValueError:
-        return None
-    if isinstance(value, dict):
-        return value
-    columns = START_COLUMNS if kind == "S" else END_COLUMNS
-    if isinstance(value, list) and len(value) == len(columns):
-        return dict(zip(columns, value, strict=True))
-    return None
 
 
 def _close_fd(fd: int, remove: str = "", pid: int = -1) -> None:

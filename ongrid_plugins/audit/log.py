@@ -33,7 +33,6 @@ written again. Safe calls still run.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import threading
@@ -46,19 +45,33 @@ from .. import _sqlite
 from ..errors import AuditError, ConfigError
 from ..hookspecs import hookimpl
 from ..models import Outcome, ToolClass
-from .chain import ADDED_COLUMNS, COLUMNS, SCHEMA, append, check_head, check_macs, inflight, recover, walk
+from .chain import (
+    ADDED_COLUMNS,
+    COLUMNS,
+    SCHEMA,
+    Walk,
+    append,
+    check_head,
+    check_macs,
+    inflight,
+    recover,
+    walk,
+)
 from .decisions import digest_key, ticket_problem, ticket_row
 from .entries import (
     OUTCOMES,
     AuditEntry,
+    UnreadableLog,
     VerifyReport,
     _anchor_problem,
     _missing,
     check_anchor,
     read_key,
 )
+from .headfile import read_head, write_head
 from .journal import JOURNAL_DIR, PID, Journal
 from .rows import Started, finish_row, start_row
+from .transaction import Transaction
 from .writer import Writer
 
 if TYPE_CHECKING:
@@ -259,15 +272,10 @@ class AuditLog:
         if self.key_error is not None:
             raise ConfigError(str(self.key_error))
         self.flush()
-        if not self._exists():  # reading never creates the log: an empty chain
-            report = check_head(walk(iter(())), None)
-            keyed: tuple[int | None, str] = (None, "")
-        else:
-            with self._transaction(write=False) as conn:
-                report = walk(conn.execute(f"SELECT {', '.join(COLUMNS)}, hash FROM entries ORDER BY seq"))
-                head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
-                keyed = check_macs(conn, self.key) if self.key is not None and report.ok else (None, "")
-            report = check_head(report, head)
+        try:
+            report, keyed = self._walk()
+        except UnreadableLog as exc:
+            return VerifyReport(ok=False, entries=0, problem=exc.problem, inflight=inflight(self.journal_dir))
         if report.ok and keyed[1]:
             report = attrs.evolve(report, ok=False, first_bad=keyed[0], problem=keyed[1])
         if report.ok and anchor is not None:
@@ -287,6 +295,20 @@ class AuditLog:
             head=report.last_hash,
             inflight=inflight(self.journal_dir),
         )
+
+    def _walk(self) -> tuple[Walk, tuple[int | None, str]]:
+        """The chain walked and its head checked, and the keyed chain's ``(first bad, problem)``."""
+        if not self._exists():  # reading never creates the log: an empty chain
+            return check_head(walk(iter(())), None), (None, "")
+        with self._transaction(write=False) as conn:
+            # SQLite's own check first: a damaged index reads as fewer rows, or as none.
+            damage = [" ".join(str(row[0]).split()) for row in conn.execute("PRAGMA quick_check(3)")]
+            if damage != ["ok"]:
+                raise UnreadableLog(self.path, "SQLite's quick_check: " + "; ".join(damage)[:300])
+            report = walk(conn.execute(f"SELECT {', '.join(COLUMNS)}, hash FROM entries ORDER BY seq"))
+            head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
+            keyed = check_macs(conn, self.key) if self.key is not None and report.ok else (None, "")
+        return check_head(report, head), keyed
 
     # ------------------------------------------------------------------ tickets
 
@@ -323,7 +345,9 @@ class AuditLog:
         self.flush()
         try:
             with self._transaction() as conn:
-                return append(conn, ticket_row(conn, ticket, outcome, by, note, **fields))
+                seq = append(conn, ticket_row(conn, ticket, outcome, by, note, **fields))
+            self._writer.wrote = True  # checkpointed at exit, like the writer's rows
+            return seq
         except Exception as exc:
             self._failures += 1
             message = (
@@ -356,28 +380,17 @@ class AuditLog:
         From then on :meth:`verify` refuses a log that no longer holds that row (an
         emptied, deleted or truncated log). Copy the head elsewhere too: whoever can
         delete the log can delete this file.
+
+        :raises AuditError: the head cannot be written (:func:`.headfile.write_head`).
         """
         report = self.verify()
         if report.ok and report.entries:
-            data = {"seq": report.entries, "hash": report.head, "time": time.time()}
-            temporary = f"{self.head_path}.tmp-{os.getpid()}"
-            with open(temporary, "w", encoding="utf-8") as f:
-                json.dump(data, f)
-            os.replace(temporary, self.head_path)
+            write_head(self.head_path, {"seq": report.entries, "hash": report.head, "time": time.time()})
         return report
 
     def recorded_head(self) -> dict[str, Any] | None:
         """The head :meth:`record_head` wrote (``seq``, ``hash``, ``time``), or None."""
-        try:
-            with open(self.head_path, encoding="utf-8") as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
-            return {"seq": "?", "hash": "(unreadable head file)", "time": 0}
-        if not isinstance(data, dict) or not isinstance(data.get("hash"), str):
-            return {"seq": "?", "hash": "(unreadable head file)", "time": 0}
-        return data
+        return read_head(self.head_path)
 
     # ------------------------------------------------------------------ recovery
 
@@ -394,7 +407,7 @@ class AuditLog:
     # ------------------------------------------------------------------ sqlite
 
     def _transaction(self, write: bool = True) -> Any:
-        return _Transaction(self, write)
+        return Transaction(self, write)
 
     def _connection(self) -> sqlite3.Connection:
         """One connection per process (re-opened after a fork), used under ``self._lock``."""
@@ -432,35 +445,6 @@ class AuditLog:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
-
-
-class _Transaction:
-    """``with log._transaction() as conn``: the process lock, then BEGIN (IMMEDIATE for writes)."""
-
-    def __init__(self, log: AuditLog, write: bool) -> None:
-        self.log = log
-        self.write = write
-        self.conn: sqlite3.Connection | None = None
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.log._lock.acquire()
-        try:
-            self.conn = self.log._connection()
-            self.conn.execute("BEGIN IMMEDIATE" if self.write else "BEGIN")
-        except BaseException:
-            self.log._lock.release()
-            raise
-        return self.conn
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        assert self.conn is not None
-        try:
-            if exc_type is None and self.write:
-                self.conn.commit()
-            else:
-                self.conn.rollback()
-        finally:
-            self.log._lock.release()
 
 
 def _remove(paths: list[str]) -> None:

@@ -59,6 +59,8 @@ class Writer:
         """The error of the last batch while it could not be written, else None."""
         self.failures = 0
         """Batches that failed (each retry counts)."""
+        self.wrote = False
+        """Whether a batch was committed: the WAL is then checkpointed at exit."""
         self._lock = threading.Lock()  # never taken twice: no RLock needed
         self._cond = threading.Condition(self._lock)
         self._pending: list[Row] = []
@@ -88,6 +90,7 @@ class Writer:
         self._cond = threading.Condition(self._lock)
         self._pending, self._busy, self._thread, self._flushing = [], False, None, 0
         self._conn, self._conn_file = None, None
+        self.wrote = False
 
     def flush(self, timeout: float | None) -> bool:
         """Wait until every queued row is chained; False on timeout or while writes fail."""
@@ -146,6 +149,7 @@ class Writer:
                     exc,
                 )
             return exc
+        self.wrote = True
         if self.failing is not None:
             logger.warning("audit log: %s is writable again", self.path)
         self.journal.chained([call_id for call_id, _row in batch])
@@ -190,9 +194,29 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def checkpoint(path: str) -> None:
+    """Copy what the WAL holds into ``path`` itself, without waiting for anyone (best effort).
+
+    A short-lived process (a CLI command) never closes its connections, so SQLite would
+    leave every row in ``audit.db-wal`` until 1000 pages gathered: a backup copying
+    ``audit.db`` alone would hold an empty log. ``PASSIVE`` copies what no reader still
+    needs and returns; the next writer's exit copies the rest.
+    """
+    import sqlite3
+
+    with contextlib.suppress(Exception):
+        conn = sqlite3.connect(path, timeout=0.2)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        finally:
+            conn.close()
+
+
 @atexit.register
 def _flush_at_exit() -> None:
     for writer in list(_WRITERS):
         if writer.failing is None:  # a failing log keeps its rows in the journal
             writer.flush(10.0)
         writer.journal.close()  # removed when it holds nothing to recover
+        if writer.wrote and writer.failing is None:
+            checkpoint(writer.path)
