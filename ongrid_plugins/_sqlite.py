@@ -142,16 +142,35 @@ def state_exists(path: str) -> bool:
     return True
 
 
-def access_error(path: str, exc: BaseException | None = None) -> StateAccessError:
-    """The error for a state file this user cannot use: which file or folder, why, and the fix."""
+def access_error(path: str, exc: BaseException | None = None, state_dir: str = "") -> StateAccessError:
+    """The error for a state file this user cannot use: which file or folder, why, and the fix.
+
+    ``state_dir``: the state folder ``path`` lies in, when that is not its parent (a journal
+    in ``audit-inflight``): the folder ``state init`` is run on.
+    """
     problem = access_problem(path) or f"{path} cannot be used: {exc}"
-    folder = os.path.dirname(os.path.abspath(path))
+    folder = state_dir or os.path.dirname(os.path.abspath(path))
+    if _read_only_file_system(os.path.dirname(os.path.abspath(path))):
+        return StateAccessError(
+            f"{problem}: it is on a read-only file system, which `state init` cannot change; "
+            "remount it read-write, or point ONGRID_STATE_DIR at a writable folder"
+        )
     fix = (
         f"if several people share this state folder, its owner (or root) runs "
         f"`ongrid-skills state init {folder} --group GROUP` once and everyone who shares it joins GROUP "
         "(docs/approvals.md, 'Sharing approvals'); otherwise point ONGRID_STATE_DIR at a folder of your own"
     )
     return StateAccessError(f"{problem}; {fix}")
+
+
+def _read_only_file_system(folder: str) -> bool:
+    """Whether ``folder`` (or its nearest existing parent) is on a read-only mount."""
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def access_problem(path: str) -> str:

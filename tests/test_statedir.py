@@ -94,3 +94,44 @@ def test_a_database_link_another_user_planted_is_refused_not_followed(tmp_path: 
         AuditLog(str(state / "audit.db")).recover()
 
     assert not (tmp_path / "target.db").exists()
+
+
+def test_a_journal_folder_this_user_cannot_use_names_the_state_folder_to_share() -> None:
+    """The fix named `state init .../state/audit-inflight`, which makes a state folder inside it."""
+    from ongrid_plugins._sqlite import access_error
+
+    error = access_error(
+        "/srv/state/audit-inflight/1-2-1@h.journal", PermissionError(13, "denied"), "/srv/state"
+    )
+    assert "`ongrid-skills state init /srv/state --group GROUP`" in str(error)
+    assert "state init /srv/state/audit-inflight" not in str(error)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a read-only file system needs root")
+def test_a_state_folder_on_a_read_only_mount_says_so_not_to_run_state_init(tmp_path: Path) -> None:
+    import threading
+
+    from ongrid_plugins._sqlite import access_error
+    from ongrid_plugins.executors.confine import mounts
+
+    state = tmp_path / "ro" / "state"
+    state.mkdir(parents=True)
+    seen: dict[str, object] = {}
+
+    def in_a_namespace() -> None:  # the host's own mounts stay as they are
+        try:
+            mounts.enter_own_namespace()
+            target = os.fsencode(tmp_path / "ro")
+            mounts._mount(target, target, None, mounts._MS_BIND, None)
+            mounts._mount(None, target, None, mounts._MS_REMOUNT | mounts._MS_BIND | mounts._MS_RDONLY, None)
+            seen["error"] = str(access_error(str(state / "approvals.db"), OSError(30, "read-only")))
+        except BaseException as exc:
+            seen["raised"] = exc
+
+    thread = threading.Thread(target=in_a_namespace)
+    thread.start()
+    thread.join(30)
+    assert "raised" not in seen, seen
+    message = str(seen["error"])
+    assert "it is on a read-only file system, which `state init` cannot change" in message, message
+    assert "remount it read-write, or point ONGRID_STATE_DIR at a writable folder" in message

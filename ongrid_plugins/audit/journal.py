@@ -209,7 +209,7 @@ class Journal:
                 raise OSError(errno.EEXIST, "not a regular file: move it out of the folder", self._path)
             os.fchmod(self._fd, mode)  # past the umask
         except PermissionError as exc:
-            raise access_error(self._path, exc) from None
+            raise access_error(self._path, exc, state_dir=os.path.dirname(self.folder)) from None
         # Dropped: closed, and removed if it is empty and this process made it. Not at exit:
         # the writer chains what is pending then, and closes the journal after that itself
         # (closed first, its number could be reused by the log's own files).
