@@ -358,6 +358,32 @@ def test_a_pack_that_drifted_from_the_lock_does_not_load_and_verify_reports_it(
     ]
 
 
+@pytest.mark.parametrize(
+    "path", ["hello/node_modules/dep/lib.sh", "hello/__pycache__/m.pyc", ".git/hooks/x", ".ongrid-x/y"]
+)
+def test_the_lock_covers_files_in_folders_the_loader_skips_and_verify_reports_their_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], path: str
+) -> None:
+    """node_modules, __pycache__, .git and .ongrid-* folders were left out of the lock and of verify,
+    though install copies them from an archive and a skill's code may run from them."""
+    settings = isolated_settings(tmp_path, include_defaults=True)
+    host = SkillHost(settings)
+    pack = make_pack(tmp_path / "src", "tools", ("hello",))
+    (pack / path).parent.mkdir(parents=True)
+    (pack / path).write_text("echo original\n")
+    archive = tmp_path / "tools.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(pack, arcname="tools")
+    install_pack(str(archive), host.pm, settings)
+    packs = Path(settings.user_skills_dir)
+    assert path in (read_lock(str(packs)) or {})["tools"].files
+    (packs / "tools" / path).write_text("echo TAMPERED\n")
+    monkeypatch.setenv("ONGRID_USER_SKILLS_DIR", str(packs))
+    assert run(capsys, "verify") == (1, f"tools 1.0: changed {path}\n", "")
+    host.reload()
+    assert "hello" not in [s.name for s in host.skills()]
+
+
 def test_a_corrupted_lock_refuses_every_installed_pack(tmp_path: Path) -> None:
     host, packs = installed(tmp_path)
     (packs / "skills.lock").write_text("{not json")

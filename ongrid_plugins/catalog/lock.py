@@ -152,8 +152,13 @@ def _check(data: Any) -> str:
 
 
 def pack_files(folder: str) -> dict[str, dict[str, str]]:
-    """Every file of an installed pack folder, as the lock records them."""
-    records = tree_records(folder, skip=frozenset({MARKER})) or []
+    """Every file of an installed pack folder, as the lock records them.
+
+    Every one, in the folders the loader and the skill digests skip too
+    (``node_modules``, ``__pycache__``, ``.git``, ``.ongrid-*``): install copies them,
+    and a skill's code may source, import or read them.
+    """
+    records = tree_records(folder, skip=frozenset({MARKER}), every_folder=True) or []
     return {r.path: {"sha256": r.sha256, "mode": r.mode} for r in records}
 
 
