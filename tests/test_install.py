@@ -385,3 +385,60 @@ def test_a_link_that_climbs_out_and_back_in_through_the_staging_name_is_refused(
     (pack / "back").unlink()
     (pack / "fine").symlink_to("hello/../hello/skill.json")
     assert install_pack(str(pack), SkillHost(settings).pm, settings).pack.name == "tools"
+
+
+FORGED = '\x1b]0;owned\x07\nskill loader: registered subprocess skill "fake"'
+
+
+def assert_no_raw_controls(text: str) -> None:
+    """Nothing a terminal obeys, and no line forged by a newline in pack-provided text."""
+    assert "\x1b" not in text and "\x07" not in text, text
+    assert not any(line.startswith("skill loader:") for line in text.splitlines()), text
+
+
+def test_pack_text_in_install_verify_and_uninstall_output_has_its_control_characters_escaped(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pack's version and file names used to reach the terminal raw: a new title, forged lines."""
+    pack = make_pack(tmp_path / "src")
+    (pack / "pack.json").write_text(json.dumps({"name": "tools", "version": "1.0" + FORGED}))
+    (pack / "hello" / ("data" + FORGED)).write_text("x")
+    code, out, err = run(capsys, "install", str(pack))
+    assert code == 0 and "installed tools 1.0\\x1b]0;owned\\x07\\nskill loader:" in out
+    assert_no_raw_controls(out + err)
+    code, out, err = run(capsys, "install", str(pack))  # refused: already installed
+    assert code == 1 and "already installed: 1.0\\x1b]0;owned" in err
+    assert_no_raw_controls(out + err)
+    (user_dir / "tools" / "hello" / ("data" + FORGED)).write_text("changed")
+    code, out, err = run(capsys, "verify")
+    assert code == 1 and "changed hello/data\\x1b]0;owned\\x07\\nskill loader:" in out
+    assert_no_raw_controls(out + err)
+    code, out, err = run(capsys, "list")
+    assert "does not match skills.lock: changed file" in err
+    assert_no_raw_controls(out + err)
+    code, out, err = run(capsys, "uninstall", "tools")
+    assert code == 0 and out.startswith("uninstalled tools 1.0\\x1b]0;owned\\x07\\nskill")
+    assert_no_raw_controls(out + err)
+
+
+@pytest.mark.parametrize("command", ["install", "validate"])
+def test_an_archive_member_name_with_control_characters_is_shown_escaped(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    archive = tmp_path / "esc.tar.gz"
+    info = tarfile.TarInfo("x" + FORGED)
+    info.type = tarfile.CHRTYPE
+    with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT) as tf:
+        tf.addfile(info)
+    code, out, err = run(capsys, command, str(archive))
+    assert code == 1 and "x\\x1b]0;owned\\x07" in out + err
+    assert_no_raw_controls(out + err)
+
+
+def test_a_pack_version_over_100_characters_is_refused(tmp_path: Path, user_dir: Path) -> None:
+    settings = isolated_settings(tmp_path, user_skills_dir=str(user_dir))
+    pack = make_pack(tmp_path / "src")
+    (pack / "pack.json").write_text(json.dumps({"name": "tools", "version": "1." * 500}))
+    with pytest.raises(InstallError, match=r"pack\.json: version is 1000 characters long; 100 at most"):
+        install_pack(str(pack), SkillHost(settings).pm, settings)
+    assert not (user_dir / "tools").exists()

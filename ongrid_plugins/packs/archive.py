@@ -36,6 +36,7 @@ from typing import IO, Any
 
 import attrs
 
+from ..echo import printable
 from ..errors import OngridError
 from ..userfiles import file_kind
 
@@ -71,7 +72,7 @@ class UnsafeArchive(OngridError):
         self.source = source
         self.member = member
         self.reason = reason
-        where = f"{source}: {member}" if member else source
+        where = f"{source}: {printable(member)}" if member else source  # the archive's text: escaped
         super().__init__(f"{where}: {reason}")
 
 

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..catalog.lock import LockEntry, lock_path, new_entry, read_lock, write_entry
-from ..echo import echo
+from ..echo import echo, printable
 from ..errors import ConfigError, OngridError
 from ..userfiles import file_kind
 from ..validate import FileReport, validate_paths
@@ -64,6 +64,8 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 RESERVED_NAMES = frozenset({"skills.lock"})
 #: Files that may name a pack (and version) at its top, in order of preference.
 IDENTITY_FILES = ("pack.json", ".claude-plugin/plugin.json", "openclaw.plugin.json", "clawdbot.plugin.json")
+#: The longest version a pack may declare (listings and messages show it whole).
+MAX_VERSION = 100
 _LOCK = ".ongrid-install.lock"
 logger = logging.getLogger(__name__)
 
@@ -248,9 +250,9 @@ def _check_digest(source: str, required: str | None) -> str | None:
 
 
 def _would_replace(old: InstalledPack, new: dict[str, Any]) -> str:
-    def origin(meta: dict[str, Any], version: str) -> str:
-        digest = f"sha256 {meta['sha256']}" if meta.get("sha256") else "a folder, no digest"
-        return f"{version or 'unversioned'} from {meta.get('source') or '?'} ({digest})"
+    def origin(meta: dict[str, Any], version: str) -> str:  # versions and sources: the packs' text
+        digest = f"sha256 {printable(str(meta['sha256']))}" if meta.get("sha256") else "a folder, no digest"
+        return printable(f"{version or 'unversioned'} from {meta.get('source') or '?'} ({digest})")
 
     return (
         f"pack {old.name} is already installed: {origin(old.meta, old.version)}; this one is "
@@ -267,16 +269,21 @@ def _not_installed(name: str, user_dir: str) -> str:
 def pack_identity(top: str, name: str | None, default_name: str) -> tuple[str, str, str]:
     """``(name, version, description)`` of the pack in ``top``, from ``pack.json`` and the like."""
     found: dict[str, Any] = {}
+    found_in = ""
     for relative in IDENTITY_FILES:
         path = os.path.join(top, relative)
         if os.path.isfile(path) and not os.path.islink(path):
-            found = _read_identity(path)
+            found, found_in = _read_identity(path), relative
             break
     chosen = name or str(found.get("name") or default_name)
     problem = name_problem(chosen)
     if problem:
         raise InstallError(f"pack name {echo(chosen)} {problem}; give another one with --name")
-    return chosen, str(found.get("version") or ""), str(found.get("description") or "")
+    version = str(found.get("version") or "")
+    if len(version) > MAX_VERSION:
+        message = f"{found_in}: version is {len(version)} characters long; {MAX_VERSION} at most"
+        raise InstallError(message + " (it is shown in every listing): shorten it")
+    return chosen, version, str(found.get("description") or "")
 
 
 def name_problem(name: str) -> str:
@@ -305,7 +312,7 @@ def _validated(
     reports = tuple(relabel(r, staged, shown) for r in validate_paths([top], pm, settings))
     failed = [r for r in reports if not r.ok or (strict and r.problems)]
     if failed:
-        lines = [str(p) for r in failed for p in r.problems if p.level == "error" or strict]
+        lines = [printable(str(p)) for r in failed for p in r.problems if p.level == "error" or strict]
         message = f"{shown} is not a valid pack; nothing was installed:\n  " + "\n  ".join(lines)
         raise InstallError(message, reports)
     return reports
