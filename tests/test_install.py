@@ -442,3 +442,27 @@ def test_a_pack_version_over_100_characters_is_refused(tmp_path: Path, user_dir:
     with pytest.raises(InstallError, match=r"pack\.json: version is 1000 characters long; 100 at most"):
         install_pack(str(pack), SkillHost(settings).pm, settings)
     assert not (user_dir / "tools").exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "folder", "link"])
+def test_a_pack_that_ships_its_own_marker_is_refused_and_nothing_is_written_through_it(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """A folder made install crash; a link to skill.json made install overwrite the validated file."""
+    pack = make_pack(tmp_path / "src")
+    marker = pack / MARKER
+    if kind == "file":
+        marker.write_text("{}")
+    elif kind == "folder":
+        marker.mkdir()
+    else:
+        marker.symlink_to("hello/skill.json")
+    before = (pack / "hello" / "skill.json").read_bytes()
+    archive = tar_of(pack, tmp_path / "tools.tar.gz")
+    code, out, err = run(capsys, "install", str(archive))
+    assert code == 1 and "Traceback" not in err
+    assert f"tools/{MARKER}: is the name of the marker install writes" in err
+    assert not (user_dir / "tools").exists()
+    assert (pack / "hello" / "skill.json").read_bytes() == before
+    code, out, _ = run(capsys, "validate", str(archive))
+    assert code == 1 and f"tools.tar.gz!/tools/{MARKER}: FAILED" in out

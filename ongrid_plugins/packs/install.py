@@ -49,7 +49,7 @@ from ..userfiles import file_kind
 from ..validate import FileReport, validate_paths
 from .archive import Limits, UnpackReport, check_links, remove_tree, unpack
 from .pack_roots import MARKER, InstalledPack, installed_packs, read_marker
-from .sources import archive_label, pack_top, relabel
+from .sources import archive_label, check_no_marker, pack_top, relabel
 
 if TYPE_CHECKING:
     import pluggy
@@ -131,6 +131,7 @@ def install_pack(
             raise InstallError(f"{source} changed while it was unpacked; nothing was installed")
         top, default_name = pack_top(root, source, pm)
         check_links(source, root, top)
+        check_no_marker(source, root, top)
         pack_name, version, description = pack_identity(top, name or None, default_name)
         shown = source if os.path.isdir(source) else archive_label(source)
         reports = _validated(top, os.path.realpath(root), shown, pm, settings, strict)
@@ -142,13 +143,19 @@ def install_pack(
         meta = _marker(pack_name, version, description, source, unpacked, reports, archive_sha)
         if old is not None and not replace:
             raise InstallError(_would_replace(old, meta))
-        with open(os.path.join(top, MARKER), "w", encoding="utf-8") as f:
-            json.dump(meta, f, indent=2, ensure_ascii=False)
+        _write_marker(top, meta)
         entry = new_entry(pack_name, version, top, source, meta["sha256"])  # the files as validated
         _commit(top, target, user_dir, entry, replace=old is not None)
     pack = InstalledPack(pack_name, version, target, meta)
     replaced = old.version if old is not None else None
     return InstallResult(pack, replaced, unpacked, reports, time.perf_counter() - started)
+
+
+def _write_marker(top: str, meta: dict[str, Any]) -> None:
+    """Write the marker as a new file: never through a link, never over a validated file."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    with open(os.open(os.path.join(top, MARKER), flags, 0o644), "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=2, ensure_ascii=False)
 
 
 def _commit(top: str, target: str, user_dir: str, entry: LockEntry, *, replace: bool) -> None:
