@@ -466,3 +466,34 @@ def test_a_pack_that_ships_its_own_marker_is_refused_and_nothing_is_written_thro
     assert (pack / "hello" / "skill.json").read_bytes() == before
     code, out, _ = run(capsys, "validate", str(archive))
     assert code == 1 and f"tools.tar.gz!/tools/{MARKER}: FAILED" in out
+
+
+def test_packs_with_a_broken_or_missing_marker_are_listed_as_broken_and_uninstall_removes_them(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """They vanished from `installed` while their skills loaded, and `uninstall` said "no pack named"."""
+    for name in ("p1", "p2", "p3", "ok"):
+        assert run(capsys, "install", str(make_pack(tmp_path / "src", name, skills=(f"s_{name}",))))[0] == 0
+    (user_dir / "p1" / MARKER).write_text("{bad")
+    (user_dir / "p2" / MARKER).unlink()
+    (user_dir / "p3" / MARKER).write_text("[1]")
+    make_skill(user_dir, "manual")  # no marker, no lock entry: the user's own folder
+    code, out, _ = run(capsys, "installed", "--json")
+    items = {item["name"]: item for item in json.loads(out)["items"]}
+    assert sorted(items) == ["ok", "p1", "p2", "p3"]
+    assert items["ok"]["status"] == "active"
+    assert items["p1"]["status"] == "broken" and "not valid JSON" in items["p1"]["error"]
+    assert items["p2"]["status"] == "broken" and f"its {MARKER} is missing" in items["p2"]["error"]
+    assert items["p3"]["status"] == "broken" and "not a JSON object" in items["p3"]["error"]
+    assert "uninstall p2" in items["p2"]["error"]
+    code, out, _ = run(capsys, "installed")
+    rows = out.splitlines()[1:]
+    assert [" broken " in row for row in rows] == [False, True, True, True]
+    assert f"its {MARKER} is missing" in rows[2]
+    for name in ("p1", "p2", "p3"):
+        code, out, err = run(capsys, "uninstall", name)
+        assert (code, err) == (0, "") and out.startswith(f"uninstalled {name} 1.0 from")
+        assert not (user_dir / name).exists()
+    assert sorted(json.loads((user_dir / "skills.lock").read_text())["packs"]) == ["ok"]
+    code, _out, err = run(capsys, "uninstall", "manual")
+    assert code == 1 and "(installed: ok)" in err and (user_dir / "manual").exists()

@@ -39,6 +39,7 @@ __all__ = [
     "LockEntry",
     "installed_folders",
     "lock_path",
+    "locked_versions",
     "new_entry",
     "pack_files",
     "read_lock",
@@ -179,6 +180,15 @@ def installed_folders(packs_dir: str) -> list[str]:
         and not os.path.islink(os.path.join(packs_dir, name))
         and os.path.lexists(os.path.join(packs_dir, name, MARKER))
     ]
+
+
+def locked_versions(packs_dir: str) -> dict[str, str]:
+    """The version of every pack the lock lists, by name; empty when there is no readable lock."""
+    try:
+        entries = read_lock(packs_dir) or {}
+    except ConfigError:
+        return {}
+    return {name: entry.version for name, entry in entries.items()}
 
 
 def unlocked_message(name: str) -> str:

@@ -200,8 +200,13 @@ def _pip_packs(ctx: Context) -> list[PackInfo]:
 
 
 def cmd_installed(ctx: Context) -> int:
+    from ..catalog.lock import locked_versions
+
     host = ctx.host
-    items: list[dict[str, Any]] = [p.to_dict() for p in installed_packs(host.settings.user_skills_dir)]
+    user_dir = host.settings.user_skills_dir
+    # Broken ones too (marker unreadable, or missing while the lock lists the folder): their
+    # folders are still there, and `uninstall` removes them.
+    items: list[dict[str, Any]] = [p.to_dict() for p in installed_packs(user_dir, locked_versions(user_dir))]
     items += [info.to_dict() for info in _pip_packs(ctx)]
     if ctx.args.json:
         print(json.dumps({"items": items, "total": len(items)}, indent=2, ensure_ascii=False))
@@ -214,7 +219,7 @@ def cmd_installed(ctx: Context) -> int:
             item["provenance"],
             item["kind"],
             item.get("status", "active"),
-            str(item.get("path") or item.get("error")),
+            str(item.get("error") or item.get("path")),
         )
         for item in items
     ]

@@ -42,13 +42,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..catalog.lock import LockEntry, lock_path, new_entry, read_lock, write_entry
+from ..catalog.lock import LockEntry, lock_path, locked_versions, new_entry, read_lock, write_entry
 from ..echo import echo, printable
 from ..errors import ConfigError, OngridError
 from ..userfiles import file_kind
 from ..validate import FileReport, validate_paths
 from .archive import Limits, UnpackReport, check_links, remove_tree, unpack
-from .pack_roots import MARKER, InstalledPack, installed_packs, read_marker
+from .pack_roots import MARKER, InstalledPack, installed_packs, listed_pack, read_marker
 from .sources import archive_label, check_no_marker, pack_top, relabel
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ def uninstall_pack(name: str, settings: Settings) -> InstalledPack:
     if not NAME_RE.fullmatch(name) or not os.path.isdir(user_dir):
         raise InstallError(_not_installed(name, user_dir))
     with _locked(user_dir):
-        pack = read_marker(target) if os.path.isdir(target) and not os.path.islink(target) else None
+        pack = _installed(target, user_dir)
         if pack is None:
             raise InstallError(_not_installed(name, user_dir))
         trash = tempfile.mkdtemp(prefix=".ongrid-trash-", dir=user_dir)
@@ -235,6 +235,14 @@ def uninstall_pack(name: str, settings: Settings) -> InstalledPack:
         _remove(trash)
         write_entry(user_dir, name, None)
     return pack
+
+
+def _installed(target: str, user_dir: str) -> InstalledPack | None:
+    """The pack install put at ``target``, broken ones too (a marker unreadable, or missing while
+    the lock lists the folder); None for any other path."""
+    if not os.path.isdir(target) or os.path.islink(target):
+        return None
+    return listed_pack(target, locked_versions(user_dir))
 
 
 def _check_digest(source: str, required: str | None) -> str | None:
@@ -269,7 +277,7 @@ def _would_replace(old: InstalledPack, new: dict[str, Any]) -> str:
 
 
 def _not_installed(name: str, user_dir: str) -> str:
-    known = ", ".join(p.name for p in installed_packs(user_dir)) or "none"
+    known = ", ".join(p.name for p in installed_packs(user_dir, locked_versions(user_dir))) or "none"
     return f"no pack named {name!r} was installed by `ongrid-skills install` (installed: {known})"
 
 

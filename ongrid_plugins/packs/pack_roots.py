@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -51,6 +51,8 @@ __all__ = [
     "PackInfo",
     "PackRoots",
     "installed_packs",
+    "listed_pack",
+    "marker_meta",
     "pack_folder",
 ]
 
@@ -96,6 +98,9 @@ class InstalledPack:
     path: str
     meta: dict[str, Any] = attrs.field(factory=dict, eq=False)
     """Everything the marker file records (source, digest, skills, sizes)."""
+    status: str = "active"
+    """``active``, or ``broken``: installed, but its marker cannot be read (see :attr:`error`)."""
+    error: str = ""
 
     @property
     def provenance(self) -> str:
@@ -110,7 +115,9 @@ class InstalledPack:
             "version": self.version,
             "path": self.path,
             "provenance": self.provenance,
-            **{k: v for k, v in self.meta.items() if k not in ("name", "version")},
+            "status": self.status,
+            **({"error": self.error} if self.error else {}),
+            **{k: v for k, v in self.meta.items() if k not in ("name", "version", "status", "error")},
         }
 
 
@@ -190,8 +197,13 @@ def resolve_pack(ep: EntryPoint, blocked: bool = False) -> PackInfo:
     return attrs.evolve(info, path=folder)
 
 
-def installed_packs(user_dir: str) -> list[InstalledPack]:
-    """The packs ``ongrid-skills install`` put into ``user_dir``, sorted by name."""
+def installed_packs(user_dir: str, locked: Mapping[str, str] | None = None) -> list[InstalledPack]:
+    """The packs ``ongrid-skills install`` put into ``user_dir``, sorted by name.
+
+    With ``locked`` (the versions skills.lock records, by pack name), the broken
+    ones too: a folder whose marker cannot be read, or is missing while the lock
+    lists the folder. They are ``broken``, with the reason and what to do.
+    """
     try:
         with os.scandir(user_dir) as it:
             folders = sorted(e.path for e in it if e.name[0] != "." and e.is_dir(follow_symlinks=False))
@@ -199,22 +211,49 @@ def installed_packs(user_dir: str) -> list[InstalledPack]:
         return []
     packs = []
     for folder in folders:
-        pack = read_marker(folder)
+        pack = read_marker(folder) if locked is None else listed_pack(folder, locked)
         if pack is not None:
             packs.append(pack)
     return packs
 
 
-def read_marker(folder: str) -> InstalledPack | None:
-    """The installed pack in ``folder``, or None when it holds no readable marker."""
+def listed_pack(folder: str, locked: Mapping[str, str]) -> InstalledPack | None:
+    """The pack install put in ``folder``, ``broken`` when its marker cannot be read (or is
+    missing while ``locked``, the lock's versions by name, lists it); None for a folder of the
+    user's own."""
+    name = os.path.basename(folder)
+    meta, why = marker_meta(folder)
+    if meta is not None:
+        return InstalledPack(str(meta.get("name") or name), str(meta.get("version") or ""), folder, meta)
+    if not why and name not in locked:
+        return None  # no marker, no lock entry: a folder of the user's own
+    why = why or f"its {MARKER} is missing"
+    why += "; reinstall it (`ongrid-skills install --replace SOURCE`) or remove it "
+    why += f"(`ongrid-skills uninstall {name}`)"
+    return InstalledPack(name, locked.get(name, ""), folder, status="broken", error=why)
+
+
+def marker_meta(folder: str) -> tuple[dict[str, Any] | None, str]:
+    """What the marker in ``folder`` records; or None and why it cannot be read ("" when there is none)."""
     try:
         meta = json.loads(read_regular_text(os.path.join(folder, MARKER)))
     except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        logger.warning("skill packs: unreadable %s in %s: %s", MARKER, folder, exc)
-        return None
+        return None, ""
+    except ValueError as exc:
+        return None, f"its {MARKER} is not valid JSON ({exc})"
+    except OSError as exc:
+        return None, f"its {MARKER} cannot be read ({exc.strerror or exc})"
     if not isinstance(meta, dict):
+        return None, f"its {MARKER} is not a JSON object"
+    return meta, ""
+
+
+def read_marker(folder: str) -> InstalledPack | None:
+    """The installed pack in ``folder``, or None when it holds no readable marker."""
+    meta, why = marker_meta(folder)
+    if meta is None:
+        if why:
+            logger.warning("skill packs: %s: %s", folder, why)
         return None
     name = str(meta.get("name") or os.path.basename(folder))
     return InstalledPack(name, str(meta.get("version") or ""), folder, meta)
