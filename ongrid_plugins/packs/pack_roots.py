@@ -8,11 +8,12 @@ Two kinds of pack become allow-list roots, after every configured root:
       [project.entry-points.ongrid_skills]
       disk = "ongrid_pack_disk"
 
-  The folder is found with :func:`importlib.util.find_spec`, without running the
-  package's code. Skills found there show ``"<distribution> <version>"`` as
-  their provenance. A pack whose module is missing, whose folder does not
-  exist, or whose lookup raises is logged with its distribution and skipped
-  (``--strict`` raises :class:`~ongrid_plugins.errors.PackLoadError`).
+  The folder is found with the import system's finders, without running the
+  package's code, nor its parents' for a dotted name (``pkg.skills``). Skills
+  found there show ``"<distribution> <version>"`` as their provenance. A pack
+  whose module is missing, whose folder does not exist, or whose lookup raises
+  is logged with its distribution and skipped (``--strict`` raises
+  :class:`~ongrid_plugins.errors.PackLoadError`).
 * **installed packs** — folders of the user skills dir holding the marker
   :data:`MARKER` written by ``ongrid-skills install``; their provenance is
   ``"<name> <version> (installed)"``.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +40,7 @@ from ..models import SkillRoot
 from ..userfiles import read_regular_text
 
 if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
     from importlib.metadata import EntryPoint
 
     from ..plugins import PluginManager
@@ -128,15 +131,13 @@ def pack_folder(value: str) -> str:
     gives its own folder; a module inside a package gives the package's folder.
     A top-level module is refused: its folder would be ``site-packages`` itself.
     """
-    import importlib.util
-
     module, _, attr = value.partition(":")
     module = module.strip()
     if attr.strip():
         message = f"{value!r} names an attribute; an ongrid_skills entry point names a package ({module!r})"
         raise PackError(message)
     try:
-        spec = importlib.util.find_spec(module)
+        spec = _find_spec(module)
     except ModuleNotFoundError as exc:
         raise PackError(f"module {module} is not installed ({exc})") from exc
     except KeyboardInterrupt:
@@ -160,6 +161,66 @@ def pack_folder(value: str) -> str:
     if not os.path.isdir(folder):
         raise PackError(f"folder {folder} of {module} does not exist (is the distribution zipped?)")
     return folder
+
+
+def _find_spec(module: str) -> ModuleSpec | None:
+    """The spec of ``module``, found without importing its parent packages.
+
+    ``importlib.util.find_spec("pkg.skills")`` imports ``pkg`` (its ``__init__`` runs).
+    Here each component is looked up in the folders of the one before by the finders of
+    ``sys.path_hooks``, as the import system would, but nothing is executed. A parent
+    already imported is used as it is. (A package that extends its ``__path__`` in code,
+    the ``pkgutil`` namespace style, is seen with its own folders only.)
+    """
+    import importlib.util
+
+    parts = module.split(".")
+    spec = importlib.util.find_spec(parts[0])  # a top-level lookup runs no package code
+    for depth in range(2, len(parts) + 1):
+        if spec is None:
+            return None
+        name = ".".join(parts[:depth])
+        if name in sys.modules:
+            spec = importlib.util.find_spec(name)
+        elif spec.submodule_search_locations is None:
+            raise ModuleNotFoundError(f"{spec.name} is a module, not a package", name=name)
+        else:
+            spec = _child_spec(name, list(spec.submodule_search_locations))
+    return spec
+
+
+def _child_spec(name: str, locations: list[str]) -> ModuleSpec | None:
+    """``name`` in the parent's folders ``locations``: a module or package, else a namespace of its
+    folders (what ``PathFinder`` does, without the parent module it would read)."""
+    from importlib.machinery import ModuleSpec
+
+    portions: list[str] = []
+    for location in locations:
+        finder = _path_finder(location)
+        found: ModuleSpec | None = finder.find_spec(name) if finder is not None else None
+        if found is None:
+            continue
+        if found.loader is not None:
+            return found
+        portions += list(found.submodule_search_locations or ())
+    if not portions:
+        return None
+    spec = ModuleSpec(name, None, is_package=True)
+    spec.submodule_search_locations = portions
+    return spec
+
+
+def _path_finder(location: str) -> Any:
+    """The finder for one folder: the import system's cached one, else the first path hook's."""
+    finder = sys.path_importer_cache.get(location)
+    if finder is not None:
+        return finder
+    for hook in sys.path_hooks:
+        try:
+            return hook(location)
+        except ImportError:
+            continue
+    return None
 
 
 def dist_name_version(ep: EntryPoint) -> tuple[str, str]:
