@@ -7,6 +7,6 @@ its public names, so ``from ongrid_plugins.sources import validate_sources`` (as
 
 from __future__ import annotations
 
-from .packs.sources import archive_label, pack_top, relabel, validate_sources
+from .packs.sources import archive_label, check_no_marker, pack_top, relabel, validate_sources
 
-__all__ = ["archive_label", "pack_top", "relabel", "validate_sources"]
+__all__ = ["archive_label", "check_no_marker", "pack_top", "relabel", "validate_sources"]

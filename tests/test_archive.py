@@ -255,11 +255,13 @@ def test_the_bytes_written_are_counted_whatever_size_was_declared(tmp_path: Path
 
 
 def test_a_gzip_stream_that_expands_past_the_cap_is_refused(tmp_path: Path) -> None:
-    # A huge pax header is no file, so only the cap on the decompressed stream catches it.
-    info, data = tar_member("small", data=b"x")
-    info.pax_headers = {"comment": "A" * 3_000_000}
+    # Pax headers are no files, so only the cap on the decompressed stream catches them
+    # (each is under the limit of one extended header, together they are over the cap).
     with tarfile.open(tmp_path / "p.tar.gz", "w:gz", format=tarfile.PAX_FORMAT) as tf:
-        tf.addfile(info, data)
+        for i in range(4):
+            info, data = tar_member(f"small{i}", data=b"x")
+            info.pax_headers = {"comment": "A" * 900_000}
+            tf.addfile(info, data)
     error = refused(tmp_path / "p.tar.gz", tmp_path, Limits(max_total_bytes=100_000, max_members=10))
     assert "expands to more than" in error.reason
 
@@ -348,3 +350,32 @@ def test_names_and_link_targets_that_are_not_utf8_are_refused(tmp_path: Path) ->
     assert "is not valid UTF-8" in refused(src, tmp_path).reason
     link = tar_member("greet/alias", tarfile.SYMTYPE, linkname="run\udcff.sh")
     assert "target is not valid UTF-8" in refused(good_tar(tmp_path / "l.tar.gz", link), tmp_path).reason
+
+
+def test_a_zip_with_too_many_members_is_refused_from_its_end_record_before_its_directory_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ZipFile() parsed the whole central directory first: 1,000,000 members took 600 MB and 7 s."""
+    source = tmp_path / "many.zip"
+    with zipfile.ZipFile(source, "w") as zf:
+        for i in range(50):
+            zf.writestr(str(i), b"")
+
+    def parse(*_args: object, **_kw: object) -> None:
+        raise AssertionError("the central directory was parsed")
+
+    monkeypatch.setattr(zipfile, "ZipFile", parse)
+    with pytest.raises(UnsafeArchive, match="has 50 members; the limit is 10"):
+        unpack(str(source), str(tmp_path / "out"), Limits(max_members=10))
+
+
+def test_an_oversized_tar_extended_header_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """A 250 MB PAX header in a 255 KB .tar.gz took ~950 MB: tarfile holds it whole, several times."""
+    info = tarfile.TarInfo("a.txt")
+    info.size = 1
+    info.pax_headers = {"comment": "x" * (2 * 1024 * 1024)}
+    source = tmp_path / "pax.tar.gz"
+    with tarfile.open(source, "w:gz", format=tarfile.PAX_FORMAT) as tf:
+        tf.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(UnsafeArchive, match=r"an extended header of \d+ bytes; the limit is 1048576"):
+        unpack(str(source), str(tmp_path / "out"))

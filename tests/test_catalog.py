@@ -358,6 +358,45 @@ def test_a_pack_that_drifted_from_the_lock_does_not_load_and_verify_reports_it(
     ]
 
 
+@pytest.mark.parametrize("path", ["hello/node_modules/dep/lib.sh", ".git/hooks/x", ".ongrid-x/y"])
+def test_the_lock_covers_files_in_folders_the_loader_skips_and_verify_reports_their_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], path: str
+) -> None:
+    """node_modules, .git and .ongrid-* folders were left out of the lock and of verify,
+    though install copies them from an archive and a skill's code may run from them."""
+    settings = isolated_settings(tmp_path, include_defaults=True)
+    host = SkillHost(settings)
+    pack = make_pack(tmp_path / "src", "tools", ("hello",))
+    (pack / path).parent.mkdir(parents=True)
+    (pack / path).write_text("echo original\n")
+    archive = tmp_path / "tools.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        tf.add(pack, arcname="tools")
+    install_pack(str(archive), host.pm, settings)
+    packs = Path(settings.user_skills_dir)
+    assert path in (read_lock(str(packs)) or {})["tools"].files
+    (packs / "tools" / path).write_text("echo TAMPERED\n")
+    monkeypatch.setenv("ONGRID_USER_SKILLS_DIR", str(packs))
+    assert run(capsys, "verify") == (1, f"tools 1.0: changed {path}\n", "")
+    host.reload()
+    assert "hello" not in [s.name for s in host.skills()]
+
+
+def test_bytecode_python_writes_beside_a_packs_modules_is_no_drift(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Python skill importing a helper of its pack makes a __pycache__ there on its first
+    call (where it may write): locked, the pack would stop loading after one call."""
+    host, packs = installed(tmp_path)
+    cache = packs / "tools" / "hello" / "__pycache__"
+    cache.mkdir()
+    (cache / "helper.cpython-311.pyc").write_bytes(b"\x00bytecode")
+    monkeypatch.setenv("ONGRID_USER_SKILLS_DIR", str(packs))
+    assert run(capsys, "verify")[0] == 0
+    host.reload()
+    assert "hello" in [s.name for s in host.skills()]
+
+
 def test_a_corrupted_lock_refuses_every_installed_pack(tmp_path: Path) -> None:
     host, packs = installed(tmp_path)
     (packs / "skills.lock").write_text("{not json")

@@ -385,3 +385,115 @@ def test_a_link_that_climbs_out_and_back_in_through_the_staging_name_is_refused(
     (pack / "back").unlink()
     (pack / "fine").symlink_to("hello/../hello/skill.json")
     assert install_pack(str(pack), SkillHost(settings).pm, settings).pack.name == "tools"
+
+
+FORGED = '\x1b]0;owned\x07\nskill loader: registered subprocess skill "fake"'
+
+
+def assert_no_raw_controls(text: str) -> None:
+    """Nothing a terminal obeys, and no line forged by a newline in pack-provided text."""
+    assert "\x1b" not in text and "\x07" not in text, text
+    assert not any(line.startswith("skill loader:") for line in text.splitlines()), text
+
+
+def test_pack_text_in_install_verify_and_uninstall_output_has_its_control_characters_escaped(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pack's version and file names used to reach the terminal raw: a new title, forged lines."""
+    pack = make_pack(tmp_path / "src")
+    (pack / "pack.json").write_text(json.dumps({"name": "tools", "version": "1.0" + FORGED}))
+    (pack / "hello" / ("data" + FORGED)).write_text("x")
+    code, out, err = run(capsys, "install", str(pack))
+    assert code == 0 and "installed tools 1.0\\x1b]0;owned\\x07\\nskill loader:" in out
+    assert_no_raw_controls(out + err)
+    code, out, err = run(capsys, "install", str(pack))  # refused: already installed
+    assert code == 1 and "already installed: 1.0\\x1b]0;owned" in err
+    assert_no_raw_controls(out + err)
+    (user_dir / "tools" / "hello" / ("data" + FORGED)).write_text("changed")
+    code, out, err = run(capsys, "verify")
+    assert code == 1 and "changed hello/data\\x1b]0;owned\\x07\\nskill loader:" in out
+    assert_no_raw_controls(out + err)
+    code, out, err = run(capsys, "list")
+    assert "does not match skills.lock: changed file" in err
+    assert_no_raw_controls(out + err)
+    code, out, err = run(capsys, "uninstall", "tools")
+    assert code == 0 and out.startswith("uninstalled tools 1.0\\x1b]0;owned\\x07\\nskill")
+    assert_no_raw_controls(out + err)
+
+
+@pytest.mark.parametrize("command", ["install", "validate"])
+def test_an_archive_member_name_with_control_characters_is_shown_escaped(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    archive = tmp_path / "esc.tar.gz"
+    info = tarfile.TarInfo("x" + FORGED)
+    info.type = tarfile.CHRTYPE
+    with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT) as tf:
+        tf.addfile(info)
+    code, out, err = run(capsys, command, str(archive))
+    assert code == 1 and "x\\x1b]0;owned\\x07" in out + err
+    assert_no_raw_controls(out + err)
+
+
+def test_a_pack_version_over_100_characters_is_refused(tmp_path: Path, user_dir: Path) -> None:
+    settings = isolated_settings(tmp_path, user_skills_dir=str(user_dir))
+    pack = make_pack(tmp_path / "src")
+    (pack / "pack.json").write_text(json.dumps({"name": "tools", "version": "1." * 500}))
+    with pytest.raises(InstallError, match=r"pack\.json: version is 1000 characters long; 100 at most"):
+        install_pack(str(pack), SkillHost(settings).pm, settings)
+    assert not (user_dir / "tools").exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "folder", "link"])
+def test_a_pack_that_ships_its_own_marker_is_refused_and_nothing_is_written_through_it(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """A folder made install crash; a link to skill.json made install overwrite the validated file."""
+    pack = make_pack(tmp_path / "src")
+    marker = pack / MARKER
+    if kind == "file":
+        marker.write_text("{}")
+    elif kind == "folder":
+        marker.mkdir()
+    else:
+        marker.symlink_to("hello/skill.json")
+    before = (pack / "hello" / "skill.json").read_bytes()
+    archive = tar_of(pack, tmp_path / "tools.tar.gz")
+    code, out, err = run(capsys, "install", str(archive))
+    assert code == 1 and "Traceback" not in err
+    assert f"tools/{MARKER}: is the name of the marker install writes" in err
+    assert not (user_dir / "tools").exists()
+    assert (pack / "hello" / "skill.json").read_bytes() == before
+    code, out, _ = run(capsys, "validate", str(archive))
+    assert code == 1 and f"tools.tar.gz!/tools/{MARKER}: FAILED" in out
+
+
+def test_packs_with_a_broken_or_missing_marker_are_listed_as_broken_and_uninstall_removes_them(
+    tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """They vanished from `installed` while their skills loaded, and `uninstall` said "no pack named"."""
+    for name in ("p1", "p2", "p3", "ok"):
+        assert run(capsys, "install", str(make_pack(tmp_path / "src", name, skills=(f"s_{name}",))))[0] == 0
+    (user_dir / "p1" / MARKER).write_text("{bad")
+    (user_dir / "p2" / MARKER).unlink()
+    (user_dir / "p3" / MARKER).write_text("[1]")
+    make_skill(user_dir, "manual")  # no marker, no lock entry: the user's own folder
+    code, out, _ = run(capsys, "installed", "--json")
+    items = {item["name"]: item for item in json.loads(out)["items"]}
+    assert sorted(items) == ["ok", "p1", "p2", "p3"]
+    assert items["ok"]["status"] == "active"
+    assert items["p1"]["status"] == "broken" and "not valid JSON" in items["p1"]["error"]
+    assert items["p2"]["status"] == "broken" and f"its {MARKER} is missing" in items["p2"]["error"]
+    assert items["p3"]["status"] == "broken" and "not a JSON object" in items["p3"]["error"]
+    assert "uninstall p2" in items["p2"]["error"]
+    code, out, _ = run(capsys, "installed")
+    rows = out.splitlines()[1:]
+    assert [" broken " in row for row in rows] == [False, True, True, True]
+    assert f"its {MARKER} is missing" in rows[2]
+    for name in ("p1", "p2", "p3"):
+        code, out, err = run(capsys, "uninstall", name)
+        assert (code, err) == (0, "") and out.startswith(f"uninstalled {name} 1.0 from")
+        assert not (user_dir / name).exists()
+    assert sorted(json.loads((user_dir / "skills.lock").read_text())["packs"]) == ["ok"]
+    code, _out, err = run(capsys, "uninstall", "manual")
+    assert code == 1 and "(installed: ok)" in err and (user_dir / "manual").exists()

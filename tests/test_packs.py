@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,26 @@ def test_the_pack_package_is_found_without_running_its_code(site: Path, tmp_path
     assert host.get("demo_echo").provenance == "ongrid-pack-demo 1.2.3"
 
 
+def test_a_dotted_pack_is_found_without_running_its_parent_packages_code(
+    site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """find_spec("pkg.skills") imports pkg: its __init__ ran on every command, though the docs say
+    an entry point's code is not run."""
+    files = skill_files("ongrid_test_dotted", "dotted_echo", folder="skills")
+    marker = tmp_path / "ran"
+    files["ongrid_test_dotted/__init__.py"] = f"open({str(marker)!r}, 'w').write('ran')\n1/0\n"
+    points = {"ongrid_skills": {"dotted": "ongrid_test_dotted.skills"}}
+    install_dist(site, "ongrid-pack-dotted", "0.2", points, files)
+    host = SkillHost(pack_settings(tmp_path))
+    assert host.get("dotted_echo").provenance == "ongrid-pack-dotted 0.2"
+    info = next(i for i in host.plugins() if i.name == "dotted")
+    assert info.status == "active"
+    assert main(["installed"]) == 0
+    assert "ongrid-pack-dotted 0.2" in capsys.readouterr().out
+    assert not marker.exists()
+    assert "ongrid_test_dotted" not in sys.modules
+
+
 def test_a_data_folder_inside_a_package_may_be_the_root(site: Path, tmp_path: Path) -> None:
     files = skill_files("ongrid_test_nested", "inner_echo", folder="skills")
     install_dist(
@@ -71,11 +92,16 @@ def test_listings_show_the_provenance(site: Path, capsys: pytest.CaptureFixture[
     ("value", "files", "cause"),
     [
         ("ongrid_test_missing", {}, "module ongrid_test_missing is not installed"),
-        ("ongrid_test_parent.sub", {"ongrid_test_parent/__init__.py": "1/0"}, "ZeroDivisionError"),
+        # The parent's code is never run (it would raise): the missing sub-package is the cause.
+        (
+            "ongrid_test_parent.sub",
+            {"ongrid_test_parent/__init__.py": "1/0"},
+            "ongrid_test_parent.sub is not",
+        ),
         ("ongrid_test_attr:folder", {"ongrid_test_attr/__init__.py": ""}, "names an attribute"),
         ("ongrid_test_toplevel", {"ongrid_test_toplevel.py": ""}, "is a top-level module"),
     ],
-    ids=["module_missing", "raises", "attribute", "top_level_module"],
+    ids=["module_missing", "sub_missing", "attribute", "top_level_module"],
 )
 def test_a_broken_pack_is_logged_with_its_distribution_and_skipped(
     site: Path,

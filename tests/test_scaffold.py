@@ -190,3 +190,16 @@ def test_a_scaffolded_pack_installs_in_a_fresh_venv_from_the_hint_alone(
     argv = shlex.split(rest)
     done = fresh.run(*argv, env=env, cwd=work, check=True)
     assert json.loads(done.stdout) == {"ok": True, "args": {"who": "ada"}}
+
+
+def test_the_skill_hint_validates_the_new_folder_even_when_a_distribution_has_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`validate attrs` checks the installed distribution attrs, not the folder `new attrs` wrote."""
+    monkeypatch.chdir(tmp_path)
+    code, out, _err = run(capsys, "new", "attrs")
+    assert code == 0
+    validate = out.splitlines()[1].removeprefix("next: ").split(" && ")[0]
+    assert validate == "ongrid-skills validate ./attrs"
+    code, out, _err = run(capsys, *shlex.split(validate)[1:])
+    assert code == 0 and "skill.json (attrs): ok" in out

@@ -20,6 +20,7 @@ import attrs
 
 from .. import loader
 from ..discovery.registry import Snapshot, spelling
+from ..echo import printable
 from ..errors import ConfigError
 from ..loadcache import open_cache
 from ..models import LoadEvent, LoadReport, Skill
@@ -166,7 +167,8 @@ def drifted_packs(settings: Settings) -> tuple[dict[str, str], list[LoadEvent]]:
         first = drift[0]
         more = f" (and {len(drift) - 1} more)" if len(drift) > 1 else ""
         message = (
-            f"pack {name} does not match skills.lock: {first.change} file {os.path.join(folder, first.path)}"
+            f"pack {name} does not match skills.lock: {first.change} file "
+            f"{printable(os.path.join(folder, first.path))}"  # a name from the pack: no forged line
             f"{more}; its skills are not loaded (`ongrid-skills verify {name}` lists the drift, "
             "reinstalling the pack accepts it)"
         )

@@ -231,15 +231,20 @@ def tree_records(
     max_files: int | None = None,
     max_bytes: int | None = None,
     skip: frozenset[str] = frozenset(),
+    every_folder: bool = False,
 ) -> list[DigestFile] | None:
     """Every file under ``folder`` as digest lines, or None once over ``max_files`` / ``max_bytes``.
 
     Symlinked folders are recorded as links, never walked; ``skip`` names
-    top-level files left out (a pack's marker).
+    top-level files left out (a pack's marker). The folders of :data:`SKIP_DIRS`
+    and ``.ongrid-*`` ones are left out too, unless ``every_folder`` (a pack's
+    lock: install copied them, and a skill's code may run from them) — but
+    ``__pycache__`` always: Python writes it beside what a skill imports, and a pack
+    would drift on its first call.
     """
     records: list[DigestFile] = []
     total = 0
-    for path, relative, st in _walk(folder):
+    for path, relative, st in _walk(folder, every_folder):
         if relative in skip:
             continue
         if max_files is not None and len(records) >= max_files:
@@ -251,7 +256,7 @@ def tree_records(
     return records
 
 
-def _walk(folder: str) -> Iterator[tuple[str, str, os.stat_result]]:
+def _walk(folder: str, every_folder: bool = False) -> Iterator[tuple[str, str, os.stat_result]]:
     stack = [""]
     while stack:
         prefix = stack.pop()
@@ -267,7 +272,9 @@ def _walk(folder: str) -> Iterator[tuple[str, str, os.stat_result]]:
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode):
-                if entry.name not in SKIP_DIRS and not entry.name.startswith(".ongrid-"):
+                if entry.name == "__pycache__":  # Python rewrites it as it imports: never a lock's
+                    continue
+                if every_folder or (entry.name not in SKIP_DIRS and not entry.name.startswith(".ongrid-")):
                     stack.append(relative)
             elif stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
                 yield entry.path, relative, st

@@ -39,6 +39,7 @@ __all__ = [
     "LockEntry",
     "installed_folders",
     "lock_path",
+    "locked_versions",
     "new_entry",
     "pack_files",
     "read_lock",
@@ -152,8 +153,14 @@ def _check(data: Any) -> str:
 
 
 def pack_files(folder: str) -> dict[str, dict[str, str]]:
-    """Every file of an installed pack folder, as the lock records them."""
-    records = tree_records(folder, skip=frozenset({MARKER})) or []
+    """Every file of an installed pack folder, as the lock records them.
+
+    Every one, in the folders the loader and the skill digests skip too
+    (``node_modules``, ``.git``, ``.ongrid-*``): install copies them, and a skill's code
+    may source, import or read them. ``__pycache__`` aside: Python writes it as a skill
+    imports its modules (and checks each cached file against its source).
+    """
+    records = tree_records(folder, skip=frozenset({MARKER}), every_folder=True) or []
     return {r.path: {"sha256": r.sha256, "mode": r.mode} for r in records}
 
 
@@ -174,6 +181,15 @@ def installed_folders(packs_dir: str) -> list[str]:
         and not os.path.islink(os.path.join(packs_dir, name))
         and os.path.lexists(os.path.join(packs_dir, name, MARKER))
     ]
+
+
+def locked_versions(packs_dir: str) -> dict[str, str]:
+    """The version of every pack the lock lists, by name; empty when there is no readable lock."""
+    try:
+        entries = read_lock(packs_dir) or {}
+    except ConfigError:
+        return {}
+    return {name: entry.version for name, entry in entries.items()}
 
 
 def unlocked_message(name: str) -> str:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import TYPE_CHECKING
 
-from ..hints import pack_install
+from ..hints import local_path, pack_install
 from ..scaffold import FORMATS, LANGS, scaffold
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ def cmd_new(ctx: Context) -> int:
     if args.pack:
         print(f'next: {pack_install(folder)} && ongrid-skills run {args.name} \'{{"who": "ada"}}\'')
     else:
-        parent = folder.resolve().parent
-        print(f"next: ongrid-skills validate {folder} && ongrid-skills --dirs {parent} run {args.name}")
+        parent = shlex.quote(str(folder.resolve().parent))
+        # ./NAME: a bare name is an installed distribution's to `validate` (attrs, pytest, ...).
+        path = shlex.quote(local_path(folder))
+        print(f"next: ongrid-skills validate {path} && ongrid-skills --dirs {parent} run {args.name}")
     return 0

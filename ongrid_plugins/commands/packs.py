@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..echo import echo
 from ..packs import PackInfo, PackRoots, installed_packs
-from .output import print_table
+from .output import print_table, printable
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -113,12 +113,14 @@ def cmd_install(ctx: Context) -> int:
     pack = result.pack
     how = "new" if result.replaced is None else f"replacing {result.replaced or 'the unversioned pack'}"
     skills = ", ".join(pack.meta.get("skills", ())) or "none"
-    print(f"installed {pack.name} {pack.version}".rstrip() + f" into {pack.path} ({how}; skills: {skills})")
+    # The version, the skills' names and the files' come from the pack: escaped, as `installed` does.
+    line = f"installed {pack.name} {pack.version}".rstrip() + f" into {pack.path} ({how}; skills: {skills})"
+    print(printable(line))
     for report in result.reports:
         for problem in report.problems:
-            print(f"  warning: {problem}")
+            print(printable(f"  warning: {problem}"))
     for line in shadowed:
-        print(f"  warning: {line}")
+        print(printable(f"  warning: {line}"))
     return 0
 
 
@@ -150,7 +152,7 @@ def cmd_uninstall(ctx: Context) -> int:
     if ctx.args.json:
         print(json.dumps({"uninstalled": pack.to_dict()}, indent=2, ensure_ascii=False))
     else:
-        print(f"uninstalled {pack.name} {pack.version}".rstrip() + f" from {pack.path}")
+        print(printable(f"uninstalled {pack.name} {pack.version}".rstrip() + f" from {pack.path}"))
     return 0
 
 
@@ -178,13 +180,17 @@ def cmd_verify(ctx: Context) -> int:
     if not names and not unlocked:
         print(f"no packs installed with `ongrid-skills install` in {user_dir}: nothing to verify")
     for name, drift in results.items():
-        label = f"{name} {entries[name].version}".rstrip()
+        label = printable(f"{name} {entries[name].version}".rstrip())
         if not drift:
             print(f"{label}: ok, {len(entries[name].files)} files match skills.lock")
         for item in drift:
-            print(f"{label}: {item.change} {item.path}" if item.path else f"{label}: its folder is gone")
+            print(
+                f"{label}: {item.change} {printable(item.path)}"
+                if item.path
+                else f"{label}: its folder is gone"
+            )
     for name in unlocked:
-        print(unlocked_message(name))
+        print(printable(unlocked_message(name)))
     return 1 if failed else 0
 
 
@@ -194,8 +200,13 @@ def _pip_packs(ctx: Context) -> list[PackInfo]:
 
 
 def cmd_installed(ctx: Context) -> int:
+    from ..catalog.lock import locked_versions
+
     host = ctx.host
-    items: list[dict[str, Any]] = [p.to_dict() for p in installed_packs(host.settings.user_skills_dir)]
+    user_dir = host.settings.user_skills_dir
+    # Broken ones too (marker unreadable, or missing while the lock lists the folder): their
+    # folders are still there, and `uninstall` removes them.
+    items: list[dict[str, Any]] = [p.to_dict() for p in installed_packs(user_dir, locked_versions(user_dir))]
     items += [info.to_dict() for info in _pip_packs(ctx)]
     if ctx.args.json:
         print(json.dumps({"items": items, "total": len(items)}, indent=2, ensure_ascii=False))
@@ -208,7 +219,7 @@ def cmd_installed(ctx: Context) -> int:
             item["provenance"],
             item["kind"],
             item.get("status", "active"),
-            str(item.get("path") or item.get("error")),
+            str(item.get("error") or item.get("path")),
         )
         for item in items
     ]

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .argtypes import non_empty
+from .output import printable
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -61,16 +62,17 @@ def _print_report(report: FileReport, strict: bool) -> None:
     verdict = "ok" if report.ok else "FAILED"
     if strict and report.ok and report.problems:  # the summary counts it: never "ok" and then failed
         verdict = f"FAILED (--strict: {len(report.problems)} warning(s))"
-    print(f"{report.path}{name}: {verdict}")
+    # Paths, names and messages quote the pack's own text (an archive's member names too).
+    print(printable(f"{report.path}{name}: {verdict}"))
     for problem in report.problems:
         where = f" at {problem.pointer}" if problem.pointer else ""
         hint = f" — {problem.hint}" if problem.hint else ""
-        print(f"  {problem.level}{where}: {problem.message}{hint}")
+        print(printable(f"  {problem.level}{where}: {problem.message}{hint}"))
     for line in report.machine:
-        print(f"  warning (this machine, not the manifest): {line}")
+        print(printable(f"  warning (this machine, not the manifest): {line}"))
     for tool, declared in report.sandbox.items():
         if declared is not None:
-            print(f"  sandbox of {tool}: {_describe(declared)}")
+            print(printable(f"  sandbox of {tool}: {_describe(declared)}"))
 
 
 def _describe(declared: Mapping[str, Any]) -> str:

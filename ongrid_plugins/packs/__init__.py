@@ -39,6 +39,8 @@ from .pack_roots import (
     PackInfo,
     PackRoots,
     installed_packs,
+    listed_pack,
+    marker_meta,
     pack_folder,
 )
 
@@ -56,5 +58,7 @@ __all__ = [
     "PackInfo",
     "PackRoots",
     "installed_packs",
+    "listed_pack",
+    "marker_meta",
     "pack_folder",
 ]

@@ -14,7 +14,8 @@ folders itself and refuses, naming the member:
 * a file over ``max_file_bytes``, more than ``max_total_bytes`` in all, more than
   ``max_members`` members, or a compressed stream that expands past the total —
   counted on the bytes really written, not on the sizes the archive claims
-  (zip bombs lie about those).
+  (zip bombs lie about those); a zip's member count and a tar's extended headers
+  are checked before the parser reads them into memory (:mod:`.headers`).
 
 Links inside the pack are allowed (packs of real projects use them) but are
 created last, after every file and folder, so no write ever goes through one.
@@ -36,8 +37,10 @@ from typing import IO, Any
 
 import attrs
 
+from ..echo import printable
 from ..errors import OngridError
 from ..userfiles import file_kind
+from .headers import BoundedTarInfo, HugeHeader, zip_members
 
 __all__ = [
     "ARCHIVE_SUFFIXES",
@@ -60,6 +63,9 @@ MiB = 1024 * 1024
 SKIP_SOURCE = frozenset({".git", ".hg", ".svn", "__pycache__"})
 _CHUNK = 256 * 1024
 _MAX_LINK = 4096
+#: The most bytes a zip's central directory may take per member: the fixed 46, a name
+#: of 4 KiB and 4 KiB of extra fields and comment.
+_MAX_DIRECTORY_ENTRY = 46 + 8192
 
 
 class UnsafeArchive(OngridError):
@@ -71,7 +77,7 @@ class UnsafeArchive(OngridError):
         self.source = source
         self.member = member
         self.reason = reason
-        where = f"{source}: {member}" if member else source
+        where = f"{source}: {printable(member)}" if member else source  # the archive's text: escaped
         super().__init__(f"{where}: {reason}")
 
 
@@ -127,6 +133,8 @@ def unpack(source: str, dest: str, limits: Limits | None = None) -> UnpackReport
         return stage.finish()
     except UnsafeArchive:
         raise
+    except HugeHeader as exc:
+        raise UnsafeArchive(source, "", str(exc)) from None
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, ValueError, NotImplementedError) as exc:
         raise UnsafeArchive(source, "", f"not a valid archive: {exc}") from None
     except (OSError, RuntimeError) as exc:
@@ -239,10 +247,17 @@ def remove_tree(path: str) -> bool:
 
 
 def _unzip(source: str, stage: _Stage) -> None:
+    limit = stage.limits.max_members
+    with open(source, "rb") as f:
+        declared = zip_members(f)  # before ZipFile() parses the whole directory into memory
+    if declared is not None and declared[0] > limit:
+        stage.refuse("", f"has {declared[0]} members; the limit is {limit}")
+    if declared is not None and declared[1] > limit * _MAX_DIRECTORY_ENTRY:
+        stage.refuse("", f"has a central directory of {declared[1]} bytes, too big for {limit} members")
     with zipfile.ZipFile(source) as zf:
         infos = zf.infolist()
-        if len(infos) > stage.limits.max_members:
-            stage.refuse("", f"has {len(infos)} members; the limit is {stage.limits.max_members}")
+        if len(infos) > limit:
+            stage.refuse("", f"has {len(infos)} members; the limit is {limit}")
         for info in infos:
             _unzip_member(zf, info, stage)
 
@@ -274,7 +289,7 @@ def _untar(source: str, stage: _Stage) -> None:
     cap = limits.max_total_bytes + 2048 * limits.max_members + MiB
     with open(source, "rb") as raw, _decompressed(raw) as inner:
         stream = _Capped(inner, cap, source)
-        with tarfile.open(fileobj=stream, mode="r|") as tf:
+        with tarfile.open(fileobj=stream, mode="r|", tarinfo=BoundedTarInfo) as tf:
             for count, member in enumerate(tf, 1):
                 if count > limits.max_members:
                     stage.refuse("", f"has more than {limits.max_members} members")

@@ -42,14 +42,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..catalog.lock import LockEntry, lock_path, new_entry, read_lock, write_entry
-from ..echo import echo
+from ..catalog.lock import LockEntry, lock_path, locked_versions, new_entry, read_lock, write_entry
+from ..echo import echo, printable
 from ..errors import ConfigError, OngridError
 from ..userfiles import file_kind
 from ..validate import FileReport, validate_paths
 from .archive import Limits, UnpackReport, check_links, remove_tree, unpack
-from .pack_roots import MARKER, InstalledPack, installed_packs, read_marker
-from .sources import archive_label, pack_top, relabel
+from .pack_roots import MARKER, InstalledPack, installed_packs, listed_pack, read_marker
+from .sources import archive_label, check_no_marker, pack_top, relabel
 
 if TYPE_CHECKING:
     import pluggy
@@ -64,6 +64,8 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 RESERVED_NAMES = frozenset({"skills.lock"})
 #: Files that may name a pack (and version) at its top, in order of preference.
 IDENTITY_FILES = ("pack.json", ".claude-plugin/plugin.json", "openclaw.plugin.json", "clawdbot.plugin.json")
+#: The longest version a pack may declare (listings and messages show it whole).
+MAX_VERSION = 100
 _LOCK = ".ongrid-install.lock"
 logger = logging.getLogger(__name__)
 
@@ -129,6 +131,7 @@ def install_pack(
             raise InstallError(f"{source} changed while it was unpacked; nothing was installed")
         top, default_name = pack_top(root, source, pm)
         check_links(source, root, top)
+        check_no_marker(source, root, top)
         pack_name, version, description = pack_identity(top, name or None, default_name)
         shown = source if os.path.isdir(source) else archive_label(source)
         reports = _validated(top, os.path.realpath(root), shown, pm, settings, strict)
@@ -140,13 +143,19 @@ def install_pack(
         meta = _marker(pack_name, version, description, source, unpacked, reports, archive_sha)
         if old is not None and not replace:
             raise InstallError(_would_replace(old, meta))
-        with open(os.path.join(top, MARKER), "w", encoding="utf-8") as f:
-            json.dump(meta, f, indent=2, ensure_ascii=False)
+        _write_marker(top, meta)
         entry = new_entry(pack_name, version, top, source, meta["sha256"])  # the files as validated
         _commit(top, target, user_dir, entry, replace=old is not None)
     pack = InstalledPack(pack_name, version, target, meta)
     replaced = old.version if old is not None else None
     return InstallResult(pack, replaced, unpacked, reports, time.perf_counter() - started)
+
+
+def _write_marker(top: str, meta: dict[str, Any]) -> None:
+    """Write the marker as a new file: never through a link, never over a validated file."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    with open(os.open(os.path.join(top, MARKER), flags, 0o644), "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=2, ensure_ascii=False)
 
 
 def _commit(top: str, target: str, user_dir: str, entry: LockEntry, *, replace: bool) -> None:
@@ -218,7 +227,7 @@ def uninstall_pack(name: str, settings: Settings) -> InstalledPack:
     if not NAME_RE.fullmatch(name) or not os.path.isdir(user_dir):
         raise InstallError(_not_installed(name, user_dir))
     with _locked(user_dir):
-        pack = read_marker(target) if os.path.isdir(target) and not os.path.islink(target) else None
+        pack = _installed(target, user_dir)
         if pack is None:
             raise InstallError(_not_installed(name, user_dir))
         trash = tempfile.mkdtemp(prefix=".ongrid-trash-", dir=user_dir)
@@ -226,6 +235,14 @@ def uninstall_pack(name: str, settings: Settings) -> InstalledPack:
         _remove(trash)
         write_entry(user_dir, name, None)
     return pack
+
+
+def _installed(target: str, user_dir: str) -> InstalledPack | None:
+    """The pack install put at ``target``, broken ones too (a marker unreadable, or missing while
+    the lock lists the folder); None for any other path."""
+    if not os.path.isdir(target) or os.path.islink(target):
+        return None
+    return listed_pack(target, locked_versions(user_dir))
 
 
 def _check_digest(source: str, required: str | None) -> str | None:
@@ -248,9 +265,9 @@ def _check_digest(source: str, required: str | None) -> str | None:
 
 
 def _would_replace(old: InstalledPack, new: dict[str, Any]) -> str:
-    def origin(meta: dict[str, Any], version: str) -> str:
-        digest = f"sha256 {meta['sha256']}" if meta.get("sha256") else "a folder, no digest"
-        return f"{version or 'unversioned'} from {meta.get('source') or '?'} ({digest})"
+    def origin(meta: dict[str, Any], version: str) -> str:  # versions and sources: the packs' text
+        digest = f"sha256 {printable(str(meta['sha256']))}" if meta.get("sha256") else "a folder, no digest"
+        return printable(f"{version or 'unversioned'} from {meta.get('source') or '?'} ({digest})")
 
     return (
         f"pack {old.name} is already installed: {origin(old.meta, old.version)}; this one is "
@@ -260,23 +277,28 @@ def _would_replace(old: InstalledPack, new: dict[str, Any]) -> str:
 
 
 def _not_installed(name: str, user_dir: str) -> str:
-    known = ", ".join(p.name for p in installed_packs(user_dir)) or "none"
+    known = ", ".join(p.name for p in installed_packs(user_dir, locked_versions(user_dir))) or "none"
     return f"no pack named {name!r} was installed by `ongrid-skills install` (installed: {known})"
 
 
 def pack_identity(top: str, name: str | None, default_name: str) -> tuple[str, str, str]:
     """``(name, version, description)`` of the pack in ``top``, from ``pack.json`` and the like."""
     found: dict[str, Any] = {}
+    found_in = ""
     for relative in IDENTITY_FILES:
         path = os.path.join(top, relative)
         if os.path.isfile(path) and not os.path.islink(path):
-            found = _read_identity(path)
+            found, found_in = _read_identity(path), relative
             break
     chosen = name or str(found.get("name") or default_name)
     problem = name_problem(chosen)
     if problem:
         raise InstallError(f"pack name {echo(chosen)} {problem}; give another one with --name")
-    return chosen, str(found.get("version") or ""), str(found.get("description") or "")
+    version = str(found.get("version") or "")
+    if len(version) > MAX_VERSION:
+        message = f"{found_in}: version is {len(version)} characters long; {MAX_VERSION} at most"
+        raise InstallError(message + " (it is shown in every listing): shorten it")
+    return chosen, version, str(found.get("description") or "")
 
 
 def name_problem(name: str) -> str:
@@ -305,7 +327,7 @@ def _validated(
     reports = tuple(relabel(r, staged, shown) for r in validate_paths([top], pm, settings))
     failed = [r for r in reports if not r.ok or (strict and r.problems)]
     if failed:
-        lines = [str(p) for r in failed for p in r.problems if p.level == "error" or strict]
+        lines = [printable(str(p)) for r in failed for p in r.problems if p.level == "error" or strict]
         message = f"{shown} is not a valid pack; nothing was installed:\n  " + "\n  ".join(lines)
         raise InstallError(message, reports)
     return reports

@@ -8,11 +8,12 @@ Two kinds of pack become allow-list roots, after every configured root:
       [project.entry-points.ongrid_skills]
       disk = "ongrid_pack_disk"
 
-  The folder is found with :func:`importlib.util.find_spec`, without running the
-  package's code. Skills found there show ``"<distribution> <version>"`` as
-  their provenance. A pack whose module is missing, whose folder does not
-  exist, or whose lookup raises is logged with its distribution and skipped
-  (``--strict`` raises :class:`~ongrid_plugins.errors.PackLoadError`).
+  The folder is found with the import system's finders, without running the
+  package's code, nor its parents' for a dotted name (``pkg.skills``). Skills
+  found there show ``"<distribution> <version>"`` as their provenance. A pack
+  whose module is missing, whose folder does not exist, or whose lookup raises
+  is logged with its distribution and skipped (``--strict`` raises
+  :class:`~ongrid_plugins.errors.PackLoadError`).
 * **installed packs** — folders of the user skills dir holding the marker
   :data:`MARKER` written by ``ongrid-skills install``; their provenance is
   ``"<name> <version> (installed)"``.
@@ -27,7 +28,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -38,6 +40,7 @@ from ..models import SkillRoot
 from ..userfiles import read_regular_text
 
 if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
     from importlib.metadata import EntryPoint
 
     from ..plugins import PluginManager
@@ -51,6 +54,8 @@ __all__ = [
     "PackInfo",
     "PackRoots",
     "installed_packs",
+    "listed_pack",
+    "marker_meta",
     "pack_folder",
 ]
 
@@ -96,6 +101,9 @@ class InstalledPack:
     path: str
     meta: dict[str, Any] = attrs.field(factory=dict, eq=False)
     """Everything the marker file records (source, digest, skills, sizes)."""
+    status: str = "active"
+    """``active``, or ``broken``: installed, but its marker cannot be read (see :attr:`error`)."""
+    error: str = ""
 
     @property
     def provenance(self) -> str:
@@ -110,7 +118,9 @@ class InstalledPack:
             "version": self.version,
             "path": self.path,
             "provenance": self.provenance,
-            **{k: v for k, v in self.meta.items() if k not in ("name", "version")},
+            "status": self.status,
+            **({"error": self.error} if self.error else {}),
+            **{k: v for k, v in self.meta.items() if k not in ("name", "version", "status", "error")},
         }
 
 
@@ -121,15 +131,13 @@ def pack_folder(value: str) -> str:
     gives its own folder; a module inside a package gives the package's folder.
     A top-level module is refused: its folder would be ``site-packages`` itself.
     """
-    import importlib.util
-
     module, _, attr = value.partition(":")
     module = module.strip()
     if attr.strip():
         message = f"{value!r} names an attribute; an ongrid_skills entry point names a package ({module!r})"
         raise PackError(message)
     try:
-        spec = importlib.util.find_spec(module)
+        spec = _find_spec(module)
     except ModuleNotFoundError as exc:
         raise PackError(f"module {module} is not installed ({exc})") from exc
     except KeyboardInterrupt:
@@ -153,6 +161,66 @@ def pack_folder(value: str) -> str:
     if not os.path.isdir(folder):
         raise PackError(f"folder {folder} of {module} does not exist (is the distribution zipped?)")
     return folder
+
+
+def _find_spec(module: str) -> ModuleSpec | None:
+    """The spec of ``module``, found without importing its parent packages.
+
+    ``importlib.util.find_spec("pkg.skills")`` imports ``pkg`` (its ``__init__`` runs).
+    Here each component is looked up in the folders of the one before by the finders of
+    ``sys.path_hooks``, as the import system would, but nothing is executed. A parent
+    already imported is used as it is. (A package that extends its ``__path__`` in code,
+    the ``pkgutil`` namespace style, is seen with its own folders only.)
+    """
+    import importlib.util
+
+    parts = module.split(".")
+    spec = importlib.util.find_spec(parts[0])  # a top-level lookup runs no package code
+    for depth in range(2, len(parts) + 1):
+        if spec is None:
+            return None
+        name = ".".join(parts[:depth])
+        if name in sys.modules:
+            spec = importlib.util.find_spec(name)
+        elif spec.submodule_search_locations is None:
+            raise ModuleNotFoundError(f"{spec.name} is a module, not a package", name=name)
+        else:
+            spec = _child_spec(name, list(spec.submodule_search_locations))
+    return spec
+
+
+def _child_spec(name: str, locations: list[str]) -> ModuleSpec | None:
+    """``name`` in the parent's folders ``locations``: a module or package, else a namespace of its
+    folders (what ``PathFinder`` does, without the parent module it would read)."""
+    from importlib.machinery import ModuleSpec
+
+    portions: list[str] = []
+    for location in locations:
+        finder = _path_finder(location)
+        found: ModuleSpec | None = finder.find_spec(name) if finder is not None else None
+        if found is None:
+            continue
+        if found.loader is not None:
+            return found
+        portions += list(found.submodule_search_locations or ())
+    if not portions:
+        return None
+    spec = ModuleSpec(name, None, is_package=True)
+    spec.submodule_search_locations = portions
+    return spec
+
+
+def _path_finder(location: str) -> Any:
+    """The finder for one folder: the import system's cached one, else the first path hook's."""
+    finder = sys.path_importer_cache.get(location)
+    if finder is not None:
+        return finder
+    for hook in sys.path_hooks:
+        try:
+            return hook(location)
+        except ImportError:
+            continue
+    return None
 
 
 def dist_name_version(ep: EntryPoint) -> tuple[str, str]:
@@ -190,8 +258,13 @@ def resolve_pack(ep: EntryPoint, blocked: bool = False) -> PackInfo:
     return attrs.evolve(info, path=folder)
 
 
-def installed_packs(user_dir: str) -> list[InstalledPack]:
-    """The packs ``ongrid-skills install`` put into ``user_dir``, sorted by name."""
+def installed_packs(user_dir: str, locked: Mapping[str, str] | None = None) -> list[InstalledPack]:
+    """The packs ``ongrid-skills install`` put into ``user_dir``, sorted by name.
+
+    With ``locked`` (the versions skills.lock records, by pack name), the broken
+    ones too: a folder whose marker cannot be read, or is missing while the lock
+    lists the folder. They are ``broken``, with the reason and what to do.
+    """
     try:
         with os.scandir(user_dir) as it:
             folders = sorted(e.path for e in it if e.name[0] != "." and e.is_dir(follow_symlinks=False))
@@ -199,22 +272,49 @@ def installed_packs(user_dir: str) -> list[InstalledPack]:
         return []
     packs = []
     for folder in folders:
-        pack = read_marker(folder)
+        pack = read_marker(folder) if locked is None else listed_pack(folder, locked)
         if pack is not None:
             packs.append(pack)
     return packs
 
 
-def read_marker(folder: str) -> InstalledPack | None:
-    """The installed pack in ``folder``, or None when it holds no readable marker."""
+def listed_pack(folder: str, locked: Mapping[str, str]) -> InstalledPack | None:
+    """The pack install put in ``folder``, ``broken`` when its marker cannot be read (or is
+    missing while ``locked``, the lock's versions by name, lists it); None for a folder of the
+    user's own."""
+    name = os.path.basename(folder)
+    meta, why = marker_meta(folder)
+    if meta is not None:
+        return InstalledPack(str(meta.get("name") or name), str(meta.get("version") or ""), folder, meta)
+    if not why and name not in locked:
+        return None  # no marker, no lock entry: a folder of the user's own
+    why = why or f"its {MARKER} is missing"
+    why += "; reinstall it (`ongrid-skills install --replace SOURCE`) or remove it "
+    why += f"(`ongrid-skills uninstall {name}`)"
+    return InstalledPack(name, locked.get(name, ""), folder, status="broken", error=why)
+
+
+def marker_meta(folder: str) -> tuple[dict[str, Any] | None, str]:
+    """What the marker in ``folder`` records; or None and why it cannot be read ("" when there is none)."""
     try:
         meta = json.loads(read_regular_text(os.path.join(folder, MARKER)))
     except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        logger.warning("skill packs: unreadable %s in %s: %s", MARKER, folder, exc)
-        return None
+        return None, ""
+    except ValueError as exc:
+        return None, f"its {MARKER} is not valid JSON ({exc})"
+    except OSError as exc:
+        return None, f"its {MARKER} cannot be read ({exc.strerror or exc})"
     if not isinstance(meta, dict):
+        return None, f"its {MARKER} is not a JSON object"
+    return meta, ""
+
+
+def read_marker(folder: str) -> InstalledPack | None:
+    """The installed pack in ``folder``, or None when it holds no readable marker."""
+    meta, why = marker_meta(folder)
+    if meta is None:
+        if why:
+            logger.warning("skill packs: %s: %s", folder, why)
         return None
     name = str(meta.get("name") or os.path.basename(folder))
     return InstalledPack(name, str(meta.get("version") or ""), folder, meta)

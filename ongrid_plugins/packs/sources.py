@@ -25,7 +25,7 @@ from ..hooks import hooks
 from ..models import Problem
 from ..validate import FileReport, validate_paths
 from .archive import ARCHIVE_SUFFIXES, UnsafeArchive, archive_kind, check_links, remove_tree, unpack
-from .pack_roots import PACK_GROUP, PackError, pack_folder
+from .pack_roots import MARKER, PACK_GROUP, PackError, pack_folder
 
 if TYPE_CHECKING:
     import pluggy
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..plugins import PluginManager
     from ..settings import Settings
 
-__all__ = ["archive_label", "pack_top", "relabel", "validate_sources"]
+__all__ = ["archive_label", "check_no_marker", "pack_top", "relabel", "validate_sources"]
 
 
 def validate_sources(targets: Iterable[str], pm: PluginManager, settings: Settings) -> list[FileReport]:
@@ -89,7 +89,9 @@ def _validate_archive(source: str, pm: PluginManager, settings: Settings) -> lis
         staged = os.path.join(tmp, "pack")
         try:
             unpack(source, staged)
-            check_links(source, staged, pack_top(staged, source, pm)[0])  # as install will
+            top = pack_top(staged, source, pm)[0]
+            check_links(source, staged, top)  # as install will
+            check_no_marker(source, staged, top)
         except UnsafeArchive as exc:
             where = f"{label}/{exc.member}" if exc.member else os.path.abspath(source)
             hint = "repack the pack without it" if exc.member else ""
@@ -99,6 +101,18 @@ def _validate_archive(source: str, pm: PluginManager, settings: Settings) -> lis
         return [relabel(r, staged_real, label) for r in validate_paths([staged_real], pm, settings)]
     finally:
         remove_tree(tmp)  # TemporaryDirectory's rmtree recurses once per level
+
+
+def check_no_marker(source: str, unpacked: str, top: str) -> None:
+    """Refuse a pack that ships a file, folder or link named like the marker install writes.
+
+    Install writes its marker at the pack's top after validating the pack: over a
+    file of the pack (through a link to one) it would replace what was validated.
+    """
+    path = os.path.join(top, MARKER)
+    if os.path.lexists(path):
+        reason = "is the name of the marker install writes beside a pack's files; remove it and pack again"
+        raise UnsafeArchive(source, os.path.relpath(path, unpacked), reason)
 
 
 def pack_top(unpacked: str, source: str, pm: pluggy.PluginManager) -> tuple[str, str]:
