@@ -167,16 +167,20 @@ def _writable(answer: types.JSONRPCMessage) -> types.JSONRPCMessage:
     return answer
 
 
-def _line_of(exc: Exception) -> tuple[str, str] | None:
-    """The raw line of a parse failure the SDK reported (a pydantic ``ValidationError``), and why."""
+def _errors_of(exc: Exception) -> list[dict[str, Any]]:
+    """The errors a pydantic ``ValidationError`` lists; none for any other exception."""
     errors = getattr(exc, "errors", None)
     if not callable(errors):
-        return None
+        return []
     try:
-        found = errors()
+        return list(errors())
     except Exception:
-        return None
-    for error in found:
+        return []
+
+
+def _line_of(exc: Exception) -> tuple[str, str] | None:
+    """The raw line of a parse failure the SDK reported (a pydantic ``ValidationError``), and why."""
+    for error in _errors_of(exc):
         if error.get("type") == "json_invalid" and isinstance(error.get("input"), str | bytes):
             value = error["input"]
             text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
@@ -191,13 +195,7 @@ def _invalid_message(exc: Exception) -> tuple[Any, str] | None:
     Each error names where it failed in the message (``loc``: the model tried, then the
     member); one about the message as a whole (the wrong type, or a member missing from
     it) carries the whole value as its ``input``."""
-    errors = getattr(exc, "errors", None)
-    if not callable(errors):
-        return None
-    try:
-        found = errors()
-    except Exception:
-        return None
+    found = _errors_of(exc)
     whole: list[Any] = []
     for error in found:
         loc = error.get("loc") or ()
