@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from clirun import run
@@ -118,12 +119,13 @@ def test_a_bad_token_a_missing_token_and_no_server_are_clear_errors(console, mon
 # ---------------------------------------------------------------------- Settings.approvals_url
 
 
-def remote_host(console: Console, who: str, tmp_path) -> SkillHost:
-    """A host on "another machine": its own state folder, its tickets on the server, as ``who``."""
+def remote_host(console: Console, who: str, tmp_path, skills: Path | None = None) -> SkillHost:
+    """A host on "another machine": its own state folder, its tickets on the server, as ``who``
+    (the server's skills, or the folder ``skills``)."""
     token_file = tmp_path / f"{who}.token"
     token_file.write_text(console.tokens[who])
     settings = Settings(
-        skill_dirs=[str(console.base / "skills")],
+        skill_dirs=[str(skills or console.base / "skills")],
         include_defaults=False,
         state_dir=str(tmp_path / f"state-{who}"),
         approvals_url=console.url,
@@ -282,16 +284,7 @@ def own_copy_host(console: Console, who: str, tmp_path) -> SkillHost:
     import shutil
 
     shutil.copytree(console.base / "skills", tmp_path / "skills", ignore=shutil.ignore_patterns("purge"))
-    token_file = tmp_path / f"{who}.token"
-    token_file.write_text(console.tokens[who])
-    settings = Settings(
-        skill_dirs=[str(tmp_path / "skills")],
-        include_defaults=False,
-        state_dir=str(tmp_path / f"state-{who}"),
-        approvals_url=console.url,
-        approvals_token_file=str(token_file),
-    )
-    return SkillHost(settings)
+    return remote_host(console, who, tmp_path, tmp_path / "skills")
 
 
 def test_a_server_ticket_binds_the_skill_files_the_host_runs_and_refuses_them_swapped(console, tmp_path):
