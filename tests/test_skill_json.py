@@ -356,6 +356,45 @@ def test_the_manifest_parser_answers_as_the_json_decoder_it_wraps() -> None:
         assert read(parse._decode, text) == read(parse._DECODER.decode, text), text
 
 
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        (rb'{"name": "sur", "description": "bad \ud800 here", "entry": "run.sh"}', "/description"),
+        (rb'{"name": "sur", "description": "d", "entry": "run.sh", "category": "\uDFFF"}', "/category"),
+        (rb'{"name": "sur", "description": "d", "entry": "run.sh", "k\ud800": 1}', "/k\\ud800"),
+        (
+            rb'{"name": "sur", "description": "d", "entry": "run.sh",'
+            rb' "schema": {"properties": {"a": {"enum": ["x", "\udc00"]}}}}',
+            "/schema/properties/a/enum/1",
+        ),
+    ],
+    ids=["description", "category", "key", "schema_string"],
+)
+def test_a_lone_surrogate_escape_is_a_parse_error_naming_the_field(
+    make_host: Any, root: Path, caplog: pytest.LogCaptureFixture, raw: bytes, where: str
+) -> None:
+    # "\ud800" is valid JSON but no UTF-8 text: list, show and export could not print it.
+    make_skill(root, "sur", raw=raw)
+    make_skill(root, "fine")
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    host = load(make_host, root)
+    assert [s.name for s in host.skills()] == ["fine"]
+    [event] = host.report.errors
+    assert event.outcome == "parse_error"
+    assert f"at {where}:" in event.message
+    assert "lone surrogate" in event.message
+    assert "surrogate pair" in event.message  # what to do
+    host.export("openai")[0]  # the other skill still exports
+    for record in caplog.records:
+        record.getMessage().encode("utf-8")  # the log line itself is UTF-8
+
+
+def test_a_surrogate_pair_escape_is_one_character_and_loads(make_host: Any, root: Path) -> None:
+    raw = rb'{"name": "pair", "description": "smile \ud83d\ude00 and \\ud800", "entry": "run.sh"}'
+    make_skill(root, "pair", raw=raw)
+    assert load(make_host, root).get("pair").description == "smile \U0001f600 and \\ud800"
+
+
 def test_utf8_bom_is_tolerated(make_host: Any, root: Path) -> None:
     text = json.dumps({"name": "bom", "description": "d", "entry": "run.sh"})
     make_skill(root, "bom", raw=b"\xef\xbb\xbf" + text.encode())

@@ -95,7 +95,55 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         message = f"the manifest must be a JSON object, got {json_type(data)}"
         raise ManifestParseError(path, message)
+    if _SURROGATE_ESCAPE.search(text) and (where := _lone_surrogate(data)):
+        raise ManifestParseError(path, _not_unicode(*where))
     return data
+
+
+#: A ``\uD800``-``\uDFFF`` escape: only then can the decoded text hold a lone surrogate
+#: (the file itself is strict UTF-8). Also matches an escaped backslash before ``ud800``,
+#: which only costs the walk below.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+def _lone_surrogate(data: dict[str, Any]) -> tuple[str, str] | None:
+    """``(JSON pointer, string)`` of the first key or string holding a lone surrogate, or None.
+
+    Iterative: the decoder accepts nesting deeper than a recursive walk could follow.
+    """
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            if not _encodable(value):
+                return where, value
+        elif isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                step = where + "/" + key.replace("~", "~0").replace("/", "~1")
+                if not _encodable(key):
+                    return step, key
+                stack.append((step, item))
+        elif isinstance(value, list):
+            stack.extend((f"{where}/{index}", item) for index, item in reversed(list(enumerate(value))))
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _not_unicode(where: str, text: str) -> str:
+    """The parse message for a lone surrogate: which escape, where, and what to write instead."""
+    escape = next(f"\\u{ord(char):04x}" for char in text if 0xD800 <= ord(char) <= 0xDFFF)
+    shown = where.encode("utf-8", "backslashreplace").decode("utf-8")
+    return (
+        f'found invalid Unicode character escape "{escape}" at {shown}: a lone surrogate is not UTF-8 text'
+        " (write the character itself, or a high and low surrogate pair such as \\ud83d\\ude00)"
+    )
 
 
 def _too_deep() -> str:
