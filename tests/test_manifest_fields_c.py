@@ -194,6 +194,20 @@ def test_a_field_that_is_not_plain_is_left_to_the_python_checks(change: dict[str
     assert FIELDS(data) is None, why
 
 
+def test_env_allow_past_the_cap_is_left_to_the_python_checks_and_many_names_are_checked_quickly() -> None:
+    import time
+
+    plain = {"name": "ok", "description": "d", "entry": "run.sh"}
+    names = [f"V{i}" for i in range(skill_json.MAX_ENV_ALLOW)]
+    fields = FIELDS({**plain, "env_allow": [*names, *names]})
+    assert fields is not None and fields[3] == tuple(names)  # distinct names count, in order
+    assert FIELDS({**plain, "env_allow": [*names, "EXTRA"]}) is None
+    many = [f"V{i}" for i in range(100_000)]
+    started = time.monotonic()
+    assert FIELDS({**plain, "env_allow": many}) is None
+    assert time.monotonic() - started < 0.5
+
+
 def test_what_is_not_a_plain_dict_of_str_keys_is_left_to_the_python_checks() -> None:
     class Dict(dict[str, Any]):
         pass

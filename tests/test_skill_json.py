@@ -224,6 +224,22 @@ def test_env_allow_duplicates_are_dropped_in_order(make_host: Any, root: Path) -
     assert load(make_host, root).get("envy").env_allow == ("PATH", "HOME")
 
 
+def test_an_env_allow_of_many_names_is_refused_quickly_naming_the_limit(make_host: Any, root: Path) -> None:
+    import time
+
+    from ongrid_plugins.loaders.skill_json import MAX_ENV_ALLOW
+
+    names = [f"V{i}" for i in range(30_000)]  # ~300 KB, within the manifest size limit
+    make_skill(root, "many", env_allow=names)
+    make_skill(root, "most", env_allow=[*names[: MAX_ENV_ALLOW - 1], "V0", names[MAX_ENV_ALLOW - 1]])
+    started = time.monotonic()
+    host = load(make_host, root)
+    assert time.monotonic() - started < 2  # checking each name against all before it took seconds
+    assert host.get("most").env_allow == tuple(names[:MAX_ENV_ALLOW])  # the cap counts distinct names
+    [message] = build_errors(host)
+    assert f'"env_allow" lists 30000 names; at most {MAX_ENV_ALLOW} are allowed' in message
+
+
 def test_schema_without_type_is_read_as_an_object_schema(make_host: Any, root: Path) -> None:
     make_skill(root, "loose", schema={"properties": {"a": {"type": "string"}}})
     assert load(make_host, root).get("loose").schema["type"] == "object"
