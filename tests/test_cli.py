@@ -295,6 +295,26 @@ def test_validate_reports_duplicate_names_across_paths(
     assert code == 1 and 'skill "same" is also declared by' in out
 
 
+def test_validate_escapes_control_characters_from_paths_keys_and_messages(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A folder name and an unknown key could clear the screen or add a fake "ok" line.
+    make_skill(root, "unk", folder="a\x1b[31m", manifest=None)
+    manifest = root / "a\x1b[31m" / "skill.json"
+    manifest.write_text(
+        '{"name": "unk", "description": "x", "entry": "run.sh", "evil\\u001b[2J\\nx: ok\\u0085": 1}'
+    )
+    code, out, _err = run_main(capsys, "--no-defaults", "validate", str(root))
+    assert code == 0
+    assert all(char.isprintable() for line in out.splitlines() for char in line), out
+    assert "a\\x1b[31m/skill.json (unk): ok" in out
+    assert 'unknown field "evil\\x1b[2J\\nx: ok\\x85"' in out
+    assert "at /evil\\x1b[2J\\nx: ok\\x85" in out
+    code, out, _err = run_main(capsys, "--no-defaults", "validate", "--json", str(root))
+    assert "\x85" not in out and "\x1b" not in out  # C0 is escaped by JSON; C1 as well
+    assert json.loads(out)["files"][0]["problems"][0]["pointer"] == "/evil\x1b[2J\nx: ok\x85"
+
+
 def test_plugins_lists_the_builtins_with_their_hooks(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _err = run_main(capsys, "plugins", "--json")
     infos = {i["name"]: i for i in json.loads(out)}
