@@ -266,6 +266,26 @@ def test_activation_keyword_mode_and_keywords(root: Path) -> None:
     assert skill.activation.match("hello") is None
 
 
+@pytest.mark.parametrize("strict", [False, True])
+def test_metadata_json_text_nested_too_deeply_refuses_that_file_alone_even_in_strict_mode(
+    make_host: Any, root: Path, caplog: pytest.LogCaptureFixture, strict: bool
+) -> None:
+    deep = '{"a":' * 3000 + "1" + "}" * 3000
+    make_skill_md(
+        root, None, folder="deep", raw=f"---\nname: deep\ndescription: d\nmetadata: '{deep}'\n---\n"
+    )
+    make_skill_md(root, "good", description="d")
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    host = make_host(root, strict=strict)  # strict is for plugin and pack failures, not one file
+    report = host.load()
+    assert [s.name for s in host.skills()] == ["good"]
+    [event] = report.errors
+    assert "RecursionError" not in event.message
+    assert '"metadata" is JSON text nested too deeply to read' in event.message
+    assert "flatten it" in event.message
+    assert loader_lines(caplog) == [f'skill loader: build "deep": {event.message}']
+
+
 def test_metadata_ongrid_activation_wins_with_a_conflict_warning(root: Path) -> None:
     front = (
         "name: a\ndescription: d\nactivation: {mode: always}\n"
