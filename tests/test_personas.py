@@ -287,6 +287,12 @@ def test_a_path_or_key_cannot_forge_a_persona_loader_line(
     assert any('unknown key "evil\\x0apersona loader' in line for line in lines)
 
 
+def test_a_persona_file_with_keys_that_read_as_one_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "p.md", "---\nname: p\nyes: 1\ntrue: 2\n---\n")
+    with pytest.raises(PersonaFileError, match=r'duplicate key "true" .*as "yes", the same key once read'):
+        read_persona(path)
+
+
 def test_agent_file_keys_are_kept_without_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="ongrid_plugins.personas"):
         read_persona(write(tmp_path, "oncall.md", ONCALL))

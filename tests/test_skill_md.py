@@ -510,3 +510,21 @@ def test_a_skill_md_giving_name_twice_is_refused_like_a_skill_json(
     out = capsys.readouterr().out
     expected = 'duplicate key "name" (line 4, first at line 2): two parsers could read two different'
     assert expected in out
+
+
+def test_metadata_keys_that_read_as_one_are_refused_by_the_loader_and_validate(
+    make_host: Any, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_skill_md(
+        root, None, folder="a", raw="---\nname: a\ndescription: d\nmetadata:\n  yes: 1\n  true: 2\n---\n"
+    )
+    make_skill_md(
+        root, None, folder="b", raw="---\nname: b\ndescription: d\nmetadata:\n  1: x\n  '1': y\n---\n"
+    )
+    host = make_host(root)
+    assert [(e.outcome, "the same key once read" in e.message) for e in host.load().errors] == [
+        ("parse_error", True),
+        ("parse_error", True),
+    ]
+    assert main(["--no-defaults", "validate", str(root)]) == 1
+    assert capsys.readouterr().out.count("the same key once read") == 2
