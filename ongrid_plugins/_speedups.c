@@ -1704,7 +1704,7 @@ done:
  * None (build_skill then checks it in Python, which words every problem). Plain means:
  * every key a known field (config's frozenset) and none "sandbox"; "name" a str of 1 to
  * max_name characters, each [a-z0-9_]; "description" a str with a character that is not
- * whitespace; "entry" such a str naming a file of the manifest's own folder (no "/", not
+ * whitespace and is printable; "entry" such a str naming a file of the manifest's own folder (no "/", not
  * "." or "..", no NUL); "env_allow" absent (an empty tuple) or a list of str names
  * [A-Za-z_][A-Za-z0-9_]*, at most max_env of them once repeats are dropped (a tuple, each
  * name once, first place kept, found through a set: no scan per name); "timeout_seconds"
@@ -1734,13 +1734,16 @@ static PyObject *mf_str(PyObject *data, PyObject *key, int *absent, int *error) 
     return value;
 }
 
-/* str.strip() leaves something: a character that is not whitespace. */
-static int mf_has_text(PyObject *s) {
+/* str.strip() leaves something: a character that is not whitespace; with visible, one that is
+ * printable too (loaders.skill_json.visible: a zero-width space is no description). */
+static int mf_has_text(PyObject *s, int visible) {
     int kind = PyUnicode_KIND(s);
     const void *chars = PyUnicode_DATA(s);
-    for (Py_ssize_t i = 0, n = PyUnicode_GET_LENGTH(s); i < n; i++)
-        if (!Py_UNICODE_ISSPACE(PyUnicode_READ(kind, chars, i)))
+    for (Py_ssize_t i = 0, n = PyUnicode_GET_LENGTH(s); i < n; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, chars, i);
+        if (!Py_UNICODE_ISSPACE(ch) && (!visible || Py_UNICODE_ISPRINTABLE(ch)))
             return 1;
+    }
     return 0;
 }
 
@@ -1815,7 +1818,7 @@ static PyObject *manifest_fields_call(PyObject *config, PyObject *data) {
         return NULL;
     if (name == NULL || description == NULL || entry == NULL || !mf_word(name, 0) ||
         PyUnicode_GET_LENGTH(name) > PyLong_AsSsize_t(PyTuple_GET_ITEM(config, MF_MAX_NAME)) ||
-        !mf_has_text(description) || !mf_has_text(entry) || PyUnicode_FindChar(entry, '/', 0, PY_SSIZE_T_MAX, 1) != -1 ||
+        !mf_has_text(description, 1) || !mf_has_text(entry, 0) || PyUnicode_FindChar(entry, '/', 0, PY_SSIZE_T_MAX, 1) != -1 ||
         PyUnicode_FindChar(entry, 0, 0, PY_SSIZE_T_MAX, 1) != -1 || PyUnicode_CompareWithASCIIString(entry, ".") == 0 ||
         PyUnicode_CompareWithASCIIString(entry, "..") == 0)
         Py_RETURN_NONE;

@@ -33,6 +33,7 @@ MANY = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCh
 NAMES = ["ok_name", "a", "a" * 64, "a" * 65, "", "  ", "Bad", "a-b", "a b", "a\n", "\u0661", "\xfc", "_9"]
 NAMES += [5, None, ["a"]]
 DESCRIPTIONS = ["Does a thing.", "", "   ", "\u2003", "\x1c\x1f", " x ", "\u2003y", 3, None, ["d"]]
+DESCRIPTIONS += ["\u200b\u200b", "\u200bx", "\x01", "\ufeff\u2003", "\u00ad"]
 ENTRIES = [
     "run.sh", "missing.sh", "noexec.sh", "link.sh", "folder", "hard.sh", "setuid.sh", "sub/run.sh",
     "./run.sh", ".", "..", " run.sh", "run.sh\x00", "", "  ", "/bin/sh", 7, None,
@@ -172,6 +173,7 @@ def test_a_plain_manifest_gets_its_fields_from_the_compiled_checks(folder: Path)
         ({"name": "Ab"}, "an upper-case name"),
         ({"name": "\u0661"}, "a non-ASCII digit"),
         ({"description": "\u2003\x1c"}, "a description of whitespace"),
+        ({"description": "\u200b\u2060"}, "a description of invisible characters"),
         ({"entry": "sub/run.sh"}, "an entry in a sub-folder"),
         ({"entry": ".."}, "the parent folder"),
         ({"entry": "a\x00b"}, "a NUL"),

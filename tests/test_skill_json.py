@@ -219,6 +219,19 @@ def test_empty_class_means_safe_and_empty_category_means_external(make_host: Any
     assert (tool.tool_class, tool.category) == (ToolClass.SAFE, "external")
 
 
+@pytest.mark.parametrize("description", ["\u200b\u200b", "\u2060", "\ufeff \u200d", "\x01"])
+def test_a_description_of_only_invisible_characters_is_refused(
+    make_host: Any, root: Path, description: str
+) -> None:
+    make_skill(root, "ghost", description=description)
+    make_skill(root, "seen", description="\u200bShows\u200b up.")
+    host = load(make_host, root)
+    assert [s.name for s in host.skills()] == ["seen"]
+    [message] = build_errors(host)
+    assert message.startswith('"description" has no visible character (got "\\u')
+    assert message.endswith("say what the skill does")
+
+
 def test_env_allow_duplicates_are_dropped_in_order(make_host: Any, root: Path) -> None:
     make_skill(root, "envy", env_allow=["PATH", "HOME", "PATH"])
     assert load(make_host, root).get("envy").env_allow == ("PATH", "HOME")

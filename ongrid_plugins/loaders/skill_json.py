@@ -111,7 +111,18 @@ class _Checker:
             return default
         if required and not value.strip():
             self.error(field, "empty_field", f'"{field}" must not be empty')
+        elif field == "description" and not visible(value):
+            shown = json.dumps(value)  # ASCII: the invisible characters written as escapes
+            message = f'"description" has no visible character (got {shown}); say what the skill does'
+            self.error(field, "empty_field", message)
         return value
+
+
+def visible(text: str) -> bool:
+    """Whether ``text`` has a character a reader sees: not whitespace, and printable (a
+    zero-width space U+200B or another format character is neither blank to str.strip
+    nor anything a model could read)."""
+    return any(char.isprintable() and not char.isspace() for char in text)
 
 
 def build_skill(
