@@ -30,6 +30,8 @@ from typing import Any
 
 import attrs
 
+from .echo import number_too_long
+
 __all__ = [
     "MAX_ALIAS_NODES",
     "Document",
@@ -385,6 +387,9 @@ def _describe(exc: Exception, text: str, first_line: int) -> str:
             problem = f"unknown YAML tag {name} (front matter must be plain JSON-like data)"
     elif isinstance(exc, RecursionError):
         problem = "the front matter is nested too deeply"
+    elif isinstance(exc, ValueError) and "int_max_str_digits" in problem:
+        # Python's advice (raise the limit) is none for a file: where, and how long
+        return f"invalid YAML front matter: {number_too_long(text, first_line) or problem}"
     if mark is not None and _tab_at(text, mark.line):
         problem += " (YAML does not allow tabs for indentation: indent with spaces)"
     where = f" (line {first_line + mark.line}, column {mark.column + 1})" if mark is not None else ""

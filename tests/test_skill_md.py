@@ -528,3 +528,23 @@ def test_metadata_keys_that_read_as_one_are_refused_by_the_loader_and_validate(
     ]
     assert main(["--no-defaults", "validate", str(root)]) == 1
     assert capsys.readouterr().out.count("the same key once read") == 2
+
+
+def test_an_integer_too_long_for_python_is_said_to_be_too_long_in_skill_md_and_persona_files(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    from ongrid_plugins.gate.personas import PersonaFileError, read_persona
+
+    digits = "9" * 5000
+    make_skill_md(
+        root, None, folder="big", raw=f"---\nname: big\ndescription: d\nmetadata:\n  n: {digits}\n---\n"
+    )
+    [event] = make_host(root).load().errors
+    expected = "the number at line 5 column 6 is too long (5000 digits; at most 4300)"
+    assert event.message == f"invalid YAML front matter: {expected}"
+    persona = tmp_path / "p.md"
+    persona.write_text(f"---\nname: p\nlimit: {digits}\n---\n")
+    with pytest.raises(PersonaFileError) as caught:
+        read_persona(persona)
+    assert "the number at line 3 column 8 is too long (5000 digits; at most 4300)" in caught.value.message
+    assert "set_int_max_str_digits" not in caught.value.message

@@ -14,10 +14,10 @@ import functools
 import json
 import os
 import re
-import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..echo import number_too_long
 from ..errors import ManifestParseError
 from ..models.base import compiled, decode_json
 from ._fields import show, type_name
@@ -88,7 +88,7 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
     except ValueError as exc:
         message = str(exc)
         if "int_max_str_digits" in message:
-            message = _too_long(text) or message
+            message = number_too_long(text) or message
         raise ManifestParseError(path, message) from None
     except RecursionError:  # the C scanner recurses once per container
         raise ManifestParseError(path, _too_deep()) from None
@@ -150,22 +150,6 @@ def _too_deep() -> str:
     from ..schema.subschemas import MAX_DEPTH  # only on this path: the schema package is big
 
     return f"the manifest is nested too deeply to read: a schema may nest at most {MAX_DEPTH} levels"
-
-
-def _too_long(text: str) -> str:
-    """Python's refusal of a huge integer, said the way a manifest author can act on ("" if not that).
-
-    ``int()`` refuses more than ``sys.get_int_max_str_digits()`` digits with advice to raise
-    that limit, which is no advice for a manifest: name the number's place and length instead.
-    """
-    limit = sys.get_int_max_str_digits()
-    found = re.search(rf"\d{{{limit + 1},}}", text) if limit else None
-    if found is None:
-        return ""
-    line = text.count("\n", 0, found.start()) + 1
-    column = found.start() - text.rfind("\n", 0, found.start())
-    digits = len(found.group())
-    return f"the number at line {line} column {column} is too long ({digits} digits; at most {limit})"
 
 
 def read_bounded(path: str, limit: int) -> bytes:
