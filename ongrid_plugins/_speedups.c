@@ -1704,14 +1704,15 @@ done:
  * None (build_skill then checks it in Python, which words every problem). Plain means:
  * every key a known field (config's frozenset) and none "sandbox"; "name" a str of 1 to
  * max_name characters, each [a-z0-9_]; "description" a str with a character that is not
- * whitespace; "entry" such a str naming a file of the manifest's own folder (no "/", not
+ * whitespace and is printable; "entry" such a str naming a file of the manifest's own folder (no "/", not
  * "." or "..", no NUL); "env_allow" absent (an empty tuple) or a list of str names
- * [A-Za-z_][A-Za-z0-9_]* (a tuple, each name once, first place kept); "timeout_seconds"
+ * [A-Za-z_][A-Za-z0-9_]*, at most max_env of them once repeats are dropped (a tuple, each
+ * name once, first place kept, found through a set: no scan per name); "timeout_seconds"
  * absent (None) or an int from 0 to max_timeout; "class" absent or a str key of config's
  * classes (its value is returned); "category" absent or a str ("external" when absent or
  * empty). Only exact dict, str, int and list objects are read, so no Python code runs.
  * The schema, the entry's file and the skill itself are left to the caller. */
-enum { MF_KNOWN, MF_CLASSES, MF_MAX_NAME, MF_MAX_TIMEOUT, MF_FIELDS };
+enum { MF_KNOWN, MF_CLASSES, MF_MAX_NAME, MF_MAX_TIMEOUT, MF_MAX_ENV, MF_FIELDS };
 
 static PyObject *MF_name, *MF_description, *MF_entry, *MF_env_allow, *MF_timeout, *MF_class, *MF_category,
     *MF_sandbox, *MF_external;
@@ -1733,13 +1734,16 @@ static PyObject *mf_str(PyObject *data, PyObject *key, int *absent, int *error) 
     return value;
 }
 
-/* str.strip() leaves something: a character that is not whitespace. */
-static int mf_has_text(PyObject *s) {
+/* str.strip() leaves something: a character that is not whitespace; with visible, one that is
+ * printable too (loaders.skill_json.visible: a zero-width space is no description). */
+static int mf_has_text(PyObject *s, int visible) {
     int kind = PyUnicode_KIND(s);
     const void *chars = PyUnicode_DATA(s);
-    for (Py_ssize_t i = 0, n = PyUnicode_GET_LENGTH(s); i < n; i++)
-        if (!Py_UNICODE_ISSPACE(PyUnicode_READ(kind, chars, i)))
+    for (Py_ssize_t i = 0, n = PyUnicode_GET_LENGTH(s); i < n; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, chars, i);
+        if (!Py_UNICODE_ISSPACE(ch) && (!visible || Py_UNICODE_ISPRINTABLE(ch)))
             return 1;
+    }
     return 0;
 }
 
@@ -1758,37 +1762,38 @@ static int mf_word(PyObject *s, int env) {
     return 1;
 }
 
-/* "env_allow" as a tuple of its names, each once; Py_None when it is not plain, NULL on an error. */
-static PyObject *mf_env_allow(PyObject *data) {
+/* "env_allow" as a tuple of its names, each once; Py_None when it is not plain (more than
+ * max_env distinct names included: the Python checks word that error), NULL on an error. */
+static PyObject *mf_env_allow(PyObject *data, Py_ssize_t max_env) {
     PyObject *value = PyDict_GetItemWithError(data, MF_env_allow);
     if (value == NULL)
         return PyErr_Occurred() ? NULL : PyTuple_New(0);
     if (!PyList_CheckExact(value))
         Py_RETURN_NONE;
-    PyObject *names = PyList_New(0);
-    if (names == NULL)
-        return NULL;
+    PyObject *names = PyList_New(0), *seen = PySet_New(NULL), *result = NULL;
+    if (names == NULL || seen == NULL)
+        goto done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(value); i++) {
         PyObject *item = PyList_GET_ITEM(value, i);
-        if (PyUnicode_CheckExact(item) && PyUnicode_READY(item) < 0) {
-            Py_DECREF(names);
-            return NULL;
-        }
+        if (PyUnicode_CheckExact(item) && PyUnicode_READY(item) < 0)
+            goto done;
         if (!PyUnicode_CheckExact(item) || !mf_word(item, 1)) {
-            Py_DECREF(names);
-            Py_RETURN_NONE;
+            result = Py_NewRef(Py_None);
+            goto done;
         }
-        int seen = 0;
-        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(names) && !seen; j++)
-            seen = PyUnicode_Compare(PyList_GET_ITEM(names, j), item) == 0; /* two exact str: no error */
-        if (!seen && PyList_Append(names, item) < 0) {
-            Py_DECREF(names);
-            return NULL;
+        int in = PySet_Contains(seen, item); /* an exact str: its own hash and equality */
+        if (in < 0 || (!in && (PySet_Add(seen, item) < 0 || PyList_Append(names, item) < 0)))
+            goto done;
+        if (PyList_GET_SIZE(names) > max_env) {
+            result = Py_NewRef(Py_None);
+            goto done;
         }
     }
-    PyObject *tuple = PyList_AsTuple(names);
-    Py_DECREF(names);
-    return tuple;
+    result = PyList_AsTuple(names);
+done:
+    Py_XDECREF(names);
+    Py_XDECREF(seen);
+    return result;
 }
 
 static PyObject *manifest_fields_call(PyObject *config, PyObject *data) {
@@ -1813,7 +1818,7 @@ static PyObject *manifest_fields_call(PyObject *config, PyObject *data) {
         return NULL;
     if (name == NULL || description == NULL || entry == NULL || !mf_word(name, 0) ||
         PyUnicode_GET_LENGTH(name) > PyLong_AsSsize_t(PyTuple_GET_ITEM(config, MF_MAX_NAME)) ||
-        !mf_has_text(description) || !mf_has_text(entry) || PyUnicode_FindChar(entry, '/', 0, PY_SSIZE_T_MAX, 1) != -1 ||
+        !mf_has_text(description, 1) || !mf_has_text(entry, 0) || PyUnicode_FindChar(entry, '/', 0, PY_SSIZE_T_MAX, 1) != -1 ||
         PyUnicode_FindChar(entry, 0, 0, PY_SSIZE_T_MAX, 1) != -1 || PyUnicode_CompareWithASCIIString(entry, ".") == 0 ||
         PyUnicode_CompareWithASCIIString(entry, "..") == 0)
         Py_RETURN_NONE;
@@ -1842,7 +1847,7 @@ static PyObject *manifest_fields_call(PyObject *config, PyObject *data) {
         Py_RETURN_NONE;
     if (absent || PyUnicode_GET_LENGTH(category) == 0)
         category = MF_external;
-    PyObject *env_allow = mf_env_allow(data);
+    PyObject *env_allow = mf_env_allow(data, PyLong_AsSsize_t(PyTuple_GET_ITEM(config, MF_MAX_ENV)));
     if (env_allow == NULL || env_allow == Py_None)
         return env_allow;
     PyObject *fields = PyTuple_Pack(7, name, description, entry, env_allow, timeout != NULL ? timeout : Py_None,
@@ -1864,10 +1869,11 @@ static PyObject *manifest_fields(PyObject *module, PyObject *config) {
         !PyFrozenSet_CheckExact(PyTuple_GET_ITEM(config, MF_KNOWN)) ||
         !PyDict_CheckExact(PyTuple_GET_ITEM(config, MF_CLASSES)) ||
         !PyLong_CheckExact(PyTuple_GET_ITEM(config, MF_MAX_NAME)) ||
-        !PyLong_CheckExact(PyTuple_GET_ITEM(config, MF_MAX_TIMEOUT)))
+        !PyLong_CheckExact(PyTuple_GET_ITEM(config, MF_MAX_TIMEOUT)) ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(config, MF_MAX_ENV)))
         return PyErr_Format(PyExc_TypeError,
                             "manifest_fields(config): config is (known fields: frozenset, classes: dict, "
-                            "max_name: int, max_timeout: int)");
+                            "max_name: int, max_timeout: int, max_env: int)");
     struct {
         PyObject **slot;
         const char *text;

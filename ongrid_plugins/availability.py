@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .echo import printable
 from .models import Problem, Requirements, Skill, Tool
 from .userfiles import read_regular_text
 
@@ -172,7 +173,9 @@ class Availability:
             except FileNotFoundError:
                 self._config = {}
             except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or not TOML
-                logger.warning("skill loader: cannot read config file %s: %s", path, exc)
+                logger.warning(
+                    "skill loader: cannot read config file %s: %s", printable(path), printable(str(exc))
+                )
                 self._config = {}
         return self._config
 

@@ -11,8 +11,9 @@ Imports only the standard library.
 from __future__ import annotations
 
 import re
+import sys
 
-__all__ = ["MAX_ECHO", "UNSAFE_CODES", "echo", "printable"]
+__all__ = ["MAX_ECHO", "UNSAFE_CODES", "echo", "number_too_long", "printable"]
 
 #: How many characters of a user value a message shows before it says how long the value was.
 MAX_ECHO = 80
@@ -62,3 +63,21 @@ def printable(text: str, limit: int | None = None) -> str:
     if _UNPRINTABLE.search(text) is not None:
         text = _UNPRINTABLE.sub(_escape, text)
     return text + tail
+
+
+def number_too_long(text: str, first_line: int = 1) -> str:
+    """Python's refusal of a huge integer in ``text``, said the way its author can act on
+    ("" if ``text`` holds no such number).
+
+    ``int()`` refuses more than ``sys.get_int_max_str_digits()`` digits with advice to raise
+    that limit, which is no advice for a manifest: name the number's place and length
+    instead. ``first_line`` is the file line of ``text``'s first line.
+    """
+    limit = sys.get_int_max_str_digits()
+    found = re.search(rf"\d{{{limit + 1},}}", text) if limit else None
+    if found is None:
+        return ""
+    line = first_line + text.count("\n", 0, found.start())
+    column = found.start() - text.rfind("\n", 0, found.start())
+    digits = len(found.group())
+    return f"the number at line {line} column {column} is too long ({digits} digits; at most {limit})"

@@ -7,7 +7,9 @@ equivalent (a local ``$ref`` inlined, ``oneOf`` -> ``anyOf``, ``const`` -> a one
 ``enum``, ``["string", "null"]`` -> ``nullable``), drops the keywords that only
 narrow what is valid (``additionalProperties``, ``multipleOf``, ``exclusiveMinimum``...;
 the host still checks every call against the full schema) and names, as problems,
-what it cannot express (``allOf``, ``not``, conditionals, a recursive ``$ref``).
+what it cannot express (``allOf``, ``not``, conditionals, a recursive ``$ref``, or
+$refs whose inlining would grow past :data:`MAX_NODES`: a few shared ``$defs``
+referring to each other twice each already double with every level).
 
 Imports only the standard library.
 """
@@ -17,8 +19,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
-__all__ = ["GEMINI_KEYWORDS", "gemini_schema"]
+__all__ = ["GEMINI_KEYWORDS", "MAX_NODES", "gemini_schema"]
 
 #: The schema fields Gemini's function declarations accept.
 GEMINI_KEYWORDS = frozenset(
@@ -49,24 +52,59 @@ GEMINI_KEYWORDS = frozenset(
 )
 _UNEXPRESSIBLE = ("allOf", "not", "if", "then", "else", "dependentSchemas", "prefixItems")
 _MAX_DEPTH = 32
+#: The most schema nodes one converted schema may hold once its $refs are inlined:
+#: five times the subschemas a loaded schema may have, so only ``$ref`` fan-out reaches it.
+MAX_NODES = 50_000
+_MISSING = object()
+
+
+class _Inline:
+    """What one conversion shares: the schema $refs point into and the nodes left."""
+
+    __slots__ = ("left", "root")
+
+    def __init__(self, root: Mapping[str, Any]) -> None:
+        self.root = root
+        self.left = MAX_NODES
+
+    def target(self, ref: str) -> object:
+        """The subschema a local ``$ref`` names (a JSON pointer in a URI fragment), or _MISSING."""
+        if ref == "#":
+            return self.root
+        if not ref.startswith("#/"):
+            return _MISSING
+        node: object = self.root
+        for part in unquote(ref[2:]).split("/"):
+            step = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, Mapping) and step in node:
+                node = node[step]
+            elif isinstance(node, list) and step.isdigit() and int(step) < len(node):
+                node = node[int(step)]
+            else:
+                return _MISSING
+        return node
 
 
 def gemini_schema(schema: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
     """``(converted schema, problems)``; the tool is exportable when ``problems`` is empty."""
     problems: list[str] = []
-    defs = {**_mapping(schema.get("definitions")), **_mapping(schema.get("$defs"))}
-    out = _convert(schema, defs, problems, "$", ())
+    out = _convert(schema, _Inline(schema), problems, "$", ())
     out.setdefault("type", "object")
     return out, tuple(dict.fromkeys(problems))
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _convert(
-    node: object, defs: Mapping[str, Any], problems: list[str], where: str, refs: tuple[str, ...]
+    node: object, defs: _Inline, problems: list[str], where: str, refs: tuple[str, ...]
 ) -> dict[str, Any]:
+    defs.left -= 1
+    if defs.left < 0:
+        if defs.left == -1:
+            problems.append(
+                f"$: the schema is too large for Gemini once its $refs are inlined (more than {MAX_NODES}"
+                " nodes; Gemini has no $ref or $defs): make the shared $defs refer to each other less"
+                " often, or export another format, which keeps $defs"
+            )
+        return {}
     if not isinstance(node, Mapping):
         return {}  # `true` (anything): no constraint Gemini could state
     if len(refs) > _MAX_DEPTH:
@@ -109,7 +147,7 @@ def _convert(
 def _branches(
     branches: list[Any],
     out: dict[str, Any],
-    defs: Mapping[str, Any],
+    defs: _Inline,
     problems: list[str],
     where: str,
     refs: tuple[str, ...],
@@ -132,17 +170,19 @@ def _branches(
 
 
 def _ref(
-    node: Mapping[str, Any], defs: Mapping[str, Any], problems: list[str], where: str, refs: tuple[str, ...]
+    node: Mapping[str, Any], defs: _Inline, problems: list[str], where: str, refs: tuple[str, ...]
 ) -> dict[str, Any]:
+    # The whole pointer, as the validator resolves it: "#/$defs/foo/properties/bar" is
+    # foo's property bar, never $defs/bar, and #/definitions/k is not #/$defs/k.
     ref = str(node["$ref"])
-    name = ref.rpartition("/")[2]
-    if not ref.startswith(("#/$defs/", "#/definitions/")) or name not in defs:
-        problems.append(f"{where}: only local $refs to #/$defs can be inlined for Gemini (got {ref})")
+    target = defs.target(ref)
+    if target is _MISSING:
+        problems.append(f"{where}: only local $refs (#/...) can be inlined for Gemini (got {ref})")
         return {}
     if ref in refs:
         problems.append(f"{where}: the $ref {ref} is recursive; Gemini schemas cannot refer to themselves")
         return {}
-    return _convert(defs[name], defs, problems, where, (*refs, ref))
+    return _convert(target, defs, problems, where, (*refs, ref))
 
 
 def _type(node: Mapping[str, Any], out: dict[str, Any], problems: list[str], where: str) -> None:

@@ -30,6 +30,8 @@ from typing import Any
 
 import attrs
 
+from .echo import number_too_long
+
 __all__ = [
     "MAX_ALIAS_NODES",
     "Document",
@@ -263,7 +265,7 @@ def _parse(text: str, first_line: int) -> Any:
             return None
         if "*" in text:  # no '*' at all: no alias can exist
             _check_aliases(node, first_line)
-        _check_duplicate_keys(node, first_line)
+        _check_duplicate_keys(node, first_line, loader)
         return loader.construct_document(node)
     finally:
         loader.dispose()
@@ -300,11 +302,13 @@ def _check_aliases(root: Any, first_line: int) -> None:
         raise FrontMatterError(message)
 
 
-def _check_duplicate_keys(root: Any, first_line: int) -> None:
+def _check_duplicate_keys(root: Any, first_line: int, loader: Any) -> None:
     """Refuse a mapping (at any level) that gives a key twice.
 
     PyYAML keeps the last value silently; another reader may keep the first, so
     the same file would be two different skills (skill.json refuses the same).
+    Keys spelled differently count as one when they read as one: ``yes`` and
+    ``true`` (one Python key), ``1`` and ``'1'`` (one JSON object key).
     """
     seen_nodes: set[int] = set()
     stack = [root]
@@ -314,20 +318,46 @@ def _check_duplicate_keys(root: Any, first_line: int) -> None:
             continue
         seen_nodes.add(id(node))
         if node.id == "mapping":
-            keys: dict[tuple[str, str], int] = {}
+            keys: dict[object, tuple[int, Any]] = {}
             for key, _value in node.value:
                 if key.id != "scalar" or key.tag == _YAML_PREFIX + "merge":
                     continue
                 line = first_line + key.start_mark.line
-                first = keys.get((key.tag, key.value))
+                names = _key_names(loader, key)
+                first = next((keys[name] for name in names if name in keys), None)
                 if first is not None:
-                    message = (
-                        f'invalid YAML front matter: duplicate key "{key.value}" (line {line}, first at '
-                        f"line {first}): two parsers could read two different manifests; keep one"
-                    )
-                    raise FrontMatterError(message)
-                keys[(key.tag, key.value)] = line
+                    raise FrontMatterError(_duplicate_key(key, line, *first))
+                keys.update(dict.fromkeys(names, (line, key)))
         stack.extend(_children(node))
+
+
+def _key_names(loader: Any, key: Any) -> tuple[object, ...]:
+    """Every identity a scalar key has once read: as written, as a Python dict key, as JSON text."""
+    value = loader.construct_object(key)  # a scalar: its tag's constructor (refused tags raise)
+    try:
+        hash(value)
+    except TypeError:
+        return (("written", key.tag, key.value),)
+    as_json = json.dumps(value) if not isinstance(value, str) else value
+    return (("written", key.tag, key.value), ("value", value), ("json", as_json), ("text", str(value)))
+
+
+def _duplicate_key(key: Any, line: int, first_line: int, first: Any) -> str:
+    this, other = _spelled(key), _spelled(first)
+    same = (
+        "" if (key.tag, key.value) == (first.tag, first.value) else f' as "{other}", the same key once read'
+    )
+    shown = key.value if not same else this
+    return (
+        f'invalid YAML front matter: duplicate key "{shown}" (line {line}, first at line {first_line}{same}):'
+        " two parsers could read two different manifests; keep one"
+    )
+
+
+def _spelled(key: Any) -> str:
+    """A scalar key as written: quoted if it was."""
+    quote = key.style if key.style in ("'", '"') else ""
+    return f"{quote}{key.value}{quote}"
 
 
 def _tab_at(text: str, line: int) -> bool:
@@ -357,6 +387,9 @@ def _describe(exc: Exception, text: str, first_line: int) -> str:
             problem = f"unknown YAML tag {name} (front matter must be plain JSON-like data)"
     elif isinstance(exc, RecursionError):
         problem = "the front matter is nested too deeply"
+    elif isinstance(exc, ValueError) and "int_max_str_digits" in problem:
+        # Python's advice (raise the limit) is none for a file: where, and how long
+        return f"invalid YAML front matter: {number_too_long(text, first_line) or problem}"
     if mark is not None and _tab_at(text, mark.line):
         problem += " (YAML does not allow tabs for indentation: indent with spaces)"
     where = f" (line {first_line + mark.line}, column {mark.column + 1})" if mark is not None else ""

@@ -176,7 +176,9 @@ def _list_folder(folder: str, names: frozenset[str]) -> Listing | None:
         with os.scandir(folder) as it:
             entries = sorted(it, key=_BY_NAME)
     except OSError as exc:
-        logger.warning("skill loader: cannot read %s: %s", folder, exc.strerror or exc)
+        logger.warning(
+            "skill loader: cannot read %s: %s", printable(folder), printable(str(exc.strerror or exc))
+        )
         return None
     files: list[tuple[str, bool]] = []
     subdirs: list[str] = []
@@ -204,7 +206,7 @@ def resolve_roots(pm: pluggy.PluginManager, settings: Settings, events: list[Loa
         if real is None:
             continue
         if real in seen:
-            logger.info("skill loader: root %s is listed twice, walking it once", root.path)
+            logger.info("skill loader: root %s is listed twice, walking it once", printable(root.path))
             continue
         seen.add(real)
         usable.append(attrs.evolve(root, real=real))
@@ -233,7 +235,8 @@ def _check_root(root: SkillRoot, events: list[LoadEvent]) -> str | None:
     origin = f" (from {root.provenance})" if root.source == "pack" else ""
     message = f"skill loader: root {path}{origin} {reason}, skipping"
     quiet = reason == "does not exist" and not root.required
-    logger.log(logging.DEBUG if quiet else logging.WARNING, "%s", message)
+    # The path comes from settings or the environment: never raw in a log line either.
+    logger.log(logging.DEBUG if quiet else logging.WARNING, "%s", printable(message))
     events.append(LoadEvent(path, "root_skipped", message))
     return None
 
@@ -401,11 +404,16 @@ def _report_notices(state: _Load, skill: Skill) -> None:
 
 
 def _register(state: _Load, skill: Skill, root: SkillRoot, shown: str = "") -> None:
-    """Register ``skill``, or log why not; log lines name it ``shown`` (a symlinked manifest's label)."""
-    shown = shown or skill.path
+    """Register ``skill``, or log why not; log lines name it ``shown`` (a symlinked manifest's label).
+
+    A path (a folder name may hold a newline), a name from a third-party loader and a
+    message echoing a manifest's key go through :func:`printable`: one line per manifest.
+    """
+    shown = printable(shown or skill.path)
+    name = printable(skill.name)
     skip = state.availability.skip_reason(skill)
     if skip is not None:
-        logger.info('skill loader: skill "%s" is %s, skipping %s', skill.name, skip, shown)
+        logger.info('skill loader: skill "%s" is %s, skipping %s', name, printable(skip), shown)
         state.event(skill.path, "skipped", skip, skill.name)
         return
     skill = state.availability.apply(skill)
@@ -418,23 +426,25 @@ def _register(state: _Load, skill: Skill, root: SkillRoot, shown: str = "") -> N
         skill = attrs.evolve(skill, warnings=skill.warnings + tuple(problems))
     for warning in skill.warnings:
         level = logging.INFO if warning.code in INTEROP_NOTES else logging.WARNING
-        logger.log(level, 'skill loader: skill "%s" at %s: %s', skill.name, shown, warning.message)
+        logger.log(level, 'skill loader: skill "%s" at %s: %s', name, shown, printable(warning.message))
     clash = state.builder.add(skill)
     if clash is not None:
-        logger.warning('skill loader: skill "%s" already registered, skipping %s', clash, shown)
+        logger.warning('skill loader: skill "%s" already registered, skipping %s', printable(clash), shown)
         state.event(skill.path, "duplicate", f'skill "{clash}" already registered', skill.name)
         return
     if logger.isEnabledFor(state.registered_level):  # one call, not two, when the line is off
         logger.log(
             state.registered_level,
             'skill loader: registered %s skill "%s" from %s',
-            _kind(skill),
-            skill.name,
+            printable(_kind(skill)),
+            name,
             shown,
         )
     state.event(skill.path, "registered", "", skill.name)
     if skill.unavailable:
-        logger.info('skill loader: skill "%s" is unavailable: %s', skill.name, "; ".join(skill.unavailable))
+        logger.info(
+            'skill loader: skill "%s" is unavailable: %s', name, printable("; ".join(skill.unavailable))
+        )
     if state.listeners:
         hooks(state.pm).skill_registered(skill=skill)
 

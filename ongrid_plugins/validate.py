@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .availability import Availability
+from .discovery.registry import spelling
 from .discovery.roots import canonical, check_symlinked_manifest
 from .errors import ManifestBuildError, ManifestError
 from .hooks import hooks
@@ -81,7 +82,7 @@ def validate_paths(paths: Iterable[str], pm: pluggy.PluginManager, settings: Set
     """Check every manifest under ``paths`` (folders or manifest files)."""
     names = hooks(pm).manifest_names()
     reports: list[FileReport] = []
-    owners: dict[str, str] = {}
+    owners: dict[str, tuple[str, str, str]] = {}
     availability = Availability(pm, settings)
     for raw in paths:
         for report in _validate_path(os.path.abspath(raw), names, pm, settings, availability):
@@ -185,17 +186,38 @@ def _fail(path: str, code: str, message: str) -> FileReport:
     return FileReport(path, (Problem("error", code, message, path),))
 
 
-def _with_duplicates(report: FileReport, owners: dict[str, str]) -> FileReport:
+def _with_duplicates(report: FileReport, owners: dict[str, tuple[str, str, str]]) -> FileReport:
+    """``report`` with a ``duplicate_name`` warning when the loader would skip its skill.
+
+    The registry's rule (:meth:`RegistryBuilder.add <ongrid_plugins.discovery.registry.RegistryBuilder.add>`):
+    skills and tools share one namespace, and ``-`` and ``_`` spell one name, so a
+    skill is skipped when its name or any of its tools' names is taken. ``owners``
+    maps each taken spelling to ``(path, what took it, as declared)``.
+    """
     if not report.skill or not report.ok:
         return report
-    first = owners.setdefault(report.skill, report.path)
-    if first == report.path:
-        return report
-    duplicate = Problem(  # a warning, as the loader skips it without failing (--strict fails on it)
-        "warning",
-        "duplicate_name",
-        f'skill "{report.skill}" is also declared by {first}; only the first one found is loaded',
-        report.path,
-        "/name",
+    names = [("skill", report.skill), *(("tool", name) for name in report.sandbox if name != report.skill)]
+    for kind, name in names:
+        taken = owners.get(spelling(name))
+        if taken is not None and taken[0] != report.path:
+            return attrs.evolve(report, problems=(*report.problems, _duplicate(report, kind, name, taken)))
+    for kind, name in names:
+        owners.setdefault(spelling(name), (report.path, kind, name))
+    return report
+
+
+def _duplicate(report: FileReport, kind: str, name: str, taken: tuple[str, str, str]) -> Problem:
+    first, first_kind, first_name = taken
+    if kind == "skill" and first_kind == "skill":
+        spelled = f' (as "{first_name}": - and _ spell one name)' if first_name != name else ""
+        message = f'skill "{name}" is also declared by {first}{spelled}; only the first one found is loaded'
+    else:
+        what = f'tool "{name}" of skill "{report.skill}"' if kind == "tool" else f'skill "{name}"'
+        message = (
+            f'{what} is also declared by {first} (as {first_kind} "{first_name}"); skills and tools share'
+            " one namespace: only the first one found is loaded, so this whole skill is skipped"
+        )
+    # a warning, as the loader skips it without failing (--strict fails on it)
+    return Problem(
+        "warning", "duplicate_name", message, report.path, "/name" if kind == "skill" else "/tools"
     )
-    return attrs.evolve(report, problems=(*report.problems, duplicate))

@@ -295,6 +295,61 @@ def test_validate_reports_duplicate_names_across_paths(
     assert code == 1 and 'skill "same" is also declared by' in out
 
 
+def test_validate_escapes_control_characters_from_paths_keys_and_messages(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A folder name and an unknown key could clear the screen or add a fake "ok" line.
+    make_skill(root, "unk", folder="a\x1b[31m", manifest=None)
+    manifest = root / "a\x1b[31m" / "skill.json"
+    manifest.write_text(
+        '{"name": "unk", "description": "x", "entry": "run.sh", "evil\\u001b[2J\\nx: ok\\u0085": 1}'
+    )
+    code, out, _err = run_main(capsys, "--no-defaults", "validate", str(root))
+    assert code == 0
+    assert all(char.isprintable() for line in out.splitlines() for char in line), out
+    assert "a\\x1b[31m/skill.json (unk): ok" in out
+    assert 'unknown field "evil\\x1b[2J\\nx: ok\\x85"' in out
+    assert "at /evil\\x1b[2J\\nx: ok\\x85" in out
+    code, out, _err = run_main(capsys, "--no-defaults", "validate", "--json", str(root))
+    assert "\x85" not in out and "\x1b" not in out  # C0 is escaped by JSON; C1 as well
+    assert json.loads(out)["files"][0]["problems"][0]["pointer"] == "/evil\x1b[2J\nx: ok\x85"
+
+
+def test_validate_reports_every_duplicate_the_loader_skips_hyphen_spellings_and_tool_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ongrid_plugins.testing import make_skill_md
+
+    root = tmp_path / "r"
+    make_skill(root, "foo_bar", folder="a1")
+    make_skill_md(root, None, folder="a2", raw="---\nname: foo-bar\ndescription: d\n---\n")
+    tool = {"name": "foo_bar", "description": "d", "impl": "builtin:ongrid.disk_usage"}
+    make_skill_md(root, "other", folder="a3", description="d", tools=[tool])
+    make_skill_md(root, "fine", folder="a4", description="d")
+    code, out, _err = run_main(capsys, "--no-defaults", "validate", "--json", str(root))
+    assert code == 0
+    dups = {
+        os.path.basename(os.path.dirname(f["path"])): p["message"]
+        for f in json.loads(out)["files"]
+        for p in f["problems"]
+        if p["code"] == "duplicate_name"
+    }
+    first = f"{os.path.realpath(root)}/a1/skill.json"
+    assert dups == {
+        "a2": f'skill "foo-bar" is also declared by {first} (as "foo_bar": - and _ spell one name);'
+        " only the first one found is loaded",
+        "a3": f'tool "foo_bar" of skill "other" is also declared by {first} (as skill "foo_bar");'
+        " skills and tools share one namespace: only the first one found is loaded, so this whole"
+        " skill is skipped",
+    }
+    # the loader skips exactly these two
+    from ongrid_plugins import SkillHost
+    from ongrid_plugins.testing import isolated_settings
+
+    host = SkillHost(settings=isolated_settings(tmp_path, root))
+    assert {s.name for s in host.skills()} == {"foo_bar", "fine"}
+
+
 def test_plugins_lists_the_builtins_with_their_hooks(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _err = run_main(capsys, "plugins", "--json")
     infos = {i["name"]: i for i in json.loads(out)}

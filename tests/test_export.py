@@ -350,3 +350,87 @@ def test_gemini_refuses_a_name_starting_with_a_digit() -> None:
 def test_gemini_has_no_strict_mode(host: SkillHost) -> None:
     with pytest.raises(ConfigError, match="Gemini has no strict mode"):
         host.export("gemini", strict=True)
+
+
+def _ref_dag(levels: int) -> dict[str, Any]:
+    """A small schema whose $defs form a DAG: each def refers twice to the next (2**levels leaves)."""
+    defs: dict[str, Any] = {
+        f"d{i}": {
+            "type": "object",
+            "properties": {"l": {"$ref": f"#/$defs/d{i + 1}"}, "r": {"$ref": f"#/$defs/d{i + 1}"}},
+        }
+        for i in range(levels)
+    }
+    defs[f"d{levels}"] = {"type": "string"}
+    return {"type": "object", "$defs": defs, "properties": {"x": {"$ref": "#/$defs/d0"}}}
+
+
+def test_gemini_refuses_a_ref_dag_that_would_inline_too_large_instead_of_growing_without_bound(
+    root: Path, make_host: Any
+) -> None:
+    import time
+
+    make_skill(root, "dag", schema=_ref_dag(30))  # 2 KB that would inline to 2**30 nodes
+    make_skill(root, "small", schema=_ref_dag(3))  # a DAG that inlines small stays exportable
+    make_skill(root, "fine")
+    host = make_host(root)
+    started = time.monotonic()
+    with pytest.raises(StrictSchemaError) as info:
+        host.export("gemini")
+    assert time.monotonic() - started < 5
+    assert list(info.value.problems) == ["dag"]
+    [reason] = info.value.problems["dag"]
+    assert "too large" in reason and "$defs" in reason
+    for fmt in ("openai", "mcp"):  # formats that keep $defs are not affected
+        assert {t.get("name") or t["function"]["name"] for t in host.export(fmt)} >= {"dag"}
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        # a pointer into a def's properties is that property, not the def of the same last name
+        (
+            {
+                "type": "object",
+                "$defs": {"bar": {"type": "integer"}, "foo": {"properties": {"bar": {"type": "string"}}}},
+                "properties": {"x": {"$ref": "#/$defs/foo/properties/bar"}},
+            },
+            {"type": "string"},
+        ),
+        # definitions/k and $defs/k are two schemas
+        (
+            {
+                "type": "object",
+                "definitions": {"k": {"type": "boolean"}},
+                "$defs": {"k": {"type": "integer"}},
+                "properties": {"x": {"$ref": "#/definitions/k"}},
+            },
+            {"type": "boolean"},
+        ),
+        # ~1 and ~0 in a pointer stand for / and ~; %25 for % (the URI fragment's encoding)
+        (
+            {
+                "type": "object",
+                "$defs": {"a/b": {"type": "number"}, "c~d": {"type": "boolean"}, "e%f": {"type": "null"}},
+                "properties": {
+                    "x": {"$ref": "#/$defs/a~1b"},
+                    "y": {"$ref": "#/$defs/c~0d"},
+                    "z": {"$ref": "#/$defs/e%25f"},
+                },
+            },
+            None,
+        ),
+    ],
+    ids=["into_properties", "definitions_vs_defs", "escapes"],
+)
+def test_gemini_inlines_the_schema_the_whole_ref_pointer_names(
+    root: Path, make_host: Any, schema: dict, expected: dict | None
+) -> None:
+    make_skill(root, "refp", schema=schema)
+    host = make_host(root)
+    [tool] = host.export("gemini")
+    properties = tool["parameters"]["properties"]
+    if expected is not None:
+        assert properties["x"] == expected
+    else:
+        assert properties == {"x": {"type": "number"}, "y": {"type": "boolean"}, "z": {"nullable": True}}

@@ -188,6 +188,32 @@ def test_a_key_given_twice_at_any_level_is_refused(text: str, key: str, lines: t
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "key", "first"),
+    [
+        ("metadata:\n  yes: first\n  true: second\n", "true", "yes"),  # both the boolean true
+        ("metadata:\n  1: first\n  '1': second\n", "'1'", "1"),  # the same JSON object key
+        ("metadata:\n  1: first\n  0x1: second\n", "0x1", "1"),
+        ("metadata:\n  ~: first\n  null: second\n", "null", "~"),
+        ("metadata:\n  1: first\n  true: second\n", "true", "1"),  # one Python dict key
+        ("metadata:\n  1.0: first\n  '1.0': second\n", "'1.0'", "1.0"),
+    ],
+)
+def test_keys_spelled_differently_that_read_as_one_key_are_refused(text: str, key: str, first: str) -> None:
+    # PyYAML keeps the last silently, or JSON output would hold one key twice.
+    with pytest.raises(FrontMatterError) as caught:
+        parse_yaml(text, first_line=2)
+    assert str(caught.value) == (
+        f'invalid YAML front matter: duplicate key "{key}" (line 4, first at line 3 as "{first}",'
+        " the same key once read): two parsers could read two different manifests; keep one"
+    )
+
+
+def test_keys_that_only_look_alike_are_kept() -> None:
+    data, _quoted = parse_yaml("metadata:\n  'yes': a\n  true: b\n  '02': c\n  2: d\n  Null: e\n  'x': f\n")
+    assert data["metadata"] == {"yes": "a", True: "b", "02": "c", 2: "d", None: "e", "x": "f"}
+
+
 def test_the_same_key_in_two_mappings_and_merge_keys_are_fine() -> None:
     text = "a: {k: 1}\nb: {k: 2}\nbase: &b {x: 1}\nc:\n  <<: *b\n  y: 2\n"
     data, _quoted = parse_yaml(text)

@@ -562,3 +562,31 @@ def test_control_characters_in_an_echoed_value_or_path_are_escaped_in_the_log_li
     ]  # before: a raw NUL, and a line break that starts a line of its own
     assert all(char.isprintable() for line in lines for char in line)
     assert broken.exists()
+
+
+def test_a_path_key_or_message_cannot_forge_a_loader_line_in_any_line(
+    make_host: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    forged = 'skill loader: registered subprocess skill "forged" from /etc'
+    root = tmp_path / "r"
+    make_skill(root, "inj", folder="inj\n" + forged)  # the registered line's path
+    make_skill(root, "inj", folder="inj2\x1b[2J")  # the already-registered line's path
+    unknown = (
+        '{"name": "unk", "description": "x", "entry": "run.sh", "evil\\n'
+        + forged.replace('"', '\\"')
+        + '": 1}'
+    )
+    _manifest(root, "unk\x1b[31m", unknown)  # the warning line: its path and its message
+    missing = tmp_path / ("gone\n" + forged)
+    caplog.set_level(logging.DEBUG, logger=LOADER)
+    host = SkillHost(settings=isolated_settings(tmp_path, root, missing))
+    host.load()
+    lines = loader_lines(caplog)
+    assert {"inj", "unk"} <= {s.name for s in host.skills()}
+    assert not any(line.startswith(forged) for text in lines for line in text.splitlines()[1:])
+    assert all(char.isprintable() for line in lines for char in line), lines
+    assert any(line.startswith('skill loader: registered subprocess skill "inj" from ') for line in lines)
+    assert any("inj\\x0askill loader: registered" in line for line in lines)
+    assert any("already registered, skipping" in line and "inj2\\x1b[2J" in line for line in lines)
+    assert any('unknown field "evil\\x0askill loader' in line and "unk\\x1b[31m" in line for line in lines)
+    assert any(line.startswith("skill loader: root ") and "gone\\x0askill" in line for line in lines)

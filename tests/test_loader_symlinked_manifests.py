@@ -86,3 +86,26 @@ def test_validate_reads_a_symlinked_manifest_by_the_name_it_was_found_under(
     for given in (root, root / "x", link):
         code, out, _err = run(capsys, "--no-defaults", "validate", str(given))
         assert (code, out.splitlines()[0]) == (0, f"{link} (linked): ok"), out
+
+
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [
+        (
+            "skill.json",
+            "manifest is a symlink loop (Too many levels of symbolic links); point it at the real manifest",
+        ),
+        ("../nowhere/skill.json", "manifest is a dangling symlink (No such file or directory)"),
+    ],
+    ids=["loop", "dangling"],
+)
+def test_a_manifest_symlink_that_resolves_nowhere_says_whether_it_loops_or_dangles(
+    root: Path, caplog: pytest.LogCaptureFixture, target: str, said: str
+) -> None:
+    (root / "x").mkdir()
+    link = root / "x" / "skill.json"
+    link.symlink_to(target)
+    with caplog.at_level(logging.WARNING, logger=LOADER):
+        assert load_dirs([str(root)]) == []
+    [line] = [r.getMessage() for r in caplog.records if r.name == LOADER]
+    assert line == f"skill loader: parse {link}: {said}"

@@ -33,6 +33,7 @@ MANY = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCh
 NAMES = ["ok_name", "a", "a" * 64, "a" * 65, "", "  ", "Bad", "a-b", "a b", "a\n", "\u0661", "\xfc", "_9"]
 NAMES += [5, None, ["a"]]
 DESCRIPTIONS = ["Does a thing.", "", "   ", "\u2003", "\x1c\x1f", " x ", "\u2003y", 3, None, ["d"]]
+DESCRIPTIONS += ["\u200b\u200b", "\u200bx", "\x01", "\ufeff\u2003", "\u00ad"]
 ENTRIES = [
     "run.sh", "missing.sh", "noexec.sh", "link.sh", "folder", "hard.sh", "setuid.sh", "sub/run.sh",
     "./run.sh", ".", "..", " run.sh", "run.sh\x00", "", "  ", "/bin/sh", 7, None,
@@ -172,6 +173,7 @@ def test_a_plain_manifest_gets_its_fields_from_the_compiled_checks(folder: Path)
         ({"name": "Ab"}, "an upper-case name"),
         ({"name": "\u0661"}, "a non-ASCII digit"),
         ({"description": "\u2003\x1c"}, "a description of whitespace"),
+        ({"description": "\u200b\u2060"}, "a description of invisible characters"),
         ({"entry": "sub/run.sh"}, "an entry in a sub-folder"),
         ({"entry": ".."}, "the parent folder"),
         ({"entry": "a\x00b"}, "a NUL"),
@@ -192,6 +194,20 @@ def test_a_field_that_is_not_plain_is_left_to_the_python_checks(change: dict[str
     data = {"name": "ok", "description": "d", "entry": "run.sh", **change}
     assert FIELDS({"name": "ok", "description": "d", "entry": "run.sh"}) is not None
     assert FIELDS(data) is None, why
+
+
+def test_env_allow_past_the_cap_is_left_to_the_python_checks_and_many_names_are_checked_quickly() -> None:
+    import time
+
+    plain = {"name": "ok", "description": "d", "entry": "run.sh"}
+    names = [f"V{i}" for i in range(skill_json.MAX_ENV_ALLOW)]
+    fields = FIELDS({**plain, "env_allow": [*names, *names]})
+    assert fields is not None and fields[3] == tuple(names)  # distinct names count, in order
+    assert FIELDS({**plain, "env_allow": [*names, "EXTRA"]}) is None
+    many = [f"V{i}" for i in range(100_000)]
+    started = time.monotonic()
+    assert FIELDS({**plain, "env_allow": many}) is None
+    assert time.monotonic() - started < 0.5
 
 
 def test_what_is_not_a_plain_dict_of_str_keys_is_left_to_the_python_checks() -> None:

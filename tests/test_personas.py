@@ -267,6 +267,32 @@ def test_a_misspelt_key_is_warned_about_with_the_known_key(
     ]
 
 
+def test_a_path_or_key_cannot_forge_a_persona_loader_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    forged = 'persona loader: registered persona "root" from /etc'
+    folder = tmp_path / ("p\n" + forged)
+    write(
+        folder,
+        "ops.md",
+        '---\nname: ops\n"evil\\n' + forged.replace('"', '\\"') + '": 1\npermision_mode: x\n---\n',
+    )
+    write(folder, "bad.md", "---\nname: [\n---\n")
+    settings = Settings(persona_dirs=(str(folder),), config_dir=str(tmp_path / "config"))
+    with caplog.at_level(logging.DEBUG, logger="ongrid_plugins.personas"):
+        discover(settings)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 4, lines  # registered, unknown key, misspelt key, parse
+    assert all(char.isprintable() for line in lines for char in line), lines
+    assert any('unknown key "evil\\x0apersona loader' in line for line in lines)
+
+
+def test_a_persona_file_with_keys_that_read_as_one_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "p.md", "---\nname: p\nyes: 1\ntrue: 2\n---\n")
+    with pytest.raises(PersonaFileError, match=r'duplicate key "true" .*as "yes", the same key once read'):
+        read_persona(path)
+
+
 def test_agent_file_keys_are_kept_without_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="ongrid_plugins.personas"):
         read_persona(write(tmp_path, "oncall.md", ONCALL))

@@ -264,6 +264,51 @@ def test_a_pattern_re2_cannot_compile_is_a_load_error_naming_it(tmp_path: Path) 
     assert "\"schema/properties/p/pattern\": pattern '(?<=a)b' is not supported" in messages(report)
 
 
+@pytest.mark.parametrize(
+    ("defs", "cycle"),
+    [
+        ({"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "/$defs/a -> /$defs/b -> /$defs/a"),
+        (
+            {"a": {"type": "string", "allOf": [{"$ref": "#/$defs/a"}]}},
+            "/$defs/a -> /$defs/a/allOf/0 -> /$defs/a",
+        ),
+        ({"a": {"anyOf": [{"type": "string"}, {"not": {"$ref": "#/$defs/a"}}]}}, "/$defs/a/anyOf/1/not"),
+    ],
+    ids=["ref_to_ref", "through_allof", "through_anyof_not"],
+)
+def test_a_ref_cycle_that_never_reaches_a_value_is_a_load_error_naming_it(
+    tmp_path: Path, defs: dict[str, Any], cycle: str
+) -> None:
+    # Checking any value against it recursed until "arguments are nested too deeply".
+    root = tmp_path / "skills"
+    schema = {"type": "object", "$defs": defs, "properties": {"x": {"$ref": "#/$defs/a"}}}
+    make_skill(root, "loop", schema=schema)
+    make_skill(root, "fine")
+    host = SkillHost(isolated_settings(tmp_path, root))
+    report = host.load()
+    assert {tool.name for tool in host.tools()} == {"fine"}
+    message = messages(report)
+    assert "refers back to itself without reaching a value" in message
+    assert cycle in message
+    assert "give" in message  # what to do
+
+
+def test_a_recursive_schema_that_descends_into_the_value_is_fine(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    node = {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}, "v": {"type": "string"}}}
+    tree = {"type": "array", "items": {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/tree"}]}}
+    schema = {
+        "type": "object",
+        "$defs": {"node": node, "tree": tree},
+        "properties": {"n": {"$ref": "#/$defs/node"}},
+    }
+    schema["properties"]["t"] = {"$ref": "#/$defs/tree"}
+    make_skill(root, "tree", schema=schema)
+    host = SkillHost(isolated_settings(tmp_path, root))
+    host.load()
+    assert host.get("tree").schema["$defs"] == schema["$defs"]
+
+
 def test_argument_checks_that_are_not_certainly_light_run_off_the_event_loop(tmp_path: Path) -> None:
     import asyncio
 

@@ -219,9 +219,38 @@ def test_empty_class_means_safe_and_empty_category_means_external(make_host: Any
     assert (tool.tool_class, tool.category) == (ToolClass.SAFE, "external")
 
 
+@pytest.mark.parametrize("description", ["\u200b\u200b", "\u2060", "\ufeff \u200d", "\x01"])
+def test_a_description_of_only_invisible_characters_is_refused(
+    make_host: Any, root: Path, description: str
+) -> None:
+    make_skill(root, "ghost", description=description)
+    make_skill(root, "seen", description="\u200bShows\u200b up.")
+    host = load(make_host, root)
+    assert [s.name for s in host.skills()] == ["seen"]
+    [message] = build_errors(host)
+    assert message.startswith('"description" has no visible character (got "\\u')
+    assert message.endswith("say what the skill does")
+
+
 def test_env_allow_duplicates_are_dropped_in_order(make_host: Any, root: Path) -> None:
     make_skill(root, "envy", env_allow=["PATH", "HOME", "PATH"])
     assert load(make_host, root).get("envy").env_allow == ("PATH", "HOME")
+
+
+def test_an_env_allow_of_many_names_is_refused_quickly_naming_the_limit(make_host: Any, root: Path) -> None:
+    import time
+
+    from ongrid_plugins.loaders.skill_json import MAX_ENV_ALLOW
+
+    names = [f"V{i}" for i in range(30_000)]  # ~300 KB, within the manifest size limit
+    make_skill(root, "many", env_allow=names)
+    make_skill(root, "most", env_allow=[*names[: MAX_ENV_ALLOW - 1], "V0", names[MAX_ENV_ALLOW - 1]])
+    started = time.monotonic()
+    host = load(make_host, root)
+    assert time.monotonic() - started < 2  # checking each name against all before it took seconds
+    assert host.get("most").env_allow == tuple(names[:MAX_ENV_ALLOW])  # the cap counts distinct names
+    [message] = build_errors(host)
+    assert f'"env_allow" lists 30000 names; at most {MAX_ENV_ALLOW} are allowed' in message
 
 
 def test_schema_without_type_is_read_as_an_object_schema(make_host: Any, root: Path) -> None:
@@ -354,6 +383,45 @@ def test_the_manifest_parser_answers_as_the_json_decoder_it_wraps() -> None:
     for _ in range(3000):
         text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 10)))
         assert read(parse._decode, text) == read(parse._DECODER.decode, text), text
+
+
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        (rb'{"name": "sur", "description": "bad \ud800 here", "entry": "run.sh"}', "/description"),
+        (rb'{"name": "sur", "description": "d", "entry": "run.sh", "category": "\uDFFF"}', "/category"),
+        (rb'{"name": "sur", "description": "d", "entry": "run.sh", "k\ud800": 1}', "/k\\ud800"),
+        (
+            rb'{"name": "sur", "description": "d", "entry": "run.sh",'
+            rb' "schema": {"properties": {"a": {"enum": ["x", "\udc00"]}}}}',
+            "/schema/properties/a/enum/1",
+        ),
+    ],
+    ids=["description", "category", "key", "schema_string"],
+)
+def test_a_lone_surrogate_escape_is_a_parse_error_naming_the_field(
+    make_host: Any, root: Path, caplog: pytest.LogCaptureFixture, raw: bytes, where: str
+) -> None:
+    # "\ud800" is valid JSON but no UTF-8 text: list, show and export could not print it.
+    make_skill(root, "sur", raw=raw)
+    make_skill(root, "fine")
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    host = load(make_host, root)
+    assert [s.name for s in host.skills()] == ["fine"]
+    [event] = host.report.errors
+    assert event.outcome == "parse_error"
+    assert f"at {where}:" in event.message
+    assert "lone surrogate" in event.message
+    assert "surrogate pair" in event.message  # what to do
+    host.export("openai")[0]  # the other skill still exports
+    for record in caplog.records:
+        record.getMessage().encode("utf-8")  # the log line itself is UTF-8
+
+
+def test_a_surrogate_pair_escape_is_one_character_and_loads(make_host: Any, root: Path) -> None:
+    raw = rb'{"name": "pair", "description": "smile \ud83d\ude00 and \\ud800", "entry": "run.sh"}'
+    make_skill(root, "pair", raw=raw)
+    assert load(make_host, root).get("pair").description == "smile \U0001f600 and \\ud800"
 
 
 def test_utf8_bom_is_tolerated(make_host: Any, root: Path) -> None:

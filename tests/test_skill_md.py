@@ -266,6 +266,26 @@ def test_activation_keyword_mode_and_keywords(root: Path) -> None:
     assert skill.activation.match("hello") is None
 
 
+@pytest.mark.parametrize("strict", [False, True])
+def test_metadata_json_text_nested_too_deeply_refuses_that_file_alone_even_in_strict_mode(
+    make_host: Any, root: Path, caplog: pytest.LogCaptureFixture, strict: bool
+) -> None:
+    deep = '{"a":' * 3000 + "1" + "}" * 3000
+    make_skill_md(
+        root, None, folder="deep", raw=f"---\nname: deep\ndescription: d\nmetadata: '{deep}'\n---\n"
+    )
+    make_skill_md(root, "good", description="d")
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    host = make_host(root, strict=strict)  # strict is for plugin and pack failures, not one file
+    report = host.load()
+    assert [s.name for s in host.skills()] == ["good"]
+    [event] = report.errors
+    assert "RecursionError" not in event.message
+    assert '"metadata" is JSON text nested too deeply to read' in event.message
+    assert "flatten it" in event.message
+    assert loader_lines(caplog) == [f'skill loader: build "deep": {event.message}']
+
+
 def test_metadata_ongrid_activation_wins_with_a_conflict_warning(root: Path) -> None:
     front = (
         "name: a\ndescription: d\nactivation: {mode: always}\n"
@@ -490,3 +510,41 @@ def test_a_skill_md_giving_name_twice_is_refused_like_a_skill_json(
     out = capsys.readouterr().out
     expected = 'duplicate key "name" (line 4, first at line 2): two parsers could read two different'
     assert expected in out
+
+
+def test_metadata_keys_that_read_as_one_are_refused_by_the_loader_and_validate(
+    make_host: Any, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_skill_md(
+        root, None, folder="a", raw="---\nname: a\ndescription: d\nmetadata:\n  yes: 1\n  true: 2\n---\n"
+    )
+    make_skill_md(
+        root, None, folder="b", raw="---\nname: b\ndescription: d\nmetadata:\n  1: x\n  '1': y\n---\n"
+    )
+    host = make_host(root)
+    assert [(e.outcome, "the same key once read" in e.message) for e in host.load().errors] == [
+        ("parse_error", True),
+        ("parse_error", True),
+    ]
+    assert main(["--no-defaults", "validate", str(root)]) == 1
+    assert capsys.readouterr().out.count("the same key once read") == 2
+
+
+def test_an_integer_too_long_for_python_is_said_to_be_too_long_in_skill_md_and_persona_files(
+    make_host: Any, root: Path, tmp_path: Path
+) -> None:
+    from ongrid_plugins.gate.personas import PersonaFileError, read_persona
+
+    digits = "9" * 5000
+    make_skill_md(
+        root, None, folder="big", raw=f"---\nname: big\ndescription: d\nmetadata:\n  n: {digits}\n---\n"
+    )
+    [event] = make_host(root).load().errors
+    expected = "the number at line 5 column 6 is too long (5000 digits; at most 4300)"
+    assert event.message == f"invalid YAML front matter: {expected}"
+    persona = tmp_path / "p.md"
+    persona.write_text(f"---\nname: p\nlimit: {digits}\n---\n")
+    with pytest.raises(PersonaFileError) as caught:
+        read_persona(persona)
+    assert "the number at line 3 column 8 is too long (5000 digits; at most 4300)" in caught.value.message
+    assert "set_int_max_str_digits" not in caught.value.message

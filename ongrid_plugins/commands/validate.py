@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .argtypes import non_empty
-from .output import printable
+from .output import print_json, printable
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -48,7 +47,7 @@ def cmd_validate(ctx: Context) -> int:
     failed = [r for r in reports if not r.ok or (ctx.args.strict and r.problems)]
     if ctx.args.json:
         data = {"ok": not failed, "files": [r.to_dict() for r in reports]}
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        print_json(data)
     else:
         for report in reports:
             _print_report(report, ctx.args.strict)
@@ -58,21 +57,29 @@ def cmd_validate(ctx: Context) -> int:
 
 
 def _print_report(report: FileReport, strict: bool) -> None:
+    # Paths, keys and messages come from the files checked: escaped as list and show
+    # escape them, so a manifest cannot drive the terminal or add a line of its own.
+    for line in _report_lines(report, strict):
+        print(printable(line))
+
+
+def _report_lines(report: FileReport, strict: bool) -> list[str]:
     name = f" ({report.skill})" if report.skill else ""
     verdict = "ok" if report.ok else "FAILED"
     if strict and report.ok and report.problems:  # the summary counts it: never "ok" and then failed
         verdict = f"FAILED (--strict: {len(report.problems)} warning(s))"
-    # Paths, names and messages quote the pack's own text (an archive's member names too).
-    print(printable(f"{report.path}{name}: {verdict}"))
+    lines = [f"{report.path}{name}: {verdict}"]
     for problem in report.problems:
         where = f" at {problem.pointer}" if problem.pointer else ""
         hint = f" — {problem.hint}" if problem.hint else ""
-        print(printable(f"  {problem.level}{where}: {problem.message}{hint}"))
-    for line in report.machine:
-        print(printable(f"  warning (this machine, not the manifest): {line}"))
-    for tool, declared in report.sandbox.items():
-        if declared is not None:
-            print(printable(f"  sandbox of {tool}: {_describe(declared)}"))
+        lines.append(f"  {problem.level}{where}: {problem.message}{hint}")
+    lines.extend(f"  warning (this machine, not the manifest): {line}" for line in report.machine)
+    lines.extend(
+        f"  sandbox of {tool}: {_describe(declared)}"
+        for tool, declared in report.sandbox.items()
+        if declared is not None
+    )
+    return lines
 
 
 def _describe(declared: Mapping[str, Any]) -> str:

@@ -221,7 +221,12 @@ def check_symlinked_manifest(path: str, root: SkillRoot) -> str:
     try:
         real = canonical(path)
     except OSError as exc:
-        message = f"manifest is a dangling symlink ({exc.strerror})"
+        if exc.errno == errno.ELOOP:  # a link to itself, or a chain back to it: nothing is missing
+            message = f"manifest is a symlink loop ({exc.strerror}); point it at the real manifest"
+        elif exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            message = f"manifest is a dangling symlink ({exc.strerror})"
+        else:
+            message = f"manifest symlink cannot be resolved ({exc.strerror})"
         raise ManifestParseError(path, message) from exc
     escape = escapes("manifest", real, root.real)
     if escape is not None:

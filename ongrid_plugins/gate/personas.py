@@ -39,6 +39,7 @@ from typing import Any
 
 import attrs
 
+from ..echo import printable
 from ..errors import ConfigError
 from ..models import PermissionMode, Persona
 from ..settings import Settings
@@ -131,10 +132,10 @@ def _warn_once(path: str, message: str) -> None:
     except OSError:
         key = (path, 0, 0, message)
     if key in _warned:
-        logger.debug("persona loader: %s", message)
+        logger.debug("persona loader: %s", printable(message))
         return
     _warned.add(key)
-    logger.warning("persona loader: %s", message)
+    logger.warning("persona loader: %s", printable(message))  # a path or key may hold a newline
 
 
 def _add(found: dict[str, Persona], path: str, broken: dict[str, str]) -> str:
@@ -146,14 +147,14 @@ def _add(found: dict[str, Persona], path: str, broken: dict[str, str]) -> str:
     if persona.name in found:
         return f'persona "{persona.name}" already defined by {found[persona.name].path}, skipping {path}'
     found[persona.name] = persona
-    logger.info('persona loader: registered persona "%s" from %s', persona.name, path)
+    logger.info('persona loader: registered persona "%s" from %s', persona.name, printable(path))
     return ""
 
 
 def _persona_files(folder: str, problems: list[str]) -> list[str]:
     if not os.path.isabs(folder):
         problem = f"persona folder {folder!r} is not an absolute path, skipping it"
-        logger.warning("persona loader: %s", problem)
+        logger.warning("persona loader: %s", printable(problem))
         problems.append(problem)
         return []
     try:
@@ -162,7 +163,7 @@ def _persona_files(folder: str, problems: list[str]) -> list[str]:
         return []
     except OSError as exc:
         problem = f"cannot read persona folder {folder}: {exc.strerror or exc}"
-        logger.warning("persona loader: %s", problem)
+        logger.warning("persona loader: %s", printable(problem))
         problems.append(problem)
         return []
     return [
@@ -211,7 +212,11 @@ def _warn_unknown_keys(data: Mapping[str, Any], path: str) -> None:
             continue
         close = difflib.get_close_matches(str(key), _KNOWN_KEYS, n=1, cutoff=0.6)
         if not close:
-            logger.info('persona loader: %s: unknown key "%s" kept in Persona.extra', path, key)
+            logger.info(
+                'persona loader: %s: unknown key "%s" kept in Persona.extra',
+                printable(path),
+                printable(str(key)),
+            )
             continue
         unset = f" (without it the persona is {PermissionMode.READ_ONLY.value})"
         default = unset if close[0] == "permission_mode" and close[0] not in data else ""

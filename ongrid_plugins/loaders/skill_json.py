@@ -59,6 +59,9 @@ MAX_NAME_LENGTH = 64
 MAX_TIMEOUT = 24 * 60 * 60
 NAME_RE = re.compile(r"[a-z0-9_]+")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: The most distinct names ``env_allow`` may list: far more than a skill reads, and a
+#: bound on what one manifest makes every call copy from the host's environment.
+MAX_ENV_ALLOW = 1024
 KNOWN_FIELDS = (
     "name",
     "description",
@@ -108,7 +111,18 @@ class _Checker:
             return default
         if required and not value.strip():
             self.error(field, "empty_field", f'"{field}" must not be empty')
+        elif field == "description" and not visible(value):
+            shown = json.dumps(value)  # ASCII: the invisible characters written as escapes
+            message = f'"description" has no visible character (got {shown}); say what the skill does'
+            self.error(field, "empty_field", message)
         return value
+
+
+def visible(text: str) -> bool:
+    """Whether ``text`` has a character a reader sees: not whitespace, and printable (a
+    zero-width space U+200B or another format character is neither blank to str.strip
+    nor anything a model could read)."""
+    return any(char.isprintable() and not char.isspace() for char in text)
 
 
 def build_skill(
@@ -207,7 +221,7 @@ def _compiled_fields() -> Callable[[dict[str, Any]], tuple[Any, ...] | None] | N
     if maker is None:
         return None
     fields: Callable[[dict[str, Any]], tuple[Any, ...] | None] = maker(
-        (_KNOWN_SET, CLASSES, MAX_NAME_LENGTH, MAX_TIMEOUT)
+        (_KNOWN_SET, CLASSES, MAX_NAME_LENGTH, MAX_TIMEOUT, MAX_ENV_ALLOW)
     )
     return fields
 
@@ -382,13 +396,17 @@ def _check_env_allow(check: _Checker) -> tuple[str, ...]:
         message = f'"env_allow" must be an array of variable names (got {_got(value)})'
         check.error("env_allow", "wrong_type", message)
         return ()
-    names: list[str] = []
+    names: dict[str, None] = {}  # a dict: each name once, in order, found in one step
     for index, item in enumerate(value):
         if not isinstance(item, str) or not ENV_NAME_RE.fullmatch(item):
             message = f'"env_allow[{index}]" is not a valid variable name (got {_show(item)})'
             check.error(f"env_allow/{index}", "bad_env_name", message, "names look like PATH or API_TOKEN")
-        elif item not in names:
-            names.append(item)
+        else:
+            names[item] = None
+    if len(names) > MAX_ENV_ALLOW:
+        message = f'"env_allow" lists {len(names)} names; at most {MAX_ENV_ALLOW} are allowed'
+        check.error("env_allow", "too_many", message, "list only the variables the skill reads")
+        return ()
     return tuple(names)
 
 

@@ -14,10 +14,10 @@ import functools
 import json
 import os
 import re
-import sys
 from collections.abc import Callable
 from typing import Any
 
+from ..echo import number_too_long
 from ..errors import ManifestParseError
 from ..models.base import compiled, decode_json
 from ._fields import show, type_name
@@ -88,36 +88,68 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
     except ValueError as exc:
         message = str(exc)
         if "int_max_str_digits" in message:
-            message = _too_long(text) or message
+            message = number_too_long(text) or message
         raise ManifestParseError(path, message) from None
     except RecursionError:  # the C scanner recurses once per container
         raise ManifestParseError(path, _too_deep()) from None
     if not isinstance(data, dict):
         message = f"the manifest must be a JSON object, got {json_type(data)}"
         raise ManifestParseError(path, message)
+    if _SURROGATE_ESCAPE.search(text) and (where := _lone_surrogate(data)):
+        raise ManifestParseError(path, _not_unicode(*where))
     return data
+
+
+#: A ``\uD800``-``\uDFFF`` escape: only then can the decoded text hold a lone surrogate
+#: (the file itself is strict UTF-8). Also matches an escaped backslash before ``ud800``,
+#: which only costs the walk below.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+def _lone_surrogate(data: dict[str, Any]) -> tuple[str, str] | None:
+    """``(JSON pointer, string)`` of the first key or string holding a lone surrogate, or None.
+
+    Iterative: the decoder accepts nesting deeper than a recursive walk could follow.
+    """
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            if not _encodable(value):
+                return where, value
+        elif isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                step = where + "/" + key.replace("~", "~0").replace("/", "~1")
+                if not _encodable(key):
+                    return step, key
+                stack.append((step, item))
+        elif isinstance(value, list):
+            stack.extend((f"{where}/{index}", item) for index, item in reversed(list(enumerate(value))))
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _not_unicode(where: str, text: str) -> str:
+    """The parse message for a lone surrogate: which escape, where, and what to write instead."""
+    escape = next(f"\\u{ord(char):04x}" for char in text if 0xD800 <= ord(char) <= 0xDFFF)
+    shown = where.encode("utf-8", "backslashreplace").decode("utf-8")
+    return (
+        f'found invalid Unicode character escape "{escape}" at {shown}: a lone surrogate is not UTF-8 text'
+        " (write the character itself, or a high and low surrogate pair such as \\ud83d\\ude00)"
+    )
 
 
 def _too_deep() -> str:
     from ..schema.subschemas import MAX_DEPTH  # only on this path: the schema package is big
 
     return f"the manifest is nested too deeply to read: a schema may nest at most {MAX_DEPTH} levels"
-
-
-def _too_long(text: str) -> str:
-    """Python's refusal of a huge integer, said the way a manifest author can act on ("" if not that).
-
-    ``int()`` refuses more than ``sys.get_int_max_str_digits()`` digits with advice to raise
-    that limit, which is no advice for a manifest: name the number's place and length instead.
-    """
-    limit = sys.get_int_max_str_digits()
-    found = re.search(rf"\d{{{limit + 1},}}", text) if limit else None
-    if found is None:
-        return ""
-    line = text.count("\n", 0, found.start()) + 1
-    column = found.start() - text.rfind("\n", 0, found.start())
-    digits = len(found.group())
-    return f"the number at line {line} column {column} is too long ({digits} digits; at most {limit})"
 
 
 def read_bounded(path: str, limit: int) -> bytes:

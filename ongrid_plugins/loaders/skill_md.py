@@ -118,7 +118,11 @@ def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings, manifes
     named otherwise); leave every other file to other loaders."""
     if manifest_name not in MANIFEST_NAMES:
         return None
-    return load_skill_md(path, root, settings)
+    try:
+        return load_skill_md(path, root, settings)
+    except RecursionError:  # a value nested deeper than a check follows: this file's error, not a crash
+        message = "the front matter is nested too deeply to read; flatten it"
+        raise ManifestParseError(path, message) from None
 
 
 def load_skill_md(path: str, root: SkillRoot, settings: Settings | None = None) -> Skill:

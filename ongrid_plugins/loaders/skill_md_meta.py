@@ -132,6 +132,12 @@ def _as_mapping(fields: Fields, raw: object, where: str, label: str) -> dict[Any
     if isinstance(raw, str):
         try:
             value = json.loads(raw)
+        except RecursionError:  # the C scanner recurses once per container: say so, for this file alone
+            message = (
+                f'"{label}" is JSON text nested too deeply to read; flatten it (a few levels are enough)'
+            )
+            fields.error(where, "too_deep", message)
+            return None
         except ValueError:
             try:
                 value = parse_yaml(raw)[0]

@@ -22,6 +22,10 @@ _MAP: Final = SUBSCHEMA_MAP_KEYWORDS
 _ARRAY: Final = SUBSCHEMA_ARRAY_KEYWORDS
 _REFS: Final = ("$ref", "$dynamicRef")
 _MAX_NODES: Final = 100_000
+#: Keywords that apply a subschema to the same value (not to a member or an item): a
+#: cycle of these and $refs checks the same value again and again, forever.
+_IN_PLACE_ONE: Final = frozenset({"not", "if", "then", "else"})
+_IN_PLACE_ARRAY: Final = frozenset({"allOf", "anyOf", "oneOf"})
 
 
 def schema_problems(schema: object) -> list[tuple[str, str]]:
@@ -40,6 +44,8 @@ def schema_problems(schema: object) -> list[tuple[str, str]]:
         for path, node, parent in nodes:
             if isinstance(node, dict):
                 problems.extend(_node_problems(path, node, parent, resolvers))
+        if resolvers and not problems:
+            problems.extend(_ref_cycles(nodes, resolvers))
     except Exception as error:  # hostile objects: refuse rather than guess
         problems.append(("", f"schema could not be checked: {type(error).__name__}"))
     return problems
@@ -99,6 +105,62 @@ def _node_problems(
                 if problem:
                     problems.append((pointer((*path, keyword)), problem))
     return problems
+
+
+def _ref_cycles(
+    nodes: list[tuple[tuple[object, ...], object, object]], resolvers: dict[int, Any]
+) -> list[tuple[str, str]]:
+    """The first cycle of $refs and in-place applicators (``allOf``, ``not``...): checking a
+    value against it never reaches a keyword that settles anything, nor a member or item
+    of the value, so jsonschema recursed until any call's arguments were "nested too deeply".
+    """
+    paths = {id(node): path for path, node, _ in nodes if isinstance(node, dict)}
+    edges: dict[int, list[object]] = {key: [] for key in paths}
+    for _path, node, _parent in nodes:
+        if not isinstance(node, dict):
+            continue
+        targets = edges[id(node)]
+        targets.extend(node[k] for k in _IN_PLACE_ONE if k in node)
+        targets.extend(sub for k in _IN_PLACE_ARRAY if isinstance(node.get(k), list) for sub in node[k])
+        if isinstance(node.get("dependentSchemas"), dict):
+            targets.extend(node["dependentSchemas"].values())
+        if isinstance(node.get("$ref"), str):
+            targets.append(resolvers[id(node)].lookup(node["$ref"]).contents)
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+    for start in paths:
+        cycle = _cycle_from(start, edges, state)
+        if cycle:
+            shown = " -> ".join(pointer(paths[key]) or "(the root)" for key in cycle)
+            message = (
+                f"$ref refers back to itself without reaching a value: {shown}; checking any value would"
+                " recurse forever (give the cycle a schema that does not refer back, or remove the $ref)"
+            )
+            return [(pointer(paths[cycle[0]]), message)]
+    return []
+
+
+def _cycle_from(start: int, edges: dict[int, list[object]], state: dict[int, int]) -> list[int]:
+    """A cycle reachable from ``start`` (its nodes, the first repeated at the end), or []."""
+    if state.get(start):
+        return []
+    path: list[int] = [start]
+    stack = [iter(edges[start])]
+    state[start] = 1
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            state[path.pop()] = 2
+            stack.pop()
+            continue
+        key = id(child)
+        if key not in edges or state.get(key) == 2:
+            continue  # `true`/`false`, or already explored without a cycle
+        if state.get(key) == 1:
+            return [*path[path.index(key) :], key]
+        state[key] = 1
+        path.append(key)
+        stack.append(iter(edges[key]))
+    return []
 
 
 def pointer(path: tuple[object, ...]) -> str:
