@@ -424,3 +424,29 @@ def test_an_undeclared_mutating_skill_cannot_write_the_hosts_proc_knobs(box: dic
     assert "Read-only file system" in results[0] and "wrote" not in results[0], results
     assert results[1] == EROFS
     assert knob.read_text() == before
+
+
+@pytest.mark.parametrize("declared", ["/", "/dev", "link-to-dev", "a-device"])
+def test_no_declaration_grants_a_device_beyond_the_usual_ones(
+    box: dict[str, Any], tmp_path: Path, declared: str
+) -> None:
+    """Found in review: a safe skill declaring read ["/"] (or /dev, or a link to it) opened
+    /dev/loop0, though no declaration may grant a device."""
+    devices = [f"/dev/{name}" for name in sorted(os.listdir("/dev"))]
+    raw = [p for p in devices if stat.S_ISBLK(os.stat(p, follow_symlinks=False).st_mode)][:2]
+    raw += [p for p in ("/dev/kmsg", "/dev/console") if os.path.exists(p)]
+    assert raw, "this machine has none of the devices to try"
+    path = {"link-to-dev": str(tmp_path / "devlink"), "a-device": raw[0]}.get(declared, declared)
+    if declared == "link-to-dev":
+        os.symlink("/dev", path)
+    make_skill(
+        box["host"].settings.skill_dirs[0],
+        "wide",
+        script=DEVICES,
+        entry="devices.py",
+        sandbox={"read": [path]},
+    )
+    report = box["host"].load()
+    assert not [e for e in report.errors if "wide" in e.message], [e.message for e in report.errors]
+    value = assert_ok(box["host"].call("wide", {"paths": ["/dev/null", *raw]}))
+    assert value == {"/dev/null": "opened", **dict.fromkeys(raw, "errno:13")}, value

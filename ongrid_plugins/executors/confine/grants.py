@@ -51,9 +51,10 @@ def _within(path: str, root: str) -> bool:
 
 def _a_device(entry: os.DirEntry[str], is_dir: bool) -> bool:
     """A block or character device (a raw disk reads every file on it, hidden ones too)."""
-    if is_dir:
-        return False
-    mode = entry.stat(follow_symlinks=False).st_mode
+    return not is_dir and _device_mode(entry.stat(follow_symlinks=False).st_mode)
+
+
+def _device_mode(mode: int) -> bool:
     return stat.S_ISBLK(mode) or stat.S_ISCHR(mode)
 
 
@@ -300,8 +301,10 @@ class Static:
                 )
             if inside is not None:
                 return  # an interpreter's folder: the base already reads what it may
+            if not is_dir and _device_mode(os.fstat(fd).st_mode):
+                return  # no device but the usual ones (_DEVICES), whatever is declared
         inner = [h for h in hidden if _within(h, real) and h != real]
-        if is_dir and inner:
+        if is_dir and (inner or _holds_devices(real)):
             for entry in _carved(real, tuple(inner)):
                 sub = self._open(entry)
                 if sub is not None:
@@ -402,10 +405,13 @@ def _led_into(path: str, real: str, hidden: tuple[str, ...]) -> str | None:
     (``/etc/shadow``, a system secret a skill may declare) names it."""
     if real == "/":
         return None if path == "/" else "/"
-    named = [h for h in hidden if _within(path, h)]
-    named += [os.path.realpath(h) for h in named]
-    for h in hidden:
-        if _within(real, h) and not any(_within(real, n) for n in named):
+    canonical = {h: os.path.realpath(h) for h in hidden}
+    for h, r in canonical.items():
+        if not (_within(real, h) or _within(real, r)):
+            continue
+        # Named only by a text inside this very folder (in any spelling of it): a hidden
+        # folder inside another (~/.config/ongrid in ~/.config) is its own.
+        if not any(_within(path, g) for g, q in canonical.items() if q == r) and not _within(path, r):
             return h
     return None
 
@@ -432,7 +438,10 @@ def _carved(folder: str, hidden: tuple[str, ...]) -> Iterable[str]:
         try:
             if entry.is_symlink():
                 continue
-            if entry.is_dir(follow_symlinks=False) and any(_within(h, path) for h in hidden):
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if _within(path, "/dev") and _a_device(entry, is_dir):
+                continue  # as in the base: no device but the usual ones
+            if is_dir and (any(_within(h, path) for h in hidden) or _holds_devices(path)):
                 yield from _carved(path, hidden)
                 continue
         except OSError:

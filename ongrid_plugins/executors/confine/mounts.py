@@ -164,8 +164,13 @@ def identity(path: str) -> tuple[int, int] | None:
 
 
 def uncover(path: str) -> None:
-    """Take a :func:`cover` off again (a call that declared it may read ``path``)."""
-    _sys.syscall("umount2", os.fsencode(path), _MNT_DETACH)
+    """Take a :func:`cover` off again (a call that declared it may read ``path``); a cover
+    whose path is gone since the thread was made ready (ENOENT, EINVAL) has nothing to take off."""
+    try:
+        _sys.syscall("umount2", os.fsencode(path), _MNT_DETACH)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.EINVAL):
+            raise
 
 
 # -- read-only mounts ----------------------------------------------------------------
