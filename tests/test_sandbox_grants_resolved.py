@@ -9,7 +9,6 @@ load, planted later as a symlink to the state folder and granted on the next reb
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +77,8 @@ def test_a_write_path_planted_as_a_symlink_to_the_state_folder_fails_the_call_on
     state = box["settings"].state_dir
     script = f"""#!/bin/sh
 cat >/dev/null
-if [ ! -L {data}/inner ]; then ln -s {state} {data}/inner; echo '{{"step": "planted"}}'
+if [ ! -L {data}/inner ]; then
+  ln -s {state} {data}/inner && echo '{{"step": "planted"}}' || echo '{{"step": "ln failed"}}'
 elif echo pwned > {data}/inner/PWNED; then echo '{{"step": "wrote"}}'; else echo '{{"step": "held"}}'; fi
 """
     make_skill(
@@ -90,7 +90,8 @@ elif echo pwned > {data}/inner/PWNED; then echo '{{"step": "wrote"}}'; else echo
     )
     host = _host(box)
     assert assert_ok(host.call("swapper", {}, confirm=True)) == {"step": "planted"}
-    (box["tmp"] / f"busy-{time.time_ns()}").write_text("")  # the host's folders change: grants are rebuilt
+    st = os.stat(box["tmp"])  # the host's folders change (a second later): the grants are rebuilt
+    os.utime(box["tmp"], ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     result = host.call("swapper", {}, confirm=True)
     assert not result.ok and f"declared write path {data}/inner now leads to {state}" in (result.error or "")
     assert f"inside the hidden {state}" in (result.error or "")
