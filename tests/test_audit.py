@@ -1362,6 +1362,22 @@ def test_a_damaged_journal_refuses_risky_calls_naming_it_and_cli_verify_prints_n
     assert run.returncode == 3 and str(journal) in run.stderr and "Move it out" in run.stderr
 
 
+def test_a_journal_over_the_size_limit_is_reported_naming_it_not_a_traceback(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found in review: a sparse 300 MB file in audit-inflight (any member of a shared
+    folder can plant one) ended `audit verify` in a traceback."""
+    state = tmp_path / ".ongrid-state"
+    monkeypatch.setenv("ONGRID_STATE_DIR", str(state))
+    journal = _dead_journal(state)
+    with open(journal, "wb") as f:
+        f.truncate(300 * 1024 * 1024)
+    verify = cli(root, "audit", "verify")
+    assert verify.returncode == 3 and "Traceback" not in verify.stderr, verify.stderr[-2000:]
+    assert f"ERROR: the audit journal {journal} cannot be recovered" in verify.stderr
+    assert "more than the" in verify.stderr
+
+
 # ---------------------------------------------------------------- a damaged audit.db
 
 

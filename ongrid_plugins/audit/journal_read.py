@@ -103,13 +103,11 @@ def journal_files(folder: str) -> Iterator[JournalFile]:
             continue
         path = os.path.join(folder, name)
         try:
-            text = _read(path)
+            calls = _open_calls(_read(path).splitlines())
         except OSError as exc:
             logger.warning("audit log: skipping %s in the journal folder: %s", path, exc.strerror or exc)
             continue
-        try:
-            calls = _open_calls(text.splitlines())
-        except Damaged as exc:
+        except Damaged as exc:  # too big, or a row no process writes: recovery stops, naming it
             yield JournalFile(path, *parsed, open_calls=(), problem=str(exc))
             continue
         yield JournalFile(path, *parsed, open_calls=tuple(calls))
