@@ -369,6 +369,28 @@ def test_a_zip_with_too_many_members_is_refused_from_its_end_record_before_its_d
         unpack(str(source), str(tmp_path / "out"), Limits(max_members=10))
 
 
+def test_a_zip_whose_end_record_understates_its_members_is_counted_before_its_directory_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found in review: zipfile parses the directory by its size in bytes, not by the declared
+    count: an end record declaring 1 member over 1.7 million entries took 659 MB and 9 s."""
+    source = tmp_path / "liar.zip"
+    with zipfile.ZipFile(source, "w") as zf:
+        for i in range(50):
+            zf.writestr(str(i), b"")
+    data = bytearray(source.read_bytes())
+    at = data.rfind(b"PK\x05\x06")
+    data[at + 8 : at + 12] = (1).to_bytes(2, "little") * 2  # "one member", on this disk and in all
+    source.write_bytes(bytes(data))
+
+    def parse(*_args: object, **_kw: object) -> None:
+        raise AssertionError("the central directory was parsed")
+
+    monkeypatch.setattr(zipfile, "ZipFile", parse)
+    with pytest.raises(UnsafeArchive, match="has more than 10 members in its central directory"):
+        unpack(str(source), str(tmp_path / "out"), Limits(max_members=10))
+
+
 def test_an_oversized_tar_extended_header_is_refused_before_it_is_read(tmp_path: Path) -> None:
     """A 250 MB PAX header in a 255 KB .tar.gz took ~950 MB: tarfile holds it whole, several times."""
     info = tarfile.TarInfo("a.txt")

@@ -40,7 +40,7 @@ import attrs
 from ..echo import printable
 from ..errors import OngridError
 from ..userfiles import file_kind
-from .headers import BoundedTarInfo, HugeHeader, zip_members
+from .headers import BoundedTarInfo, HugeHeader, zip_entries, zip_members
 
 __all__ = [
     "ARCHIVE_SUFFIXES",
@@ -250,10 +250,13 @@ def _unzip(source: str, stage: _Stage) -> None:
     limit = stage.limits.max_members
     with open(source, "rb") as f:
         declared = zip_members(f)  # before ZipFile() parses the whole directory into memory
+        entries = zip_entries(f, limit)
     if declared is not None and declared[0] > limit:
         stage.refuse("", f"has {declared[0]} members; the limit is {limit}")
     if declared is not None and declared[1] > limit * _MAX_DIRECTORY_ENTRY:
         stage.refuse("", f"has a central directory of {declared[1]} bytes, too big for {limit} members")
+    if entries is not None and entries > limit:
+        stage.refuse("", f"has more than {limit} members in its central directory; the limit is {limit}")
     with zipfile.ZipFile(source) as zf:
         infos = zf.infolist()
         if len(infos) > limit:
