@@ -401,3 +401,31 @@ def test_an_oversized_tar_extended_header_is_refused_before_it_is_read(tmp_path:
         tf.addfile(info, io.BytesIO(b"x"))
     with pytest.raises(UnsafeArchive, match=r"an extended header of \d+ bytes; the limit is 1048576"):
         unpack(str(source), str(tmp_path / "out"))
+
+
+@pytest.mark.parametrize("kind", ["tar", "zip"])
+def test_bytecode_caches_and_version_control_in_an_archive_are_left_out_as_from_a_folder(
+    tmp_path: Path, kind: str
+) -> None:
+    """Found in review: an archive's __pycache__/helper.cpython-311.pyc (unchecked-hash,
+    compiled from other code) was installed, left out of the lock, and ran."""
+    members = {
+        "p/greet/helper.py": b"SAID = 'hello'\n",
+        "p/greet/__pycache__/helper.cpython-311.pyc": b"\x00evil bytecode",
+        "p/.git/hooks/post-checkout": b"#!/bin/sh\n",
+    }
+    source = tmp_path / f"p.{'tar.gz' if kind == 'tar' else 'zip'}"
+    if kind == "tar":
+        with tarfile.open(source, "w:gz") as tf:
+            for name, data in members.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+    else:
+        with zipfile.ZipFile(source, "w") as zf:
+            for name, data in members.items():
+                zf.writestr(name, data)
+    out = tmp_path / "out"
+    unpack(str(source), str(out))
+    written = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert written == ["p/greet/helper.py"]

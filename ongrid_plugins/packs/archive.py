@@ -423,7 +423,15 @@ class _Stage:
         self.seen.add(rel)
         return rel
 
+    def left_out(self, name: str) -> bool:
+        """A member in a folder install leaves out, from an archive as from a folder
+        (:data:`SKIP_SOURCE`): version control, and Python's bytecode cache, which Python
+        would load unchecked and the lock does not cover."""
+        return any(part in SKIP_SOURCE for part in clean_name(self.source, name).split("/"))
+
     def add_folder(self, name: str) -> None:
+        if self.left_out(name):
+            return
         rel = self._claim(name)
         if rel:
             os.makedirs(os.path.join(self.dest, rel), 0o755, exist_ok=True)
@@ -436,6 +444,8 @@ class _Stage:
             self.refuse(name, f"takes the pack past the limit of {self.limits.max_total_bytes} bytes")
 
     def add_file(self, name: str, mode: int, data: IO[bytes], declared: int) -> None:
+        if self.left_out(name):
+            return
         rel = self._claim(name)
         if not rel:
             self.refuse(name, "is a file without a name")
@@ -458,6 +468,8 @@ class _Stage:
         self.files += 1
 
     def add_link(self, name: str, target: str) -> None:
+        if self.left_out(name):
+            return
         rel = self._claim(name)
         if not rel:
             self.refuse(name, "is a link without a name")
