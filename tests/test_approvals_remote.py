@@ -381,15 +381,19 @@ def test_opening_and_claiming_a_ticket_over_rest_are_rows_of_the_servers_audit_l
 
 def test_approvals_refused_over_rest_are_rows_of_the_servers_audit_log(console):
     ticket = open_ticket(console, "/srv/refused")
+    with pytest.raises(ApprovalRequired) as caught:  # vic's own: vic may read it, not sign it
+        console.host.call("wipe", {"path": "/srv/vics"}, persona="admin", caller="vic")
+    vics = caught.value.ticket.id
     client = console.client()
-    for who, status in (("ann", 403), ("vic", 403)):  # ann asked for it; vic's persona cannot sign
+    for who, on, status in (("ann", ticket, 403), ("vic", ticket, 404), ("vic", vics, 403)):
         headers = {"Authorization": f"Bearer {console.tokens[who]}"}
-        answer = client.post(f"/v1/approvals/{ticket}/approve", json={"note": "me"}, headers=headers)
+        answer = client.post(f"/v1/approvals/{on}/approve", json={"note": "me"}, headers=headers)
         assert answer.status_code == status, answer.text
-    rows = [e for e in console.host.audit.entries(limit=10_000) if e.ticket == ticket]
-    refused = [(e.outcome, e.caller, e.reason) for e in rows if e.outcome == "approval_refused"]
-    assert refused == [("approval_refused", "ann", "me"), ("approval_refused", "vic", "me")]
-    assert "may not approve" in (rows[-1].error or "")
+    entries = console.host.audit.entries(limit=10_000)
+    refused = [(e.ticket, e.caller, e.reason) for e in entries if e.outcome == "approval_refused"]
+    # found in review: a token that may not even read ann's ticket added rows about it
+    assert refused == [(ticket, "ann", "me"), (vics, "vic", "me")]
+    assert "may not approve" in ([e for e in entries if e.ticket == vics][-1].error or "")
 
 
 def test_a_requester_withdraws_their_ticket_over_rest_whatever_the_case_of_their_name(console):

@@ -74,6 +74,7 @@ async def approve(api: Api, request: Request, who: Principal) -> Response:
         fields(await api.json(request), {"note": str, "sop": (str, type(None))}), "note", "sop"
     )
     if not api.signs(who):
+        await _readable(api, ticket_id, who)  # a ticket it may not read: 404, and no row for it
         message = f"persona {who.persona} may not approve: approving needs a dual-sign-required persona"
         note = body.get("note", "")
         await run_in_threadpool(lambda: refused_approval(api.host, ticket_id, who.identity, note, message))
