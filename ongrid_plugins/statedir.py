@@ -70,7 +70,8 @@ def init_shared(folder: str, group: str) -> SharedState:
         except PermissionError as exc:
             raise _sqlite.access_error(os.path.join(sub, "x"), exc) from None
     for name in (APPROVALS_DB, AUDIT_DB):  # SQLite would follow a link planted in their place
-        _refuse_link(os.path.join(folder, name))
+        for suffix in ("", "-wal", "-shm", "-journal"):  # or in place of its side files
+            _refuse_link(os.path.join(folder, name + suffix))
     for name, schema, synchronous in (
         (APPROVALS_DB, APPROVALS_SCHEMA, "FULL"),
         (AUDIT_DB, AUDIT_SCHEMA, "NORMAL"),

@@ -66,6 +66,22 @@ def test_state_init_refuses_a_dangling_symlink_in_place_of_a_database(tmp_path: 
     assert not (tmp_path / "elsewhere.db").exists()
 
 
+@pytest.mark.parametrize("name", ["approvals.db-journal", "audit.db-wal", "audit.db-shm"])
+def test_state_init_refuses_a_symlink_in_place_of_a_databases_side_file(tmp_path: Path, name: str) -> None:
+    """Found in review: a planted approvals.db-journal link ended `state init` in a raw
+    sqlite3 traceback, and an audit.db-wal link was silently deleted."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    target = tmp_path / "elsewhere"
+    target.write_text("keep")
+    (shared / name).symlink_to(target)
+
+    with pytest.raises(StateAccessError, match=rf"{name.replace('.', '[.]')}: it is a symbolic link"):
+        init_shared(str(shared), GROUP)
+
+    assert (shared / name).is_symlink() and target.read_text() == "keep"
+
+
 def test_state_init_leaves_a_fifo_alone_and_still_shares_the_rest(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
