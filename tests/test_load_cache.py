@@ -174,9 +174,10 @@ def test_a_warm_new_process_reads_no_manifest_and_no_unchanged_folder(
     def refuse(*_a: object, **_k: object) -> None:
         raise AssertionError("an unchanged folder was read again")
 
-    monkeypatch.setattr(skill_json, "_read_bounded", only_beta)
-    monkeypatch.setattr(loader.os, "scandir", refuse)
-    skills, events, cache = _load_with(settings)
+    with monkeypatch.context() as patched:  # os.scandir is everyone's: undone before teardown
+        patched.setattr(skill_json, "_read_bounded", only_beta)
+        patched.setattr(loader.os, "scandir", refuse)
+        skills, events, cache = _load_with(settings)
     assert (skills, events) == expected
     assert cache is not None and cache.stale == 0
     # alpha, gamma, nested, broken (parse error), bad_name (build error); beta declares a sandbox
