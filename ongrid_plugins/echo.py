@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import sys
 
-__all__ = ["MAX_ECHO", "UNSAFE_CODES", "echo", "number_too_long", "printable"]
+__all__ = ["MAX_ECHO", "UNSAFE_CODES", "echo", "number_too_long", "printable", "utf8_encodable"]
 
 #: How many characters of a user value a message shows before it says how long the value was.
 MAX_ECHO = 80
@@ -81,3 +81,13 @@ def number_too_long(text: str, first_line: int = 1) -> str:
     column = found.start() - text.rfind("\n", 0, found.start())
     digits = len(found.group())
     return f"the number at line {line} column {column} is too long ({digits} digits; at most {limit})"
+
+
+def utf8_encodable(text: str) -> bool:
+    """Whether ``text`` is UTF-8 text: no lone surrogate (a ``"\\ud800"`` escape, or bytes
+    that were no UTF-8 decoded with ``surrogateescape``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..echo import number_too_long
+from ..echo import number_too_long, utf8_encodable
 from ..errors import ManifestParseError
 from ..models.base import compiled, decode_json
 from ._fields import show, type_name
@@ -115,25 +115,17 @@ def _lone_surrogate(data: dict[str, Any]) -> tuple[str, str] | None:
     while stack:
         where, value = stack.pop()
         if isinstance(value, str):
-            if not _encodable(value):
+            if not utf8_encodable(value):
                 return where, value
         elif isinstance(value, dict):
             for key, item in reversed(value.items()):
                 step = where + "/" + key.replace("~", "~0").replace("/", "~1")
-                if not _encodable(key):
+                if not utf8_encodable(key):
                     return step, key
                 stack.append((step, item))
         elif isinstance(value, list):
             stack.extend((f"{where}/{index}", item) for index, item in reversed(list(enumerate(value))))
     return None
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _not_unicode(where: str, text: str) -> str:

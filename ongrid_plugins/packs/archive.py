@@ -37,7 +37,7 @@ from typing import IO, Any
 
 import attrs
 
-from ..echo import printable
+from ..echo import printable, utf8_encodable
 from ..errors import OngridError
 from ..userfiles import file_kind
 from .headers import BoundedTarInfo, HugeHeader, zip_entries, zip_members
@@ -365,7 +365,7 @@ def clean_name(source: str, name: str) -> str:
     """The member's path relative to the pack (``a/b``), or raise :class:`UnsafeArchive`."""
     if not name or "\x00" in name or "\\" in name:
         raise UnsafeArchive(source, name, "has an empty name, a NUL byte or a backslash")
-    if not _utf8(name):
+    if not utf8_encodable(name):
         shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         raise UnsafeArchive(
             source, shown, "is not valid UTF-8: rename it (skills.lock records names as UTF-8)"
@@ -378,14 +378,6 @@ def clean_name(source: str, name: str) -> str:
     if parts and len(parts[0]) == 2 and parts[0][1] == ":":
         raise UnsafeArchive(source, name, "starts with a drive letter")
     return "/".join(parts)
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # bytes that were no UTF-8, kept as lone surrogates
-        return False
-    return True
 
 
 class _Stage:
@@ -473,7 +465,7 @@ class _Stage:
         rel = self._claim(name)
         if not rel:
             self.refuse(name, "is a link without a name")
-        if not _utf8(target):
+        if not utf8_encodable(target):
             self.refuse(name, "is a link whose target is not valid UTF-8")
         if not target or target.startswith("/") or "\x00" in target:
             self.refuse(name, f"is a link to {target!r}: only relative links inside the pack are allowed")

@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from ..echo import utf8_encodable
 from ..models import Tool, canonical_json
 from ..models.base import compiled
 from ..sidetable import SideTable
@@ -102,15 +103,6 @@ def check_arguments(tool: Tool, args: object) -> tuple[dict[str, Any], str, list
         clean = json.loads(text.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
         return clean, "", [(surrogate_path(data), NOT_UTF8)]
     return data, text, _validate(tool, data)
-
-
-def utf8_encodable(text: str) -> bool:
-    """Whether ``text`` is UTF-8 text (no lone surrogate)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def surrogate_path(value: Any, path: str = "$") -> str:
