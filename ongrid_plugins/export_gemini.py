@@ -11,7 +11,7 @@ what it cannot express (``allOf``, ``not``, conditionals, a recursive ``$ref``, 
 $refs whose inlining would grow past :data:`MAX_NODES`: a few shared ``$defs``
 referring to each other twice each already double with every level).
 
-Imports only the standard library.
+Imports only the standard library and :mod:`.schema.subschemas` (the JSON pointer walk).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
+
+from .schema.subschemas import pointed
 
 __all__ = ["GEMINI_KEYWORDS", "MAX_NODES", "gemini_schema"]
 
@@ -73,16 +75,7 @@ class _Inline:
             return self.root
         if not ref.startswith("#/"):
             return _MISSING
-        node: object = self.root
-        for part in unquote(ref[2:]).split("/"):
-            step = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, Mapping) and step in node:
-                node = node[step]
-            elif isinstance(node, list) and step.isdigit() and int(step) < len(node):
-                node = node[int(step)]
-            else:
-                return _MISSING
-        return node
+        return pointed(self.root, "/" + unquote(ref[2:]), _MISSING)
 
 
 def gemini_schema(schema: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from .safe import RegexError, regex_search
+from .subschemas import pointed
 
 __all__ = [
     "REDACTED",
@@ -190,7 +191,7 @@ class _Index:
             if not fragment:
                 found.append(target)
             elif fragment.startswith("/"):
-                found.append(_pointer(target, fragment))
+                found.append(pointed(target, fragment))
             else:
                 found.extend(self._index()[0].get(fragment, []))
         found = [node for node in found if node is not None]
@@ -216,18 +217,6 @@ class _Index:
                 elif isinstance(node, list):
                     stack.extend((v, depth + 1) for v in node)
         return self._anchors, self._ids
-
-
-def _pointer(node: Any, fragment: str) -> Any:
-    for part in fragment[1:].split("/") if fragment != "/" else [""]:
-        part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return None
-    return node
 
 
 def _for_key(schemas: list[Mapping[str, Any]], key: str) -> list[Any]:

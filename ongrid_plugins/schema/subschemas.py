@@ -13,6 +13,7 @@ It may import the standard library only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "SUBSCHEMA_ARRAY_KEYWORDS",
     "SUBSCHEMA_KEYWORDS",
     "SUBSCHEMA_MAP_KEYWORDS",
+    "pointed",
 ]
 
 #: Deepest allowed nesting of JSON containers from the root to a subschema.  jsonschema
@@ -184,3 +186,17 @@ def _limit_problem(schema: object) -> tuple[str, str]:
     except Exception:
         pass
     return "", _TOO_DEEP + " or has too many subschemas"
+
+
+def pointed(node: Any, pointer: str, missing: Any = None) -> Any:
+    """What the JSON pointer ``pointer`` (``/a/b``, escapes ``~0`` ``~1`` decoded) names
+    in ``node``; ``missing`` when it names nothing."""
+    for part in pointer[1:].split("/") if pointer != "/" else [""]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return missing
+    return node
