@@ -149,14 +149,11 @@ def test_the_host_remembers_sandbox_profiles_outside_the_tool_until_the_next_loa
 
 
 def test_the_per_call_constructors_build_what_the_public_ones_build() -> None:
-    # The executor's result, its outcome and the pipeline's evolve build their objects
+    # The executor's result and its outcome build their objects
     # positionally (models.fastinit); each must equal the class's own __init__, field
     # for field, the converter of stderr_tail included (a list becomes a tuple).
-    import attrs
-
     from ongrid_plugins.executors import _fast, subprocess
     from ongrid_plugins.executors._spec import ProcessOutcome
-    from ongrid_plugins.models import Decision, Verdict
 
     values = ("echo", False, {"a": [1]}, "exited with status 3", 3, None, True, 0.25, ["x", "y"], "id1")
     names = subprocess._RESULT_FIELDS
@@ -164,34 +161,9 @@ def test_the_per_call_constructors_build_what_the_public_ones_build() -> None:
     assert built == CallResult(**dict(zip(names, values, strict=True)))
     assert type(built.stderr_tail) is tuple and built.decision is None and built.status == ""
 
-    decision = Decision(Verdict.ALLOW, "safe tools run for any persona", "ongrid.gate")
-    evolved = pipeline._evolve(built, decision=decision, call_id="id2")
-    assert evolved == attrs.evolve(built, decision=decision, call_id="id2")
-    assert (evolved.decision, evolved.call_id, built.call_id) == (decision, "id2", "id1")
-
     outcome = (b"out", 0, None, False, True, ("last",), 1.5)
     fields = _fast._OUTCOME_FIELDS
     assert _fast._new_outcome(*outcome) == ProcessOutcome(**dict(zip(fields, outcome, strict=True)))
     assert _fast._new_outcome(*outcome).spawn_error is None
 
-    digest = "d" * 64
-    request = (object(), {"n": 1}, object(), "id3", digest, '{"n":1}', "ada", digest, None, None, 2.0, None)
-    names = [f.name for f in attrs.fields(CallRequest) if f.name != "approvers"]
-    fast, slow = pipeline._new_request(*request), CallRequest(**dict(zip(names, request, strict=True)))
-    assert [getattr(fast, f.name) for f in attrs.fields(CallRequest)] == [
-        getattr(slow, f.name) for f in attrs.fields(CallRequest)
-    ]
-    assert fast.approvers == ()
 
-
-def test_a_plugins_result_class_is_copied_through_its_own_init() -> None:
-    class Tagged(CallResult):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            object.__setattr__(self, "tag", "set by __init__")
-
-    copy = pipeline._evolve(Tagged("t", True), call_id="c2")
-    assert type(copy) is Tagged and copy.call_id == "c2"
-    assert copy.tag == "set by __init__"  # type: ignore[attr-defined]
-    with pytest.raises(TypeError, match="no_such_field"):
-        pipeline._evolve(CallResult("t", True), no_such_field=1)

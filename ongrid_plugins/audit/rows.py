@@ -135,23 +135,7 @@ def _head(request: CallRequest, started: float, secret: bool) -> tuple[list[Any]
     return head, _canonical_text(head)
 
 
-def _compiled(make: str, *extra: Any) -> Any:
-    """``_speedups.<make>(python canonical encoder, *extra)``: the compiled half of a row,
-    where the extension was built and the compiled canonical JSON and SHA-256 are the ones
-    in use (the C code calls their C halves directly), else None."""
-    from ..models import base
-
-    try:
-        from .. import _speedups
-    except ImportError:  # not built (no compiler at install time)
-        return None
-    if base.canonical_json is base._python_canonical or base.sha256_hex is not _speedups.sha256_hex:
-        return None
-    return getattr(_speedups, make)(base._python_canonical, *extra)
-
-
-_START: Any = _compiled("audit_starter", tuple(name.encode() for name in SECRET_NAMES))
-"""The compiled head of :func:`start_row`, or None (tests set it to None)."""
+_START: Any = None
 
 
 _NO_TICKET = 'null,"[]"'
@@ -261,8 +245,7 @@ def finish_row(
     return _finish_row(start, request, result, duration)
 
 
-_FINISH: Any = _compiled("audit_finisher")
-"""The compiled :func:`finish_row` for the common row, or None (tests set it to None)."""
+_FINISH: Any = None
 
 
 def _stderr(start: Started, request: CallRequest, tail: Any) -> list[str]:
