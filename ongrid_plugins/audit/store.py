@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import os
 import threading
 import weakref
@@ -49,6 +50,7 @@ class Store:
         """(pid, start time) of the process the connection was opened in: what in-flight rows name."""
         self._conn: sqlite3.Connection | None = None
         self._file: tuple[int, int] | None = None  # (dev, inode) of the database the connection has
+        self._lockfd = -1  # a descriptor of that file, for the writers' flock (_serialise)
         self.backlog: list[dict[str, Any]] = []
         """Finished rows a failed transaction could not chain: the next write chains them first."""
         self._chaining = 0
@@ -80,7 +82,13 @@ class Store:
         with self.lock:
             try:
                 conn = self._connection()
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                if write:
+                    self._serialise()
+                try:
+                    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                except BaseException:
+                    self._unserialise(write)
+                    raise
             except sqlite3.DatabaseError as exc:
                 if "locked" in str(exc):  # busy past the timeout: the file itself is fine
                     raise
@@ -104,6 +112,23 @@ class Store:
                 if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
                     raise UnreadableLog(self.path, str(exc)) from exc  # malformed: a page is damaged
                 raise
+            finally:
+                self._unserialise(write)
+
+    def _serialise(self) -> None:
+        """Wait for the other processes' writes to this log, in the kernel (``flock``).
+
+        SQLite's own wait for its write lock sleeps 1, 2, 5... up to 100 ms between tries,
+        which with eight writing processes cost nine rows in ten; ``flock`` wakes the next
+        writer as the last one ends. It is taken on a descriptor of ``audit.db`` kept open
+        as long as the connection (a BSD lock: it never meets SQLite's POSIX locks).
+        """
+        if self._lockfd >= 0:
+            fcntl.flock(self._lockfd, fcntl.LOCK_EX)
+
+    def _unserialise(self, write: bool) -> None:
+        if write and self._lockfd >= 0:
+            fcntl.flock(self._lockfd, fcntl.LOCK_UN)
 
     def _connection(self) -> sqlite3.Connection:
         """One connection per process (re-opened after a fork), used under ``self.lock``.
@@ -124,6 +149,13 @@ class Store:
             with contextlib.suppress(Exception):
                 self._conn.close()
         self._conn = None
+        # Closed only once no connection of this process has the file open: closing a
+        # descriptor drops the process's POSIX locks on the file, SQLite's included. A
+        # forked child closes its copy of the parent's (the parent's flock stays).
+        if self._lockfd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._lockfd)
+            self._lockfd = -1
         if self.key_error is not None:  # recovered rows would lack their HMAC
             raise ConfigError(str(self.key_error))
         # NORMAL in WAL mode: a killed process loses nothing committed; a power cut may
@@ -142,9 +174,14 @@ class Store:
         except BaseException:
             conn.close()
             raise
-        st = os.stat(self.path)
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+            st = os.fstat(fd)
+        except OSError:
+            conn.close()
+            raise
         self._conn, self.pid, self.ident = conn, pid, (pid, pid_start(pid))
-        self._file = (st.st_dev, st.st_ino)
+        self._file, self._lockfd = (st.st_dev, st.st_ino), fd
         return conn
 
     def close(self) -> None:
@@ -153,6 +190,10 @@ class Store:
             if self._conn is not None and self.pid == os.getpid():
                 self._conn.close()
             self._conn = None
+            if self._lockfd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(self._lockfd)
+                self._lockfd = -1
 
 
 #: Every store of this process, so the WAL of those that wrote is checkpointed at exit.
