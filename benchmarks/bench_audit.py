@@ -9,12 +9,15 @@ Rows, each measured in new processes that import ``ongrid_plugins`` from the tre
    of a call that runs nothing, until every row is in the chain (``flush()``), from 1
    thread, from 8 threads of one process, and from 8 processes sharing one log. The
    chain is verified after each run.
+3. Approvals per second (``host.approve``: a fsync'd transaction and the verify hooks)
+   and whole ticket cycles per second (open, two approvals, claim).
 
 Rounds alternate between the trees; each figure is the median over rounds.
 
 Usage::
 
-    python benchmarks/bench_audit.py [--rows 2000] [--calls 300] [--rounds 3] [--against DIR]
+    python benchmarks/bench_audit.py [--rows 2000] [--calls 300] [--approvals 200] [--rounds 3]
+        [--against DIR]
 
 ``DIR`` holds an ``ongrid_plugins`` package, e.g. an earlier commit's:
 ``mkdir /tmp/before && git archive main ongrid_plugins | tar -x -C /tmp/before``.
@@ -67,6 +70,37 @@ if mode == "call":
     print(json.dumps({k: statistics.median(v) for k, v in times.items()}))
     sys.exit(0)
 
+if mode == "approvals":
+    from ongrid_plugins import ApprovalRequired
+
+    make_skill(root, "wipe", script=TRIVIAL_SH, class_="dangerous")
+    h = host("approvals", disable_plugins=("audit",))
+    h.load()
+    tickets = []
+    for i in range(count):
+        try:
+            h.call("wipe", {"i": i}, persona="admin", caller="alice")
+        except ApprovalRequired as exc:
+            tickets.append(exc.ticket.id)
+    start = time.perf_counter()
+    for ticket in tickets:
+        h.approve(ticket, approver="bob")
+    approve_rate = count / (time.perf_counter() - start)
+    cycles = max(count // 4, 1)
+    start = time.perf_counter()
+    for i in range(cycles):
+        digest = f"{i:064x}"
+        ticket = h.approvals.open_ticket(
+            tool="wipe", args_digest=digest, persona="admin", requester="alice", args={"cycle": i}
+        )
+        h.approve(ticket.id, approver="bob")
+        h.approve(ticket.id, approver="carol")
+        h.approvals.claim(
+            ticket.id, tool="wipe", args_digest=digest, persona="admin", caller="alice", call_id="x"
+        )
+    print(json.dumps({"approvals": approve_rate, "cycles": cycles / (time.perf_counter() - start)}))
+    sys.exit(0)
+
 h = host("rows")
 log, tool, persona = h.audit, h.get("trivial"), h.persona("operator")
 
@@ -75,7 +109,8 @@ def work(n):
     for _ in range(n):
         request = CallRequest(tool, {"n": 1}, persona, uuid.uuid4().hex, "d" * 64, '{"n":1}', "bench")
         log.ongrid_before_call(request=request)
-        log.ongrid_after_call(request=request, result=CallResult("trivial", True, {"ok": True}, duration=0.001))
+        result = CallResult("trivial", True, {"ok": True}, duration=0.001)
+        log.ongrid_after_call(request=request, result=result)
 
 
 work(5)
@@ -107,6 +142,14 @@ def _spawn(tree: str, *args: str) -> subprocess.Popen[str]:
 
 def per_call(tree: str, base: Path, calls: int) -> dict[str, float]:
     proc = _spawn(tree, "call", str(base), str(calls), "1")
+    out, _ = proc.communicate()
+    assert proc.returncode == 0, out
+    result: dict[str, float] = json.loads(out)
+    return result
+
+
+def approvals(tree: str, base: Path, count: int) -> dict[str, float]:
+    proc = _spawn(tree, "approvals", str(base), str(count), "1")
     out, _ = proc.communicate()
     assert proc.returncode == 0, out
     result: dict[str, float] = json.loads(out)
@@ -145,6 +188,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2000, help="rows per rows/s figure (default 2000)")
     parser.add_argument("--calls", type=int, default=300, help="calls per host per round (default 300)")
+    parser.add_argument("--approvals", type=int, default=200, help="approvals per round (default 200)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, alternating the trees (default 3)")
     parser.add_argument("--against", metavar="DIR", help="another tree holding ongrid_plugins/")
     args = parser.parse_args()
@@ -157,6 +201,8 @@ def main() -> None:
         "rows/s, 1 thread": lambda t, b: rows_per_second(t, b, args.rows, 1, 1),
         "rows/s, 8 threads": lambda t, b: rows_per_second(t, b, args.rows, 1, 8),
         "rows/s, 8 processes": lambda t, b: rows_per_second(t, b, args.rows, 8, 1),
+        "approvals/s (host.approve)": None,
+        "ticket cycles/s": None,  # open, two approvals, claim
     }
     found: dict[str, dict[str, list[float]]] = {row: {t: [] for t in trees} for row in rows}
     for n in range(args.rounds):
@@ -167,6 +213,9 @@ def main() -> None:
                 call = per_call(trees[label], base / "call", args.calls)
                 found["host.call, audit off (us)"][label].append(call["off"] * 1e6)
                 found["host.call, audit on (us)"][label].append(call["on"] * 1e6)
+                signed = approvals(trees[label], base / "approvals", args.approvals)
+                found["approvals/s (host.approve)"][label].append(signed["approvals"])
+                found["ticket cycles/s"][label].append(signed["cycles"])
                 for index, (row, measure) in enumerate(rows.items()):
                     if row.startswith("rows/s") and measure is not None:
                         found[row][label].append(measure(trees[label], base / f"rows-{index}"))
