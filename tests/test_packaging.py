@@ -115,13 +115,6 @@ def test_the_wheel_carries_the_compiled_runner_and_calls_use_it(installed: Path,
 def test_the_wheel_carries_the_compiled_helpers_and_uses_them(installed: Path, tmp_path: Path) -> None:
     code = (
         "from ongrid_plugins import _speedups\n"
-        "from ongrid_plugins.models import canonical_json\n"
-        "from ongrid_plugins.audit import journal\n"
-        "from ongrid_plugins import models, pipeline\n"
-        "print(type(canonical_json).__name__, journal._write_all is _speedups.write_all)\n"
-        "print(canonical_json({'b': [1.5, None], 'a': 'é'}))\n"
-        "print(models.sha256_hex is _speedups.sha256_hex, type(pipeline._new_request).__name__)\n"
-        "print(models.sha256_hex('abc'))\n"
         "from ongrid_plugins.schema import metaschema\n"
         "from ongrid_plugins.loaders import skill_json_parse\n"
         "print(metaschema._fast_walk is not metaschema._python_fast_walk, "
@@ -132,10 +125,6 @@ def test_the_wheel_carries_the_compiled_helpers_and_uses_them(installed: Path, t
     )
     out = in_installed(installed, tmp_path, code).splitlines()
     assert out == [
-        "builtin_function_or_method True",
-        '{"a":"é","b":[1.5,null]}',
-        "True SlotBuilder",
-        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
         "True True",
         "builtin_function_or_method builtin_function_or_method",
     ]
