@@ -547,7 +547,7 @@ import os, sys
 from ongrid_plugins import SkillHost
 from ongrid_plugins.testing import isolated_settings
 tmp, root = sys.argv[1:3]
-host = SkillHost(isolated_settings(tmp, root))
+host = SkillHost(isolated_settings(tmp, root, sandbox="off"))  # the audit log's fork, not the runner's
 host.call("echo", {"n": 1})
 pid = os.fork()
 if pid == 0:
@@ -563,7 +563,9 @@ def test_a_forked_child_and_its_parent_both_keep_writing_one_chain(
     make_host: Any, root: Path, tmp_path: Path
 ) -> None:
     make_skill(root, "echo")
-    out = subprocess.run([PY, "-c", FORKS, str(tmp_path), str(root)], capture_output=True, text=True)
+    out = subprocess.run(
+        [PY, "-c", FORKS, str(tmp_path), str(root)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     child, ok = out.stdout.splitlines()
     code, child_pid = child.split()
