@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from procs import dead
 
-from ongrid_plugins.executors import _fast, _process, _spawn
+from ongrid_plugins.executors import _process, _spawn
 from ongrid_plugins.executors._process import (
     ProcessOutcome,
     ProcessSpec,
@@ -44,16 +44,11 @@ def _earlier_hosts_settled() -> None:
     gc.collect()
 
 
-@pytest.fixture(autouse=True, params=["native", "posix_spawn", "popen"])
+@pytest.fixture(autouse=True, params=["posix_spawn", "popen"])
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test runs with the compiled runner (:mod:`._fast`: unconfined sync calls get
-    it by default), with ctypes posix_spawn and the Python runner, and with subprocess.Popen."""
+    """Every test runs with libc posix_spawn (the default) and with subprocess.Popen."""
     name: str = request.param
-    if name == "native":
-        assert _fast.available(), "the compiled runner was not built: reinstall with gcc and Python's headers"
-        return name
     monkeypatch.setattr(_spawn, "_BACKEND", name)
-    monkeypatch.setattr(_fast, "USE", False)
     assert _spawn.backend() == name
     return name
 
@@ -430,9 +425,8 @@ def test_endless_stdout_is_cut_at_the_cap(tmp_path: Path, call: Runner) -> None:
 
 
 def test_stdout_beyond_the_pipes_capacity_is_read_while_the_child_runs(tmp_path: Path, call: Runner) -> None:
-    # The compiled runner watches stdout only from the exit on, or a few ms after the
-    # spawn: a child that fills the pipe must still be read while it runs, or it could
-    # never finish writing its 1 MiB and would run into the timeout.
+    # A child that fills the pipe must be read while it runs, or it could never finish
+    # writing its 1 MiB and would run into the timeout.
     entry = sh(tmp_path, "head -c 1048576 /dev/zero; echo written >&2")
     out = call(make_spec(tmp_path, entry, timeout=5))
     assert (out.timed_out, out.exit_code, out.stderr_tail) == (False, 0, ("written",))
@@ -450,8 +444,8 @@ def test_stdout_cap_boundary(tmp_path: Path, size: int, overflow: bool) -> None:
 def test_output_across_the_read_buffer_edges_arrives_whole_and_in_order(
     tmp_path: Path, call: Runner, size: int
 ) -> None:
-    # The compiled runner reads into a 64 KiB buffer and doubles it only when full:
-    # sizes at and around each edge, in a pattern that shows a lost, repeated or moved byte.
+    # The runner reads 64 KiB at a time: sizes at and around each edge, in a pattern that
+    # shows a lost, repeated or moved byte.
     pattern = tmp_path / "pattern"
     pattern.write_bytes(bytes(range(251)) * (size // 251 + 1))
     exact = call(make_spec(tmp_path, "/usr/bin/head", "-c", str(size), str(pattern), stdout_cap=size))
@@ -604,7 +598,7 @@ async def pids_written(pidfile: Path, timeout: float = 10.0) -> None:
 
 
 def test_arun_process_starts_nothing_before_it_is_awaited(tmp_path: Path) -> None:
-    # It picks the runner's coroutine when called; the spawn waits for the first await, so
+    # A coroutine function: the spawn waits for the first await, so
     # a coroutine made outside a loop (asyncio.run(arun_process(...))) or dropped runs nothing.
     marker = tmp_path / "ran"
     entry = sh(tmp_path, f"echo x > {marker}")

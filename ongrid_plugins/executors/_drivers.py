@@ -17,7 +17,7 @@ import select
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._process import _Run
@@ -67,13 +67,10 @@ class LoopDriver:
     """Feeds a :class:`_Run` from an asyncio loop: its descriptors through the loop's
     :class:`_Mux` (``mux``: one the caller attached, and detaches), and one timer."""
 
-    reads_itself = False  # the mux tells it which descriptor is ready
-
-    def __init__(self, run: _Run, loop: asyncio.AbstractEventLoop, mux: _Mux | None = None) -> None:
+    def __init__(self, run: _Run, loop: asyncio.AbstractEventLoop, mux: _Mux) -> None:
         self._run = run
         self._loop = loop
-        self._own_mux = mux is None
-        self._mux: _Mux | None = mux  # else attached by the first wait()
+        self._mux = mux
         self._watched: dict[int, int] = {}  # fd -> POLLIN or POLLOUT
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
@@ -84,8 +81,6 @@ class LoopDriver:
     async def wait(self, until: Callable[[], bool]) -> None:
         self._until = until
         self._waiter = self._loop.create_future()
-        if self._mux is None:
-            self._mux = _Mux.attach(self._loop)
         # No descriptor is ever added later: register once, unregister on close.
         for fd, events in self._run.watches():
             if fd not in self._watched:
@@ -97,9 +92,6 @@ class LoopDriver:
     def detach(self) -> None:
         for fd in list(self._watched):
             self._forget(fd)
-        if self._mux is not None and self._own_mux:
-            self._mux.detach(self._loop)
-            self._mux = None
         self._set_timer(math.inf)
 
     def ready(self, fd: int, events: int) -> bool:
@@ -148,19 +140,8 @@ class LoopDriver:
     def _forget(self, fd: int) -> None:
         """Unregister ``fd`` before it is closed, so a reused number is never watched."""
         events = self._watched.pop(fd, None)
-        if events is not None and self._mux is not None:
+        if events is not None:
             self._mux.forget(fd, events)
-
-
-class _Watcher(Protocol):
-    """What the mux hands ready descriptors to (a :class:`LoopDriver`, or a compiled call's stepper)."""
-
-    reads_itself: bool
-    """True: one descriptor, whose events :meth:`step` reads itself (:meth:`ready` is not asked first)."""
-
-    def ready(self, fd: int, events: int) -> bool: ...
-
-    def step(self) -> None: ...
 
 
 class _Mux:
@@ -178,7 +159,7 @@ class _Mux:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.users = 0
-        self.owners: dict[int, _Watcher] = {}
+        self.owners: dict[int, LoopDriver] = {}
         self._idle_check = False  # a _close_if_idle is scheduled
         self.epoll: Any = None
         if _EPOLL is not None:
@@ -219,7 +200,7 @@ class _Mux:
                 loop.remove_reader(self.epoll.fileno())
             self.epoll.close()
 
-    def watch(self, fd: int, events: int, driver: _Watcher) -> None:
+    def watch(self, fd: int, events: int, driver: LoopDriver) -> None:
         """Hand ``fd``'s readiness to ``driver``; when this raises, ``fd`` is not watched."""
         if self.epoll is not None:
             self.epoll.register(fd, events)
@@ -241,27 +222,14 @@ class _Mux:
             (loop.remove_reader if events == _POLLIN else loop.remove_writer)(fd)
 
     def _on_events(self) -> None:
-        """The epoll is readable: hand each ready descriptor to its call, then step each call once.
-
-        A lone compiled call reads its own events: it is stepped without asking the epoll
-        which descriptor is ready (one system call less for a call alone on its loop).
-        The epoll stays level-triggered: its readiness is checked against the call's own
-        descriptor whenever the loop polls it, so nothing is lost by not reading it here.
-        """
-        if len(self.owners) == 1:
-            for lone in self.owners.values():
-                if lone.reads_itself:
-                    lone.step()
-                    return
-        touched: list[_Watcher] = []
+        """The epoll is readable: hand each ready descriptor to its call, then step each call once."""
+        touched: list[LoopDriver] = []
         owners = self.owners
         for fd, events in self.epoll.poll(0):
             driver = owners.get(fd)
             if driver is None:
                 continue
-            if driver.reads_itself:  # one descriptor, its own events: stepped once, at once
-                driver.step()
-            elif driver.ready(fd, events) and driver not in touched:
+            if driver.ready(fd, events) and driver not in touched:
                 touched.append(driver)
         for driver in touched:
             driver.step()

@@ -17,7 +17,6 @@ import os
 import signal as signals
 import stat
 import weakref
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..catalog.digest import entry_drift
@@ -25,7 +24,6 @@ from ..discovery.roots import escapes, is_executable_file, is_within, open_benea
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
 from ..models.base import decode_json
-from ..models.fastinit import fast_init
 from ..schema.arguments import surrogate_path, utf8_encodable
 
 if TYPE_CHECKING:
@@ -118,9 +116,10 @@ class SubprocessExecutor:
         payload = request.args_json or canonical_json(request.args)
         cwd = prepared.cwd if prepared is not None else tool.cwd or os.path.dirname(entry)
         try:
-            spec: ProcessSpec = (_ENTRY_SPEC or _spec_builder())(
-                entry, cwd, env, payload.encode("utf-8"), timeout, self.stdout_cap, self.kill_grace, fd, plan
-            )
+            spec: ProcessSpec = (_PROCESS or _runner()).ProcessSpec(
+                argv=(entry,), cwd=cwd, env=env, stdin=payload.encode("utf-8"), timeout=timeout,
+                stdout_cap=self.stdout_cap, kill_grace=self.kill_grace, exec_fd=fd, confine=plan,
+            )  # fmt: skip
             return spec
         except BaseException:
             try:
@@ -153,47 +152,29 @@ class SubprocessExecutor:
         value, parse_error = parse_result(outcome.stdout)
         limit = spec.confine.limit_hit() if spec.confine is not None else None
         error = limit or _failure(spec, outcome, parse_error)
-        result = _new_result(
-            tool.name,
-            error is None,
-            value,
-            error,
-            outcome.exit_code,
-            outcome.signal,
-            outcome.timed_out,
-            outcome.duration,
-            outcome.stderr_tail,
-            request.call_id,
+        result = CallResult(
+            tool=tool.name,
+            ok=error is None,
+            value=value,
+            error=error,
+            exit_code=outcome.exit_code,
+            signal=outcome.signal,
+            timed_out=outcome.timed_out,
+            duration=outcome.duration,
+            stderr_tail=outcome.stderr_tail,
+            call_id=request.call_id,
         )
         if request.on_event is not None:
             request.emit("exit", {"ok": result.ok, "exit_code": outcome.exit_code, "signal": outcome.signal})
         return result
 
 
-#: The fields :meth:`SubprocessExecutor._result` gives a result, in the order it passes them.
-_RESULT_FIELDS = (
-    "tool", "ok", "value", "error", "exit_code", "signal", "timed_out", "duration", "stderr_tail", "call_id",
-)  # fmt: skip
-#: ``CallResult(tool=..., ..., call_id=...)`` positionally, the same object field for
-#: field (see :func:`~ongrid_plugins.models.fastinit.fast_init`): one per call.
-_new_result: Callable[..., CallResult] = fast_init(CallResult, *_RESULT_FIELDS)
 _PROCESS: ModuleType | None = None
-_FAST: ModuleType | None = None
-_ENTRY_SPEC: Callable[..., ProcessSpec] | None = None
 
 
 #: The host's own secrets, never passed to a skill whatever its ``env_allow`` names: the
 #: approvals bearer token, and URLs that may carry a password (the broker, the approvals server).
 HOST_SECRETS = frozenset({"ONGRID_TOKEN", "ONGRID_BROKER_URL", "ONGRID_APPROVALS_URL"})
-
-
-def _spec_builder() -> Callable[..., ProcessSpec]:
-    """:func:`._spec.entry_spec`, imported on the first call (with the runner: :func:`_runner`)."""
-    global _ENTRY_SPEC
-    from ._spec import entry_spec
-
-    _ENTRY_SPEC = entry_spec
-    return entry_spec
 
 
 def _runner() -> ModuleType:
@@ -207,15 +188,6 @@ def _runner() -> ModuleType:
 
     _PROCESS = _process
     return _process
-
-
-def _compiled() -> ModuleType:
-    """:mod:`._fast` (the compiled runner's front), imported on the first entry check."""
-    global _FAST
-    from . import _fast
-
-    _FAST = _fast
-    return _fast
 
 
 def _release(spec: ProcessSpec) -> None:
@@ -261,20 +233,17 @@ def open_entry(tool: Tool) -> tuple[str, int] | str:
 
 
 def _open_prepared(tool: Tool, prepared: _Prepared) -> tuple[str, int] | str:
-    fd = (_FAST or _compiled()).open_beneath(prepared.root, prepared.relative, _ENTRY_FLAGS)
-    if fd is None:
-        opened = _open_beneath_root(prepared)
-        if isinstance(opened, str):
-            return opened
-        fd = opened
-    return _checked(tool, prepared.entry, fd)
+    opened = _open_beneath_root(prepared)
+    if isinstance(opened, str):
+        return opened
+    return _checked(tool, prepared.entry, opened)
 
 
 _ENTRY_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
 
 
 def _open_beneath_root(prepared: _Prepared) -> int | str:
-    """The entry opened beneath its root, in Python, or why it cannot be."""
+    """The entry opened beneath its root, or why it cannot be."""
     entry, root, relative = prepared.entry, prepared.root, prepared.relative
     try:
         root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
