@@ -15,8 +15,6 @@ import fcntl
 import json
 import os
 import signal as signals
-import stat
-import weakref
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..catalog.digest import entry_drift
@@ -27,8 +25,6 @@ from ..models.base import decode_json
 from ..schema.arguments import surrogate_path, utf8_encodable
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from ..models import Tool
     from ..settings import Settings
     from ._spec import ProcessOutcome, ProcessSpec
@@ -56,10 +52,6 @@ class SubprocessExecutor:
         self.stdout_cap = stdout_cap
         self.kill_grace = kill_grace
         self.settings = settings
-        # What every call of a tool shares (entry, root, the path beneath it, cwd), worked
-        # out on its first call. Keyed by the tool object (frozen: a reload makes new ones)
-        # and dropped with it, so nothing is cached inside the value object itself.
-        self._prepared: dict[int, tuple[weakref.ref[Tool], _Prepared | None]] = {}
 
     def __repr__(self) -> str:
         return f"<SubprocessExecutor cap={self.stdout_cap}>"
@@ -72,7 +64,9 @@ class SubprocessExecutor:
         try:
             if request.on_event is not None:
                 request.emit("start", {"entry": spec.argv[0]})
-            outcome = (_PROCESS or _runner()).run_process(spec, _stderr_sink(request))
+            from ._process import run_process
+
+            outcome = run_process(spec, _stderr_sink(request))
             return self._result(request, spec, outcome)
         finally:
             _release(spec)
@@ -85,19 +79,16 @@ class SubprocessExecutor:
         try:
             if request.on_event is not None:
                 request.emit("start", {"entry": spec.argv[0]})
-            outcome = await (_PROCESS or _runner()).arun_process(spec, _stderr_sink(request))
+            from ._process import arun_process
+
+            outcome = await arun_process(spec, _stderr_sink(request))
             return self._result(request, spec, outcome)
         finally:
             _release(spec)
 
     def _spec(self, request: CallRequest) -> ProcessSpec | CallResult:
         tool = request.tool
-        known = self._prepared.get(id(tool))
-        if known is None or known[0]() is not tool:
-            if id(tool) not in self._prepared:  # dropped with the tool (a reload makes new ones)
-                weakref.finalize(tool, self._prepared.pop, id(tool), None)
-            known = self._prepared[id(tool)] = (weakref.ref(tool), _prepare(tool))
-        prepared = known[1]
+        prepared = _prepare(tool)
         opened = open_entry(tool) if prepared is None else _open_prepared(tool, prepared)
         if isinstance(opened, str):
             return CallResult(tool.name, False, error=opened, call_id=request.call_id)
@@ -115,8 +106,12 @@ class SubprocessExecutor:
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
         payload = request.args_json or canonical_json(request.args)
         cwd = prepared.cwd if prepared is not None else tool.cwd or os.path.dirname(entry)
+        # The runner's modules are imported with the first call, not with this plugin: a
+        # process that loads skills and runs none (``list``, ``validate``) does not pay them.
+        from ._spec import ProcessSpec
+
         try:
-            spec: ProcessSpec = (_PROCESS or _runner()).ProcessSpec(
+            spec = ProcessSpec(
                 argv=(entry,), cwd=cwd, env=env, stdin=payload.encode("utf-8"), timeout=timeout,
                 stdout_cap=self.stdout_cap, kill_grace=self.kill_grace, exec_fd=fd, confine=plan,
             )  # fmt: skip
@@ -169,25 +164,9 @@ class SubprocessExecutor:
         return result
 
 
-_PROCESS: ModuleType | None = None
-
-
 #: The host's own secrets, never passed to a skill whatever its ``env_allow`` names: the
 #: approvals bearer token, and URLs that may carry a password (the broker, the approvals server).
 HOST_SECRETS = frozenset({"ONGRID_TOKEN", "ONGRID_BROKER_URL", "ONGRID_APPROVALS_URL"})
-
-
-def _runner() -> ModuleType:
-    """The runner (:mod:`._process`, and asyncio with it), imported on the first call.
-
-    The runner's modules are not imported with this plugin: a process that loads
-    skills and runs none (``list``, ``validate``, a cold load) does not pay their ~8 ms.
-    """
-    global _PROCESS
-    from . import _process
-
-    _PROCESS = _process
-    return _process
 
 
 def _release(spec: ProcessSpec) -> None:
@@ -309,7 +288,7 @@ def recheck_entry(tool: Tool) -> tuple[str, str | None]:
     declared = tool.entry_declared or tool.entry or ""
     candidate = os.path.join(tool.cwd or "", declared)
     try:
-        real, st = _resolve(candidate, declared, tool.entry)
+        real, st = resolve_file(candidate)
     except (OSError, ValueError) as exc:
         return "", f"entry {candidate} is gone: {getattr(exc, 'strerror', None) or exc}"
     escape = escapes("entry", real, tool.root or "")
@@ -321,16 +300,6 @@ def recheck_entry(tool: Tool) -> tuple[str, str | None]:
     if drift is not None:
         return "", drift
     return real, None
-
-
-def _resolve(candidate: str, declared: str, loaded: str | None) -> tuple[str, os.stat_result]:
-    # Fast path: a plain file name that resolved to itself at load time and is
-    # still not a symlink needs one lstat; anything else is fully resolved.
-    if "/" not in declared and candidate == loaded:
-        st = os.lstat(candidate)
-        if not stat.S_ISLNK(st.st_mode):
-            return candidate, st
-    return resolve_file(candidate)
 
 
 def parse_result(stdout: bytes) -> tuple[Any, str | None]:
@@ -423,14 +392,4 @@ def ongrid_executor(tool: Tool, settings: Settings) -> SubprocessExecutor | None
     """Run every ``subprocess`` tool no other plugin claimed."""
     if tool.kind != "subprocess":
         return None
-    cached = _executors.get(id(settings))
-    if cached is None or cached[0] is not settings:
-        # Executors hold no per-call state: one per settings object will do.
-        cached = (settings, SubprocessExecutor(settings.stdout_cap, settings.kill_grace, settings))
-        if len(_executors) > 64:
-            _executors.clear()
-        _executors[id(settings)] = cached
-    return cached[1]
-
-
-_executors: dict[int, tuple[Settings, SubprocessExecutor]] = {}
+    return SubprocessExecutor(settings.stdout_cap, settings.kill_grace, settings)
