@@ -768,14 +768,7 @@ def test_waitid_fallback_without_pidfd(tmp_path: Path, call: Runner) -> None:
     assert (out.timed_out, out.signal) == (True, signal.SIGTERM)
 
 
-@pytest.mark.parametrize("epoll", [True, False], ids=["one-epoll-reader", "a-reader-per-descriptor"])
-def test_the_loop_driver_moves_big_stdin_stderr_and_timeouts_with_or_without_epoll(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, epoll: bool
-) -> None:
-    from ongrid_plugins.executors import _drivers
-
-    if not epoll:
-        monkeypatch.setattr(_drivers, "_EPOLL", None)
+def test_the_loop_driver_moves_big_stdin_stderr_and_timeouts(tmp_path: Path) -> None:
     payload = b"x" * (3 * MIB)  # more than a pipe holds: stdin waits for room (POLLOUT)
     out = asyncio.run(arun_process(make_spec(tmp_path, "/bin/cat", stdin=payload, stdout_cap=4 * MIB)))
     assert (out.exit_code, len(out.stdout)) == (0, len(payload))
@@ -788,7 +781,7 @@ def test_the_loop_driver_moves_big_stdin_stderr_and_timeouts_with_or_without_epo
     assert (out.timed_out, out.signal) == (True, signal.SIGTERM)
     before = len(os.listdir("/proc/self/fd"))
     asyncio.run(arun_process(make_spec(tmp_path, "/bin/true")))
-    assert len(os.listdir("/proc/self/fd")) == before  # the call's epoll is closed with it
+    assert len(os.listdir("/proc/self/fd")) == before  # every descriptor of the call is closed
 
 
 @pytest.mark.parametrize("size", [1, 65535, 65536, 65537, 300_000])
@@ -803,78 +796,20 @@ def test_output_written_just_before_exit_is_read_to_the_last_byte(
     assert out.stderr_tail == ("e" * size,)
 
 
-def test_concurrent_calls_on_one_loop_share_one_epoll_that_closes_when_the_loop_is_idle(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from ongrid_plugins.executors import _drivers
-
-    monkeypatch.setattr(_drivers, "IDLE_CLOSE", 0.05)
-
+def test_concurrent_calls_on_one_loop_get_their_own_output_and_leave_no_descriptor(tmp_path: Path) -> None:
     slow = sh(tmp_path, "sleep 100", name="slow.sh")
     talk = sh(tmp_path, "sleep 1.5; cat; echo line >&2", name="talk.sh")
 
-    async def main() -> tuple[list[ProcessOutcome], int, bool, bool]:
-        loop = asyncio.get_running_loop()
+    async def main() -> tuple[list[ProcessOutcome], int]:
         before = len(os.listdir("/proc/self/fd"))
         calls = [arun_process(make_spec(tmp_path, talk, stdin=str(i).encode())) for i in range(6)]
         calls.append(arun_process(make_spec(tmp_path, slow, timeout=1.5)))
         calls.append(arun_process(make_spec(tmp_path, "/bin/cat", stdin=b"y" * MIB, stdout_cap=1000)))
-        started = asyncio.ensure_future(asyncio.gather(*calls))
-        deadline = time.monotonic() + 1.2  # the other seven sleep 1.5 s: all of them in the epoll
-        shared = False
-        while not shared and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-            shared = loop in _drivers._muxes and _drivers._muxes[loop].users == 7  # all but the overflow
-        outs = await started
-        await asyncio.sleep(0.3)  # idle for longer than IDLE_CLOSE: the epoll goes
-        return outs, len(os.listdir("/proc/self/fd")) - before, shared, loop in _drivers._muxes
+        outs = await asyncio.gather(*calls)
+        return outs, len(os.listdir("/proc/self/fd")) - before
 
-    outs, extra_fds, shared, still = asyncio.run(main())
-    assert (shared, still, extra_fds) == (True, False, 0)
+    outs, extra_fds = asyncio.run(main())
+    assert extra_fds == 0
     assert [(o.stdout, o.stderr_tail) for o in outs[:6]] == [(str(i).encode(), ("line",)) for i in range(6)]
     assert (outs[6].timed_out, outs[6].signal) == (True, signal.SIGTERM)
     assert outs[7].stdout_overflow and len(outs[7].stdout) == 1000
-
-
-def test_back_to_back_calls_on_a_loop_keep_one_epoll_that_closes_once_the_loop_stays_idle(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from ongrid_plugins.executors import _drivers
-
-    monkeypatch.setattr(_drivers, "IDLE_CLOSE", 0.2)
-
-    async def main() -> tuple[bool, bool, bool, bool]:
-        loop = asyncio.get_running_loop()
-        await arun_process(make_spec(tmp_path, "/bin/cat"))
-        first = _drivers._muxes.get(loop)
-        for _ in range(3):  # idle steps between calls do not close it
-            await asyncio.sleep(0)
-            await arun_process(make_spec(tmp_path, "/bin/cat"))
-        kept = first is not None and _drivers._muxes.get(loop) is first and not first.epoll.closed
-        await asyncio.sleep(0.05)
-        open_while_briefly_idle = first is not None and not first.epoll.closed
-        await asyncio.sleep(0.5)
-        closed = first is not None and first.epoll.closed
-        return kept, open_while_briefly_idle, loop in _drivers._muxes, closed
-
-    assert asyncio.run(main()) == (True, True, False, True)
-
-
-def test_a_loops_epoll_is_closed_with_the_loop_before_it_was_idle_for_long(tmp_path: Path) -> None:
-    # asyncio.run ends well within IDLE_CLOSE of the last call: the closed loop drops the
-    # mux's reader and its timer, and the freed loop the mux, whose epoll closes with it.
-    import weakref
-
-    from ongrid_plugins.executors import _drivers
-
-    muxes: list[weakref.ref[Any]] = []
-
-    async def main() -> bytes:
-        out = await arun_process(make_spec(tmp_path, "/bin/cat", stdin=b"x"))
-        muxes.append(weakref.ref(_drivers._muxes[asyncio.get_running_loop()]))
-        return out.stdout
-
-    before = open_fds()
-    assert asyncio.run(main()) == b"x"
-    assert muxes[0]() is None  # freed with the loop, before any collection
-    assert open_fds() == before

@@ -43,9 +43,9 @@ Limits
 One state machine, two drivers
     :class:`_Run` holds one child's state and reacts to events ("fd readable",
     "time passed"). :func:`run_process` drives it with ``select.poll``;
-    :func:`arun_process` from the event loop, no threads: every call on a loop puts
-    its descriptors in one ``epoll`` that the loop watches (one reader per loop, not
-    three per call), and a timer handle. Either way, an exception (KeyboardInterrupt,
+    :func:`arun_process` from the event loop (its readers, writers and a timer
+    handle; only the spawn of a call that is not alone on its loop runs in a thread).
+    Either way, an exception (KeyboardInterrupt,
     CancelledError) terminates the group (SIGTERM, up to ``kill_grace``, SIGKILL), reaps
     the child and closes every descriptor before it propagates.
 
@@ -70,7 +70,7 @@ import signal
 import time
 from collections.abc import Callable
 
-from ._drivers import LoopDriver, PollDriver, _launch_aside, _Mux
+from ._drivers import LoopDriver, PollDriver, _launch_aside, in_flight
 from ._spawn import Child, SpawnError, spawn
 from ._spec import ProcessOutcome, ProcessSpec, StderrCallback
 from ._stderr import StderrLines
@@ -123,10 +123,11 @@ async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = Non
     """
     loop = asyncio.get_running_loop()
     run = _Run(spec, on_stderr)
-    mux = _Mux.attach(loop)  # its users are the calls in flight on the loop, this one too
-    driver = LoopDriver(run, loop, mux)
+    driver = LoopDriver(run, loop)
+    busy = in_flight.get(loop, 0)
+    in_flight[loop] = busy + 1
     try:
-        error = run.launch() if mux.users == 1 else await _launch_aside(run)
+        error = await _launch_aside(run) if busy else run.launch()
         if error is not None:
             return ProcessOutcome.never_ran(error, run.duration)
         run.start()
@@ -139,7 +140,7 @@ async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = Non
         driver.detach()
         run.close()  # a second cancellation lands here: SIGKILL and a blocking waitpid
         run.before_close = _ignore
-        mux.detach(loop)
+        in_flight[loop] -= 1
     return run.outcome()
 
 
