@@ -769,18 +769,19 @@ def planted_shadow(box: dict[str, Path], secrets_dir: Path, monkeypatch: pytest.
     return secret
 
 
-def test_a_secret_replaced_by_rename_or_deleted_and_written_anew_is_covered_again(
+def test_a_secret_replaced_by_rename_after_threads_were_made_ready_is_covered_again(
     box: dict[str, Path], secrets_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     secret = planted_shadow(box, secrets_dir, monkeypatch)
     host = host_for(box["tmp"], box["root"])
     assert read_paths(host, secret) == {str(secret): "error:PermissionError"}
+    time.sleep(0.5)  # threads for the next calls are parked now, the secret covered in them
     # The way passwd writes /etc/shadow: a new file renamed over the old one. The kernel
-    # detaches a mount on a replaced file in every namespace.
+    # detaches a mount on a replaced file in every namespace, the parked ones included.
     fresh = secrets_dir / "shadow.new"
     fresh.write_text("NEW")
     os.rename(fresh, secret)
-    for _ in range(3):
+    for _ in range(3):  # the two parked threads, then one made after the rename
         assert read_paths(host, secret) == {str(secret): "error:PermissionError"}
     secret.unlink()
     secret.write_text("AGAIN")  # deleted and written anew
@@ -788,26 +789,43 @@ def test_a_secret_replaced_by_rename_or_deleted_and_written_anew_is_covered_agai
     assert secret.read_text() == "AGAIN"  # the host's own view is untouched
 
 
-def test_a_secret_replaced_while_the_call_is_prepared_is_covered_before_it_confines_itself(
+def test_the_refiller_checks_its_covers_only_after_a_call_found_them_stale(
     box: dict[str, Path], secrets_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ongrid_plugins.executors.confine import plan, warm
+    from ongrid_plugins.executors.confine import warm
 
     secret = planted_shadow(box, secrets_dir, monkeypatch)
+    checks: list[tuple[str, bool]] = []  # (thread name, whether anything was stale)
+    refresh = warm.Covers.refresh
+
+    def recorded(self: Any) -> bool:
+        changed = refresh(self)
+        checks.append((threading.current_thread().name, changed))
+        return changed
+
+    monkeypatch.setattr(warm.Covers, "refresh", recorded)
     host = host_for(box["tmp"], box["root"])
-    take = warm.take
 
-    def replaced_once_covered(*args: Any) -> warm.Warm:
-        thread = take(*args)
-        thread.wait_ready()  # the secret is covered in the thread's namespace now
-        fresh = secrets_dir / "shadow.new"
-        fresh.write_text("NEW")
-        os.rename(fresh, secret)  # ... and the cover detached, before the call confines itself
-        return thread
+    def settled_calls(count: int) -> list[tuple[str, bool]]:
+        checks.clear()
+        for _ in range(count):
+            assert read_paths(host, secret) == {str(secret): "error:PermissionError"}
+            time.sleep(0.2)  # the refiller makes the next thread meanwhile
+        return list(checks)
 
-    monkeypatch.setattr(plan, "take", replaced_once_covered)
-    assert read_paths(host, secret) == {str(secret): "error:PermissionError"}
-    assert secret.read_text() == "NEW"
+    settled_calls(4)  # whatever earlier calls of this process left: the secret covered now
+    quiet = settled_calls(4)
+    # Nothing changed: every call checks its own covers, finds them current, and the
+    # refiller checks nothing.
+    assert quiet == [("ongrid-spawn", False)] * 4
+    fresh = secrets_dir / "shadow.new"
+    fresh.write_text("NEW")
+    os.rename(fresh, secret)
+    after = settled_calls(5)
+    spawning = [changed for name, changed in after if name == "ongrid-spawn"]
+    assert len(spawning) == 5 and spawning[0] is True  # the call re-covered it
+    assert ("ongrid-warm", True) in after  # and the refiller then its own covers
+    assert spawning[-2:] == [False, False]  # threads made since come covered
 
 
 def test_a_secret_that_appears_after_the_host_started_is_covered(
@@ -820,6 +838,7 @@ def test_a_secret_that_appears_after_the_host_started_is_covered(
     make_skill(box["root"], "reader", script=READER, entry="reader.py")
     host = host_for(box["tmp"], box["root"])
     assert read_paths(host, later) == {str(later): "error:FileNotFoundError"}
+    time.sleep(0.5)
     later.write_text("KEY")
     folder.mkdir()
     (folder / "admins").write_text("ALL")
@@ -844,17 +863,18 @@ def test_spawning_threads_are_born_without_a_bounding_set_and_the_host_keeps_its
             return dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
 
     seen = []
-    for _ in range(3):
+    for _ in range(3):  # made on the spot or parked by the refiller, alike
         thread = warm.take(SUPPORT.cgroups, SUPPORT.mount_namespace, True)
         seen.append(thread.run(status))
         thread.release()
+        time.sleep(0.2)
     for fields in seen:
         assert fields["CapBnd"].strip() == "0000000000000000"
         assert fields["CapEff"].strip() != "0000000000000000"  # still mounts its /tmp
     assert status(None)["CapBnd"].strip() != "0000000000000000"
 
 
-def test_each_confined_call_starts_one_spawning_thread(box: dict[str, Path]) -> None:
+def test_calls_wake_one_refiller_instead_of_starting_one_each(box: dict[str, Path]) -> None:
     probe(box["root"])
     host = host_for(box["tmp"], box["root"])
     run(host, "probe")
@@ -873,7 +893,8 @@ def test_each_confined_call_starts_one_spawning_thread(box: dict[str, Path]) -> 
             time.sleep(0.05)
     finally:
         threading.Thread.start = original  # type: ignore[method-assign]
-    assert started.count("ongrid-spawn") == 5
+    assert "ongrid-warm" not in started
+    assert started.count("ongrid-spawn") == 5  # one spawning thread per call, made ahead
 
 
 def test_a_spawning_thread_joins_its_calls_groups_by_writing_0_never_its_thread_id(

@@ -53,7 +53,7 @@ def drop_bounding(root: bool) -> None:
     """Lock the securebits and empty the bounding set of the calling thread, irreversibly.
 
     Both only change what a later ``execve`` grants; the thread keeps its effective
-    capabilities (the spawning thread still mounts its private ``/tmp`` after
+    capabilities (a parked spawning thread still mounts its private ``/tmp`` after
     this), so :mod:`.warm` does it before the call, and :func:`drop_all` finishes.
     """
     if not root:

@@ -237,8 +237,8 @@ class CallGroup:
 _pool: list[CallGroup] = []
 _pool_lock = threading.Lock()
 _counter_lock = threading.Lock()
-# A call holds _pool_lock while it reads the pooled groups: a fork then must not leave
-# the child's calls waiting on it.
+# The warm pool's refiller holds _pool_lock while it reads the pooled groups: a fork then
+# must not leave the child's calls waiting on it.
 renew_after_fork(sys.modules[__name__], "_pool_lock", "_counter_lock")
 _next = [0]
 

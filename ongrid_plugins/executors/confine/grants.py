@@ -225,7 +225,7 @@ class Static:
         hidden = profile.hidden
         self.uncover: list[str] = []
         if private_tmp:
-            # The spawning thread has /tmp of its own and empty mounts over the system
+            # The parked thread has /tmp of its own and empty mounts over the system
             # secrets: Landlock need not carve around either.
             hidden = (*(h for h in hidden if h not in set(covered)), "/tmp")
             self.uncover = [p for p in covered if any(_within(p, d) for d in profile.read)]

@@ -132,12 +132,12 @@ class Plan:
     # spawning thread ------------------------------------------------------------
 
     def run(self, job: Callable[[], Any]) -> Any:
-        """Run ``job`` (``apply`` then the spawn) in this call's spawning thread."""
+        """Run ``job`` (``apply`` then the spawn) in this call's parked thread."""
         assert self.warm is not None
         return self.warm.run(lambda _warm: job())
 
     def apply(self) -> None:
-        """Confine the calling thread (irreversibly): the spawning thread of :meth:`run`.
+        """Confine the calling thread (irreversibly): the parked thread of :meth:`run`.
 
         That thread is already in the call's cgroup and, where mounts are possible, in
         a namespace of its own with a fresh tmpfs on ``/tmp`` (:mod:`.warm`).
@@ -146,7 +146,7 @@ class Plan:
         assert self.warm is not None
         tmp_fd = -1
         if self.warm.under >= 0:
-            self.warm.refresh_covers()  # a secret replaced or added since the thread covered them
+            self.warm.refresh_covers()  # a secret replaced or added since the thread was made ready
             for path in self._uncover:  # declared readable by this call
                 mounts.uncover(path)
             mounts.bind_back(self.warm.under, self._keep)
