@@ -9,9 +9,8 @@ the median over all calls (latency) or over the rounds (calls/s). Rows:
   (same stdin, stdout, stderr, environment, and a timeout) and against a bare
   ``os.posix_spawn`` round trip (``call_spawn`` of ``baselines/exec_bench.py``);
 * confined ``host.call`` (``sandbox="auto"``) against the same entry under bubblewrap,
-  and the confined call without the parked spawning threads (``confine/warm.py``: each
-  call makes its thread on the spot) and without the cached Landlock rules
-  (``confine/grants.py``: every call opens them anew), to show what each pays;
+  and the confined call without the cached Landlock rules (``confine/grants.py``:
+  every call opens them anew), to show what the cache pays;
 * 8 concurrent ``acall`` (asyncio, ``sandbox="off"``) against eight threads each running
   ``subprocess.run``.
 
@@ -39,7 +38,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE / "baselines")]
 from exec_bench import call_spawn  # noqa: E402
 
 from ongrid_plugins import SkillHost  # noqa: E402
-from ongrid_plugins.executors.confine import grants, plan, warm  # noqa: E402
+from ongrid_plugins.executors.confine import grants  # noqa: E402
 from ongrid_plugins.settings import Settings  # noqa: E402
 
 ENTRY = """#!/bin/sh
@@ -76,19 +75,6 @@ def run_with(argv: list[str], env: dict[str, str], payload: bytes) -> Callable[[
         return done.stdout
 
     return call
-
-
-def without_parked_threads(call: Callable[[], object]) -> Callable[[], object]:
-    """``call`` with every confined call making its spawning thread on the spot."""
-
-    def unparked() -> object:
-        plan.take = lambda cgroup, tmp, root=False: warm.Warm(cgroup, tmp, root)  # type: ignore[assignment]
-        try:
-            return call()
-        finally:
-            plan.take = warm.take
-
-    return unparked
 
 
 def without_cached_rules(call: Callable[[], object]) -> Callable[[], object]:
@@ -159,7 +145,6 @@ def main() -> None:
         "subprocess.run": run_with([str(entry)], env, payload),
         "posix_spawn (call_spawn)": lambda: call_spawn(str(entry), payload),
         "host.call, confined": host_call(confined),
-        "host.call, confined, no parked threads": without_parked_threads(host_call(confined)),
         "host.call, confined, no cached rules": without_cached_rules(host_call(confined)),
     }
     if shutil.which("bwrap"):
@@ -189,7 +174,6 @@ def main() -> None:
         ("host.call, sandbox off", "subprocess.run", "<= 1.1x"),
         ("host.call, sandbox off", "posix_spawn (call_spawn)", "<= 1.6x (goal 1.2x)"),
         ("host.call, confined", "bwrap", "<= 0.5x (goal 0.35x)"),
-        ("host.call, confined, no parked threads", "host.call, confined", "keep if > 1.25x or +0.5 ms"),
         ("host.call, confined, no cached rules", "host.call, confined", "keep if > 1.25x or +0.5 ms"),
     ]
     print(f"{args.rounds} rounds x {args.block} calls per method, medians, {os.cpu_count()} CPUs")
