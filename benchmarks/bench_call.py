@@ -2,8 +2,9 @@
 """One call of a trivial ``#!/bin/sh`` skill, next to what a user would compare it with.
 
 Every method runs in the same process, in interleaved rounds (each round runs a block
-of calls of every method, in turn), so machine noise hits them alike; each figure is
-the median over all calls (latency) or over the rounds (calls/s). Rows:
+of calls of every method of its group, in an order that rotates from round to round),
+so machine noise hits them alike; each figure is the median over all calls (latency)
+or over the rounds (calls/s). Rows:
 
 * ``host.call`` with ``sandbox="off"`` against ``subprocess.run`` of the same entry
   (same stdin, stdout, stderr, environment, and a timeout) and against a bare
@@ -12,9 +13,9 @@ the median over all calls (latency) or over the rounds (calls/s). Rows:
   and the confined call without the cached Landlock rules (``confine/grants.py``:
   every call opens them anew), to show what the cache pays;
 * 8 concurrent ``acall`` (asyncio, ``sandbox="off"``) against eight threads each running
-  ``subprocess.run``.
+  ``subprocess.run``: batches of 40 calls, a quarter as many rounds.
 
-    python benchmarks/bench_call.py --rounds 15 --block 20
+    python benchmarks/bench_call.py --rounds 60 --block 3
 """
 
 from __future__ import annotations
@@ -123,8 +124,8 @@ def threads(call: Callable[[], object], n: int) -> Callable[[], float]:
 def main() -> None:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--block", type=int, default=20, help="calls of each method per round")
+    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--block", type=int, default=3, help="calls of each method per round")
     args = parser.parse_args()
 
     # Not under /tmp: bubblewrap puts a tmpfs there, which would hide the entry.
@@ -140,32 +141,30 @@ def main() -> None:
     env = {name: os.environ[name] for name in tool.env_allow if name in os.environ}
     payload = b"{}"
 
-    latency: dict[str, Callable[[], object]] = {
+    unconfined: dict[str, Callable[[], object]] = {
         "host.call, sandbox off": host_call(off),
         "subprocess.run": run_with([str(entry)], env, payload),
         "posix_spawn (call_spawn)": lambda: call_spawn(str(entry), payload),
+    }
+    confining: dict[str, Callable[[], object]] = {
         "host.call, confined": host_call(confined),
         "host.call, confined, no cached rules": without_cached_rules(host_call(confined)),
     }
     if shutil.which("bwrap"):
-        latency["bwrap"] = run_with([*BWRAP, str(entry)], env, payload)
-    n = args.block * 2
+        confining["bwrap"] = run_with([*BWRAP, str(entry)], env, payload)
+    n = 40  # calls per concurrent batch
     rates = {"8 concurrent acall, sandbox off": acalls(off, n), "8 threads x subprocess.run": threads(
-        latency["subprocess.run"], n)}  # fmt: skip
+        unconfined["subprocess.run"], n)}  # fmt: skip
 
-    for call in latency.values():  # warm up: imports, caches, parked threads
-        for _ in range(3):
-            call()
-    times: dict[str, list[float]] = {name: [] for name in latency}
+    # The confining rows run last: the kernel tears a network namespace down (bwrap's)
+    # in the background, which slowed every spawn made meanwhile by 2-3x.
+    times: dict[str, list[float]] = {}
+    interleaved(unconfined, args.rounds, args.block, times)
     per_round: dict[str, list[float]] = {name: [] for name in rates}
-    for _ in range(args.rounds):
-        for name, call in latency.items():
-            for _ in range(args.block):
-                started = time.perf_counter()
-                call()
-                times[name].append(time.perf_counter() - started)
+    for _ in range(max(3, args.rounds // 4)):
         for name, rate in rates.items():
             per_round[name].append(rate())
+    interleaved(confining, args.rounds, args.block, times)
     shutil.rmtree(root, ignore_errors=True)
 
     us = {name: statistics.median(values) * 1e6 for name, values in times.items()}
@@ -176,7 +175,8 @@ def main() -> None:
         ("host.call, confined", "bwrap", "<= 0.5x (goal 0.35x)"),
         ("host.call, confined, no cached rules", "host.call, confined", "keep if > 1.25x or +0.5 ms"),
     ]
-    print(f"{args.rounds} rounds x {args.block} calls per method, medians, {os.cpu_count()} CPUs")
+    print(f"{args.rounds} rounds x {args.block} calls per method, medians, {os.cpu_count()} CPUs,", end=" ")
+    print(f"load average {os.getloadavg()[0]:.1f}")
     line("row", "us/call", "anchor", "us/call", "ratio", "target")
     line("-" * 40, "-" * 8, "-" * 26, "-" * 8, "-" * 6, "-" * 26)
     for row, anchor, target in rows:
@@ -185,6 +185,24 @@ def main() -> None:
     row, anchor = "8 concurrent acall, sandbox off", "8 threads x subprocess.run"
     ratio = f"{per_s[row] / per_s[anchor]:.2f}x"
     line(row, f"{per_s[row]:.0f}/s", anchor, f"{per_s[anchor]:.0f}/s", ratio, ">= 0.8x (goal 1.0x)")
+
+
+def interleaved(
+    methods: dict[str, Callable[[], object]], rounds: int, block: int, times: dict[str, list[float]]
+) -> None:
+    """``block`` timed calls of each method per round, in an order that rotates each round."""
+    for call in methods.values():  # warm up: imports, caches, parked threads
+        for _ in range(3):
+            call()
+    order = list(methods)
+    for name in order:
+        times[name] = []
+    for turn in range(rounds):
+        for name in order[turn % len(order) :] + order[: turn % len(order)]:
+            for _ in range(block):
+                started = time.perf_counter()
+                methods[name]()
+                times[name].append(time.perf_counter() - started)
 
 
 def line(row: str, mine: str, anchor: str, theirs: str, ratio: str, target: str) -> None:
