@@ -36,7 +36,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE / "baselines")]
 
-from exec_bench import call_spawn  # noqa: E402
+from exec_bench import call_spawn  # type: ignore[import-not-found]  # noqa: E402
 
 from ongrid_plugins import SkillHost  # noqa: E402
 from ongrid_plugins.executors.confine import grants  # noqa: E402
@@ -83,7 +83,8 @@ def without_cached_rules(call: Callable[[], object]) -> Callable[[], object]:
 
     def uncached() -> object:
         base, static = grants.Base.fresh, grants.Static.fresh
-        grants.Base.fresh = grants.Static.fresh = lambda self: False  # type: ignore[method-assign]
+        grants.Base.fresh = lambda self: False  # type: ignore[method-assign]
+        grants.Static.fresh = lambda self: False  # type: ignore[method-assign]
         try:
             return call()
         finally:
