@@ -66,13 +66,13 @@ def _modules(package: Path) -> dict[str, Path]:
     return found
 
 
-def _imports(module: str, path: Path, known: Iterable[str], typing_too: bool = False) -> set[str]:
-    """The package modules ``module`` imports, lazy ones included; TYPE_CHECKING ones with ``typing_too``."""
+def _imports(module: str, path: Path, known: Iterable[str], type_only: bool = False) -> set[str]:
+    """The package modules ``module`` imports, lazy ones included; TYPE_CHECKING ones if ``type_only``."""
     known = set(known)
     tree = ast.parse(path.read_text(), str(path))
     typing_only = (
         set()
-        if typing_too
+        if type_only
         else {
             id(inner)
             for node in ast.walk(tree)
@@ -99,10 +99,10 @@ def _imports(module: str, path: Path, known: Iterable[str], typing_too: bool = F
     return {target for target in targets if target in known and target != module}
 
 
-def import_graph(package: Path, typing_too: bool = False) -> dict[str, set[str]]:
-    """Module -> the package modules it imports (``typing_too``: type-only imports as well)."""
+def import_graph(package: Path, type_only: bool = False) -> dict[str, set[str]]:
+    """Module -> the package modules it imports (with ``type_only``, under TYPE_CHECKING too)."""
     modules = _modules(package)
-    return {module: _imports(module, path, modules, typing_too) for module, path in modules.items()}
+    return {module: _imports(module, path, modules, type_only) for module, path in modules.items()}
 
 
 def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
@@ -349,7 +349,7 @@ def test_the_circles_the_layout_issue_named_are_gone(module: str) -> None:
 def test_the_host_stage_is_in_no_circle_type_only_imports_included(module: str) -> None:
     """Issue 35 item 5: the steps, dispatch, export and ticketlog name what they read of a
     host by a protocol of their own, so not even a type annotation imports the host back."""
-    circles = cycles(import_graph(PACKAGE, typing_too=True))
+    circles = cycles(import_graph(PACKAGE, type_only=True))
     assert [c for c in circles if module in c] == []
 
 
@@ -363,7 +363,7 @@ def test_the_checker_counts_a_type_only_import_when_asked(tmp_path: Path) -> Non
         },
     )
     assert cycles(import_graph(package)) == []
-    assert cycles(import_graph(package, typing_too=True)) == [
+    assert cycles(import_graph(package, type_only=True)) == [
         ["ongrid_plugins.host", "ongrid_plugins.pipeline"]
     ]
 
