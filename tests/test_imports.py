@@ -38,7 +38,7 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         ("gate", "gate personas approvals"),
         ("audit", "audit"),
         ("execution", "executors statedir"),
-        ("host", "pipeline persona_lookup host testing ticketlog"),
+        ("host", "pipeline persona_lookup host hostlike testing ticketlog"),
         ("surfaces", "<root> __main__ cli commands dispatch export server remote"),
     )
 )
@@ -66,16 +66,20 @@ def _modules(package: Path) -> dict[str, Path]:
     return found
 
 
-def _imports(module: str, path: Path, known: Iterable[str]) -> set[str]:
-    """The package modules ``module`` imports, lazy imports included, TYPE_CHECKING blocks not."""
+def _imports(module: str, path: Path, known: Iterable[str], type_only: bool = False) -> set[str]:
+    """The package modules ``module`` imports, lazy ones included; TYPE_CHECKING ones if ``type_only``."""
     known = set(known)
     tree = ast.parse(path.read_text(), str(path))
-    typing_only = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for inner in ast.walk(node)
-    }
+    typing_only = (
+        set()
+        if type_only
+        else {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for inner in ast.walk(node)
+        }
+    )
     base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     root = module.split(".")[0]
     targets: set[str] = set()
@@ -95,10 +99,10 @@ def _imports(module: str, path: Path, known: Iterable[str]) -> set[str]:
     return {target for target in targets if target in known and target != module}
 
 
-def import_graph(package: Path) -> dict[str, set[str]]:
-    """Module -> the package modules it imports."""
+def import_graph(package: Path, type_only: bool = False) -> dict[str, set[str]]:
+    """Module -> the package modules it imports (with ``type_only``, under TYPE_CHECKING too)."""
     modules = _modules(package)
-    return {module: _imports(module, path, modules) for module, path in modules.items()}
+    return {module: _imports(module, path, modules, type_only) for module, path in modules.items()}
 
 
 def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
@@ -330,6 +334,38 @@ def test_the_checker_places_a_module_of_a_split_folder_at_its_own_stage(tmp_path
 )
 def test_the_circles_the_layout_issue_named_are_gone(module: str) -> None:
     assert not any(module in component for component in cycles(GRAPH))
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "ongrid_plugins.host",
+        "ongrid_plugins.pipeline",
+        "ongrid_plugins.dispatch",
+        "ongrid_plugins.export",
+        "ongrid_plugins.ticketlog",
+    ],
+)
+def test_the_host_stage_is_in_no_circle_type_only_imports_included(module: str) -> None:
+    """Issue 35 item 5: the steps, dispatch, export and ticketlog name what they read of a
+    host by a protocol of their own, so not even a type annotation imports the host back."""
+    circles = cycles(import_graph(PACKAGE, type_only=True))
+    assert [c for c in circles if module in c] == []
+
+
+def test_the_checker_counts_a_type_only_import_when_asked(tmp_path: Path) -> None:
+    package = _write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "host.py": "from .pipeline import step\n",
+            "pipeline.py": "import typing\nif typing.TYPE_CHECKING:\n    from .host import Host\n",
+        },
+    )
+    assert cycles(import_graph(package)) == []
+    assert cycles(import_graph(package, type_only=True)) == [
+        ["ongrid_plugins.host", "ongrid_plugins.pipeline"]
+    ]
 
 
 def test_the_architecture_page_names_every_stage_module_and_hook() -> None:
