@@ -21,7 +21,7 @@ def main() -> int:
     )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
-        "--only", help="comma-separated: load,exec,cli,process,schemacheck and others present"
+        "--only", help="comma-separated: load,exec,cli,process and others present"
     )
     args = parser.parse_args()
     quick = args.quick
@@ -36,14 +36,6 @@ def main() -> int:
         "exec": ["bench_exec.py", "--n", "200" if quick else "500", "--conc-n", "300" if quick else "800"],
         "cli": ["bench_cli.py", "--runs", "7" if quick else "21"],
         "process": ["bench_process.py"],
-        "schemacheck": ["bench_schemacheck.py"],
-        "watch": [
-            "bench_watch.py",
-            "--sizes",
-            "10,100" if quick else "10,100,1000",
-            "--runs",
-            "5" if quick else "15",
-        ],
     }
     for script in sorted(HERE.glob("bench_*.py")):
         key = script.stem.removeprefix("bench_")
