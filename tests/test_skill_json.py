@@ -599,3 +599,38 @@ def test_a_keyword_spelled_with_an_escape_is_still_checked(
     assert host.report.registered == 0
     [error] = build_errors(host)
     assert message in error
+
+
+# ---------------------------------------------------------------- one home for the field rules
+
+FIELD_SAMPLES = [
+    ({"name": "a" * 64}, True),
+    ({"name": "a" * 65}, False),
+    ({"name": "Bad-Name"}, False),
+    ({"name": "ok\n"}, False),
+    ({"timeout_seconds": 86400}, True),
+    ({"timeout_seconds": 86401}, False),
+    ({"timeout_seconds": -1}, False),
+    ({"class": ""}, True),
+    ({"class": "dangerous"}, True),
+    ({"class": "Safe"}, False),
+    ({"env_allow": ["PATH", "_X1"]}, True),
+    ({"env_allow": ["1X"]}, False),
+    ({"env_allow": ["A-B"]}, False),
+    ({"unknown_field": 1}, True),
+]
+
+
+@pytest.mark.parametrize(("fields", "loads"), FIELD_SAMPLES, ids=[repr(f)[:40] for f, _ in FIELD_SAMPLES])
+def test_the_published_schema_and_the_loader_agree_on_each_field_rule(
+    make_host: Any, root: Path, fields: dict[str, Any], loads: bool
+) -> None:
+    from ongrid_plugins.loaders.skill_json import SCHEMA_FILE
+    from ongrid_plugins.schema.safe import safe_validator
+
+    # RE2, as ECMA-262: "$" is the end of the text (Python's re also matches before a final "\n")
+    schema = safe_validator(json.loads(Path(SCHEMA_FILE).read_text()))
+    manifest = {"name": "probe", "description": "d", "entry": "run.sh", **fields}
+    assert schema.is_valid(manifest) is loads
+    make_skill(root, "probe", manifest=manifest)
+    assert (load(make_host, root).report.registered == 1) is loads

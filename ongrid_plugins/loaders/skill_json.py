@@ -46,32 +46,27 @@ __all__ = [
     "read_manifest",
 ]
 
-MAX_NAME_LENGTH = 64
-MAX_TIMEOUT = 24 * 60 * 60
-NAME_RE = re.compile(r"[a-z0-9_]+")
-ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: The published schema of a manifest (``ongrid_plugins/schemas/skill.schema.json``): the
+#: one home of every field rule a schema can say (names, types, patterns, bounds, the
+#: classes). The checks below read their limits from it and word each error themselves;
+#: what no schema can say (the entry on disk, a visible description, a valid argument
+#: schema, distinct ``env_allow`` names) is code only.
+SCHEMA_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "schemas", "skill.schema.json")
+with open(SCHEMA_FILE, "rb") as _file:
+    _FIELDS: dict[str, Any] = json.load(_file)["properties"]
+
+MAX_NAME_LENGTH: int = _FIELDS["name"]["maxLength"]
+MAX_TIMEOUT: int = _FIELDS["timeout_seconds"]["maximum"]
+#: The schema's anchored patterns, matched with ``fullmatch`` (shown without the anchors).
+NAME_RE = re.compile(_FIELDS["name"]["pattern"].strip("^$"))
+ENV_NAME_RE = re.compile(_FIELDS["env_allow"]["items"]["pattern"].strip("^$"))
 #: The most distinct names ``env_allow`` may list: far more than a skill reads, and a
 #: bound on what one manifest makes every call copy from the host's environment.
 MAX_ENV_ALLOW = 1024
-KNOWN_FIELDS = (
-    "name",
-    "description",
-    "schema",
-    "entry",
-    "env_allow",
-    "timeout_seconds",
-    "class",
-    "category",
-    "sandbox",
-    "$schema",
-)
+KNOWN_FIELDS = tuple(_FIELDS)
 _KNOWN_SET = frozenset(KNOWN_FIELDS)
-CLASSES = {
-    "": ToolClass.SAFE,
-    "safe": ToolClass.SAFE,
-    "mutating": ToolClass.MUTATING,
-    "dangerous": ToolClass.DANGEROUS,
-}
+#: The schema's ``class`` values; ``""`` (as a missing class) is ``safe``.
+CLASSES = {value: ToolClass(value or "safe") for value in _FIELDS["class"]["enum"]}
 
 
 _MISSING: Any = object()
@@ -177,7 +172,7 @@ def _check_name(check: _Checker) -> str:
     if not NAME_RE.fullmatch(name):
         suggestion = re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_")
         hint = f'use lower_snake, e.g. "{suggestion}"' if suggestion else "use lower_snake"
-        check.error("name", "bad_name", f'"name" must match [a-z0-9_]+ (got {_show(name)})', hint)
+        check.error("name", "bad_name", f'"name" must match {NAME_RE.pattern} (got {_show(name)})', hint)
     elif len(name) > MAX_NAME_LENGTH:
         message = f'"name" is {len(name)} characters; model APIs accept at most {MAX_NAME_LENGTH}'
         check.error("name", "name_too_long", message)
