@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import sqlite3
 import subprocess
@@ -343,7 +342,7 @@ def test_a_result_is_completed_in_place_only_from_an_executor_whose_class_says_i
 # ------------------------------------------------------------------ the executor
 
 
-def test_the_executor_follows_a_reload_and_forgets_dropped_tools(tmp_path: Path, root: Path) -> None:
+def test_the_executor_follows_a_reload(tmp_path: Path, root: Path) -> None:
     make_skill(root, "echo", script="#!/bin/sh\necho '{\"v\": 1}'\n")
     host = SkillHost(isolated_settings(tmp_path, root))
     assert host.call("echo").value == {"v": 1}
@@ -359,16 +358,14 @@ def test_the_executor_follows_a_reload_and_forgets_dropped_tools(tmp_path: Path,
     other.chmod(0o755)
     host.reload()
     assert host.call("echo").value == {"v": 2}
-    gc.collect()
-    assert [ref().entry for ref, _prepared in executor._prepared.values()] == [str(other.resolve())]  # type: ignore[union-attr]
+    assert executor.run(_request(host)).value == {"v": 2}  # an executor made before the reload too
 
 
 def test_the_executors_spec_is_the_one_processspec_builds_and_bad_limits_still_raise(
     tmp_path: Path, root: Path
 ) -> None:
-    """Each call's spec is built without ProcessSpec's own check when the executor's
-    limits and the call's values passed it already: the same spec field for field; an
-    executor with limits ProcessSpec refuses still gets ProcessSpec's error."""
+    """Each call's spec is ProcessSpec's, field for field; an executor with limits
+    ProcessSpec refuses gets ProcessSpec's error."""
 
     from ongrid_plugins.executors._spec import ProcessSpec
     from ongrid_plugins.executors.subprocess import SubprocessExecutor, _release

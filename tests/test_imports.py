@@ -26,7 +26,7 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         (
             "values",
             "_version echo errors callinputs begin_aside models hookspecs hooks sidetable identity"
-            " frontmatter hints settings resolve _sqlite _speedups forksafe stdio userfiles",
+            " frontmatter hints settings resolve _sqlite forksafe stdio userfiles",
         ),
         ("schemas", "schema safeschema export_gemini archive packs.headers packs.archive scaffold"),
         ("discovery", "discovery roots loaders packs plugins builtin_tools"),
