@@ -20,9 +20,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument(
-        "--only", help="comma-separated: load,call,cli and others present"
-    )
+    parser.add_argument("--only", help="comma-separated: load,call,cli and others present")
     args = parser.parse_args()
     quick = args.quick
     plan = {
