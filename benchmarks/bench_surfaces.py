@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ongrid_plugins import SkillHost, loadcache
+from ongrid_plugins import SkillHost
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 TRIVIAL_SH = "#!/bin/sh\necho '{}'\n"
@@ -256,7 +256,6 @@ def main() -> int:
         results.update(rest(base, args.requests))
         results["MCP tools/call, 1"] = mcp_latency(base, args.mcp_calls)
         exported = export(base, args.tools)
-        loadcache.wait_for_writes()  # the load cache is written in the background: not into a removed folder
     print(f"{'trivial skill':28} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
     for name, row in results.items():
         print(f"{name:28} {row['rps']:9.0f} {row['p50']:8.2f} {row['p99']:8.2f}")

@@ -32,8 +32,7 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         ("discovery", "discovery roots loaders packs plugins builtin_tools"),
         (
             "catalog",
-            "loader loadcache availability instructions catalog validate"
-            " sources install packs.sources packs.install",
+            "loader availability instructions catalog validate sources install packs.sources packs.install",
         ),
         ("gate", "gate personas approvals"),
         ("audit", "audit"),
