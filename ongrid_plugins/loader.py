@@ -16,7 +16,6 @@ logger: ``registered`` at INFO, the skip lines at WARNING.
 
 from __future__ import annotations
 
-import gc
 import logging
 import operator
 import os
@@ -32,8 +31,6 @@ from .discovery.roots import canonical, check_symlinked_manifest
 from .echo import printable
 from .errors import ManifestBuildError, ManifestError, PluginLoadError
 from .hooks import hooks
-from .loaders import skill_json, skill_md
-from .loaders.skill_json import MANIFEST_NAME
 from .models import LoadEvent, LoadReport, Problem, Skill, SkillRoot
 
 if TYPE_CHECKING:
@@ -92,15 +89,11 @@ class _Load:
     validators: bool = attrs.field(init=False)
     listeners: bool = attrs.field(init=False)
     load_manifest: Any = attrs.field(init=False)
-    # With only the built-in loaders registered, a skill.json goes straight to its
-    # loader: the pluggy call (and the SKILL.md loader declining it) is a tenth of it.
-    load_skill_json: Any = attrs.field(init=False)
     registered_level: int = logging.INFO
 
     def __attrs_post_init__(self) -> None:
         self.availability = Availability(self.pm, self.settings)
         self.load_manifest = hooks(self.pm).load_manifest
-        self.load_skill_json = _direct_loader(self.pm, self.settings)
         self.validators = hooks(self.pm).implemented("ongrid_validate_skill")
         self.listeners = hooks(self.pm).implemented("ongrid_skill_registered")
 
@@ -232,47 +225,19 @@ def load(
     report. ``skip`` holds canonical folders not to read at all, as a root or
     inside one (the catalog's packs that drifted from ``skills.lock``).
     ``announce=False`` (a reload, whose changes the catalog logs) logs the
-    ``registered`` lines at DEBUG instead of INFO. The cyclic garbage
-    collector is paused during the walk: the parsed manifests are acyclic, and
-    collecting them over and over costs more than parsing them. What the walk
-    made then goes straight to the collector's oldest generation
-    (:func:`_keep_unscanned`), not through a scan of all of it at the first
-    allocation after the pause.
+    ``registered`` lines at DEBUG instead of INFO.
     """
     state = _Load(pm, settings, registered_level=logging.INFO if announce else logging.DEBUG)
     roots = resolve_roots(pm, settings, state.events)
     names = hooks(pm).manifest_names()
     reals = frozenset(r.real for r in roots) | skip
     roots = [r for r in roots if r.real not in skip]
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for root in roots:
-            for path, is_link in iter_manifests(root.real, names, reals - {root.real}):
-                _load_one(state, root, path, is_link)
-    finally:
-        if was_enabled:
-            _keep_unscanned()
-            gc.enable()
+    for root in roots:
+        for path, is_link in iter_manifests(root.real, names, reals - {root.real}):
+            _load_one(state, root, path, is_link)
     snapshot = state.builder.build()
     report = LoadReport(len(snapshot.skills), state.events, [r.real for r in roots])
     return snapshot, report
-
-
-def _keep_unscanned() -> None:
-    """Move every object the cyclic collector tracks to its oldest generation, unscanned.
-
-    With the collector paused, everything a load allocated is still in the
-    youngest generation, so the first allocation after the pause would scan it
-    all (a tenth of a cold load of 10,000 manifests) only to promote it: a
-    snapshot lives until the next load. ``gc.freeze()`` then ``gc.unfreeze()``
-    moves the objects without looking at them; garbage among them is collected
-    by the next full collection, as it would be once promoted. Skipped when the
-    program keeps frozen objects of its own (``unfreeze`` would release them).
-    """
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
 
 
 def _load_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> None:
@@ -291,20 +256,6 @@ def _shown(walked: str, real: str) -> str:
     return walked if walked == real else f"{walked} (a symlink to {real})"
 
 
-def _direct_loader(pm: pluggy.PluginManager, settings: Settings) -> Any:
-    """The built-in skill.json loader when calling it is what the hook call would do, else None."""
-    impls = hooks(pm).implementations("ongrid_load_manifest")
-    builtin = {skill_json.__name__, skill_md.__name__}
-    if settings.trace_plugins or not any(impl.plugin is skill_json for impl in impls):
-        return None
-    if hooks(pm).monitored:
-        return None  # hook calls are monitored (tracing, HookRecorder): they must see every one
-    for impl in impls:
-        if getattr(impl.plugin, "__name__", "") not in builtin or impl.wrapper:
-            return None
-    return skill_json.ongrid_load_manifest
-
-
 def read_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> tuple[Any, ...]:
     """What the loaders make of one claimed file, nothing registered or logged.
 
@@ -317,10 +268,7 @@ def read_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> tuple[A
     try:
         if is_link:
             path = check_symlinked_manifest(path, root)
-        if state.load_skill_json is not None and name == MANIFEST_NAME:
-            skill = state.load_skill_json(path, root, state.settings, name)
-        else:
-            skill = state.load_manifest(path=path, root=root, settings=state.settings, manifest_name=name)
+        skill = state.load_manifest(path=path, root=root, settings=state.settings, manifest_name=name)
     except ManifestBuildError as exc:
         return ("b", exc.path, exc.name, exc.message)
     except ManifestError as exc:  # ManifestParseError included

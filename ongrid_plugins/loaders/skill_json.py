@@ -122,19 +122,16 @@ def build_skill(
     path: str,
     root: SkillRoot,
     settings: Settings | None = None,
-    *,
-    raw: bytes | None = None,
 ) -> Skill:
     """Check every field of a parsed manifest and build the skill.
 
     Raises :class:`ManifestBuildError` listing every error; warnings (unknown
-    fields) are kept on the skill. ``raw``, the bytes ``data`` was parsed from, lets
-    checks that look for keywords the text does not hold be skipped.
+    fields) are kept on the skill.
     """
     check = _Checker(path, data)
     name = _check_name(check)
     description = check.string("description", required=True)
-    schema = _check_schema(check, raw)
+    schema = _check_schema(check)
     entry = _check_entry(check, root)
     env_allow = _check_env_allow(check)
     timeout = _check_timeout(check, settings)
@@ -179,48 +176,7 @@ def _check_name(check: _Checker) -> str:
     return name
 
 
-def _may_need_safe_checks(raw: bytes | None) -> bool:
-    """False only when the JSON text ``raw`` holds nothing the RE2 and ``$ref`` checks look at.
-
-    They report a ``"pattern"`` keyword with a string value, a ``"patternProperties"``
-    key and the ``"$schema"``, ``"$ref"`` and ``"$dynamicRef"`` keywords: a property
-    merely named ``pattern`` (an object value) needs no walk. A key is in the text as
-    written unless a character of it is a ``\\u`` escape: text with an escape, or no
-    text, may hold anything. (One-byte searches first: they are ``memchr``, several
-    times faster than a two-byte one.)
-    """
-    if raw is None or _may_escape(raw) or (b"$" in raw and b'"$' in raw):
-        return True
-    if b'"pattern' not in raw:
-        return False
-    if b'"patternProperties"' in raw:
-        return True
-    # Each "pattern" key in turn (a search of the whole text for the keyword and its
-    # value, as one regular expression, costs ten times what these byte searches do).
-    at = raw.find(b'"pattern"')
-    while at >= 0:
-        if _STRING_VALUE.match(raw, at + 9) is not None:
-            return True
-        at = raw.find(b'"pattern"', at + 1)
-    return False
-
-
-#: What follows a key whose value is a string: ``:`` and ``"``, with JSON whitespace
-#: (space, tab, CR and LF) around the colon.
-_STRING_VALUE = re.compile(rb'[ \t\r\n]*:[ \t\r\n]*"')
-
-
-def _may_hold_default(raw: bytes | None) -> bool:
-    """False only when no object key of the JSON text ``raw`` is ``"default"`` (see above)."""
-    return raw is None or b'"default"' in raw or _may_escape(raw)
-
-
-def _may_escape(raw: bytes) -> bool:
-    """Does the JSON text hold a ``\\u`` escape (a key spelled with one may be any key)?"""
-    return b"\\" in raw and b"\\u" in raw
-
-
-def _check_schema(check: _Checker, raw: bytes | None = None) -> Mapping[str, Any]:
+def _check_schema(check: _Checker) -> Mapping[str, Any]:
     if "schema" not in check.data:
         return empty_schema()
     schema = check.data["schema"]
@@ -239,15 +195,13 @@ def _check_schema(check: _Checker, raw: bytes | None = None) -> Mapping[str, Any
     if problem is not None:
         check.error("schema", "invalid_schema", f'"schema" is not a valid JSON Schema: {problem}')
         return empty_schema()
-    # The RE2 and $ref checks look at "pattern", "patternProperties", "$schema",
-    # "$ref" and "$dynamicRef" only; the defaults check at "default" only.
-    unsafe = safe.schema_problems(schema) if _may_need_safe_checks(raw) else []
+    unsafe = safe.schema_problems(schema)
     for pointer, message in unsafe:
         check.error("schema" + pointer, "unsafe_schema", f'"schema{pointer}": {message}')
     if unsafe:
         return empty_schema()
     if with_default is None:  # jsonschema vouched for the schema: walk it for defaults here
-        defaults = schema_defaults.check_defaults(schema) if _may_hold_default(raw) else []
+        defaults = schema_defaults.check_defaults(schema)
     else:
         defaults = schema_defaults.check_defaults(schema, with_default) if with_default else []
     for pointer, message in defaults:
@@ -381,4 +335,4 @@ def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings, manifes
     if manifest_name != MANIFEST_NAME:
         return None
     raw = _read_bounded(path, MAX_MANIFEST_BYTES)
-    return build_skill(parse_manifest(raw, path), path, root, settings, raw=raw)
+    return build_skill(parse_manifest(raw, path), path, root, settings)
