@@ -1,8 +1,9 @@
 """The import graph has no cycle, and no stage imports a later one.
 
 Every import counts, lazy ones inside functions included (a lazy import hides a
-cycle from the interpreter, not from a reader); only ``if TYPE_CHECKING:`` blocks
-are left out. The stages are the pipeline read bottom up: a module may import its
+cycle from the interpreter, not from a reader); the cycle check counts the
+``if TYPE_CHECKING:`` imports too (:data:`TYPED_GRAPH`), the stage check leaves
+them out. The stages are the pipeline read bottom up: a module may import its
 own stage and earlier ones. The few upward imports there are stand in
 :data:`ALLOWED_UPWARD`, each with its reason.
 """
@@ -65,16 +66,20 @@ def _modules(package: Path) -> dict[str, Path]:
     return found
 
 
-def _imports(module: str, path: Path, known: Iterable[str]) -> set[str]:
-    """The package modules ``module`` imports, lazy imports included, TYPE_CHECKING blocks not."""
+def _imports(module: str, path: Path, known: Iterable[str], type_only: bool = False) -> set[str]:
+    """The package modules ``module`` imports, lazy ones included; TYPE_CHECKING ones if ``type_only``."""
     known = set(known)
     tree = ast.parse(path.read_text(), str(path))
-    typing_only = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for inner in ast.walk(node)
-    }
+    typing_only = (
+        set()
+        if type_only
+        else {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for inner in ast.walk(node)
+        }
+    )
     base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     root = module.split(".")[0]
     targets: set[str] = set()
@@ -94,10 +99,10 @@ def _imports(module: str, path: Path, known: Iterable[str]) -> set[str]:
     return {target for target in targets if target in known and target != module}
 
 
-def import_graph(package: Path) -> dict[str, set[str]]:
-    """Module -> the package modules it imports."""
+def import_graph(package: Path, type_only: bool = False) -> dict[str, set[str]]:
+    """Module -> the package modules it imports (with ``type_only``, under TYPE_CHECKING too)."""
     modules = _modules(package)
-    return {module: _imports(module, path, modules) for module, path in modules.items()}
+    return {module: _imports(module, path, modules, type_only) for module, path in modules.items()}
 
 
 def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
@@ -168,10 +173,43 @@ def upward_imports(graph: Mapping[str, set[str]]) -> list[str]:
 
 
 GRAPH = import_graph(PACKAGE)
+#: The graph with the imports made for type checking only: a circle through them is one too.
+TYPED_GRAPH = import_graph(PACKAGE, type_only=True)
 
 
 def test_the_package_has_no_import_cycle() -> None:
     assert cycles(GRAPH) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="circles through type-only imports left to other branches of issue 35: "
+    "audit.log <-> audit.transaction; host <-> pipeline <-> dispatch <-> export <-> ticketlog; "
+    "executors._drivers <-> _fast <-> _process",
+)
+def test_the_package_has_no_import_cycle_type_only_imports_included() -> None:
+    assert cycles(TYPED_GRAPH) == []
+
+
+def test_the_packs_and_plugins_circle_is_gone_type_only_imports_included() -> None:
+    assert not any(
+        m.startswith(("ongrid_plugins.packs", "ongrid_plugins.plugins"))
+        for c in cycles(TYPED_GRAPH)
+        for m in c
+    )
+
+
+def test_the_cycle_check_counts_a_type_only_import(tmp_path: Path) -> None:
+    package = _write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a.py": "from . import b\n",
+            "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import x\n",
+        },
+    )
+    assert cycles(import_graph(package)) == []
+    assert cycles(import_graph(package, type_only=True)) == [["ongrid_plugins.a", "ongrid_plugins.b"]]
 
 
 def test_every_module_belongs_to_a_stage() -> None:
