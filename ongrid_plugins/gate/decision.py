@@ -146,5 +146,5 @@ def _checked(vote: object) -> Decision:
 
 @hookimpl
 def ongrid_check_permission(tool: Tool, persona: Persona) -> Decision:
-    """The built-in class x persona-mode rule."""
-    return class_rule(tool, persona)
+    """The built-in class x persona-mode rule (remembered per tool and persona rules, as the floor is)."""
+    return _cached_rule(tool, persona)
