@@ -1,8 +1,9 @@
 """The import graph has no cycle, and no stage imports a later one.
 
 Every import counts, lazy ones inside functions included (a lazy import hides a
-cycle from the interpreter, not from a reader); only ``if TYPE_CHECKING:`` blocks
-are left out. The stages are the pipeline read bottom up: a module may import its
+cycle from the interpreter, not from a reader); the cycle check counts the
+``if TYPE_CHECKING:`` imports too (:data:`TYPED_GRAPH`), the stage check leaves
+them out. The stages are the pipeline read bottom up: a module may import its
 own stage and earlier ones. The few upward imports there are stand in
 :data:`ALLOWED_UPWARD`, each with its reason.
 """
@@ -28,13 +29,13 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
             "_version echo errors callinputs begin_aside models hookspecs hooks sidetable identity"
             " frontmatter hints settings resolve _sqlite forksafe stdio userfiles",
         ),
-        ("schemas", "schema safeschema export_gemini archive packs.headers packs.archive scaffold"),
-        ("discovery", "discovery roots loaders packs plugins builtin_tools"),
+        ("schemas", "schema export_gemini packs.headers packs.archive scaffold"),
+        ("discovery", "discovery loaders packs plugins builtin_tools"),
         (
             "catalog",
-            "loader availability instructions catalog validate sources install packs.sources packs.install",
+            "loader availability instructions catalog validate packs.sources packs.install",
         ),
-        ("gate", "gate personas approvals"),
+        ("gate", "gate"),
         ("audit", "audit"),
         ("execution", "executors statedir"),
         ("host", "pipeline persona_lookup host hostlike testing ticketlog"),
@@ -172,10 +173,43 @@ def upward_imports(graph: Mapping[str, set[str]]) -> list[str]:
 
 
 GRAPH = import_graph(PACKAGE)
+#: The graph with the imports made for type checking only: a circle through them is one too.
+TYPED_GRAPH = import_graph(PACKAGE, type_only=True)
 
 
 def test_the_package_has_no_import_cycle() -> None:
     assert cycles(GRAPH) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="circles through type-only imports left to other branches of issue 35: "
+    "audit.log <-> audit.transaction; host <-> pipeline <-> dispatch <-> export <-> ticketlog; "
+    "executors._drivers <-> _fast <-> _process",
+)
+def test_the_package_has_no_import_cycle_type_only_imports_included() -> None:
+    assert cycles(TYPED_GRAPH) == []
+
+
+def test_the_packs_and_plugins_circle_is_gone_type_only_imports_included() -> None:
+    assert not any(
+        m.startswith(("ongrid_plugins.packs", "ongrid_plugins.plugins"))
+        for c in cycles(TYPED_GRAPH)
+        for m in c
+    )
+
+
+def test_the_cycle_check_counts_a_type_only_import(tmp_path: Path) -> None:
+    package = _write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a.py": "from . import b\n",
+            "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import x\n",
+        },
+    )
+    assert cycles(import_graph(package)) == []
+    assert cycles(import_graph(package, type_only=True)) == [["ongrid_plugins.a", "ongrid_plugins.b"]]
 
 
 def test_every_module_belongs_to_a_stage() -> None:
@@ -386,22 +420,11 @@ def test_the_architecture_page_names_every_stage_module_and_hook() -> None:
 DOCUMENTED_PATHS = (
     ("ongrid_plugins.gate", "decide", "ongrid_plugins.gate.decision"),
     ("ongrid_plugins.gate", "class_rule", "ongrid_plugins.gate.decision"),
-    ("ongrid_plugins.personas", "read_persona", "ongrid_plugins.gate.personas"),
-    ("ongrid_plugins.personas", "PersonaCatalog", "ongrid_plugins.gate.personas"),
-    ("ongrid_plugins.approvals", "Ticket", "ongrid_plugins.gate.tickets"),
-    ("ongrid_plugins.approvals", "Approval", "ongrid_plugins.gate.tickets"),
-    ("ongrid_plugins.approvals", "ApprovalStore", "ongrid_plugins.gate.approvals"),
     ("ongrid_plugins.audit", "AuditLog", "ongrid_plugins.audit.log"),
     ("ongrid_plugins.audit", "AuditEntry", "ongrid_plugins.audit.entries"),
     ("ongrid_plugins.audit", "row_hash", "ongrid_plugins.audit.chain"),
     ("ongrid_plugins.packs", "PackRoots", "ongrid_plugins.packs.pack_roots"),
     ("ongrid_plugins.packs", "read_marker", "ongrid_plugins.packs.pack_roots"),
-    ("ongrid_plugins.install", "install_pack", "ongrid_plugins.packs.install"),
-    ("ongrid_plugins.install", "uninstall_pack", "ongrid_plugins.packs.install"),
-    ("ongrid_plugins.sources", "validate_sources", "ongrid_plugins.packs.sources"),
-    ("ongrid_plugins.archive", "UnsafeArchive", "ongrid_plugins.packs.archive"),
-    ("ongrid_plugins.roots", "open_beneath", "ongrid_plugins.discovery.roots"),
-    ("ongrid_plugins.roots", "check_entry", "ongrid_plugins.discovery.roots"),
 )
 
 
@@ -415,13 +438,7 @@ def test_a_documented_import_path_still_gives_the_same_object(path: str, name: s
 @pytest.mark.parametrize(
     ("module", "homes"),
     [
-        ("ongrid_plugins.personas", ("ongrid_plugins.gate.personas",)),
-        ("ongrid_plugins.approvals", ("ongrid_plugins.gate.approvals", "ongrid_plugins.gate.tickets")),
         ("ongrid_plugins.packs", ("ongrid_plugins.packs.pack_roots",)),
-        ("ongrid_plugins.install", ("ongrid_plugins.packs.install",)),
-        ("ongrid_plugins.sources", ("ongrid_plugins.packs.sources",)),
-        ("ongrid_plugins.archive", ("ongrid_plugins.packs.archive",)),
-        ("ongrid_plugins.roots", ("ongrid_plugins.discovery.roots",)),
     ],
 )
 def test_a_documented_path_module_re_exports_every_public_name_of_its_homes(
