@@ -148,22 +148,3 @@ def test_the_host_remembers_sandbox_profiles_outside_the_tool_until_the_next_loa
     assert list(host._profiles) == [id(fresh)]  # the old tools are forgotten
 
 
-def test_the_per_call_constructors_build_what_the_public_ones_build() -> None:
-    # The executor's result and its outcome build their objects
-    # positionally (models.fastinit); each must equal the class's own __init__, field
-    # for field, the converter of stderr_tail included (a list becomes a tuple).
-    from ongrid_plugins.executors import _fast, subprocess
-    from ongrid_plugins.executors._spec import ProcessOutcome
-
-    values = ("echo", False, {"a": [1]}, "exited with status 3", 3, None, True, 0.25, ["x", "y"], "id1")
-    names = subprocess._RESULT_FIELDS
-    built = subprocess._new_result(*values)
-    assert built == CallResult(**dict(zip(names, values, strict=True)))
-    assert type(built.stderr_tail) is tuple and built.decision is None and built.status == ""
-
-    outcome = (b"out", 0, None, False, True, ("last",), 1.5)
-    fields = _fast._OUTCOME_FIELDS
-    assert _fast._new_outcome(*outcome) == ProcessOutcome(**dict(zip(fields, outcome, strict=True)))
-    assert _fast._new_outcome(*outcome).spawn_error is None
-
-

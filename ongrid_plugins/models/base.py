@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = [
-    "JSON", "args_digest", "canonical_json", "compiled", "decode_json", "digest_json", "sha256_hex", "strs",
+    "JSON", "args_digest", "canonical_json", "decode_json", "digest_json", "sha256_hex", "strs",
 ]  # fmt: skip
 
 JSON = dict[str, Any]
@@ -20,19 +20,6 @@ JSON = dict[str, Any]
 def strs(value: Iterable[str]) -> tuple[str, ...]:
     """The ``converter=`` of every tuple-of-strings field."""
     return tuple(value)
-
-
-def compiled(name: str) -> Any:
-    """``_speedups.<name>``, or None where the extension was not built.
-
-    Kept only for the modules that still ask for it until the C extension is removed;
-    nothing in the values stage uses it.
-    """
-    try:
-        from .. import _speedups  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return getattr(_speedups, name, None)
 
 
 canonical_json: Callable[[Any], str] = json.JSONEncoder(
