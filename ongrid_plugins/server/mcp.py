@@ -35,6 +35,7 @@ import asyncio
 import base64
 import logging
 import mimetypes
+import os
 import secrets
 import time
 import warnings
@@ -77,6 +78,7 @@ from .mcp_answers import (
     not_asked,
     question_text,
 )
+from .mcp_skills import Served, locate, register, served
 from .mcp_wire import carried, screened
 from .rules import may_see_tool
 from .tokens import Principal
@@ -125,6 +127,7 @@ def create_server(
         on_subscriptions_listen=handlers.listen,
     )
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, handlers.set_level)
+    register(server, handlers._skills, handlers._seen)  # the Skills extension: skills/list, skills/get, directory reads
     server.ongrid_announce = handlers.announce  # type: ignore[attr-defined]
     server.ongrid_slots = handlers.slots  # type: ignore[attr-defined]  # also for calls mcp_wire runs
     return server
@@ -377,13 +380,14 @@ class _Handlers:
         name, _, path = uri.removeprefix(_URI).partition("/")
         if not uri.startswith(_URI) or not path:
             raise MCPError(types.INVALID_PARAMS, f"not a skill resource: {uri} (use skill://<skill>/<path>)")
-        skill = await self._skill(name)
+        skills = await anyio.to_thread.run_sync(self._skills)
+        found = await anyio.to_thread.run_sync(locate, served(skills), uri)  # a nested skill's own files
+        skill, path = found if found is not None and found[1] else (await self._skill(name), path)
+        if isinstance(skill, Served):
+            skill = skill.skill
         instructions = await anyio.to_thread.run_sync(self.host.instructions, skill.name)
-        if path == "SKILL.md":
-            contents: Any = types.TextResourceContents(
-                uri=uri, mime_type="text/markdown", text=instructions.body
-            )
-            return types.ReadResourceResult(contents=[contents])
+        if path == "SKILL.md":  # the file as written, front matter included: the bytes skills/list digests
+            path = os.path.basename(skill.path)
         try:
             data = await anyio.to_thread.run_sync(instructions.read, path)
         except ResourceRefused as exc:
