@@ -1,0 +1,120 @@
+"""The Agent Skills folders: ``<project>/.agents/skills`` (trusted projects only) and
+``~/.agents/skills``, through the real CLI on real folders (``python -m ongrid_plugins``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ongrid_plugins import Settings, SkillHost
+from ongrid_plugins.testing import make_skill_md
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict[str, Path]:
+    home, project = tmp_path / "home", tmp_path / "project"
+    make_skill_md(home / ".agents" / "skills", "home-notes", description="Notes kept at home.")
+    make_skill_md(home / ".agents" / "skills", "deploy", description="The user's deploy steps.")
+    make_skill_md(project / ".agents" / "skills", "deploy", description="This project's deploy steps.")
+    make_skill_md(project / ".agents" / "skills", "lint", description="How this project lints.")
+    (tmp_path / "elsewhere").mkdir()
+    return {"home": home, "project": project, "tmp": tmp_path}
+
+
+def cli(world: dict[str, Path], *argv: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    tmp = world["tmp"]
+    environ = {
+        **os.environ,
+        "HOME": str(world["home"]),
+        "ONGRID_CONFIG_DIR": str(tmp / "config"),
+        "ONGRID_STATE_DIR": str(tmp / "state"),
+        "ONGRID_USER_SKILLS_DIR": str(tmp / "no-user-skills"),
+        "ONGRID_SYSTEM_SKILLS_DIR": str(tmp / "no-system-skills"),
+        "ONGRID_CACHE_DIR": "off",
+        **env,
+    }
+    argv_ = [sys.executable, "-m", "ongrid_plugins", *argv]
+    return subprocess.run(argv_, cwd=cwd or world["project"], env=environ, capture_output=True, text=True, timeout=60)
+
+
+def listed(world: dict[str, Path], *argv: str, **kw: object) -> dict[str, object]:
+    done = cli(world, *argv, "list", "--skills", "--json", **kw)  # type: ignore[arg-type]
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    return {"skills": {s["name"]: s["provenance"] for s in data["items"]}, "not_loaded": data["not_loaded"]}
+
+
+def test_an_untrusted_project_is_listed_as_not_loaded_with_the_command_to_trust_it(world: dict[str, Path]) -> None:
+    home_skills = str(world["home"] / ".agents" / "skills")
+    got = listed(world)
+    assert got["skills"]["home-notes"] == home_skills
+    assert got["skills"]["deploy"] == home_skills  # the project's is not loaded
+    assert "lint" not in got["skills"]
+    hint = f"ongrid-skills trust-folder {world['project']}"
+    assert sorted(item["path"] for item in got["not_loaded"]) == [  # type: ignore[union-attr]
+        str(world["project"] / ".agents" / "skills" / name / "SKILL.md") for name in ("deploy", "lint")
+    ]
+    assert {(i["reason"], i["hint"]) for i in got["not_loaded"]} == {("folder not trusted", hint)}  # type: ignore[union-attr]
+    text = cli(world, "list", "--skills")
+    assert "lint/SKILL.md: not loaded: folder not trusted" in text.stdout and hint in text.stdout
+    assert "not loaded: folder not trusted" in cli(world, "list").stderr
+
+
+def test_trust_folder_loads_the_project_first_and_reports_the_shadowed_user_skill(world: dict[str, Path]) -> None:
+    done = cli(world, "trust-folder", ".")
+    assert done.returncode == 0 and str(world["project"]) in done.stdout
+    assert (world["tmp"] / "config" / "trusted-folders").read_text().splitlines()[-1] == str(world["project"])
+    got = listed(world)
+    project_skills = str(world["project"] / ".agents" / "skills")
+    assert got["skills"]["deploy"] == project_skills and got["skills"]["lint"] == project_skills
+    assert got["not_loaded"] == []
+    shadowed = cli(world, "list", "--skills")
+    message = f'skill "deploy" already registered, skipping {world["home"]}/.agents/skills/deploy/SKILL.md'
+    assert message in shadowed.stderr  # never silently shadowed
+    assert cli(world, "trust-folder", "--list").stdout.split() == [str(world["project"])]
+    assert cli(world, "trust-folder", "--forget", str(world["project"])).returncode == 0
+    assert "lint" not in listed(world)["skills"]
+
+
+def test_project_flag_and_trusted_folders_setting(world: dict[str, Path]) -> None:
+    elsewhere = world["tmp"] / "elsewhere"
+    got = listed(world, "--project", str(world["project"]), cwd=elsewhere)
+    assert "lint" not in got["skills"] and len(got["not_loaded"]) == 2  # type: ignore[arg-type]
+    got = listed(world, "--project", str(world["project"]), cwd=elsewhere, ONGRID_TRUSTED_FOLDERS=str(world["project"]))
+    assert "lint" in got["skills"] and got["not_loaded"] == []
+    assert "lint" not in listed(world, cwd=elsewhere)["skills"]  # the working directory is the project
+
+
+def test_the_user_folder_is_on_by_default_and_can_be_turned_off(world: dict[str, Path]) -> None:
+    assert "home-notes" in listed(world)["skills"]
+    assert "home-notes" not in listed(world, ONGRID_AGENT_SKILLS_USER="0")["skills"]
+    assert "home-notes" not in listed(world, "--no-defaults")["skills"]
+
+
+def test_trust_folder_refuses_a_missing_folder_and_a_bare_call(world: dict[str, Path]) -> None:
+    missing = cli(world, "trust-folder", str(world["tmp"] / "nope"))
+    assert missing.returncode == 2 and "is not a folder" in missing.stderr
+    assert cli(world, "trust-folder").returncode == 2
+    assert not (world["tmp"] / "config" / "trusted-folders").exists()
+
+
+def test_a_symlinked_path_is_trusted_as_the_folder_it_names(world: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    link = world["tmp"] / "link"
+    link.symlink_to(world["project"])
+    assert cli(world, "trust-folder", str(link / ".agents" / "skills")).returncode == 0
+    monkeypatch.setenv("HOME", str(world["home"]))
+    settings = Settings(
+        include_defaults=False,
+        load_entry_points=False,
+        project_dir=str(world["project"]),
+        config_dir=str(world["tmp"] / "config"),
+        state_dir=str(world["tmp"] / "state"),
+        cache_dir=None,
+    )
+    names = {s.name: s.root.source for s in SkillHost(settings).skills()}
+    assert names == {"deploy": "project", "lint": "project"}
