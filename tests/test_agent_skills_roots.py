@@ -118,3 +118,49 @@ def test_a_symlinked_path_is_trusted_as_the_folder_it_names(world: dict[str, Pat
     )
     names = {s.name: s.root.source for s in SkillHost(settings).skills()}
     assert names == {"deploy": "project", "lint": "project"}
+
+
+# ---------------------------------------------------------------------- <available_skills>
+
+
+def test_skills_prompt_is_the_block_skills_ref_to_prompt_writes(world: dict[str, Path]) -> None:
+    agentskills = Path(sys.executable).parent / "agentskills"  # skills-ref, the reference tool
+    if not agentskills.exists():
+        pytest.skip("skills-ref is not installed (pip install skills-ref)")
+    root = world["tmp"] / "skills"
+    make_skill_md(root, "pdf-processing", description='Fill <form> fields & "merge" PDFs.')
+    make_skill_md(root, "runbook", description="How to handle a full disk.")
+    ours = cli(world, "--no-defaults", "--dirs", str(root), "export", "--format", "skills-prompt")
+    assert ours.returncode == 0, ours.stderr
+    folders = [str(root / "pdf-processing"), str(root / "runbook")]
+    reference = subprocess.run([str(agentskills), "to-prompt", *folders], capture_output=True, text=True, check=True)
+    assert ours.stdout == reference.stdout
+    assert "Fill &lt;form&gt; fields &amp; &quot;merge&quot; PDFs." in ours.stdout
+
+
+def test_skills_prompt_holds_the_prompt_and_tool_skills_the_persona_may_use(world: dict[str, Path]) -> None:
+    from ongrid_plugins.testing import make_skill
+
+    root = world["tmp"] / "skills"
+    make_skill_md(root, "runbook", description="How to handle a full disk.")
+    make_skill(root, "echo", description="Echo the arguments back.")
+    make_skill(root, "restart", description="Restart a unit.", class_="mutating")
+    make_skill_md(root, "people-only", description="Not for models.", **{"disable-model-invocation": True})
+    settings = Settings(
+        skill_dirs=(str(root),), include_defaults=False, load_entry_points=False,
+        state_dir=str(world["tmp"] / "state"), cache_dir=None,
+    )
+    host = SkillHost(settings)
+    operator = host.export("skills-prompt", persona="operator")
+    viewer = host.export("skills-prompt", persona="viewer")
+    assert isinstance(operator, str) and operator.startswith("<available_skills>\n")
+
+    def names(text: str) -> list[str]:
+        lines = text.splitlines()
+        return [lines[i + 1] for i, line in enumerate(lines) if line == "<name>"]
+
+    assert names(operator) == ["echo", "restart", "runbook"]
+    assert names(viewer) == ["echo", "runbook"]  # a viewer may not call restart at all
+    assert f"<location>\n{root / 'echo' / 'skill.json'}\n</location>" in operator
+    strict = cli(world, "--no-defaults", "--dirs", str(root), "export", "--format", "skills-prompt", "--strict")
+    assert strict.returncode == 2 and "no strict mode" in strict.stderr

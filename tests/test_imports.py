@@ -39,7 +39,7 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         ("audit", "audit"),
         ("execution", "executors statedir"),
         ("host", "pipeline persona_lookup host testing ticketlog"),
-        ("surfaces", "<root> __main__ cli commands dispatch export server remote"),
+        ("surfaces", "<root> __main__ cli commands dispatch export export_prompt server remote"),
     )
 )
 

@@ -242,7 +242,7 @@ def test_a_skill_the_extension_cannot_describe_stays_a_plain_resource(tmp_path: 
 
 def test_a_skill_inside_another_skill_is_listed_under_the_enclosing_path(tmp_path: Path, skills: Path) -> None:
     make_skill_md(skills / "pdf-processing", "forms", description="Fill PDF forms.", body="# Forms\n")
-    raw = serve(tmp_path, skills, skills / "pdf-processing")  # a root inside a skill loads the nested one
+    raw = serve(tmp_path, skills)
     try:
         entries = {e["uri"]: e for e in raw.result("skills/list")["skills"]}
         nested = entries["skill://pdf-processing/forms/SKILL.md"]
