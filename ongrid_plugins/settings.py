@@ -28,6 +28,7 @@ variable                        meaning
 ``ONGRID_AGENT_SKILLS_USER``    ``0`` stops walking ``~/.agents/skills`` (default: walked)
 ``ONGRID_PROJECT_DIR``          the project whose ``.agents/skills`` loads when trusted (default: cwd)
 ``ONGRID_TRUSTED_FOLDERS``      project folders trusted besides ``trust-folder``'s, split on ``:,;``
+``ONGRID_OTEL``                 ``1`` registers the ``otel`` plugin: spans and metrics per call (docs/telemetry.md)
 ``ONGRID_SANDBOX``              ``auto`` (default), ``require`` or ``off``: how calls are confined
 ``ONGRID_SANDBOX_POLICY``       ``default`` or ``strict``: whether undeclared mutating tools are confined
 ``ONGRID_SANDBOX_LIMITS``       operator caps, ``processes=64,memory_mb=1024,...`` (docs/sandbox.md)
@@ -299,6 +300,8 @@ def _loading_env(env: Mapping[str, str]) -> dict[str, Any]:
         values["agent_skills_user"] = _flag("ONGRID_AGENT_SKILLS_USER", env["ONGRID_AGENT_SKILLS_USER"])
     if env.get("ONGRID_PROJECT_DIR", "").strip():
         values["project_dir"] = _absolute_dir("ONGRID_PROJECT_DIR", env["ONGRID_PROJECT_DIR"])
+    if "ONGRID_OTEL" in env:
+        values["otel"] = _flag("ONGRID_OTEL", env["ONGRID_OTEL"])
     if "ONGRID_TRUSTED_FOLDERS" in env:
         values["trusted_folders"] = split_dirs(env["ONGRID_TRUSTED_FOLDERS"])
     if "ONGRID_HOST_FILES_DIRS" in env:
@@ -387,6 +390,8 @@ class Settings:
     ``ONGRID_PROJECT_DIR``); empty: the working directory, with the default roots only."""
     trusted_folders: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     """Project folders trusted besides those ``trust-folder`` recorded (``ONGRID_TRUSTED_FOLDERS``)."""
+    otel: bool = False
+    """Register the ``otel`` plugin: a span, events and metrics per call (``ONGRID_OTEL``; extra ``[otel]``)."""
     approval_ttl: float = attrs.field(default=DEFAULT_APPROVAL_TTL)
     """Seconds a two-person ticket stays valid, from its request to its execution."""
     approvals_url: str = ""

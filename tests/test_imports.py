@@ -37,7 +37,7 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         ),
         ("gate", "gate personas approvals"),
         ("audit", "audit"),
-        ("execution", "executors statedir"),
+        ("execution", "executors statedir telemetry"),
         ("host", "pipeline persona_lookup host testing ticketlog"),
         ("surfaces", "<root> __main__ cli commands dispatch export export_prompt server remote"),
     )
