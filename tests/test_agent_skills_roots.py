@@ -164,3 +164,46 @@ def test_skills_prompt_holds_the_prompt_and_tool_skills_the_persona_may_use(worl
     assert f"<location>\n{root / 'echo' / 'skill.json'}\n</location>" in operator
     strict = cli(world, "--no-defaults", "--dirs", str(root), "export", "--format", "skills-prompt", "--strict")
     assert strict.returncode == 2 and "no strict mode" in strict.stderr
+
+
+# ---------------------------------------------------------------------- leniency, against skills-ref
+
+LONG = "a" * 70
+#: folder -> (SKILL.md text, loads, passes validate --strict); skills-ref refuses every one.
+MALFORMED = {
+    "folder-mismatch": ("---\nname: other-name\ndescription: d\n---\n# x\n", True, False),
+    LONG: (f"---\nname: {LONG}\ndescription: d\n---\n# x\n", True, False),
+    "no-description": ("---\nname: no-description\n---\n# T\n\nFirst paragraph.\n", True, False),
+    "empty-description": ('---\nname: empty-description\ndescription: ""\n---\n\n', False, False),
+    "bad-yaml": ("---\nname: bad-yaml\ndescription: [unclosed\n---\n# x\n", False, False),
+    "colon-in-value": ("---\nname: colon-in-value\ndescription: Use it when: PDFs\n---\n# x\n", True, False),
+    "Upper-Case": ("---\nname: Upper-Case\ndescription: d\n---\n# x\n", True, False),
+    "double--hyphen": ("---\nname: double--hyphen\ndescription: d\n---\n# x\n", True, False),
+    "unknown-field": ("---\nname: unknown-field\ndescription: d\nflavour: vanilla\n---\n# x\n", True, False),
+    "long-compat": (f"---\nname: long-compat\ndescription: d\ncompatibility: {'x' * 501}\n---\n", True, False),
+    "long-description": (f"---\nname: long-description\ndescription: {'d' * 1025}\n---\n", True, False),
+    "no-front-matter": ("# Just markdown\n\nNo front matter.\n", True, False),
+    "no-name": ("---\ndescription: No name.\n---\n# x\n", True, False),
+    "not-a-mapping": ("---\n- a\n- b\n---\n# x\n", False, False),
+    "unclosed-fence": ("---\nname: unclosed-fence\ndescription: d\n# x\n", False, False),
+    "under_score": ("---\nname: under_score\ndescription: d\n---\n# x\n", True, True),  # listed in skill-md.md
+}
+
+
+@pytest.mark.parametrize("folder", sorted(MALFORMED))
+def test_lenient_loading_and_strict_validation_against_skills_ref(tmp_path: Path, folder: str) -> None:
+    validator = pytest.importorskip("skills_ref.validator")
+    from ongrid_plugins.plugins import get_plugin_manager
+    from ongrid_plugins.validate import validate_paths
+
+    text, loads, strict_ok = MALFORMED[folder]
+    make_skill_md(tmp_path, None, folder=folder, raw=text)
+    assert validator.validate(tmp_path / folder) != []  # the reference refuses it
+    settings = Settings(include_defaults=False, load_entry_points=False, cache_dir=None)
+    [report] = validate_paths([str(tmp_path / folder / "SKILL.md")], get_plugin_manager(settings), settings)
+    assert report.ok is loads, report.problems
+    assert (report.ok and not [p for p in report.problems if p.level == "warning"]) is strict_ok, report.problems
+    settings = Settings(skill_dirs=(str(tmp_path),), include_defaults=False, load_entry_points=False, cache_dir=None)
+    assert (len(SkillHost(settings).skills()) == 1) is loads  # the loader agrees with validate
+    done = cli({"home": tmp_path, "tmp": tmp_path, "project": tmp_path}, "validate", "--strict", str(tmp_path / folder))
+    assert (done.returncode == 0) is strict_ok, done.stdout + done.stderr
