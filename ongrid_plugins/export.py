@@ -45,7 +45,15 @@ from .schema.strict import make_strict
 if TYPE_CHECKING:
     from .host import PersonaLike, SkillHost
 
-__all__ = ["FORMATS", "PROMPT_FORMATS", "ExportResult", "describe", "export_for_host", "export_tools", "raise_for_problems"]
+__all__ = [
+    "FORMATS",
+    "PROMPT_FORMATS",
+    "ExportResult",
+    "describe",
+    "export_for_host",
+    "export_tools",
+    "raise_for_problems",
+]
 
 FORMATS = ("openai", "anthropic", "mcp", "responses", "gemini")
 #: ``host.export`` formats that are text for a system prompt, not a tool list.
@@ -151,7 +159,9 @@ def export_for_host(
     """
     if fmt == "skills-prompt":
         if strict:
-            raise ConfigError("skills-prompt has no strict mode: export --format skills-prompt without --strict")
+            raise ConfigError(
+                "skills-prompt has no strict mode: export --format skills-prompt without --strict"
+            )
         from .export_prompt import skills_prompt
 
         return skills_prompt(host, persona)  # type: ignore[return-value]

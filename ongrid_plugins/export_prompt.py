@@ -54,7 +54,8 @@ def usable_skills(host: SkillHost, persona: PersonaLike) -> list[Skill]:
 
 
 def skills_prompt(host: SkillHost, persona: PersonaLike = "operator") -> str:
-    """The ``<available_skills>`` block of the skills ``persona`` may use, as ``skills-ref to-prompt`` writes it."""
+    """The ``<available_skills>`` block of the skills ``persona`` may use, as
+    ``skills-ref to-prompt`` writes it."""
     lines = ["<available_skills>"]
     for skill in usable_skills(host, persona):
         lines += ["<skill>", "<name>", html.escape(skill.name), "</name>"]

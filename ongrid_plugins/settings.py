@@ -28,7 +28,7 @@ variable                        meaning
 ``ONGRID_AGENT_SKILLS_USER``    ``0`` stops walking ``~/.agents/skills`` (default: walked)
 ``ONGRID_PROJECT_DIR``          the project whose ``.agents/skills`` loads when trusted (default: cwd)
 ``ONGRID_TRUSTED_FOLDERS``      project folders trusted besides ``trust-folder``'s, split on ``:,;``
-``ONGRID_OTEL``                 ``1`` registers the ``otel`` plugin: spans and metrics per call (docs/telemetry.md)
+``ONGRID_OTEL``                 ``1`` registers the ``otel`` plugin: spans, metrics (docs/telemetry.md)
 ``ONGRID_SANDBOX``              ``auto`` (default), ``require`` or ``off``: how calls are confined
 ``ONGRID_SANDBOX_POLICY``       ``default`` or ``strict``: whether undeclared mutating tools are confined
 ``ONGRID_SANDBOX_LIMITS``       operator caps, ``processes=64,memory_mb=1024,...`` (docs/sandbox.md)
@@ -391,7 +391,8 @@ class Settings:
     trusted_folders: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     """Project folders trusted besides those ``trust-folder`` recorded (``ONGRID_TRUSTED_FOLDERS``)."""
     otel: bool = False
-    """Register the ``otel`` plugin: a span, events and metrics per call (``ONGRID_OTEL``; extra ``[otel]``)."""
+    """Register the ``otel`` plugin: a span, events and metrics per call (``ONGRID_OTEL``,
+    extra ``[otel]``)."""
     approval_ttl: float = attrs.field(default=DEFAULT_APPROVAL_TTL)
     """Seconds a two-person ticket stays valid, from its request to its execution."""
     approvals_url: str = ""

@@ -60,7 +60,7 @@ _REFUSALS = frozenset(
 def plugin() -> Telemetry:
     """The plugin object (imports OpenTelemetry: the ``[otel]`` extra)."""
     try:
-        import opentelemetry.metrics  # noqa: F401
+        import opentelemetry.metrics
         import opentelemetry.trace  # noqa: F401
     except ImportError as exc:
         from .errors import ConfigError
@@ -99,7 +99,9 @@ class Telemetry:
         self._trace = trace
         self._tracer = trace.get_tracer(_SCOPE)
         meter = metrics.get_meter(_SCOPE)
-        self._calls = meter.create_counter("ongrid.tool.calls", unit="{call}", description="Tool call attempts")
+        self._calls = meter.create_counter(
+            "ongrid.tool.calls", unit="{call}", description="Tool call attempts"
+        )
         self._refusals = meter.create_counter(
             "ongrid.tool.refusals", unit="{call}", description="Tool calls refused before they ran, by reason"
         )
@@ -160,9 +162,13 @@ class Telemetry:
         elif request.confirm and outcome not in ("needs_approval", "ticket_refused"):
             span.add_event("ongrid.confirmation", {"ongrid.confirmation": "given"})
         if outcome == "needs_approval":
-            span.add_event("ongrid.ticket", {"ongrid.ticket": "opened", "ongrid.ticket.id": request.ticket or ""})
+            span.add_event(
+                "ongrid.ticket", {"ongrid.ticket": "opened", "ongrid.ticket.id": request.ticket or ""}
+            )
         elif outcome == "ticket_refused":
-            span.add_event("ongrid.ticket", {"ongrid.ticket": "refused", "ongrid.ticket.id": request.ticket or ""})
+            span.add_event(
+                "ongrid.ticket", {"ongrid.ticket": "refused", "ongrid.ticket.id": request.ticket or ""}
+            )
         elif request.ticket and request.approvers:
             attributes = {"ongrid.ticket.id": request.ticket, "ongrid.approvers": len(request.approvers)}
             span.add_event("ongrid.approval", attributes)

@@ -46,12 +46,23 @@ def main(tops: list[str]) -> int:
         [report] = validate_paths([str(manifest)], pm, settings)
         loads = report.ok
         strict = loads and not [p for p in report.problems if p.level == "warning"]
-        key = ("valid" if not ref_errors else "invalid", "loads" if loads else "skipped", "strict ok" if strict else "strict fails")
+        key = (
+            "valid" if not ref_errors else "invalid",
+            "loads" if loads else "skipped",
+            "strict ok" if strict else "strict fails",
+        )
         counts[key] += 1
         if every or (not ref_errors) != strict:
             ours = [f"{p.level} {p.code}" for p in report.problems] or ["-"]
             ours.insert(0, f"{key[1]}, {key[2]}:")
-            differ.append((str(folder), [e.splitlines()[0] + (" " + e.splitlines()[-1] if "\n" in e else "") for e in ref_errors] or ["valid"], ours))
+            differ.append(
+                (
+                    str(folder),
+                    [e.splitlines()[0] + (" " + e.splitlines()[-1] if "\n" in e else "") for e in ref_errors]
+                    or ["valid"],
+                    ours,
+                )
+            )
     print("| skills-ref | loader | validate --strict | skills |")
     print("|---|---|---|---|")
     for (ref, load, strict), n in sorted(counts.items()):

@@ -26,7 +26,9 @@ def world(tmp_path: Path) -> dict[str, Path]:
     return {"home": home, "project": project, "tmp": tmp_path}
 
 
-def cli(world: dict[str, Path], *argv: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+def cli(
+    world: dict[str, Path], *argv: str, cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
     tmp = world["tmp"]
     environ = {
         **os.environ,
@@ -39,7 +41,9 @@ def cli(world: dict[str, Path], *argv: str, cwd: Path | None = None, **env: str)
         **env,
     }
     argv_ = [sys.executable, "-m", "ongrid_plugins", *argv]
-    return subprocess.run(argv_, cwd=cwd or world["project"], env=environ, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        argv_, cwd=cwd or world["project"], env=environ, capture_output=True, text=True, timeout=60
+    )
 
 
 def listed(world: dict[str, Path], *argv: str, **kw: object) -> dict[str, object]:
@@ -49,7 +53,9 @@ def listed(world: dict[str, Path], *argv: str, **kw: object) -> dict[str, object
     return {"skills": {s["name"]: s["provenance"] for s in data["items"]}, "not_loaded": data["not_loaded"]}
 
 
-def test_an_untrusted_project_is_listed_as_not_loaded_with_the_command_to_trust_it(world: dict[str, Path]) -> None:
+def test_an_untrusted_project_is_listed_as_not_loaded_with_the_command_to_trust_it(
+    world: dict[str, Path],
+) -> None:
     home_skills = str(world["home"] / ".agents" / "skills")
     got = listed(world)
     assert got["skills"]["home-notes"] == home_skills
@@ -65,7 +71,9 @@ def test_an_untrusted_project_is_listed_as_not_loaded_with_the_command_to_trust_
     assert "not loaded: folder not trusted" in cli(world, "list").stderr
 
 
-def test_trust_folder_loads_the_project_first_and_reports_the_shadowed_user_skill(world: dict[str, Path]) -> None:
+def test_trust_folder_loads_the_project_first_and_reports_the_shadowed_user_skill(
+    world: dict[str, Path],
+) -> None:
     done = cli(world, "trust-folder", ".")
     assert done.returncode == 0 and str(world["project"]) in done.stdout
     assert (world["tmp"] / "config" / "trusted-folders").read_text().splitlines()[-1] == str(world["project"])
@@ -85,7 +93,9 @@ def test_project_flag_and_trusted_folders_setting(world: dict[str, Path]) -> Non
     elsewhere = world["tmp"] / "elsewhere"
     got = listed(world, "--project", str(world["project"]), cwd=elsewhere)
     assert "lint" not in got["skills"] and len(got["not_loaded"]) == 2  # type: ignore[arg-type]
-    got = listed(world, "--project", str(world["project"]), cwd=elsewhere, ONGRID_TRUSTED_FOLDERS=str(world["project"]))
+    got = listed(
+        world, "--project", str(world["project"]), cwd=elsewhere, ONGRID_TRUSTED_FOLDERS=str(world["project"])
+    )
     assert "lint" in got["skills"] and got["not_loaded"] == []
     assert "lint" not in listed(world, cwd=elsewhere)["skills"]  # the working directory is the project
 
@@ -103,7 +113,9 @@ def test_trust_folder_refuses_a_missing_folder_and_a_bare_call(world: dict[str, 
     assert not (world["tmp"] / "config" / "trusted-folders").exists()
 
 
-def test_a_symlinked_path_is_trusted_as_the_folder_it_names(world: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_symlinked_path_is_trusted_as_the_folder_it_names(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     link = world["tmp"] / "link"
     link.symlink_to(world["project"])
     assert cli(world, "trust-folder", str(link / ".agents" / "skills")).returncode == 0
@@ -133,7 +145,9 @@ def test_skills_prompt_is_the_block_skills_ref_to_prompt_writes(world: dict[str,
     ours = cli(world, "--no-defaults", "--dirs", str(root), "export", "--format", "skills-prompt")
     assert ours.returncode == 0, ours.stderr
     folders = [str(root / "pdf-processing"), str(root / "runbook")]
-    reference = subprocess.run([str(agentskills), "to-prompt", *folders], capture_output=True, text=True, check=True)
+    reference = subprocess.run(
+        [str(agentskills), "to-prompt", *folders], capture_output=True, text=True, check=True
+    )
     assert ours.stdout == reference.stdout
     assert "Fill &lt;form&gt; fields &amp; &quot;merge&quot; PDFs." in ours.stdout
 
@@ -147,8 +161,11 @@ def test_skills_prompt_holds_the_prompt_and_tool_skills_the_persona_may_use(worl
     make_skill(root, "restart", description="Restart a unit.", class_="mutating")
     make_skill_md(root, "people-only", description="Not for models.", **{"disable-model-invocation": True})
     settings = Settings(
-        skill_dirs=(str(root),), include_defaults=False, load_entry_points=False,
-        state_dir=str(world["tmp"] / "state"), cache_dir=None,
+        skill_dirs=(str(root),),
+        include_defaults=False,
+        load_entry_points=False,
+        state_dir=str(world["tmp"] / "state"),
+        cache_dir=None,
     )
     host = SkillHost(settings)
     operator = host.export("skills-prompt", persona="operator")
@@ -162,7 +179,9 @@ def test_skills_prompt_holds_the_prompt_and_tool_skills_the_persona_may_use(worl
     assert names(operator) == ["echo", "restart", "runbook"]
     assert names(viewer) == ["echo", "runbook"]  # a viewer may not call restart at all
     assert f"<location>\n{root / 'echo' / 'skill.json'}\n</location>" in operator
-    strict = cli(world, "--no-defaults", "--dirs", str(root), "export", "--format", "skills-prompt", "--strict")
+    strict = cli(
+        world, "--no-defaults", "--dirs", str(root), "export", "--format", "skills-prompt", "--strict"
+    )
     assert strict.returncode == 2 and "no strict mode" in strict.stderr
 
 
@@ -180,13 +199,21 @@ MALFORMED = {
     "Upper-Case": ("---\nname: Upper-Case\ndescription: d\n---\n# x\n", True, False),
     "double--hyphen": ("---\nname: double--hyphen\ndescription: d\n---\n# x\n", True, False),
     "unknown-field": ("---\nname: unknown-field\ndescription: d\nflavour: vanilla\n---\n# x\n", True, False),
-    "long-compat": (f"---\nname: long-compat\ndescription: d\ncompatibility: {'x' * 501}\n---\n", True, False),
+    "long-compat": (
+        f"---\nname: long-compat\ndescription: d\ncompatibility: {'x' * 501}\n---\n",
+        True,
+        False,
+    ),
     "long-description": (f"---\nname: long-description\ndescription: {'d' * 1025}\n---\n", True, False),
     "no-front-matter": ("# Just markdown\n\nNo front matter.\n", True, False),
     "no-name": ("---\ndescription: No name.\n---\n# x\n", True, False),
     "not-a-mapping": ("---\n- a\n- b\n---\n# x\n", False, False),
     "unclosed-fence": ("---\nname: unclosed-fence\ndescription: d\n# x\n", False, False),
-    "under_score": ("---\nname: under_score\ndescription: d\n---\n# x\n", True, True),  # listed in skill-md.md
+    "under_score": (
+        "---\nname: under_score\ndescription: d\n---\n# x\n",
+        True,
+        True,
+    ),  # listed in skill-md.md
 }
 
 
@@ -202,8 +229,17 @@ def test_lenient_loading_and_strict_validation_against_skills_ref(tmp_path: Path
     settings = Settings(include_defaults=False, load_entry_points=False, cache_dir=None)
     [report] = validate_paths([str(tmp_path / folder / "SKILL.md")], get_plugin_manager(settings), settings)
     assert report.ok is loads, report.problems
-    assert (report.ok and not [p for p in report.problems if p.level == "warning"]) is strict_ok, report.problems
-    settings = Settings(skill_dirs=(str(tmp_path),), include_defaults=False, load_entry_points=False, cache_dir=None)
+    assert (report.ok and not [p for p in report.problems if p.level == "warning"]) is strict_ok, (
+        report.problems
+    )
+    settings = Settings(
+        skill_dirs=(str(tmp_path),), include_defaults=False, load_entry_points=False, cache_dir=None
+    )
     assert (len(SkillHost(settings).skills()) == 1) is loads  # the loader agrees with validate
-    done = cli({"home": tmp_path, "tmp": tmp_path, "project": tmp_path}, "validate", "--strict", str(tmp_path / folder))
+    done = cli(
+        {"home": tmp_path, "tmp": tmp_path, "project": tmp_path},
+        "validate",
+        "--strict",
+        str(tmp_path / folder),
+    )
     assert (done.returncode == 0) is strict_ok, done.stdout + done.stderr

@@ -19,7 +19,10 @@ import pytest
 
 from ongrid_plugins.testing import make_skill, make_skill_md
 
-MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+MODERN = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 EXTENSION = "io.modelcontextprotocol/skills"
 INVALID_PARAMS = -32602
 
@@ -44,7 +47,9 @@ class Raw:
         self.proc.stdin.write(json.dumps(message) + "\n")
         self.proc.stdin.flush()
 
-    def call(self, method: str, params: dict[str, Any] | None = None, *, modern: bool = True) -> dict[str, Any]:
+    def call(
+        self, method: str, params: dict[str, Any] | None = None, *, modern: bool = True
+    ) -> dict[str, Any]:
         """The whole answer (``result`` or ``error``) to one request."""
         self.ids += 1
         body = dict(params or {})
@@ -157,7 +162,12 @@ def test_skills_list_entries_carry_verbatim_front_matter_and_digests_of_what_res
 
 
 def test_skills_get_refuses_an_unknown_a_hidden_and_a_non_skill_uri(tmp_path: Path, skills: Path) -> None:
-    tool = {"name": "purge", "description": "Purge.", "impl": "builtin:ongrid.disk_usage", "class": "dangerous"}
+    tool = {
+        "name": "purge",
+        "description": "Purge.",
+        "impl": "builtin:ongrid.disk_usage",
+        "class": "dangerous",
+    }
     make_skill_md(skills, "purger", description="Purges things.", tools=[tool])
     make_skill_md(skills, "secret", description="Only for people.", **{"disable-model-invocation": True})
     raw = serve(tmp_path, skills, persona="viewer")
@@ -201,7 +211,9 @@ def test_skills_list_pages_and_refuses_a_cursor_it_did_not_give(tmp_path: Path) 
         raw.close()
 
 
-def test_directory_read_lists_direct_children_and_refuses_anything_outside_a_skill_folder(server: Raw) -> None:
+def test_directory_read_lists_direct_children_and_refuses_anything_outside_a_skill_folder(
+    server: Raw,
+) -> None:
     top = server.result("resources/directory/read", {"uri": "skill://pdf-processing"})
     assert [(r["name"], r["mimeType"]) for r in top["resources"]] == [
         ("SKILL.md", "text/markdown"),
@@ -240,7 +252,9 @@ def test_a_skill_the_extension_cannot_describe_stays_a_plain_resource(tmp_path: 
         raw.close()
 
 
-def test_a_skill_inside_another_skill_is_listed_under_the_enclosing_path(tmp_path: Path, skills: Path) -> None:
+def test_a_skill_inside_another_skill_is_listed_under_the_enclosing_path(
+    tmp_path: Path, skills: Path
+) -> None:
     make_skill_md(skills / "pdf-processing", "forms", description="Fill PDF forms.", body="# Forms\n")
     raw = serve(tmp_path, skills)
     try:
@@ -260,7 +274,11 @@ def test_a_changed_skill_file_is_announced_as_a_resource_list_change(tmp_path: P
     make_skill(skills, "echo")
     raw = serve(tmp_path, skills, watch=True)
     try:
-        hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        hello = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        }
         raw.result("initialize", hello, modern=False)
         raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         before = raw.result("skills/list", modern=False)["skills"]

@@ -76,7 +76,9 @@ def points(name: str) -> list[tuple[dict[str, Any], Any]]:
     return found
 
 
-def test_a_call_is_an_execute_tool_span_with_the_genai_attributes_and_no_argument_value(host: SkillHost) -> None:
+def test_a_call_is_an_execute_tool_span_with_the_genai_attributes_and_no_argument_value(
+    host: SkillHost,
+) -> None:
     result = host.call("echo", {"word": SECRET})
     assert result.ok
     [span] = spans("execute_tool echo")
@@ -110,7 +112,10 @@ def test_refusals_confirmations_and_tickets_are_events_and_errors(host: SkillHos
     host.approve(ticket, approver="carol")
     host.call("wipe", {"disk": SECRET}, persona="admin", caller="alice", ticket=ticket)
     opened, executed = spans("execute_tool wipe")
-    assert opened.attributes["ongrid.decision"] == "dual_sign" and opened.attributes["error.type"] == "needs_approval"
+    assert (
+        opened.attributes["ongrid.decision"] == "dual_sign"
+        and opened.attributes["error.type"] == "needs_approval"
+    )
     assert [(e.name, dict(e.attributes)) for e in opened.events] == [
         ("ongrid.ticket", {"ongrid.ticket": "opened", "ongrid.ticket.id": ticket})
     ]
@@ -132,7 +137,10 @@ def test_metrics_count_calls_and_refusals_by_reason_and_time_runs(host: SkillHos
         assert refusals[key] == before.get(key, 0) + 1
     calls = {(a["gen_ai.tool.name"], a["ongrid.outcome"]) for a, _v in points("ongrid.tool.calls")}
     assert {("restart", "denied"), ("echo", "invalid_arguments"), ("echo", "ok")} <= calls
-    assert any(a == {"gen_ai.tool.name": "echo", "ongrid.outcome": "ok"} and n >= 1 for a, n in points("ongrid.tool.duration"))
+    assert any(
+        a == {"gen_ai.tool.name": "echo", "ongrid.outcome": "ok"} and n >= 1
+        for a, n in points("ongrid.tool.duration")
+    )
 
 
 def test_rest_calls_join_the_trace_of_their_traceparent_and_ignore_a_malformed_one(
@@ -146,12 +154,16 @@ def test_rest_calls_join_the_trace_of_their_traceparent_and_ignore_a_malformed_o
     app = create_app(host, TokenStore.from_file(str(tokens_file)))
     headers = {"Authorization": f"Bearer {token}"}
     with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
-        joined = client.post("/v1/skills/echo/execute", json={"params": {}}, headers={**headers, "traceparent": TRACEPARENT})
+        joined = client.post(
+            "/v1/skills/echo/execute", json={"params": {}}, headers={**headers, "traceparent": TRACEPARENT}
+        )
         assert joined.status_code == 200, joined.text
         bad = {**headers, "traceparent": "00-not-a-trace-id-01"}
         assert client.post("/v1/skills/echo/execute", json={"params": {}}, headers=bad).status_code == 200
         streamed = client.post(
-            "/v1/skills/echo/execute/stream", json={"params": {}}, headers={**headers, "traceparent": TRACEPARENT}
+            "/v1/skills/echo/execute/stream",
+            json={"params": {}},
+            headers={**headers, "traceparent": TRACEPARENT},
         )
         assert streamed.status_code == 200
     first, second, third = spans("execute_tool echo")
@@ -178,7 +190,9 @@ def test_mcp_calls_join_the_trace_of_their_meta(host: SkillHost) -> None:
     assert SECRET not in everything_recorded()
 
 
-def test_without_the_setting_there_is_no_plugin_and_nothing_of_opentelemetry_is_imported(tmp_path: Path) -> None:
+def test_without_the_setting_there_is_no_plugin_and_nothing_of_opentelemetry_is_imported(
+    tmp_path: Path,
+) -> None:
     make_skill(tmp_path / "skills", "echo")
     code = (
         "import sys\n"
@@ -190,10 +204,16 @@ def test_without_the_setting_there_is_no_plugin_and_nothing_of_opentelemetry_is_
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')), host.pm.has_plugin('otel'))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "ONGRID_OTEL"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=True
+    )
     assert done.stdout.split() == ["[]", "False"]
     on = subprocess.run(
         [sys.executable, "-m", "ongrid_plugins", "--no-defaults", "plugins", "--json"],
-        capture_output=True, text=True, env={**env, "ONGRID_OTEL": "1"}, timeout=60, check=True,
+        capture_output=True,
+        text=True,
+        env={**env, "ONGRID_OTEL": "1"},
+        timeout=60,
+        check=True,
     )
     assert any(p["name"] == "otel" and p["status"] == "active" for p in json.loads(on.stdout))

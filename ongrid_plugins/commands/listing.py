@@ -78,7 +78,8 @@ def untrusted_note(ctx: Context) -> None:
     refused = not_loaded(ctx)
     if refused and not ctx.args.json:
         print(
-            f"{len(refused)} skill(s) in {refused[0]['path'].rsplit('/', 2)[0]} not loaded: folder not trusted "
+            f"{len(refused)} skill(s) in {refused[0]['path'].rsplit('/', 2)[0]} not loaded: "
+            "folder not trusted "
             f"(trust it with `{refused[0]['hint']}`)",
             file=sys.stderr,
         )

@@ -79,7 +79,9 @@ def trusted_folders(settings: Settings) -> list[str]:
     except FileNotFoundError:
         text = ""
     except (OSError, ValueError) as exc:
-        logger.warning("agent skills: cannot read %s, no folder is trusted from it: %s", _trust_path(settings), exc)
+        logger.warning(
+            "agent skills: cannot read %s, no folder is trusted from it: %s", _trust_path(settings), exc
+        )
         text = ""
     recorded = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
     found = recorded + [_canonical(p) for p in settings.trusted_folders]
@@ -162,7 +164,8 @@ def roots(settings: Settings) -> tuple[list[str], list[str]]:
                 project.append(folder)
             else:
                 logger.info(
-                    "agent skills: %s not loaded: folder not trusted (trust it with `ongrid-skills trust-folder %s`)",
+                    "agent skills: %s not loaded: folder not trusted "
+                    "(trust it with `ongrid-skills trust-folder %s`)",
                     folder,
                     project_folder(settings),
                 )

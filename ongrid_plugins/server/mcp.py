@@ -127,7 +127,9 @@ def create_server(
         on_subscriptions_listen=handlers.listen,
     )
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, handlers.set_level)
-    register(server, handlers._skills, handlers._seen)  # the Skills extension: skills/list, skills/get, directory reads
+    register(
+        server, handlers._skills, handlers._seen
+    )  # the Skills extension: skills/list, skills/get, directory reads
     server.ongrid_announce = handlers.announce  # type: ignore[attr-defined]
     server.ongrid_slots = handlers.slots  # type: ignore[attr-defined]  # also for calls mcp_wire runs
     return server
@@ -393,6 +395,7 @@ class _Handlers:
         except ResourceRefused as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         mime = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        contents: types.TextResourceContents | types.BlobResourceContents
         try:
             contents = types.TextResourceContents(uri=uri, mime_type=mime, text=data.decode("utf-8"))
         except UnicodeDecodeError:

@@ -163,9 +163,9 @@ def locate(items: Iterable[Served], uri: str) -> tuple[Served, str] | None:
         return None
     best: tuple[Served, str] | None = None
     for item in items:
-        if rest == item.path or rest.startswith(item.path + "/"):
-            if best is None or len(item.path) > len(best[0].path):
-                best = (item, rest[len(item.path) + 1 :])
+        inside = rest == item.path or rest.startswith(item.path + "/")
+        if inside and (best is None or len(item.path) > len(best[0].path)):
+            best = (item, rest[len(item.path) + 1 :])
     return best
 
 
@@ -216,7 +216,8 @@ def frontmatter(skill: Skill) -> dict[str, Any] | None:
     description = data.get("description")
     if not isinstance(description, str) or not description.strip():
         return None
-    return json.loads(json.dumps({str(k): v for k, v in data.items()}, default=str))
+    verbatim: dict[str, Any] = json.loads(json.dumps({str(k): v for k, v in data.items()}, default=str))
+    return verbatim
 
 
 def _files(skill: Skill) -> list[dict[str, Any]] | None:
@@ -254,6 +255,12 @@ def _offset(cursor: str | None, scope: str) -> int:
         tag, where, offset = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (ValueError, TypeError, binascii.Error):
         tag, where, offset = None, None, None
-    if tag != _CURSOR or where != scope or not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+    if (
+        tag != _CURSOR
+        or where != scope
+        or not isinstance(offset, int)
+        or isinstance(offset, bool)
+        or offset < 0
+    ):
         raise MCPError(types.INVALID_PARAMS, f"not a cursor this server gave for {scope}: {cursor[:80]!r}")
     return offset
