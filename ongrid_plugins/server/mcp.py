@@ -78,7 +78,7 @@ from .mcp_answers import (
     not_asked,
     question_text,
 )
-from .mcp_skills import Served, locate, register, served
+from .mcp_skills import register
 from .mcp_wire import carried, screened
 from .rules import may_see_tool
 from .tokens import Principal
@@ -382,11 +382,8 @@ class _Handlers:
         name, _, path = uri.removeprefix(_URI).partition("/")
         if not uri.startswith(_URI) or not path:
             raise MCPError(types.INVALID_PARAMS, f"not a skill resource: {uri} (use skill://<skill>/<path>)")
-        skills = await anyio.to_thread.run_sync(self._skills)
-        found = await anyio.to_thread.run_sync(locate, served(skills), uri)  # a nested skill's own files
-        skill, path = found if found is not None and found[1] else (await self._skill(name), path)
-        if isinstance(skill, Served):
-            skill = skill.skill
+        # A nested skill's files (skill://outer/inner/SKILL.md) are the enclosing skill's too: read there.
+        skill = await self._skill(name)
         instructions = await anyio.to_thread.run_sync(self.host.instructions, skill.name)
         if path == "SKILL.md":  # the file as written, front matter included: the bytes skills/list digests
             path = os.path.basename(skill.path)

@@ -31,6 +31,7 @@ import binascii
 import json
 import mimetypes
 import os
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -64,21 +65,32 @@ class DirectoryReadParams(types.RequestParams):
 class Served:
     """A skill as the extension serves it: its path in the ``skill://`` namespace and its files."""
 
-    def __init__(self, skill: Skill, path: str, frontmatter: dict[str, Any], files: list[dict[str, Any]]):
+    def __init__(self, skill: Skill, path: str, frontmatter: dict[str, Any]):
         self.skill = skill
         self.path = path
         self.frontmatter = frontmatter
-        self.files = files
-        """``{"path", "digest", "size"}`` for each file, relative to the skill folder."""
+        self._files: list[dict[str, Any]] | None = None
+
+    @property
+    def files(self) -> list[dict[str, Any]] | None:
+        """``{"path", "digest", "size"}`` for each file, relative to the skill folder, hashed
+        now (the catalog's memo: an unchanged file costs a stat); None if the folder grew
+        past the extension's limits since the catalog loaded it."""
+        if self._files is None:
+            self._files = _files(self.skill)
+        return self._files
 
     @property
     def uri(self) -> str:
         return f"{_SCHEME}{self.path}/SKILL.md"
 
     def entry(self) -> dict[str, Any]:
+        files = self.files
+        if files is None:  # no stable, complete list to publish: what the extension calls dynamic
+            return {"uri": self.uri, "frontmatter": self.frontmatter, "resources": "dynamic"}
         resources = [
             {"uri": f"{_SCHEME}{self.path}/{f['path']}", "digest": f["digest"], "size": f["size"]}
-            for f in self.files
+            for f in files
         ]
         return {"uri": self.uri, "frontmatter": self.frontmatter, "resources": resources}
 
@@ -134,7 +146,7 @@ def directory_read(skills: list[Skill], uri: str, cursor: str | None) -> dict[st
     item, folder = found
     prefix = f"{folder}/" if folder else ""
     children: dict[str, dict[str, Any]] = {}
-    for f in item.files:
+    for f in item.files or ():
         if not f["path"].startswith(prefix):
             continue
         head, _, rest = f["path"][len(prefix) :].partition("/")
@@ -173,32 +185,57 @@ def served(skills: list[Skill]) -> list[Served]:
     """The skills the extension serves, by URI, nested ones under their enclosing skill."""
     found: list[tuple[Skill, dict[str, Any]]] = []
     for skill in skills:
+        if any(w.code == "digest_partial" for w in skill.warnings):
+            continue  # over the extension's limits (the catalog's verdict): not served through it
         front = frontmatter(skill)
         if front is not None:
             found.append((skill, front))
     found.sort(key=lambda pair: os.path.dirname(pair[0].path).count(os.sep))
     items: list[Served] = []
-    folders: list[tuple[str, Served]] = []
+    folders: dict[str, Served] = {}
     for skill, front in found:
         folder = os.path.dirname(skill.path)
-        files = _files(skill)
-        if files is None:
-            continue
         path = skill.name
-        enclosing = [(f, s) for f, s in folders if folder.startswith(f + os.sep)]
-        if enclosing and os.path.basename(folder) == skill.name:
-            outer_folder, outer = max(enclosing, key=lambda pair: len(pair[0]))
-            path = f"{outer.path}/{os.path.relpath(folder, outer_folder).replace(os.sep, '/')}"
-        item = Served(skill, path, front, files)
+        if os.path.basename(folder) == skill.name:
+            above = os.path.dirname(folder)
+            while above not in folders and os.path.dirname(above) != above:
+                above = os.path.dirname(above)
+            if above in folders:  # the nearest enclosing served skill
+                path = f"{folders[above].path}/{os.path.relpath(folder, above).replace(os.sep, '/')}"
+        item = Served(skill, path, front)
         items.append(item)
-        folders.append((folder, item))
+        folders[folder] = item
     items.sort(key=lambda item: item.uri)
     return items
 
 
 def frontmatter(skill: Skill) -> dict[str, Any] | None:
     """The front matter of ``skill``'s SKILL.md as JSON, verbatim; None when the extension
-    cannot serve it (no front matter, no ``name`` equal to the skill's, no description)."""
+    cannot serve it (no front matter, no ``name`` equal to the skill's, no description).
+    Parsed once per version of the file (device, inode, size, mtime and ctime)."""
+    try:
+        st = os.stat(skill.path)
+    except OSError:
+        return None
+    key = (skill.name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    with _LOCK:
+        known = _FRONT.get(skill.path)
+    if known is not None and known[0] == key:
+        return known[1]
+    found = _parse_frontmatter(skill)
+    with _LOCK:
+        if len(_FRONT) >= _MAX_REMEMBERED:
+            _FRONT.clear()
+        _FRONT[skill.path] = (key, found)
+    return found
+
+
+_FRONT: dict[str, tuple[tuple[Any, ...], dict[str, Any] | None]] = {}
+_LOCK = threading.Lock()
+_MAX_REMEMBERED = 20_000
+
+
+def _parse_frontmatter(skill: Skill) -> dict[str, Any] | None:
     from ..frontmatter import FrontMatterError, parse_yaml
     from ..loaders.skill_md import MAX_BYTES, parse_document
 
