@@ -7,8 +7,11 @@
   runner as every other surface; the skill's stderr lines go out as progress
   notifications (when the client sent a progress token) and as log messages;
 * ``prompts/list`` / ``prompts/get``: each SKILL.md skill's instructions, and
-  ``resources/list`` / ``resources/read``: ``skill://<skill>/SKILL.md`` and the skill's
-  files (``skill://<skill>/references/api.md``), read only when asked for.
+  ``resources/list`` / ``resources/read``: ``skill://<skill>/SKILL.md`` (the file as
+  written) and the skill's files (``skill://<skill>/references/api.md``), read only
+  when asked for;
+* MCP's Skills extension (``skills/list``, ``skills/get``, ``resources/directory/read``;
+  :mod:`.mcp_skills`).
 
 A call that needs a confirmation asks the user through MCP elicitation: a
 ``elicitation/create`` request on handshake-era connections, an ``InputRequiredResult``
