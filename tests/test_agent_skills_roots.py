@@ -243,3 +243,9 @@ def test_lenient_loading_and_strict_validation_against_skills_ref(tmp_path: Path
         str(tmp_path / folder),
     )
     assert (done.returncode == 0) is strict_ok, done.stdout + done.stderr
+
+
+def test_a_project_at_home_is_the_user_folder_and_not_reported_untrusted(world: dict[str, Path]) -> None:
+    got = listed(world, cwd=world["home"])
+    assert got["skills"]["home-notes"] == str(world["home"] / ".agents" / "skills")
+    assert got["not_loaded"] == []

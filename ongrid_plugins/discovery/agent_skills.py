@@ -135,11 +135,19 @@ def forget(settings: Settings, path: str) -> bool:
     return True
 
 
+def _is_user_folder(settings: Settings, folder: str) -> bool:
+    """Whether the project's folder is the user's own (a project at ``~``): walked as the user's."""
+    walked = settings.include_defaults and settings.agent_skills_user
+    return walked and _canonical(folder) == _canonical(user_skills_dir())
+
+
 def untrusted(settings: Settings) -> list[str]:
     """The ``SKILL.md`` files of an untrusted project's ``.agents/skills`` (not loaded)."""
     if not (settings.include_defaults or settings.project_dir):
         return []
     folder = project_skills_dir(settings)
+    if _is_user_folder(settings, folder):
+        return []
     if not os.path.isdir(folder) or is_trusted(settings, project_folder(settings)):
         return []
     found = []
@@ -159,7 +167,7 @@ def roots(settings: Settings) -> tuple[list[str], list[str]]:
     project: list[str] = []
     if settings.include_defaults or settings.project_dir:
         folder = project_skills_dir(settings)
-        if os.path.isdir(folder):
+        if os.path.isdir(folder) and not _is_user_folder(settings, folder):
             if is_trusted(settings, project_folder(settings)):
                 project.append(folder)
             else:
