@@ -291,3 +291,24 @@ def test_a_changed_skill_file_is_announced_as_a_resource_list_change(tmp_path: P
         assert after != next(e for e in before if e["uri"] == after["uri"])
     finally:
         raw.close()
+
+
+def test_directory_read_pages_a_large_folder_and_keeps_its_cursor_to_that_folder(tmp_path: Path) -> None:
+    files = {f"templates/t{n:02d}.md": f"# {n}\n" for n in range(53)}
+    make_skill_md(tmp_path / "skills", "forms", description="Many templates.", files=files)
+    raw = serve(tmp_path, tmp_path / "skills")
+    try:
+        first = raw.result("resources/directory/read", {"uri": "skill://forms/templates"})
+        assert len(first["resources"]) == 50 and first["nextCursor"]
+        rest = raw.result(
+            "resources/directory/read", {"uri": "skill://forms/templates", "cursor": first["nextCursor"]}
+        )
+        names = [r["name"] for r in first["resources"] + rest["resources"]]
+        assert names == [f"t{n:02d}.md" for n in range(53)] and "nextCursor" not in rest
+        elsewhere = raw.call(
+            "resources/directory/read", {"uri": "skill://forms", "cursor": first["nextCursor"]}
+        )
+        assert elsewhere["error"]["code"] == INVALID_PARAMS
+        assert raw.call("skills/list", {"cursor": first["nextCursor"]})["error"]["code"] == INVALID_PARAMS
+    finally:
+        raw.close()
