@@ -33,14 +33,15 @@ from typing import TYPE_CHECKING
 from .models import Skill, Verdict
 
 if TYPE_CHECKING:
-    from .host import PersonaLike, SkillHost
+    from .hostlike import ExportingHost
+    from .persona_lookup import PersonaLike
 
 __all__ = ["FORMAT", "skills_prompt", "usable_skills"]
 
 FORMAT = "skills-prompt"
 
 
-def usable_skills(host: SkillHost, persona: PersonaLike) -> list[Skill]:
+def usable_skills(host: ExportingHost, persona: PersonaLike) -> list[Skill]:
     """The skills ``persona`` may use: a prompt skill, or one with a tool it may call."""
     who = host.persona(persona)
     found = []
@@ -53,7 +54,7 @@ def usable_skills(host: SkillHost, persona: PersonaLike) -> list[Skill]:
     return found
 
 
-def skills_prompt(host: SkillHost, persona: PersonaLike = "operator") -> str:
+def skills_prompt(host: ExportingHost, persona: PersonaLike = "operator") -> str:
     """The ``<available_skills>`` block of the skills ``persona`` may use, as
     ``skills-ref to-prompt`` writes it."""
     lines = ["<available_skills>"]

@@ -102,43 +102,14 @@ def test_version_in_pyproject_matches_the_package() -> None:
     assert project["scripts"]["ongrid-skills"] == "ongrid_plugins.cli:main"
 
 
-def test_the_wheel_carries_the_compiled_runner_and_calls_use_it(installed: Path, tmp_path: Path) -> None:
+def test_the_wheel_is_pure_python_and_runs_a_call(installed: Path, tmp_path: Path) -> None:
     code = (
-        "from ongrid_plugins.executors import _fast, _process\n"
+        "from ongrid_plugins.executors import _process\n"
         "spec = _process.ProcessSpec(argv=('/bin/cat',), cwd='/', env={}, stdin=b'hi', timeout=5)\n"
-        "print(_fast.available(), _fast.usable(spec), _process.run_process(spec).stdout.decode())\n"
+        "print(_process.run_process(spec).stdout.decode())\n"
     )
-    assert in_installed(installed, tmp_path, code).split() == ["True", "True", "hi"]
-    assert ongrid_wheel_tag(installed) != "py3-none-any"  # a platform wheel: it holds a compiled module
-
-
-def test_the_wheel_carries_the_compiled_helpers_and_uses_them(installed: Path, tmp_path: Path) -> None:
-    code = (
-        "from ongrid_plugins import _speedups\n"
-        "from ongrid_plugins.models import canonical_json\n"
-        "from ongrid_plugins.audit import journal\n"
-        "from ongrid_plugins import models, pipeline\n"
-        "print(type(canonical_json).__name__, journal._write_all is _speedups.write_all)\n"
-        "print(canonical_json({'b': [1.5, None], 'a': 'é'}))\n"
-        "print(models.sha256_hex is _speedups.sha256_hex, type(pipeline._new_request).__name__)\n"
-        "print(models.sha256_hex('abc'))\n"
-        "from ongrid_plugins.schema import metaschema\n"
-        "from ongrid_plugins.loaders import skill_json_parse\n"
-        "print(metaschema._fast_walk is not metaschema._python_fast_walk, "
-        "skill_json_parse._unique_object is _speedups.unique_object)\n"
-        "from ongrid_plugins.loaders import skill_json\n"
-        "from ongrid_plugins import loader\n"
-        "print(type(skill_json._PLAIN).__name__, type(loader._LIST).__name__)\n"
-    )
-    out = in_installed(installed, tmp_path, code).splitlines()
-    assert out == [
-        "builtin_function_or_method True",
-        '{"a":"é","b":[1.5,null]}',
-        "True SlotBuilder",
-        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
-        "True True",
-        "builtin_function_or_method builtin_function_or_method",
-    ]
+    assert in_installed(installed, tmp_path, code).split() == ["hi"]
+    assert ongrid_wheel_tag(installed) == "py3-none-any"
 
 
 def in_installed(installed: Path, cwd: Path, code: str) -> str:
@@ -164,21 +135,16 @@ def ongrid_wheel_tag(installed: Path) -> str:
     )
 
 
-def test_without_a_c_compiler_the_package_still_builds_and_says_it_uses_the_python_runner(
-    tmp_path: Path,
-) -> None:
+def test_the_wheel_builds_without_a_c_compiler_and_holds_no_compiled_code(tmp_path: Path) -> None:
     env = {**os.environ, "CC": str(tmp_path / "no-such-cc")}
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(tmp_path / "dist"), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path / "dist"), str(REPO)],
         capture_output=True,
         text=True,
         env=env,
         timeout=600,
     )
     assert built.returncode == 0, built.stderr
-    said = built.stdout + built.stderr
-    assert "no C compiler" in said and "the Python runner will be used" in said
-    assert "the Python encoder will be used" in said
     (wheel,) = (tmp_path / "dist").glob("*.whl")
-    assert wheel.name.endswith("-py3-none-any.whl")  # pure: nothing compiled went in
-    assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".so")]
+    assert wheel.name.endswith("-py3-none-any.whl")
+    assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith((".so", ".c"))]

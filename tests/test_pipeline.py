@@ -149,30 +149,19 @@ def test_the_host_remembers_sandbox_profiles_outside_the_tool_until_the_next_loa
 
 
 def test_the_per_call_constructors_build_what_the_public_ones_build() -> None:
-    # The executor's result, its outcome and the pipeline's evolve build their objects
-    # positionally (models.fastinit); each must equal the class's own __init__, field
-    # for field, the converter of stderr_tail included (a list becomes a tuple).
+    # The pipeline's evolve and request build their objects positionally (models.fastinit);
+    # each must equal the class's own __init__, field for field.
     import attrs
 
-    from ongrid_plugins.executors import _fast, subprocess
-    from ongrid_plugins.executors._spec import ProcessOutcome
     from ongrid_plugins.models import Decision, Verdict
 
-    values = ("echo", False, {"a": [1]}, "exited with status 3", 3, None, True, 0.25, ["x", "y"], "id1")
-    names = subprocess._RESULT_FIELDS
-    built = subprocess._new_result(*values)
-    assert built == CallResult(**dict(zip(names, values, strict=True)))
+    built = CallResult("echo", False, error="exited with status 3", stderr_tail=["x", "y"], call_id="id1")
     assert type(built.stderr_tail) is tuple and built.decision is None and built.status == ""
 
     decision = Decision(Verdict.ALLOW, "safe tools run for any persona", "ongrid.gate")
     evolved = pipeline._evolve(built, decision=decision, call_id="id2")
     assert evolved == attrs.evolve(built, decision=decision, call_id="id2")
     assert (evolved.decision, evolved.call_id, built.call_id) == (decision, "id2", "id1")
-
-    outcome = (b"out", 0, None, False, True, ("last",), 1.5)
-    fields = _fast._OUTCOME_FIELDS
-    assert _fast._new_outcome(*outcome) == ProcessOutcome(**dict(zip(fields, outcome, strict=True)))
-    assert _fast._new_outcome(*outcome).spawn_error is None
 
     digest = "d" * 64
     request = (object(), {"n": 1}, object(), "id3", digest, '{"n":1}', "ada", digest, None, None, 2.0, None)

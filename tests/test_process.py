@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from procs import dead
 
-from ongrid_plugins.executors import _fast, _process, _spawn
+from ongrid_plugins.executors import _process, _spawn
 from ongrid_plugins.executors._process import (
     ProcessOutcome,
     ProcessSpec,
@@ -44,16 +44,11 @@ def _earlier_hosts_settled() -> None:
     gc.collect()
 
 
-@pytest.fixture(autouse=True, params=["native", "posix_spawn", "popen"])
+@pytest.fixture(autouse=True, params=["posix_spawn", "popen"])
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test runs with the compiled runner (:mod:`._fast`: unconfined sync calls get
-    it by default), with ctypes posix_spawn and the Python runner, and with subprocess.Popen."""
+    """Every test runs with libc posix_spawn (the default) and with subprocess.Popen."""
     name: str = request.param
-    if name == "native":
-        assert _fast.available(), "the compiled runner was not built: reinstall with gcc and Python's headers"
-        return name
     monkeypatch.setattr(_spawn, "_BACKEND", name)
-    monkeypatch.setattr(_fast, "USE", False)
     assert _spawn.backend() == name
     return name
 
@@ -430,9 +425,8 @@ def test_endless_stdout_is_cut_at_the_cap(tmp_path: Path, call: Runner) -> None:
 
 
 def test_stdout_beyond_the_pipes_capacity_is_read_while_the_child_runs(tmp_path: Path, call: Runner) -> None:
-    # The compiled runner watches stdout only from the exit on, or a few ms after the
-    # spawn: a child that fills the pipe must still be read while it runs, or it could
-    # never finish writing its 1 MiB and would run into the timeout.
+    # A child that fills the pipe must be read while it runs, or it could never finish
+    # writing its 1 MiB and would run into the timeout.
     entry = sh(tmp_path, "head -c 1048576 /dev/zero; echo written >&2")
     out = call(make_spec(tmp_path, entry, timeout=5))
     assert (out.timed_out, out.exit_code, out.stderr_tail) == (False, 0, ("written",))
@@ -450,8 +444,8 @@ def test_stdout_cap_boundary(tmp_path: Path, size: int, overflow: bool) -> None:
 def test_output_across_the_read_buffer_edges_arrives_whole_and_in_order(
     tmp_path: Path, call: Runner, size: int
 ) -> None:
-    # The compiled runner reads into a 64 KiB buffer and doubles it only when full:
-    # sizes at and around each edge, in a pattern that shows a lost, repeated or moved byte.
+    # The runner reads 64 KiB at a time: sizes at and around each edge, in a pattern that
+    # shows a lost, repeated or moved byte.
     pattern = tmp_path / "pattern"
     pattern.write_bytes(bytes(range(251)) * (size // 251 + 1))
     exact = call(make_spec(tmp_path, "/usr/bin/head", "-c", str(size), str(pattern), stdout_cap=size))
@@ -604,7 +598,7 @@ async def pids_written(pidfile: Path, timeout: float = 10.0) -> None:
 
 
 def test_arun_process_starts_nothing_before_it_is_awaited(tmp_path: Path) -> None:
-    # It picks the runner's coroutine when called; the spawn waits for the first await, so
+    # A coroutine function: the spawn waits for the first await, so
     # a coroutine made outside a loop (asyncio.run(arun_process(...))) or dropped runs nothing.
     marker = tmp_path / "ran"
     entry = sh(tmp_path, f"echo x > {marker}")
@@ -774,14 +768,7 @@ def test_waitid_fallback_without_pidfd(tmp_path: Path, call: Runner) -> None:
     assert (out.timed_out, out.signal) == (True, signal.SIGTERM)
 
 
-@pytest.mark.parametrize("epoll", [True, False], ids=["one-epoll-reader", "a-reader-per-descriptor"])
-def test_the_loop_driver_moves_big_stdin_stderr_and_timeouts_with_or_without_epoll(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, epoll: bool
-) -> None:
-    from ongrid_plugins.executors import _drivers
-
-    if not epoll:
-        monkeypatch.setattr(_drivers, "_EPOLL", None)
+def test_the_loop_driver_moves_big_stdin_stderr_and_timeouts(tmp_path: Path) -> None:
     payload = b"x" * (3 * MIB)  # more than a pipe holds: stdin waits for room (POLLOUT)
     out = asyncio.run(arun_process(make_spec(tmp_path, "/bin/cat", stdin=payload, stdout_cap=4 * MIB)))
     assert (out.exit_code, len(out.stdout)) == (0, len(payload))
@@ -794,7 +781,7 @@ def test_the_loop_driver_moves_big_stdin_stderr_and_timeouts_with_or_without_epo
     assert (out.timed_out, out.signal) == (True, signal.SIGTERM)
     before = len(os.listdir("/proc/self/fd"))
     asyncio.run(arun_process(make_spec(tmp_path, "/bin/true")))
-    assert len(os.listdir("/proc/self/fd")) == before  # the call's epoll is closed with it
+    assert len(os.listdir("/proc/self/fd")) == before  # every descriptor of the call is closed
 
 
 @pytest.mark.parametrize("size", [1, 65535, 65536, 65537, 300_000])
@@ -809,78 +796,20 @@ def test_output_written_just_before_exit_is_read_to_the_last_byte(
     assert out.stderr_tail == ("e" * size,)
 
 
-def test_concurrent_calls_on_one_loop_share_one_epoll_that_closes_when_the_loop_is_idle(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from ongrid_plugins.executors import _drivers
-
-    monkeypatch.setattr(_drivers, "IDLE_CLOSE", 0.05)
-
+def test_concurrent_calls_on_one_loop_get_their_own_output_and_leave_no_descriptor(tmp_path: Path) -> None:
     slow = sh(tmp_path, "sleep 100", name="slow.sh")
     talk = sh(tmp_path, "sleep 1.5; cat; echo line >&2", name="talk.sh")
 
-    async def main() -> tuple[list[ProcessOutcome], int, bool, bool]:
-        loop = asyncio.get_running_loop()
+    async def main() -> tuple[list[ProcessOutcome], int]:
         before = len(os.listdir("/proc/self/fd"))
         calls = [arun_process(make_spec(tmp_path, talk, stdin=str(i).encode())) for i in range(6)]
         calls.append(arun_process(make_spec(tmp_path, slow, timeout=1.5)))
         calls.append(arun_process(make_spec(tmp_path, "/bin/cat", stdin=b"y" * MIB, stdout_cap=1000)))
-        started = asyncio.ensure_future(asyncio.gather(*calls))
-        deadline = time.monotonic() + 1.2  # the other seven sleep 1.5 s: all of them in the epoll
-        shared = False
-        while not shared and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-            shared = loop in _drivers._muxes and _drivers._muxes[loop].users == 7  # all but the overflow
-        outs = await started
-        await asyncio.sleep(0.3)  # idle for longer than IDLE_CLOSE: the epoll goes
-        return outs, len(os.listdir("/proc/self/fd")) - before, shared, loop in _drivers._muxes
+        outs = await asyncio.gather(*calls)
+        return outs, len(os.listdir("/proc/self/fd")) - before
 
-    outs, extra_fds, shared, still = asyncio.run(main())
-    assert (shared, still, extra_fds) == (True, False, 0)
+    outs, extra_fds = asyncio.run(main())
+    assert extra_fds == 0
     assert [(o.stdout, o.stderr_tail) for o in outs[:6]] == [(str(i).encode(), ("line",)) for i in range(6)]
     assert (outs[6].timed_out, outs[6].signal) == (True, signal.SIGTERM)
     assert outs[7].stdout_overflow and len(outs[7].stdout) == 1000
-
-
-def test_back_to_back_calls_on_a_loop_keep_one_epoll_that_closes_once_the_loop_stays_idle(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from ongrid_plugins.executors import _drivers
-
-    monkeypatch.setattr(_drivers, "IDLE_CLOSE", 0.2)
-
-    async def main() -> tuple[bool, bool, bool, bool]:
-        loop = asyncio.get_running_loop()
-        await arun_process(make_spec(tmp_path, "/bin/cat"))
-        first = _drivers._muxes.get(loop)
-        for _ in range(3):  # idle steps between calls do not close it
-            await asyncio.sleep(0)
-            await arun_process(make_spec(tmp_path, "/bin/cat"))
-        kept = first is not None and _drivers._muxes.get(loop) is first and not first.epoll.closed
-        await asyncio.sleep(0.05)
-        open_while_briefly_idle = first is not None and not first.epoll.closed
-        await asyncio.sleep(0.5)
-        closed = first is not None and first.epoll.closed
-        return kept, open_while_briefly_idle, loop in _drivers._muxes, closed
-
-    assert asyncio.run(main()) == (True, True, False, True)
-
-
-def test_a_loops_epoll_is_closed_with_the_loop_before_it_was_idle_for_long(tmp_path: Path) -> None:
-    # asyncio.run ends well within IDLE_CLOSE of the last call: the closed loop drops the
-    # mux's reader and its timer, and the freed loop the mux, whose epoll closes with it.
-    import weakref
-
-    from ongrid_plugins.executors import _drivers
-
-    muxes: list[weakref.ref[Any]] = []
-
-    async def main() -> bytes:
-        out = await arun_process(make_spec(tmp_path, "/bin/cat", stdin=b"x"))
-        muxes.append(weakref.ref(_drivers._muxes[asyncio.get_running_loop()]))
-        return out.stdout
-
-    before = open_fds()
-    assert asyncio.run(main()) == b"x"
-    assert muxes[0]() is None  # freed with the loop, before any collection
-    assert open_fds() == before

@@ -270,39 +270,12 @@ def test_a_setsid_daemon_dies_with_the_call(box: dict[str, Path]) -> None:
     assert marker.read_text() == "now\n"
 
 
-@pytest.fixture(params=[True, False], ids=["compiled-runner", "python-runner"])
-def runner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Confined calls through the compiled runner or the Python one; which compiled entry
-    point (``run_confined``, ``arun_confined``) each call took is recorded."""
-    from ongrid_plugins.executors import _fast
-
-    compiled: bool = request.param
-    assert _fast.available(), "the compiled runner was not built"
-    monkeypatch.setattr(_fast, "USE", compiled)
-    taken: list[str] = []
-    sync, on_loop = _fast.run_confined, _fast.arun_confined
-
-    def recorded(*args: Any) -> Any:
-        taken.append("run_confined")
-        return sync(*args)
-
-    async def recorded_on_loop(*args: Any) -> Any:
-        taken.append("arun_confined")
-        return await on_loop(*args)
-
-    monkeypatch.setattr(_fast, "run_confined", recorded)
-    monkeypatch.setattr(_fast, "arun_confined", recorded_on_loop)
-    return taken
-
-
 @pytest.mark.parametrize("how", ["call", "acall"])
 @pytest.mark.parametrize("ending", ["exits", "times-out"])
 def test_a_setsid_child_holding_the_output_is_killed_before_the_call_returns(
-    box: dict[str, Path], runner: list[str], caplog: pytest.LogCaptureFixture, ending: str, how: str
+    box: dict[str, Path], caplog: pytest.LogCaptureFixture, ending: str, how: str
 ) -> None:
     import asyncio
-
-    from ongrid_plugins.executors import _fast
 
     drop = box["tmp"] / "drop"
     drop.mkdir()
@@ -329,15 +302,12 @@ def test_a_setsid_child_holding_the_output_is_killed_before_the_call_returns(
     assert dead(daemon, wait=0), f"the setsid child {daemon} outlived the call"
     assert (result.ok, result.timed_out) == ((True, False) if ending == "exits" else (False, True))
     assert "stayed open" not in caplog.text
-    assert runner == ([f"{'a' if how == 'acall' else ''}run_confined"] if _fast.USE else [])
 
 
 def test_concurrent_acalls_on_one_loop_run_confined_and_a_cancelled_one_is_killed(
-    box: dict[str, Path], runner: list[str]
+    box: dict[str, Path],
 ) -> None:
     import asyncio
-
-    from ongrid_plugins.executors import _fast
 
     drop = box["tmp"] / "drop"
     drop.mkdir()
@@ -368,10 +338,6 @@ def test_concurrent_acalls_on_one_loop_run_confined_and_a_cancelled_one_is_kille
     results, pid = asyncio.run(scenario())
     assert [r.value for r in results] == [{"n": 1}] * 4
     assert dead(pid, wait=0), f"the cancelled call's child {pid} outlived the cancellation"
-    if _fast.USE:
-        assert runner == ["arun_confined"] * 5
-    else:
-        assert runner == []
 
 
 def sleepers(root: Path, name: str, count: int, limit: int, seconds: int) -> None:

@@ -22,9 +22,7 @@ from .. import loader
 from ..discovery.registry import Snapshot, spelling
 from ..echo import printable
 from ..errors import ConfigError
-from ..loadcache import open_cache
 from ..models import LoadEvent, LoadReport, Skill
-from . import digest as _digest
 from .digest import partial_warning, relative_to, skill_digest
 from .lock import installed_folders, read_lock, unlocked_message, verify_pack
 
@@ -50,12 +48,7 @@ def load_catalog(
     root or manifest.
     """
     skip, drift_events = drifted_packs(settings) if settings.include_defaults else ({}, [])
-    cache = open_cache(pm, settings)
-    if cache is not None:
-        _digest.remember(cache.digests)
-    snapshot, report = loader.load(
-        pm, settings, frozenset(skip), announce=previous is None, cache=cache if cache is not None else False
-    )
+    snapshot, report = loader.load(pm, settings, frozenset(skip), announce=previous is None)
     skills: dict[str, Skill] = {}
     events = list(drift_events) + list(report.events)
     shared = {id(s) for s in previous.skills.values()} if previous is not None else set()
@@ -65,9 +58,6 @@ def load_catalog(
             warning = digested.warnings[-1]
             logger.warning('catalog: skill "%s": %s', name, warning.message)
             events.append(LoadEvent(skill.path, "warning", warning.message, name))
-    if cache is not None:
-        cache.digests = _digest.remembered(skills.values())
-        cache.flush()
     if previous is not None:
         events += _keep_last_good(previous, skills, report)
     tools = {tool.name: tool for skill in skills.values() for tool in skill.tools}

@@ -1,9 +1,9 @@
 """The two drivers of a :class:`~._process._Run`: ``select.poll`` in the calling thread, or an asyncio loop.
 
 A driver waits for what the run watches (its descriptors and its next timer) and
-calls the run's ``on_ready`` / ``on_time``; the run itself never blocks. A loop's calls
-share one epoll (:class:`_Mux`), and while one is in flight the next ones spawn in a
-few threads (:func:`_spawner`), not on the loop.
+calls the run's ``on_ready`` / ``on_time``; the run itself never blocks. While a call
+is in flight on a loop the next ones spawn in a few threads (:func:`_spawner`), not on
+the loop.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import select
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._process import _Run
@@ -64,16 +64,11 @@ class PollDriver:
 
 
 class LoopDriver:
-    """Feeds a :class:`_Run` from an asyncio loop: its descriptors through the loop's
-    :class:`_Mux` (``mux``: one the caller attached, and detaches), and one timer."""
+    """Feeds a :class:`_Run` from an asyncio loop: a reader or writer per descriptor, and one timer."""
 
-    reads_itself = False  # the mux tells it which descriptor is ready
-
-    def __init__(self, run: _Run, loop: asyncio.AbstractEventLoop, mux: _Mux | None = None) -> None:
+    def __init__(self, run: _Run, loop: asyncio.AbstractEventLoop) -> None:
         self._run = run
         self._loop = loop
-        self._own_mux = mux is None
-        self._mux: _Mux | None = mux  # else attached by the first wait()
         self._watched: dict[int, int] = {}  # fd -> POLLIN or POLLOUT
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
@@ -84,32 +79,28 @@ class LoopDriver:
     async def wait(self, until: Callable[[], bool]) -> None:
         self._until = until
         self._waiter = self._loop.create_future()
-        if self._mux is None:
-            self._mux = _Mux.attach(self._loop)
         # No descriptor is ever added later: register once, unregister on close.
         for fd, events in self._run.watches():
             if fd not in self._watched:
+                add = self._loop.add_reader if events == _POLLIN else self._loop.add_writer
+                add(fd, self._on_fd, fd)
                 self._watched[fd] = events
-                self._mux.watch(fd, events, self)
         self._settle()
         await self._waiter
 
     def detach(self) -> None:
         for fd in list(self._watched):
             self._forget(fd)
-        if self._mux is not None and self._own_mux:
-            self._mux.detach(self._loop)
-            self._mux = None
         self._set_timer(math.inf)
 
-    def ready(self, fd: int, events: int) -> bool:
-        """``fd`` is ready (called by the mux); False when the run failed (``wait`` raises)."""
+    def _on_fd(self, fd: int) -> None:
+        """``fd`` is ready: let the run handle it, then apply what became due."""
         try:
-            self._run.on_ready(fd, events)
+            self._run.on_ready(fd)
         except Exception as exc:  # a callback's exception would only be logged by the loop
             self._fail(exc)
-            return False
-        return True
+            return
+        self.step()
 
     def _on_timer(self) -> None:
         self._timer, self._timer_at = None, math.inf
@@ -148,142 +139,17 @@ class LoopDriver:
     def _forget(self, fd: int) -> None:
         """Unregister ``fd`` before it is closed, so a reused number is never watched."""
         events = self._watched.pop(fd, None)
-        if events is not None and self._mux is not None:
-            self._mux.forget(fd, events)
+        if events is not None:
+            (self._loop.remove_reader if events == _POLLIN else self._loop.remove_writer)(fd)
 
 
-class _Watcher(Protocol):
-    """What the mux hands ready descriptors to (a :class:`LoopDriver`, or a compiled call's stepper)."""
-
-    reads_itself: bool
-    """True: one descriptor, whose events :meth:`step` reads itself (:meth:`ready` is not asked first)."""
-
-    def ready(self, fd: int, events: int) -> bool: ...
-
-    def step(self) -> None: ...
-
-
-class _Mux:
-    """The descriptors of every call running on one event loop, in one ``epoll``.
-
-    Only the epoll's own descriptor is registered with the loop, once for as long as
-    calls run on it: a call costs an ``epoll.register`` per pipe instead of the loop's
-    ``add_reader`` and its bookkeeping. Back-to-back calls keep it. It is closed when
-    the loop finds no call running :data:`IDLE_CLOSE` seconds after its calls first all
-    ended, or with the loop (a closed loop drops its reader, and a freed one its mux).
-    One timer per idle window, not a loop callback per call: a call alone on its loop
-    takes two loop steps, not three. Without ``epoll`` (not Linux), each descriptor is
-    registered with the loop itself.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.users = 0
-        self.owners: dict[int, _Watcher] = {}
-        self._idle_check = False  # a _close_if_idle is scheduled
-        self.epoll: Any = None
-        if _EPOLL is not None:
-            self.epoll = _EPOLL()
-            loop.add_reader(self.epoll.fileno(), self._on_events)
-        self._loop = weakref.ref(loop)
-
-    @classmethod
-    def attach(cls, loop: asyncio.AbstractEventLoop) -> _Mux:
-        mux = _muxes.get(loop)
-        if mux is None or (mux.epoll is None) != (_EPOLL is None):
-            mux = _muxes[loop] = cls(loop)
-        mux.users += 1
-        return mux
-
-    def detach(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.users -= 1
-        if self.users:
-            return
-        if loop.is_closed():  # a call finalised after its loop: close now
-            self._close(loop, registered=False)
-        elif not self._idle_check:
-            loop.call_later(IDLE_CLOSE, self._close_if_idle)
-            self._idle_check = True
-
-    def _close_if_idle(self) -> None:
-        self._idle_check = False
-        loop = self._loop()
-        if not self.users and loop is not None:
-            self._close(loop, registered=True)
-
-    def _close(self, loop: asyncio.AbstractEventLoop, registered: bool) -> None:
-        """Once: off the loop, and the epoll closed (a later close would find its number reused)."""
-        if _muxes.get(loop) is self:
-            del _muxes[loop]
-        if self.epoll is not None and not self.epoll.closed:
-            if registered:
-                loop.remove_reader(self.epoll.fileno())
-            self.epoll.close()
-
-    def watch(self, fd: int, events: int, driver: _Watcher) -> None:
-        """Hand ``fd``'s readiness to ``driver``; when this raises, ``fd`` is not watched."""
-        if self.epoll is not None:
-            self.epoll.register(fd, events)
-        else:
-            loop = self._loop()
-            assert loop is not None
-            add = loop.add_reader if events == _POLLIN else loop.add_writer
-            add(fd, self._on_fd, fd)
-        self.owners[fd] = driver
-
-    def forget(self, fd: int, events: int) -> None:
-        if self.owners.pop(fd, None) is None:
-            return
-        if self.epoll is not None:
-            self.epoll.unregister(fd)
-            return
-        loop = self._loop()
-        if loop is not None:
-            (loop.remove_reader if events == _POLLIN else loop.remove_writer)(fd)
-
-    def _on_events(self) -> None:
-        """The epoll is readable: hand each ready descriptor to its call, then step each call once.
-
-        A lone compiled call reads its own events: it is stepped without asking the epoll
-        which descriptor is ready (one system call less for a call alone on its loop).
-        The epoll stays level-triggered: its readiness is checked against the call's own
-        descriptor whenever the loop polls it, so nothing is lost by not reading it here.
-        """
-        if len(self.owners) == 1:
-            for lone in self.owners.values():
-                if lone.reads_itself:
-                    lone.step()
-                    return
-        touched: list[_Watcher] = []
-        owners = self.owners
-        for fd, events in self.epoll.poll(0):
-            driver = owners.get(fd)
-            if driver is None:
-                continue
-            if driver.reads_itself:  # one descriptor, its own events: stepped once, at once
-                driver.step()
-            elif driver.ready(fd, events) and driver not in touched:
-                touched.append(driver)
-        for driver in touched:
-            driver.step()
-
-    def _on_fd(self, fd: int) -> None:
-        driver = self.owners.get(fd)
-        if driver is not None and driver.ready(fd, 0):
-            driver.step()
-
-
-_muxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Mux] = weakref.WeakKeyDictionary()
-#: Seconds a loop's mux waits, once its calls all ended, before it closes when none runs.
-IDLE_CLOSE = 1.0
-_EPOLL: Any = getattr(select, "epoll", None)
-"""``select.epoll`` (Linux); tests set it to None to exercise one loop registration per descriptor."""
-
-
-# Calls in flight on a loop are its mux's users. The first spawns on the loop itself (no
-# thread hop, the least latency); while one is in flight, the next spawn runs in a thread,
-# so the loop keeps serving the running children while posix_spawn waits for its child's
-# exec (vfork) or a confined call's thread gets ready: concurrent calls overlap their
-# spawns as threads do.
+# The first call in flight on a loop spawns on the loop itself (no thread hop, the least
+# latency); while one is in flight, the next spawn runs in a thread, so the loop keeps
+# serving the running children while posix_spawn waits for its child's exec (vfork) or a
+# confined call's thread gets ready: concurrent calls overlap their spawns as threads do.
+# Without it, 8 concurrent calls ran at less than half the rate.
+in_flight: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = weakref.WeakKeyDictionary()
+"""Calls in flight per loop (:func:`._process.arun_process` counts them)."""
 _spawners: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
 
 

@@ -43,9 +43,9 @@ Limits
 One state machine, two drivers
     :class:`_Run` holds one child's state and reacts to events ("fd readable",
     "time passed"). :func:`run_process` drives it with ``select.poll``;
-    :func:`arun_process` from the event loop, no threads: every call on a loop puts
-    its descriptors in one ``epoll`` that the loop watches (one reader per loop, not
-    three per call), and a timer handle. Either way, an exception (KeyboardInterrupt,
+    :func:`arun_process` from the event loop (its readers, writers and a timer
+    handle; only the spawn of a call that is not alone on its loop runs in a thread).
+    Either way, an exception (KeyboardInterrupt,
     CancelledError) terminates the group (SIGTERM, up to ``kill_grace``, SIGKILL), reaps
     the child and closes every descriptor before it propagates.
 
@@ -55,9 +55,8 @@ child that closed its stdin gives EPIPE instead of killing the host.
 
 Modules: this one holds the state machine and the two entry points; the values are
 in :mod:`._spec` (re-exported here), the stderr line splitter in :mod:`._stderr`,
-the drivers in :mod:`._drivers`, the spawn in :mod:`._spawn`. Calls, confined or not,
-go through the same state machine compiled (:mod:`._fast`, ``_fastrun.c``) where it
-was built.
+the drivers in :mod:`._drivers`, the spawn in :mod:`._spawn`. Every call, confined or
+not, goes through this one state machine.
 """
 
 from __future__ import annotations
@@ -69,11 +68,9 @@ import os
 import select
 import signal
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
-from . import _fast
-from ._drivers import LoopDriver, PollDriver, _launch_aside, _Mux, _spawner
+from ._drivers import LoopDriver, PollDriver, _launch_aside, in_flight
 from ._spawn import Child, SpawnError, spawn
 from ._spec import ProcessOutcome, ProcessSpec, StderrCallback
 from ._stderr import StderrLines
@@ -96,13 +93,7 @@ _POLLHUP = select.POLLHUP  # the same bit as EPOLLHUP
 
 
 def run_process(spec: ProcessSpec, on_stderr: StderrCallback | None = None) -> ProcessOutcome:
-    """Run ``spec`` to completion in this thread (safe from many threads at once).
-
-    Unconfined and confined calls run in C (:mod:`._fast`) where the extension was built."""
-    if _fast.usable(spec):
-        return _fast.run(spec, on_stderr, (_EOF_BOUND, _EOF_MIN, _USE_PIDFD))
-    if _fast.confinable(spec):
-        return _fast.run_confined(spec, on_stderr, (_EOF_BOUND, _EOF_MIN, _USE_PIDFD))
+    """Run ``spec`` to completion in this thread (safe from many threads at once)."""
     run = _Run(spec, on_stderr)
     driver = PollDriver(run)
     try:
@@ -122,47 +113,21 @@ def run_process(spec: ProcessSpec, on_stderr: StderrCallback | None = None) -> P
     return run.outcome()
 
 
-def arun_process(
-    spec: ProcessSpec, on_stderr: StderrCallback | None = None
-) -> Coroutine[Any, Any, ProcessOutcome]:
+async def arun_process(spec: ProcessSpec, on_stderr: StderrCallback | None = None) -> ProcessOutcome:
     """Run ``spec`` on the running event loop: readers, writers and timers, no threads.
 
-    Returns the coroutine to await; nothing runs before it is awaited. Spawning happens
-    synchronously (a few hundred microseconds). On cancellation the group is terminated
-    (SIGTERM, up to ``kill_grace``, SIGKILL) before re-raising. Unconfined and confined
-    calls are stepped by the compiled runner (:func:`._fast.arun`,
-    :func:`._fast.arun_confined`) where the extension was built; an unconfined one is
-    that one coroutine, awaited directly.
+    Alone on its loop a call spawns on the loop (a few hundred microseconds); while
+    another is in flight the spawn runs in a spawner thread, so the loop keeps serving
+    the running children. On cancellation the group is terminated (SIGTERM, up to
+    ``kill_grace``, SIGKILL) before re-raising.
     """
-    tuning = (_EOF_BOUND, _EOF_MIN, _USE_PIDFD)  # read per call: tests change them
-    if _fast.usable(spec):
-        return _fast.arun(spec, on_stderr, tuning)
-    return _arun_elsewhere(spec, on_stderr, tuning)
-
-
-async def _arun_elsewhere(
-    spec: ProcessSpec, on_stderr: StderrCallback | None, tuning: _fast.Tuning
-) -> ProcessOutcome:
-    """:func:`arun_process` of a confined call, or of any call without the extension."""
     loop = asyncio.get_running_loop()
-    mux = _Mux.attach(loop)  # its users are the calls in flight on the loop, this one too
-    busy = mux.users > 1
-    try:
-        if _fast.confinable(spec):
-            aside = _spawner().submit if busy else None
-            return await _fast.arun_confined(spec, on_stderr, tuning, aside, mux)
-        return await _arun_python(spec, on_stderr, loop, mux)
-    finally:
-        mux.detach(loop)
-
-
-async def _arun_python(
-    spec: ProcessSpec, on_stderr: StderrCallback | None, loop: asyncio.AbstractEventLoop, mux: _Mux
-) -> ProcessOutcome:
     run = _Run(spec, on_stderr)
-    driver = LoopDriver(run, loop, mux)
+    driver = LoopDriver(run, loop)
+    busy = in_flight.get(loop, 0)
+    in_flight[loop] = busy + 1
     try:
-        error = run.launch() if mux.users == 1 else await _launch_aside(run)
+        error = await _launch_aside(run) if busy else run.launch()
         if error is not None:
             return ProcessOutcome.never_ran(error, run.duration)
         run.start()
@@ -175,6 +140,7 @@ async def _arun_python(
         driver.detach()
         run.close()  # a second cancellation lands here: SIGKILL and a blocking waitpid
         run.before_close = _ignore
+        in_flight[loop] -= 1
     return run.outcome()
 
 
@@ -233,7 +199,7 @@ class _Run:
 
     @property
     def duration(self) -> float:
-        """Seconds from the spawn to the end, to the microsecond (as the compiled runner gives them)."""
+        """Seconds from the spawn to the end, to the microsecond."""
         return round((self._ended - self.started) * 1e6) / 1e6
 
     @property

@@ -3,9 +3,12 @@
 Two backends, chosen by :data:`_BACKEND`:
 
 ``posix_spawn`` (Linux, glibc >= 2.29 or musl)
-    libc ``posix_spawn`` called through :mod:`ctypes`. :func:`os.posix_spawn` would be
-    as fast but cannot set the child's working directory; the libc call can, with
-    ``posix_spawn_file_actions_addchdir_np``. glibc spawns with
+    libc ``posix_spawn`` called through :mod:`ctypes`. :func:`os.posix_spawn` has the
+    same flags (new session, signal mask, default dispositions) and ``dup2``/``close``
+    actions, but no way to set the child's working directory, which a call needs
+    (``tool.cwd``); the libc call can, with ``posix_spawn_file_actions_addchdir_np``.
+    A working directory set in the host would be the whole process's, and the
+    alternative, a shell that changes directory and execs, costs a second exec. glibc spawns with
     ``clone(CLONE_VM | CLONE_VFORK)``, so the call costs about the same whatever the
     size of the host process, and an exec failure comes back synchronously as the
     return value (and the failed child is already reaped). ``CDLL`` calls release the
@@ -237,11 +240,12 @@ def cannot_confine(name: str, exc: OSError) -> str:
 
 
 def _spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], exec_fd: int | None) -> Child:
-    chosen = "posix_spawn" if _BACKEND == "auto" and _LIBC is not None else backend()
-    if chosen == "posix_spawn":
-        c_argv, c_cwd, c_env = _encoded(argv, cwd, env)
-    else:
-        _encode(argv, env)  # the same checks, the same errors
+    chosen = backend()
+    raw_argv, raw_env = _encode(argv, env)  # the same checks, the same errors, for both backends
+    raw_cwd = os.fsencode(cwd)
+    if b"\0" in raw_cwd:  # libc would stop at it: another folder than the one named
+        message = "embedded null byte in cwd"
+        raise ValueError(message)
     try:
         pipes = _make_pipes()
     except OSError as exc:
@@ -252,7 +256,7 @@ def _spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], exec_fd: int |
     try:
         if chosen == "posix_spawn":
             assert _LIBC is not None
-            pid = _spawn_libc(_LIBC, c_argv, c_cwd, c_env, child_ends, exec_fd)
+            pid = _spawn_libc(_LIBC, raw_argv, raw_cwd, raw_env, child_ends, exec_fd)
             popen = None
         else:
             popen = _spawn_popen(argv, cwd, env, child_ends, exec_fd)
@@ -289,38 +293,6 @@ def _encode(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[bytes], l
     return raw_argv, raw_env
 
 
-_CStrings = tuple[list[bytes], "ctypes.Array[ctypes.c_char_p]"]
-_encoded_argv: dict[tuple[tuple[str, ...], str], tuple[_CStrings, bytes]] = {}
-_encoded_env: dict[tuple[tuple[str, str], ...], _CStrings] = {}
-_MEMO_LIMIT = 512
-
-
-def _encoded(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> tuple[_CStrings, bytes, _CStrings]:
-    """``_encode`` for the libc backend, as NULL-terminated arrays, remembered by value.
-
-    Every call of a tool spawns the same argv, cwd and (usually) environment: their
-    checks and encoding are done once (the compiled runner takes the byte lists).
-    The arrays are only read by ``posix_spawn``, so
-    threads share them; each keeps its bytes alive beside it.
-    """
-    argv_key = (tuple(argv), cwd)
-    env_key = tuple(env.items())
-    known_argv = _encoded_argv.get(argv_key)
-    known_env = _encoded_env.get(env_key)
-    if known_argv is None or known_env is None:
-        raw_argv, raw_env = _encode(argv, env)
-        if len(_encoded_argv) >= _MEMO_LIMIT or len(_encoded_env) >= _MEMO_LIMIT:
-            _encoded_argv.clear()
-            _encoded_env.clear()
-        raw_cwd = os.fsencode(cwd)
-        if b"\0" in raw_cwd:  # libc would stop at it: another folder than the one named
-            message = "embedded null byte in cwd"
-            raise ValueError(message)
-        known_argv = _encoded_argv[argv_key] = ((raw_argv, _cstrings(raw_argv)), raw_cwd)
-        known_env = _encoded_env[env_key] = (raw_env, _cstrings(raw_env))
-    return known_argv[0], known_argv[1], known_env
-
-
 def _make_pipes() -> list[tuple[int, int]]:
     """Three ``O_CLOEXEC`` pipes, all ends above 2.
 
@@ -353,9 +325,9 @@ _EXEC_PATH = b"/proc/self/fd/3"
 
 def _spawn_libc(
     libc: _Libc,
-    argv: _CStrings,
+    argv: list[bytes],
     cwd: bytes,
-    env: _CStrings,
+    env: list[bytes],
     fds: tuple[int, int, int],
     exec_fd: int | None = None,
 ) -> int:
@@ -378,9 +350,9 @@ def _spawn_libc(
             or libc.fa_chdir(actions, cwd)
             or (closefrom(actions, first_closed) if closefrom is not None else 0)
         )
-        path = argv[0][0] if exec_fd is None else _EXEC_PATH
+        path = argv[0] if exec_fd is None else _EXEC_PATH
         pid = ctypes.c_int(0)
-        _check(libc.spawn(ctypes.byref(pid), path, actions, libc.attr, argv[1], env[1]))
+        _check(libc.spawn(ctypes.byref(pid), path, actions, libc.attr, _cstrings(argv), _cstrings(env)))
     finally:
         libc.fa_destroy(actions)
     return pid.value

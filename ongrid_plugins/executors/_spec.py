@@ -12,9 +12,7 @@ from typing import Any
 
 import attrs
 
-from ..models.fastinit import fast_init
-
-__all__ = ["ProcessOutcome", "ProcessSpec", "StderrCallback", "entry_spec"]
+__all__ = ["ProcessOutcome", "ProcessSpec", "StderrCallback"]
 
 StderrCallback = Callable[[str], None]
 
@@ -57,29 +55,6 @@ class ProcessSpec:
         if nan or min(*limits, *tail) < 0 or self.max_line_bytes <= 0:
             message = f"limits must be >= 0 and not NaN, and max_line_bytes > 0: {self!r}"
             raise ValueError(message)
-
-
-def entry_spec(
-    entry: str, cwd: str, env: Mapping[str, str], stdin: bytes, timeout: float, stdout_cap: int,
-    kill_grace: float, exec_fd: int, confine: Any,
-) -> ProcessSpec:  # fmt: skip
-    """``ProcessSpec(argv=(entry,), ...)``, built positionally when the values pass the
-    checks of ``__attrs_post_init__`` for them (the defaults pass the others); else the
-    class itself, which raises naming the value. One spec per call."""
-    typed = type(stdout_cap) is int and type(kill_grace) in _NUMBERS and type(timeout) in _NUMBERS
-    if typed and stdout_cap >= 0 and kill_grace >= 0 and timeout >= 0 and entry[:1] == "/":  # NaN fails >=
-        return _new_spec((entry,), cwd, env, stdin, timeout, stdout_cap, kill_grace, exec_fd, confine)
-    return ProcessSpec(
-        argv=(entry,), cwd=cwd, env=env, stdin=stdin, timeout=timeout, stdout_cap=stdout_cap,
-        kill_grace=kill_grace, exec_fd=exec_fd, confine=confine,
-    )  # fmt: skip
-
-
-_NUMBERS = (int, float)  # by type, not isinstance: a bool is not a limit
-_new_spec: Callable[..., ProcessSpec] = fast_init(
-    ProcessSpec, "argv", "cwd", "env", "stdin", "timeout", "stdout_cap", "kill_grace", "exec_fd", "confine",
-    checked=True,
-)  # fmt: skip
 
 
 @attrs.frozen

@@ -15,9 +15,6 @@ import fcntl
 import json
 import os
 import signal as signals
-import stat
-import weakref
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..catalog.digest import entry_drift
@@ -25,12 +22,9 @@ from ..discovery.roots import escapes, is_executable_file, is_within, open_benea
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
 from ..models.base import decode_json
-from ..models.fastinit import fast_init
 from ..schema.arguments import surrogate_path, utf8_encodable
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from ..models import Tool
     from ..settings import Settings
     from ._spec import ProcessOutcome, ProcessSpec
@@ -58,10 +52,6 @@ class SubprocessExecutor:
         self.stdout_cap = stdout_cap
         self.kill_grace = kill_grace
         self.settings = settings
-        # What every call of a tool shares (entry, root, the path beneath it, cwd), worked
-        # out on its first call. Keyed by the tool object (frozen: a reload makes new ones)
-        # and dropped with it, so nothing is cached inside the value object itself.
-        self._prepared: dict[int, tuple[weakref.ref[Tool], _Prepared | None]] = {}
 
     def __repr__(self) -> str:
         return f"<SubprocessExecutor cap={self.stdout_cap}>"
@@ -74,7 +64,9 @@ class SubprocessExecutor:
         try:
             if request.on_event is not None:
                 request.emit("start", {"entry": spec.argv[0]})
-            outcome = (_PROCESS or _runner()).run_process(spec, _stderr_sink(request))
+            from ._process import run_process
+
+            outcome = run_process(spec, _stderr_sink(request))
             return self._result(request, spec, outcome)
         finally:
             _release(spec)
@@ -87,19 +79,16 @@ class SubprocessExecutor:
         try:
             if request.on_event is not None:
                 request.emit("start", {"entry": spec.argv[0]})
-            outcome = await (_PROCESS or _runner()).arun_process(spec, _stderr_sink(request))
+            from ._process import arun_process
+
+            outcome = await arun_process(spec, _stderr_sink(request))
             return self._result(request, spec, outcome)
         finally:
             _release(spec)
 
     def _spec(self, request: CallRequest) -> ProcessSpec | CallResult:
         tool = request.tool
-        known = self._prepared.get(id(tool))
-        if known is None or known[0]() is not tool:
-            if id(tool) not in self._prepared:  # dropped with the tool (a reload makes new ones)
-                weakref.finalize(tool, self._prepared.pop, id(tool), None)
-            known = self._prepared[id(tool)] = (weakref.ref(tool), _prepare(tool))
-        prepared = known[1]
+        prepared = _prepare(tool)
         opened = open_entry(tool) if prepared is None else _open_prepared(tool, prepared)
         if isinstance(opened, str):
             return CallResult(tool.name, False, error=opened, call_id=request.call_id)
@@ -117,10 +106,15 @@ class SubprocessExecutor:
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
         payload = request.args_json or canonical_json(request.args)
         cwd = prepared.cwd if prepared is not None else tool.cwd or os.path.dirname(entry)
+        # The runner's modules are imported with the first call, not with this plugin: a
+        # process that loads skills and runs none (``list``, ``validate``) does not pay them.
+        from ._spec import ProcessSpec
+
         try:
-            spec: ProcessSpec = (_ENTRY_SPEC or _spec_builder())(
-                entry, cwd, env, payload.encode("utf-8"), timeout, self.stdout_cap, self.kill_grace, fd, plan
-            )
+            spec = ProcessSpec(
+                argv=(entry,), cwd=cwd, env=env, stdin=payload.encode("utf-8"), timeout=timeout,
+                stdout_cap=self.stdout_cap, kill_grace=self.kill_grace, exec_fd=fd, confine=plan,
+            )  # fmt: skip
             return spec
         except BaseException:
             try:
@@ -153,69 +147,26 @@ class SubprocessExecutor:
         value, parse_error = parse_result(outcome.stdout)
         limit = spec.confine.limit_hit() if spec.confine is not None else None
         error = limit or _failure(spec, outcome, parse_error)
-        result = _new_result(
-            tool.name,
-            error is None,
-            value,
-            error,
-            outcome.exit_code,
-            outcome.signal,
-            outcome.timed_out,
-            outcome.duration,
-            outcome.stderr_tail,
-            request.call_id,
+        result = CallResult(
+            tool=tool.name,
+            ok=error is None,
+            value=value,
+            error=error,
+            exit_code=outcome.exit_code,
+            signal=outcome.signal,
+            timed_out=outcome.timed_out,
+            duration=outcome.duration,
+            stderr_tail=outcome.stderr_tail,
+            call_id=request.call_id,
         )
         if request.on_event is not None:
             request.emit("exit", {"ok": result.ok, "exit_code": outcome.exit_code, "signal": outcome.signal})
         return result
 
 
-#: The fields :meth:`SubprocessExecutor._result` gives a result, in the order it passes them.
-_RESULT_FIELDS = (
-    "tool", "ok", "value", "error", "exit_code", "signal", "timed_out", "duration", "stderr_tail", "call_id",
-)  # fmt: skip
-#: ``CallResult(tool=..., ..., call_id=...)`` positionally, the same object field for
-#: field (see :func:`~ongrid_plugins.models.fastinit.fast_init`): one per call.
-_new_result: Callable[..., CallResult] = fast_init(CallResult, *_RESULT_FIELDS)
-_PROCESS: ModuleType | None = None
-_FAST: ModuleType | None = None
-_ENTRY_SPEC: Callable[..., ProcessSpec] | None = None
-
-
 #: The host's own secrets, never passed to a skill whatever its ``env_allow`` names: the
 #: approvals bearer token, and URLs that may carry a password (the broker, the approvals server).
 HOST_SECRETS = frozenset({"ONGRID_TOKEN", "ONGRID_BROKER_URL", "ONGRID_APPROVALS_URL"})
-
-
-def _spec_builder() -> Callable[..., ProcessSpec]:
-    """:func:`._spec.entry_spec`, imported on the first call (with the runner: :func:`_runner`)."""
-    global _ENTRY_SPEC
-    from ._spec import entry_spec
-
-    _ENTRY_SPEC = entry_spec
-    return entry_spec
-
-
-def _runner() -> ModuleType:
-    """The runner (:mod:`._process`, and asyncio with it), imported on the first call.
-
-    The runner's modules are not imported with this plugin: a process that loads
-    skills and runs none (``list``, ``validate``, a cold load) does not pay their ~8 ms.
-    """
-    global _PROCESS
-    from . import _process
-
-    _PROCESS = _process
-    return _process
-
-
-def _compiled() -> ModuleType:
-    """:mod:`._fast` (the compiled runner's front), imported on the first entry check."""
-    global _FAST
-    from . import _fast
-
-    _FAST = _fast
-    return _fast
 
 
 def _release(spec: ProcessSpec) -> None:
@@ -261,20 +212,17 @@ def open_entry(tool: Tool) -> tuple[str, int] | str:
 
 
 def _open_prepared(tool: Tool, prepared: _Prepared) -> tuple[str, int] | str:
-    fd = (_FAST or _compiled()).open_beneath(prepared.root, prepared.relative, _ENTRY_FLAGS)
-    if fd is None:
-        opened = _open_beneath_root(prepared)
-        if isinstance(opened, str):
-            return opened
-        fd = opened
-    return _checked(tool, prepared.entry, fd)
+    opened = _open_beneath_root(prepared)
+    if isinstance(opened, str):
+        return opened
+    return _checked(tool, prepared.entry, opened)
 
 
 _ENTRY_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
 
 
 def _open_beneath_root(prepared: _Prepared) -> int | str:
-    """The entry opened beneath its root, in Python, or why it cannot be."""
+    """The entry opened beneath its root, or why it cannot be."""
     entry, root, relative = prepared.entry, prepared.root, prepared.relative
     try:
         root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -340,7 +288,7 @@ def recheck_entry(tool: Tool) -> tuple[str, str | None]:
     declared = tool.entry_declared or tool.entry or ""
     candidate = os.path.join(tool.cwd or "", declared)
     try:
-        real, st = _resolve(candidate, declared, tool.entry)
+        real, st = resolve_file(candidate)
     except (OSError, ValueError) as exc:
         return "", f"entry {candidate} is gone: {getattr(exc, 'strerror', None) or exc}"
     escape = escapes("entry", real, tool.root or "")
@@ -352,16 +300,6 @@ def recheck_entry(tool: Tool) -> tuple[str, str | None]:
     if drift is not None:
         return "", drift
     return real, None
-
-
-def _resolve(candidate: str, declared: str, loaded: str | None) -> tuple[str, os.stat_result]:
-    # Fast path: a plain file name that resolved to itself at load time and is
-    # still not a symlink needs one lstat; anything else is fully resolved.
-    if "/" not in declared and candidate == loaded:
-        st = os.lstat(candidate)
-        if not stat.S_ISLNK(st.st_mode):
-            return candidate, st
-    return resolve_file(candidate)
 
 
 def parse_result(stdout: bytes) -> tuple[Any, str | None]:
@@ -454,14 +392,4 @@ def ongrid_executor(tool: Tool, settings: Settings) -> SubprocessExecutor | None
     """Run every ``subprocess`` tool no other plugin claimed."""
     if tool.kind != "subprocess":
         return None
-    cached = _executors.get(id(settings))
-    if cached is None or cached[0] is not settings:
-        # Executors hold no per-call state: one per settings object will do.
-        cached = (settings, SubprocessExecutor(settings.stdout_cap, settings.kill_grace, settings))
-        if len(_executors) > 64:
-            _executors.clear()
-        _executors[id(settings)] = cached
-    return cached[1]
-
-
-_executors: dict[int, tuple[Settings, SubprocessExecutor]] = {}
+    return SubprocessExecutor(settings.stdout_cap, settings.kill_grace, settings)

@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from importlib.metadata import EntryPoint
 
-    from ..plugins import PluginManager
+    import pluggy
+
     from ..settings import Settings
 
 __all__ = [
@@ -329,7 +330,9 @@ class PackRoots:
     ``kind="pack"`` plugin infos, which ``ongrid-skills plugins`` shows.
     """
 
-    def __init__(self, pm: PluginManager, settings: Settings, entry_points: Iterable[EntryPoint]) -> None:
+    def __init__(
+        self, pm: pluggy.PluginManager, settings: Settings, entry_points: Iterable[EntryPoint]
+    ) -> None:
         self.packs: list[PackInfo] = []
         if settings.include_defaults:
             for ep in entry_points:
@@ -339,7 +342,7 @@ class PackRoots:
         return f"<PackRoots packs={len(self.packs)}>"
 
     @staticmethod
-    def _resolve(pm: PluginManager, settings: Settings, ep: EntryPoint) -> PackInfo:
+    def _resolve(pm: pluggy.PluginManager, settings: Settings, ep: EntryPoint) -> PackInfo:
         info = resolve_pack(ep, blocked=pm.is_blocked(ep.name))
         where = f" (distribution {info.distribution} {info.version})" if info.distribution else ""
         if info.status == "blocked":

@@ -11,10 +11,8 @@ state of one child process and all its descendants (:mod:`.plan`): Landlock rule
 What it may import: the standard library, :mod:`attrs`, and from the package only
 the core values (:mod:`ongrid_plugins.models`, :mod:`ongrid_plugins.settings`,
 :mod:`ongrid_plugins.sidetable`, :mod:`ongrid_plugins.forksafe`), ``open_beneath`` of
-:mod:`ongrid_plugins.discovery.roots` (:mod:`.mounts`) and the optional compiled
-``ongrid_plugins._speedups`` (:mod:`.stamps`, which works without it). It
-never imports the host, the gate, the surfaces or the loaders; the subprocess
-executor imports it, lazily.
+:mod:`ongrid_plugins.discovery.roots` (:mod:`.mounts`). It never imports the host, the
+gate, the surfaces or the loaders; the subprocess executor imports it, lazily.
 
 See ``docs/sandbox.md`` for the model, the rules and what is still out of reach.
 """

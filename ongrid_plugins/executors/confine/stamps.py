@@ -3,19 +3,15 @@
 Every confined call checks about twenty paths this way, between two spawns: its tool's
 cached Landlock grants (:class:`.grants.Static`), the folders the read-everything base
 was listed from (:class:`.grants.Base`) and the system secrets covered in its thread
-(:class:`.warm.Covers`). There ``os.stat``'s result objects, and the exception an absent
-path raises, cost more than the system calls; the compiled
-``ongrid_plugins._speedups.same_files`` and ``same_mtimes`` make the calls and compare.
-Where the extension was not built, or cannot tell (a path that is not valid UTF-8),
-the Python code here gives the same answer.
+(:class:`.warm.Covers`).
 
-May import: the standard library and the optional compiled ``ongrid_plugins._speedups``.
+May import: the standard library.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 __all__ = ["FileStamp", "same_files", "same_mtimes"]
 
@@ -24,7 +20,8 @@ FileStamp = tuple[str, "int | None", "int | None"]
 nothing was there (``stat`` failed)."""
 
 
-def _same_files(stamps: Sequence[FileStamp]) -> bool:
+def same_files(stamps: Sequence[FileStamp]) -> bool:
+    """Whether every ``(path, st_dev, st_ino)`` stamp still holds (see :data:`FileStamp`)."""
     for path, dev, ino in stamps:
         try:
             st = os.stat(path)
@@ -37,7 +34,8 @@ def _same_files(stamps: Sequence[FileStamp]) -> bool:
     return True
 
 
-def _same_mtimes(stamps: Sequence[tuple[str, int]]) -> bool:
+def same_mtimes(stamps: Sequence[tuple[str, int]]) -> bool:
+    """Whether every ``(folder, st_mtime_ns)`` stamp still holds (an absent folder does not)."""
     for path, mtime in stamps:
         try:
             if os.stat(path).st_mtime_ns != mtime:
@@ -45,33 +43,3 @@ def _same_mtimes(stamps: Sequence[tuple[str, int]]) -> bool:
         except (OSError, ValueError):
             return False
     return True
-
-
-def _compiled(name: str) -> Callable[[Sequence[object]], bool | None] | None:
-    try:
-        from ... import _speedups
-    except ImportError:
-        return None
-    return getattr(_speedups, name, None)  # an older build lacks it
-
-
-_FILES = _compiled("same_files")
-_MTIMES = _compiled("same_mtimes")
-
-
-def same_files(stamps: Sequence[FileStamp]) -> bool:
-    """Whether every ``(path, st_dev, st_ino)`` stamp still holds (see :data:`FileStamp`)."""
-    if _FILES is not None:
-        same = _FILES(stamps)
-        if same is not None:
-            return same
-    return _same_files(stamps)
-
-
-def same_mtimes(stamps: Sequence[tuple[str, int]]) -> bool:
-    """Whether every ``(folder, st_mtime_ns)`` stamp still holds (an absent folder does not)."""
-    if _MTIMES is not None:
-        same = _MTIMES(stamps)
-        if same is not None:
-            return same
-    return _same_mtimes(stamps)
