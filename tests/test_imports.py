@@ -37,9 +37,9 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         ),
         ("gate", "gate"),
         ("audit", "audit"),
-        ("execution", "executors statedir"),
+        ("execution", "executors statedir telemetry"),
         ("host", "pipeline persona_lookup host hostlike testing ticketlog"),
-        ("surfaces", "<root> __main__ cli commands dispatch export server remote"),
+        ("surfaces", "<root> __main__ cli commands dispatch export export_prompt server remote"),
     )
 )
 

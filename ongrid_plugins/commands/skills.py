@@ -126,6 +126,7 @@ def cmd_list(ctx: Context) -> int:
     listing.print_prompt_skills(ctx, prompts, after_tools=bool(tools))
     if tools or prompts or filtered:  # else nothing_listed said what was left out
         listing.hidden_note(ctx)
+    listing.untrusted_note(ctx)
     if routed:
         _route_notes(ctx)
     return 0
