@@ -54,10 +54,9 @@ ALLOWED_UPWARD: Mapping[tuple[str, str], str] = {
 
 
 def _modules(package: Path) -> dict[str, Path]:
-    """Every module: its ``.py`` file, or for a compiled one (``_speedups``) its ``.pyi`` stub."""
+    """Every module and its ``.py`` file."""
     found = {}
-    stubs = [p for p in package.rglob("*.pyi") if not p.with_suffix(".py").exists()]
-    for path in sorted([*package.rglob("*.py"), *stubs]):
+    for path in sorted(package.rglob("*.py")):
         relative = path.relative_to(package.parent).with_suffix("")
         parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
         if "skills" in parts[1:2]:  # the built-in skills folder holds skill code, not package modules
@@ -181,11 +180,6 @@ def test_the_package_has_no_import_cycle() -> None:
     assert cycles(GRAPH) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a circle through type-only imports left to another branch of issue 35: "
-    "executors._drivers <-> _process",
-)
 def test_the_package_has_no_import_cycle_type_only_imports_included() -> None:
     assert cycles(TYPED_GRAPH) == []
 

@@ -108,7 +108,7 @@ def _checked(call_id: str, text: str) -> dict[str, Any]:
             "from the inflight table (keep a copy of the database, and find out who wrote it), then run "
             "this again"
         )
-    return row  # type: ignore[no-any-return]
+    return row
 
 
 def _interrupted(call_id: str, row: dict[str, Any], pid: int) -> dict[str, Any]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING
 
 from . import UsageError
+from .argtypes import Subcommands
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``trust-folder`` sub-command."""
     p = sub.add_parser(
         "trust-folder",
