@@ -276,7 +276,8 @@ def read_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> tuple[A
     except Exception as exc:  # a third-party loader crashed: contain it
         if state.settings.strict:
             raise PluginLoadError("ongrid_load_manifest", f"{path}: {exc!r}") from exc
-        return ("p", path, f"loader raised {exc!r}")
+        who = hooks(state.pm).who_raised("ongrid_load_manifest", exc)
+        return ("p", path, f"loader {who} raised {exc!r}")
     if skill is None:
         return ("-",)
     _report_notices(state, skill)
