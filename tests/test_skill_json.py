@@ -634,3 +634,39 @@ def test_the_published_schema_and_the_loader_agree_on_each_field_rule(
     assert schema.is_valid(manifest) is loads
     make_skill(root, "probe", manifest=manifest)
     assert (load(make_host, root).report.registered == 1) is loads
+
+
+def test_misspelled_schema_keywords_are_warned_with_the_closest_keyword(make_host: Any, root: Path) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"path": {"type": "string", "x-widget": "file", "$comment": "kept"}, "requried": {}},
+        "requried": ["path"],
+        "additonalProperties": False,
+        "x-ui-order": ["path"],
+    }
+    make_skill(root, "req", schema=schema)
+    messages = [w.message for w in load(make_host, root).skills()[0].warnings]
+    assert messages == [
+        '"schema/requried": unknown JSON Schema keyword "requried" — did you mean "required"? '
+        '(an extension must start with "x-")',
+        '"schema/additonalProperties": unknown JSON Schema keyword "additonalProperties" — did you mean '
+        '"additionalProperties"? (an extension must start with "x-")',
+    ]
+
+
+def test_annotation_keywords_of_draft_2020_12_are_known(make_host: Any, root: Path) -> None:
+    prop = {
+        "type": "string",
+        "title": "T",
+        "description": "D",
+        "default": "a@example.org",
+        "examples": ["a@example.org"],
+        "deprecated": False,
+        "readOnly": False,
+        "writeOnly": False,
+        "format": "email",
+        "contentMediaType": "text/plain",
+        "contentEncoding": "base64",
+    }
+    make_skill(root, "annotated", schema={"type": "object", "properties": {"a": prop}})
+    assert load(make_host, root).skills()[0].warnings == ()

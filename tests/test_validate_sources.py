@@ -207,3 +207,16 @@ def test_a_deep_archive_is_an_error_and_leaves_no_temporary_folder(
     [problem] = json.loads(out)["files"][0]["problems"]
     assert problem["code"] == "unsafe_archive" and "the limit is 64" in problem["message"]
     assert list(scratch.iterdir()) == []
+
+
+def test_a_misspelled_schema_keyword_fails_validate_strict_with_did_you_mean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}, "requried": ["path"]}
+    make_skill(tmp_path, "req", schema=schema)
+    code, out, _err = run(capsys, "validate", str(tmp_path))
+    assert code == 0
+    assert 'unknown JSON Schema keyword "requried" — did you mean "required"?' in out
+    code, out, _err = run(capsys, "validate", "--strict", str(tmp_path))
+    assert code == 1
+    assert 'unknown JSON Schema keyword "requried" — did you mean "required"?' in out

@@ -27,6 +27,7 @@ from ..models import Problem, SandboxDecl, Skill, SkillRoot, Tool, ToolClass
 from ..schema import check as schema_check
 from ..schema import defaults as schema_defaults
 from ..schema import safe
+from ..schema.keywords import unknown_keywords
 from ._fields import Fields
 from ._fields import show as _show
 from ._sandbox import read_sandbox
@@ -200,6 +201,8 @@ def _check_schema(check: _Checker) -> Mapping[str, Any]:
         check.error("schema" + pointer, "unsafe_schema", f'"schema{pointer}": {message}')
     if unsafe:
         return empty_schema()
+    for pointer, message in unknown_keywords(schema):
+        check.warn("schema" + pointer, "unknown_keyword", f'"schema{pointer}": {message}')
     if with_default is None:  # jsonschema vouched for the schema: walk it for defaults here
         defaults = schema_defaults.check_defaults(schema)
     else:

@@ -27,6 +27,7 @@ from ..models import SandboxDecl, SkillRoot, Tool, ToolClass
 from ..schema import check as schema_check
 from ..schema import defaults as schema_defaults
 from ..schema import safe
+from ..schema.keywords import unknown_keywords
 from ._fields import Fields, canon, pointer, show, type_name
 from ._sandbox import read_sandbox
 
@@ -254,6 +255,8 @@ def _schema(
         fields.error(at + sub, "unsafe_schema", f'"{key}{sub}": {message}')
     if unsafe:
         return EMPTY_SCHEMA
+    for sub, message in unknown_keywords(schema):
+        fields.warn(at + sub, "unknown_keyword", f'"{key}{sub}": {message}')
     for sub, message in schema_defaults.check_defaults(schema):
         fields.error(at + sub, "bad_default", f'"{key}{sub}" does not validate: {message}')
     return schema if "type" in schema else {"type": "object", **schema}
