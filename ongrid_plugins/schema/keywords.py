@@ -16,7 +16,15 @@ from __future__ import annotations
 import difflib
 from typing import Final
 
-from .subschemas import _LimitExceeded, _pointer, _subschemas
+from .subschemas import (
+    MAX_SUBSCHEMAS,
+    SUBSCHEMA_ARRAY_KEYWORDS,
+    SUBSCHEMA_KEYWORDS,
+    SUBSCHEMA_MAP_KEYWORDS,
+    _LimitExceeded,
+    _pointer,
+    _subschemas,
+)
 
 __all__ = ["KEYWORDS", "unknown_keywords"]
 
@@ -49,12 +57,37 @@ KEYWORDS: Final = frozenset(
 _SORTED: Final = sorted(KEYWORDS)
 
 
+def _all_known(schema: object) -> bool:
+    """True when every subschema's keys are keywords (False also means "look closer")."""
+    stack = [schema]
+    budget = MAX_SUBSCHEMAS
+    while stack:
+        node = stack.pop()
+        if type(node) is not dict:
+            continue
+        if not node.keys() <= KEYWORDS:
+            return False
+        for key, value in node.items():
+            if key in SUBSCHEMA_KEYWORDS:
+                stack.append(value)
+            elif key in SUBSCHEMA_MAP_KEYWORDS and type(value) is dict:
+                stack.extend(value.values())
+            elif key in SUBSCHEMA_ARRAY_KEYWORDS and type(value) is list:
+                stack.extend(value)
+        budget -= 1
+        if budget < 0:
+            return False
+    return True
+
+
 def unknown_keywords(schema: object) -> list[tuple[str, str]]:
     """``(JSON pointer of the key, message)`` for each key of a subschema that is no keyword.
 
     ``x-`` prefixed keys are left alone. A schema beyond the walk's limits gives nothing
     here (the metaschema check reports those).
     """
+    if _all_known(schema):  # the usual case: no paths built
+        return []
     try:
         found = _subschemas(schema)
     except _LimitExceeded:
