@@ -220,3 +220,24 @@ def test_a_misspelled_schema_keyword_fails_validate_strict_with_did_you_mean(
     code, out, _err = run(capsys, "validate", "--strict", str(tmp_path))
     assert code == 1
     assert 'unknown JSON Schema keyword "requried" — did you mean "required"?' in out
+
+
+def test_validate_reports_every_problem_of_a_schema_in_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"path": {"type": "strin"}, "n": {"minimum": "zero"}},
+        "required": "path",
+        "additonalProperties": False,
+    }
+    make_skill(tmp_path, "many", schema=schema)
+    code, out, _err = run(capsys, "validate", str(tmp_path))
+    assert code == 1
+    assert (
+        "at /properties/path/type: 'strin' is not a type — did you mean \"string\"? "
+        "(valid: array, boolean, integer, null, number, object, string)" in out
+    )
+    assert "at /properties/n/minimum: 'zero' is not of type 'number'" in out
+    assert "at /required: 'path' is not of type 'array'" in out
+    assert 'unknown JSON Schema keyword "additonalProperties"' in out

@@ -192,6 +192,8 @@ def _check_schema(check: _Checker) -> Mapping[str, Any]:
             "schema", "schema_not_object", message, 'arguments are a JSON object: use "type": "object"'
         )
         return empty_schema()
+    for pointer, message in unknown_keywords(schema):  # said beside any other problem
+        check.warn("schema" + pointer, "unknown_keyword", f'"schema{pointer}": {message}')
     problem, with_default = schema_check.check_schema_finding_defaults(schema)
     if problem is not None:
         check.error("schema", "invalid_schema", f'"schema" is not a valid JSON Schema: {problem}')
@@ -201,8 +203,6 @@ def _check_schema(check: _Checker) -> Mapping[str, Any]:
         check.error("schema" + pointer, "unsafe_schema", f'"schema{pointer}": {message}')
     if unsafe:
         return empty_schema()
-    for pointer, message in unknown_keywords(schema):
-        check.warn("schema" + pointer, "unknown_keyword", f'"schema{pointer}": {message}')
     if with_default is None:  # jsonschema vouched for the schema: walk it for defaults here
         defaults = schema_defaults.check_defaults(schema)
     else:

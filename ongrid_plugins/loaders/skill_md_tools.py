@@ -246,6 +246,8 @@ def _schema(
         message = f'"{key}" must describe an object (its "type" is {show(schema.get("type"))})'
         fields.error(at, "schema_not_object", message, "arguments are a JSON object: use type: object")
         return EMPTY_SCHEMA
+    for sub, message in unknown_keywords(schema):  # said beside any other problem
+        fields.warn(at + sub, "unknown_keyword", f'"{key}{sub}": {message}')
     problem = schema_check.check_schema(schema)
     if problem is not None:
         fields.error(at, "invalid_schema", f'"{key}" is not a valid JSON Schema: {problem}')
@@ -255,8 +257,6 @@ def _schema(
         fields.error(at + sub, "unsafe_schema", f'"{key}{sub}": {message}')
     if unsafe:
         return EMPTY_SCHEMA
-    for sub, message in unknown_keywords(schema):
-        fields.warn(at + sub, "unknown_keyword", f'"{key}{sub}": {message}')
     for sub, message in schema_defaults.check_defaults(schema):
         fields.error(at + sub, "bad_default", f'"{key}{sub}" does not validate: {message}')
     return schema if "type" in schema else {"type": "object", **schema}
