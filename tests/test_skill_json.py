@@ -670,3 +670,11 @@ def test_annotation_keywords_of_draft_2020_12_are_known(make_host: Any, root: Pa
     }
     make_skill(root, "annotated", schema={"type": "object", "properties": {"a": prop}})
     assert load(make_host, root).skills()[0].warnings == ()
+
+
+def test_a_crlf_shebang_is_a_load_warning_with_the_fix(make_host: Any, root: Path) -> None:
+    make_skill(root, "crlf", script="#!/usr/bin/env python3\r\nprint('{}')\r\n")
+    [warning] = load(make_host, root).skills()[0].warnings
+    entry = root / "crlf" / "run.sh"
+    assert (warning.code, warning.pointer) == ("entry_crlf_shebang", "/entry")
+    assert warning.hint == f"sed -i 's/\\r$//' {entry} (or: dos2unix {entry})"

@@ -241,3 +241,13 @@ def test_validate_reports_every_problem_of_a_schema_in_one_run(
     assert "at /properties/n/minimum: 'zero' is not of type 'number'" in out
     assert "at /required: 'path' is not of type 'array'" in out
     assert 'unknown JSON Schema keyword "additonalProperties"' in out
+
+
+def test_a_crlf_shebang_is_caught_with_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_skill(tmp_path, "crlf", script="#!/bin/sh\r\nread -r args\r\necho '{}'\r\n")
+    code, out, _err = run(capsys, "validate", str(tmp_path))
+    entry = tmp_path / "crlf" / "run.sh"
+    assert f"entry {entry} has Windows line ends (CRLF)" in out
+    assert f"sed -i 's/\\r$//' {entry} (or: dos2unix {entry})" in out
+    code, out, _err = run(capsys, "validate", "--strict", str(tmp_path))
+    assert code == 1

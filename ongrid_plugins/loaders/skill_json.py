@@ -19,7 +19,7 @@ import stat
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..discovery.roots import check_entry, resolve_file
+from ..discovery.roots import check_entry, entry_warning, resolve_file
 from ..echo import printable
 from ..errors import ManifestBuildError
 from ..hookspecs import hookimpl
@@ -239,6 +239,8 @@ def _check_entry(check: _Checker, root: SkillRoot) -> str:
     refusal = check_entry(real, st, root)
     if refusal is not None:
         check.error("entry", *refusal)
+    elif (warning := entry_warning(real)) is not None:
+        check.warn("entry", *warning)
     return real
 
 

@@ -22,7 +22,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..discovery.roots import check_entry, resolve_file
+from ..discovery.roots import check_entry, entry_warning, resolve_file
 from ..models import SandboxDecl, SkillRoot, Tool, ToolClass
 from ..schema import check as schema_check
 from ..schema import defaults as schema_defaults
@@ -296,6 +296,8 @@ def _exec_entry(fields: Fields, declared: str, at: str, path: str, root: SkillRo
     if refusal is not None:
         fields.error(at, *refusal)
     else:
+        if (warning := entry_warning(real)) is not None:
+            fields.warn(at, *warning)
         return real
     return None
 
