@@ -309,12 +309,12 @@ def _register(state: _Load, skill: Skill, root: SkillRoot, shown: str = "") -> N
     if problems:
         errors = [p for p in problems if p.level == "error"]
         if errors:
-            _log_build(state, skill.path, skill.name, "; ".join(p.message for p in errors), shown)
+            _log_build(state, skill.path, skill.name, "; ".join(p.said for p in errors), shown)
             return
         skill = attrs.evolve(skill, warnings=skill.warnings + tuple(problems))
     for warning in skill.warnings:
         level = logging.INFO if warning.code in INTEROP_NOTES else logging.WARNING
-        logger.log(level, 'skill loader: skill "%s" at %s: %s', name, shown, printable(warning.message))
+        logger.log(level, 'skill loader: skill "%s" at %s: %s', name, shown, printable(warning.said))
     clash = state.builder.add(skill)
     if clash is not None:
         logger.warning('skill loader: skill "%s" already registered, skipping %s', printable(clash), shown)

@@ -538,7 +538,8 @@ def test_control_characters_in_an_echoed_value_or_path_are_escaped_in_the_log_li
     assert make_host(root).load().registered == 0
     lines = loader_lines(caplog)
     assert lines == [
-        f'skill loader: build "nul": entry {root}/nul/run\\x00.sh cannot be resolved: embedded null byte',
+        f'skill loader: build "nul": entry {root}/nul/run\\x00.sh cannot be resolved: embedded null byte'
+        " — the entry path is relative to the folder holding skill.json",
         f"skill loader: parse {root}/two\\x0alines/skill.json: Expecting value: line 1 column 10 (char 9)",
     ]  # before: a raw NUL, and a line break that starts a line of its own
     assert all(char.isprintable() for line in lines for char in line)

@@ -495,7 +495,8 @@ def test_entry_that_is_not_executable_is_refused_with_the_fix(make_host: Any, ro
     (folder / "run.sh").chmod(0o644)
     host = load(make_host, root)
     [error] = build_errors(host)
-    assert error == f"entry {(folder / 'run.sh').resolve()} is not executable"
+    entry = (folder / "run.sh").resolve()
+    assert error == f"entry {entry} is not executable — chmod +x {entry}"
 
 
 # ---------------------------------------------------------------- every load checks again
@@ -678,3 +679,23 @@ def test_a_crlf_shebang_is_a_load_warning_with_the_fix(make_host: Any, root: Pat
     entry = root / "crlf" / "run.sh"
     assert (warning.code, warning.pointer) == ("entry_crlf_shebang", "/entry")
     assert warning.hint == f"sed -i 's/\\r$//' {entry} (or: dos2unix {entry})"
+
+
+def test_a_load_warning_carries_the_same_fix_as_validate(
+    make_host: Any,
+    root: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from clirun import run
+
+    make_skill(root, "locked")
+    entry = root / "locked" / "run.sh"
+    entry.chmod(0o644)
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    load(make_host, root)
+    said = f"entry {entry} is not executable — chmod +x {entry}"
+    assert any(said in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+    _code, out, _err = run(capsys, "validate", str(root))
+    assert f"  error at /entry: {said}" in out

@@ -159,7 +159,7 @@ def _refuse(check: _Checker, name: object) -> None:
     errors = [p for p in check.problems if p.level == "error"]
     if errors:
         shown = name if isinstance(name, str) else ""
-        message = "; ".join(p.message for p in errors)
+        message = "; ".join(p.said for p in errors)
         raise ManifestBuildError(check.path, shown, message, check.problems)
 
 
