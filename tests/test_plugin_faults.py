@@ -531,3 +531,22 @@ def test_a_loader_that_raises_is_named_with_its_distribution(site: Path, tmp_pat
     assert event.message == line
     done = _run(site, root, "validate", str(root))
     assert line in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "status"),
+    [("voter", RAISING_VOTE, "denied"), ("quota", RAISING_BEFORE, "plugin_failed")],
+    ids=["vote", "before_call"],
+)
+def test_a_model_reads_a_refusal_naming_the_plugin_not_a_crash(
+    site: Path, tmp_path: Path, root: Path, name: str, source: str, status: str
+) -> None:
+    from ongrid_plugins.dispatch import dispatch
+
+    _install_plugin(site, name, source)
+    make_skill(root, "echo")
+    call = {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {}}
+    done = dispatch(_host(tmp_path, root), call, persona="admin")
+    assert done.status == status
+    assert f"plugin {name} (distribution ongrid-faulty 0.1)" in done.payload["error"]
+    assert done.message["is_error"] is True
