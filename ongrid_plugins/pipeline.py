@@ -23,8 +23,10 @@ arguments invalid                   :func:`decide`    ``InvalidArguments``
                                                       (``invalid_arguments``)
 verdict ``confirm``, unconfirmed    :func:`decide`    ``ConfirmationRequired``
                                                       (``needs_confirmation``)
-a ``ongrid_before_call`` hook       :func:`before_    its exception (``aborted``); the
-raises (the audit log fails closed) call`             refusals above are recorded after it
+a ``ongrid_before_call`` hook       :func:`before_    an ``OngridError`` as it is, any
+raises (the audit log fails closed) call`             other as ``PluginFailed`` naming the
+                                                      plugin (``aborted``); the refusals
+                                                      above are recorded after it
 verdict ``dual_sign``, no ticket    :func:`request_   ``ApprovalRequired`` with the ticket
                                     ticket`           (``needs_approval``)
 no executor for the tool's kind     :func:`choose_    ``SkillUnavailable`` (status empty)
@@ -34,8 +36,9 @@ verdict ``dual_sign``, a ticket     :func:`claim_     ``ApprovalError`` when it 
                                                       else the ticket is spent and it runs
 verdict ``allow`` (or covered)      :func:`call` /    the executor's :class:`CallResult`
                                     :func:`acall`
-the executor raises / is cancelled  :func:`call` /    re-raised (``failed`` / ``cancelled``)
-                                    :func:`acall`
+the executor raises / is cancelled  :func:`call` /    ``PluginFailed`` naming the plugin
+                                    :func:`acall`     (``failed``); a cancellation and an
+                                                      ``OngridError`` re-raised
 =================================== ================= =====================================
 
 Every attempt that reached :func:`decide` ends in exactly one :func:`after_call`
