@@ -23,7 +23,7 @@ from ..discovery.registry import Snapshot, spelling
 from ..echo import printable
 from ..errors import ConfigError
 from ..models import LoadEvent, LoadReport, Skill
-from .digest import partial_warning, relative_to, skill_digest
+from .digest import partial_warning, skill_digest
 from .lock import installed_folders, read_lock, unlocked_message, verify_pack
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def with_digest(skill: Skill) -> Skill:
     folder = os.path.dirname(skill.path)
     tools = []
     for tool in skill.tools:
-        entry = files.get(relative_to(tool.entry, folder), "") if tool.entry else ""
+        entry = files.get(os.path.relpath(tool.entry, folder), "") if tool.entry else ""
         tools.append(attrs.evolve(tool, digest=digest.digest, entry_digest=entry))
     warnings = (*skill.warnings, partial_warning(skill, digest)) if digest.partial else skill.warnings
     return attrs.evolve(skill, digest=digest.digest, tools=tools, warnings=warnings)
