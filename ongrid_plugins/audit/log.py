@@ -357,6 +357,39 @@ class AuditLog:
             logger.error("audit log: %s", message)
             raise AuditError(message) from exc
 
+    def record_trust(self, outcome: str, pack: str, by: str, note: str = "", **facts: Any) -> int:
+        """Chain a trust decision about ``pack`` (``consent``, ``reconsent``, ``consent_refused``,
+        ``install_refused``, ``trust_policy``) by ``by``; return its row number.
+
+        ``facts`` (version, capability digest, signer...) are the row's ``args``; the row's
+        ``tool`` is ``pack:<name>``. Not a call: no class, persona or result.
+
+        :raises AuditError: the row cannot be written.
+        """
+        from .journal import HOST
+        from .rows import clip, dumps
+
+        self.flush()
+        args = dumps(facts)
+        row = {
+            "time": time.time(), "call_id": f"trust-{outcome}-{os.urandom(6).hex()}", "tool": f"pack:{pack}",
+            "tool_class": "", "persona": "", "caller": by, "args": args,
+            "args_digest": facts.get("capability_digest", ""), "redacted": dumps([]), "verdict": "",
+            "reason": clip(note), "plugin": "ongrid.trust", "outcome": outcome, "duration": 0.0,
+            "stderr_tail": dumps([]), "result_size": 0, "result_digest": "", "approvers": dumps([]),
+            "pid": os.getpid(), "hostname": HOST,
+        }
+        try:
+            with self._transaction() as conn:
+                seq = append(conn, row)
+            self._writer.wrote = True
+            return seq
+        except Exception as exc:
+            self._failures += 1
+            message = f"the audit log {self.path} cannot record {outcome} of pack {pack} ({type(exc).__name__}: {exc})"
+            logger.error("audit log: %s", message)
+            raise AuditError(message) from exc
+
     def _exists(self) -> bool:
         """Whether there is anything to read: the database, or journals a dead process left to recover."""
         if _sqlite.state_exists(self.path):

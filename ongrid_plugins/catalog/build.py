@@ -26,7 +26,9 @@ from ..loadcache import open_cache
 from ..models import LoadEvent, LoadReport, Skill
 from . import digest as _digest
 from .digest import partial_warning, relative_to, skill_digest
-from .lock import installed_folders, read_lock, unlocked_message, verify_pack
+from .capabilities import PackCapabilities, growth, tool_capabilities
+from .lock import consent_key, consent_problem, installed_folders, read_lock, unlocked_message, verify_pack
+from .trust import Policy, check_signature, pack_digest, read_policy
 
 if TYPE_CHECKING:
     import pluggy
@@ -49,7 +51,9 @@ def load_catalog(
     now fails to load is kept, marked ``stale``. Never raises for a bad pack,
     root or manifest.
     """
-    skip, drift_events = drifted_packs(settings) if settings.include_defaults else ({}, [])
+    skip, drift_events, grants = _checked_packs(settings) if settings.include_defaults else ({}, [], {})
+    roots = pm.get_plugin("packs")
+    grants.update(getattr(roots, "grants", None) or {})
     cache = open_cache(pm, settings)
     if cache is not None:
         _digest.remember(cache.digests)
@@ -68,6 +72,8 @@ def load_catalog(
     if cache is not None:
         cache.digests = _digest.remembered(skills.values())
         cache.flush()
+    if grants:
+        events += withhold_grown(skills, grants)
     if previous is not None:
         events += _keep_last_good(previous, skills, report)
     tools = {tool.name: tool for skill in skills.values() for tool in skill.tools}
@@ -136,46 +142,123 @@ def _keep_last_good(previous: Snapshot, skills: dict[str, Skill], report: LoadRe
 
 
 def drifted_packs(settings: Settings) -> tuple[dict[str, str], list[LoadEvent]]:
-    """The installed packs that do not match ``skills.lock``: ``{canonical folder: pack}`` and their events.
+    """The installed packs that may not load: ``{canonical folder: pack}`` and their events.
 
-    Each gets one warning naming the first differing file. An installed pack
-    (one with a marker) that the lock does not list is refused too: deleting the
-    lock, or renaming a pack folder, must not turn the check off. With an
-    unreadable lock, every installed pack is refused (the lock cannot vouch for any).
+    Each gets one warning: its files differ from ``skills.lock`` (naming the first
+    differing file), it has no entry there (deleting the lock, or renaming a pack
+    folder, must not turn the check off), its consent is missing or does not match
+    its seal, or the trust policy refuses its signature. With an unreadable lock,
+    every installed pack is refused (the lock cannot vouch for any).
     """
+    skip, events, _grants = _checked_packs(settings)
+    return skip, events
+
+
+Grants = dict[str, tuple[str, PackCapabilities]]
+
+
+def _checked_packs(settings: Settings) -> tuple[dict[str, str], list[LoadEvent], Grants]:
     packs_dir = settings.user_skills_dir
     try:
         entries = read_lock(packs_dir)
     except ConfigError as exc:
-        return _refuse_all(packs_dir, str(exc))
+        skip, events = _refuse_all(packs_dir, str(exc))
+        return skip, events, {}
     skip: dict[str, str] = {}
     events: list[LoadEvent] = []
+    grants: Grants = {}
     entries = entries or {}
+
+    def refuse(name: str, folder: str, message: str) -> None:
+        logger.warning("catalog: %s", message)
+        skip[os.path.realpath(folder)] = name
+        events.append(LoadEvent(folder, "drift", message))
+
     for name in installed_folders(packs_dir):
         if name not in entries:
-            folder = os.path.join(packs_dir, name)
-            logger.warning("catalog: %s", unlocked_message(name))
-            skip[os.path.realpath(folder)] = name
-            events.append(LoadEvent(folder, "drift", unlocked_message(name)))
+            refuse(name, os.path.join(packs_dir, name), unlocked_message(name))
+    key = consent_key(settings.state_dir) if entries else None
+    policy: Policy | None = None
     for name, entry in entries.items():
         folder = os.path.join(packs_dir, name)
         if not os.path.isdir(folder):
             continue
         drift = verify_pack(entry, folder)
-        if not drift:
+        if drift:
+            first = drift[0]
+            more = f" (and {len(drift) - 1} more)" if len(drift) > 1 else ""
+            refuse(
+                name,
+                folder,
+                f"pack {name} does not match skills.lock: {first.change} file "
+                f"{printable(os.path.join(folder, first.path))}"  # a name from the pack: no forged line
+                f"{more}; its skills are not loaded (`ongrid-skills verify {name}` lists the drift, "
+                "reinstalling the pack accepts it)",
+            )
             continue
-        first = drift[0]
-        more = f" (and {len(drift) - 1} more)" if len(drift) > 1 else ""
-        message = (
-            f"pack {name} does not match skills.lock: {first.change} file "
-            f"{printable(os.path.join(folder, first.path))}"  # a name from the pack: no forged line
-            f"{more}; its skills are not loaded (`ongrid-skills verify {name}` lists the drift, "
-            "reinstalling the pack accepts it)"
-        )
-        logger.warning("catalog: %s", message)
-        skip[os.path.realpath(folder)] = name
-        events.append(LoadEvent(folder, "drift", message))
-    return skip, events
+        digest = pack_digest(entry.files)
+        problem = consent_problem(entry, key, digest)
+        if not problem:
+            if policy is None:
+                policy = _policy(settings)
+            problem = _signature_problem(folder, name, digest, policy, entry.consent)
+        if problem:
+            refuse(name, folder, printable(problem))
+            continue
+        assert entry.consent is not None
+        grants[os.path.realpath(folder)] = (name, PackCapabilities.from_dict(entry.consent["capabilities"]))
+    return skip, events, grants
+
+
+def _policy(settings: Settings) -> Policy:
+    try:
+        return read_policy(settings.config_dir, settings.require_signed)
+    except ConfigError as exc:
+        # A policy that cannot be read trusts nobody: signed packs fail, and every pack
+        # fails when signatures are required (the broken file may have asked for that).
+        logger.warning("catalog: %s; no signer is trusted until it is fixed", exc)
+        return Policy(require_signed=True, path=str(exc).split(":", 1)[0])
+
+
+def _signature_problem(
+    folder: str, name: str, digest: str, policy: Policy, consent: object
+) -> str:
+    """Why the trust policy refuses the pack now ("" when it does not)."""
+    verdict = check_signature(folder, name, digest, policy)
+    why = verdict.refused(policy, name)
+    signer = consent.get("signer") if isinstance(consent, dict) else ""
+    if not why and signer and verdict.signer != signer:
+        why = f"it was consented as signed by {signer} and is now {verdict.signer or 'unsigned'}"
+    return f"pack {name} is refused by the trust policy: {why}; its skills are not loaded" if why else ""
+
+
+def withhold_grown(skills: dict[str, Skill], grants: Grants) -> list[LoadEvent]:
+    """Make every tool that may do more than its pack's consent unavailable, saying what grew."""
+    events = []
+    for sname, skill in list(skills.items()):
+        granted = grants.get(skill.root.real or os.path.realpath(skill.root.path))
+        if granted is None:
+            continue
+        pack, caps = granted
+        folder = skill.root.real or os.path.realpath(skill.root.path)
+        tools = []
+        for tool in skill.tools:
+            now = PackCapabilities({tool.name: tool_capabilities(tool, folder)})
+            before = PackCapabilities({n: c for n, c in caps.tools.items() if n == tool.name})
+            grown = growth(before, now).get(tool.name)
+            if not grown:
+                tools.append(tool)
+                continue
+            why = (
+                f"pack {pack} consented to less than tool {tool.name} now asks ({'; '.join(grown)}): "
+                f"`ongrid-skills inspect {pack}` shows the diff, `ongrid-skills trust {pack}` consents"
+            )
+            logger.warning("catalog: %s", printable(why))
+            events.append(LoadEvent(skill.path, "unavailable", why, sname))
+            tools.append(attrs.evolve(tool, unavailable=(*tool.unavailable, why)))
+        if any(a is not b for a, b in zip(tools, skill.tools, strict=True)):
+            skills[sname] = attrs.evolve(skill, tools=tools)
+    return events
 
 
 def _refuse_all(packs_dir: str, why: str) -> tuple[dict[str, str], list[LoadEvent]]:

@@ -44,6 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="refuse the archive unless its sha256 is this one (hex, `sha256:` prefix allowed)",
     )
     p.add_argument("--replace", action="store_true", help="replace an installed pack of the same name")
+    p.add_argument("--yes", action="store_true", help="consent to what the pack may do without asking")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_install)
 
@@ -87,10 +88,13 @@ def _pack_name(text: str) -> str:
 
 
 def cmd_install(ctx: Context) -> int:
+    from ..packs.consent import ConsentError
     from ..packs.install import install_pack
+    from .trust import asker, audit_trust
 
     args = ctx.args
     host = ctx.host
+    again = " ".join(["ongrid-skills install", *(["--replace"] if args.replace else []), args.path])
     # SIGTERM (kill, systemd, a CI timeout) unwinds like Ctrl-C, so the staging folder
     # is removed now rather than by the next install.
     previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -103,9 +107,18 @@ def cmd_install(ctx: Context) -> int:
             strict=args.strict,
             require_digest=args.require_digest,
             replace=args.replace,
+            consent=asker(args.yes, again, to_stderr=args.json),
         )
+    except ConsentError as exc:
+        audit_trust(ctx, "install_refused", args.name or os.path.basename(args.path.rstrip("/")), str(exc))
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)
+    review = result.review
+    if review is not None:
+        outcome = "consent" if review.previous is None else "reconsent" if review.grown else "consent_narrowed"
+        facts = {"version": review.version, "capability_digest": review.capabilities.digest}
+        audit_trust(ctx, outcome, result.pack.name, "installed", signer=review.verdict.signer, **facts)
     shadowed = _shadowed(ctx, result)
     if args.json:
         print(json.dumps({**result.to_dict(), "shadowed": shadowed}, indent=2, ensure_ascii=False))

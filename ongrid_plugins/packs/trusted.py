@@ -1,0 +1,178 @@
+"""Consent after install: ``ongrid-skills trust PACK`` and ``inspect PACK``, for installed and pip packs.
+
+An installed pack's consent lives in its ``skills.lock`` entry; a pip pack's (an
+``ongrid_skills`` entry point, not loaded until consented) in the lock's ``pip``
+object, by entry point name, with its distribution and version. Both are sealed
+(:func:`~ongrid_plugins.catalog.lock.seal`).
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..catalog.capabilities import PackCapabilities, describe, diff_lines, growth
+from ..catalog.lock import (
+    consent_key,
+    consent_problem,
+    pack_files,
+    read_lock,
+    read_pip_consents,
+    seal,
+    verify_pack,
+    write_entry,
+    write_pip_consent,
+)
+from ..catalog.trust import check_signature, pack_digest, read_policy
+from ..errors import ConfigError
+from .archive import SKIP_SOURCE
+from .consent import ConsentError, Review, consent_record, review_pack, who
+from .pack_roots import PackInfo, PackRoots
+
+if TYPE_CHECKING:
+    from ..host import SkillHost
+
+__all__ = ["dist_plugins", "pack_state", "pip_consent", "source_digest", "trust_pack"]
+
+
+def source_digest(folder: str, name: str | None = None) -> tuple[str, str]:
+    """``(pack name, content digest)`` of a pack folder as ``install`` would lock it (what ``sign`` signs)."""
+    from .install import pack_identity
+
+    if not os.path.isdir(folder):
+        raise ConfigError(f"{folder} is not a pack folder")
+    files = {p: r for p, r in pack_files(folder).items() if not SKIP_SOURCE & set(p.split("/"))}
+    if name is None:
+        name = pack_identity(folder, None, os.path.basename(folder.rstrip("/")))[0]
+    return name, pack_digest(files)
+
+
+def dist_plugins(distribution: str) -> tuple[str, ...]:
+    """The ``ongrid_plugins`` entry points (pluggy plugins) ``distribution`` ships."""
+    from importlib.metadata import entry_points
+
+    from ..plugins import ENTRY_POINT_GROUP
+
+    found = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        if dist is not None and distribution and _norm(dist.name) == _norm(distribution):
+            found.append(f"{ep.name} = {ep.value}")
+    return tuple(found)
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def pip_consent(record: Mapping[str, Any] | None, info: PackInfo, key: bytes | None) -> Mapping[str, Any] | None:
+    """The consent of pip pack ``info`` when its seal holds and it names the same distribution, else None."""
+    if record is None or key is None or record.get("distribution") != info.distribution:
+        return None
+    consent = record["consent"]
+    return consent if hmac.compare_digest(seal(key, info.name, consent), consent["mac"]) else None
+
+
+def _pip_info(host: SkillHost, name: str) -> PackInfo | None:
+    roots = host.pm.get_plugin("packs")
+    packs = roots.packs if isinstance(roots, PackRoots) else []
+    return next((p for p in packs if p.name == name and p.path), None)
+
+
+def trust_pack(host: SkillHost, name: str, ask: Callable[[Review], bool]) -> tuple[Review, str]:
+    """Review pack ``name`` (installed, else pip), ask when it needs a yes, record the consent.
+
+    Returns the review and the audit outcome (``consent``, ``reconsent`` or ``consent_narrowed``).
+
+    :raises ConsentError: unknown pack, drifted files, refused by the policy, or no consent.
+    """
+    from .install import _locked  # the install lock: one writer of skills.lock at a time
+
+    settings = host.settings
+    user_dir = settings.user_skills_dir
+    os.makedirs(user_dir, 0o755, exist_ok=True)
+    with _locked(user_dir):
+        entry = (read_lock(user_dir) or {}).get(name)
+        info = None if entry is not None else _pip_info(host, name)
+        if entry is None and info is None:
+            raise ConsentError(f"no installed or pip pack named {name!r} (`ongrid-skills installed` lists them)")
+        key = consent_key(settings.state_dir)
+        if entry is not None:
+            folder = os.path.join(user_dir, name)
+            drift = verify_pack(entry, folder)
+            if drift:
+                raise ConsentError(f"{drift[0]}: the pack does not match skills.lock; reinstall it instead")
+            digest = pack_digest(entry.files)
+            previous = entry.consent if not consent_problem(entry, key, digest) else None
+            review = review_pack(folder, name, entry.version, entry.files, host.pm, settings, previous)
+        else:
+            assert info is not None
+            previous = pip_consent(read_pip_consents(user_dir).get(name), info, key)
+            files = {p: r for p, r in pack_files(info.path).items() if "__pycache__" not in p.split("/")}
+            plugins = dist_plugins(info.distribution)
+            review = review_pack(info.path, name, info.version, files, host.pm, settings, previous, plugins)
+        if review.needs_consent and not ask(review):
+            raise ConsentError(f"pack {name}: consent was not given; nothing was changed")
+        record = consent_record(review, settings, who())
+        if entry is not None:
+            import attrs
+
+            write_entry(user_dir, name, attrs.evolve(entry, consent=record))
+        else:
+            assert info is not None
+            body = {"distribution": info.distribution, "version": info.version, "path": info.path, "consent": record}
+            write_pip_consent(user_dir, name, body)
+    outcome = "consent" if previous is None else "reconsent" if review.grown else "consent_narrowed"
+    return review, outcome
+
+
+def pack_state(host: SkillHost, name: str) -> dict[str, Any]:
+    """What ``inspect`` shows: capabilities now, the recorded consent, what grew, the signature."""
+    settings = host.settings
+    user_dir = settings.user_skills_dir
+    entry = (read_lock(user_dir) or {}).get(name)
+    info = None if entry is not None else _pip_info(host, name)
+    key = consent_key(settings.state_dir)
+    if entry is not None:
+        folder, version, files = os.path.join(user_dir, name), entry.version, dict(entry.files)
+        problem = consent_problem(entry, key, pack_digest(entry.files))
+        consent = entry.consent if not problem else None
+        plugins: tuple[str, ...] = ()
+    elif info is not None:
+        folder, version = info.path, info.version
+        files = {p: r for p, r in pack_files(folder).items() if "__pycache__" not in p.split("/")}
+        consent = pip_consent(read_pip_consents(user_dir).get(name), info, key)
+        problem = "" if consent else f"pip pack {name} is not loaded until you consent: `ongrid-skills trust {name}`"
+        plugins = dist_plugins(info.distribution)
+    else:
+        raise ConsentError(f"no installed or pip pack named {name!r} (`ongrid-skills installed` lists them)")
+    from ..catalog.capabilities import folder_capabilities
+
+    caps = folder_capabilities(folder, host.pm, settings, plugins)
+    verdict = check_signature(folder, name, pack_digest(files), read_policy(settings.config_dir, settings.require_signed))
+    grown = growth(PackCapabilities.from_dict(consent["capabilities"]), caps) if consent else {}
+    label = f"{name} {version}".rstrip()
+    lines = [f"pack {label} ({'installed' if entry is not None else 'pip'}) in {folder}"]
+    lines.append(f"  signature: {verdict.status}" + (f", signer {verdict.signer}" if verdict.signer else ""))
+    if consent:
+        lines.append(f"  consent: given by {consent['by']} at {consent['at']} for {consent['version'] or '(unversioned)'}")
+    else:
+        lines.append(f"  consent: none ({problem})")
+    lines += [f"  {line}" for line in describe(caps)]
+    if grown:
+        lines.append(f"  asks for more than was consented (`ongrid-skills trust {name}` to consent):")
+        lines += [f"    + {line}" for line in diff_lines(grown)]
+    return {
+        "name": name,
+        "version": version,
+        "kind": "installed" if entry is not None else "pip",
+        "path": folder,
+        "signature": verdict.to_dict(),
+        "consent": dict(consent) if consent else None,
+        "consent_problem": problem,
+        "capabilities": caps.to_dict(),
+        "grown": diff_lines(grown),
+        "lines": lines,
+    }
