@@ -456,12 +456,12 @@ def test_install_require_digest_refuses_another_archive(
     with tarfile.open(archive, "w:gz") as tf:
         tf.add(pack, arcname="tools")
     good = sha(archive.read_bytes())
-    code, _, err = run(capsys, "install", str(archive), "--require-digest", "0" * 64)
+    code, _, err = run(capsys, "install", "--yes", str(archive), "--require-digest", "0" * 64)
     assert code == 1 and f"has sha256 {good}, not the required {'0' * 64}; nothing was installed" in err
     assert not (tmp_path / "packs" / "tools").exists()
-    code, _, err = run(capsys, "install", str(pack), "--require-digest", good)
+    code, _, err = run(capsys, "install", "--yes", str(pack), "--require-digest", good)
     assert code == 1 and "--require-digest checks an archive" in err
-    assert run(capsys, "install", str(archive), "--require-digest", "sha256:" + good.upper())[0] == 0
+    assert run(capsys, "install", "--yes", str(archive), "--require-digest", "sha256:" + good.upper())[0] == 0
     with pytest.raises(InstallError):
         install_pack(str(archive), SkillHost().pm, isolated_settings(tmp_path), require_digest="1" * 64)
 
