@@ -34,7 +34,7 @@ from .pack_roots import PackInfo, PackRoots
 if TYPE_CHECKING:
     from ..host import SkillHost
 
-__all__ = ["dist_plugins", "pack_state", "pip_consent", "source_digest", "trust_pack"]
+__all__ = ["dist_plugins", "pack_state", "pip_consent", "pip_signature_problem", "source_digest", "trust_pack"]
 
 
 def source_digest(folder: str, name: str | None = None) -> tuple[str, str]:
@@ -73,6 +73,28 @@ def pip_consent(record: Mapping[str, Any] | None, info: PackInfo, key: bytes | N
         return None
     consent = record["consent"]
     return consent if hmac.compare_digest(seal(key, info.name, consent), consent["mac"]) else None
+
+
+def pip_signature_problem(info: PackInfo, settings: Any, consent: Mapping[str, Any]) -> tuple[str, str]:
+    """``(why the trust policy refuses pip pack info, its trusted signer)``; the files are hashed only
+    when the pack carries a signature, the policy requires one, or it was consented as signed."""
+    from ..catalog.trust import SIGNATURE, Policy
+
+    try:
+        policy = read_policy(settings.config_dir, settings.require_signed)
+    except ConfigError as exc:
+        policy = Policy(require_signed=True, path=str(exc))
+    signed = os.path.lexists(os.path.join(info.path, SIGNATURE))
+    if not (signed or policy.require_signed or policy.required_signers(info.name) or consent.get("signer")):
+        return "", ""
+    files = {p: r for p, r in pack_files(info.path).items() if "__pycache__" not in p.split("/")}
+    verdict = check_signature(info.path, info.name, pack_digest(files), policy)
+    why = verdict.refused(policy, info.name)
+    if not why and consent.get("signer") and verdict.signer != consent["signer"]:
+        why = f"it was consented as signed by {consent['signer']} and is now {verdict.signer or 'unsigned'}"
+    return (f"refused by the trust policy: {why}; not loaded" if why else ""), (
+        verdict.signer if verdict.status == "trusted" else ""
+    )
 
 
 def _pip_info(host: SkillHost, name: str) -> PackInfo | None:
