@@ -346,9 +346,10 @@ def test_a_pack_that_drifted_from_the_lock_does_not_load_and_verify_reports_it(
     )
     assert [e.outcome for e in report.events if e.path == str(packs / "tools")] == ["drift"]
     monkeypatch.setenv("ONGRID_USER_SKILLS_DIR", str(packs))
+    monkeypatch.setenv("ONGRID_STATE_DIR", host.settings.state_dir)  # where the consents were sealed
     assert run(capsys, "verify") == (
         1,
-        f"other 1.0: ok, 3 files match skills.lock\ntools 1.0: {change} {path}\n",
+        f"other 1.0: ok, 3 files match skills.lock; unsigned; consent: sealed\ntools 1.0: {change} {path}\n",
         "",
     )
     assert run(capsys, "verify", "other")[0] == 0
@@ -392,6 +393,7 @@ def test_bytecode_python_writes_beside_a_packs_modules_is_no_drift(
     cache.mkdir()
     (cache / "helper.cpython-311.pyc").write_bytes(b"\x00bytecode")
     monkeypatch.setenv("ONGRID_USER_SKILLS_DIR", str(packs))
+    monkeypatch.setenv("ONGRID_STATE_DIR", host.settings.state_dir)  # where the consents were sealed
     assert run(capsys, "verify")[0] == 0
     host.reload()
     assert "hello" in [s.name for s in host.skills()]

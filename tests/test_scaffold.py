@@ -137,6 +137,7 @@ def test_a_scaffolded_pack_builds_installs_and_passes_its_own_test(
         "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests), env=env, cwd=tmp_path
     )
     assert result.returncode == 0 and "2 passed" in result.stdout, result.stdout + result.stderr
+    venv.run("ongrid-skills", "trust", name, "--yes", env=env, cwd=tmp_path, check=True)  # docs/trust.md
     out = venv.run("ongrid-skills", "run", name, '{"who": "ada"}', env=env, cwd=tmp_path, check=True).stdout
     assert "ada" in out
     listing = venv.run("ongrid-skills", "list", "--json", env=env, cwd=tmp_path, check=True).stdout

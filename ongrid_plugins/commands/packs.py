@@ -181,11 +181,19 @@ def cmd_verify(ctx: Context) -> int:
         raise ConfigError(f"pack {wanted!r} is not in {user_dir}/skills.lock (locked packs: {locked})")
     names = [wanted] if wanted is not None else sorted(entries)
     results = {name: verify_pack(entries[name], os.path.join(user_dir, name)) for name in names}
+    trust = {name: _trust_state(ctx, entries[name]) for name, drift in results.items() if not drift}
     unlocked = [] if wanted else [n for n in installed_folders(user_dir) if n not in entries]
-    failed = any(results.values()) or bool(unlocked)  # an unlocked pack is unchecked: not "ok"
+    # An unlocked pack is unchecked, a refused one does not load: neither is "ok".
+    failed = any(results.values()) or bool(unlocked) or any(t["refused"] for t in trust.values())
     if ctx.args.json:
         packs = [
-            {"name": n, "version": entries[n].version, "ok": not d, "drift": [x.to_dict() for x in d]}
+            {
+                "name": n,
+                "version": entries[n].version,
+                "ok": not d and not trust[n]["refused"],
+                "drift": [x.to_dict() for x in d],
+                **({k: v for k, v in trust[n].items() if k != "words"} if n in trust else {}),
+            }
             for n, d in results.items()
         ]
         print(json.dumps({"ok": not failed, "packs": packs, "unlocked": unlocked}, indent=2))
@@ -195,7 +203,8 @@ def cmd_verify(ctx: Context) -> int:
     for name, drift in results.items():
         label = printable(f"{name} {entries[name].version}".rstrip())
         if not drift:
-            print(f"{label}: ok, {len(entries[name].files)} files match skills.lock")
+            words = trust[name]["words"]
+            print(printable(f"{label}: ok, {len(entries[name].files)} files match skills.lock; {words}"))
         for item in drift:
             print(
                 f"{label}: {item.change} {printable(item.path)}"
@@ -205,6 +214,36 @@ def cmd_verify(ctx: Context) -> int:
     for name in unlocked:
         print(printable(unlocked_message(name)))
     return 1 if failed else 0
+
+
+def _trust_state(ctx: Context, entry: Any) -> dict[str, Any]:
+    """The signature and consent of a locked pack whose files match: what ``verify`` reports."""
+    from ..catalog.lock import consent_key, consent_problem
+    from ..catalog.trust import Policy, check_signature, pack_digest, read_policy
+    from ..errors import ConfigError
+
+    settings = ctx.host.settings
+    folder = os.path.join(settings.user_skills_dir, entry.name)
+    digest = pack_digest(entry.files)
+    try:
+        policy = read_policy(settings.config_dir, settings.require_signed)
+    except ConfigError as exc:
+        policy = Policy(require_signed=True, path=str(exc))
+    verdict = check_signature(folder, entry.name, digest, policy)
+    refusal = verdict.refused(policy, entry.name)
+    problem = consent_problem(entry, consent_key(settings.state_dir), digest)
+    signed = {"trusted": f"signed by {verdict.signer}", "unsigned": "unsigned"}.get(
+        verdict.status, f"{verdict.status} signature ({verdict.reason})"
+    )
+    words = signed + ("; refused: " + refusal if refusal else "")
+    words += "; consent: " + ("missing or broken (`ongrid-skills trust " + entry.name + "`)" if problem else "sealed")
+    return {
+        "signature": verdict.to_dict(),
+        "consent": None if problem else {k: entry.consent[k] for k in ("version", "by", "at", "capability_digest")},
+        "consent_problem": problem,
+        "refused": refusal or problem,
+        "words": words,
+    }
 
 
 def _pip_packs(ctx: Context) -> list[PackInfo]:
