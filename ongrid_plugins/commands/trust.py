@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..cli import Context
     from ..packs.consent import Review
 
-__all__ = ["asker", "audit_trust", "register"]
+__all__ = ["asker", "audit_trust", "inspect_if_pack", "register"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -66,7 +66,7 @@ def asker(yes: bool, command: str, *, to_stderr: bool = False) -> Any:
         out = sys.stderr if to_stderr else sys.stdout
         for line in review.lines():
             print(printable(line), file=out)
-        if yes:
+        if yes or not review.needs_consent:  # narrowing is recorded without asking
             return True
         if not (sys.stdin.isatty() and out.isatty()):
             message = f"pack {review.name} needs your consent to what it may do (above) and this is not "
@@ -91,13 +91,30 @@ def audit_trust(ctx: Context, outcome: str, pack: str, note: str = "", **facts: 
 def cmd_inspect(ctx: Context) -> int:
     from ..packs.trusted import pack_state
 
-    state = pack_state(ctx.host, ctx.args.pack)
-    if ctx.args.json:
-        print(json.dumps(state, indent=2, ensure_ascii=False))
-        return 0
-    for line in state["lines"]:
-        print(printable(line))
+    _print_state(ctx, pack_state(ctx.host, ctx.args.pack))
     return 0
+
+
+def _print_state(ctx: Context, state: dict[str, Any]) -> None:
+    if getattr(ctx.args, "json", False):
+        print(json.dumps(state, indent=2, ensure_ascii=False))
+    else:
+        for line in state["lines"]:
+            print(printable(line))
+
+
+def inspect_if_pack(ctx: Context, name: str) -> bool:
+    """Print ``inspect NAME`` when NAME is an installed or pip pack; False when it is neither."""
+    from ..packs.consent import ConsentError
+
+    try:
+        from ..packs.trusted import pack_state
+
+        state = pack_state(ctx.host, name)
+    except (ConsentError, ConfigError):
+        return False
+    _print_state(ctx, state)
+    return True
 
 
 def cmd_trust(ctx: Context) -> int:

@@ -130,9 +130,9 @@ def install_pack(
     ``pack.json`` names another one never replaces it by surprise. The refusal shows
     both origins and digests.
 
-    ``consent`` is asked with the :class:`~.consent.Review` when it needs a yes (a first
-    install, or growth since the installed version's consent); False refuses the pack
-    (:class:`~.consent.ConsentError`). None: the caller consents by calling. ``by`` is who
+    ``consent`` is given the :class:`~.consent.Review` (to show it); when the review needs a
+    yes (a first install, or growth since the installed version's consent), False refuses
+    the pack (:class:`~.consent.ConsentError`). None: the caller consents by calling. ``by`` is who
     consents (default: the login name).
     """
     started = time.perf_counter()
@@ -187,7 +187,7 @@ def _reviewed(
             entry = (read_lock(settings.user_skills_dir) or {}).get(name)
             previous = entry.consent if entry is not None else None
     review = review_pack(top, name, version, files, pm, settings, previous)
-    if review.needs_consent and consent is not None and not consent(review):
+    if consent is not None and not consent(review) and review.needs_consent:
         raise ConsentError(f"pack {name} was not installed: consent was not given; nothing was changed")
     return review
 

@@ -135,7 +135,7 @@ def trust_pack(host: SkillHost, name: str, ask: Callable[[Review], bool]) -> tup
             files = {p: r for p, r in pack_files(info.path).items() if "__pycache__" not in p.split("/")}
             plugins = dist_plugins(info.distribution)
             review = review_pack(info.path, name, info.version, files, host.pm, settings, previous, plugins)
-        if review.needs_consent and not ask(review):
+        if not ask(review) and review.needs_consent:
             raise ConsentError(f"pack {name}: consent was not given; nothing was changed")
         record = consent_record(review, settings, who())
         if entry is not None:
