@@ -231,7 +231,8 @@ def check_signature(folder: str, name: str, digest: str, policy: Policy) -> Verd
         return Verdict("invalid", reason=f"its signature {path} does not verify: {exc}")
     allowed = [s for s in policy.signers if s.key == key]
     label = allowed[0].name if allowed else key_fingerprint(key)
-    fits = [s for s in allowed if _matches(name, s.packs)]
+    required = policy.required_signers(name)  # a pattern naming this pack: only they may sign it
+    fits = [s for s in allowed if (s in required if required else _matches(name, s.packs))]
     if fits:
         return Verdict("trusted", fits[0].name)
     if allowed:
