@@ -287,3 +287,39 @@ def test_a_consent_key_that_others_can_read_seals_nothing(
     assert key.stat().st_mode & 0o777 == 0o600
     os.chmod(key, 0o644)
     assert "hello" not in listed(capsys)
+
+
+def test_rest_and_the_console_show_each_packs_signer_and_consent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import httpserve
+    import httpx
+    from consolekit import csrf_of
+
+    from ongrid_plugins import SkillHost
+    from ongrid_plugins.server.rest import close_event_streams, create_app
+    from ongrid_plugins.server.tokens import Principal, TokenStore, hash_token
+
+    key = keygen(tmp_path, "acme")
+    trust_signer(capsys, "acme", key)
+    signed = make_pack(tmp_path / "a", name="signed-pack")
+    sign(capsys, signed, key)
+    assert run(capsys, "install", "--yes", str(signed))[0] == 0
+    make_skill(tmp_path / "b" / "plain", "other")
+    assert run(capsys, "install", "--yes", str(tmp_path / "b" / "plain"))[0] == 0
+    host = SkillHost(Settings.from_env())
+    store = TokenStore([(hash_token("tok"), Principal("alice", "admin"))])
+    with httpserve.running(create_app(host, store), before_stop=close_event_streams) as url:
+        items = httpx.get(f"{url}/v1/skills", headers={"Authorization": "Bearer tok"}).json()["items"]
+        packs = {i["name"]: i["pack"] for i in items}
+        assert packs["hello"]["signer"] == "acme" and packs["hello"]["consent"] == "given"
+        assert packs["other"]["signer"] == "" and packs["other"]["name"] == "plain"
+        assert packs["disk_usage"] is None  # built in: no pack
+        one = httpx.get(f"{url}/v1/skills/hello", headers={"Authorization": "Bearer tok"}).json()
+        assert one["pack"]["consent_version"] == "1.0"
+        with httpx.Client(base_url=url) as browser:
+            nonce = csrf_of(browser.get("/login").text)
+            browser.post("/login", data={"token": "tok", "csrf": nonce, "next": "/"})
+            page = browser.get("/").text
+    assert "signed by acme · consented" in page and "unsigned · consented" in page
+    host.audit.close()

@@ -249,7 +249,7 @@ def withhold_grown(skills: dict[str, Skill], grants: Grants) -> list[LoadEvent]:
             if not grown:
                 tools.append(tool)
                 continue
-            why = (
+            why = (  # packs.trusted.GROWN finds these words
                 f"pack {pack} consented to less than tool {tool.name} now asks ({'; '.join(grown)}): "
                 f"`ongrid-skills inspect {pack}` shows the diff, `ongrid-skills trust {pack}` consents"
             )

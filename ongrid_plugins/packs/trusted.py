@@ -34,7 +34,7 @@ from .pack_roots import PackInfo, PackRoots
 if TYPE_CHECKING:
     from ..host import SkillHost
 
-__all__ = ["dist_plugins", "pack_state", "pip_consent", "pip_signature_problem", "source_digest", "trust_pack"]
+__all__ = ["dist_plugins", "pack_of_tool", "pack_states", "pack_state", "pip_consent", "pip_signature_problem", "source_digest", "trust_pack"]
 
 
 def source_digest(folder: str, name: str | None = None) -> tuple[str, str]:
@@ -198,3 +198,58 @@ def pack_state(host: SkillHost, name: str) -> dict[str, Any]:
         "grown": diff_lines(grown),
         "lines": lines,
     }
+
+
+GROWN = "consented to less than tool"
+"""The words :func:`~ongrid_plugins.catalog.build.withhold_grown` puts in a grown tool's reason."""
+
+
+def pack_states(host: SkillHost) -> dict[str, dict[str, Any]]:
+    """Every loaded pack's signer and consent, by canonical folder: what REST and the console show.
+
+    Only packs that loaded are here, and a pack loads only with a sealed consent and a
+    signature its policy accepts, so the lock's record is what was checked.
+    """
+    settings = host.settings
+    states: dict[str, dict[str, Any]] = {}
+    try:
+        entries = read_lock(settings.user_skills_dir) or {}
+        pip = read_pip_consents(settings.user_skills_dir)
+    except ConfigError:
+        return states
+    for name, entry in entries.items():
+        if entry.consent is not None:
+            folder = os.path.realpath(os.path.join(settings.user_skills_dir, name))
+            states[folder] = _state(name, "installed", entry.consent.get("signer") or "", entry.consent)
+    roots = host.pm.get_plugin("packs")
+    for info in roots.packs if isinstance(roots, PackRoots) else []:
+        record = pip.get(info.name)
+        if info.status == "active" and record is not None:
+            states[os.path.realpath(info.path)] = _state(info.name, "pip", info.signer, record["consent"])
+    return states
+
+
+def _state(name: str, kind: str, signer: str, consent: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kind": kind,
+        "signer": signer,
+        "signed": bool(signer),
+        "consent": "given",
+        "consent_version": consent.get("version", ""),
+        "consented_by": consent.get("by", ""),
+        "consented_at": consent.get("at", ""),
+    }
+
+
+def pack_of_tool(host: SkillHost, states: Mapping[str, Mapping[str, Any]], tool: Any) -> dict[str, Any] | None:
+    """The pack state of ``tool`` (None when it comes from no pack); ``consent`` is ``needed`` for
+    a tool withheld because it grew since the consent."""
+    skill = host.registry.snapshot.skills.get(tool.skill)
+    if skill is None:
+        return None
+    state = states.get(skill.root.real or os.path.realpath(skill.root.path))
+    if state is None:
+        return None
+    grown = any(GROWN in reason for reason in tool.unavailable)
+    return {**state, "consent": "needed" if grown else "given"}
