@@ -246,13 +246,15 @@ def trust_packs(settings: Settings, distribution: str | None = None) -> list[str
     Pip packs are not loaded until consented (docs/trust.md); a test of what a pack does
     consents first, like its user.
     """
+    from .packs.pipconsent import vet
     from .packs.trusted import trust_pack
 
     host = SkillHost(settings)
+    roots = vet(host.pm, settings)
     names = [
         i.name
-        for i in host.plugins()
-        if i.kind == "pack" and i.status == "unconsented" and (distribution is None or _same_dist(i.distribution, distribution))
+        for i in (roots.packs if roots is not None else [])
+        if i.status == "unconsented" and (distribution is None or _same_dist(i.distribution, distribution))
     ]
     for name in names:
         trust_pack(host, name, lambda review: True)

@@ -33,7 +33,7 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         (
             "catalog",
             "loader loadcache availability instructions catalog validate"
-            " sources install packs.sources packs.install",
+            " sources install packs.sources packs.install packs.pipconsent packs.consent packs.trusted",
         ),
         ("gate", "gate personas approvals"),
         ("audit", "audit"),

@@ -24,6 +24,7 @@ from ..echo import printable
 from ..errors import ConfigError
 from ..loadcache import open_cache
 from ..models import LoadEvent, LoadReport, Skill
+from ..packs.pipconsent import vet
 from . import digest as _digest
 from .digest import partial_warning, relative_to, skill_digest
 from .capabilities import PackCapabilities, growth, tool_capabilities
@@ -52,8 +53,9 @@ def load_catalog(
     root or manifest.
     """
     skip, drift_events, grants = _checked_packs(settings) if settings.include_defaults else ({}, [], {})
-    roots = pm.get_plugin("packs")
-    grants.update(getattr(roots, "grants", None) or {})
+    roots = vet(pm, settings)  # pip packs without a consent are not roots
+    for folder, (pack, caps) in (roots.grants if roots is not None else {}).items():
+        grants[folder] = (pack, PackCapabilities.from_dict(caps))
     cache = open_cache(pm, settings)
     if cache is not None:
         _digest.remember(cache.digests)

@@ -9,7 +9,7 @@ import signal
 from typing import TYPE_CHECKING, Any
 
 from ..echo import echo
-from ..packs import PackInfo, PackRoots, installed_packs
+from ..packs import PackInfo, installed_packs
 from .output import print_table, printable
 
 if TYPE_CHECKING:
@@ -247,8 +247,10 @@ def _trust_state(ctx: Context, entry: Any) -> dict[str, Any]:
 
 
 def _pip_packs(ctx: Context) -> list[PackInfo]:
-    roots = ctx.host.pm.get_plugin("packs")
-    return roots.packs if isinstance(roots, PackRoots) else []
+    from ..packs.pipconsent import vet
+
+    roots = vet(ctx.host.pm, ctx.host.settings)  # unconsented ones as such
+    return roots.packs if roots is not None else []
 
 
 def cmd_installed(ctx: Context) -> int:

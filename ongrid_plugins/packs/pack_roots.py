@@ -334,51 +334,15 @@ class PackRoots:
 
     def __init__(self, pm: PluginManager, settings: Settings, entry_points: Iterable[EntryPoint]) -> None:
         self.packs: list[PackInfo] = []
-        self.grants: dict[str, tuple[str, Any]] = {}
-        """Canonical folder -> (pack, consented capabilities) of every consented pip pack."""
+        self.grants: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        """Canonical folder -> (pack, consented capabilities as the lock spells them) of every
+        consented pip pack."""
         if settings.include_defaults:
             for ep in entry_points:
                 self.packs.append(self._resolve(pm, settings, ep))
-        if any(info.status == "active" for info in self.packs):
-            self.packs = self._consented(settings)
-
-    def _consented(self, settings: Settings) -> list[PackInfo]:
-        """The packs, those without a sealed consent (or refused by the trust policy) no longer active.
-
-        A pip pack runs nothing at install, so the first chance to show what it may do
-        and ask is ``ongrid-skills trust``: until then it is not loaded.
-        """
-        from ..catalog.capabilities import PackCapabilities
-        from ..catalog.lock import consent_key, read_pip_consents
-        from ..errors import ConfigError
-        from .trusted import pip_consent, pip_signature_problem
-
-        try:
-            records = read_pip_consents(settings.user_skills_dir)
-        except ConfigError as exc:
-            logger.warning("skill packs: %s", exc)
-            records = {}
-        key = consent_key(settings.state_dir) if records else None
-        checked = []
-        for info in self.packs:
-            if info.status != "active":
-                checked.append(info)
-                continue
-            consent = pip_consent(records.get(info.name), info, key)
-            if consent is None:
-                why = f"not loaded until you consent to what it may do: `ongrid-skills trust {info.name}`"
-                logger.warning("skill packs: pack %s (distribution %s): %s", info.name, info.distribution, why)
-                checked.append(attrs.evolve(info, status="unconsented", error=why))
-                continue
-            problem, signer = pip_signature_problem(info, settings, consent)
-            if problem:
-                logger.warning("skill packs: pack %s: %s", info.name, problem)
-                checked.append(attrs.evolve(info, status="refused", error=problem))
-                continue
-            caps = PackCapabilities.from_dict(consent["capabilities"])
-            self.grants[os.path.realpath(info.path)] = (info.name, caps)
-            checked.append(attrs.evolve(info, signer=signer))
-        return checked
+        self.vetted = False
+        """Whether :func:`~ongrid_plugins.packs.pipconsent.vet` checked the packs' consents (once,
+        before the first load: the plugin manager that builds this object comes before the catalog)."""
 
     def __repr__(self) -> str:
         return f"<PackRoots packs={len(self.packs)}>"

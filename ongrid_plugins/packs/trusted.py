@@ -29,12 +29,17 @@ from ..catalog.trust import check_signature, pack_digest, read_policy
 from ..errors import ConfigError
 from .archive import SKIP_SOURCE
 from .consent import ConsentError, Review, consent_record, review_pack, who
-from .pack_roots import PackInfo, PackRoots
+from .pack_roots import PackInfo
+from .pipconsent import pip_consent, pip_files, vet
 
 if TYPE_CHECKING:
     from ..host import SkillHost
 
-__all__ = ["dist_plugins", "pack_of_tool", "pack_states", "pack_state", "pip_consent", "pip_signature_problem", "source_digest", "trust_pack"]
+#: The entry-point group of pluggy plugins (``ongrid_plugins.plugins.ENTRY_POINT_GROUP``; this
+#: module comes before the plugin manager's in the pipeline, so it names it again).
+PLUGIN_GROUP = "ongrid_plugins"
+
+__all__ = ["dist_plugins", "pack_of_tool", "pack_states", "pack_state", "source_digest", "trust_pack"]
 
 
 def source_digest(folder: str, name: str | None = None) -> tuple[str, str]:
@@ -53,10 +58,8 @@ def dist_plugins(distribution: str) -> tuple[str, ...]:
     """The ``ongrid_plugins`` entry points (pluggy plugins) ``distribution`` ships."""
     from importlib.metadata import entry_points
 
-    from ..plugins import ENTRY_POINT_GROUP
-
     found = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in entry_points(group=PLUGIN_GROUP):
         dist = getattr(ep, "dist", None)
         if dist is not None and distribution and _norm(dist.name) == _norm(distribution):
             found.append(f"{ep.name} = {ep.value}")
@@ -67,39 +70,9 @@ def _norm(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
-def pip_consent(record: Mapping[str, Any] | None, info: PackInfo, key: bytes | None) -> Mapping[str, Any] | None:
-    """The consent of pip pack ``info`` when its seal holds and it names the same distribution, else None."""
-    if record is None or key is None or record.get("distribution") != info.distribution:
-        return None
-    consent = record["consent"]
-    return consent if hmac.compare_digest(seal(key, info.name, consent), consent["mac"]) else None
-
-
-def pip_signature_problem(info: PackInfo, settings: Any, consent: Mapping[str, Any]) -> tuple[str, str]:
-    """``(why the trust policy refuses pip pack info, its trusted signer)``; the files are hashed only
-    when the pack carries a signature, the policy requires one, or it was consented as signed."""
-    from ..catalog.trust import SIGNATURE, Policy
-
-    try:
-        policy = read_policy(settings.config_dir, settings.require_signed)
-    except ConfigError as exc:
-        policy = Policy(require_signed=True, path=str(exc))
-    signed = os.path.lexists(os.path.join(info.path, SIGNATURE))
-    if not (signed or policy.require_signed or policy.required_signers(info.name) or consent.get("signer")):
-        return "", ""
-    files = {p: r for p, r in pack_files(info.path).items() if "__pycache__" not in p.split("/")}
-    verdict = check_signature(info.path, info.name, pack_digest(files), policy)
-    why = verdict.refused(policy, info.name)
-    if not why and consent.get("signer") and verdict.signer != consent["signer"]:
-        why = f"it was consented as signed by {consent['signer']} and is now {verdict.signer or 'unsigned'}"
-    return (f"refused by the trust policy: {why}; not loaded" if why else ""), (
-        verdict.signer if verdict.status == "trusted" else ""
-    )
-
-
 def _pip_info(host: SkillHost, name: str) -> PackInfo | None:
-    roots = host.pm.get_plugin("packs")
-    packs = roots.packs if isinstance(roots, PackRoots) else []
+    roots = vet(host.pm, host.settings)
+    packs = roots.packs if roots is not None else []
     return next((p for p in packs if p.name == name and p.path), None)
 
 
@@ -132,7 +105,7 @@ def trust_pack(host: SkillHost, name: str, ask: Callable[[Review], bool]) -> tup
         else:
             assert info is not None
             previous = pip_consent(read_pip_consents(user_dir).get(name), info, key)
-            files = {p: r for p, r in pack_files(info.path).items() if "__pycache__" not in p.split("/")}
+            files = pip_files(info.path)
             plugins = dist_plugins(info.distribution)
             review = review_pack(info.path, name, info.version, files, host.pm, settings, previous, plugins)
         if not ask(review) and review.needs_consent:
@@ -164,7 +137,7 @@ def pack_state(host: SkillHost, name: str) -> dict[str, Any]:
         plugins: tuple[str, ...] = ()
     elif info is not None:
         folder, version = info.path, info.version
-        files = {p: r for p, r in pack_files(folder).items() if "__pycache__" not in p.split("/")}
+        files = pip_files(folder)
         consent = pip_consent(read_pip_consents(user_dir).get(name), info, key)
         problem = "" if consent else f"pip pack {name} is not loaded until you consent: `ongrid-skills trust {name}`"
         plugins = dist_plugins(info.distribution)
@@ -221,8 +194,8 @@ def pack_states(host: SkillHost) -> dict[str, dict[str, Any]]:
         if entry.consent is not None:
             folder = os.path.realpath(os.path.join(settings.user_skills_dir, name))
             states[folder] = _state(name, "installed", entry.consent.get("signer") or "", entry.consent)
-    roots = host.pm.get_plugin("packs")
-    for info in roots.packs if isinstance(roots, PackRoots) else []:
+    roots = vet(host.pm, host.settings)
+    for info in roots.packs if roots is not None else []:
         record = pip.get(info.name)
         if info.status == "active" and record is not None:
             states[os.path.realpath(info.path)] = _state(info.name, "pip", info.signer, record["consent"])
