@@ -23,7 +23,7 @@ variable                        meaning
 ``ONGRID_APPROVALS_TOKEN_FILE`` its bearer token, in a file (else ``ONGRID_TOKEN``)
 ``ONGRID_AUDIT_FAIL_CLOSED``    ``1`` (default): refuse mutating/dangerous calls the audit log cannot record
 ``ONGRID_AUDIT_KEY_FILE``       a secret key file: every audit row then carries an HMAC (docs/audit.md)
-``ONGRID_REQUIRE_SIGNED``       ``1``: refuse installed and pip packs not signed by a trusted signer (docs/trust.md)
+``ONGRID_REQUIRE_SIGNED``       ``1``: refuse packs not signed by a trusted signer (docs/trust.md)
 ``ONGRID_USER_SKILLS_DIR``      the per-user skills root (default: platformdirs)
 ``ONGRID_SYSTEM_SKILLS_DIR``    the system skills root (default ``/etc/ongrid/skills``)
 ``ONGRID_SANDBOX``              ``auto`` (default), ``require`` or ``off``: how calls are confined

@@ -49,10 +49,10 @@ __all__ = [
     "make_skill",
     "make_skill_md",
     "pack_host",
-    "trust_packs",
     "plugin_registered",
     "register_plugin",
     "run_skill",
+    "trust_packs",
     "write_executable",
 ]
 

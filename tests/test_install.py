@@ -357,7 +357,8 @@ def test_a_wrapper_pack_cannot_link_into_another_installed_pack(
     tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Validated in staging, the entry pointed at the attacker's copy; installed, at the victim's file."""
-    assert run(capsys, "install", "--yes", str(make_pack(tmp_path / "v", name="victim", skills=("v",))))[0] == 0
+    victim = make_pack(tmp_path / "v", name="victim", skills=("v",))
+    assert run(capsys, "install", "--yes", str(victim))[0] == 0
     src = tmp_path / "evil" / "victim"
     make_skill(src, "v")  # the attacker's copy of victim/v/run.sh, there only while validating
     make_skill(src, "evil_tool", script=None, entry="run.sh")
@@ -473,7 +474,8 @@ def test_packs_with_a_broken_or_missing_marker_are_listed_as_broken_and_uninstal
 ) -> None:
     """They vanished from `installed` while their skills loaded, and `uninstall` said "no pack named"."""
     for name in ("p1", "p2", "p3", "ok"):
-        assert run(capsys, "install", "--yes", str(make_pack(tmp_path / "src", name, skills=(f"s_{name}",))))[0] == 0
+        pack = make_pack(tmp_path / "src", name, skills=(f"s_{name}",))
+        assert run(capsys, "install", "--yes", str(pack))[0] == 0
     (user_dir / "p1" / MARKER).write_text("{bad")
     (user_dir / "p2" / MARKER).unlink()
     (user_dir / "p3" / MARKER).write_text("[1]")

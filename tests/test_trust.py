@@ -72,7 +72,8 @@ def test_install_without_a_terminal_or_yes_prints_what_the_pack_may_do_and_chang
 def test_install_with_yes_pins_the_consented_capabilities_beside_the_digests(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _err = run(capsys, "install", "--yes", str(make_pack(tmp_path / "src", sandbox={"network": False})))
+    pack = make_pack(tmp_path / "src", sandbox={"network": False})
+    code, out, _err = run(capsys, "install", "--yes", str(pack))
     assert code == 0 and "installed tools 1.0" in out
     data = lock()
     jsonschema.validate(data, json.loads(SCHEMA.read_text()))
@@ -166,7 +167,8 @@ def test_an_update_that_only_narrows_is_recorded_without_asking(
 def test_inspect_and_show_print_what_an_installed_pack_may_do(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run(capsys, "install", "--yes", str(make_pack(tmp_path / "src", sandbox={"read": ["~/data"]})))[0] == 0
+    pack = make_pack(tmp_path / "src", sandbox={"read": ["~/data"]})
+    assert run(capsys, "install", "--yes", str(pack))[0] == 0
     code, out, _err = run(capsys, "inspect", "tools")
     assert code == 0 and "signature: unsigned" in out and "consent: given by" in out
     assert f"reads {Path.home() / 'data'}" in out

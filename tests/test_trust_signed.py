@@ -33,7 +33,7 @@ def keygen(tmp_path: Path, who: str) -> Path:
 
 
 def sign(capsys: pytest.CaptureFixture[str], pack: Path, key: Path, *extra: str) -> None:
-    code, out, err = run(capsys, "sign", str(pack), "--key", str(key), *extra)
+    code, _out, err = run(capsys, "sign", str(pack), "--key", str(key), *extra)
     assert code == 0, err
     assert (pack / "ongrid-pack.sig").read_text().startswith("-----BEGIN SSH SIGNATURE-----")
 
@@ -111,7 +111,9 @@ def test_require_signed_refuses_unsigned_packs_at_install_and_at_load(
 # -- hostile input: a clear refusal, and nothing changed -------------------------------------------
 
 
-def test_a_signature_over_other_content_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_signature_over_other_content_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     key = keygen(tmp_path, "acme")
     trust_signer(capsys, "acme", key)
     pack = make_pack(tmp_path / "src")
@@ -146,7 +148,7 @@ def test_a_removed_signer_stops_its_packs_from_loading_where_signatures_are_requ
     assert "hello" in listed(capsys)
     assert run(capsys, "trust", "--remove-signer", "acme")[0] == 0
     assert "hello" not in listed(capsys)
-    code, out, _err = run(capsys, "audit", "list", "--json")
+    _code, out, _err = run(capsys, "audit", "list", "--json")
     rows = json.loads(out)
     rows = rows["items"] if isinstance(rows, dict) else rows
     assert [r["outcome"] for r in rows if r["outcome"] == "trust_policy"] == ["trust_policy", "trust_policy"]
@@ -240,7 +242,8 @@ def _load_refusals(capsys: pytest.CaptureFixture[str]) -> str:
 def test_a_lock_edited_by_hand_to_widen_a_grant_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run(capsys, "install", "--yes", str(make_pack(tmp_path / "src", sandbox={"network": False})))[0] == 0
+    pack = make_pack(tmp_path / "src", sandbox={"network": False})
+    assert run(capsys, "install", "--yes", str(pack))[0] == 0
     assert "hello" in listed(capsys)
     # the whole forgery: the manifest asks for the network, the lock's digests and grant follow
     manifest = user_dir() / "tools" / "hello" / "skill.json"
@@ -257,7 +260,7 @@ def test_a_lock_edited_by_hand_to_widen_a_grant_is_refused(
     lock_file.write_text(json.dumps(lock))
     assert "hello" not in listed(capsys)
     assert "consent: missing or broken" in _load_refusals(capsys)
-    code, out, _err = run(capsys, "inspect", "tools")
+    _code, out, _err = run(capsys, "inspect", "tools")
     assert "does not match its seal (edited by hand" in out
 
 
@@ -273,7 +276,7 @@ def test_a_consent_for_version_1_replayed_for_version_2_is_refused(
     lock["packs"]["tools"]["consent"] = v1_consent  # sealed, but for 1.0
     lock_file.write_text(json.dumps(lock))
     assert "hello" not in listed(capsys)
-    code, out, _err = run(capsys, "inspect", "tools")
+    _code, out, _err = run(capsys, "inspect", "tools")
     assert "was given for version 1.0 of other content, not for 2.0" in out
     assert run(capsys, "trust", "tools", "--yes")[0] == 0  # consenting again mends it
     assert "hello" in listed(capsys)

@@ -372,12 +372,26 @@ class AuditLog:
         self.flush()
         args = dumps(facts)
         row = {
-            "time": time.time(), "call_id": f"trust-{outcome}-{os.urandom(6).hex()}", "tool": f"pack:{pack}",
-            "tool_class": "", "persona": "", "caller": by, "args": args,
-            "args_digest": facts.get("capability_digest", ""), "redacted": dumps([]), "verdict": "",
-            "reason": clip(note), "plugin": "ongrid.trust", "outcome": outcome, "duration": 0.0,
-            "stderr_tail": dumps([]), "result_size": 0, "result_digest": "", "approvers": dumps([]),
-            "pid": os.getpid(), "hostname": HOST,
+            "time": time.time(),
+            "call_id": f"trust-{outcome}-{os.urandom(6).hex()}",
+            "tool": f"pack:{pack}",
+            "tool_class": "",
+            "persona": "",
+            "caller": by,
+            "args": args,
+            "args_digest": facts.get("capability_digest", ""),
+            "redacted": dumps([]),
+            "verdict": "",
+            "reason": clip(note),
+            "plugin": "ongrid.trust",
+            "outcome": outcome,
+            "duration": 0.0,
+            "stderr_tail": dumps([]),
+            "result_size": 0,
+            "result_digest": "",
+            "approvers": dumps([]),
+            "pid": os.getpid(),
+            "hostname": HOST,
         }
         try:
             with self._transaction() as conn:
@@ -386,7 +400,8 @@ class AuditLog:
             return seq
         except Exception as exc:
             self._failures += 1
-            message = f"the audit log {self.path} cannot record {outcome} of pack {pack} ({type(exc).__name__}: {exc})"
+            message = f"the audit log {self.path} cannot record {outcome} of pack {pack}"
+            message += f" ({type(exc).__name__}: {exc})"
             logger.error("audit log: %s", message)
             raise AuditError(message) from exc
 

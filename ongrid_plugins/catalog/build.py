@@ -26,8 +26,8 @@ from ..loadcache import open_cache
 from ..models import LoadEvent, LoadReport, Skill
 from ..packs.pipconsent import vet
 from . import digest as _digest
-from .digest import partial_warning, relative_to, skill_digest
 from .capabilities import PackCapabilities, growth, tool_capabilities
+from .digest import partial_warning, relative_to, skill_digest
 from .lock import consent_key, consent_problem, installed_folders, read_lock, unlocked_message, verify_pack
 from .trust import Policy, check_signature, pack_digest, read_policy
 
@@ -164,8 +164,8 @@ def _checked_packs(settings: Settings) -> tuple[dict[str, str], list[LoadEvent],
     try:
         entries = read_lock(packs_dir)
     except ConfigError as exc:
-        skip, events = _refuse_all(packs_dir, str(exc))
-        return skip, events, {}
+        refused, why = _refuse_all(packs_dir, str(exc))
+        return refused, why, {}
     skip: dict[str, str] = {}
     events: list[LoadEvent] = []
     grants: Grants = {}
@@ -222,9 +222,7 @@ def _policy(settings: Settings) -> Policy:
         return Policy(require_signed=True, path=str(exc).split(":", 1)[0])
 
 
-def _signature_problem(
-    folder: str, name: str, digest: str, policy: Policy, consent: object
-) -> str:
+def _signature_problem(folder: str, name: str, digest: str, policy: Policy, consent: object) -> str:
     """Why the trust policy refuses the pack now ("" when it does not)."""
     verdict = check_signature(folder, name, digest, policy)
     why = verdict.refused(policy, name)

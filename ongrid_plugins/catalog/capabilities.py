@@ -35,8 +35,8 @@ __all__ = [
     "describe",
     "diff_lines",
     "folder_capabilities",
-    "growth",
     "grown_tools",
+    "growth",
     "tool_capabilities",
 ]
 
@@ -71,16 +71,22 @@ def tool_capabilities(tool: Tool, folder: str = "") -> dict[str, Any]:
     }
 
 
+def _sorted(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(values))
+
+
 @attrs.frozen
 class PackCapabilities:
     """Everything a pack may do: its tools' capabilities and the plugins it ships."""
 
     tools: Mapping[str, Mapping[str, Any]]
-    plugins: tuple[str, ...] = attrs.field(default=(), converter=lambda v: tuple(sorted(v)))
+    plugins: tuple[str, ...] = attrs.field(default=(), converter=_sorted)
     """Entry points of group ``ongrid_plugins`` of the pack's distribution (pip packs only)."""
 
     @classmethod
-    def of_tools(cls, tools: Iterable[Tool], folder: str = "", plugins: Iterable[str] = ()) -> PackCapabilities:
+    def of_tools(
+        cls, tools: Iterable[Tool], folder: str = "", plugins: Iterable[str] = ()
+    ) -> PackCapabilities:
         """The capabilities of ``tools`` (a pack's), scripts relative to ``folder``."""
         return cls({t.name: tool_capabilities(t, folder) for t in tools}, tuple(plugins))
 
@@ -105,7 +111,9 @@ def describe(caps: PackCapabilities) -> list[str]:
     lines = []
     if caps.plugins:
         lines.append(
-            "WARNING: this pack ships pluggy plugins (" + ", ".join(caps.plugins) + "): Python code that runs "
+            "WARNING: this pack ships pluggy plugins ("
+            + ", ".join(caps.plugins)
+            + "): Python code that runs "
             "inside the host process, with all of its rights, and is NOT confined by any sandbox"
         )
     if not caps.tools:
@@ -123,7 +131,11 @@ def _tool_words(c: Mapping[str, Any]) -> list[str]:
         words.append(f"runs {c['script']}")
     network = c.get("network")
     words.append(
-        "network: yes" if network else "network: no" if network is False else "network: not declared (policy decides)"
+        "network: yes"
+        if network
+        else "network: no"
+        if network is False
+        else "network: not declared (policy decides)"
     )
     words.append("reads " + ", ".join(c["read"]) if c.get("read") else "reads: nothing declared")
     words.append("writes " + ", ".join(c["write"]) if c.get("write") else "writes: nothing declared")
@@ -136,7 +148,7 @@ def _tool_words(c: Mapping[str, Any]) -> list[str]:
 
 
 def growth(old: PackCapabilities, new: PackCapabilities) -> dict[str, list[str]]:
-    """What ``new`` may do that ``old`` may not, per tool (``""`` for the pack: plugins); empty: nothing grew."""
+    """What ``new`` may do that ``old`` may not, per tool (``""``: the pack's plugins); empty: nothing."""
     grown: dict[str, list[str]] = {}
     added = sorted(set(new.plugins) - set(old.plugins))
     if added:
@@ -154,13 +166,17 @@ def growth(old: PackCapabilities, new: PackCapabilities) -> dict[str, list[str]]
 
 def _tool_growth(before: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
     lines = []
-    if _CLASS_RANK.get(now.get("class"), 3) > _CLASS_RANK.get(before.get("class"), 3):
+    if _CLASS_RANK.get(str(now.get("class")), 3) > _CLASS_RANK.get(str(before.get("class")), 3):
         lines.append(f"class raised {before.get('class')} -> {now.get('class')}")
     if now.get("network") and not before.get("network"):
         lines.append("network gained")
     if now.get("network") is None and before.get("network") is False:
         lines.append("network no longer declared off (policy decides)")
-    for key, words in (("read", "new read paths"), ("write", "new write paths"), ("env", "new environment names")):
+    for key, words in (
+        ("read", "new read paths"),
+        ("write", "new write paths"),
+        ("env", "new environment names"),
+    ):
         new_items = sorted(set(now.get(key) or ()) - set(before.get(key) or ()))
         if new_items:
             lines.append(f"{words}: " + ", ".join(new_items))

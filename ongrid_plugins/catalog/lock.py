@@ -96,7 +96,12 @@ class LockEntry:
     def from_dict(cls, data: Mapping[str, Any]) -> LockEntry:
         """Read an entry checked by :func:`read_lock`."""
         return cls(
-            data["name"], data["version"], data["origin"], data["installed_at"], data["files"], data.get("consent")
+            data["name"],
+            data["version"],
+            data["origin"],
+            data["installed_at"],
+            data["files"],
+            data.get("consent"),
         )
 
 
@@ -224,13 +229,16 @@ def seal(key: bytes, name: str, consent: Mapping[str, Any]) -> str:
 def consent_problem(entry: LockEntry, key: bytes | None, pack_digest: str) -> str:
     """Why ``entry``'s consent does not vouch for its pack now ("" when it does)."""
     c = entry.consent
-    how = f"`ongrid-skills show {entry.name}` shows what it may do, `ongrid-skills trust {entry.name}` consents"
+    how = (
+        f"`ongrid-skills show {entry.name}` shows what it may do, `ongrid-skills trust {entry.name}` consents"
+    )
     if c is None:
         return f"pack {entry.name} has no recorded consent in skills.lock; its skills are not loaded ({how})"
     if key is None or not hmac.compare_digest(seal(key, entry.name, c), c["mac"]):
         return (
-            f"pack {entry.name}: the consent in skills.lock does not match its seal (edited by hand, copied "
-            f"from another lock, or the state folder's consent.key changed); its skills are not loaded ({how})"
+            f"pack {entry.name}: the consent in skills.lock does not match its seal (edited by hand, "
+            "copied from another lock, or the state folder's consent.key changed); its skills are not "
+            f"loaded ({how})"
         )
     if c["version"] != entry.version or c["pack_digest"] != pack_digest:
         return (
@@ -317,13 +325,17 @@ def read_pip_consents(packs_dir: str) -> dict[str, dict[str, Any]]:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError):
-        raise ConfigError(f"{lock_path(packs_dir)}: not a readable skills.lock; reinstall the packs") from None
+        raise ConfigError(
+            f"{lock_path(packs_dir)}: not a readable skills.lock; reinstall the packs"
+        ) from None
     pip = data.get("pip", {}) if isinstance(data, dict) else None
     if not isinstance(pip, dict) or not all(
         isinstance(v, dict) and isinstance(v.get("distribution"), str) and _consent_ok(v.get("consent"))
         for v in pip.values()
     ):
-        raise ConfigError(f'{lock_path(packs_dir)}: "pip" must map entry points to consents; trust them again')
+        raise ConfigError(
+            f'{lock_path(packs_dir)}: "pip" must map entry points to consents; trust them again'
+        )
     return pip
 
 
@@ -342,7 +354,10 @@ def write_pip_consent(packs_dir: str, name: str, record: Mapping[str, Any] | Non
 
 
 def _write(packs_dir: str, entries: Mapping[str, LockEntry], pip: Mapping[str, Any]) -> None:
-    data: dict[str, Any] = {"lock_version": LOCK_VERSION, "packs": {n: entries[n].to_dict() for n in sorted(entries)}}
+    data: dict[str, Any] = {
+        "lock_version": LOCK_VERSION,
+        "packs": {n: entries[n].to_dict() for n in sorted(entries)},
+    }
     if pip:
         data["pip"] = {n: pip[n] for n in sorted(pip)}
     import tempfile

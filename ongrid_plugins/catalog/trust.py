@@ -64,7 +64,9 @@ def pack_digest(files: Mapping[str, Mapping[str, str]]) -> str:
         for path in sorted(files)
         if path != SIGNATURE
     ]
-    return hashlib.sha256(("ongrid-pack-v1\n" + "".join(lines)).encode("utf-8", "surrogateescape")).hexdigest()
+    return hashlib.sha256(
+        ("ongrid-pack-v1\n" + "".join(lines)).encode("utf-8", "surrogateescape")
+    ).hexdigest()
 
 
 def signed_message(name: str, digest: str) -> bytes:
@@ -118,8 +120,9 @@ class Verdict:
         required = policy.required_signers(pack)
         if required and self.status != "trusted":
             names = ", ".join(s.name for s in required)
-            return f"the trust policy {policy.path} requires packs named like {pack} to be signed by {names}; " + (
-                self.reason or "it is unsigned"
+            return (
+                f"the trust policy {policy.path} requires packs named like {pack} to be signed by {names}; "
+                + (self.reason or "it is unsigned")
             )
         if policy.require_signed and self.status != "trusted":
             return f"ONGRID_REQUIRE_SIGNED is on and {self.reason or 'it is unsigned'}"
@@ -179,16 +182,23 @@ def _policy_values(data: Any) -> tuple[tuple[Signer, ...], bool]:
     required = data.get("require_signed", False)
     raw = data.get("signers", {})
     if not isinstance(required, bool) or not isinstance(raw, dict) or len(raw) > MAX_SIGNERS:
-        raise ValueError(f'"require_signed" must be true or false, "signers" an object of {MAX_SIGNERS} at most')
+        raise ValueError(
+            f'"require_signed" must be true or false, "signers" an object of {MAX_SIGNERS} at most'
+        )
     signers = []
     for name, entry in raw.items():
         if not _NAME_RE.fullmatch(name) or not isinstance(entry, dict) or set(entry) - {"key", "packs"}:
             raise ValueError(f'signer {name[:100]!r}: must be a name with an object of "key" and "packs"')
         packs = entry.get("packs", ["*"])
-        if not isinstance(packs, list) or not packs or not all(isinstance(p, str) and 0 < len(p) <= 100 for p in packs):
+        if (
+            not isinstance(packs, list)
+            or not packs
+            or not all(isinstance(p, str) and 0 < len(p) <= 100 for p in packs)
+        ):
             raise ValueError(f'signer {name}: "packs" must be a list of name patterns')
         try:
-            key = parse_public_key(entry.get("key") if isinstance(entry.get("key"), str) else "")
+            given = entry.get("key")
+            key = parse_public_key(given if isinstance(given, str) else "")
         except ValueError as exc:
             raise ValueError(f'signer {name}: "key" is {exc}') from None
         signers.append(Signer(name, key, tuple(packs)))
@@ -200,8 +210,10 @@ def write_policy(policy: Policy) -> None:
     data = {
         "require_signed": policy.require_signed,
         "signers": {
-            s.name: {"key": "ssh-ed25519 " + base64.b64encode(_string(b"ssh-ed25519") + _string(s.key)).decode(),
-                     "packs": list(s.packs)}
+            s.name: {
+                "key": "ssh-ed25519 " + base64.b64encode(_string(b"ssh-ed25519") + _string(s.key)).decode(),
+                "packs": list(s.packs),
+            }
             for s in policy.signers
         },
     }
@@ -223,7 +235,10 @@ def check_signature(folder: str, name: str, digest: str, policy: Policy) -> Verd
     except OSError as exc:
         return Verdict("invalid", reason=f"its signature {path} cannot be read ({exc.strerror})")
     if not os.path.isfile(path) or os.path.islink(path) or st.st_size > MAX_SIGNATURE_BYTES:
-        return Verdict("invalid", reason=f"its signature {path} is not a plain file of {MAX_SIGNATURE_BYTES} bytes at most")
+        return Verdict(
+            "invalid",
+            reason=f"its signature {path} is not a plain file of {MAX_SIGNATURE_BYTES} bytes at most",
+        )
     try:
         with open(path, "rb") as f:
             key = verify_sshsig(f.read(), signed_message(name, digest))
@@ -256,7 +271,11 @@ def verify_sshsig(armored: bytes, message: bytes) -> bytes:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     text = armored.decode("ascii", "replace").strip().splitlines()
-    if len(text) < 3 or text[0] != "-----BEGIN SSH SIGNATURE-----" or text[-1] != "-----END SSH SIGNATURE-----":
+    if (
+        len(text) < 3
+        or text[0] != "-----BEGIN SSH SIGNATURE-----"
+        or text[-1] != "-----END SSH SIGNATURE-----"
+    ):
         raise ValueError("not an armored SSH signature")
     try:
         blob = base64.b64decode("".join(text[1:-1]), validate=True)

@@ -116,7 +116,9 @@ def cmd_install(ctx: Context) -> int:
         signal.signal(signal.SIGTERM, previous)
     review = result.review
     if review is not None:
-        outcome = "consent" if review.previous is None else "reconsent" if review.grown else "consent_narrowed"
+        outcome = (
+            "consent" if review.previous is None else "reconsent" if review.grown else "consent_narrowed"
+        )
         facts = {"version": review.version, "capability_digest": review.capabilities.digest}
         audit_trust(ctx, outcome, result.pack.name, "installed", signer=review.verdict.signer, **facts)
     shadowed = _shadowed(ctx, result)
@@ -236,10 +238,14 @@ def _trust_state(ctx: Context, entry: Any) -> dict[str, Any]:
         verdict.status, f"{verdict.status} signature ({verdict.reason})"
     )
     words = signed + ("; refused: " + refusal if refusal else "")
-    words += "; consent: " + ("missing or broken (`ongrid-skills trust " + entry.name + "`)" if problem else "sealed")
+    words += "; consent: " + (
+        "missing or broken (`ongrid-skills trust " + entry.name + "`)" if problem else "sealed"
+    )
     return {
         "signature": verdict.to_dict(),
-        "consent": None if problem else {k: entry.consent[k] for k in ("version", "by", "at", "capability_digest")},
+        "consent": None
+        if problem
+        else {k: entry.consent[k] for k in ("version", "by", "at", "capability_digest")},
         "consent_problem": problem,
         "refused": refusal or problem,
         "words": words,

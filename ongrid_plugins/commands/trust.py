@@ -30,7 +30,9 @@ __all__ = ["asker", "audit_trust", "inspect_if_pack", "register"]
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``inspect``, ``trust`` and ``sign`` sub-commands."""
-    p = sub.add_parser("inspect", help="what an installed or pip pack may do, who signed it, what was consented")
+    p = sub.add_parser(
+        "inspect", help="what an installed or pip pack may do, who signed it, what was consented"
+    )
     p.add_argument("pack", metavar="PACK")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_inspect)
@@ -51,7 +53,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_trust)
 
-    p = sub.add_parser("sign", help="sign a pack folder's content digest with an SSH key (ssh-keygen -Y sign)")
+    p = sub.add_parser(
+        "sign", help="sign a pack folder's content digest with an SSH key (ssh-keygen -Y sign)"
+    )
     p.add_argument("folder", metavar="FOLDER")
     p.add_argument("--key", metavar="KEY", required=True, help="the private key (or its .pub with an agent)")
     p.add_argument("--name", help="the pack's name (default: pack.json's, else the folder's)")
@@ -70,7 +74,9 @@ def asker(yes: bool, command: str, *, to_stderr: bool = False) -> Any:
             return True
         if not (sys.stdin.isatty() and out.isatty()):
             message = f"pack {review.name} needs your consent to what it may do (above) and this is not "
-            raise ConsentError(message + f"a terminal: nothing was changed; to consent, run `{command} --yes`")
+            raise ConsentError(
+                message + f"a terminal: nothing was changed; to consent, run `{command} --yes`"
+            )
         print("Consent to this? [y/N] ", end="", file=out, flush=True)
         return sys.stdin.readline().strip().lower() in ("y", "yes")
 

@@ -65,7 +65,9 @@ class Review:
         out += [f"  {line}" for line in describe(self.capabilities)]
         if self.previous is not None:
             was = self.previous.get("version") or "(unversioned)"
-            out.append(f"  since the consent for {was}: " + ("it asks for more:" if self.grown else "nothing grew"))
+            out.append(
+                f"  since the consent for {was}: " + ("it asks for more:" if self.grown else "nothing grew")
+            )
             out += [f"    + {line}" for line in diff_lines(self.grown)]
         return out
 
@@ -118,7 +120,8 @@ def review_pack(
     if before and verdict.signer != before:
         message = f"pack {name} was signed by {before}; this one is {verdict.signer or 'unsigned'}"
         raise ConsentError(
-            message + f": refused, nothing was changed (`ongrid-skills uninstall {name}` first if you mean it)"
+            message
+            + f": refused, nothing was changed (`ongrid-skills uninstall {name}` first if you mean it)"
         )
     caps = folder_capabilities(top, pm, settings, plugins)
     grown: dict[str, list[str]] = {}
@@ -140,6 +143,8 @@ def consent_record(review: Review, settings: Settings, by: str) -> dict[str, Any
     }
     key = consent_key(settings.state_dir, create=True)
     if key is None:
-        raise ConsentError(f"{settings.state_dir}/consent.key cannot be made or is not private (mode 0600); fix it")
+        raise ConsentError(
+            f"{settings.state_dir}/consent.key cannot be made or is not private (mode 0600); fix it"
+        )
     record["mac"] = seal(key, review.name, record)
     return record

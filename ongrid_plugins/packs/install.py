@@ -47,13 +47,21 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..catalog.lock import LockEntry, lock_path, locked_versions, new_entry, pack_files, read_lock, write_entry
+from ..catalog.lock import (
+    LockEntry,
+    lock_path,
+    locked_versions,
+    new_entry,
+    pack_files,
+    read_lock,
+    write_entry,
+)
 from ..echo import echo, printable
 from ..errors import ConfigError, OngridError
 from ..userfiles import file_kind
 from ..validate import FileReport, validate_paths
-from .consent import ConsentError, Review, consent_record, review_pack, who
 from .archive import Limits, UnpackReport, check_links, remove_tree, unpack
+from .consent import ConsentError, Review, consent_record, review_pack, who
 from .pack_roots import MARKER, InstalledPack, installed_packs, listed_pack, read_marker
 from .sources import archive_label, check_no_marker, pack_top, relabel
 
@@ -163,7 +171,9 @@ def install_pack(
         review = _reviewed(top, pack_name, version, files, pm, settings, old is not None, consent)
         record = consent_record(review, settings, by or who())
         _write_marker(top, meta)
-        entry = attrs.evolve(new_entry(pack_name, version, top, source, meta["sha256"], files), consent=record)
+        entry = attrs.evolve(
+            new_entry(pack_name, version, top, source, meta["sha256"], files), consent=record
+        )
         _commit(top, target, user_dir, entry, replace=old is not None)
     pack = InstalledPack(pack_name, version, target, meta)
     replaced = old.version if old is not None else None

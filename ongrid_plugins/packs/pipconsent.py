@@ -37,7 +37,9 @@ def pip_files(folder: str) -> dict[str, dict[str, str]]:
     return {p: r for p, r in pack_files(folder).items() if "__pycache__" not in p.split("/")}
 
 
-def pip_consent(record: Mapping[str, Any] | None, info: PackInfo, key: bytes | None) -> Mapping[str, Any] | None:
+def pip_consent(
+    record: Mapping[str, Any] | None, info: PackInfo, key: bytes | None
+) -> Mapping[str, Any] | None:
     """The consent of pip pack ``info`` when its seal holds and it names the same distribution, else None."""
     if record is None or key is None or record.get("distribution") != info.distribution:
         return None

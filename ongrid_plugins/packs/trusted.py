@@ -8,7 +8,6 @@ object, by entry point name, with its distribution and version. Both are sealed
 
 from __future__ import annotations
 
-import hmac
 import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,6 @@ from ..catalog.lock import (
     pack_files,
     read_lock,
     read_pip_consents,
-    seal,
     verify_pack,
     write_entry,
     write_pip_consent,
@@ -39,7 +37,7 @@ if TYPE_CHECKING:
 #: module comes before the plugin manager's in the pipeline, so it names it again).
 PLUGIN_GROUP = "ongrid_plugins"
 
-__all__ = ["dist_plugins", "pack_of_tool", "pack_states", "pack_state", "source_digest", "trust_pack"]
+__all__ = ["dist_plugins", "pack_of_tool", "pack_state", "pack_states", "source_digest", "trust_pack"]
 
 
 def source_digest(folder: str, name: str | None = None) -> tuple[str, str]:
@@ -92,7 +90,9 @@ def trust_pack(host: SkillHost, name: str, ask: Callable[[Review], bool]) -> tup
         entry = (read_lock(user_dir) or {}).get(name)
         info = None if entry is not None else _pip_info(host, name)
         if entry is None and info is None:
-            raise ConsentError(f"no installed or pip pack named {name!r} (`ongrid-skills installed` lists them)")
+            raise ConsentError(
+                f"no installed or pip pack named {name!r} (`ongrid-skills installed` lists them)"
+            )
         key = consent_key(settings.state_dir)
         if entry is not None:
             folder = os.path.join(user_dir, name)
@@ -117,7 +117,12 @@ def trust_pack(host: SkillHost, name: str, ask: Callable[[Review], bool]) -> tup
             write_entry(user_dir, name, attrs.evolve(entry, consent=record))
         else:
             assert info is not None
-            body = {"distribution": info.distribution, "version": info.version, "path": info.path, "consent": record}
+            body = {
+                "distribution": info.distribution,
+                "version": info.version,
+                "path": info.path,
+                "consent": record,
+            }
             write_pip_consent(user_dir, name, body)
     outcome = "consent" if previous is None else "reconsent" if review.grown else "consent_narrowed"
     return review, outcome
@@ -131,7 +136,8 @@ def pack_state(host: SkillHost, name: str) -> dict[str, Any]:
     info = None if entry is not None else _pip_info(host, name)
     key = consent_key(settings.state_dir)
     if entry is not None:
-        folder, version, files = os.path.join(user_dir, name), entry.version, dict(entry.files)
+        folder, version = os.path.join(user_dir, name), entry.version
+        files: Mapping[str, Mapping[str, str]] = entry.files
         problem = consent_problem(entry, key, pack_digest(entry.files))
         consent = entry.consent if not problem else None
         plugins: tuple[str, ...] = ()
@@ -139,20 +145,27 @@ def pack_state(host: SkillHost, name: str) -> dict[str, Any]:
         folder, version = info.path, info.version
         files = pip_files(folder)
         consent = pip_consent(read_pip_consents(user_dir).get(name), info, key)
-        problem = "" if consent else f"pip pack {name} is not loaded until you consent: `ongrid-skills trust {name}`"
+        problem = (
+            ""
+            if consent
+            else f"pip pack {name} is not loaded until you consent: `ongrid-skills trust {name}`"
+        )
         plugins = dist_plugins(info.distribution)
     else:
         raise ConsentError(f"no installed or pip pack named {name!r} (`ongrid-skills installed` lists them)")
     from ..catalog.capabilities import folder_capabilities
 
     caps = folder_capabilities(folder, host.pm, settings, plugins)
-    verdict = check_signature(folder, name, pack_digest(files), read_policy(settings.config_dir, settings.require_signed))
+    verdict = check_signature(
+        folder, name, pack_digest(files), read_policy(settings.config_dir, settings.require_signed)
+    )
     grown = growth(PackCapabilities.from_dict(consent["capabilities"]), caps) if consent else {}
     label = f"{name} {version}".rstrip()
     lines = [f"pack {label} ({'installed' if entry is not None else 'pip'}) in {folder}"]
     lines.append(f"  signature: {verdict.status}" + (f", signer {verdict.signer}" if verdict.signer else ""))
     if consent:
-        lines.append(f"  consent: given by {consent['by']} at {consent['at']} for {consent['version'] or '(unversioned)'}")
+        given = f"{consent['by']} at {consent['at']} for {consent['version'] or '(unversioned)'}"
+        lines.append(f"  consent: given by {given}")
     else:
         lines.append(f"  consent: none ({problem})")
     lines += [f"  {line}" for line in describe(caps)]
@@ -215,7 +228,9 @@ def _state(name: str, kind: str, signer: str, consent: Mapping[str, Any]) -> dic
     }
 
 
-def pack_of_tool(host: SkillHost, states: Mapping[str, Mapping[str, Any]], tool: Any) -> dict[str, Any] | None:
+def pack_of_tool(
+    host: SkillHost, states: Mapping[str, Mapping[str, Any]], tool: Any
+) -> dict[str, Any] | None:
     """The pack state of ``tool`` (None when it comes from no pack); ``consent`` is ``needed`` for
     a tool withheld because it grew since the consent."""
     skill = host.registry.snapshot.skills.get(tool.skill)

@@ -76,7 +76,7 @@ _SCHEMAS: dict[str, Any] = {
             "decision": _ref("Decision"),
             "pack": {
                 "anyOf": [_ref("PackTrust"), {"type": "null"}],
-                "description": "the installed or pip pack the tool comes from, its signer and consent (null: none)",
+                "description": "the installed or pip pack of the tool, its signer and consent (null: none)",
             },
         }
     ),
