@@ -235,3 +235,12 @@ def test_a_pip_pack_is_not_loaded_until_trusted_and_a_grown_tool_waits_for_conse
     assert tools(capsys)["pip_echo"]["available"] is True
     outcomes = audit_outcomes(capsys)
     assert ("pack:pipdemo", "consent") in outcomes and ("pack:pipdemo", "reconsent") in outcomes
+
+
+def test_the_plugins_command_shows_a_pip_pack_waiting_for_consent(
+    site: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _pip_pack(site, "1.0", network=False)
+    code, out, _err = run(capsys, "plugins", "--json")
+    info = {i["name"]: i for i in json.loads(out)}["pipdemo"]
+    assert code == 0 and info["status"] == "unconsented" and "ongrid-skills trust pipdemo" in info["error"]

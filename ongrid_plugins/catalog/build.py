@@ -236,26 +236,30 @@ def withhold_grown(skills: dict[str, Skill], grants: Grants) -> list[LoadEvent]:
     """Make every tool that may do more than its pack's consent unavailable, saying what grew."""
     events = []
     for sname, skill in list(skills.items()):
-        granted = grants.get(skill.root.real or os.path.realpath(skill.root.path))
+        folder = skill.root.real or os.path.realpath(skill.root.path)
+        granted = grants.get(folder)
         if granted is None:
             continue
         pack, caps = granted
-        folder = skill.root.real or os.path.realpath(skill.root.path)
-        tools = []
-        for tool in skill.tools:
-            now = PackCapabilities({tool.name: tool_capabilities(tool, folder)})
-            before = PackCapabilities({n: c for n, c in caps.tools.items() if n == tool.name})
-            grown = growth(before, now).get(tool.name)
-            if not grown:
-                tools.append(tool)
+        tools = list(skill.tools)
+        for i, tool in enumerate(tools):
+            now = tool_capabilities(tool, folder)
+            before = caps.tools.get(tool.name)
+            if now == before:  # the common case: what was consented, exactly
                 continue
+            grown = growth(
+                PackCapabilities({tool.name: before} if before else {}), PackCapabilities({tool.name: now})
+            )
+            if tool.name not in grown:
+                continue  # narrower than consented
+            more = "; ".join(grown[tool.name])
             why = (  # packs.trusted.GROWN finds these words
-                f"pack {pack} consented to less than tool {tool.name} now asks ({'; '.join(grown)}): "
+                f"pack {pack} consented to less than tool {tool.name} now asks ({more}): "
                 f"`ongrid-skills inspect {pack}` shows the diff, `ongrid-skills trust {pack}` consents"
             )
             logger.warning("catalog: %s", printable(why))
             events.append(LoadEvent(skill.path, "unavailable", why, sname))
-            tools.append(attrs.evolve(tool, unavailable=(*tool.unavailable, why)))
+            tools[i] = attrs.evolve(tool, unavailable=(*tool.unavailable, why))
         if any(a is not b for a, b in zip(tools, skill.tools, strict=True)):
             skills[sname] = attrs.evolve(skill, tools=tools)
     return events
