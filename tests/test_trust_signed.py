@@ -326,3 +326,23 @@ def test_rest_and_the_console_show_each_packs_signer_and_consent(
             page = browser.get("/").text
     assert "signed by acme · consented" in page and "unsigned · consented" in page
     host.audit.close()
+
+
+def test_a_start_does_not_verify_again_a_signature_verified_at_consent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    key = keygen(tmp_path, "acme")
+    trust_signer(capsys, "acme", key)
+    pack = make_pack(tmp_path / "src")
+    sign(capsys, pack, key)
+    monkeypatch.setenv("ONGRID_REQUIRE_SIGNED", "1")
+    assert run(capsys, "install", "--yes", str(pack))[0] == 0
+    probe = (
+        "import sys; from ongrid_plugins import SkillHost; from ongrid_plugins.settings import Settings; "
+        "h = SkillHost(Settings.from_env()); h.load(); "
+        "print(h.get('hello').provenance, 'cryptography' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["tools", "1.0", "(installed)", "False"]  # loaded, parsed, not re-verified

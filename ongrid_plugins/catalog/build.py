@@ -224,7 +224,8 @@ def _policy(settings: Settings) -> Policy:
 
 def _signature_problem(folder: str, name: str, digest: str, policy: Policy, consent: object) -> str:
     """Why the trust policy refuses the pack now ("" when it does not)."""
-    verdict = check_signature(folder, name, digest, policy)
+    known = consent.get("signature_sha256", "") if isinstance(consent, dict) else ""
+    verdict = check_signature(folder, name, digest, policy, known if isinstance(known, str) else "")
     why = verdict.refused(policy, name)
     signer = consent.get("signer") if isinstance(consent, dict) else ""
     if not why and signer and verdict.signer != signer:

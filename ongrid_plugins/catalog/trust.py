@@ -112,6 +112,8 @@ class Verdict:
     signer: str = ""
     """The policy's name for the key, or its fingerprint when the policy does not name it."""
     reason: str = ""
+    sha256: str = ""
+    """Of the signature file's bytes, when it verified (what a consent records)."""
 
     def refused(self, policy: Policy, pack: str) -> str:
         """Why the pack may not load under ``policy`` ("" when it may)."""
@@ -225,8 +227,14 @@ def write_policy(policy: Policy) -> None:
     os.replace(tmp, policy.path)
 
 
-def check_signature(folder: str, name: str, digest: str, policy: Policy) -> Verdict:
-    """The verdict on the signature of pack ``name`` in ``folder``, whose content digest is ``digest``."""
+def check_signature(folder: str, name: str, digest: str, policy: Policy, verified: str = "") -> Verdict:
+    """The verdict on the signature of pack ``name`` in ``folder``, whose content digest is ``digest``.
+
+    ``verified`` is the sha256 of a signature file this host verified over this very
+    content before (a sealed consent records it, beside the content digest): the same
+    bytes are then only parsed for their key, not verified again (what a start would
+    spend on ``cryptography`` and one Ed25519 check per pack). The policy is applied anew.
+    """
     path = os.path.join(folder, SIGNATURE)
     try:
         st = os.lstat(path)
@@ -241,7 +249,12 @@ def check_signature(folder: str, name: str, digest: str, policy: Policy) -> Verd
         )
     try:
         with open(path, "rb") as f:
-            key = verify_sshsig(f.read(), signed_message(name, digest))
+            data = f.read(MAX_SIGNATURE_BYTES + 1)
+        seen = hashlib.sha256(data).hexdigest()
+        if verified and seen == verified:
+            key = parse_sshsig(data)[0]
+        else:
+            key = verify_sshsig(data, signed_message(name, digest))
     except (OSError, ValueError) as exc:
         return Verdict("invalid", reason=f"its signature {path} does not verify: {exc}")
     allowed = [s for s in policy.signers if s.key == key]
@@ -249,10 +262,10 @@ def check_signature(folder: str, name: str, digest: str, policy: Policy) -> Verd
     required = policy.required_signers(name)  # a pattern naming this pack: only they may sign it
     fits = [s for s in allowed if (s in required if required else _matches(name, s.packs))]
     if fits:
-        return Verdict("trusted", fits[0].name)
+        return Verdict("trusted", fits[0].name, sha256=seen)
     if allowed:
-        return Verdict("untrusted", label, f"its signer {label} may not sign packs named {name}")
-    return Verdict("untrusted", label, f"its signer {label} is not in the trust policy {policy.path}")
+        return Verdict("untrusted", label, f"its signer {label} may not sign packs named {name}", seen)
+    return Verdict("untrusted", label, f"its signer {label} is not in the trust policy {policy.path}", seen)
 
 
 def _matches(name: str, patterns: tuple[str, ...]) -> bool:
@@ -270,6 +283,19 @@ def verify_sshsig(armored: bytes, message: bytes) -> bytes:
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    key, namespace, reserved, hash_alg, raw = parse_sshsig(armored)
+    digest = hashlib.new(hash_alg.decode(), message).digest()
+    signed = b"SSHSIG" + _string(namespace) + _string(reserved) + _string(hash_alg) + _string(digest)
+    try:
+        Ed25519PublicKey.from_public_bytes(key).verify(raw, signed)
+    except InvalidSignature:
+        raise ValueError("the signature is not over this pack's content (or the file was altered)") from None
+    return key
+
+
+def parse_sshsig(armored: bytes) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """``(raw key, namespace, reserved, hash algorithm, raw signature)`` of an armored SSH
+    signature, every field checked but the signature itself; ``ValueError`` saying what is wrong."""
     text = armored.decode("ascii", "replace").strip().splitlines()
     if (
         len(text) < 3
@@ -302,13 +328,7 @@ def verify_sshsig(armored: bytes, message: bytes) -> bytes:
     raw, sig_rest = _read_string(sig_rest)
     if sig_kind != b"ssh-ed25519" or sig_rest:
         raise ValueError("not an Ed25519 signature")
-    digest = hashlib.new(hash_alg.decode(), message).digest()
-    signed = b"SSHSIG" + _string(namespace) + _string(reserved) + _string(hash_alg) + _string(digest)
-    try:
-        Ed25519PublicKey.from_public_bytes(key).verify(raw, signed)
-    except InvalidSignature:
-        raise ValueError("the signature is not over this pack's content (or the file was altered)") from None
-    return key
+    return key, namespace, reserved, hash_alg, raw
 
 
 def _read_string(data: bytes) -> tuple[bytes, bytes]:

@@ -138,6 +138,7 @@ def consent_record(review: Review, settings: Settings, by: str) -> dict[str, Any
         "capability_digest": review.capabilities.digest,
         "pack_digest": review.pack_digest,
         "signer": review.verdict.signer if review.verdict.status == "trusted" else "",
+        "signature_sha256": review.verdict.sha256,
         "by": by,
         "at": utc_now(),
     }

@@ -59,7 +59,9 @@ def pip_signature_problem(info: PackInfo, settings: Settings, consent: Mapping[s
     signed = os.path.lexists(os.path.join(info.path, SIGNATURE))
     if not (signed or policy.require_signed or policy.required_signers(info.name) or consent.get("signer")):
         return "", ""
-    verdict = check_signature(info.path, info.name, pack_digest(pip_files(info.path)), policy)
+    digest = pack_digest(pip_files(info.path))
+    known = consent.get("signature_sha256", "") if digest == consent.get("pack_digest") else ""
+    verdict = check_signature(info.path, info.name, digest, policy, str(known))
     why = verdict.refused(policy, info.name)
     if not why and consent.get("signer") and verdict.signer != consent["signer"]:
         why = f"it was consented as signed by {consent['signer']} and is now {verdict.signer or 'unsigned'}"
