@@ -20,9 +20,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument(
-        "--only", help="comma-separated: load,call,cli,schemacheck and others present"
-    )
+    parser.add_argument("--only", help="comma-separated: load,call,cli and others present")
     args = parser.parse_args()
     quick = args.quick
     plan = {
@@ -35,14 +33,6 @@ def main() -> int:
         ],
         "call": ["bench_call.py", "--rounds", "5" if quick else "15"],
         "cli": ["bench_cli.py", "--runs", "7" if quick else "21"],
-        "schemacheck": ["bench_schemacheck.py"],
-        "watch": [
-            "bench_watch.py",
-            "--sizes",
-            "10,100" if quick else "10,100,1000",
-            "--runs",
-            "5" if quick else "15",
-        ],
     }
     for script in sorted(HERE.glob("bench_*.py")):
         key = script.stem.removeprefix("bench_")

@@ -14,7 +14,7 @@ Native tools run inside the host process, so no kernel sandbox can narrow them: 
 ``Settings.host_files_dirs`` (``ONGRID_HOST_FILES_DIRS``, default ``/var/log``), and
 decide it with descriptors, not path strings: the requested path must lie lexically
 in one allowed folder; that folder is opened (``O_PATH | O_DIRECTORY``) and the rest of
-the path is opened beneath it with :func:`~ongrid_plugins.roots.open_beneath` (no
+the path is opened beneath it with :func:`~ongrid_plugins.discovery.roots.open_beneath` (no
 symlink in any component, no ``..``), and ``find_large_files`` opens every folder it
 walks the same way, beneath the descriptor of the folder it was asked about. A path
 outside, a symlink on the way, or a file or folder swapped for a symlink while the

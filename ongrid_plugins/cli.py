@@ -121,7 +121,32 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-class _AnyOrderParser(argparse.ArgumentParser):
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that remembers its sub-command groups (argparse keeps them private)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.subcommands: list[Any] = []
+        """What each ``add_subparsers()`` returned: its ``choices`` are the sub-parsers."""
+        self.plain_only = False
+        """A positional the intermixed parse refuses: sub-commands, or ``nargs=REMAINDER``."""
+        super().__init__(*args, **kwargs)
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        """argparse's, remembered in :attr:`subcommands`."""
+        action = super().add_subparsers(**kwargs)
+        self.subcommands.append(action)
+        self.plain_only = True
+        return action
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """argparse's; a ``REMAINDER`` positional makes the parse :attr:`plain_only`."""
+        action = super().add_argument(*args, **kwargs)
+        if not action.option_strings and action.nargs in (argparse.PARSER, argparse.REMAINDER):
+            self.plain_only = True
+        return action
+
+
+class _AnyOrderParser(_Parser):
     """A sub-command's parser: its options may come before, between or after its positionals.
 
     Plain argparse matches positionals in runs, so ``run NAME --timeout 5 '{}'`` gave the
@@ -136,8 +161,7 @@ class _AnyOrderParser(argparse.ArgumentParser):
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        plain = any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in self._get_positional_actions())
-        if plain or self._intermixing:  # up to 3.12 the intermixed parse calls this method twice
+        if self.plain_only or self._intermixing:  # up to 3.12 the intermixed parse calls this method twice
             return super().parse_known_args(args, namespace)
         self._intermixing = True
         try:
@@ -148,7 +172,7 @@ class _AnyOrderParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, every sub-command included."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ongrid-skills",
         description="List, inspect, validate and run ongrid skills.",
         epilog="Exit codes: 0 ok, 1 skill failed, 2 usage or invalid arguments, "
@@ -183,12 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _remember_parsers(parser: argparse.ArgumentParser) -> None:
     """Give every leaf sub-parser a ``usage_parser`` default: itself, for a usage error's usage line."""
-    children = [
-        child
-        for action in parser._actions
-        if isinstance(action, argparse._SubParsersAction)
-        for child in dict.fromkeys(action.choices.values())
-    ]
+    groups = parser.subcommands if isinstance(parser, _Parser) else []
+    children = [child for action in groups for child in dict.fromkeys(action.choices.values())]
     if not children:
         parser.set_defaults(usage_parser=parser)
     for child in children:

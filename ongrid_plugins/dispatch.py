@@ -41,6 +41,10 @@ or the ``args_digest`` the user saw) or a callback that asks the user; the model
 arguments can never confirm. A dangerous
 call opens a two-person ticket and tells the model its id; once two people approved it
 out of band, the same call from the same caller runs on that ticket (it is spent).
+
+Layering: a surface over the host. It takes any :class:`~ongrid_plugins.hostlike.CallingHost`
+(``SkillHost`` is one) and never imports the host, not even for a type, so
+``SkillHost.dispatch`` can forward here without a circle.
 """
 
 from __future__ import annotations
@@ -69,7 +73,8 @@ from .models import CallResult, EventCallback, Tool
 from .schema.strict import drop_strict_nulls
 
 if TYPE_CHECKING:
-    from .host import PersonaLike, SkillHost
+    from .hostlike import CallingHost
+    from .persona_lookup import PersonaLike
 
 __all__ = [
     "CALL_FORMATS",
@@ -182,7 +187,7 @@ def _with_id(
 
 
 def dispatch(
-    host: SkillHost,
+    host: CallingHost,
     tool_call: object,
     *,
     persona: PersonaLike = "operator",
@@ -220,7 +225,7 @@ def dispatch(
 
 
 async def adispatch(
-    host: SkillHost,
+    host: CallingHost,
     tool_call: object,
     *,
     persona: PersonaLike = "operator",
@@ -325,7 +330,7 @@ def _clip(text: str, limit: int = 200) -> str:
 # ---------------------------------------------------------------------- the steps
 
 
-def _prepare(host: SkillHost, call: ToolCall) -> dict[str, Any] | Dispatched:
+def _prepare(host: CallingHost, call: ToolCall) -> dict[str, Any] | Dispatched:
     if call.format == UNKNOWN_FORMAT:
         hint = (
             "send the call in your API's tool-call format, e.g. "
@@ -351,7 +356,7 @@ def _next(
     exc: OngridError,
     kwargs: dict[str, Any],
     confirm: bool | str | ConfirmFn,
-    host: SkillHost,
+    host: CallingHost,
     call: ToolCall,
     args: dict[str, Any],
 ) -> dict[str, Any] | Confirmation | None:

@@ -143,14 +143,9 @@ class ManifestBuildError(ManifestError):
         name: str,
         message: str,
         problems: Sequence[Problem] = (),
-        *,
-        entry: str | None = None,
     ) -> None:
         self.name = name
         self.problems = tuple(problems)
-        self.entry = entry
-        """For the load cache: the declared entry when the verdict rests on nothing but the
-        manifest's bytes and that file ("" for no file at all); None when it reads more."""
         super().__init__(path, message)
 
 

@@ -26,6 +26,11 @@ The shapes, as each provider documents them:
 A tool's ``when_to_use`` is folded into its description; so is what the persona will
 need to call it (a confirmation, a two-person approval), so the model can tell the user.
 Every schema is a deep copy: changing an exported dict never changes the registry.
+
+Layering: a surface over the host. :func:`export_for_host` takes any
+:class:`~ongrid_plugins.hostlike.ExportingHost` (``SkillHost`` is one) and this module
+never imports the host, not even for a type, so ``SkillHost.export`` can forward here
+without a circle.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ from .models import Tool, ToolClass, Verdict
 from .schema.strict import make_strict
 
 if TYPE_CHECKING:
-    from .host import PersonaLike, SkillHost
+    from .hostlike import ExportingHost
+    from .persona_lookup import PersonaLike
 
 __all__ = ["FORMATS", "ExportResult", "describe", "export_for_host", "export_tools", "raise_for_problems"]
 
@@ -140,7 +146,7 @@ def export_tools(
 
 
 def export_for_host(
-    host: SkillHost, fmt: str, *, persona: PersonaLike = "operator", strict: bool = False
+    host: ExportingHost, fmt: str, *, persona: PersonaLike = "operator", strict: bool = False
 ) -> list[dict[str, Any]]:
     """What :meth:`SkillHost.export <ongrid_plugins.host.SkillHost.export>` returns.
 

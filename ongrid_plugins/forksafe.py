@@ -1,12 +1,11 @@
 """Locks a forked child makes anew: a thread of the parent may have held one at the fork.
 
 ``os.fork()`` copies only the thread that called it. A lock another thread held at
-that moment (the load cache's writer, the schema verdicts' settling thread, the remote
-results reader, the catalog watcher, or any thread of the embedding application) stays
-locked in the child, with no thread left to release it: the child's first use of it
-hangs for good. A server that loads its skills and then forks its workers (a pre-fork
-server, ``multiprocessing`` with the fork start method) meets this whenever a fork lands
-while one of those threads holds its lock.
+that moment (the remote results reader, the catalog watcher, or any thread of the
+embedding application) stays locked in the child, with no thread left to release it:
+the child's first use of it hangs for good. A server that loads its skills and then
+forks its workers (a pre-fork server, ``multiprocessing`` with the fork start method)
+meets this whenever a fork lands while one of those threads holds its lock.
 
 :func:`renew_after_fork` names the lock attributes of an object or a module; in a
 forked child, before any of its own code runs (``os.register_at_fork``), each is

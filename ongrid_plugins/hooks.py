@@ -9,19 +9,25 @@ flattened once, the first answer, or each plugin's answer on its own)::
     names = calls.manifest_names()
     skill = calls.load_manifest(path=path, root=root, settings=settings)
 
-This module is the only one that touches pluggy's hook callers and internals
-(``pm.hook``, ``get_hookimpls``, ``HookImpl``, the hook executor); ``tests/test_hooks.py``
-fails on any other. Every method goes through the manager's hook executor, so
-``ONGRID_TRACE_PLUGINS`` (or any ``add_hookcall_monitoring``) sees every hook call:
-the per-call hooks take a direct path only while nothing monitors the manager
-(:func:`_direct_made`), and a shortcut a caller takes (:meth:`Hooks.only`) is refused
-while it is monitored.
+This module is the only one that touches the manager's hook callers; it uses pluggy's
+public API only: ``pm.hook.NAME(...)``, ``pm.subset_hook_caller``,
+``HookCaller.get_hookimpls()`` and the attributes of the :class:`pluggy.HookImpl` it
+returns (``tests/test_hooks.py`` fails on any other module touching them,
+``tests/test_public_apis.py`` on any private name of pluggy). A hook is called through
+``pm.hook``, so ``ONGRID_TRACE_PLUGINS`` (or any ``add_hookcall_monitoring``) sees every
+hook call.
 
 The discovery and validation hooks check what each plugin returns: an answer of the
 wrong type (``"/tmp"`` for a list of roots, a dict for a skill) is dropped with a
 WARNING naming the hook and the plugin (:func:`_dropped`), and the rest of the load
 goes on. To name the plugin, those hooks call one implementation at a time
-(:func:`_answers`), in pluggy's order and through its executor: a load costs the same.
+(:func:`_answers`), in pluggy's order. While the manager's calls are monitored (tracing,
+:class:`~ongrid_plugins.testing.HookRecorder`) they make one call through pluggy
+instead, so a monitor sees one call per hook call; the hooks that must hear each plugin
+on its own (:func:`call_each`) then go through ``pm.subset_hook_caller``, which the
+monitor sees too. Whether a manager is monitored is what
+:class:`~ongrid_plugins.plugins.PluginManager` counts (``hook_monitors``); another
+manager is taken as monitored.
 
 May import: :mod:`.hookspecs`, :mod:`.models` (the checks of the answers), :mod:`.echo`
 and pluggy (a values module; other hook argument types only under ``TYPE_CHECKING``).
@@ -35,7 +41,6 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pluggy
-from pluggy._callers import _multicall  # what an unmonitored manager runs (see _direct_made)
 
 from .echo import printable
 from .models import Problem, Skill, SkillRoot
@@ -46,7 +51,7 @@ if TYPE_CHECKING:
     from .models import CallRequest, CallResult, Persona, Tool
     from .settings import Settings
 
-__all__ = ["Contribution", "Hooks", "Implementation", "call_each", "call_hook", "hooks"]
+__all__ = ["Contribution", "Hooks", "Implementation", "call_each", "hooks"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,16 +82,11 @@ class Implementation(NamedTuple):
 class Hooks:
     """Typed calls of every hook, for one plugin manager (get it with :func:`hooks`)."""
 
-    __slots__ = ("_after", "_before", "_executor", "_hook", "_pm")
+    __slots__ = ("_hook", "_pm")
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self._pm = pm
         self._hook = pm.hook
-        # The per-call hooks' direct paths (see _direct_made), kept here so a call checks that
-        # each still holds in one expression: the same implementations, nothing monitoring.
-        self._executor: _Direct | None = None
-        self._before: _Direct | None = None
-        self._after: _Direct | None = None
 
     def __repr__(self) -> str:
         return f"<Hooks of {self._pm.project_name}>"
@@ -155,34 +155,16 @@ class Hooks:
 
     def executor(self, *, tool: Tool, settings: Settings) -> Executor | None:
         """``ongrid_executor``: the first plugin's executor for ``tool``, or None."""
-        pm, made = self._pm, self._executor
-        if made is None or made.impls != made.caller._hookimpls or pm._inner_hookexec is not _multicall:
-            made = self._executor = _direct_made(pm, "ongrid_executor", _EXECUTOR_ARGS)
-            if made is None:
-                executor: Executor | None = pm.hook.ongrid_executor(tool=tool, settings=settings)
-                return executor
-        found: Executor | None = made.run(tool, settings)  # type: ignore[misc]  # run is set when made
-        return found
+        executor: Executor | None = self._hook.ongrid_executor(tool=tool, settings=settings)
+        return executor
 
     def before_call(self, *, request: CallRequest) -> None:
         """``ongrid_before_call``: every implementation; the first that raises aborts the call."""
-        pm, made = self._pm, self._before
-        if made is None or made.impls != made.caller._hookimpls or pm._inner_hookexec is not _multicall:
-            made = self._before = _direct_made(pm, "ongrid_before_call", _BEFORE_ARGS)
-            if made is None:
-                pm.hook.ongrid_before_call(request=request)
-                return
-        made.run(request)  # type: ignore[misc]  # run is set when made
+        self._hook.ongrid_before_call(request=request)
 
     def after_call(self, *, request: CallRequest, result: CallResult) -> None:
         """``ongrid_after_call``: every implementation (the caller logs an exception)."""
-        pm, made = self._pm, self._after
-        if made is None or made.impls != made.caller._hookimpls or pm._inner_hookexec is not _multicall:
-            made = self._after = _direct_made(pm, "ongrid_after_call", _AFTER_ARGS)
-            if made is None:
-                pm.hook.ongrid_after_call(request=request, result=result)
-                return
-        made.run(request, result)  # type: ignore[misc]  # run is set when made
+        self._hook.ongrid_after_call(request=request, result=result)
 
     # ------------------------------------------------------------------ what is registered
 
@@ -202,17 +184,6 @@ class Hooks:
             for i in getattr(self._hook, name).get_hookimpls()
         )
 
-    def only(self, name: str, function: Callable[..., Any]) -> bool:
-        """True when calling hook ``name`` could only call ``function``, and nothing monitors the calls.
-
-        For a caller that already has ``function``'s answer (the gate's built-in rule is its
-        floor): it may skip the hook call, since tracing would not miss it.
-        """
-        if _monitored(self._pm):
-            return False
-        impls = getattr(self._hook, name)._hookimpls  # the list itself: get_hookimpls() copies it
-        return not impls or (len(impls) == 1 and impls[0].function is function)
-
     def hook_names(self, plugin: object) -> list[tuple[str, bool]]:
         """The hooks ``plugin`` implements, each with whether :mod:`.hookspecs` declares it."""
         return [(caller.name, caller.spec is not None) for caller in self._pm.get_hookcallers(plugin) or ()]
@@ -228,30 +199,45 @@ def hooks(pm: pluggy.PluginManager) -> Hooks:
 
 
 def _monitored(pm: pluggy.PluginManager) -> bool:
-    # pluggy swaps its hook executor for a tracing one while calls are monitored.
-    return getattr(pm, "_inner_hookexec", None) is not _multicall
+    """True unless ``pm`` counts its monitors (``hook_monitors``) and has none.
+
+    pluggy has no public "is this manager monitored"; our
+    :class:`~ongrid_plugins.plugins.PluginManager` counts the monitors added through its
+    ``add_hookcall_monitoring`` (``enable_tracing`` adds one). A manager that does not
+    count is taken as monitored: its hooks are then always called through pluggy.
+    """
+    count = getattr(pm, "hook_monitors", None)
+    return not isinstance(count, int) or count > 0
 
 
 def _answers(pm: pluggy.PluginManager, name: str, kwargs: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     """``(plugin name, answer)`` of each implementation of hook ``name`` that answers (not None).
 
-    In pluggy's call order, each call through the manager's hook executor; a raise
-    propagates as from pluggy's own call, and a caller that stops early (a ``firstresult``
+    In pluggy's call order, each implementation called as pluggy would call it
+    (:func:`_call_one`); a raise propagates as from pluggy's own call, and a caller that stops early (a ``firstresult``
     hook's first answer) calls no more. A monitored manager (a :class:`HookRecorder
     <ongrid_plugins.testing.HookRecorder>` expects one call per hook call) and a hook with
     a wrapper (which may rewrite the answers) get one call through pluggy instead
     (:func:`_answered_once`).
     """
     caller = getattr(pm.hook, name)
-    impls = caller._hookimpls
+    impls = caller.get_hookimpls()
     if _monitored(pm) or any(impl.hookwrapper or impl.wrapper for impl in impls):
         yield from _answered_once(caller, impls, kwargs)
         return
-    for impl in impls[::-1]:  # a copy: pluggy calls the last registered first
-        results = pm._hookexec(name, [impl], kwargs, False)
-        assert isinstance(results, list)  # firstresult=False: the answer, unless it is None
-        if results:
-            yield impl.plugin_name, results[0]
+    for impl in impls[::-1]:  # pluggy calls the last registered first
+        answer = _call_one(impl, kwargs)
+        if answer is not None:
+            yield impl.plugin_name, answer
+
+
+def _call_one(impl: pluggy.HookImpl, kwargs: Mapping[str, Any]) -> Any:
+    """What pluggy does with one plain implementation: call it with the arguments it names.
+
+    Only while nothing monitors the manager (a monitor would miss the call); a raise
+    comes out unchanged, as from pluggy.
+    """
+    return impl.function(*[kwargs[arg] for arg in impl.argnames])
 
 
 def _answered_once(caller: Any, impls: list[Any], kwargs: dict[str, Any]) -> Iterator[tuple[str, Any]]:
@@ -332,92 +318,6 @@ def _each(
         yield Contribution(impl.plugin_name, result, exc)
 
 
-def call_hook(pm: pluggy.PluginManager, name: str, **kwargs: Any) -> Any:
-    """``pm.hook.<name>(**kwargs)``: the same calls, order, answer and exceptions.
-
-    The per-call path (``ongrid_before_call``, ``ongrid_after_call``,
-    ``ongrid_executor``) runs a handful of plain implementations: they are called
-    through :func:`_direct_made`, without pluggy's generic machinery (a few microseconds a
-    hook, several times that between two spawns). Anything else goes through pluggy.
-    """
-    made = _direct_made(pm, name, tuple(kwargs))
-    if made is None:
-        return getattr(pm.hook, name)(**kwargs)
-    return made.run(*kwargs.values())  # type: ignore[misc]  # run is set when made
-
-
-#: The arguments of the per-call hooks, in the order :class:`Hooks` passes them.
-_EXECUTOR_ARGS = ("tool", "settings")
-_BEFORE_ARGS = ("request",)
-_AFTER_ARGS = ("request", "result")
-
-
-def _direct_made(pm: pluggy.PluginManager, name: str, params: tuple[str, ...]) -> _Direct | None:
-    """Hook ``name``'s direct path: its implementations as one function of ``params``
-    (positional, :attr:`_Direct.run`), or None.
-
-    The function calls them in pluggy's order (last registered first,
-    ``tryfirst``/``trylast`` honoured), keeps the results that are not None and
-    stops at the first for a ``firstresult`` hook, written out as one straight line
-    (``_hook_0(request, result)``, ``_hook_1(result)``...). It is made once per hook
-    and kept while the hook's caller and implementations stay the same objects (a
-    plugin registered or removed makes a new one). None, for pluggy to call: a wrapper
-    or hook wrapper, an implementation with keyword defaults, a specification with
-    defaults, an argument missing or unknown, and a manager whose calls are monitored
-    (``ONGRID_TRACE_PLUGINS``, ``add_hookcall_monitoring``), so tracing sees every call.
-    """
-    made: dict[str, _Direct] | None = pm.__dict__.get("_ongrid_direct")
-    if made is None:
-        if _monitored(pm):
-            return None
-        made = pm.__dict__["_ongrid_direct"] = {}
-    elif pm._inner_hookexec is not _multicall:  # monitored since (checked once: the attribute exists)
-        return None
-    caller = getattr(pm.hook, name)
-    got = made.get(name)
-    if got is None or got.caller is not caller or got.params != params or got.impls != caller._hookimpls:
-        got = made[name] = _make_direct(caller, params)  # new, or a plugin registered or removed
-    return None if got.run is None else got
-
-
-class _Direct(NamedTuple):
-    """What :func:`_direct_made` made for one hook, and what it was made from."""
-
-    caller: Any
-    impls: list[Any]
-    """A copy of the caller's implementations: ``run`` holds while they are equal."""
-    params: tuple[str, ...]
-    run: Callable[..., Any] | None
-    """None: let pluggy call."""
-
-
-def _make_direct(caller: Any, params: tuple[str, ...]) -> _Direct:
-    spec = caller.spec
-    impls = list(caller._hookimpls)
-    none = _Direct(caller, impls, params, None)
-    if spec is None or spec.kwargdefaults or sorted(params) != sorted(spec.argnames):
-        return none  # pluggy's error for a missing or unknown argument
-    for impl in impls:
-        if impl.hookwrapper or impl.wrapper or impl.kwargnames or not set(impl.argnames) <= set(params):
-            return none
-    if any(param.startswith("_") for param in params):
-        return none  # the generated function's own names start with one
-    firstresult = bool(spec.opts.get("firstresult", False))
-    space: dict[str, Any] = {}
-    lines = [f"def run({', '.join(params)}):"] + ([] if firstresult else ["    _results = []"])
-    for i, impl in enumerate(reversed(impls)):  # pluggy calls the last registered first
-        space[f"_hook_{i}"] = impl.function
-        lines.append(f"    _result = _hook_{i}({', '.join(impl.argnames)})")
-        if firstresult:
-            lines += ["    if _result is not None:", "        return _result"]
-        else:
-            lines += ["    if _result is not None:", "        _results.append(_result)"]
-    lines.append("    return None" if firstresult else "    return _results")
-    # names from the hook specification and its implementations, checked above
-    exec(compile("\n".join(lines), f"<direct {caller.name}>", "exec"), space)
-    return none._replace(run=space["run"])
-
-
 def call_each(
     pm: pluggy.PluginManager, name: str, kwargs: Mapping[str, Any], *, newest_first: bool = True
 ) -> Iterator[tuple[pluggy.HookImpl, Any, Exception | None]]:
@@ -425,19 +325,37 @@ def call_each(
 
     For hooks where one plugin's failure must be isolated and attributed (a vote
     that fails closed naming its plugin, a contribution skipped with a warning)
-    rather than abort the whole hook call. Each call goes through the plugin
-    manager's hook executor, so ``ONGRID_TRACE_PLUGINS`` traces it like any other
-    hook call. Wrappers are skipped; ``newest_first`` is pluggy's own call order,
-    ``False`` is registration order.
+    rather than abort the whole hook call. While the manager is monitored each call goes
+    through ``pm.subset_hook_caller`` (the hook with every other plugin left out), so
+    ``ONGRID_TRACE_PLUGINS`` traces it like any other hook call. Wrappers are skipped;
+    ``newest_first`` is pluggy's own call order, ``False`` is registration order.
     """
-    impls = [
-        impl for impl in getattr(pm.hook, name).get_hookimpls() if not (impl.hookwrapper or impl.wrapper)
-    ]
+    every = getattr(pm.hook, name).get_hookimpls()
+    impls = [impl for impl in every if not (impl.hookwrapper or impl.wrapper)]
+    monitored = _monitored(pm)
     for impl in reversed(impls) if newest_first else impls:
+        alone = _alone(pm, name, impl, every) if monitored else None
         try:
-            results = pm._hookexec(name, [impl], dict(kwargs), False)  # the traced executor
+            if alone is not None:
+                results = alone(**kwargs)
+                result = results[0] if results else None  # firstresult=False: the non-None answers
+            else:
+                result = _call_one(impl, kwargs)
         except Exception as exc:
             yield impl, None, exc
         else:
-            assert isinstance(results, list)  # firstresult=False: a list of the non-None results
-            yield impl, results[0] if results else None, None
+            yield impl, result, None
+
+
+def _alone(pm: pluggy.PluginManager, name: str, impl: pluggy.HookImpl, every: list[pluggy.HookImpl]) -> Any:
+    """Hook ``name`` with every plugin but ``impl``'s left out, or None when pluggy cannot make it.
+
+    pluggy keeps the plugins to leave out in a set: a plugin object that cannot be hashed
+    (a class defining ``__eq__`` without ``__hash__``) makes it refuse, and that one
+    implementation is then called directly, unseen by the monitor.
+    """
+    others = [other.plugin for other in every if other.plugin is not impl.plugin]
+    try:
+        return pm.subset_hook_caller(name, others)
+    except TypeError:
+        return None

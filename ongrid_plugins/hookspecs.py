@@ -159,9 +159,9 @@ def ongrid_verify_approval(ticket: Ticket, approval: Approval) -> bool | None:
     approval (as does anything else that is not ``True`` or ``None``, or a
     plugin that raises) and the error names the plugin. ``None`` abstains.
 
-    :param ticket: The :class:`~ongrid_plugins.approvals.Ticket` (tool, args
+    :param ticket: The :class:`~ongrid_plugins.gate.tickets.Ticket` (tool, args
         digest, redacted args, persona, requester, approvals so far).
-    :param approval: The :class:`~ongrid_plugins.approvals.Approval` being
+    :param approval: The :class:`~ongrid_plugins.gate.tickets.Approval` being
         given: ``approver``, ``note``, ``sop``, ``time``.
     :return: ``False`` to refuse, ``True`` or ``None`` to let it through.
     """

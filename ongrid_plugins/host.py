@@ -40,7 +40,7 @@ from .models import (
     ToolClass,
     Verdict,
 )
-from .persona_lookup import PersonaLookup
+from .persona_lookup import PersonaLike, PersonaLookup
 from .plugins import PluginInfo, PluginManager, get_plugin_manager
 from .resolve import ResolvedSkill, resolve
 from .settings import Settings
@@ -58,8 +58,6 @@ if TYPE_CHECKING:
 __all__ = ["SkillHost"]
 
 logger = logging.getLogger(__name__)
-
-PersonaLike = str | Persona
 
 
 class SkillHost:

@@ -7,7 +7,7 @@ endings, which are normalised to LF) and the files under ``scripts/``,
 
 Files, the SKILL.md itself included, are read and listed through descriptors, never
 by path: the skill folder is opened once (``O_PATH | O_DIRECTORY``), then each file or
-folder beneath it with :func:`~ongrid_plugins.roots.open_beneath` (no symlink in any
+folder beneath it with :func:`~ongrid_plugins.discovery.roots.open_beneath` (no symlink in any
 component, no ``..``), and what is read is the descriptor that was checked (a regular
 file, under the size cap). A symlink is listed as refused with where it points and is never followed, so
 no swap of a file or of a parent folder, however timed, can make a read leave the

@@ -16,7 +16,6 @@ logger: ``registered`` at INFO, the skip lines at WARNING.
 
 from __future__ import annotations
 
-import gc
 import logging
 import operator
 import os
@@ -30,15 +29,9 @@ from .availability import Availability
 from .discovery.registry import RegistryBuilder, Snapshot
 from .discovery.roots import canonical, check_symlinked_manifest
 from .echo import printable
-from .errors import ManifestBuildError, ManifestError, ManifestParseError, PluginLoadError
+from .errors import ManifestBuildError, ManifestError, PluginLoadError
 from .hooks import hooks
-from .loadcache import LoadCache, open_cache
-from .loadcache.cachefile import Listing
-from .loaders import skill_json, skill_md
-from .loaders.skill_json import MANIFEST_NAME, skill_from_record, skill_record
 from .models import LoadEvent, LoadReport, Problem, Skill, SkillRoot
-from .models.base import compiled
-from .schema import verdicts
 
 if TYPE_CHECKING:
     import pluggy
@@ -60,8 +53,8 @@ MAX_DEPTH = 32
 MAX_DEPTH_LINES = 10
 
 _BY_NAME = operator.attrgetter("name")
-_LIST: Any = compiled("list_folder")
-"""``_speedups.list_folder``, or None (not built; tests set it to None for the Python listing)."""
+#: A folder's claimed files ``(name, is_link)`` and its sub-folders to walk, sorted by name.
+Listing = tuple[tuple[tuple[str, bool], ...], tuple[str, ...]]
 
 #: Warnings that describe how a valid file of another dialect was read (a
 #: hyphenated Agent Skills name made lower_snake, a description over the Agent
@@ -96,16 +89,11 @@ class _Load:
     validators: bool = attrs.field(init=False)
     listeners: bool = attrs.field(init=False)
     load_manifest: Any = attrs.field(init=False)
-    # With only the built-in loaders registered, a skill.json goes straight to its
-    # loader: the pluggy call (and the SKILL.md loader declining it) is a tenth of it.
-    load_skill_json: Any = attrs.field(init=False)
     registered_level: int = logging.INFO
-    cache: LoadCache | None = None
 
     def __attrs_post_init__(self) -> None:
         self.availability = Availability(self.pm, self.settings)
         self.load_manifest = hooks(self.pm).load_manifest
-        self.load_skill_json = _direct_loader(self.pm, self.settings)
         self.validators = hooks(self.pm).implemented("ongrid_validate_skill")
         self.listeners = hooks(self.pm).implemented("ongrid_skill_registered")
 
@@ -117,29 +105,20 @@ def iter_manifests(
     root: str,
     names: frozenset[str],
     prune: frozenset[str] = frozenset(),
-    cache: LoadCache | None = None,
 ) -> Iterator[tuple[str, bool]]:
     """Yield ``(path, is_symlink)`` for claimed files under ``root``, in a stable order.
 
     Depth first; within a folder files come before sub-folders and both are
     sorted by name. Symlinked folders are not followed, folders in ``prune``
-    (other roots, already walked) are skipped. With a load ``cache``, a folder
-    whose ``lstat`` is unchanged since the last load is not read again: its
-    entries are the ones recorded then.
+    (other roots, already walked) are skipped.
     """
     stack: list[tuple[str, int]] = [(root, 0)]
     cut = 0  # folders with sub-folders at the depth limit: each subtree the walk leaves out
     while stack:
         folder, depth = stack.pop()
-        listing = None
-        if cache is not None:
-            listing, sig = cache.listing(folder)
+        listing = _list_folder(folder, names)
         if listing is None:
-            listing = _list_folder(folder, names)
-            if listing is None:
-                continue
-            if cache is not None:
-                cache.remember_listing(folder, sig, listing)
+            continue
         files, subdirs = listing
         prefix = folder if folder.endswith("/") else folder + "/"  # as os.path.join and scandir join
         for name, is_link in files:
@@ -163,16 +142,8 @@ _MORE_TOO_DEEP = "skill loader: %d more folders under %s nest deeper than %d fol
 
 
 def _list_folder(folder: str, names: frozenset[str]) -> Listing | None:
-    """The claimed files and the sub-folders to walk of ``folder``, sorted by name; None if unreadable.
-
-    Read in C where ``_speedups`` was built (:data:`_LIST`: the same listing, without a
-    ``DirEntry`` object per entry); the scan below lists what it leaves (an entry whose
-    type the file system does not say).
-    """
+    """The claimed files and the sub-folders to walk of ``folder``, sorted by name; None if unreadable."""
     try:
-        listed: Listing | None = _LIST(folder, names, SKIP_DIRS, SKIP_PREFIX) if _LIST is not None else None
-        if listed is not None:
-            return listed
         with os.scandir(folder) as it:
             entries = sorted(it, key=_BY_NAME)
     except OSError as exc:
@@ -247,7 +218,6 @@ def load(
     skip: frozenset[str] = frozenset(),
     *,
     announce: bool = True,
-    cache: LoadCache | bool | None = True,
 ) -> tuple[Snapshot, LoadReport]:
     """Walk every root, load every manifest, and build a registry snapshot.
 
@@ -255,63 +225,19 @@ def load(
     report. ``skip`` holds canonical folders not to read at all, as a root or
     inside one (the catalog's packs that drifted from ``skills.lock``).
     ``announce=False`` (a reload, whose changes the catalog logs) logs the
-    ``registered`` lines at DEBUG instead of INFO. The cyclic garbage
-    collector is paused during the walk: the parsed manifests are acyclic, and
-    collecting them over and over costs more than parsing them. What the walk
-    made then goes straight to the collector's oldest generation
-    (:func:`_keep_unscanned`), not through a scan of all of it at the first
-    allocation after the pause.
-
-    ``cache`` is the persistent load cache (:mod:`ongrid_plugins.loadcache`):
-    True opens the one of ``settings.cache_dir`` and writes it back at the end;
-    a :class:`~ongrid_plugins.loadcache.LoadCache` is used and left for the
-    caller to flush (the catalog adds its digests first); False or None loads
-    without one.
+    ``registered`` lines at DEBUG instead of INFO.
     """
-    own = cache is True
-    store = open_cache(pm, settings) if cache is True else cache or None
-    if store is not None:
-        store.record = skill_record
-    state = _Load(pm, settings, registered_level=logging.INFO if announce else logging.DEBUG, cache=store)
+    state = _Load(pm, settings, registered_level=logging.INFO if announce else logging.DEBUG)
     roots = resolve_roots(pm, settings, state.events)
     names = hooks(pm).manifest_names()
     reals = frozenset(r.real for r in roots) | skip
     roots = [r for r in roots if r.real not in skip]
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for root in roots:
-            for path, is_link in iter_manifests(root.real, names, reals - {root.real}, store):
-                _load_one(state, root, path, is_link)
-    finally:
-        if was_enabled:
-            _keep_unscanned()
-            gc.enable()
+    for root in roots:
+        for path, is_link in iter_manifests(root.real, names, reals - {root.real}):
+            _load_one(state, root, path, is_link)
     snapshot = state.builder.build()
-    # The schema verdicts this load found, hashed after it; its thread waits a moment
-    # before it starts, so it is started first: the load cache writer's start then
-    # does not wait for it to give up the GIL.
-    verdicts.settle_in_background()
-    if own and store is not None:
-        store.flush()
     report = LoadReport(len(snapshot.skills), state.events, [r.real for r in roots])
     return snapshot, report
-
-
-def _keep_unscanned() -> None:
-    """Move every object the cyclic collector tracks to its oldest generation, unscanned.
-
-    With the collector paused, everything a load allocated is still in the
-    youngest generation, so the first allocation after the pause would scan it
-    all (a tenth of a cold load of 10,000 manifests) only to promote it: a
-    snapshot lives until the next load. ``gc.freeze()`` then ``gc.unfreeze()``
-    moves the objects without looking at them; garbage among them is collected
-    by the next full collection, as it would be once promoted. Skipped when the
-    program keeps frozen objects of its own (``unfreeze`` would release them).
-    """
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
 
 
 def _load_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> None:
@@ -330,22 +256,8 @@ def _shown(walked: str, real: str) -> str:
     return walked if walked == real else f"{walked} (a symlink to {real})"
 
 
-def _direct_loader(pm: pluggy.PluginManager, settings: Settings) -> Any:
-    """The built-in skill.json loader when calling it is what the hook call would do, else None."""
-    impls = hooks(pm).implementations("ongrid_load_manifest")
-    builtin = {skill_json.__name__, skill_md.__name__}
-    if settings.trace_plugins or not any(impl.plugin is skill_json for impl in impls):
-        return None
-    if hooks(pm).monitored:
-        return None  # hook calls are monitored (tracing, HookRecorder): they must see every one
-    for impl in impls:
-        if getattr(impl.plugin, "__name__", "") not in builtin or impl.wrapper:
-            return None
-    return skill_json.ongrid_load_manifest
-
-
 def read_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> tuple[Any, ...]:
-    """What the loaders (or the load cache) make of one claimed file, nothing registered or logged.
+    """What the loaders make of one claimed file, nothing registered or logged.
 
     ``("s", skill)``, ``("p", path, parse error)``, ``("b", path, name, build
     error)`` or ``("-",)`` when no loader took it. A skill's notices are
@@ -353,32 +265,13 @@ def read_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> tuple[A
     """
     # A loader claims the file by the name the walk found, whatever a symlink's target is called.
     name = path[path.rfind("/") + 1 :]
-    cache = state.cache if not is_link and name == MANIFEST_NAME else None
-    sig = None
-    if cache is not None:
-        cached, sig = cache.lookup(path, root, skill_from_record)
-        if cached is not None:
-            if cached[0] == "s":
-                return cached
-            if cached[0] == "p":
-                return ("p", path, cached[1])
-            return ("b", path, cached[1], cached[2])
     try:
         if is_link:
             path = check_symlinked_manifest(path, root)
-        if state.load_skill_json is not None and name == MANIFEST_NAME:
-            skill = state.load_skill_json(path, root, state.settings, name)
-        else:
-            skill = state.load_manifest(path=path, root=root, settings=state.settings, manifest_name=name)
-    except ManifestParseError as exc:
-        if cache is not None and exc.path == path and not exc.message.startswith(_UNCACHED_ERRORS):
-            cache.store(path, root, sig, ("p", exc.message), "")
-        return ("p", exc.path, exc.message)
+        skill = state.load_manifest(path=path, root=root, settings=state.settings, manifest_name=name)
     except ManifestBuildError as exc:
-        if cache is not None and exc.path == path:
-            cache.store(path, root, sig, ("b", exc.name, exc.message), exc.entry)
         return ("b", exc.path, exc.name, exc.message)
-    except ManifestError as exc:
+    except ManifestError as exc:  # ManifestParseError included
         return ("p", exc.path, exc.message)
     except Exception as exc:  # a third-party loader crashed: contain it
         if state.settings.strict:
@@ -386,14 +279,8 @@ def read_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> tuple[A
         return ("p", path, f"loader raised {exc!r}")
     if skill is None:
         return ("-",)
-    if cache is not None and skill.path == path and skill.format == "skill.json" and skill.tools:
-        cache.store(path, root, sig, ("s", skill), skill.tools[0].entry_declared or None)
     _report_notices(state, skill)
     return ("s", skill)
-
-
-#: Parse errors that say something about the file's permissions or the machine, not its bytes.
-_UNCACHED_ERRORS = ("cannot open", "cannot read")
 
 
 def _report_notices(state: _Load, skill: Skill) -> None:

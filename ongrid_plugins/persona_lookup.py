@@ -10,7 +10,7 @@ the persona files' reader; it never imports the host.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from . import gate
 from .errors import ConfigError, UnknownPersona
@@ -20,7 +20,10 @@ if TYPE_CHECKING:
     from .gate.personas import PersonaCatalog
     from .settings import Settings
 
-__all__ = ["PersonaLookup"]
+__all__ = ["PersonaLike", "PersonaLookup"]
+
+PersonaLike: TypeAlias = str | Persona
+"""What every ``persona`` parameter of the host takes: a :class:`Persona`, a name or a file path."""
 
 
 class PersonaLookup:
@@ -35,7 +38,7 @@ class PersonaLookup:
         """Read the persona folders again on next use (a load calls this)."""
         self._catalog = None
 
-    def resolve(self, persona: str | Persona, settings: Settings) -> Persona:
+    def resolve(self, persona: PersonaLike, settings: Settings) -> Persona:
         """The persona ``persona`` names: itself, a built-in, a persona file by name or by path.
 
         :raises UnknownPersona: no persona has that name (there is no fallback); when a

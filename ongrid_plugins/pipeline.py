@@ -48,7 +48,8 @@ ticketed call), and calls each hook once through its typed method (:func:`~ongri
 
 Layering: the host stage. It may import the values, the schema checks, the gate, the
 executors' interface and the catalog's digests; the host reaches it, it never imports
-the host (the ``host`` parameter of each step is typed only).
+the host, not even for a type: the ``host`` parameter of each step is a
+:class:`~ongrid_plugins.hostlike.StepHost`, the members the steps read.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ from .schema.arguments import is_light
 if TYPE_CHECKING:
     from .executors import Executor
     from .gate.tickets import Ticket
-    from .host import PersonaLike, SkillHost
+    from .hostlike import StepHost
+    from .persona_lookup import PersonaLike
 
 __all__ = [
     "Attempt",
@@ -173,7 +175,7 @@ _UNDECIDED = Decision(Verdict.DENY, "the gate has not decided yet", "pipeline")
 # ---------------------------------------------------------------------- the steps
 
 
-def lookup(host: SkillHost, name: str, persona: PersonaLike) -> tuple[Tool, Persona]:
+def lookup(host: StepHost, name: str, persona: PersonaLike) -> tuple[Tool, Persona]:
     """The tool called ``name`` and the persona asking (raises for either unknown)."""
     return host.get(name), host.persona(persona)
 
@@ -186,7 +188,7 @@ _REQUEST_FIELDS = (
 
 
 def check_arguments(
-    host: SkillHost,
+    host: StepHost,
     tool: Tool,
     persona: Persona,
     args: object,
@@ -223,7 +225,7 @@ def check_arguments(
 _new_request: Callable[..., CallRequest] = fast_init(CallRequest, *_REQUEST_FIELDS)
 
 
-def decide(host: SkillHost, attempt: Attempt) -> None:
+def decide(host: StepHost, attempt: Attempt) -> None:
     """Ask the gate, then set the first refusal: unavailable, denied, invalid, unconfirmed."""
     request = attempt.request
     tool = request.tool
@@ -245,7 +247,7 @@ def decide(host: SkillHost, attempt: Attempt) -> None:
         attempt.status = Outcome.NEEDS_CONFIRMATION
 
 
-def before_call(host: SkillHost, attempt: Attempt) -> None:
+def before_call(host: StepHost, attempt: Attempt) -> None:
     """Tell the ``ongrid_before_call`` hooks; one that raises aborts the call (recorded)."""
     try:
         (host._hooks or hooks(host.pm)).before_call(request=attempt.request)
@@ -255,7 +257,7 @@ def before_call(host: SkillHost, attempt: Attempt) -> None:
         raise
 
 
-def request_ticket(host: SkillHost, attempt: Attempt) -> None:
+def request_ticket(host: StepHost, attempt: Attempt) -> None:
     """Open (or find) the two-person ticket for this call and refuse it with ``ApprovalRequired``.
 
     Runs after ``ongrid_before_call``, so a call the audit log refuses opens no ticket.
@@ -271,14 +273,14 @@ def request_ticket(host: SkillHost, attempt: Attempt) -> None:
     attempt.refusal = ApprovalRequired(request.tool.name, attempt.decision, ticket, ticket.next_step())
 
 
-def refuse(host: SkillHost, attempt: Attempt) -> None:
+def refuse(host: StepHost, attempt: Attempt) -> None:
     """Record a refused attempt with the ``ongrid_after_call`` hooks, then raise its refusal."""
     if attempt.refusal is not None:
         after_call(host, attempt.request, attempt.refused())
         raise attempt.refusal
 
 
-def choose_executor(host: SkillHost, attempt: Attempt) -> None:
+def choose_executor(host: StepHost, attempt: Attempt) -> None:
     """Ask the ``ongrid_executor`` hooks who runs the tool; nobody is ``SkillUnavailable``."""
     tool = attempt.request.tool
     executor: Executor | None = (host._hooks or hooks(host.pm)).executor(tool=tool, settings=host.settings)
@@ -289,7 +291,7 @@ def choose_executor(host: SkillHost, attempt: Attempt) -> None:
     attempt.executor = executor
 
 
-def claim_ticket(host: SkillHost, attempt: Attempt) -> None:
+def claim_ticket(host: StepHost, attempt: Attempt) -> None:
     """Spend the call's approved ticket, or refuse with why it does not cover this call."""
     request = attempt.request
     assert request.ticket is not None
@@ -310,7 +312,7 @@ def claim_ticket(host: SkillHost, attempt: Attempt) -> None:
     attempt.request = attrs.evolve(request, approvers=ticket.approvers)
 
 
-def after_call(host: SkillHost, request: CallRequest, result: CallResult) -> None:
+def after_call(host: StepHost, request: CallRequest, result: CallResult) -> None:
     """Tell the ``ongrid_after_call`` hooks (the audit log's end row); a failing hook is logged."""
     try:
         (host._hooks or hooks(host.pm)).after_call(request=request, result=result)
@@ -322,7 +324,7 @@ def after_call(host: SkillHost, request: CallRequest, result: CallResult) -> Non
 
 
 def begin(
-    host: SkillHost,
+    host: StepHost,
     name: str,
     args: object,
     persona: PersonaLike,
@@ -359,7 +361,7 @@ def begin(
 
 
 def call(
-    host: SkillHost,
+    host: StepHost,
     name: str,
     args: object,
     persona: PersonaLike,
@@ -381,7 +383,7 @@ def call(
 
 
 async def acall(
-    host: SkillHost,
+    host: StepHost,
     name: str,
     args: object,
     persona: PersonaLike,
@@ -406,14 +408,14 @@ async def acall(
     return _finish(host, attempt, result)
 
 
-async def _begin_in_thread(host: SkillHost, start: Callable[[], Attempt]) -> Attempt:
+async def _begin_in_thread(host: StepHost, start: Callable[[], Attempt]) -> Attempt:
     """``start()`` in a worker thread; cancelled meanwhile, the call is recorded as cancelled."""
     return await begin_in_thread(
         start, lambda attempt, why: after_call(host, attempt.request, attempt.crashed(why))
     )
 
 
-def _finish(host: SkillHost, attempt: Attempt, result: CallResult) -> CallResult:
+def _finish(host: StepHost, attempt: Attempt, result: CallResult) -> CallResult:
     request = attempt.request
     if result.decision is not attempt.decision or result.call_id != request.call_id:
         if type(result) is CallResult and type(attempt.executor).__dict__.get("_ongrid_fresh_results"):
@@ -436,7 +438,7 @@ _evolve: Callable[..., CallResult] = evolver(CallResult)
 # ---------------------------------------------------------------------- tickets
 
 
-def _open_ticket(host: SkillHost, request: CallRequest, decision: Decision) -> Ticket:
+def _open_ticket(host: StepHost, request: CallRequest, decision: Decision) -> Ticket:
     from .schema.redact import redact
 
     tool = request.tool
@@ -455,7 +457,7 @@ def _open_ticket(host: SkillHost, request: CallRequest, decision: Decision) -> T
     )
 
 
-def digest_now(host: SkillHost, tool: Tool) -> str:
+def digest_now(host: StepHost, tool: Tool) -> str:
     """The digest of ``tool``'s skill as its files are now (what a ticket is bound to)."""
     skill = host.registry.snapshot.skills.get(tool.skill)
     if skill is None or tool not in skill.tools:

@@ -24,8 +24,7 @@ named in a warning, so a slow start has a culprit.
 
 Nothing here runs at import time: :func:`get_plugin_manager` builds a fresh
 manager every time it is called. Hooks are called through the manager's typed
-facade (:attr:`PluginManager.hooks`, :mod:`ongrid_plugins.hooks`); ``call_hook`` and
-``call_each`` are re-exported from there.
+facade (:attr:`PluginManager.hooks`, :mod:`ongrid_plugins.hooks`).
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import PluginLoadError
-from .hooks import Hooks, call_each, call_hook, hooks
+from .hooks import Hooks, hooks
 from .packs import PACK_GROUP, PackRoots, dist_name_version
 from .settings import Settings
 from .stdio import stdout_to_stderr
@@ -64,8 +63,6 @@ __all__ = [
     "SLOW_IMPORT_SECONDS",
     "PluginInfo",
     "PluginManager",
-    "call_each",
-    "call_hook",
     "collect_native_tools",
     "get_plugin_manager",
 ]
@@ -169,6 +166,24 @@ class PluginManager(pluggy.PluginManager):
         self.failed_closed: list[PluginInfo] = []
         """The failed plugins that hold power (permission or approval hooks): the gate reads
         it on every call, so it is kept apart from ``plugin_infos``."""
+        self.hook_monitors = 0
+        """How many monitors (``add_hookcall_monitoring``, ``enable_tracing``) watch the hook
+        calls: while there is one, :mod:`ongrid_plugins.hooks` calls every hook through pluggy."""
+
+    def add_hookcall_monitoring(self, before: Any, after: Any) -> Callable[[], None]:
+        """pluggy's, counted in :attr:`hook_monitors` until its undo function is called."""
+        undo = super().add_hookcall_monitoring(before, after)
+        self.hook_monitors += 1
+        undone = False
+
+        def counted_undo() -> None:
+            nonlocal undone
+            undo()
+            if not undone:
+                undone = True
+                self.hook_monitors -= 1
+
+        return counted_undo
 
     @property
     def hooks(self) -> Hooks:

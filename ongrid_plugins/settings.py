@@ -14,7 +14,6 @@ variable                        meaning
 ``ONGRID_STDOUT_CAP``           bytes of stdout a skill may print (default 16 MiB)
 ``ONGRID_KILL_GRACE``           seconds between SIGTERM and SIGKILL (default 2)
 ``ONGRID_CACHE_DIR``            cache directory; ``off`` disables the cache
-``ONGRID_LOAD_CACHE``           ``0`` turns the load cache off (docs/catalog.md)
 ``ONGRID_STATE_DIR``            state directory (approvals, audit log)
 ``ONGRID_CONFIG_DIR``           configuration directory (personas)
 ``ONGRID_PERSONAS_DIRS``        persona folders searched before ``<config>/personas``, split on ``:,;``
@@ -291,8 +290,6 @@ def _loading_env(env: Mapping[str, str]) -> dict[str, Any]:
         raw = env["ONGRID_CACHE_DIR"].strip()
         off = raw.lower() in ("off", "none", "")
         values["cache_dir"] = None if off else _absolute_dir("ONGRID_CACHE_DIR", raw)
-    if env.get("ONGRID_LOAD_CACHE", "").strip():
-        values["load_cache"] = _flag("ONGRID_LOAD_CACHE", env["ONGRID_LOAD_CACHE"])
     if "ONGRID_PERSONAS_DIRS" in env:
         values["persona_dirs"] = split_dirs(env["ONGRID_PERSONAS_DIRS"])
     if "ONGRID_HOST_FILES_DIRS" in env:
@@ -368,9 +365,7 @@ class Settings:
     default_timeout: float = DEFAULT_TIMEOUT
     kill_grace: float = DEFAULT_KILL_GRACE
     cache_dir: str | None = attrs.field(factory=_user_cache_dir)
-    """Where verdict caches live; None disables caching."""
-    load_cache: bool = True
-    """Keep the persistent load cache in ``cache_dir`` (``ONGRID_LOAD_CACHE``; see docs/catalog.md)."""
+    """The cache folder (the CLI's memory of warnings already shown); None keeps none."""
     state_dir: str = attrs.field(factory=_user_state_dir)
     config_dir: str = attrs.field(factory=_user_config_dir)
     user_skills_dir: str = attrs.field(factory=_user_data_dir)

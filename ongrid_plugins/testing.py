@@ -331,8 +331,8 @@ class HookCall:
 class HookRecorder:
     """Records every hook call of a plugin manager: ``with HookRecorder(host.pm) as rec: ...``.
 
-    Hooks the host skips because nobody implements them (or, for the
-    permission hook, only the built-in rule) are not called, so not recorded.
+    Hooks the host skips because nobody implements them are not called, so not
+    recorded. The hooks that name each plugin's answer make one call while recorded.
     """
 
     def __init__(self, pm: pluggy.PluginManager) -> None:

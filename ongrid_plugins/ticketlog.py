@@ -8,6 +8,10 @@ and, on a server that keeps the tickets of other hosts (``POST /v1/approvals``,
 ``POST /v1/approvals/{id}/claim``), the request that opened a ticket
 (``needs_approval``), its spending (``claim``) and a refused spend
 (``ticket_refused``). Rows are written only while the ``audit`` plugin is enabled.
+
+Layering: the host stage, below the host: it may import the values and the gate; the host
+and the servers call it with a :class:`~ongrid_plugins.hostlike.TicketHost`, and it never
+imports the host, not even for a type.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from .models import Outcome
 
 if TYPE_CHECKING:
     from .gate.tickets import Ticket
-    from .host import SkillHost
+    from .hostlike import TicketHost
 
 __all__ = ["approve", "record", "refused_approval", "reject"]
 
@@ -30,7 +34,9 @@ logger = logging.getLogger("ongrid_plugins.audit")
 _NO_TICKET = frozenset({"unknown", "store"})
 
 
-def record(host: SkillHost, ticket: Ticket, outcome: Outcome, by: str, note: str = "", **fields: Any) -> None:
+def record(
+    host: TicketHost, ticket: Ticket, outcome: Outcome, by: str, note: str = "", **fields: Any
+) -> None:
     """Chain ``by``'s ``outcome`` on ``ticket`` in ``host``'s audit log (see
     :meth:`~ongrid_plugins.audit.AuditLog.record_ticket`); nothing when the log is disabled.
 
@@ -42,7 +48,7 @@ def record(host: SkillHost, ticket: Ticket, outcome: Outcome, by: str, note: str
 
 
 def approve(
-    host: SkillHost, ticket_id: str, *, approver: str, note: str = "", sop: str | None = None
+    host: TicketHost, ticket_id: str, *, approver: str, note: str = "", sop: str | None = None
 ) -> Ticket:
     """:meth:`SkillHost.approve`: the store's approval, and its row -- or the refusal's."""
     from .gate.approvals import verify_with_plugins
@@ -58,14 +64,14 @@ def approve(
     return ticket
 
 
-def reject(host: SkillHost, ticket_id: str, *, approver: str, note: str = "") -> Ticket:
+def reject(host: TicketHost, ticket_id: str, *, approver: str, note: str = "") -> Ticket:
     """:meth:`SkillHost.reject`: the store's rejection, and its row."""
     ticket = host.approvals.reject(ticket_id, approver=approver, note=note)
     record(host, ticket, Outcome.REJECTION, approver, note)
     return ticket
 
 
-def refused_approval(host: SkillHost, ticket_id: str, by: str, note: str, error: str) -> None:
+def refused_approval(host: TicketHost, ticket_id: str, by: str, note: str, error: str) -> None:
     """Chain ``by``'s refused attempt to approve ``ticket_id`` (``error``: why it was refused).
 
     Nothing for a ticket that does not exist. The refusal stands whatever happens here: a

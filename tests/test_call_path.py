@@ -1,6 +1,6 @@
-"""The fast call path keeps every behaviour of the slow one.
+"""The call path keeps every behaviour a call needs.
 
-Hooks called through ``plugins.call_hook`` answer as pluggy does (and tracing still sees
+The per-call hooks follow plugins added and removed, in pluggy's order (and tracing sees
 them); the executor's per-tool preparation follows reloads; the audit writer's kept
 connection follows a replaced database and chains batches exactly as row by row; a
 concurrent ``acall`` that spawns from a thread still kills and reaps a cancelled child.
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import pluggy
 import pytest
 
 from ongrid_plugins import SkillHost
@@ -27,137 +26,7 @@ from ongrid_plugins.audit.chain import GENESIS, SCHEMA, append, append_many, row
 from ongrid_plugins.audit.writer import Writer
 from ongrid_plugins.executors import _drivers
 from ongrid_plugins.executors.subprocess import ongrid_executor
-from ongrid_plugins.plugins import call_hook, enable_tracing
 from ongrid_plugins.testing import EventRecorder, assert_ok, isolated_settings, make_skill
-
-spec = pluggy.HookspecMarker("t")
-impl = pluggy.HookimplMarker("t")
-
-
-class Specs:
-    @spec
-    def each(self, value: int) -> list[int]:  # type: ignore[empty-body]
-        ...
-
-    @spec(firstresult=True)
-    def first(self, value: int) -> int | None:  # type: ignore[empty-body]
-        ...
-
-
-class Plain:
-    def __init__(self, name: str, answer: int | None, log: list[str]) -> None:
-        self.name, self.answer, self.log = name, answer, log
-
-    @impl
-    def each(self, value: int) -> int | None:
-        self.log.append(self.name)
-        return None if self.answer is None else self.answer + value
-
-    @impl
-    def first(self, value: int) -> int | None:
-        self.log.append(self.name)
-        return self.answer
-
-
-class Early(Plain):
-    @impl(tryfirst=True)
-    def each(self, value: int) -> int | None:
-        return super().each(value)
-
-
-class Wrapping:
-    def __init__(self, log: list[str]) -> None:
-        self.log = log
-
-    @impl(wrapper=True)
-    def each(self, value: int) -> Any:
-        self.log.append("wrapper in")
-        result = yield
-        self.log.append("wrapper out")
-        return [*result, 100]
-
-
-def manager(*plugins: object) -> pluggy.PluginManager:
-    pm = pluggy.PluginManager("t")
-    pm.add_hookspecs(Specs)
-    for plugin in plugins:
-        pm.register(plugin)
-    return pm
-
-
-def both(pm: pluggy.PluginManager, name: str, log: list[str], **kwargs: Any) -> tuple[Any, list[str]]:
-    """Call through pluggy and through call_hook; both must answer and call alike."""
-    log.clear()
-    expected = getattr(pm.hook, name)(**kwargs)
-    expected_log = list(log)
-    log.clear()
-    got = call_hook(pm, name, **kwargs)
-    assert (got, log) == (expected, expected_log)
-    return got, list(log)
-
-
-def test_call_hook_answers_in_pluggys_order_with_its_results() -> None:
-    log: list[str] = []
-    pm = manager(Plain("a", 1, log), Plain("b", None, log), Early("c", 10, log), Plain("d", 5, log))
-    assert both(pm, "each", log, value=1) == ([11, 6, 2], ["c", "d", "b", "a"])
-    assert both(pm, "first", log, value=0) == (5, ["d"])
-    assert both(manager(Plain("x", None, log)), "first", log, value=0) == (None, ["x"])
-    assert both(manager(), "each", log, value=0) == ([], [])
-
-
-def test_call_hook_leaves_wrappers_to_pluggy() -> None:
-    log: list[str] = []
-    pm = manager(Plain("a", 1, log), Wrapping(log))
-    assert both(pm, "each", log, value=1) == ([2, 100], ["wrapper in", "a", "wrapper out"])
-
-
-def test_call_hook_follows_plugins_registered_and_removed_after_its_first_call() -> None:
-    log: list[str] = []
-    pm = manager(Plain("a", 1, log))
-    assert both(pm, "each", log, value=1) == ([2], ["a"])  # the plan is made here
-    late = Plain("b", 10, log)
-    pm.register(late)
-    assert both(pm, "each", log, value=1) == ([11, 2], ["b", "a"])
-    pm.unregister(late)
-    pm.register(Early("c", 100, log))
-    assert both(pm, "each", log, value=1) == ([101, 2], ["c", "a"])
-    pm.register(Wrapping(log))  # now pluggy's to call
-    assert both(pm, "each", log, value=1) == ([101, 2, 100], ["wrapper in", "c", "a", "wrapper out"])
-    assert both(pm, "first", log, value=0) == (100, ["c"])  # another hook: its own plan
-
-
-@pytest.mark.filterwarnings("ignore:Argument.*cannot be found")  # pluggy's own warning, both ways
-def test_call_hook_leaves_a_wrong_argument_to_pluggy_and_fails_as_it_does() -> None:
-    log: list[str] = []
-    pm = manager(Plain("a", 1, log))
-    with pytest.raises(Exception) as direct:  # whatever pluggy raises
-        call_hook(pm, "each", other=1)
-    with pytest.raises(Exception) as plain:
-        pm.hook.each(other=1)
-    assert type(direct.value) is type(plain.value) and str(direct.value) == str(plain.value)
-    assert log == []
-
-
-def test_an_implementations_exception_comes_out_unchanged_and_once() -> None:
-    calls: list[int] = []
-
-    class Broken:
-        @impl
-        def each(self, value: int) -> None:
-            calls.append(value)
-            raise KeyError("inside the plugin")
-
-    with pytest.raises(KeyError, match="inside the plugin"):
-        call_hook(manager(Broken()), "each", value=3)
-    assert calls == [3]
-
-
-def test_a_traced_manager_still_traces_every_call(capsys: pytest.CaptureFixture[str]) -> None:
-    log: list[str] = []
-    pm = manager(Plain("a", 1, log))
-    enable_tracing(pm)
-    assert call_hook(pm, "each", value=1) == [2]
-    assert "each" in capsys.readouterr().err
 
 
 def test_the_host_traces_its_call_hooks_when_asked(
@@ -174,16 +43,15 @@ def test_the_host_traces_its_call_hooks_when_asked(
 def test_the_per_call_hooks_follow_plugins_added_and_removed_and_keep_pluggys_order(
     tmp_path: Path, root: Path
 ) -> None:
-    """Hooks.before_call / after_call / executor take a generated direct path: it must see
-    a plugin registered after the first call, call in pluggy's order, pass each
-    implementation only the arguments it names, stop a firstresult hook at the first
-    answer, and let an exception out unchanged."""
+    """Hooks.before_call / after_call / executor see a plugin registered after the first
+    call, call in pluggy's order, pass each implementation only the arguments it names,
+    stop a firstresult hook at the first answer, and let an exception out unchanged."""
     from ongrid_plugins.hooks import hooks
     from ongrid_plugins.hookspecs import hookimpl
 
     make_skill(root, "echo")
     host = SkillHost(isolated_settings(tmp_path, root))
-    assert_ok(host.call("echo"))  # the direct paths are made here
+    assert_ok(host.call("echo"))
     seen: list[tuple[str, object]] = []
 
     class Late:
@@ -244,7 +112,7 @@ def test_the_per_call_hooks_follow_plugins_added_and_removed_and_keep_pluggys_or
         def ongrid_executor(self, tool: Any) -> Any:
             return _Canned()
 
-    class Wrapper:  # a wrapper registered once the direct path exists: pluggy's to call
+    class Wrapper:  # a wrapper sees the executor's answer
         @hookimpl(wrapper=True)
         def ongrid_after_call(self, request: Any, result: Any) -> Any:
             seen.append(("wrapper", result.value))
@@ -276,7 +144,7 @@ def _request(host: SkillHost) -> Any:
 
 
 def test_the_per_call_hooks_go_through_pluggy_while_monitored(tmp_path: Path, root: Path) -> None:
-    """Monitoring switched on after the direct paths exist still sees every per-call hook."""
+    """Monitoring switched on after the first call sees every per-call hook, and stops when undone."""
     make_skill(root, "echo")
     host = SkillHost(isolated_settings(tmp_path, root))
     assert_ok(host.call("echo"))

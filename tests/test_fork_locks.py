@@ -1,8 +1,7 @@
 """A child forked while another thread holds one of the host's module locks does not hang.
 
-A host has threads of its own (the audit writer, the warm pool's refiller, the load
-cache's writer, the schema verdicts' settling thread, the remote results reader, the
-catalog watcher), and an embedding application has its own; a fork copies a lock in
+A host has threads of its own (the audit writer, the warm pool's refiller, the remote
+results reader, the catalog watcher), and an embedding application has its own; a fork copies a lock in
 whatever state it was, with no thread left in the child to release it.
 The attack: a thread holds the lock, the process forks, and the child takes the lock the
 way its next call would. Each lock is made anew in the child (``os.register_at_fork``).
@@ -29,8 +28,6 @@ from ongrid_plugins.audit.writer import Writer
 from ongrid_plugins.catalog import digest
 from ongrid_plugins.catalog.events import Hub
 from ongrid_plugins.executors.confine import cgroups, grants
-from ongrid_plugins.loadcache import cachefile
-from ongrid_plugins.schema import verdicts
 from ongrid_plugins.testing import make_skill
 
 
@@ -107,20 +104,11 @@ def test_an_audit_writers_lock_held_at_the_fork_does_not_hang_the_child(tmp_path
     assert writer._pending == [("parent-call", ([], None))]  # the parent's own state is untouched
 
 
-def test_the_load_caches_lock_held_at_the_fork_does_not_hang_the_child() -> None:
-    # the writer thread ("ongrid-load-cache") holds it as it records a finished write
-    assert _in_child_while_held(cachefile.lock, cachefile.wait_for_writes) == 0
-
-
-def test_the_schema_verdict_locks_held_at_the_fork_do_not_hang_the_child(tmp_path: Path) -> None:
-    cache = verdicts.VerdictCache(tmp_path / "cache")
-    assert _in_child_while_held(cache._lock, lambda: cache.add_content_later(b"domain", b"{}")) == 0
-    shared = tmp_path / "shared"
-    assert _in_child_while_held(verdicts._SHARED_LOCK, lambda: verdicts.verdict_cache(shared)) == 0
-
-
-def test_the_digest_memos_lock_held_at_the_fork_does_not_hang_the_child() -> None:
-    assert _in_child_while_held(digest._memo_lock, lambda: digest.remember({})) == 0
+def test_the_digest_memos_lock_held_at_the_fork_does_not_hang_the_child(tmp_path: Path) -> None:
+    entry = tmp_path / "run.sh"
+    entry.write_text("#!/bin/sh\n")
+    os.utime(entry, (1_000_000_000, 1_000_000_000))  # old enough to be memoised: the lock is taken
+    assert _in_child_while_held(digest._memo_lock, lambda: digest.file_sha256(str(entry))) == 0
 
 
 def test_the_catalog_hubs_lock_held_at_the_fork_does_not_hang_the_child() -> None:
@@ -194,16 +182,14 @@ def test_a_dropped_owner_is_forgotten() -> None:
 def test_a_child_forked_while_the_hosts_threads_hold_their_locks_reloads_and_calls(
     make_host: Any, root: Path
 ) -> None:
-    # A pre-fork server: load, call, then fork while the threads a load starts (the load
-    # cache's writer, the schema verdicts' settling) and the audit writer hold their locks.
+    # A pre-fork server: load, call, then fork while the digest memo's lock is held.
     make_skill(root, "echo", script="#!/bin/sh\necho '{\"ok\": 1}'\n")
     host = make_host(root)
     assert host.call("echo").ok
     # The parent's row is chained before the fork: its writer lingers, and a row it chained
     # after the child's would be the last one the child reads.
     assert host.audit.flush(5.0)
-    cache = verdicts.verdict_cache(host.settings.cache_dir)
-    held = [cachefile.lock, digest._memo_lock, verdicts._SHARED_LOCK, cache._lock]
+    held = [digest._memo_lock]
 
     def child() -> None:
         host.reload()

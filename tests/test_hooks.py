@@ -126,3 +126,74 @@ def test_tracing_sees_every_hook_of_the_specification(
     traced = capsys.readouterr().err
     assert [hook for hook in HOOKS if f"{hook} " not in traced and f"{hook}[" not in traced] == []
     assert "validate" in plugin.seen and "registered" in plugin.seen
+
+
+def test_the_manager_counts_its_monitors_until_each_is_undone() -> None:
+    pm = PluginManager()
+    assert pm.hook_monitors == 0 and not pm.hooks.monitored
+    undo = pm.add_hookcall_monitoring(lambda *a: None, lambda *a: None)
+    undo_tracing = pm.enable_tracing()
+    assert pm.hook_monitors == 2 and pm.hooks.monitored
+    undo_tracing()
+    undo_tracing()  # a second undo counts once
+    assert pm.hook_monitors == 1 and pm.hooks.monitored
+    undo()
+    assert pm.hook_monitors == 0 and not pm.hooks.monitored
+    plain = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    assert hooks(plain).monitored  # it does not count: every hook goes through pluggy
+
+
+class Unhashable:
+    """A plugin object pluggy cannot put in a set (``__eq__`` without ``__hash__``)."""
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @hookimpl
+    def ongrid_native_tools(self) -> dict[str, Any]:
+        return {"odd.one": lambda args, ctx: args}
+
+
+class Raising:
+    @hookimpl
+    def ongrid_native_tools(self) -> dict[str, Any]:
+        raise LookupError("from the plugin")
+
+
+class Listing:
+    @hookimpl
+    def ongrid_native_tools(self) -> dict[str, Any]:
+        return {"listing.one": lambda args, ctx: args}
+
+
+def _heard(pm: PluginManager, monitored: bool) -> tuple[list[tuple[str, str | None]], list[tuple[str, ...]]]:
+    seen: list[tuple[str, ...]] = []
+    if monitored:
+        pm.add_hookcall_monitoring(
+            lambda name, impls, kw: seen.append((name, *(i.plugin_name for i in impls))), lambda *a: None
+        )
+    answers = [(a.plugin, type(a.error).__name__ if a.error else None) for a in pm.hooks.native_tools()]
+    return answers, seen
+
+
+@pytest.mark.parametrize("monitored", [False, True])
+def test_each_plugin_is_heard_on_its_own_and_a_monitor_sees_each_call(monitored: bool) -> None:
+    pm = PluginManager()
+    pm.register(Names(), name="names")  # implements another hook only
+    pm.register(Listing(), name="listing")
+    pm.register(Raising(), name="raising")
+    answers, seen = _heard(pm, monitored)
+    assert answers == [("listing", None), ("raising", "LookupError")]
+    expected = [("ongrid_native_tools", "listing"), ("ongrid_native_tools", "raising")]
+    assert seen == (expected if monitored else [])
+
+
+def test_a_plugin_pluggy_cannot_hash_is_still_heard_on_its_own_while_monitored() -> None:
+    pm = PluginManager()
+    pm.register(Unhashable(), name="odd")
+    pm.register(Raising(), name="raising")
+    answers, seen = _heard(pm, True)
+    assert answers == [("odd", None), ("raising", "LookupError")]
+    assert seen == []  # pluggy cannot leave an unhashable plugin out: each is called directly

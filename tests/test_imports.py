@@ -1,8 +1,9 @@
 """The import graph has no cycle, and no stage imports a later one.
 
 Every import counts, lazy ones inside functions included (a lazy import hides a
-cycle from the interpreter, not from a reader); only ``if TYPE_CHECKING:`` blocks
-are left out. The stages are the pipeline read bottom up: a module may import its
+cycle from the interpreter, not from a reader); the cycle check counts the
+``if TYPE_CHECKING:`` imports too (:data:`TYPED_GRAPH`), the stage check leaves
+them out. The stages are the pipeline read bottom up: a module may import its
 own stage and earlier ones. The few upward imports there are stand in
 :data:`ALLOWED_UPWARD`, each with its reason.
 """
@@ -28,17 +29,17 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
             "_version echo errors callinputs begin_aside models hookspecs hooks sidetable identity"
             " frontmatter hints settings resolve _sqlite forksafe stdio userfiles",
         ),
-        ("schemas", "schema safeschema export_gemini archive packs.headers packs.archive scaffold"),
-        ("discovery", "discovery roots loaders packs plugins builtin_tools"),
+        ("schemas", "schema export_gemini packs.headers packs.archive scaffold"),
+        ("discovery", "discovery loaders packs plugins builtin_tools"),
         (
             "catalog",
-            "loader loadcache availability instructions catalog validate"
-            " sources install packs.sources packs.install packs.pipconsent packs.consent packs.trusted",
+            "loader availability instructions catalog validate packs.sources packs.install"
+            " packs.pipconsent packs.consent packs.trusted",
         ),
-        ("gate", "gate personas approvals"),
+        ("gate", "gate"),
         ("audit", "audit"),
         ("execution", "executors statedir"),
-        ("host", "pipeline persona_lookup host testing ticketlog"),
+        ("host", "pipeline persona_lookup host hostlike testing ticketlog"),
         ("surfaces", "<root> __main__ cli commands dispatch export server remote"),
     )
 )
@@ -66,16 +67,20 @@ def _modules(package: Path) -> dict[str, Path]:
     return found
 
 
-def _imports(module: str, path: Path, known: Iterable[str]) -> set[str]:
-    """The package modules ``module`` imports, lazy imports included, TYPE_CHECKING blocks not."""
+def _imports(module: str, path: Path, known: Iterable[str], type_only: bool = False) -> set[str]:
+    """The package modules ``module`` imports, lazy ones included; TYPE_CHECKING ones if ``type_only``."""
     known = set(known)
     tree = ast.parse(path.read_text(), str(path))
-    typing_only = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for inner in ast.walk(node)
-    }
+    typing_only = (
+        set()
+        if type_only
+        else {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for inner in ast.walk(node)
+        }
+    )
     base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     root = module.split(".")[0]
     targets: set[str] = set()
@@ -95,10 +100,10 @@ def _imports(module: str, path: Path, known: Iterable[str]) -> set[str]:
     return {target for target in targets if target in known and target != module}
 
 
-def import_graph(package: Path) -> dict[str, set[str]]:
-    """Module -> the package modules it imports."""
+def import_graph(package: Path, type_only: bool = False) -> dict[str, set[str]]:
+    """Module -> the package modules it imports (with ``type_only``, under TYPE_CHECKING too)."""
     modules = _modules(package)
-    return {module: _imports(module, path, modules) for module, path in modules.items()}
+    return {module: _imports(module, path, modules, type_only) for module, path in modules.items()}
 
 
 def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
@@ -169,10 +174,43 @@ def upward_imports(graph: Mapping[str, set[str]]) -> list[str]:
 
 
 GRAPH = import_graph(PACKAGE)
+#: The graph with the imports made for type checking only: a circle through them is one too.
+TYPED_GRAPH = import_graph(PACKAGE, type_only=True)
 
 
 def test_the_package_has_no_import_cycle() -> None:
     assert cycles(GRAPH) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="circles through type-only imports left to other branches of issue 35: "
+    "audit.log <-> audit.transaction; host <-> pipeline <-> dispatch <-> export <-> ticketlog; "
+    "executors._drivers <-> _fast <-> _process",
+)
+def test_the_package_has_no_import_cycle_type_only_imports_included() -> None:
+    assert cycles(TYPED_GRAPH) == []
+
+
+def test_the_packs_and_plugins_circle_is_gone_type_only_imports_included() -> None:
+    assert not any(
+        m.startswith(("ongrid_plugins.packs", "ongrid_plugins.plugins"))
+        for c in cycles(TYPED_GRAPH)
+        for m in c
+    )
+
+
+def test_the_cycle_check_counts_a_type_only_import(tmp_path: Path) -> None:
+    package = _write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a.py": "from . import b\n",
+            "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import x\n",
+        },
+    )
+    assert cycles(import_graph(package)) == []
+    assert cycles(import_graph(package, type_only=True)) == [["ongrid_plugins.a", "ongrid_plugins.b"]]
 
 
 def test_every_module_belongs_to_a_stage() -> None:
@@ -332,6 +370,38 @@ def test_the_circles_the_layout_issue_named_are_gone(module: str) -> None:
     assert not any(module in component for component in cycles(GRAPH))
 
 
+@pytest.mark.parametrize(
+    "module",
+    [
+        "ongrid_plugins.host",
+        "ongrid_plugins.pipeline",
+        "ongrid_plugins.dispatch",
+        "ongrid_plugins.export",
+        "ongrid_plugins.ticketlog",
+    ],
+)
+def test_the_host_stage_is_in_no_circle_type_only_imports_included(module: str) -> None:
+    """Issue 35 item 5: the steps, dispatch, export and ticketlog name what they read of a
+    host by a protocol of their own, so not even a type annotation imports the host back."""
+    circles = cycles(import_graph(PACKAGE, type_only=True))
+    assert [c for c in circles if module in c] == []
+
+
+def test_the_checker_counts_a_type_only_import_when_asked(tmp_path: Path) -> None:
+    package = _write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "host.py": "from .pipeline import step\n",
+            "pipeline.py": "import typing\nif typing.TYPE_CHECKING:\n    from .host import Host\n",
+        },
+    )
+    assert cycles(import_graph(package)) == []
+    assert cycles(import_graph(package, type_only=True)) == [
+        ["ongrid_plugins.host", "ongrid_plugins.pipeline"]
+    ]
+
+
 def test_the_architecture_page_names_every_stage_module_and_hook() -> None:
     import re
 
@@ -351,22 +421,11 @@ def test_the_architecture_page_names_every_stage_module_and_hook() -> None:
 DOCUMENTED_PATHS = (
     ("ongrid_plugins.gate", "decide", "ongrid_plugins.gate.decision"),
     ("ongrid_plugins.gate", "class_rule", "ongrid_plugins.gate.decision"),
-    ("ongrid_plugins.personas", "read_persona", "ongrid_plugins.gate.personas"),
-    ("ongrid_plugins.personas", "PersonaCatalog", "ongrid_plugins.gate.personas"),
-    ("ongrid_plugins.approvals", "Ticket", "ongrid_plugins.gate.tickets"),
-    ("ongrid_plugins.approvals", "Approval", "ongrid_plugins.gate.tickets"),
-    ("ongrid_plugins.approvals", "ApprovalStore", "ongrid_plugins.gate.approvals"),
     ("ongrid_plugins.audit", "AuditLog", "ongrid_plugins.audit.log"),
     ("ongrid_plugins.audit", "AuditEntry", "ongrid_plugins.audit.entries"),
     ("ongrid_plugins.audit", "row_hash", "ongrid_plugins.audit.chain"),
     ("ongrid_plugins.packs", "PackRoots", "ongrid_plugins.packs.pack_roots"),
     ("ongrid_plugins.packs", "read_marker", "ongrid_plugins.packs.pack_roots"),
-    ("ongrid_plugins.install", "install_pack", "ongrid_plugins.packs.install"),
-    ("ongrid_plugins.install", "uninstall_pack", "ongrid_plugins.packs.install"),
-    ("ongrid_plugins.sources", "validate_sources", "ongrid_plugins.packs.sources"),
-    ("ongrid_plugins.archive", "UnsafeArchive", "ongrid_plugins.packs.archive"),
-    ("ongrid_plugins.roots", "open_beneath", "ongrid_plugins.discovery.roots"),
-    ("ongrid_plugins.roots", "check_entry", "ongrid_plugins.discovery.roots"),
 )
 
 
@@ -380,13 +439,7 @@ def test_a_documented_import_path_still_gives_the_same_object(path: str, name: s
 @pytest.mark.parametrize(
     ("module", "homes"),
     [
-        ("ongrid_plugins.personas", ("ongrid_plugins.gate.personas",)),
-        ("ongrid_plugins.approvals", ("ongrid_plugins.gate.approvals", "ongrid_plugins.gate.tickets")),
         ("ongrid_plugins.packs", ("ongrid_plugins.packs.pack_roots",)),
-        ("ongrid_plugins.install", ("ongrid_plugins.packs.install",)),
-        ("ongrid_plugins.sources", ("ongrid_plugins.packs.sources",)),
-        ("ongrid_plugins.archive", ("ongrid_plugins.packs.archive",)),
-        ("ongrid_plugins.roots", ("ongrid_plugins.discovery.roots",)),
     ],
 )
 def test_a_documented_path_module_re_exports_every_public_name_of_its_homes(

@@ -419,28 +419,17 @@ def test_a_build_line_keeps_the_specification_form_for_a_usable_name(
     assert line.startswith('skill loader: build "bad_path": ')
 
 
-# ---------------------------------------------------------------- the compiled listing
+# ---------------------------------------------------------------- the folder listing
 
 
-def listing_both_ways(folder: Path) -> tuple[object, object]:
-    """``_list_folder`` of ``folder`` with the compiled listing and with the Python scan."""
+def listing(folder: Path) -> object:
+    """``_list_folder`` of ``folder``: its claimed files and the sub-folders to walk."""
     from ongrid_plugins import loader
 
-    names = frozenset({"skill.json", "SKILL.md"})
-    saved = loader._LIST
-    try:
-        compiled = loader._list_folder(str(folder), names)
-        loader._LIST = None
-        python = loader._list_folder(str(folder), names)
-    finally:
-        loader._LIST = saved
-    return compiled, python
+    return loader._list_folder(str(folder), frozenset({"skill.json", "SKILL.md"}))
 
 
-def test_the_compiled_listing_lists_what_the_python_scan_lists(tmp_path: Path) -> None:
-    from ongrid_plugins import loader
-
-    assert loader._LIST is not None, "the compiled helpers were not built"
+def test_a_folder_lists_its_claimed_files_and_the_folders_to_walk_by_name(tmp_path: Path) -> None:
     folder = tmp_path / "root"
     folder.mkdir()
     (folder / "skill.json").write_text("{}")
@@ -451,9 +440,7 @@ def test_the_compiled_listing_lists_what_the_python_scan_lists(tmp_path: Path) -
     (folder / "plain.txt").write_text("")
     os.mkfifo(folder / "fifo")
     os.mkdir(folder / b"\xff-not-utf8".decode(errors="surrogateescape"))
-    compiled, python = listing_both_ways(folder)
-    assert compiled == python
-    assert compiled == (
+    assert listing(folder) == (
         (("SKILL.md", True), ("skill.json", False)),
         (".hidden", "Z", "a", "b", "x.ongrid-", "é", "\udcff-not-utf8"),
     )
@@ -466,8 +453,7 @@ def test_a_claimed_name_that_is_a_folder_or_a_fifo_is_listed_flagged_and_a_folde
     a folder is a folder of the tree too, walked recursively as the specification says."""
     (tmp_path / "skill.json").mkdir()
     os.mkfifo(tmp_path / "SKILL.md")
-    compiled, python = listing_both_ways(tmp_path)
-    assert compiled == python == ((("SKILL.md", True), ("skill.json", True)), ("skill.json",))
+    assert listing(tmp_path) == ((("SKILL.md", True), ("skill.json", True)), ("skill.json",))
 
 
 def test_an_unreadable_or_missing_folder_is_skipped_with_the_same_warning(
@@ -475,19 +461,17 @@ def test_an_unreadable_or_missing_folder_is_skipped_with_the_same_warning(
 ) -> None:
     missing = tmp_path / "gone"
     with caplog.at_level(logging.WARNING, logger="ongrid_plugins.loader"):
-        compiled, python = listing_both_ways(missing)
-    assert compiled is None and python is None
+        assert listing(missing) is None
     lines = [r.getMessage() for r in caplog.records]
-    assert lines == [f"skill loader: cannot read {missing}: No such file or directory"] * 2
+    assert lines == [f"skill loader: cannot read {missing}: No such file or directory"]
 
 
 def test_a_folder_of_many_entries_is_listed_in_name_order(tmp_path: Path) -> None:
     for i in range(300):
         (tmp_path / f"d{(i * 7919) % 300:03d}").mkdir()
         (tmp_path / f"f{i}").write_text("")
-    compiled, python = listing_both_ways(tmp_path)
-    assert compiled == python
-    assert compiled is not None and list(compiled[1]) == sorted(f"d{i:03d}" for i in range(300))
+    listed = listing(tmp_path)
+    assert isinstance(listed, tuple) and list(listed[1]) == sorted(f"d{i:03d}" for i in range(300))
 
 
 def test_names_given_as_a_set_are_walked_as_a_frozenset_is(tmp_path: Path) -> None:
@@ -503,14 +487,9 @@ def test_a_folder_path_with_a_nul_is_refused_not_cut_short_at_it(tmp_path: Path)
     (tmp_path / "real" / "skill.json").write_text("{}")
     from ongrid_plugins import loader
 
-    # C would read the path up to the NUL: the folder "real", which the path does not name.
-    for listing in (loader._LIST, None):
-        saved, loader._LIST = loader._LIST, listing
-        try:
-            with pytest.raises(ValueError, match="null"):
-                loader._list_folder(f"{tmp_path}/real\0/elsewhere", frozenset({"skill.json"}))
-        finally:
-            loader._LIST = saved
+    # never read up to the NUL: the folder "real", which the path does not name
+    with pytest.raises(ValueError, match="null"):
+        loader._list_folder(f"{tmp_path}/real\0/elsewhere", frozenset({"skill.json"}))
 
 
 # ---------------------------------------------------------------------- echoed values in the log lines

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from ongrid_plugins import loader
 from ongrid_plugins.loader import load_dirs
 from ongrid_plugins.testing import make_skill
 
@@ -34,14 +33,9 @@ def _special_root(tmp_path: Path) -> Path:
 
 
 @pytest.mark.timeout(HANG)
-@pytest.mark.parametrize("compiled", [True, False], ids=["c-listing", "python-listing"])
 def test_a_fifo_or_folder_named_like_a_manifest_is_logged_and_the_folder_still_walked(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, compiled: bool
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    if compiled:
-        assert loader._LIST is not None, "the compiled helpers were not built"
-    else:
-        monkeypatch.setattr(loader, "_LIST", None)
     root = _special_root(tmp_path)
     with caplog.at_level(logging.INFO, logger="ongrid_plugins.loader"):
         skills = load_dirs([str(root)])

@@ -6,9 +6,9 @@ import re
 import sqlite3
 from pathlib import Path
 
-from ongrid_plugins.approvals import STATUSES, TicketStatus
 from ongrid_plugins.audit import OUTCOMES
 from ongrid_plugins.audit.chain import COLUMNS, SCHEMA, append, row_hash
+from ongrid_plugins.gate.tickets import STATUSES, TicketStatus
 from ongrid_plugins.models import CallResult, Outcome, canonical_json
 
 PACKAGE = Path(__file__).resolve().parent.parent / "ongrid_plugins"

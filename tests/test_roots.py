@@ -14,8 +14,15 @@ from typing import Any
 
 import pytest
 
+from ongrid_plugins.discovery.roots import (
+    EntryRefusal,
+    check_entry,
+    escapes,
+    is_within,
+    open_beneath,
+    resolve_file,
+)
 from ongrid_plugins.models import SkillRoot
-from ongrid_plugins.roots import EntryRefusal, check_entry, escapes, is_within, open_beneath, resolve_file
 from ongrid_plugins.testing import make_skill
 
 

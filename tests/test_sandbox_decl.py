@@ -20,8 +20,8 @@ from clirun import run
 from jsonschema import Draft202012Validator
 
 from ongrid_plugins import Settings, SkillHost
+from ongrid_plugins.discovery.roots import builtin_skills_dir
 from ongrid_plugins.models import Problem, SandboxDecl, SandboxLimits
-from ongrid_plugins.roots import builtin_skills_dir
 from ongrid_plugins.scaffold import scaffold
 from ongrid_plugins.settings import MAX_SANDBOX_LIMITS
 from ongrid_plugins.testing import make_skill, make_skill_md

@@ -6,11 +6,9 @@ compare random (often broken) schemas and defaults against jsonschema itself.
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import re
-import stat
 import subprocess
 import sys
 import time
@@ -22,12 +20,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from ongrid_plugins.schema import check, defaults, verdicts
+from ongrid_plugins.schema import check, defaults
 from ongrid_plugins.schema.check import FastVerdict, check_schema, fast_verdict
 from ongrid_plugins.schema.defaults import check_defaults
 from ongrid_plugins.schema.safe.validator import _validator_class
 from ongrid_plugins.schema.subschemas import MAX_DEPTH, _nodes_with_default
-from ongrid_plugins.schema.verdicts import VerdictCache
 
 REPO = Path(__file__).resolve().parent.parent
 FORMATS = Draft202012Validator.FORMAT_CHECKER
@@ -728,155 +725,6 @@ def test_check_defaults_agrees_with_jsonschema(node: dict[str, Any], default: ob
     assert (not mine) is expected, mine
 
 
-# ------------------------------------------------------------------------ verdict cache
-
-DEFERRING = {"$ref": "#/$defs/a", "$defs": {"a": {"type": "string"}}}
-
-
-@pytest.fixture
-def uri_asserted(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make $ref defer (as when rfc3987 is installed), so plain schemas reach the cache."""
-    monkeypatch.setitem(FORMATS.checkers, "uri-reference", (lambda value: True, ValueError))
-    assert fast_verdict(DEFERRING) is FastVerdict.DEFER
-
-
-def forbid_jsonschema(monkeypatch: pytest.MonkeyPatch) -> None:
-    def boom(*args: object, **kwargs: object) -> None:
-        raise AssertionError("jsonschema consulted")
-
-    monkeypatch.setattr(Draft202012Validator, "check_schema", boom)
-
-
-KEY = bytes(range(16))
-
-
-def test_cache_persists_across_instances(tmp_path: Path) -> None:
-    directory = tmp_path / "new" / "cache"
-    first = VerdictCache(directory)
-    assert KEY not in first
-    first.flush()
-    assert not directory.exists()  # nothing added, nothing written
-    first.add(KEY)
-    assert KEY in first
-    first.flush()
-    assert stat.S_IMODE(directory.stat().st_mode) == 0o700
-    assert stat.S_IMODE((directory / verdicts.CACHE_FILENAME).stat().st_mode) == 0o600
-    second = VerdictCache(directory)
-    assert KEY in second
-    assert len(second) == 1
-    other = bytes(16)
-    second.add(other)
-    second.flush()
-    third = VerdictCache(directory)
-    assert KEY in third
-    assert other in third
-
-
-def test_in_memory_cache(tmp_path: Path) -> None:
-    cache = VerdictCache(None)
-    cache.add(KEY)
-    cache.flush()
-    assert KEY in cache
-    assert cache.path is None
-    with pytest.raises(ValueError):
-        cache.add(b"short")
-
-
-def test_flush_merges_what_another_process_wrote(tmp_path: Path) -> None:
-    mine, theirs = VerdictCache(tmp_path), VerdictCache(tmp_path)
-    assert KEY not in mine  # loaded (empty) before the other writer
-    theirs.add(bytes(16))
-    theirs.flush()
-    mine.add(KEY)
-    mine.flush()
-    fresh = VerdictCache(tmp_path)
-    assert KEY in fresh
-    assert bytes(16) in fresh
-
-
-@pytest.mark.parametrize("content", [b"garbage", b"ongrid-verdict-1" + b"x" * 7, b""])
-def test_corrupt_cache_file_is_an_empty_cache(
-    tmp_path: Path, content: bytes, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.DEBUG, logger=verdicts.__name__)
-    (tmp_path / verdicts.CACHE_FILENAME).write_bytes(content)
-    os.chmod(tmp_path / verdicts.CACHE_FILENAME, 0o600)
-    cache = VerdictCache(tmp_path)
-    assert KEY not in cache
-    assert "corrupt" in caplog.text
-    cache.add(KEY)
-    cache.flush()
-    assert KEY in VerdictCache(tmp_path)
-
-
-def test_unsafe_cache_file_is_ignored(tmp_path: Path) -> None:
-    cache = VerdictCache(tmp_path)
-    cache.add(KEY)
-    cache.flush()
-    os.chmod(tmp_path / verdicts.CACHE_FILENAME, 0o666)  # anyone could plant a verdict
-    assert KEY not in VerdictCache(tmp_path)
-
-
-def test_unwritable_directory_is_tolerated(tmp_path: Path) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("not a directory")
-    cache = VerdictCache(blocker / "cache")
-    assert KEY not in cache
-    cache.add(KEY)
-    cache.flush()  # logged at DEBUG, not raised
-    assert KEY in cache
-
-
-@pytest.mark.usefixtures("uri_asserted")
-def test_cache_hit_avoids_jsonschema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    first = VerdictCache(tmp_path)
-    assert check_schema(DEFERRING, cache=first) is None
-    first.flush()
-    forbid_jsonschema(monkeypatch)
-    assert check_schema(DEFERRING, cache=VerdictCache(tmp_path)) is None
-    reordered = {"$defs": {"a": {"type": "string"}}, "$ref": "#/$defs/a"}  # canonical JSON
-    assert check_schema(reordered, cache=VerdictCache(tmp_path)) is None
-    # the patch is effective: without the cache jsonschema is consulted (and "fails")
-    assert "jsonschema consulted" in (check_schema(DEFERRING) or "")
-
-
-@pytest.mark.usefixtures("uri_asserted")
-@pytest.mark.parametrize("change", ["module", "environment"])
-def test_version_tag_change_invalidates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
-    first = VerdictCache(tmp_path)
-    assert check_schema(DEFERRING, cache=first) is None
-    first.flush()
-    if change == "module":
-        monkeypatch.setattr(verdicts, "CACHE_VERSION", verdicts.CACHE_VERSION + 1)
-    else:  # e.g. another jsonschema version
-        monkeypatch.setattr(verdicts, "_environment_fingerprint", lambda: "jsonschema=99")
-    forbid_jsonschema(monkeypatch)
-    assert "jsonschema consulted" in (check_schema(DEFERRING, cache=VerdictCache(tmp_path)) or "")
-
-
-def test_fingerprint_names_jsonschema_version() -> None:
-    fingerprint = verdicts._environment_fingerprint()
-    assert fingerprint is not None
-    from importlib import metadata
-
-    assert f"jsonschema={metadata.version('jsonschema')}@" in fingerprint
-
-
-@pytest.mark.usefixtures("uri_asserted")
-def test_only_valid_plain_json_verdicts_are_cached(tmp_path: Path) -> None:
-    cache = VerdictCache(tmp_path)
-    assert check_schema({"$ref": 5}, cache=cache) is not None  # invalid: not cached
-    assert check_schema({"$ref": "#", 1: "x"}, cache=cache) is None  # valid, not plain JSON
-    assert check_schema({"$ref": "#", "enum": (1,)}, cache=cache) is not None
-    assert len(cache) == 0
-    assert check_schema(DEFERRING, cache=cache) is None
-    assert len(cache) == 1
-
-
-def test_verdict_cache_is_shared_per_directory(tmp_path: Path) -> None:
-    assert verdicts.verdict_cache(tmp_path) is verdicts.verdict_cache(str(tmp_path) + "/.")
-
-
 # ------------------------------------------------------------------------ hostile input
 
 
@@ -984,7 +832,6 @@ def test_cyclic_and_deep_values_outside_schema_positions() -> None:
 def test_non_json_values_match_jsonschema(schema: object) -> None:
     assert (check_schema(schema) is None) is jsonschema_accepts(schema)
     assert isinstance(check_defaults(schema), list)
-    assert (check_schema(schema, cache=VerdictCache(None)) is None) is jsonschema_accepts(schema)
 
 
 def test_hostile_keys_do_not_raise() -> None:
@@ -1019,27 +866,18 @@ def test_jsonschema_exceptions_are_reported_not_raised() -> None:
 
 
 def test_the_exit_flush_never_recreates_a_folder_the_embedder_removed(tmp_path: Path) -> None:
-    """A host over a temporary folder, removed before exit: the verdicts are not written back into it."""
+    """A host over a temporary folder, removed before exit: nothing is written back into it."""
     work = tmp_path / "work"
     script = f"""
 import shutil
 from ongrid_plugins import SkillHost
-from ongrid_plugins.loadcache import wait_for_writes
 from ongrid_plugins.testing import isolated_settings, make_skill
 schema = {{"type": "object", "properties": {{"n": {{"type": "integer"}}}}}}
 make_skill({str(work / "skills")!r}, "greet", args_schema=schema)
 host = SkillHost(isolated_settings({str(work)!r}, {str(work / "skills")!r}))
 host.load()
-wait_for_writes()
 shutil.rmtree({str(work)!r})
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert not work.exists(), sorted(str(p) for p in work.rglob("*"))
-
-
-def test_the_exit_flush_still_writes_into_a_cache_folder_whose_parent_exists(tmp_path: Path) -> None:
-    cache = VerdictCache(tmp_path / "cache")
-    cache.add(b"k" * 16)
-    cache.flush_at_exit()
-    assert (tmp_path / "cache" / "schema-verdicts-v1.bin").is_file()

@@ -344,47 +344,6 @@ def test_a_repeated_key_is_found_wherever_it_is(raw: bytes, message: str) -> Non
     assert raised.value.message.startswith(message)
 
 
-def test_the_manifest_parser_answers_as_the_json_decoder_it_wraps() -> None:
-    # parse_manifest calls the decoder's C scanner itself (the decoder's two Python
-    # wrappers written out): every text must parse, or fail with the same words.
-    import random
-
-    from ongrid_plugins.loaders import skill_json_parse as parse
-
-    rng = random.Random(14)
-    parts = [
-        "{",
-        "}",
-        "[",
-        "]",
-        '"a"',
-        ":",
-        ",",
-        " ",
-        "\n",
-        "1",
-        "-",
-        ".5",
-        "e",
-        "true",
-        "nul",
-        "NaN",
-        '"x',
-        '""',
-    ]
-    parts.append('{"a": 1, "a": 2}')
-
-    def read(decode: Any, text: str) -> tuple[str, object]:
-        try:
-            return "ok", decode(text)
-        except ValueError as exc:
-            return type(exc).__name__, str(exc)
-
-    for _ in range(3000):
-        text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 10)))
-        assert read(parse._decode, text) == read(parse._DECODER.decode, text), text
-
-
 @pytest.mark.parametrize(
     ("raw", "where"),
     [
@@ -539,29 +498,25 @@ def test_entry_that_is_not_executable_is_refused_with_the_fix(make_host: Any, ro
     assert error == f"entry {(folder / 'run.sh').resolve()} is not executable"
 
 
-# ---------------------------------------------------------------- the verdict cache
-
-
-def _explode(*_args: Any, **_kwargs: Any) -> Any:
-    raise AssertionError("schema checked again")
-
+# ---------------------------------------------------------------- every load checks again
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "default": 3}}}
 
 
-def test_unchanged_manifest_skips_the_schema_check_in_a_new_host(
+def test_every_load_checks_the_schema_again(
     make_host: Any, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ongrid_plugins.schema import check, defaults, verdicts
+    from ongrid_plugins.schema import check
 
-    make_skill(root, "cached", schema=SCHEMA)
-    first = load(make_host, root).get("cached")
-    verdicts.verdict_cache(make_host(root).settings.cache_dir).flush()
-    monkeypatch.setattr(check, "check_schema", _explode)
-    monkeypatch.setattr(check, "check_schema_finding_defaults", _explode)
-    monkeypatch.setattr(defaults, "check_defaults", _explode)
-    second = load(make_host, root).get("cached")
-    assert second.schema == first.schema == SCHEMA
+    make_skill(root, "checked", schema=SCHEMA)
+    host = make_host(root)
+    host.load()
+    calls: list[object] = []
+    real = check.check_schema_finding_defaults
+    monkeypatch.setattr(check, "check_schema_finding_defaults", lambda s: calls.append(s) or real(s))
+    host.reload()
+    host.reload()
+    assert calls == [SCHEMA, SCHEMA]
 
 
 def test_a_changed_manifest_is_checked_again(make_host: Any, root: Path) -> None:
@@ -573,37 +528,12 @@ def test_a_changed_manifest_is_checked_again(make_host: Any, root: Path) -> None
     assert "does not validate" in error
 
 
-def test_a_rejected_manifest_is_never_cached(make_host: Any, root: Path, tmp_path: Path) -> None:
-    from ongrid_plugins.schema import verdicts
-
-    make_skill(root, "broken", schema={"type": "object", "properties": {"n": {"type": "nope"}}})
-    for _ in range(2):
-        assert "not a valid JSON Schema" in build_errors(load(make_host, root))[0]
-    cache = verdicts.verdict_cache(make_host(root).settings.cache_dir)
-    assert len(cache) == 0
-
-
-def test_duplicate_keys_are_still_refused_when_a_clean_twin_was_cached(make_host: Any, root: Path) -> None:
+def test_duplicate_keys_are_refused_after_a_clean_twin_loaded(make_host: Any, root: Path) -> None:
     make_skill(root, "twin", raw='{"name": "twin", "description": "d", "entry": "run.sh"}')
     assert load(make_host, root).report.registered == 1
     make_skill(root, "twin", raw='{"name": "twin", "description": "d", "entry": "run.sh", "name": "x"}')
     [event] = load(make_host, root).report.errors
     assert 'duplicate key "name"' in event.message
-
-
-def test_no_cache_dir_means_no_cache(make_host: Any, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ongrid_plugins.schema import check
-
-    make_skill(root, "nocache", schema=SCHEMA)
-    host = make_host(root, cache_dir=None)
-    host.load()
-    calls: list[object] = []
-    real = check.check_schema_finding_defaults
-    monkeypatch.setattr(
-        check, "check_schema_finding_defaults", lambda s, cache=None: calls.append(s) or real(s)
-    )
-    host.reload()
-    assert calls == [SCHEMA]
 
 
 # The loader skips the RE2/$ref and defaults walks when the manifest's text cannot
@@ -671,21 +601,36 @@ def test_a_keyword_spelled_with_an_escape_is_still_checked(
     assert message in error
 
 
-def test_an_empty_verdict_cache_hashes_nothing_and_a_load_leaves_its_verdicts_for_the_next(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from ongrid_plugins.schema import verdicts
+# ---------------------------------------------------------------- one home for the field rules
 
-    raw = b'{"name": "n", "description": "d", "entry": "run.sh"}'
-    cache = verdicts.VerdictCache(tmp_path)
-    real = verdicts.content_key
-    monkeypatch.setattr(verdicts, "content_key", _explode)
-    assert not cache.knows_content(b"skill.json", raw)  # no file: "no" without a hash
-    cache.add_content_later(b"skill.json", raw)
-    monkeypatch.setattr(verdicts, "content_key", real)
-    cache.settle_in_background()
-    cache.flush()  # waits for the settling thread, then writes
-    again = verdicts.VerdictCache(tmp_path)
-    assert again.knows_content(b"skill.json", raw)
-    assert not again.knows_content(b"skill.json", raw + b" ")
-    assert real(b"skill.json", raw) in again
+FIELD_SAMPLES = [
+    ({"name": "a" * 64}, True),
+    ({"name": "a" * 65}, False),
+    ({"name": "Bad-Name"}, False),
+    ({"name": "ok\n"}, False),
+    ({"timeout_seconds": 86400}, True),
+    ({"timeout_seconds": 86401}, False),
+    ({"timeout_seconds": -1}, False),
+    ({"class": ""}, True),
+    ({"class": "dangerous"}, True),
+    ({"class": "Safe"}, False),
+    ({"env_allow": ["PATH", "_X1"]}, True),
+    ({"env_allow": ["1X"]}, False),
+    ({"env_allow": ["A-B"]}, False),
+    ({"unknown_field": 1}, True),
+]
+
+
+@pytest.mark.parametrize(("fields", "loads"), FIELD_SAMPLES, ids=[repr(f)[:40] for f, _ in FIELD_SAMPLES])
+def test_the_published_schema_and_the_loader_agree_on_each_field_rule(
+    make_host: Any, root: Path, fields: dict[str, Any], loads: bool
+) -> None:
+    from ongrid_plugins.loaders.skill_json import SCHEMA_FILE
+    from ongrid_plugins.schema.safe import safe_validator
+
+    # RE2, as ECMA-262: "$" is the end of the text (Python's re also matches before a final "\n")
+    schema = safe_validator(json.loads(Path(SCHEMA_FILE).read_text()))
+    manifest = {"name": "probe", "description": "d", "entry": "run.sh", **fields}
+    assert schema.is_valid(manifest) is loads
+    make_skill(root, "probe", manifest=manifest)
+    assert (load(make_host, root).report.registered == 1) is loads

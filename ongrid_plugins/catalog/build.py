@@ -22,10 +22,8 @@ from .. import loader
 from ..discovery.registry import Snapshot, spelling
 from ..echo import printable
 from ..errors import ConfigError
-from ..loadcache import open_cache
 from ..models import LoadEvent, LoadReport, Skill
 from ..packs.pipconsent import vet
-from . import digest as _digest
 from .capabilities import PackCapabilities, growth, tool_capabilities
 from .digest import partial_warning, relative_to, skill_digest
 from .lock import consent_key, consent_problem, installed_folders, read_lock, unlocked_message, verify_pack
@@ -56,12 +54,7 @@ def load_catalog(
     roots = vet(pm, settings)  # pip packs without a consent are not roots
     for folder, (pack, caps) in (roots.grants if roots is not None else {}).items():
         grants[folder] = (pack, PackCapabilities.from_dict(caps))
-    cache = open_cache(pm, settings)
-    if cache is not None:
-        _digest.remember(cache.digests)
-    snapshot, report = loader.load(
-        pm, settings, frozenset(skip), announce=previous is None, cache=cache if cache is not None else False
-    )
+    snapshot, report = loader.load(pm, settings, frozenset(skip), announce=previous is None)
     skills: dict[str, Skill] = {}
     events = list(drift_events) + list(report.events)
     shared = {id(s) for s in previous.skills.values()} if previous is not None else set()
@@ -71,9 +64,6 @@ def load_catalog(
             warning = digested.warnings[-1]
             logger.warning('catalog: skill "%s": %s', name, warning.message)
             events.append(LoadEvent(skill.path, "warning", warning.message, name))
-    if cache is not None:
-        cache.digests = _digest.remembered(skills.values())
-        cache.flush()
     if grants:
         events += withhold_grown(skills, grants)
     if previous is not None:

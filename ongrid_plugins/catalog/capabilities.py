@@ -208,6 +208,6 @@ def folder_capabilities(
 
     folder = os.path.abspath(folder)
     alone = attrs.evolve(settings, skill_dirs=(folder,), include_defaults=False, load_entry_points=False)
-    snapshot, _report = loader.load(pm, alone, announce=False, cache=False)
+    snapshot, _report = loader.load(pm, alone, announce=False)
     real = os.path.realpath(folder)
     return PackCapabilities.of_tools(snapshot.tools.values(), real, plugins)

@@ -34,8 +34,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import attrs
 
@@ -107,7 +106,7 @@ class SkillDigest:
 
 _memo: dict[tuple[str, int, int, int, int, int], str] = {}
 _memo_lock = threading.Lock()
-renew_after_fork(sys.modules[__name__], "_memo_lock")  # the load cache's writer thread takes it
+renew_after_fork(sys.modules[__name__], "_memo_lock")  # any thread that hashes takes it
 
 
 def _key(path: str, st: os.stat_result) -> tuple[str, int, int, int, int, int]:
@@ -161,31 +160,6 @@ def _hash_fd(fd: int, path: str, st: os.stat_result | None = None) -> tuple[str,
                 _memo.clear()
             _memo[key] = digest
     return digest, st
-
-
-def remember(hashes: dict[tuple[Any, ...], str]) -> None:
-    """Add hashes memoised by an earlier process (the load cache's) to this one's memo."""
-    with _memo_lock:
-        if len(_memo) + len(hashes) >= _MEMO_LIMIT:
-            _memo.clear()
-        _memo.update(hashes)
-
-
-def remembered(skills: Iterable[Skill]) -> dict[tuple[Any, ...], str]:
-    """The memo's hashes of these skills' files (manifest, entries, a SKILL.md folder's files)."""
-    files: set[str] = set()
-    folders: set[str] = set()
-    for skill in skills:
-        files.add(skill.path)
-        files.update(tool.entry for tool in skill.tools if tool.entry)
-        if skill.format == "SKILL.md":
-            folders.add(os.path.dirname(skill.path))
-    with _memo_lock:
-        return {
-            key: value
-            for key, value in _memo.items()
-            if key[0] in files or (folders and os.path.dirname(key[0]) in folders)
-        }
 
 
 def file_record(path: str, relative: str) -> DigestFile:

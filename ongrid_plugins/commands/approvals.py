@@ -20,6 +20,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from .argtypes import Subcommands
 from .output import print_field, print_table, printable
 
 #: Kept in step with ``approvals.STATUSES`` by a test; importing ``approvals``
@@ -42,7 +43,7 @@ def _remote_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-file", metavar="FILE", help="with --server: read the bearer token from FILE")
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``approvals`` sub-command and its ``list``, ``show``, ``approve`` and ``reject``."""
     p = sub.add_parser("approvals", help="two-person approval tickets: list, show, approve, reject")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -13,12 +13,34 @@ from __future__ import annotations
 import argparse
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TextIO
+from typing import Any, Protocol, TextIO
 
 from ..echo import echo, printable
 from ..errors import ConfigError
 
-__all__ = ["MAX_COUNT", "count", "limit", "non_empty", "output_file", "port", "row_number", "seconds"]
+__all__ = [
+    "MAX_COUNT",
+    "Subcommands",
+    "count",
+    "limit",
+    "non_empty",
+    "output_file",
+    "port",
+    "row_number",
+    "seconds",
+]
+
+
+class Subcommands(Protocol):
+    """What ``ArgumentParser.add_subparsers()`` returns, as each command's ``register`` uses it.
+
+    argparse documents the method, not the class of what it returns (``_SubParsersAction``).
+    """
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """A sub-command's parser, registered under ``name``."""
+        ...
+
 
 #: The largest row number or count: SQLite's largest integer (2**63 - 1).
 MAX_COUNT = 2**63 - 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import sys
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..audit import OUTCOMES
 from ..errors import UnknownAuditRow
-from .argtypes import MAX_COUNT, count, non_empty, output_file, row_number
+from .argtypes import MAX_COUNT, Subcommands, count, non_empty, output_file, row_number
 from .output import print_field, print_table, printable
 
 if TYPE_CHECKING:
@@ -20,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``audit`` sub-command: ``list``, ``show``, ``tail``, ``export``, ``head`` and ``verify``."""
     p = sub.add_parser("audit", help="the audit log: list, show, tail, export, head, verify")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)

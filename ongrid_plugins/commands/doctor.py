@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import TYPE_CHECKING, Any
+
+from .argtypes import Subcommands
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``doctor`` sub-command."""
     p = sub.add_parser(
         "doctor",

@@ -6,14 +6,13 @@ OpenAI Chat Completions, OpenAI Responses, Anthropic, MCP and Gemini (see
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import TYPE_CHECKING
 
 from ..errors import StrictSchemaError
 from ..export import FORMATS
-from .argtypes import non_empty, output_file
+from .argtypes import Subcommands, non_empty, output_file
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``export`` sub-command."""
     p = sub.add_parser("export", help="print the tools a persona may call as model-API tool definitions")
     p.add_argument(

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 from typing import TYPE_CHECKING
 
-from .argtypes import count
+from .argtypes import Subcommands, count
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -14,7 +13,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``mcp`` sub-command."""
     p = sub.add_parser(
         "mcp", help="serve the tools a persona may call over MCP (stdio); needs the [mcp] extra"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import shlex
 from typing import TYPE_CHECKING
 
 from ..hints import local_path, pack_install
 from ..scaffold import FORMATS, LANGS, scaffold
+from .argtypes import Subcommands
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``new`` sub-command."""
     p = sub.add_parser(
         "new",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..echo import echo
 from ..packs import PackInfo, installed_packs
+from .argtypes import Subcommands
 from .output import print_table, printable
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``install``, ``uninstall`` and ``installed`` sub-commands."""
     p = sub.add_parser(
         "install",

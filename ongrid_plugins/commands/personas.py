@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
 from ..models import Persona, Tool, Verdict
+from .argtypes import Subcommands
 from .output import print_table
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ __all__ = ["NEEDS", "register", "tool_needs"]
 NEEDS = {verdict: verdict.needs for verdict in Verdict}
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``personas`` sub-command."""
     p = sub.add_parser(
         "personas",

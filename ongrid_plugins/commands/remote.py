@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from .argtypes import Subcommands
 from .output import print_json, print_table
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ __all__ = ["register"]
 _EXTRA = "pip install 'ongrid-plugins[celery]'"
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``worker`` and ``workers`` sub-commands."""
     p = sub.add_parser(
         "worker", help="run calls sent by hosts over a Redis broker (Celery); needs the [celery] extra"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import TYPE_CHECKING
 
+from .argtypes import Subcommands
 from .output import print_table
 
 if TYPE_CHECKING:
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``resolve`` sub-command."""
     p = sub.add_parser(
         "resolve",

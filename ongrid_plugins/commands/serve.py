@@ -8,7 +8,6 @@ file, so that no request reaches a skill without a token.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ipaddress
 import logging
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from ..server.tokens import TokenStore, add_token, hash_token, list_tokens, new_token, revoke_token
 from . import UsageError
-from .argtypes import limit, non_empty, port, seconds
+from .argtypes import Subcommands, limit, non_empty, port, seconds
 from .output import print_json, print_table
 
 if TYPE_CHECKING:
@@ -39,7 +38,7 @@ _LIMITS: tuple[tuple[str, Any, Any, str, str], ...] = (
 )
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``serve`` sub-command."""
     p = sub.add_parser("serve", help="serve the REST API (/v1/skills) over HTTP; needs the [server] extra")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")

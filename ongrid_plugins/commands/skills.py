@@ -12,6 +12,7 @@ from ..gate import needs
 from ..models import CallResult, Event, Tool
 from ..remote.plugin import where
 from . import listing
+from .argtypes import Subcommands
 from .callargs import read_args
 from .output import colour, first_line, print_field, print_json, print_table, printable
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``list``, ``show`` and ``run`` sub-commands."""
     p = sub.add_parser("list", help="list the registered tools")
     p.add_argument("--json", action="store_true", help="print JSON")

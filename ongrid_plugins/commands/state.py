@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING
+
+from .argtypes import Subcommands
 
 if TYPE_CHECKING:
     from ..cli import Context
@@ -11,7 +12,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``state`` sub-command and its ``init``."""
     p = sub.add_parser("state", help="the state folder (approval tickets, audit log): share it with a group")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -11,7 +11,6 @@ Every consent, refusal and policy change is a row of the audit log.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -19,6 +18,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from .argtypes import Subcommands
 from .output import printable
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["asker", "audit_trust", "inspect_if_pack", "register"]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``inspect``, ``trust`` and ``sign`` sub-commands."""
     p = sub.add_parser(
         "inspect", help="what an installed or pip pack may do, who signed it, what was consented"

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .argtypes import non_empty
+from .argtypes import Subcommands, non_empty
 from .output import print_json, printable
 
 if TYPE_CHECKING:
@@ -16,7 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subcommands) -> None:
     """Add the ``validate`` sub-command."""
     p = sub.add_parser(
         "validate",

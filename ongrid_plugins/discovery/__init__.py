@@ -13,8 +13,6 @@ The first stage after the schemas, in the order a load meets it:
 
 The format loaders (``loaders/``), the pip packs (``packs/``) and the plugin manager sit
 at the same stage; the walk that drives them is ``ongrid_plugins.loader`` (the catalog's).
-``ongrid_plugins.roots`` is the documented import path of :mod:`.roots` and only
-re-exports it.
 
 This ``__init__`` imports nothing. What it may import: the standard library, ``attrs``
 and the core values (``models``, ``errors``, ``hookspecs``, ``settings``); never the

@@ -116,10 +116,7 @@ def decide(pm: pluggy.PluginManager, tool: Tool, persona: Persona, request: Call
             f"ONGRID_DISABLE_PLUGINS={info.name}"
         )
         return Decision(Verdict.DENY, reason, info.name)
-    calls = hooks(pm)
-    if calls.only("ongrid_check_permission", ongrid_check_permission):
-        return floor  # only the built-in rule votes, and it is the floor already
-    votes = calls.check_permission(tool=tool, persona=persona, request=request)
+    votes = hooks(pm).check_permission(tool=tool, persona=persona, request=request)
     return Decision.strictest([floor, *(_checked(v) for v in votes if v is not None)])
 
 
@@ -149,5 +146,5 @@ def _checked(vote: object) -> Decision:
 
 @hookimpl
 def ongrid_check_permission(tool: Tool, persona: Persona) -> Decision:
-    """The built-in class x persona-mode rule."""
-    return class_rule(tool, persona)
+    """The built-in class x persona-mode rule (remembered per tool and persona rules, as the floor is)."""
+    return _cached_rule(tool, persona)

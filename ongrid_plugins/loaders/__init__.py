@@ -4,8 +4,7 @@ Each is a built-in plugin implementing ``ongrid_manifest_names`` and
 ``ongrid_load_manifest``, called by the walk in ``ongrid_plugins.loader``:
 
 - :mod:`.skill_json` reads ``skill.json`` subprocess manifests, field by field as the
-  specification says (:mod:`.skill_json_parse` the strict JSON reading,
-  :mod:`.skill_json_record` what a load remembers for the load cache, :mod:`._fields`
+  specification says (:mod:`.skill_json_parse` the strict JSON reading, :mod:`._fields`
   the shared field rules, :mod:`._sandbox` the ``sandbox`` declaration);
 - :mod:`.skill_md` reads ``SKILL.md`` front matter in the Agent Skills, Claude Code and
   openclaw dialects (:mod:`.skill_md_meta` the metadata, :mod:`.skill_md_tools` the

@@ -5,39 +5,34 @@ careful operator expects (types, sizes, encodings, variable names, a schema
 that really is a JSON Schema). Problems are collected, not raised one by one,
 so a manifest with three mistakes gets one log line naming all three.
 
-Reading the bytes into a dict is :mod:`.skill_json_parse`; the skill's one
-constructor and its plain record for the load cache are
-:mod:`.skill_json_record`. Their public names are re-exported here.
+Reading the bytes into a dict is :mod:`.skill_json_parse`; its public names are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import difflib
-import functools
 import json
 import os
 import re
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..discovery.roots import check_entry, resolve_file
 from ..echo import printable
 from ..errors import ManifestBuildError
 from ..hookspecs import hookimpl
-from ..models import Problem, SandboxDecl, Skill, SkillRoot, ToolClass
-from ..models.base import compiled
+from ..models import Problem, SandboxDecl, Skill, SkillRoot, Tool, ToolClass
 from ..schema import check as schema_check
 from ..schema import defaults as schema_defaults
-from ..schema import safe, verdicts
+from ..schema import safe
 from ._fields import Fields
 from ._fields import show as _show
 from ._sandbox import read_sandbox
 from .skill_json_parse import MANIFEST_NAME, MAX_MANIFEST_BYTES, parse_manifest, read_manifest
 from .skill_json_parse import got as _got
 from .skill_json_parse import read_bounded as _read_bounded
-from .skill_json_record import CLASSES, RecordedTool, SkillRecord, skill_from_record, skill_record
-from .skill_json_record import make_skill as _make_skill
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -46,35 +41,32 @@ __all__ = [
     "CLASSES",
     "MANIFEST_NAME",
     "MAX_MANIFEST_BYTES",
-    "RecordedTool",
-    "SkillRecord",
     "build_skill",
     "parse_manifest",
     "read_manifest",
-    "skill_from_record",
-    "skill_record",
 ]
 
-MAX_NAME_LENGTH = 64
-MAX_TIMEOUT = 24 * 60 * 60
-NAME_RE = re.compile(r"[a-z0-9_]+")
-ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: The published schema of a manifest (``ongrid_plugins/schemas/skill.schema.json``): the
+#: one home of every field rule a schema can say (names, types, patterns, bounds, the
+#: classes). The checks below read their limits from it and word each error themselves;
+#: what no schema can say (the entry on disk, a visible description, a valid argument
+#: schema, distinct ``env_allow`` names) is code only.
+SCHEMA_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "schemas", "skill.schema.json")
+with open(SCHEMA_FILE, "rb") as _file:
+    _FIELDS: dict[str, Any] = json.load(_file)["properties"]
+
+MAX_NAME_LENGTH: int = _FIELDS["name"]["maxLength"]
+MAX_TIMEOUT: int = _FIELDS["timeout_seconds"]["maximum"]
+#: The schema's anchored patterns, matched with ``fullmatch`` (shown without the anchors).
+NAME_RE = re.compile(_FIELDS["name"]["pattern"].strip("^$"))
+ENV_NAME_RE = re.compile(_FIELDS["env_allow"]["items"]["pattern"].strip("^$"))
 #: The most distinct names ``env_allow`` may list: far more than a skill reads, and a
 #: bound on what one manifest makes every call copy from the host's environment.
 MAX_ENV_ALLOW = 1024
-KNOWN_FIELDS = (
-    "name",
-    "description",
-    "schema",
-    "entry",
-    "env_allow",
-    "timeout_seconds",
-    "class",
-    "category",
-    "sandbox",
-    "$schema",
-)
+KNOWN_FIELDS = tuple(_FIELDS)
 _KNOWN_SET = frozenset(KNOWN_FIELDS)
+#: The schema's ``class`` values; ``""`` (as a missing class) is ``safe``.
+CLASSES = {value: ToolClass(value or "safe") for value in _FIELDS["class"]["enum"]}
 
 
 _MISSING: Any = object()
@@ -130,29 +122,16 @@ def build_skill(
     path: str,
     root: SkillRoot,
     settings: Settings | None = None,
-    *,
-    schema_verified: bool = False,
-    raw: bytes | None = None,
 ) -> Skill:
     """Check every field of a parsed manifest and build the skill.
 
     Raises :class:`ManifestBuildError` listing every error; warnings (unknown
-    fields) are kept on the skill. ``schema_verified`` skips re-checking a
-    schema (and its defaults) already found valid in these exact bytes.
-    ``raw``, the bytes ``data`` was parsed from, lets checks that look for
-    keywords the text does not hold be skipped. A manifest whose fields are all plain
-    (``_PLAIN``, compiled) has only its schema and entry checked in Python
-    (:func:`_build_plain`): the same skill, or the same error.
+    fields) are kept on the skill.
     """
-    plain = _PLAIN(data) if _PLAIN is not None else None
-    if plain is not None:
-        built = _build_plain(plain, data, path, root, settings, schema_verified, raw)
-        if built is not None:
-            return built
     check = _Checker(path, data)
     name = _check_name(check)
     description = check.string("description", required=True)
-    schema = _check_schema(check, settings, schema_verified, raw)
+    schema = _check_schema(check)
     entry = _check_entry(check, root)
     env_allow = _check_env_allow(check)
     timeout = _check_timeout(check, settings)
@@ -162,45 +141,15 @@ def build_skill(
     extra = _check_unknown(check)
     if check.problems:
         _refuse(check, name)
-    return _make_skill(
-        path, root, name, description, schema, tool_class, category, timeout, entry, data["entry"],
-        env_allow, extra, sandbox, check.problems,
+    tool = Tool(
+        name=name, description=description, schema=schema, tool_class=tool_class, skill=name, source=path,
+        kind="subprocess", category=category, timeout=timeout, entry=entry, entry_declared=data["entry"],
+        cwd=path.rpartition("/")[0], root=root.real, env_allow=env_allow, provenance=root.label, extra=extra,
+        sandbox=sandbox,
     )  # fmt: skip
-
-
-def _build_plain(
-    plain: tuple[Any, ...],
-    data: dict[str, Any],
-    path: str,
-    root: SkillRoot,
-    settings: Settings | None,
-    verified: bool,
-    raw: bytes | None,
-) -> Skill | None:
-    """:func:`build_skill` of a manifest whose other fields ``_PLAIN`` found plain: its schema
-    and its entry checked as there. None when the entry is refused, a symlink (which
-    ``_resolve_entry`` follows) included: :func:`build_skill`'s Python checks then word
-    what is wrong, or follow the link.
-
-    The entry is looked at first, so a refused schema is checked once: its error is the
-    manifest's only one, and raised here as there.
-    """
-    name, description, declared, env_allow, timeout, tool_class, category = plain
-    entry = f"{path.rpartition('/')[0]}/{declared}"  # as _check_entry and _resolve_entry make it
-    try:
-        st = os.lstat(entry)
-    except (OSError, ValueError):
-        return None
-    if check_entry(entry, st, root) is not None:  # a symlink too: its lstat is no regular file
-        return None
-    check = _Checker(path, data)
-    schema = _check_schema(check, settings, verified, raw)
-    if check.problems:
-        _refuse(check, name)
-    default = settings.default_timeout if settings is not None else 30.0
-    return _make_skill(
-        path, root, name, description, schema, tool_class, category, float(timeout) if timeout else default,
-        entry, declared, env_allow, {}, None, check.problems,
+    return Skill(
+        name=name, description=description, format=MANIFEST_NAME, path=path, root=root, tools=(tool,),
+        category=category, warnings=check.problems, extra=extra,
     )  # fmt: skip
 
 
@@ -210,32 +159,7 @@ def _refuse(check: _Checker, name: object) -> None:
     if errors:
         shown = name if isinstance(name, str) else ""
         message = "; ".join(p.message for p in errors)
-        raise ManifestBuildError(check.path, shown, message, check.problems, entry=_verdict_entry(check.data))
-
-
-def _compiled_fields() -> Callable[[dict[str, Any]], tuple[Any, ...] | None] | None:
-    """``_speedups.manifest_fields``: :func:`build_skill`'s field checks (all but the schema
-    and the entry's file) in C, for a manifest whose fields are plain; None where the
-    extension was not built. ``tests/test_manifest_fields_c.py`` holds it to the Python checks."""
-    maker = compiled("manifest_fields")
-    if maker is None:
-        return None
-    fields: Callable[[dict[str, Any]], tuple[Any, ...] | None] = maker(
-        (_KNOWN_SET, CLASSES, MAX_NAME_LENGTH, MAX_TIMEOUT, MAX_ENV_ALLOW)
-    )
-    return fields
-
-
-_PLAIN = _compiled_fields()
-"""The compiled field checks, or None (tests set it to None to run the Python checks alone)."""
-
-
-def _verdict_entry(data: dict[str, Any]) -> str | None:
-    """The one file besides the manifest a verdict rests on (see ``ManifestBuildError.entry``)."""
-    if "sandbox" in data:  # declared paths are resolved: their symlinks count too
-        return None
-    declared = data.get("entry")
-    return declared if isinstance(declared, str) and declared.strip() else ""
+        raise ManifestBuildError(check.path, shown, message, check.problems)
 
 
 def _check_name(check: _Checker) -> str:
@@ -245,57 +169,14 @@ def _check_name(check: _Checker) -> str:
     if not NAME_RE.fullmatch(name):
         suggestion = re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_")
         hint = f'use lower_snake, e.g. "{suggestion}"' if suggestion else "use lower_snake"
-        check.error("name", "bad_name", f'"name" must match [a-z0-9_]+ (got {_show(name)})', hint)
+        check.error("name", "bad_name", f'"name" must match {NAME_RE.pattern} (got {_show(name)})', hint)
     elif len(name) > MAX_NAME_LENGTH:
         message = f'"name" is {len(name)} characters; model APIs accept at most {MAX_NAME_LENGTH}'
         check.error("name", "name_too_long", message)
     return name
 
 
-def _may_need_safe_checks(raw: bytes | None) -> bool:
-    """False only when the JSON text ``raw`` holds nothing the RE2 and ``$ref`` checks look at.
-
-    They report a ``"pattern"`` keyword with a string value, a ``"patternProperties"``
-    key and the ``"$schema"``, ``"$ref"`` and ``"$dynamicRef"`` keywords: a property
-    merely named ``pattern`` (an object value) needs no walk. A key is in the text as
-    written unless a character of it is a ``\\u`` escape: text with an escape, or no
-    text, may hold anything. (One-byte searches first: they are ``memchr``, several
-    times faster than a two-byte one.)
-    """
-    if raw is None or _may_escape(raw) or (b"$" in raw and b'"$' in raw):
-        return True
-    if b'"pattern' not in raw:
-        return False
-    if b'"patternProperties"' in raw:
-        return True
-    # Each "pattern" key in turn (a search of the whole text for the keyword and its
-    # value, as one regular expression, costs ten times what these byte searches do).
-    at = raw.find(b'"pattern"')
-    while at >= 0:
-        if _STRING_VALUE.match(raw, at + 9) is not None:
-            return True
-        at = raw.find(b'"pattern"', at + 1)
-    return False
-
-
-#: What follows a key whose value is a string: ``:`` and ``"``, with JSON whitespace
-#: (space, tab, CR and LF) around the colon.
-_STRING_VALUE = re.compile(rb'[ \t\r\n]*:[ \t\r\n]*"')
-
-
-def _may_hold_default(raw: bytes | None) -> bool:
-    """False only when no object key of the JSON text ``raw`` is ``"default"`` (see above)."""
-    return raw is None or b'"default"' in raw or _may_escape(raw)
-
-
-def _may_escape(raw: bytes) -> bool:
-    """Does the JSON text hold a ``\\u`` escape (a key spelled with one may be any key)?"""
-    return b"\\" in raw and b"\\u" in raw
-
-
-def _check_schema(
-    check: _Checker, settings: Settings | None, verified: bool = False, raw: bytes | None = None
-) -> Mapping[str, Any]:
+def _check_schema(check: _Checker) -> Mapping[str, Any]:
     if "schema" not in check.data:
         return empty_schema()
     schema = check.data["schema"]
@@ -310,21 +191,17 @@ def _check_schema(
             "schema", "schema_not_object", message, 'arguments are a JSON object: use "type": "object"'
         )
         return empty_schema()
-    if verified:
-        return schema if "type" in schema else {"type": "object", **schema}
-    problem, with_default = schema_check.check_schema_finding_defaults(schema, cache=_verdicts(settings))
+    problem, with_default = schema_check.check_schema_finding_defaults(schema)
     if problem is not None:
         check.error("schema", "invalid_schema", f'"schema" is not a valid JSON Schema: {problem}')
         return empty_schema()
-    # The RE2 and $ref checks look at "pattern", "patternProperties", "$schema",
-    # "$ref" and "$dynamicRef" only; the defaults check at "default" only.
-    unsafe = safe.schema_problems(schema) if _may_need_safe_checks(raw) else []
+    unsafe = safe.schema_problems(schema)
     for pointer, message in unsafe:
         check.error("schema" + pointer, "unsafe_schema", f'"schema{pointer}": {message}')
     if unsafe:
         return empty_schema()
     if with_default is None:  # jsonschema vouched for the schema: walk it for defaults here
-        defaults = schema_defaults.check_defaults(schema) if _may_hold_default(raw) else []
+        defaults = schema_defaults.check_defaults(schema)
     else:
         defaults = schema_defaults.check_defaults(schema, with_default) if with_default else []
     for pointer, message in defaults:
@@ -337,17 +214,6 @@ def _check_schema(
     if "type" not in schema:
         schema = {"type": "object", **schema}
     return schema
-
-
-def _verdicts(settings: Settings | None) -> verdicts.VerdictCache | None:
-    if settings is None or not settings.cache_dir:
-        return None
-    return _shared_cache(settings.cache_dir)
-
-
-@functools.lru_cache(maxsize=8)
-def _shared_cache(directory: str) -> verdicts.VerdictCache:
-    return verdicts.verdict_cache(directory)
 
 
 def _check_entry(check: _Checker, root: SkillRoot) -> str:
@@ -465,20 +331,8 @@ def ongrid_manifest_names() -> list[str]:
 @hookimpl
 def ongrid_load_manifest(path: str, root: SkillRoot, settings: Settings, manifest_name: str) -> Skill | None:
     """Parse and build a ``skill.json`` (found under that name; ``path`` may be a symlink's
-    target, named otherwise); leave every other file to other loaders.
-
-    Manifests whose exact bytes loaded before (with the same library versions)
-    are known to parse cleanly and to carry a valid schema, so they skip the
-    duplicate-key parser and the schema checks: together, most of a load.
-    """
+    target, named otherwise); leave every other file to other loaders."""
     if manifest_name != MANIFEST_NAME:
         return None
     raw = _read_bounded(path, MAX_MANIFEST_BYTES)
-    cache = _verdicts(settings)
-    if cache is not None and cache.knows_content(b"skill.json", raw):
-        data = json.loads(raw)
-        return build_skill(data, path, root, settings, schema_verified=True)
-    skill = build_skill(parse_manifest(raw, path), path, root, settings, raw=raw)
-    if cache is not None:
-        cache.add_content_later(b"skill.json", raw)  # parse_manifest and build_skill raise on anything wrong
-    return skill
+    return build_skill(parse_manifest(raw, path), path, root, settings)

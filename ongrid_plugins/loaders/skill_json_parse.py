@@ -4,22 +4,18 @@ The first step of the ``skill_json`` loader (:mod:`.skill_json`): the file's
 bytes become a plain ``dict``, or a :class:`~ongrid_plugins.errors.ManifestParseError`
 saying why not. Nothing here checks a field.
 
-It may import the core values (``errors``, ``models``), :mod:`._fields` and the compiled
-``_speedups`` (optional).
+It may import the core values (``errors``, ``models``) and :mod:`._fields`.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
-from collections.abc import Callable
 from typing import Any
 
 from ..echo import number_too_long, utf8_encodable
 from ..errors import ManifestParseError
-from ..models.base import compiled, decode_json
 from ._fields import show, type_name
 
 __all__ = [
@@ -41,7 +37,7 @@ def _reject_constant(name: str) -> None:
     raise ValueError(message)
 
 
-def _python_unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj = dict(pairs)
     if len(obj) != len(pairs):
         keys = [key for key, _value in pairs]
@@ -51,18 +47,7 @@ def _python_unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def _compiled_unique_object() -> Callable[[list[tuple[str, Any]]], dict[str, Any]] | None:
-    """``_speedups.unique_object`` (the same dict or error, for every object of every manifest
-    a load parses, without a Python frame each), or None where it was not built."""
-    hook: Callable[[list[tuple[str, Any]]], dict[str, Any]] | None = compiled("unique_object")
-    return hook
-
-
-_unique_object = _compiled_unique_object() or _python_unique_object
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique_object, parse_constant=_reject_constant)
-_SCAN: Any = _DECODER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__
-#: ``_DECODER.decode``, its two Python-level wrappers written out (same errors).
-_decode = functools.partial(decode_json, _SCAN)
 
 
 def read_manifest(path: str, limit: int = MAX_MANIFEST_BYTES) -> dict[str, Any]:
@@ -84,7 +69,7 @@ def parse_manifest(raw: bytes, path: str) -> dict[str, Any]:
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        data = _decode(text)
+        data = _DECODER.decode(text)
     except ValueError as exc:
         message = str(exc)
         if "int_max_str_digits" in message:

@@ -26,7 +26,7 @@ from ..discovery.roots import check_entry, resolve_file
 from ..models import SandboxDecl, SkillRoot, Tool, ToolClass
 from ..schema import check as schema_check
 from ..schema import defaults as schema_defaults
-from ..schema import safe, verdicts
+from ..schema import safe
 from ._fields import Fields, canon, pointer, show, type_name
 from ._sandbox import read_sandbox
 
@@ -245,8 +245,7 @@ def _schema(
         message = f'"{key}" must describe an object (its "type" is {show(schema.get("type"))})'
         fields.error(at, "schema_not_object", message, "arguments are a JSON object: use type: object")
         return EMPTY_SCHEMA
-    cache = verdicts.verdict_cache(settings.cache_dir) if settings and settings.cache_dir else None
-    problem = schema_check.check_schema(schema, cache=cache)
+    problem = schema_check.check_schema(schema)
     if problem is not None:
         fields.error(at, "invalid_schema", f'"{key}" is not a valid JSON Schema: {problem}')
         return EMPTY_SCHEMA

@@ -29,9 +29,8 @@ None of them imports the host or a surface.
 
 This ``__init__`` re-exports the names of ``pack_roots`` only, the import path
 ``ongrid_plugins.packs`` has always had. ``install`` and ``sources`` (tarfile,
-zipfile, hashlib) are imported when used; their documented import paths are
-:mod:`ongrid_plugins.install`, :mod:`ongrid_plugins.sources` and
-:mod:`ongrid_plugins.archive`.
+zipfile, hashlib) are imported when used, as :mod:`ongrid_plugins.packs.install`,
+:mod:`ongrid_plugins.packs.sources` and :mod:`ongrid_plugins.packs.archive`.
 """
 
 from __future__ import annotations

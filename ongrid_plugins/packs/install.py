@@ -5,7 +5,7 @@ folder itself or as a ``.tar.gz`` / ``.tgz`` / ``.tar`` / ``.zip`` of it. Instal
 
 1. unpacks it into a staging folder *inside* the user skills dir (same
    filesystem, and named ``.ongrid-staging-*`` so the walker never reads it)
-   under the rules of :mod:`ongrid_plugins.archive`;
+   under the rules of :mod:`ongrid_plugins.packs.archive`;
 2. validates it with exactly the code ``ongrid-skills validate`` runs; any error
    (any problem with ``strict``) refuses the pack and leaves nothing behind;
 3. writes the marker :data:`~ongrid_plugins.packs.MARKER` and renames the

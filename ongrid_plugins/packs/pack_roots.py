@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from importlib.metadata import EntryPoint
 
-    from ..plugins import PluginManager
+    import pluggy
+
     from ..settings import Settings
 
 __all__ = [
@@ -332,7 +333,9 @@ class PackRoots:
     ``kind="pack"`` plugin infos, which ``ongrid-skills plugins`` shows.
     """
 
-    def __init__(self, pm: PluginManager, settings: Settings, entry_points: Iterable[EntryPoint]) -> None:
+    def __init__(
+        self, pm: pluggy.PluginManager, settings: Settings, entry_points: Iterable[EntryPoint]
+    ) -> None:
         self.packs: list[PackInfo] = []
         self.grants: dict[str, tuple[str, Mapping[str, Any]]] = {}
         """Canonical folder -> (pack, consented capabilities as the lock spells them) of every
@@ -348,7 +351,7 @@ class PackRoots:
         return f"<PackRoots packs={len(self.packs)}>"
 
     @staticmethod
-    def _resolve(pm: PluginManager, settings: Settings, ep: EntryPoint) -> PackInfo:
+    def _resolve(pm: pluggy.PluginManager, settings: Settings, ep: EntryPoint) -> PackInfo:
         info = resolve_pack(ep, blocked=pm.is_blocked(ep.name))
         where = f" (distribution {info.distribution} {info.version})" if info.distribution else ""
         if info.status == "blocked":

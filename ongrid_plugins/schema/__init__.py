@@ -5,12 +5,10 @@ The stage between the core values and discovery, in the order a schema meets it:
 
 - :mod:`.check` is the load-time metaschema check (:func:`~.check.check_schema`): the
   keyword rules of :mod:`.metaschema` over the bounded walks of :mod:`.subschemas`,
-  jsonschema for anything the fast path cannot vouch for, and :mod:`.verdicts`, the
-  cross-process cache of jsonschema's "valid" answers; :mod:`.defaults` checks every
+  and jsonschema for anything that walk cannot vouch for; :mod:`.defaults` checks every
   ``default`` against the subschema that carries it.
 - :mod:`.safe` makes untrusted schemas harmless: RE2 for every regex, ``$ref`` refused
-  unless it stays in the document, the validator every caller uses and its compiled
-  fast path (:mod:`.safe.fast`).
+  unless it stays in the document, and the one validator every caller uses.
 - :mod:`.arguments` fills in defaults and checks a call's arguments.
 - :mod:`.strict` rewrites a schema for a model API's strict mode.
 - :mod:`.redact` blanks out argument values a schema marks (or names) as secrets.
@@ -21,7 +19,6 @@ load the others (``import jsonschema`` alone costs 70-90 ms).
 
 What it may import: the standard library, ``re2``, ``attrs``, ``jsonschema`` and
 ``referencing`` (lazily), and from ``ongrid_plugins`` only the core values
-(``models``, ``forksafe``, and the optional compiled ``_speedups``, whose walks
-:mod:`.arguments` and :mod:`.metaschema` use).
+(``models``, ``forksafe``).
 Nothing here imports discovery, the catalog, the host or a surface.
 """

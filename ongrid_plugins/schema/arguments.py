@@ -1,29 +1,26 @@
 """Arguments: fill in defaults, check against the tool's schema, report every error.
 
 Validators are compiled once per tool (on its first call) and kept beside the
-tool (:data:`COMPILED`, a side table: the tool stays a frozen value): a compiled
-check of the common schema subset (:mod:`.safe.fast`),
-exact where it says "valid", and jsonschema for everything else and for the
-error messages. ``jsonschema`` is imported on the first call, not at start-up. Every
-validator is :func:`~ongrid_plugins.schema.safe.safe_validator`: regexes run
-on RE2 (linear time) and no ``$ref`` is ever fetched.
+tool (:data:`COMPILED`, a side table: the tool stays a frozen value): jsonschema
+checks every call and writes the error messages. ``jsonschema`` is imported on the
+first call, not at start-up. Every validator is
+:func:`~ongrid_plugins.schema.safe.safe_validator`: regexes run on RE2 (linear time)
+and no ``$ref`` is ever fetched.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from ..echo import utf8_encodable
 from ..models import Tool, canonical_json
-from ..models.base import compiled
 from ..sidetable import SideTable
 from .safe import safe_validator
-from .safe.fast import compile_accepts
 
 __all__ = [
     "COMPILED",
@@ -56,8 +53,6 @@ class Compiled:
 
     validator: Any
     """jsonschema's validator (:func:`~ongrid_plugins.schema.safe.safe_validator`)."""
-    accepts: Any
-    """The compiled fast check: True means valid, anything else asks ``validator``."""
     light_schema: bool
     """At most ``_LIGHT_SCHEMA`` subschemas: a call with light arguments is checked inline."""
 
@@ -134,27 +129,20 @@ def is_light(tool: Tool, args: object) -> bool:
     compiled = COMPILED.get(id(tool))
     if compiled is None or not compiled.light_schema:
         return False
-    if _LIGHT is not None:
-        light = _LIGHT(args, _LIGHT_ARGS)
-        if light is not None:
-            return light
-    elif type(args) is dict and len(args) <= _FLAT_KEYS:
+    if type(args) is dict and len(args) <= _FLAT_KEYS:
         flat = _flat_cost(args)
         if flat is not None:
             return flat <= _LIGHT_ARGS
     return _walk_is_light(args)
 
 
-#: ``_speedups.light``: the walk in C for plain JSON values (None when not built).
-_LIGHT: Callable[[object, int], bool | None] | None = compiled("light")
-#: Without the compiled walk, a dict of at most this many keys is first tried as a flat
-#: one (:func:`_flat_cost`).
+#: A dict of at most this many keys is first tried as a flat one (:func:`_flat_cost`).
 _FLAT_KEYS = 64
 
 
 def _flat_cost(args: dict[Any, Any]) -> int | None:
     """What :func:`_walk_is_light` would spend on ``args`` (steps, key and string lengths),
-    counted in C, when its keys are strings and its values strings or atoms; else None.
+    counted by builtins, when its keys are strings and its values strings or atoms; else None.
 
     The common request (a few scalar arguments) then costs a handful of bytecodes
     instead of a walk's hundreds on every ``acall``.
@@ -219,12 +207,11 @@ def _validate(tool: Tool, data: dict[str, Any]) -> list[tuple[str, str]]:
     compiled = COMPILED.get(id(tool))
     if compiled is None:
         light = _schema_nodes(tool.schema, _LIGHT_SCHEMA) <= _LIGHT_SCHEMA
-        compiled = Compiled(safe_validator(tool.schema), compile_accepts(tool.schema), light)
+        compiled = Compiled(safe_validator(tool.schema), light)
         COMPILED.put(tool, compiled)
     validator = compiled.validator
     try:
-        # The compiled check is exact where it says "valid"; anything else is jsonschema's.
-        if compiled.accepts(data) or validator.is_valid(data):
+        if validator.is_valid(data):
             return []
         errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     except RecursionError:

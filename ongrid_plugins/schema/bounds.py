@@ -2,9 +2,8 @@
 
 ``NUMBER_BOUNDS`` maps ``minimum`` & co to ``compare(instance, limit)``;
 ``SIZE_BOUNDS`` maps ``minLength`` & co to the type they measure and
-``compare(len(instance), limit)``. Both the default-value check
-(:mod:`.defaults`) and the compiled argument check (:mod:`.safe.fast`) build
-their rules from these tables, so the two can never disagree on a bound.
+``compare(len(instance), limit)``. The default-value check (:mod:`.defaults`)
+builds its rules from these tables.
 Imports nothing of the package.
 """
 

@@ -34,8 +34,7 @@ Where each part lives
 This module is the entry point (:func:`check_schema`, :func:`fast_verdict`;
 :func:`check_schema_finding_defaults` also hands the default check the nodes it needs).  The keyword
 rules are in :mod:`.metaschema`, the bounded walks in :mod:`.subschemas`, the ``default``
-evaluator in :mod:`.defaults` and the cross-process cache of jsonschema's "valid" verdicts
-in :mod:`.verdicts`.
+evaluator in :mod:`.defaults`.
 
 It may import the standard library, those modules, and ``jsonschema`` lazily.
 """
@@ -48,7 +47,6 @@ from typing import Any
 
 from .metaschema import _DEFER, _VALID, _fast_walk, _format_environment, _rules
 from .subschemas import _clip, _limit_problem, _LimitExceeded, _where
-from .verdicts import VerdictCache, _cache_key
 
 __all__ = ["FastVerdict", "check_schema", "check_schema_finding_defaults", "fast_verdict"]
 
@@ -94,12 +92,12 @@ def fast_verdict(schema: object) -> FastVerdict:
         return FastVerdict.DEFER
 
 
-def check_schema(schema: object, *, cache: VerdictCache | None = None) -> str | None:
+def check_schema(schema: object) -> str | None:
     """None if `schema` is a valid Draft 2020-12 JSON Schema, else a message with a pointer.
 
     Valid means what ``jsonschema.Draft202012Validator.check_schema`` (with its format
     checker) accepts, except that schemas beyond MAX_DEPTH / MAX_SUBSCHEMAS are refused.
-    Never raises.  ``cache`` remembers jsonschema's "valid" verdicts across processes.
+    Never raises.
     """
     try:
         verdict = _fast_walk(schema, _rules(*_format_environment()))
@@ -109,12 +107,10 @@ def check_schema(schema: object, *, cache: VerdictCache | None = None) -> str | 
         verdict = _DEFER
     if verdict == _VALID:
         return None
-    return _confirm(schema, cache)
+    return _confirm(schema)
 
 
-def check_schema_finding_defaults(
-    schema: object, *, cache: VerdictCache | None = None
-) -> tuple[str | None, list[dict[str, Any]] | None]:
+def check_schema_finding_defaults(schema: object) -> tuple[str | None, list[dict[str, Any]] | None]:
     """:func:`check_schema`, and the subschemas carrying a ``"default"`` that its walk met.
 
     The nodes are the ones :func:`.defaults.check_defaults` would look for (pass them
@@ -130,14 +126,11 @@ def check_schema_finding_defaults(
         verdict = _DEFER
     if verdict == _VALID:
         return None, nodes
-    return _confirm(schema, cache), None
+    return _confirm(schema), None
 
 
-def _confirm(schema: object, cache: VerdictCache | None) -> str | None:
-    """Ask the cache, then jsonschema; INVALID from the fast path is only a hint."""
-    key = None if cache is None else _cache_key(schema)
-    if cache is not None and key is not None and key in cache:
-        return None
+def _confirm(schema: object) -> str | None:
+    """Ask jsonschema; INVALID from the fast path is only a hint."""
     try:
         from jsonschema import Draft202012Validator
         from jsonschema.exceptions import SchemaError
@@ -147,6 +140,4 @@ def _confirm(schema: object, cache: VerdictCache | None) -> str | None:
         return _describe(schema, error)
     except Exception as error:  # RecursionError, hostile __eq__, ...: not a valid schema
         return f"schema could not be checked: {type(error).__name__}: {_clip(str(error))}"
-    if cache is not None and key is not None:
-        cache.add(key)
     return None

@@ -7,7 +7,7 @@ INVALID; only VALID is taken at face value (see :mod:`.check`, which asks jsonsc
 for the rest). VALID is only claimed for plain JSON values under keywords whose rules
 are encoded here.
 
-It may import the standard library, :mod:`.subschemas` and the compiled ``_speedups`` (optional).
+It may import the standard library and :mod:`.subschemas`.
 """
 
 from __future__ import annotations
@@ -332,14 +332,13 @@ def _format_environment() -> tuple[bool, bool]:
         return False, True
 
 
-def _python_fast_walk(
+def _fast_walk(
     schema: object, rules: dict[str, _Rule], defaults: list[dict[str, object]] | None = None
 ) -> int:
     """Worst verdict over every subschema; raises _LimitExceeded.  Iterative, no recursion.
 
     Every dict subschema holding ``"default"`` is appended to ``defaults`` (if given): when
     the verdict is VALID, the nodes :func:`.subschemas._nodes_with_default` finds.
-    :func:`_fast_walk` is this walk compiled where it was built.
     """
     verdict = _VALID
     budget = MAX_SUBSCHEMAS
@@ -392,25 +391,3 @@ def _python_fast_walk(
             if found > verdict:
                 verdict = found
     return verdict
-
-
-def _compiled_walk() -> Callable[..., int] | None:
-    """``_speedups.schema_walker``'s walk: :func:`_python_fast_walk` in C, step for step
-    (tests/test_schema_walk_c.py holds the two to the same verdicts, nodes and errors);
-    None where the extension was not built."""
-    try:
-        from .. import _speedups
-    except ImportError:  # not built (no compiler at install time)
-        return None
-    maker = getattr(_speedups, "schema_walker", None)  # an older build lacks it
-    if maker is None:
-        return None
-    inline = (_string, _type, _count, _subschema_map, _subschema, _number, _array, _string_array)
-    limits = (_LimitExceeded, _TOO_DEEP, _TOO_BIG, MAX_DEPTH, MAX_SUBSCHEMAS)
-    # a schema with a key that is not exactly a str is walked by the Python walk
-    walk: Callable[..., int] = maker((*inline, _SIMPLE_TYPES, *limits, _python_fast_walk))
-    return walk
-
-
-#: The walk every schema check runs: compiled where it was built, else the Python one.
-_fast_walk: Callable[..., int] = _compiled_walk() or _python_fast_walk

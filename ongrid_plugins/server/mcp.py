@@ -46,8 +46,9 @@ from ..catalog import CatalogChange
 from ..discovery.registry import spelling
 from ..dispatch import Confirmation, Dispatched, adispatch, refusal
 from ..errors import ConfirmationRequired, PermissionDenied, ResourceRefused, UnknownSkill
-from ..host import PersonaLike, SkillHost
+from ..host import SkillHost
 from ..models import Event, Skill, Verdict
+from ..persona_lookup import PersonaLike
 from ..stdio import stdout_to_stderr
 from . import missing_extra
 

@@ -40,7 +40,8 @@ import mcp.types as types
 from mcp.shared.message import SessionMessage
 
 from ..dispatch import adispatch
-from ..host import PersonaLike, SkillHost
+from ..host import SkillHost
+from ..persona_lookup import PersonaLike
 
 __all__ = ["carried", "screened"]
 
