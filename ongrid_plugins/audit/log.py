@@ -57,7 +57,7 @@ from .chain import (
     recover,
     walk,
 )
-from .decisions import digest_key, ticket_problem, ticket_row
+from .decisions import digest_key, ticket_problem, ticket_row, trust_row
 from .entries import (
     OUTCOMES,
     AuditEntry,
@@ -358,50 +358,19 @@ class AuditLog:
             raise AuditError(message) from exc
 
     def record_trust(self, outcome: str, pack: str, by: str, note: str = "", **facts: Any) -> int:
-        """Chain a trust decision about ``pack`` (``consent``, ``reconsent``, ``consent_refused``,
-        ``install_refused``, ``trust_policy``) by ``by``; return its row number.
-
-        ``facts`` (version, capability digest, signer...) are the row's ``args``; the row's
-        ``tool`` is ``pack:<name>``. Not a call: no class, persona or result.
+        """Chain a trust decision about ``pack`` by ``by`` (:func:`.decisions.trust_row`); its row number.
 
         :raises AuditError: the row cannot be written.
         """
-        from .journal import HOST
-        from .rows import clip, dumps
-
         self.flush()
-        args = dumps(facts)
-        row = {
-            "time": time.time(),
-            "call_id": f"trust-{outcome}-{os.urandom(6).hex()}",
-            "tool": f"pack:{pack}",
-            "tool_class": "",
-            "persona": "",
-            "caller": by,
-            "args": args,
-            "args_digest": facts.get("capability_digest", ""),
-            "redacted": dumps([]),
-            "verdict": "",
-            "reason": clip(note),
-            "plugin": "ongrid.trust",
-            "outcome": outcome,
-            "duration": 0.0,
-            "stderr_tail": dumps([]),
-            "result_size": 0,
-            "result_digest": "",
-            "approvers": dumps([]),
-            "pid": os.getpid(),
-            "hostname": HOST,
-        }
         try:
             with self._transaction() as conn:
-                seq = append(conn, row)
+                seq = append(conn, trust_row(outcome, pack, by, note, **facts))
             self._writer.wrote = True
             return seq
         except Exception as exc:
             self._failures += 1
-            message = f"the audit log {self.path} cannot record {outcome} of pack {pack}"
-            message += f" ({type(exc).__name__}: {exc})"
+            message = f"the audit log {self.path} cannot record {outcome} of pack {pack} ({exc})"
             logger.error("audit log: %s", message)
             raise AuditError(message) from exc
 
