@@ -63,7 +63,7 @@ def test_install_without_a_terminal_or_yes_prints_what_the_pack_may_do_and_chang
     assert code == 1
     assert "pack tools 1.0: unsigned" in out
     assert "tool hello: class safe; runs hello/run.sh; network: yes" in out
-    assert f"writes {Path.home() / 'out'}" in out and "environment API_TOKEN" in out
+    assert "writes ~/out" in out and "environment API_TOKEN" in out
     assert f"to consent, run `ongrid-skills install {pack} --yes`" in err
     assert not (Path(settings().user_skills_dir) / "tools").exists()
     assert ("pack:tools", "install_refused") in audit_outcomes(capsys)
@@ -140,7 +140,7 @@ def test_an_update_that_asks_for_more_is_stopped_with_a_readable_diff_until_cons
         "+ extra: new tool",
         "+ hello: class raised safe -> dangerous",
         "+ hello: network gained",
-        f"+ hello: new write paths: {Path.home() / '.cache/x'}",
+        "+ hello: new write paths: ~/.cache/x",
         "+ hello: new environment names: HOME_TOKEN",
         "+ hello: limit memory_mb raised 100 -> 200",
     ):
@@ -171,13 +171,13 @@ def test_inspect_and_show_print_what_an_installed_pack_may_do(
     assert run(capsys, "install", "--yes", str(pack))[0] == 0
     code, out, _err = run(capsys, "inspect", "tools")
     assert code == 0 and "signature: unsigned" in out and "consent: given by" in out
-    assert f"reads {Path.home() / 'data'}" in out
+    assert "reads ~/data" in out
     code, out, _err = run(capsys, "show", "tools")
-    assert code == 0 and f"reads {Path.home() / 'data'}" in out
+    assert code == 0 and "reads ~/data" in out
     code, out, _err = run(capsys, "inspect", "tools", "--json")
     state = json.loads(out)
     assert state["consent"]["version"] == "1.0" and state["grown"] == []
-    assert state["capabilities"]["tools"]["hello"]["read"] == [str(Path.home() / "data")]
+    assert state["capabilities"]["tools"]["hello"]["read"] == ["~/data"]
 
 
 def test_install_json_carries_the_review(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -244,3 +244,15 @@ def test_the_plugins_command_shows_a_pip_pack_waiting_for_consent(
     code, out, _err = run(capsys, "plugins", "--json")
     info = {i["name"]: i for i in json.loads(out)}["pipdemo"]
     assert code == 0 and info["status"] == "unconsented" and "ongrid-skills trust pipdemo" in info["error"]
+
+
+def test_a_home_path_is_consented_as_written_so_another_home_does_not_make_it_grow(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pack = make_pack(tmp_path / "src", class_="mutating", sandbox={"write": ["~/.cache/tools"]})
+    assert run(capsys, "install", "--yes", str(pack))[0] == 0
+    assert lock()["packs"]["tools"]["consent"]["capabilities"]["tools"]["hello"]["write"] == [
+        "~/.cache/tools"
+    ]
+    monkeypatch.setenv("HOME", str(tmp_path / "another-home"))  # sudo -E, a service account, a CI job
+    assert tools(capsys)["hello"]["available"] is True

@@ -52,8 +52,15 @@ def tool_capabilities(tool: Tool, folder: str = "") -> dict[str, Any]:
     decl = tool.sandbox
     prefix = folder.rstrip("/") + "/" if folder else "\0"
 
-    def inside(path: str) -> str:  # the pack's own paths, wherever it is (staged, installed)
-        return "<pack>/" + path[len(prefix) :] if path.startswith(prefix) else path
+    home = os.path.expanduser("~").rstrip("/") + "/"
+
+    def inside(path: str) -> str:
+        # The pack's own paths wherever it is (staged, installed), and the home folder as the
+        # manifest wrote it (``~/``, expanded by the loader against whoever runs the command):
+        # what was consented must not grow because another HOME ran the next command.
+        if path.startswith(prefix):
+            return "<pack>/" + path[len(prefix) :]
+        return "~/" + path[len(home) :] if path.startswith(home) and home != "/" else path
 
     script = tool.entry or ""
     if script.startswith(prefix):
