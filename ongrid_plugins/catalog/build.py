@@ -226,6 +226,7 @@ def _signature_problem(folder: str, name: str, digest: str, policy: Policy, cons
 def withhold_grown(skills: dict[str, Skill], grants: Grants) -> list[LoadEvent]:
     """Make every tool that may do more than its pack's consent unavailable, saying what grew."""
     events = []
+    home = os.path.expanduser("~").rstrip("/") + "/"
     for sname, skill in list(skills.items()):
         folder = skill.root.real or os.path.realpath(skill.root.path)
         granted = grants.get(folder)
@@ -234,7 +235,7 @@ def withhold_grown(skills: dict[str, Skill], grants: Grants) -> list[LoadEvent]:
         pack, caps = granted
         tools = list(skill.tools)
         for i, tool in enumerate(tools):
-            now = tool_capabilities(tool, folder)
+            now = tool_capabilities(tool, folder, home)
             before = caps.tools.get(tool.name)
             if now == before:  # the common case: what was consented, exactly
                 continue

@@ -43,39 +43,52 @@ __all__ = [
 _CLASS_RANK = {"safe": 0, "mutating": 1, "dangerous": 2}
 
 
-def tool_capabilities(tool: Tool, folder: str = "") -> dict[str, Any]:
+def tool_capabilities(tool: Tool, folder: str = "", home: str = "") -> dict[str, Any]:
     """One tool's capabilities as plain values (what the lock records under ``consent``).
 
     ``network`` is True, False or None (not declared: the operator's policy decides,
-    see sandbox.md). ``script`` is the entry relative to ``folder`` when under it.
+    see sandbox.md). ``script`` is the entry relative to ``folder`` when under it; paths
+    under ``folder`` read ``<pack>/...`` and paths under ``home`` (default: this user's)
+    ``~/...``, as the manifest wrote them: the loader expands ``~/`` against whoever runs
+    the command, and what was consented must not grow because another HOME ran the next one.
     """
     decl = tool.sandbox
     prefix = folder.rstrip("/") + "/" if folder else "\0"
-
-    home = os.path.expanduser("~").rstrip("/") + "/"
-
-    def inside(path: str) -> str:
-        # The pack's own paths wherever it is (staged, installed), and the home folder as the
-        # manifest wrote it (``~/``, expanded by the loader against whoever runs the command):
-        # what was consented must not grow because another HOME ran the next command.
-        if path.startswith(prefix):
-            return "<pack>/" + path[len(prefix) :]
-        return "~/" + path[len(home) :] if path.startswith(home) and home != "/" else path
-
     script = tool.entry or ""
     if script.startswith(prefix):
         script = script[len(prefix) :]
+    if decl is None:
+        read: list[str] = []
+        write: list[str] = []
+        limits: dict[str, Any] = {}
+        network = None
+    else:
+        home = home or _home()
+        read = sorted(_spelled(p, prefix, home) for p in decl.read) if decl.read else []
+        write = sorted(_spelled(p, prefix, home) for p in decl.write) if decl.write else []
+        limits, network = decl.limits.to_dict(), decl.network
     return {
         "class": tool.tool_class.value,
         "kind": tool.kind,
         "script": script,
         "native": tool.impl or "",
-        "network": decl.network if decl is not None else None,
-        "read": sorted(inside(p) for p in decl.read) if decl is not None else [],
-        "write": sorted(inside(p) for p in decl.write) if decl is not None else [],
-        "env": sorted(tool.env_allow),
-        "limits": decl.limits.to_dict() if decl is not None else {},
+        "network": network,
+        "read": read,
+        "write": write,
+        "env": sorted(tool.env_allow) if tool.env_allow else [],
+        "limits": limits,
     }
+
+
+def _home() -> str:
+    home = os.path.expanduser("~").rstrip("/")
+    return home + "/" if home else "\0"
+
+
+def _spelled(path: str, prefix: str, home: str) -> str:
+    if path.startswith(prefix):
+        return "<pack>/" + path[len(prefix) :]
+    return "~/" + path[len(home) :] if path.startswith(home) else path
 
 
 def _sorted(values: Iterable[str]) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -242,13 +243,13 @@ def check_signature(folder: str, name: str, digest: str, policy: Policy, verifie
         return Verdict("unsigned", reason="it is unsigned")
     except OSError as exc:
         return Verdict("invalid", reason=f"its signature {path} cannot be read ({exc.strerror})")
-    if not os.path.isfile(path) or os.path.islink(path) or st.st_size > MAX_SIGNATURE_BYTES:
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SIGNATURE_BYTES:  # lstat: a symlink is not
         return Verdict(
             "invalid",
             reason=f"its signature {path} is not a plain file of {MAX_SIGNATURE_BYTES} bytes at most",
         )
     try:
-        with open(path, "rb") as f:
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
             data = f.read(MAX_SIGNATURE_BYTES + 1)
         seen = hashlib.sha256(data).hexdigest()
         if verified and seen == verified:
