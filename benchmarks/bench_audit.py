@@ -1,215 +1,228 @@
-"""What the audit log and two-person approvals cost (a script, not a test).
+"""What the audit log costs, and how many rows it writes with concurrent writers (a script, not a test).
 
-1. Per-call overhead of the audit log: the median wall time of ``SkillHost.call``
-   for a trivial ``#!/bin/sh`` skill (safe, and mutating with a confirmation), on
-   two hosts that differ only in ``ONGRID_DISABLE_PLUGINS=audit``. Rounds are
-   interleaved (each round calls both hosts, in alternating order) so drift and
-   noise hit both alike. Target: audit on within 1.15x of audit off.
-2. The audit log alone: rows per second journaled by ``ongrid_before_call`` +
-   ``ongrid_after_call`` and chained by the writer thread (the clock stops after
-   ``flush()``), without running anything, from 1 and from 4 threads.
-3. Approvals per second: ``SkillHost.approve`` (each one a fsync'd SQLite
-   transaction, plus the ``ongrid_verify_approval`` hooks), and whole ticket
-   cycles (open, two approvals, claim) per second.
-4. Where the audit's cost falls once calls run concurrently (issue 14's 8-thread
-   target): calls per second from 8 threads of ``subprocess.run`` (the baseline), and
-   of ``SkillHost.call`` on three unconfined hosts: the audit log as it is, one whose
-   writer thread drops its batches (the calling thread's part only: rows built and
-   journaled), and one without the audit plugin. Rounds interleave the four; each
-   figure is the median over rounds of its rate over the baseline's in that round.
+Rows, each measured in new processes that import ``ongrid_plugins`` from the tree named
+(this checkout, and with ``--against DIR`` another one, side by side in one table):
 
-Usage: ``python benchmarks/bench_audit.py [--calls 400] [--approvals 300] [--conc-calls 400]``
+1. ``host.call`` of a trivial ``#!/bin/sh`` skill, sandbox off, audit plugin on and off:
+   the median wall time per call (the two hosts alternate call by call).
+2. Audit rows per second, the log alone: ``ongrid_before_call`` + ``ongrid_after_call``
+   of a call that runs nothing, until every row is in the chain (``flush()``), from 1
+   thread, from 8 threads of one process, and from 8 processes sharing one log. The
+   chain is verified after each run.
+3. Approvals per second (``host.approve``: a fsync'd transaction and the verify hooks)
+   and whole ticket cycles per second (open, two approvals, claim).
+
+Rounds alternate between the trees; each figure is the median over rounds.
+
+Usage::
+
+    python benchmarks/bench_audit.py [--rows 2000] [--calls 300] [--approvals 200] [--rounds 3]
+        [--against DIR]
+
+``DIR`` holds an ``ongrid_plugins`` package, e.g. an earlier commit's:
+``mkdir /tmp/before && git archive main ongrid_plugins | tar -x -C /tmp/before``.
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+HERE = Path(__file__).resolve().parent.parent
 
-from ongrid_plugins import ApprovalRequired, CallResult, SkillHost
+WORKER = r"""
+import json, os, statistics, sys, threading, time, uuid
+from pathlib import Path
+from ongrid_plugins import CallResult, SkillHost
 from ongrid_plugins.models import CallRequest
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 TRIVIAL_SH = "#!/bin/sh\necho '{\"ok\": true}'\n"
+mode, base, count, threads = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+root = base / f"skills-{os.getpid()}"  # each process its own (they share the state folder)
+make_skill(root, "trivial", script=TRIVIAL_SH)
 
 
-def per_call(base: Path, calls: int) -> list[tuple[str, float, float]]:
-    root = base / "skills"
-    make_skill(root, "trivial", script=TRIVIAL_SH)
-    make_skill(root, "change", script=TRIVIAL_SH, class_="mutating")
-    on = SkillHost(isolated_settings(base / "on", root))
-    off = SkillHost(isolated_settings(base / "off", root, disable_plugins=("audit",)))
-    rows = []
-    for tool, confirm in (("trivial", False), ("change", True)):
-        times: dict[str, list[float]] = {"on": [], "off": []}
-        for host in (on, off):  # warm up: imports, validator compile, DB creation
-            for _ in range(20):
-                host.call(tool, {"n": 1}, confirm=confirm)
-        for i in range(calls):
-            order = (("on", on), ("off", off)) if i % 2 == 0 else (("off", off), ("on", on))
-            for label, host in order:
-                start = time.perf_counter()
-                host.call(tool, {"n": i}, confirm=confirm)
-                times[label].append(time.perf_counter() - start)
-        rows.append((tool, statistics.median(times["off"]), statistics.median(times["on"])))
-    assert on.audit.verify().ok
-    return rows
+def host(state, **more):
+    return SkillHost(isolated_settings(base / state, root, sandbox="off", **more))
 
 
-def audit_rows_per_second(base: Path, rows: int, threads: int) -> float:
-    root = base / "skills-rows"
-    make_skill(root, "noop", script=TRIVIAL_SH)
-    host = SkillHost(isolated_settings(base / f"rows-{threads}", root))
-    tool = host.get("noop")
-    log = host.audit
-    persona = host.persona("operator")
+if mode == "call":
+    on, off = host("on"), host("off", disable_plugins=("audit",))
+    times = {"on": [], "off": []}
+    for h in (on, off):
+        for _ in range(20):
+            h.call("trivial", {"n": 1})
+    for i in range(count):
+        order = (("on", on), ("off", off)) if i % 2 == 0 else (("off", off), ("on", on))
+        for label, h in order:
+            start = time.perf_counter()
+            h.call("trivial", {"n": i})
+            times[label].append(time.perf_counter() - start)
+    assert on.audit.flush() and on.audit.verify().ok
+    print(json.dumps({k: statistics.median(v) for k, v in times.items()}))
+    sys.exit(0)
 
-    def work(n: int) -> None:
-        for _ in range(n):
-            request = CallRequest(tool, {"n": 1}, persona, uuid.uuid4().hex, "d" * 64, '{"n":1}', "bench")
-            log.ongrid_before_call(request=request)
-            log.ongrid_after_call(
-                request=request, result=CallResult("noop", True, {"ok": True}, duration=0.001)
-            )
+if mode == "approvals":
+    from ongrid_plugins import ApprovalRequired
 
-    work(10)
-    per_thread = rows // threads
-    workers = [threading.Thread(target=work, args=(per_thread,)) for _ in range(threads)]
-    start = time.perf_counter()
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    assert log.flush()  # the rows are chained, not just journaled
-    elapsed = time.perf_counter() - start
-    assert log.verify().ok
-    return per_thread * threads / elapsed
-
-
-def approvals(base: Path, n: int) -> tuple[float, float]:
-    root = base / "skills-approvals"
     make_skill(root, "wipe", script=TRIVIAL_SH, class_="dangerous")
-    host = SkillHost(isolated_settings(base / "approvals", root, disable_plugins=("audit",)))
-    host.load()
+    h = host("approvals", disable_plugins=("audit",))
+    h.load()
     tickets = []
-    for i in range(n):
+    for i in range(count):
         try:
-            host.call("wipe", {"i": i}, persona="admin", caller="alice")
+            h.call("wipe", {"i": i}, persona="admin", caller="alice")
         except ApprovalRequired as exc:
             tickets.append(exc.ticket.id)
     start = time.perf_counter()
     for ticket in tickets:
-        host.approve(ticket, approver="bob")
-    approve_rate = n / (time.perf_counter() - start)
+        h.approve(ticket, approver="bob")
+    approve_rate = count / (time.perf_counter() - start)
+    cycles = max(count // 4, 1)
     start = time.perf_counter()
-    cycles = max(n // 4, 1)
     for i in range(cycles):
-        ticket = host.approvals.open_ticket(
-            tool="wipe", args_digest=f"{i:064x}", persona="admin", requester="alice", args={"cycle": i}
+        digest = f"{i:064x}"
+        ticket = h.approvals.open_ticket(
+            tool="wipe", args_digest=digest, persona="admin", requester="alice", args={"cycle": i}
         )
-        host.approve(ticket.id, approver="bob")
-        host.approve(ticket.id, approver="carol")
-        host.approvals.claim(
-            ticket.id, tool="wipe", args_digest=f"{i:064x}", persona="admin", caller="alice", call_id="x"
+        h.approve(ticket.id, approver="bob")
+        h.approve(ticket.id, approver="carol")
+        h.approvals.claim(
+            ticket.id, tool="wipe", args_digest=digest, persona="admin", caller="alice", call_id="x"
         )
-    cycle_rate = cycles / (time.perf_counter() - start)
-    return approve_rate, cycle_rate
+    print(json.dumps({"approvals": approve_rate, "cycles": cycles / (time.perf_counter() - start)}))
+    sys.exit(0)
+
+h = host("rows")
+log, tool, persona = h.audit, h.get("trivial"), h.persona("operator")
 
 
-def concurrent_split(base: Path, calls: int, rounds: int, threads: int = 8) -> dict[str, tuple[float, float]]:
-    """``{method: (median calls/s, median paired ratio to the baseline)}`` (see item 4)."""
-    # bench_exec.py's entry, payload and baseline (baselines/exec_bench.py), so the first
-    # two rows are its "threads" row.
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "baselines"))
-    import exec_bench
+def work(n):
+    for _ in range(n):
+        request = CallRequest(tool, {"n": 1}, persona, uuid.uuid4().hex, "d" * 64, '{"n":1}', "bench")
+        log.ongrid_before_call(request=request)
+        result = CallResult("trivial", True, {"ok": True}, duration=0.001)
+        log.ongrid_after_call(request=request, result=result)
 
-    root = base / "skills-conc"
-    make_skill(root, "trivial", script=exec_bench.SH_ENTRY)
-    entry = str(root / "trivial" / "run.sh")
-    aged = time.time() - 10  # older than the 2 s in which an entry is hashed again per call
-    for path in (root / "trivial").iterdir():
-        os.utime(path, (aged, aged))
-    args = json.loads(exec_bench.PAYLOAD)
 
-    def host(name: str, disable: tuple[str, ...] = ()) -> SkillHost:
-        return SkillHost(isolated_settings(base / name, root, disable_plugins=disable, sandbox="off"))
+work(5)
+assert log.flush()
+print("ready", flush=True)
+sys.stdin.readline()  # go
+workers = [threading.Thread(target=work, args=(count // threads,)) for _ in range(threads)]
+start = time.perf_counter()
+for w in workers:
+    w.start()
+for w in workers:
+    w.join()
+assert log.flush()  # chained, not just recorded
+print(json.dumps({"elapsed": time.perf_counter() - start}), flush=True)
+"""
 
-    full, dropped, without = host("conc-full"), host("conc-dropped"), host("conc-off", ("audit",))
-    assert dropped.audit is not None
-    dropped.audit._writer._write = lambda batch: None  # type: ignore[method-assign]  # rows built, never chained
 
-    def call(on: SkillHost) -> Callable[[], object]:
-        return lambda: on.call("trivial", args)
+def _spawn(tree: str, *args: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=tree, ONGRID_SANDBOX="off")
+    return subprocess.Popen(
+        [sys.executable, "-c", WORKER, *args],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=tempfile.gettempdir(),
+    )
 
-    methods: dict[str, Callable[[], object]] = {
-        "subprocess.run": lambda: exec_bench.call_run_nt(entry),
-        "host.call": call(full),
-        "host.call, writer drops rows": call(dropped),
-        "host.call, no audit plugin": call(without),
-    }
 
-    def rate(fn: Callable[[], object], n: int) -> float:
-        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-            start = time.perf_counter()
-            list(pool.map(lambda _i: fn(), range(n)))
-            return n / (time.perf_counter() - start)
+def per_call(tree: str, base: Path, calls: int) -> dict[str, float]:
+    proc = _spawn(tree, "call", str(base), str(calls), "1")
+    out, _ = proc.communicate()
+    assert proc.returncode == 0, out
+    result: dict[str, float] = json.loads(out)
+    return result
 
-    for fn in methods.values():
-        rate(fn, 50)  # imports, validators, databases
-    rates: dict[str, list[float]] = {m: [] for m in methods}
-    for _ in range(rounds):
-        for method, fn in methods.items():
-            rates[method].append(rate(fn, calls))
-    baseline = rates["subprocess.run"]
-    return {
-        m: (statistics.median(v), statistics.median(a / b for a, b in zip(v, baseline, strict=True)))
-        for m, v in rates.items()
-    }
+
+def approvals(tree: str, base: Path, count: int) -> dict[str, float]:
+    proc = _spawn(tree, "approvals", str(base), str(count), "1")
+    out, _ = proc.communicate()
+    assert proc.returncode == 0, out
+    result: dict[str, float] = json.loads(out)
+    return result
+
+
+def rows_per_second(tree: str, base: Path, rows: int, processes: int, threads: int) -> float:
+    """Rows/s of ``processes`` processes with ``threads`` threads each, all writing one log."""
+    procs = [_spawn(tree, "rows", str(base), str(rows // processes), str(threads)) for _ in range(processes)]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    start = time.perf_counter()
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    for proc in procs:
+        proc.communicate()
+        assert proc.returncode == 0
+    elapsed = time.perf_counter() - start
+    check = subprocess.run(
+        [sys.executable, "-c", _VERIFY, str(base / "rows" / ".ongrid-state" / "audit.db")],
+        env=dict(os.environ, PYTHONPATH=tree),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode == 0, check.stderr[-2000:]
+    return (rows // processes // threads) * threads * processes / elapsed
+
+
+_VERIFY = "import sys\nfrom ongrid_plugins.audit import AuditLog\nassert AuditLog(sys.argv[1]).verify().ok\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=400, help="interleaved rounds per tool (default 400)")
-    parser.add_argument("--approvals", type=int, default=300, help="approvals to time (default 300)")
-    parser.add_argument(
-        "--conc-calls", type=int, default=400, help="calls per method and round from 8 threads (0: skip)"
-    )
-    parser.add_argument("--conc-rounds", type=int, default=5, help="interleaved rounds of the 8-thread rates")
+    parser.add_argument("--rows", type=int, default=2000, help="rows per rows/s figure (default 2000)")
+    parser.add_argument("--calls", type=int, default=300, help="calls per host per round (default 300)")
+    parser.add_argument("--approvals", type=int, default=200, help="approvals per round (default 200)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, alternating the trees (default 3)")
+    parser.add_argument("--against", metavar="DIR", help="another tree holding ongrid_plugins/")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp)
-        calls = per_call(base, args.calls)
-        one = audit_rows_per_second(base, 2000, 1)
-        four = audit_rows_per_second(base, 2000, 4)
-        approve_rate, cycle_rate = approvals(base, args.approvals)
-        split = concurrent_split(base, args.conc_calls, args.conc_rounds) if args.conc_calls > 0 else {}
-    print(f"SkillHost.call, trivial #!/bin/sh skill, median of {args.calls} interleaved rounds")
-    print(f"{'tool':28} {'audit off':>10} {'audit on':>10} {'ratio':>7}")
-    for tool, off, on in calls:
-        label = f"{tool} ({'mutating, confirmed' if tool == 'change' else 'safe'})"
-        print(f"{label:28} {off * 1e3:>8.3f}ms {on * 1e3:>8.3f}ms {on / off:>6.3f}x")
-    print()
-    print(f"{'audit rows/s, 1 thread':40} {one:>10.0f}")
-    print(f"{'audit rows/s, 4 threads':40} {four:>10.0f}")
-    print(f"{'approvals/s (SkillHost.approve)':40} {approve_rate:>10.0f}")
-    print(f"{'ticket cycles/s (open, 2 approvals, claim)':40} {cycle_rate:>10.0f}")
-    if split:
-        print(f"\n8 threads, sandbox off, {args.conc_rounds} interleaved rounds of {args.conc_calls} calls")
-        print(f"{'method':32} {'calls/s':>9} {'x subprocess.run':>17}")
-        for method, (per_second, ratio) in split.items():
-            print(f"{method:32} {per_second:>9.0f} {ratio:>17.2f}")
+    trees = {"this tree": str(HERE)}
+    if args.against:
+        trees["--against"] = str(Path(args.against).resolve())
+    rows = {
+        "host.call, audit off (us)": lambda t, b: per_call(t, b, args.calls)["off"] * 1e6,
+        "host.call, audit on (us)": None,  # filled from the same run as audit off
+        "rows/s, 1 thread": lambda t, b: rows_per_second(t, b, args.rows, 1, 1),
+        "rows/s, 8 threads": lambda t, b: rows_per_second(t, b, args.rows, 1, 8),
+        "rows/s, 8 processes": lambda t, b: rows_per_second(t, b, args.rows, 8, 1),
+        "approvals/s (host.approve)": None,
+        "ticket cycles/s": None,  # open, two approvals, claim
+    }
+    found: dict[str, dict[str, list[float]]] = {row: {t: [] for t in trees} for row in rows}
+    for n in range(args.rounds):
+        order = list(trees) if n % 2 == 0 else list(trees)[::-1]
+        for label in order:
+            with tempfile.TemporaryDirectory() as tmp:
+                base = Path(tmp)
+                call = per_call(trees[label], base / "call", args.calls)
+                found["host.call, audit off (us)"][label].append(call["off"] * 1e6)
+                found["host.call, audit on (us)"][label].append(call["on"] * 1e6)
+                signed = approvals(trees[label], base / "approvals", args.approvals)
+                found["approvals/s (host.approve)"][label].append(signed["approvals"])
+                found["ticket cycles/s"][label].append(signed["cycles"])
+                for index, (row, measure) in enumerate(rows.items()):
+                    if row.startswith("rows/s") and measure is not None:
+                        found[row][label].append(measure(trees[label], base / f"rows-{index}"))
+    print(f"audit log, median of {args.rounds} rounds ({args.rows} rows, {args.calls} calls a round)")
+    print(f"{'':28}" + "".join(f"{label:>14}" for label in trees))
+    for row, by_tree in found.items():
+        print(f"{row:28}" + "".join(f"{statistics.median(by_tree[t]):>14.0f}" for t in trees))
 
 
 if __name__ == "__main__":

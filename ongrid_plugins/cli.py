@@ -47,13 +47,14 @@ COMMAND_MODULES = (
     "ongrid_plugins.commands.state",
     "ongrid_plugins.commands.audit",
     "ongrid_plugins.commands.packs",
-    "ongrid_plugins.commands.trust",
+    "ongrid_plugins.commands.packtrust",
     "ongrid_plugins.commands.new",
     "ongrid_plugins.commands.export",
     "ongrid_plugins.commands.serve",
     "ongrid_plugins.commands.mcp",
     "ongrid_plugins.commands.doctor",
     "ongrid_plugins.commands.remote",
+    "ongrid_plugins.commands.trust",
 )
 
 
@@ -74,6 +75,8 @@ class Context:
             overrides["skill_dirs"] = tuple(os.path.abspath(os.path.expanduser(d)) for d in dirs)
         if self.args.no_defaults:
             overrides["include_defaults"] = False
+        if self.args.project:
+            overrides["project_dir"] = os.path.abspath(os.path.expanduser(self.args.project))
         if getattr(self.args, "strict_plugins", False):
             overrides["strict"] = True
         return Settings.from_env(**overrides)
@@ -86,6 +89,8 @@ class Context:
             argv += ["--dirs", raw]
         if self.args.no_defaults:
             argv.append("--no-defaults")
+        if self.args.project:
+            argv += ["--project", self.args.project]
         return shlex.join([*argv, *words])
 
     @property
@@ -190,6 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-defaults",
         action="store_true",
         help="do not walk the built-in, system and user skill roots or installed packs",
+    )
+    parser.add_argument(
+        "--project",
+        metavar="DIR",
+        help="the project whose .agents/skills is walked when trusted (default: the working directory)",
     )
     verbosity = parser.add_mutually_exclusive_group()
     verbosity.add_argument(

@@ -51,9 +51,19 @@ if TYPE_CHECKING:
     from .hostlike import ExportingHost
     from .persona_lookup import PersonaLike
 
-__all__ = ["FORMATS", "ExportResult", "describe", "export_for_host", "export_tools", "raise_for_problems"]
+__all__ = [
+    "FORMATS",
+    "PROMPT_FORMATS",
+    "ExportResult",
+    "describe",
+    "export_for_host",
+    "export_tools",
+    "raise_for_problems",
+]
 
 FORMATS = ("openai", "anthropic", "mcp", "responses", "gemini")
+#: ``host.export`` formats that are text for a system prompt, not a tool list.
+PROMPT_FORMATS = ("skills-prompt",)
 #: The formats without a strict mode.
 _NOT_STRICT = {"mcp": "MCP", "gemini": "Gemini"}
 
@@ -150,8 +160,17 @@ def export_for_host(
 ) -> list[dict[str, Any]]:
     """What :meth:`SkillHost.export <ongrid_plugins.host.SkillHost.export>` returns.
 
-    The tools ``persona`` may call, each described with what it will need to call them.
+    The tools ``persona`` may call, each described with what it will need to call them;
+    for ``skills-prompt``, the ``<available_skills>`` text (:mod:`.export_prompt`).
     """
+    if fmt == "skills-prompt":
+        if strict:
+            raise ConfigError(
+                "skills-prompt has no strict mode: export --format skills-prompt without --strict"
+            )
+        from .export_prompt import skills_prompt
+
+        return skills_prompt(host, persona)  # type: ignore[return-value]
     who = host.persona(persona)
     tools = host.tools(who)
     notes = {t.name: call_note(host.decide(t, who).verdict) for t in tools}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from importlib.metadata import Distribution, PackageNotFoundError, distribution
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -69,17 +70,11 @@ def pack_install(folder: str | os.PathLike[str]) -> str:
     return f"pip install {'-e ' if editable else ''}{shlex.quote(source)} {pack}"
 
 
-def _dist_info() -> Path | None:
+def _dist_info() -> Distribution | None:
     try:
-        from importlib.metadata import PackageNotFoundError, distribution
-    except ImportError:  # pragma: no cover - the standard library always has it
-        return None
-    try:
-        dist = distribution(_DIST)
+        return distribution(_DIST)
     except PackageNotFoundError:
         return None
-    path = getattr(dist, "_path", None)
-    return Path(path) if path is not None else None
 
 
 def _direct_folder() -> tuple[str, bool] | None:
@@ -87,8 +82,10 @@ def _direct_folder() -> tuple[str, bool] | None:
     if info is None:
         return None
     try:
-        data = json.loads((info / "direct_url.json").read_text(encoding="utf-8"))
+        data = json.loads(info.read_text("direct_url.json") or "null")
     except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
         return None
     url = urlparse(str(data.get("url", "")))
     if url.scheme != "file":

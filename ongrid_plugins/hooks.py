@@ -214,9 +214,10 @@ def _answers(pm: pluggy.PluginManager, name: str, kwargs: dict[str, Any]) -> Ite
     """``(plugin name, answer)`` of each implementation of hook ``name`` that answers (not None).
 
     In pluggy's call order, each implementation called as pluggy would call it
-    (:func:`_call_one`); a raise propagates as from pluggy's own call, and a caller that stops early (a ``firstresult``
-    hook's first answer) calls no more. A monitored manager (a :class:`HookRecorder
-    <ongrid_plugins.testing.HookRecorder>` expects one call per hook call) and a hook with
+    (:func:`_call_one`); a raise propagates as from pluggy's own call, and a caller that
+    stops early (a ``firstresult`` hook's first answer) calls no more. A monitored
+    manager (a :class:`HookRecorder <ongrid_plugins.testing.HookRecorder>` expects one
+    call per hook call) and a hook with
     a wrapper (which may rewrite the answers) get one call through pluggy instead
     (:func:`_answered_once`).
     """

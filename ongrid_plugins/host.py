@@ -344,6 +344,8 @@ class SkillHost:
         ``format`` is ``openai``, ``anthropic`` or ``mcp`` (see :mod:`ongrid_plugins.export`);
         ``strict`` rewrites the schemas for the strict modes and raises
         :class:`StrictSchemaError` naming, per tool, why one cannot be made strict.
+        ``skills-prompt`` returns a string instead: the ``<available_skills>`` block of
+        the skills ``persona`` may use (:mod:`ongrid_plugins.export_prompt`).
         """
         from .export import export_for_host
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .executors.confine import Profile
     from .gate.approvals import ApprovalStore
     from .hooks import Hooks
-    from .models import CallResult, Decision, EventCallback, Persona, Tool
+    from .models import CallResult, Decision, EventCallback, Persona, Skill, Tool
     from .persona_lookup import PersonaLike
     from .plugins import PluginManager
     from .settings import Settings
@@ -106,3 +106,4 @@ class ExportingHost(Protocol):
     def persona(self, persona: PersonaLike) -> Persona: ...
     def tools(self, persona: Persona) -> list[Tool]: ...
     def decide(self, tool: Tool, persona: Persona) -> Decision: ...
+    def skills(self) -> list[Skill]: ...  # the skills-prompt format (export_prompt)

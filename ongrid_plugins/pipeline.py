@@ -87,7 +87,6 @@ from .models import (
     Verdict,
     digest_json,
 )
-from .models.fastinit import evolver, fast_init, slot_setter
 from .schema.arguments import check_arguments as check_schema
 from .schema.arguments import is_light
 
@@ -180,13 +179,6 @@ def lookup(host: StepHost, name: str, persona: PersonaLike) -> tuple[Tool, Perso
     return host.get(name), host.persona(persona)
 
 
-#: The fields :func:`check_arguments` gives a request, in the order it passes them.
-_REQUEST_FIELDS = (
-    "tool", "args", "persona", "call_id", "args_digest", "args_json",
-    "caller", "confirm", "ticket", "on_event", "timeout", "sandbox",
-)  # fmt: skip
-
-
 def check_arguments(
     host: StepHost,
     tool: Tool,
@@ -204,25 +196,21 @@ def check_arguments(
     Invalid arguments do not raise here: :func:`decide` ranks them among the refusals.
     """
     data, text, errors = check_schema(tool, args)
-    request = _new_request(
-        tool,
-        data,  # args
-        persona,
-        _next_call_id(),
-        digest_json(tool.name, text) if text else "",  # args_digest
-        text,  # args_json
-        check_caller(caller) or host._os_user(),
-        confirm,
-        check_ticket(ticket),
-        on_event,
-        check_timeout(timeout),
-        host.sandbox_profile(tool),  # sandbox
+    request = CallRequest(
+        tool=tool,
+        args=data,
+        persona=persona,
+        call_id=_next_call_id(),
+        args_digest=digest_json(tool.name, text) if text else "",
+        args_json=text,
+        caller=check_caller(caller) or host._os_user(),
+        confirm=confirm,
+        ticket=check_ticket(ticket),
+        on_event=on_event,
+        timeout=check_timeout(timeout),
+        sandbox=host.sandbox_profile(tool),
     )
     return Attempt(request, errors)
-
-
-#: ``CallRequest(tool=..., ..., sandbox=...)`` positionally: the same object, one per call.
-_new_request: Callable[..., CallRequest] = fast_init(CallRequest, *_REQUEST_FIELDS)
 
 
 def decide(host: StepHost, attempt: Attempt) -> None:
@@ -418,21 +406,9 @@ async def _begin_in_thread(host: StepHost, start: Callable[[], Attempt]) -> Atte
 def _finish(host: StepHost, attempt: Attempt, result: CallResult) -> CallResult:
     request = attempt.request
     if result.decision is not attempt.decision or result.call_id != request.call_id:
-        if type(result) is CallResult and type(attempt.executor).__dict__.get("_ongrid_fresh_results"):
-            # Its own class (not a subclass, which may keep results) says the result is this
-            # call's alone: completed in place before anyone sees it, not copied.
-            _SET_DECISION(result, attempt.decision)
-            _SET_CALL_ID(result, request.call_id)
-        else:
-            result = _evolve(result, decision=attempt.decision, call_id=request.call_id)
+        result = attrs.evolve(result, decision=attempt.decision, call_id=request.call_id)
     after_call(host, request, result)
     return result
-
-
-_SET_DECISION = slot_setter(CallResult, "decision")
-_SET_CALL_ID = slot_setter(CallResult, "call_id")
-#: ``attrs.evolve``, the class's init fields looked up once (another executor's results).
-_evolve: Callable[..., CallResult] = evolver(CallResult)
 
 
 # ---------------------------------------------------------------------- tickets

@@ -261,6 +261,9 @@ def get_plugin_manager(
             _register(pm, settings, name, "builtin", module, load)
         elif name in per_host:
             _register(pm, settings, name, "builtin", module, per_host[name])
+    if settings.otel:  # OpenTelemetry only when asked for: without it nothing of it is imported
+        module = "ongrid_plugins.telemetry"
+        _register(pm, settings, "otel", "builtin", module, lambda: importlib.import_module(module).plugin())
     groups = _entry_points(ENTRY_POINT_GROUP, PACK_GROUP) if settings.load_entry_points else {}
     # Third-party code runs from here on: looking a pack up imports its parent package.
     with stdout_to_stderr() if any(groups.values()) else contextlib.nullcontext():

@@ -25,6 +25,10 @@ variable                        meaning
 ``ONGRID_REQUIRE_SIGNED``       ``1``: refuse packs not signed by a trusted signer (docs/trust.md)
 ``ONGRID_USER_SKILLS_DIR``      the per-user skills root (default: platformdirs)
 ``ONGRID_SYSTEM_SKILLS_DIR``    the system skills root (default ``/etc/ongrid/skills``)
+``ONGRID_AGENT_SKILLS_USER``    ``0`` stops walking ``~/.agents/skills`` (default: walked)
+``ONGRID_PROJECT_DIR``          the project whose ``.agents/skills`` loads when trusted (default: cwd)
+``ONGRID_TRUSTED_FOLDERS``      project folders trusted besides ``trust-folder``'s, split on ``:,;``
+``ONGRID_OTEL``                 ``1`` registers the ``otel`` plugin: spans, metrics (docs/telemetry.md)
 ``ONGRID_SANDBOX``              ``auto`` (default), ``require`` or ``off``: how calls are confined
 ``ONGRID_SANDBOX_POLICY``       ``default`` or ``strict``: whether undeclared mutating tools are confined
 ``ONGRID_SANDBOX_LIMITS``       operator caps, ``processes=64,memory_mb=1024,...`` (docs/sandbox.md)
@@ -292,6 +296,14 @@ def _loading_env(env: Mapping[str, str]) -> dict[str, Any]:
         values["cache_dir"] = None if off else _absolute_dir("ONGRID_CACHE_DIR", raw)
     if "ONGRID_PERSONAS_DIRS" in env:
         values["persona_dirs"] = split_dirs(env["ONGRID_PERSONAS_DIRS"])
+    if "ONGRID_AGENT_SKILLS_USER" in env:
+        values["agent_skills_user"] = _flag("ONGRID_AGENT_SKILLS_USER", env["ONGRID_AGENT_SKILLS_USER"])
+    if env.get("ONGRID_PROJECT_DIR", "").strip():
+        values["project_dir"] = _absolute_dir("ONGRID_PROJECT_DIR", env["ONGRID_PROJECT_DIR"])
+    if "ONGRID_OTEL" in env:
+        values["otel"] = _flag("ONGRID_OTEL", env["ONGRID_OTEL"])
+    if "ONGRID_TRUSTED_FOLDERS" in env:
+        values["trusted_folders"] = split_dirs(env["ONGRID_TRUSTED_FOLDERS"])
     if "ONGRID_HOST_FILES_DIRS" in env:
         values["host_files_dirs"] = split_dirs(env["ONGRID_HOST_FILES_DIRS"])
     for var, field in (("ONGRID_STATE_DIR", "state_dir"), ("ONGRID_CONFIG_DIR", "config_dir")):
@@ -372,6 +384,16 @@ class Settings:
     system_skills_dir: str = SYSTEM_SKILLS_DIR
     persona_dirs: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     """Persona folders from ``ONGRID_PERSONAS_DIRS``, searched before ``<config_dir>/personas``."""
+    agent_skills_user: bool = True
+    """Walk ``~/.agents/skills`` (with the default roots; ``ONGRID_AGENT_SKILLS_USER``)."""
+    project_dir: str = ""
+    """The project whose ``.agents/skills`` is walked when trusted (``--project``,
+    ``ONGRID_PROJECT_DIR``); empty: the working directory, with the default roots only."""
+    trusted_folders: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    """Project folders trusted besides those ``trust-folder`` recorded (``ONGRID_TRUSTED_FOLDERS``)."""
+    otel: bool = False
+    """Register the ``otel`` plugin: a span, events and metrics per call (``ONGRID_OTEL``,
+    extra ``[otel]``)."""
     approval_ttl: float = attrs.field(default=DEFAULT_APPROVAL_TTL)
     """Seconds a two-person ticket stays valid, from its request to its execution."""
     approvals_url: str = ""

@@ -5,11 +5,11 @@ who made it (0700, files 0600), so two operators on one machine each have their 
 tickets. To share them, one person (the folder's owner, or root) makes a shared
 folder once; everyone in the group then points ``ONGRID_STATE_DIR`` at it:
 
-* the folder and its ``audit-inflight`` journal folder: group ``NAME``, mode
-  ``2770`` -- the setgid bit makes every file created inside belong to ``NAME``;
+* the folder: group ``NAME``, mode ``2770`` -- the setgid bit makes every file
+  created inside belong to ``NAME``;
 * ``approvals.db`` and ``audit.db``: created with their schema, group ``NAME``, mode
-  ``0660``; SQLite gives their ``-wal`` and ``-shm`` files the same mode, and new
-  journal files in such a folder are made ``0660`` too (:func:`._sqlite.file_mode`);
+  ``0660``; SQLite gives their ``-wal`` and ``-shm`` files the same mode
+  (:func:`._sqlite.file_mode`);
 * whatever the folder already held is given to the group and made group-readable and
   -writable, so an existing private folder can be turned into a shared one. Nothing
   inside is followed: a symbolic link there stops it with an error (any member can
@@ -56,19 +56,16 @@ def init_shared(folder: str, group: str) -> SharedState:
     """
     from .audit import DB_NAME as AUDIT_DB
     from .audit.chain import SCHEMA as AUDIT_SCHEMA
-    from .audit.journal import JOURNAL_DIR
     from .gate.approvals import _SCHEMA as APPROVALS_SCHEMA
     from .gate.approvals import DB_NAME as APPROVALS_DB
 
     gid = _gid(group)
     folder = os.path.abspath(os.path.expanduser(folder))
     done: list[str] = []
-    journals = os.path.join(folder, JOURNAL_DIR)
-    for sub in (folder, journals):
-        try:
-            os.makedirs(sub, mode=0o700, exist_ok=True)
-        except PermissionError as exc:
-            raise _sqlite.access_error(os.path.join(sub, "x"), exc) from None
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except PermissionError as exc:
+        raise _sqlite.access_error(os.path.join(folder, "x"), exc) from None
     for name in (APPROVALS_DB, AUDIT_DB):  # SQLite would follow a link planted in their place
         for suffix in ("", "-wal", "-shm", "-journal"):  # or in place of its side files
             _refuse_link(os.path.join(folder, name + suffix))

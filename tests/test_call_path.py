@@ -1,8 +1,8 @@
 """The call path keeps every behaviour a call needs.
 
 The per-call hooks follow plugins added and removed, in pluggy's order (and tracing sees
-them); the executor's per-tool preparation follows reloads; the audit writer's kept
-connection follows a replaced database and chains batches exactly as row by row; a
+them); the executor's per-tool preparation follows reloads; the audit log's
+connection follows a replaced database and links every row to the one before; a
 concurrent ``acall`` that spawns from a thread still kills and reaps a cancelled child.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import sqlite3
 import subprocess
@@ -22,8 +23,7 @@ import attrs
 import pytest
 
 from ongrid_plugins import SkillHost
-from ongrid_plugins.audit.chain import GENESIS, SCHEMA, append, append_many, row_hash
-from ongrid_plugins.audit.writer import Writer
+from ongrid_plugins.audit.chain import GENESIS, SCHEMA, append, row_hash, row_mac
 from ongrid_plugins.executors import _drivers
 from ongrid_plugins.executors.subprocess import ongrid_executor
 from ongrid_plugins.testing import EventRecorder, assert_ok, isolated_settings, make_skill
@@ -278,58 +278,37 @@ def _open_copies(path: str) -> int:
     return count
 
 
-# ------------------------------------------------------------------ the audit writer
+# ------------------------------------------------------------------ the audit log's writes
 
 
-def test_batches_chain_exactly_as_row_by_row(tmp_path: Path) -> None:
+def test_each_appended_row_links_to_the_one_before_and_carries_its_hmac(tmp_path: Path) -> None:
     rows = [{"time": float(i), "call_id": f"c{i}", "tool": "t", "args": "{}"} for i in range(5)]
     key = b"k" * 32
-    chained = []
-    for name, write in (("one", lambda c: [append(c, r, key) for r in rows]), ("batch", None)):
-        conn = sqlite3.connect(tmp_path / f"{name}.db", isolation_level=None)
-        conn.executescript(SCHEMA)
-        conn.execute("BEGIN")
-        if write is None:
-            assert append_many(conn, rows[:2], key) == 2
-            assert append_many(conn, [], key) == 2
-            assert append_many(conn, rows[2:], key) == 5
-        else:
-            write(conn)
-        conn.commit()
-        chained.append(
-            (
-                conn.execute("SELECT * FROM entries ORDER BY seq").fetchall(),
-                conn.execute("SELECT * FROM head").fetchall(),
-                conn.execute("SELECT * FROM macs ORDER BY seq").fetchall(),
-            )
-        )
-        conn.close()
-    assert chained[0] == chained[1]
-    entries = chained[0][0]
-    assert entries[0][-2] == GENESIS and entries[1][-2] == entries[0][-1]
-    assert entries[0][-1] == row_hash(list(entries[0][:-1]))
+    conn = sqlite3.connect(tmp_path / "one.db", isolation_level=None)
+    conn.executescript(SCHEMA)
+    conn.execute("BEGIN")
+    assert [append(conn, row, key) for row in rows] == [1, 2, 3, 4, 5]
+    conn.commit()
+    entries = conn.execute("SELECT * FROM entries ORDER BY seq").fetchall()
+    macs = dict(conn.execute("SELECT seq, mac FROM macs").fetchall())
+    assert conn.execute("SELECT seq, hash FROM head").fetchall() == [(5, entries[-1][-1])]
+    conn.close()
+    assert entries[0][-2] == GENESIS
+    for before, row in itertools.pairwise(entries):
+        assert row[-2] == before[-1]
+    for row in entries:
+        assert row[-1] == row_hash(list(row[:-1])) and macs[row[0]] == row_mac(key, row[-1])
 
 
-def test_the_writer_holds_the_database_open_only_while_it_runs(
-    tmp_path: Path, root: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(Writer, "IDLE", 1.0)  # long enough to see the connection still open after flush()
+def test_the_log_holds_the_database_open_until_it_is_closed(tmp_path: Path, root: Path) -> None:
     make_skill(root, "echo")
     host = SkillHost(isolated_settings(tmp_path, root))
     for n in range(3):
         assert_ok(host.call("echo", {"n": n}))
-    assert host.audit.flush()
-    writer = host.audit._writer
-    assert writer._conn is not None  # one connection for the batches of this run
-    deadline = time.monotonic() + 5
-    while writer._thread is not None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert writer._thread is None and writer._conn is None
     host.audit.close()
     held = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd") if _is_link(fd)]
     assert not [path for path in held if path.startswith(host.audit.path)]
-    assert_ok(host.call("echo", {"n": 3}))  # a new run reconnects
-    assert host.audit.flush()
+    assert_ok(host.call("echo", {"n": 3}))  # the next call reconnects
     assert [entry.args for entry in host.audit.entries()] == [{"n": n} for n in range(4)]
     assert host.audit.verify().ok
 
@@ -420,35 +399,29 @@ def test_a_call_cancelled_while_it_spawns_aside_leaves_no_process(tmp_path: Path
     assert len(outcomes) == 5 and set(outcomes) == {"cancelled"}
 
 
-# ------------------------------------------------------------------ the journal's short F line
+# ------------------------------------------------------------------ a host killed after its calls
 
 KILLED_AFTER_CALLS = r"""
 import os, signal, sys
 from ongrid_plugins import SkillHost
-from ongrid_plugins.audit.writer import Writer
 from ongrid_plugins.testing import isolated_settings
 tmp, root = sys.argv[1:3]
-Writer.LINGER = 600.0  # the writer waits for more rows however slow the calls: no batch before the kill
 host = SkillHost(isolated_settings(tmp, root))
-host.audit.flush()
 ids = [host.call("echo", {"n": n, "secret_token": "hunter2"}).call_id for n in range(3)]
 failed = host.call("fails", {"n": 9})
 print(" ".join([*ids, failed.call_id]), flush=True)
-os.kill(os.getpid(), signal.SIGKILL)  # before the writer's first batch: only the journal has them
+os.kill(os.getpid(), signal.SIGKILL)  # no exit handler runs
 """
 
 
-def test_calls_finished_before_a_sigkill_are_recovered_whole_from_start_and_end_lines(
-    tmp_path: Path, root: Path
-) -> None:
+def test_calls_finished_before_a_sigkill_are_in_the_chain_whole(tmp_path: Path, root: Path) -> None:
     make_skill(root, "echo")
     make_skill(root, "fails", script="#!/bin/sh\necho 'disk full' >&2\nexit 3\n")
-    # The same calls in a host that lives: the rows recovery must reproduce, column by column.
+    # The same calls in a host that lives: the rows the killed one must have left, column by column.
     alive = SkillHost(isolated_settings(tmp_path / "alive", root))
     for n in range(3):
         alive.call("echo", {"n": n, "secret_token": "hunter2"})
     alive.call("fails", {"n": 9})
-    assert alive.audit.flush()
     expected = [_comparable(entry.to_dict()) for entry in alive.audit.entries()]
 
     out = subprocess.run(
@@ -456,18 +429,15 @@ def test_calls_finished_before_a_sigkill_are_recovered_whole_from_start_and_end_
     )
     assert out.returncode == -9, out.stderr
     call_ids = out.stdout.split()
-    journals = list((tmp_path / ".ongrid-state" / "audit-inflight").iterdir())
-    lines = journals[0].read_text(encoding="utf-8").splitlines()
-    finished = [line for line in lines if line.startswith("F ")]
-    assert len(finished) == 4 and all('"args"' not in line for line in finished)  # the short form
-    assert "hunter2" not in journals[0].read_text(encoding="utf-8")
 
-    host = SkillHost(isolated_settings(tmp_path, root))  # opening the log recovers the journal
+    host = SkillHost(isolated_settings(tmp_path, root))
     rows = host.audit.entries()
     assert [row.call_id for row in rows] == call_ids
     assert [_comparable(row.to_dict()) for row in rows] == expected
     assert all(row.sandbox and row.skill_digest for row in rows)
-    assert host.audit.verify().ok and not journals[0].exists()
+    assert all(row.args["secret_token"] == "[redacted]" for row in rows[:3])
+    report = host.audit.verify()
+    assert (report.ok, report.inflight) == (True, ())
 
 
 def _comparable(row: dict[str, Any]) -> dict[str, Any]:
@@ -477,33 +447,11 @@ def _comparable(row: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in row.items() if key not in varying}
 
 
-def test_the_start_and_end_lines_hold_every_column_and_the_row_keeps_column_order() -> None:
+def test_the_in_flight_record_holds_only_columns_of_the_row() -> None:
     from ongrid_plugins.audit.chain import COLUMNS
-    from ongrid_plugins.audit.journal import END_COLUMNS, START_COLUMNS
-    from ongrid_plugins.audit.rows import BODY_COLUMNS, FINISH_COLUMNS, HEAD_COLUMNS, TAIL_COLUMNS
+    from ongrid_plugins.audit.inflight import START_COLUMNS
 
-    assert (*HEAD_COLUMNS, *BODY_COLUMNS, *TAIL_COLUMNS, "remote") == COLUMNS[1:-1]
-    assert (*HEAD_COLUMNS, *TAIL_COLUMNS, "ticket", "approvers") == START_COLUMNS
-    assert END_COLUMNS == FINISH_COLUMNS == (*BODY_COLUMNS, "remote")
-    assert set(START_COLUMNS) | set(END_COLUMNS) == set(COLUMNS[1:-1])
-
-
-def test_the_pipelines_evolve_is_attrs_evolve() -> None:
-
-    from ongrid_plugins.gate.decision import Decision
-    from ongrid_plugins.models import CallResult, RemoteRun, Verdict
-    from ongrid_plugins.pipeline import _evolve
-
-    full = CallResult(
-        "t", False, value={"a": [1]}, error="boom", exit_code=3, signal=9, timed_out=True, duration=1.5,
-        stderr_tail=["x", "y"], call_id="c1", status="failed",
-        remote=RemoteRun(queue="q", task_id="id"),
-    )  # fmt: skip
-    decision = Decision(Verdict.ALLOW, "because", "gate")
-    for changes in ({}, {"decision": decision, "call_id": "c2"}, {"stderr_tail": ["z"], "ok": True}):
-        assert _evolve(full, **changes) == attrs.evolve(full, **changes)
-    with pytest.raises(TypeError):
-        _evolve(full, no_such_field=1)
+    assert set(START_COLUMNS) <= set(COLUMNS[1:-1])
 
 
 @pytest.mark.parametrize("thread_ends", ["after the cancellation", "before the coroutine resumes"])

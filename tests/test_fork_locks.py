@@ -1,7 +1,7 @@
 """A child forked while another thread holds one of the host's module locks does not hang.
 
-A host has threads of its own (the audit writer, the warm pool's refiller, the remote
-results reader, the catalog watcher), and an embedding application has its own; a fork copies a lock in
+A host has threads of its own (the warm pool's refiller, the remote results reader,
+the catalog watcher), and an embedding application has its own; a fork copies a lock in
 whatever state it was, with no thread left in the child to release it.
 The attack: a thread holds the lock, the process forks, and the child takes the lock the
 way its next call would. Each lock is made anew in the child (``os.register_at_fork``).
@@ -23,16 +23,11 @@ from typing import Any
 import pytest
 
 from ongrid_plugins import forksafe
-from ongrid_plugins.audit.journal import Journal
-from ongrid_plugins.audit.writer import Writer
+from ongrid_plugins.audit import AuditLog
 from ongrid_plugins.catalog import digest
 from ongrid_plugins.catalog.events import Hub
 from ongrid_plugins.executors.confine import cgroups, grants
 from ongrid_plugins.testing import make_skill
-
-
-def _writer(tmp_path: Path) -> Writer:
-    return Writer(str(tmp_path / "audit.db"), Journal(str(tmp_path / "journal")))
 
 
 def _in_child_while_held(lock: Any, child: Callable[[], object]) -> int:
@@ -92,16 +87,16 @@ def test_the_grant_bases_lock_held_at_the_fork_does_not_hang_the_child() -> None
     assert _in_child_while_held(grants._bases_lock, _takes(grants, "_bases_lock")) == 0
 
 
-def test_an_audit_writers_lock_held_at_the_fork_does_not_hang_the_child(tmp_path: Path) -> None:
-    writer = _writer(tmp_path)
-    writer._pending.append(("parent-call", ([], None)))  # a row of the parent's: not the child's
+def test_an_audit_logs_lock_held_at_the_fork_does_not_hang_the_child(tmp_path: Path) -> None:
+    log = AuditLog(str(tmp_path / "audit.db"))
+    assert log.recover() == 0  # the parent's connection, made under the lock
 
     def child() -> None:
-        assert writer.flush(5.0)  # nothing of the child's to chain: at once
-        assert writer._pending == [] and writer._thread is None and writer._conn is None
+        assert log.recover() == 0  # takes the lock, and opens the child's own connection
+        assert log._store.pid == os.getpid()
 
-    assert _in_child_while_held(writer._lock, child) == 0
-    assert writer._pending == [("parent-call", ([], None))]  # the parent's own state is untouched
+    assert _in_child_while_held(log._store.lock, child) == 0
+    assert log._store.pid == os.getpid()  # the parent's own state is untouched
 
 
 def test_the_digest_memos_lock_held_at_the_fork_does_not_hang_the_child(tmp_path: Path) -> None:
@@ -186,9 +181,6 @@ def test_a_child_forked_while_the_hosts_threads_hold_their_locks_reloads_and_cal
     make_skill(root, "echo", script="#!/bin/sh\necho '{\"ok\": 1}'\n")
     host = make_host(root)
     assert host.call("echo").ok
-    # The parent's row is chained before the fork: its writer lingers, and a row it chained
-    # after the child's would be the last one the child reads.
-    assert host.audit.flush(5.0)
     held = [digest._memo_lock]
 
     def child() -> None:

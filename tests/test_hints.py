@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from importlib.metadata import PathDistribution
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ def _fake_dist(monkeypatch: pytest.MonkeyPatch, info: Path, direct_url: object |
     info.mkdir(parents=True)
     if direct_url is not None:
         (info / "direct_url.json").write_text(json.dumps(direct_url))
-    monkeypatch.setattr(hints, "_dist_info", lambda: info)
+    monkeypatch.setattr(hints, "_dist_info", lambda: PathDistribution(info))
 
 
 def test_an_install_from_an_index_is_named_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -148,39 +148,3 @@ def test_the_host_remembers_sandbox_profiles_outside_the_tool_until_the_next_loa
     assert list(host._profiles) == [id(fresh)]  # the old tools are forgotten
 
 
-def test_the_per_call_constructors_build_what_the_public_ones_build() -> None:
-    # The pipeline's evolve and request build their objects positionally (models.fastinit);
-    # each must equal the class's own __init__, field for field.
-    import attrs
-
-    from ongrid_plugins.models import Decision, Verdict
-
-    built = CallResult("echo", False, error="exited with status 3", stderr_tail=["x", "y"], call_id="id1")
-    assert type(built.stderr_tail) is tuple and built.decision is None and built.status == ""
-
-    decision = Decision(Verdict.ALLOW, "safe tools run for any persona", "ongrid.gate")
-    evolved = pipeline._evolve(built, decision=decision, call_id="id2")
-    assert evolved == attrs.evolve(built, decision=decision, call_id="id2")
-    assert (evolved.decision, evolved.call_id, built.call_id) == (decision, "id2", "id1")
-
-    digest = "d" * 64
-    request = (object(), {"n": 1}, object(), "id3", digest, '{"n":1}', "ada", digest, None, None, 2.0, None)
-    names = [f.name for f in attrs.fields(CallRequest) if f.name != "approvers"]
-    fast, slow = pipeline._new_request(*request), CallRequest(**dict(zip(names, request, strict=True)))
-    assert [getattr(fast, f.name) for f in attrs.fields(CallRequest)] == [
-        getattr(slow, f.name) for f in attrs.fields(CallRequest)
-    ]
-    assert fast.approvers == ()
-
-
-def test_a_plugins_result_class_is_copied_through_its_own_init() -> None:
-    class Tagged(CallResult):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            object.__setattr__(self, "tag", "set by __init__")
-
-    copy = pipeline._evolve(Tagged("t", True), call_id="c2")
-    assert type(copy) is Tagged and copy.call_id == "c2"
-    assert copy.tag == "set by __init__"  # type: ignore[attr-defined]
-    with pytest.raises(TypeError, match="no_such_field"):
-        pipeline._evolve(CallResult("t", True), no_such_field=1)

@@ -193,14 +193,7 @@ def offenders(package: Path) -> list[str]:
 #: Uses still in modules other branches of issue 35 are rewriting (``models/``: the canonical
 #: JSON encoder; ``schema/``: the RE2 wrapper's internals and jsonschema's message helper),
 #: without line numbers. Each line goes when its module no longer needs it.
-PENDING_ELSEWHERE = frozenset(
-    {
-        "ongrid_plugins/models/base.py: json.encoder.c_make_encoder",
-        "ongrid_plugins/schema/safe/regex.py: ._Anchor (not a name of ours)",
-        "ongrid_plugins/schema/safe/regex.py: ._regexp (not a name of ours)",
-        "ongrid_plugins/schema/safe/validator.py: from jsonschema._utils import extras_msg",
-    }
-)
+PENDING_ELSEWHERE: frozenset[str] = frozenset()
 
 
 def _unnumbered(line: str) -> str:

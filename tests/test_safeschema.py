@@ -17,8 +17,6 @@ from typing import Any
 
 import pytest
 from hostile import CATASTROPHIC, bounded
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from ongrid_plugins import InvalidArguments, SkillHost
@@ -612,85 +610,6 @@ def test_cancelling_acall_during_a_threaded_check_records_the_attempt(tmp_path: 
     row = host.audit.tail(1)[0]
     assert (row.tool, row.outcome) == ("echo", "cancelled")
     assert host.audit.verify().inflight == ()
-
-
-def _speedups_or_none() -> Any:
-    try:
-        from ongrid_plugins import _speedups
-    except ImportError:
-        return None
-    return _speedups
-
-
-class _Text(str):
-    pass
-
-
-class _Dict(dict):  # type: ignore[type-arg]
-    pass
-
-
-class _List(list):  # type: ignore[type-arg]
-    pass
-
-
-_plain_atoms = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=40)
-)
-_json_like = st.recursive(
-    st.one_of(_plain_atoms, st.builds(_Text, st.text(max_size=5))),
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=6),
-        st.lists(inner, max_size=6).map(tuple),
-        st.lists(inner, max_size=3).map(_List),
-        st.dictionaries(st.one_of(st.text(max_size=8), st.integers()), inner, max_size=6),
-        st.dictionaries(st.text(max_size=4), inner, max_size=3).map(_Dict),
-        st.dictionaries(st.builds(_Text, st.text(max_size=3)), inner, max_size=2),
-    ),
-    max_leaves=40,
-)
-
-
-def _holds_non_plain(value: Any) -> bool:
-    if type(value) in (_Text, _Dict, _List):
-        return True
-    if type(value) is dict:
-        return any(type(k) is _Text or _holds_non_plain(v) for k, v in value.items())
-    if type(value) in (list, tuple):
-        return any(_holds_non_plain(v) for v in value)
-    return False
-
-
-@pytest.mark.skipif(not hasattr(_speedups_or_none(), "light"), reason="the compiled helpers were not built")
-@settings(max_examples=600, deadline=None)
-@given(args=_json_like, budget=st.sampled_from([0, 1, 2, 5, 17, 64, 300, 4096]))
-def test_the_compiled_light_walk_answers_as_the_python_walk_or_hands_it_over(args: Any, budget: int) -> None:
-    from ongrid_plugins.schema import arguments
-
-    compiled = _speedups_or_none().light(args, budget)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(arguments, "_LIGHT_ARGS", budget)
-        walked = arguments._walk_is_light(args)
-    assert compiled is None or compiled is walked, (args, budget)
-    if compiled is None:  # handed over only for a value of another type than the plain ones
-        assert _holds_non_plain(args)
-
-
-@pytest.mark.skipif(not hasattr(_speedups_or_none(), "light"), reason="the compiled helpers were not built")
-def test_the_compiled_light_walk_is_bounded_on_hostile_arguments_and_refuses_a_bad_budget() -> None:
-    light = _speedups_or_none().light
-    deep: Any = "leaf"
-    for _ in range(200_000):  # no recursion to overflow
-        deep = [deep]
-    assert light(deep, 4096) is False
-    assert light([[]] * 4096, 4096) is False  # 1 + 4096 steps
-    assert light([[]] * 4095, 4096) is True
-    assert light(list(range(10**6)), 4096) is False  # refused by its length, no stack grown to it
-    assert light({"": ""}, 2) is True and light({"": ""}, 1) is False  # the dict, and the value
-    assert light({"ab": [1, 2.5, None, True]}, 8) is True and light({"ab": [1, 2.5, None, True]}, 7) is False
-    for bad in ("4096", 4096.0, -1, 2**40, None):
-        with pytest.raises((TypeError, ValueError), match="budget"):
-            light({}, bad)
 
 
 def test_the_flat_count_of_light_arguments_is_the_walks_count() -> None:

@@ -93,7 +93,7 @@ def test_state_init_leaves_a_fifo_alone_and_still_shares_the_rest(tmp_path: Path
 
     assert _mode(shared / "old.txt") == 0o660 and str(shared / "old.txt") in done.paths
     assert _mode(shared / "pipe") == 0o600 and str(shared / "pipe") not in done.paths
-    assert _mode(shared) == 0o2770 and _mode(shared / "audit-inflight") == 0o2770
+    assert _mode(shared) == 0o2770
     assert _mode(shared / "audit.db") == 0o660 and _mode(shared / "approvals.db") == 0o660
 
 

@@ -1,17 +1,17 @@
 """Stage ``audit``: the tamper-evident, append-only record of every call attempt.
 
 One row per attempt, and per ticket decision, in ``<state_dir>/audit.db``,
-each row hash-chained to the one before it (:mod:`.chain`); a call only appends
-its row, serialised once (:mod:`.rows`), to its process's journal
-(:mod:`.journal`) and a writer thread chains the rows in batches
-(:mod:`.writer`). :class:`AuditLog` (:mod:`.log`) is the built-in plugin
-``audit``, one object per host, whose ``ongrid_before_call`` /
-``ongrid_after_call`` hooks record the calls and refuse risky ones it cannot
-record. :mod:`.entries` holds what readers get back: rows and verify reports.
+each row hash-chained to the one before it (:mod:`.chain`) in one SQLite
+transaction per row; a call is recorded as in flight before it runs
+(:mod:`.inflight`), so a process that dies mid-call leaves it as ``interrupted``.
+:class:`AuditLog` (:mod:`.log`) is the built-in plugin ``audit``, one object per
+host, whose ``ongrid_before_call`` / ``ongrid_after_call`` hooks record the calls
+(their rows made by :mod:`.rows`) and refuse risky ones it cannot record.
+:mod:`.entries` holds what readers get back: rows and verify reports.
 See ``docs/audit.md``.
 
 May import: the value modules (``errors``, ``models``, ``hookspecs``,
-``settings``, ``_sqlite``, the optional compiled ``_speedups``) and the schema stage
+``settings``, ``_sqlite``, ``forksafe``) and the schema stage
 (``redact``); the gate's ticket values for typing only. Never the host, the executors
 or a surface.
 

@@ -1,4 +1,4 @@
-"""The audit log's storage: the hash chain, its verification, and crash recovery.
+"""The audit log's storage: the hash chain and its verification (recovery: :mod:`.inflight`).
 
 Kept apart from :mod:`ongrid_plugins.audit` (the plugin and its public API) so
 each stays readable. Everything here works on an open ``sqlite3`` connection
@@ -15,18 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import itertools
 import logging
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..errors import AuditError
-from ..models import JSON, Outcome, canonical_json, sha256_hex
-from .journal import HOST, alive
-from .journal_read import journal_files
+from ..models import canonical_json, sha256_hex
 
 if TYPE_CHECKING:
     import sqlite3
@@ -38,15 +33,10 @@ __all__ = [
     "GENESIS",
     "JSON_COLUMNS",
     "SCHEMA",
-    "Prepared",
     "append",
-    "append_many",
-    "append_prepared",
     "canonical",
     "check_head",
     "check_macs",
-    "inflight",
-    "recover",
     "row_hash",
     "row_mac",
     "walk",
@@ -117,102 +107,30 @@ CREATE INDEX IF NOT EXISTS entries_call_id ON entries (call_id);
 CREATE INDEX IF NOT EXISTS entries_ticket ON entries (ticket) WHERE ticket IS NOT NULL;
 CREATE TABLE IF NOT EXISTS macs (seq INTEGER PRIMARY KEY, mac TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS digest_key (id INTEGER PRIMARY KEY CHECK (id = 1), key TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS inflight (
+    call_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, pid_start TEXT NOT NULL,
+    host TEXT NOT NULL, row TEXT NOT NULL
+);
 """
 
 
-#: A row ready to chain: its values in ``COLUMNS[1:-1]`` order (``seq`` and ``prev_hash``
-#: are the chain's), and the canonical JSON that :func:`row_hash` hashes between those two
-#: (:func:`.rows.finish_row` makes both), or None to serialise the values here.
-Prepared = tuple[list[Any], str | None]
-
-
 def append(conn: sqlite3.Connection, row: Mapping[str, Any], key: bytes | None = None) -> int:
-    """Chain ``row`` after the current head (the caller holds a write transaction).
+    """Chain ``row`` after the current head (the caller holds a write transaction); its ``seq``.
 
     With ``key`` (``ONGRID_AUDIT_KEY_FILE``), the row's HMAC goes into ``macs``.
     """
-    return append_many(conn, [row], key)
-
-
-def append_many(conn: sqlite3.Connection, rows: Sequence[Mapping[str, Any]], key: bytes | None = None) -> int:
-    """Chain ``rows``, in order, after the current head; returns the last ``seq``.
-
-    The same rows and hashes as :func:`append` once per row (see :func:`append_prepared`).
-    """
-    return append_prepared(conn, [([row.get(c) for c in _MIDDLE], None) for row in rows], key)
-
-
-def append_prepared(conn: sqlite3.Connection, rows: Sequence[Prepared], key: bytes | None = None) -> int:
-    """Chain prepared ``rows``, in order, after the current head; returns the last ``seq``.
-
-    The head is read once and written once; the rows go in by :data:`CHUNK` a
-    statement (each statement is one trip out of Python, where one per row handed
-    the GIL to the calling threads and waited for it again, row after row).
-    """
     head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
-    seq, prev = (head[0], head[1]) if head else (0, GENESIS)
-    entries: list[list[Any]] = []
-    macs: list[tuple[int, str]] = []
-    for values, middle in rows:
-        seq += 1
-        row = [seq, *values, prev]
-        if middle is None:
-            prev = row_hash(row)
-        else:  # what row_hash(row) computes, without serialising the values again
-            prev = sha256_hex(f'[{seq},{middle},"{prev}"]')
-        row.append(prev)
-        entries.append(row)
-        if key is not None:
-            macs.append((seq, row_mac(key, prev)))
-    if not entries:
-        return seq
-    _insert(conn, _INSERT_ENTRIES, entries)
-    conn.execute("INSERT OR REPLACE INTO head (id, seq, hash) VALUES (1, ?, ?)", (seq, prev))
-    if macs:
-        _insert(conn, _INSERT_MACS, macs)
+    seq, prev = (head[0] + 1, head[1]) if head else (1, GENESIS)
+    values = [seq, *(row.get(column) for column in COLUMNS[1:-1]), prev]
+    digest = row_hash(values)
+    conn.execute(_INSERT, (*values, digest))
+    conn.execute("INSERT OR REPLACE INTO head (id, seq, hash) VALUES (1, ?, ?)", (seq, digest))
+    if key is not None:
+        conn.execute("INSERT OR REPLACE INTO macs (seq, mac) VALUES (?, ?)", (seq, row_mac(key, digest)))
     return seq
 
 
-_MIDDLE = COLUMNS[1:-1]
-#: Rows per INSERT statement: 32 rows of 30 values stay under the 999 parameters of the
-#: oldest SQLite Python supports.
-CHUNK = 32
-_INSERT_ENTRIES = (
-    f"INSERT INTO entries ({', '.join(COLUMNS)}, hash) VALUES ",
-    f"({', '.join('?' * (len(COLUMNS) + 1))})",
-)
-_INSERT_MACS = ("INSERT OR REPLACE INTO macs (seq, mac) VALUES ", "(?, ?)")
-
-
-def _insert(conn: sqlite3.Connection, sql: tuple[str, str], rows: Sequence[Sequence[Any]]) -> None:
-    """``INSERT ... VALUES (...), (...)`` of ``rows``, :data:`CHUNK` rows a statement.
-
-    A None goes in as a NaN where SQLite stores a bound NaN as NULL (:func:`_null`): the
-    same NULL, but Python's ``sqlite3`` binds a None through its adaptation protocol (a
-    failed ``__adapt__`` look-up that formats an AttributeError and drops it), ~1 us a
-    value and four in a common row, where a float is bound as it is.
-    """
-    null = _NULL if _NULL is not _UNKNOWN else _null(conn)
-    for start in range(0, len(rows), CHUNK):
-        chunk = rows[start : start + CHUNK]
-        values = itertools.chain.from_iterable(chunk)
-        params = list(values) if null is None else [null if v is None else v for v in values]
-        conn.execute(sql[0] + ",".join([sql[1]] * len(chunk)), params)
-
-
-_UNKNOWN = object()
-_NULL: Any = _UNKNOWN
-"""What :func:`_insert` binds for a None: a NaN, or None itself (not asked yet: ``_UNKNOWN``)."""
-
-
-def _null(conn: sqlite3.Connection) -> float | None:
-    """A NaN if this process's SQLite stores a bound NaN as NULL (it has for every release
-    Python supports, ``sqlite3VdbeMemSetDouble``), else None; asked once a process."""
-    global _NULL
-    nan = float("nan")
-    null = nan if conn.execute("SELECT ? IS NULL", (nan,)).fetchone()[0] == 1 else None
-    _NULL = null
-    return null
+_INSERT = f"INSERT INTO entries ({', '.join(COLUMNS)}, hash) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})"
 
 
 def row_mac(key: bytes, digest: str) -> str:
@@ -345,75 +263,3 @@ def check_head(walk: Walk, head: Sequence[Any] | None) -> Walk:
         problem = f"row {seq} is not the head the log recorded: rows were appended around the writer"
         return attrs.evolve(walk, ok=False, first_bad=seq, problem=problem)
     return walk
-
-
-# ---------------------------------------------------------------------- recovery
-
-
-def recover(conn: sqlite3.Connection, folder: str, key: bytes | None = None) -> tuple[int, list[str]]:
-    """Chain what the journals of dead processes in ``folder`` still hold.
-
-    Finished calls are chained with their outcome, started ones as
-    ``interrupted``; a call already in the chain (its writer committed but did
-    not get to mark it) is skipped. Returns the number of rows chained and the
-    journal files to remove once the caller's transaction has committed.
-
-    :raises AuditError: a dead process's journal holds what no process writes (a row of
-        the wrong shape or type, of another process, or a ticket decision): which file, and
-        to move it aside (:mod:`.journal_read`).
-    """
-    done: list[str] = []
-    count = 0
-    for journal in journal_files(folder):
-        if journal.host != HOST or alive(journal.pid, journal.pid_start):
-            continue
-        if journal.problem:
-            raise _damaged(journal.path, journal.problem)
-        done.append(journal.path)
-        for call_id, row, finished in journal.open_calls:
-            if conn.execute("SELECT 1 FROM entries WHERE call_id = ?", (call_id,)).fetchone():
-                continue
-            append(
-                conn, dict(row, call_id=call_id) if finished else _interrupted(call_id, row, journal.pid), key
-            )
-            count += 1
-    return count, done
-
-
-def _damaged(path: str, problem: str) -> AuditError:
-    folder = os.path.dirname(path)
-    return AuditError(
-        f"the audit journal {path} cannot be recovered: {problem}; no version of ongrid-skills "
-        f"writes that, so it was damaged or written by someone else. Move it out of {folder} "
-        "(keep it, and find out who wrote it: it may hold calls the log lacks), then run this again"
-    )
-
-
-def _interrupted(call_id: str, row: dict[str, Any], pid: int) -> dict[str, Any]:
-    row = dict(row, call_id=call_id, tool=row.get("tool") or "?", time=row.get("time") or 0.0)
-    row.update(
-        outcome=Outcome.INTERRUPTED,
-        error=f"the host process {pid} ended before the outcome of this call was recorded",
-        duration=0.0,
-        stderr_tail="[]",
-        result_size=0,
-        result_digest="",
-    )
-    logger.warning("audit log: call %s of %s was interrupted (pid %s)", call_id, row["tool"], pid)
-    return row
-
-
-def inflight(folder: str) -> list[JSON]:
-    """The calls started and not recorded yet, from every journal in ``folder``."""
-    return [
-        {
-            "call_id": call_id,
-            "tool": row.get("tool"),
-            "started": row.get("time"),
-            "pid": journal.pid,
-            "host": journal.host,
-            "alive": alive(journal.pid, journal.pid_start) if journal.host == HOST else None,
-        }
-        for journal in journal_files(folder)
-        for call_id, row, _finished in journal.open_calls
-    ]

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..identity import identity_key
 from ..models import Outcome
 from ..schema.redact import REDACTED
-from .journal import HOST
+from .inflight import HOST
 from .rows import clip, dumps
 
 if TYPE_CHECKING:

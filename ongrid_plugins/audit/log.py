@@ -13,17 +13,17 @@ blocks it, and ``ongrid-skills plugins`` shows it), and what is registered there
 is the host's own :class:`AuditLog`, whose methods are the hooks (the host hands
 it to ``get_plugin_manager(per_host=...)``). A module never holds per-host state.
 
-Crash safety and speed: ``ongrid_before_call`` appends the attempt to this
-log's journal file (:mod:`.journal`, one ``write()``);
-``ongrid_after_call`` appends the finished row there too and hands it to a
-writer thread (:mod:`.writer`) that chains rows in batches, so no call
-waits for an SQLite commit. Rows are visible within ~50 ms; readers of this
-object flush first. If the process dies, the next process that opens the log
-on the same machine chains what its journal still holds — finished calls with
-their outcome, started ones as ``interrupted`` — and nothing is ever
-half-written (SQLite transactions).
+Crash safety: ``ongrid_before_call`` commits the attempt to the ``inflight``
+table (:mod:`.inflight`) before anything runs; ``ongrid_after_call`` chains the
+complete row and removes the in-flight one in a single SQLite transaction
+(``BEGIN IMMEDIATE``: read the head, insert the row with its ``prev_hash``,
+commit), so a row is in the chain as soon as the call returns, concurrent writers
+(threads share the process's connection under a lock, processes take SQLite's
+write lock) append one after the other, and nothing is ever half-written. If a
+process dies, the next process that opens the log on the same machine chains
+what it left in flight as ``interrupted``.
 
-Failing closed: when the log cannot be opened, journaled or written, the
+Failing closed: when the log cannot be opened or written, the
 failure is logged as an error and — unless ``Settings.audit_fail_closed`` is
 off — mutating and dangerous calls are refused with
 :class:`~ongrid_plugins.errors.AuditError` before they start, until rows can be
@@ -32,10 +32,8 @@ written again. Safe calls still run.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -45,18 +43,7 @@ from .. import _sqlite
 from ..errors import AuditError, ConfigError
 from ..hookspecs import hookimpl
 from ..models import Outcome, ToolClass
-from .chain import (
-    ADDED_COLUMNS,
-    COLUMNS,
-    SCHEMA,
-    Walk,
-    append,
-    check_head,
-    check_macs,
-    inflight,
-    recover,
-    walk,
-)
+from .chain import COLUMNS, Walk, append, check_head, check_macs, walk
 from .decisions import digest_key, ticket_problem, ticket_row, trust_row
 from .entries import (
     OUTCOMES,
@@ -69,14 +56,11 @@ from .entries import (
     read_key,
 )
 from .headfile import read_head, write_head
-from .journal import JOURNAL_DIR, PID, Journal
-from .rows import Started, finish_row, start_row
-from .transaction import Transaction
-from .writer import Writer
+from .inflight import inflight, recover, started
+from .rows import finish_row, start_row
+from .store import Store
 
 if TYPE_CHECKING:
-    import sqlite3
-
     import pluggy
 
     from ..gate.tickets import Ticket
@@ -111,14 +95,9 @@ class AuditLog:
             self.key = read_key(key_file) if key_file else None
         except ConfigError as exc:
             self.key_error = exc
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = 0
-        self._started: dict[str, tuple[float, Started]] = {}
-        self.journal_dir = os.path.join(os.path.dirname(path) or ".", JOURNAL_DIR)
-        """Where each process journals the calls it has not chained yet (see :mod:`.journal`)."""
-        self._journal = Journal(self.journal_dir)
-        self._writer = Writer(path, self._journal, self.key)
+        self._store = Store(path, self.key, self.key_error)
+        self._transaction = self._store.transaction
+        self._started: dict[str, tuple[float, dict[str, Any]]] = {}
         self._failures = 0
 
     @classmethod
@@ -134,22 +113,17 @@ class AuditLog:
 
     @hookimpl(tryfirst=True)
     def ongrid_before_call(self, request: CallRequest) -> None:
-        """Journal the attempt before anything runs; refuse risky calls the log cannot record."""
+        """Record the attempt as in flight before anything runs; refuse risky calls the log cannot record."""
         try:
             if self.key_error is not None:  # rows without their HMAC would not verify
                 raise ConfigError(str(self.key_error))
-            # To the microsecond: the row's text of a whole number of them is cheap to write
-            # (canonical JSON's float repr is otherwise dtoa's bignum loop, twice a call).
+            # To the microsecond, as rows have always kept it.
             start = start_row(request, time.time_ns() // 1000 / 1e6)
             self._started[request.call_id] = (time.monotonic(), start)
-            if self._conn is None or self._pid != PID.pid:
-                with self._lock:
-                    self._connection()  # the first call opens the database: a broken one shows now
-            if self._writer.failing is not None:
-                raise self._writer.failing
-            self._journal.started(request.call_id, start.line)
+            with self._transaction() as conn:
+                started(conn, request.call_id, start, self._store.ident)
         except Exception as exc:
-            self._failed("journal", request, exc)
+            self._failed("record", request, exc)
             if self.fail_closed and request.tool.tool_class is not ToolClass.SAFE:
                 message = (
                     f"the audit log {self.path} cannot record the call to {request.tool.name!r} ({exc}); "
@@ -160,33 +134,49 @@ class AuditLog:
 
     @hookimpl(tryfirst=True)
     def ongrid_after_call(self, request: CallRequest, result: CallResult) -> None:
-        """Journal the attempt's complete row and hand it to the writer thread to chain.
+        """Chain the attempt's complete row and drop its in-flight record, in one transaction.
 
-        Once journaled the row survives the process being killed. A failure is
-        logged as an error (the call already happened); while rows cannot be
-        written, mutating and dangerous calls are refused (when failing closed).
+        A failure is logged as an error (the call already happened) and the row is kept
+        to be chained by the next write; meanwhile its in-flight record (if it was made)
+        stands for it, so a process that dies then still leaves the call in the log, as
+        interrupted. While rows cannot be written, mutating and dangerous calls are refused
+        (when failing closed: ``ongrid_before_call`` cannot write either).
         """
-        started = self._started.pop(request.call_id, None)
+        begun = self._started.pop(request.call_id, None)
         if self.key_error is not None:  # not recorded: ongrid_before_call said why
             return
-        if started is None:  # no before_call (another plugin's before_call failed first)
-            started = (time.monotonic(), start_row(request, time.time_ns() // 1000 / 1e6))
-        mono, start = started
-        row, line = finish_row(start, request, result, result.duration or (time.monotonic() - mono))
+        if begun is None:  # no before_call (another plugin's before_call failed first)
+            begun = (time.monotonic(), start_row(request, time.time_ns() // 1000 / 1e6))
+        mono, start = begun
+        row = finish_row(start, request, result, result.duration or (time.monotonic() - mono))
+        self._store.backlog.append(row)
         try:
-            self._journal.finished(request.call_id, line, start.line)
+            with self._transaction():
+                pass  # the row is chained first thing in every write transaction
         except Exception as exc:
-            self._failed("journal the outcome of", request, exc)
-        self._writer.put(request.call_id, row)
+            self._failed("chain the outcome of", request, exc)
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until every call this log's host finished is in the chain; False on timeout or failure."""
-        return self._writer.flush(timeout)
+        """Chain the rows a failed write left behind; False while they cannot be written.
+
+        Every other row is in the chain when its call returns. ``timeout`` is kept for
+        callers of older versions (the write waits for SQLite's lock as any write does).
+        """
+        if not self._store.backlog:
+            return True
+        try:
+            with self._transaction():
+                pass  # chains the backlog
+        except Exception as exc:
+            waiting = len(self._store.backlog)
+            logger.error("audit log: cannot chain %d row(s) in %s: %s", waiting, self.path, exc)
+            return False
+        return True
 
     @property
     def write_failures(self) -> int:
-        """Journal writes and batches that failed since this object was created."""
-        return self._failures + self._writer.failures
+        """Writes that failed since this object was created."""
+        return self._failures
 
     def _failed(self, what: str, request: CallRequest, exc: Exception) -> None:
         self._failures += 1
@@ -273,9 +263,9 @@ class AuditLog:
             raise ConfigError(str(self.key_error))
         self.flush()
         try:
-            report, keyed = self._walk()
+            report, keyed, flying = self._walk()
         except UnreadableLog as exc:
-            return VerifyReport(ok=False, entries=0, problem=exc.problem, inflight=inflight(self.journal_dir))
+            return VerifyReport(ok=False, entries=0, problem=exc.problem)
         if report.ok and keyed[1]:
             report = attrs.evolve(report, ok=False, first_bad=keyed[0], problem=keyed[1])
         if report.ok and anchor is not None:
@@ -293,13 +283,14 @@ class AuditLog:
             first_bad=report.first_bad,
             problem=report.problem,
             head=report.last_hash,
-            inflight=inflight(self.journal_dir),
+            inflight=flying,
         )
 
-    def _walk(self) -> tuple[Walk, tuple[int | None, str]]:
-        """The chain walked and its head checked, and the keyed chain's ``(first bad, problem)``."""
+    def _walk(self) -> tuple[Walk, tuple[int | None, str], list[dict[str, Any]]]:
+        """The chain walked and its head checked, the keyed chain's ``(first bad, problem)``, and
+        the calls in flight."""
         if not self._exists():  # reading never creates the log: an empty chain
-            return check_head(walk(iter(())), None), (None, "")
+            return check_head(walk(iter(())), None), (None, ""), []
         with self._transaction(write=False) as conn:
             # SQLite's own check first: a damaged index reads as fewer rows, or as none.
             damage = [" ".join(str(row[0]).split()) for row in conn.execute("PRAGMA quick_check(3)")]
@@ -308,7 +299,8 @@ class AuditLog:
             report = walk(conn.execute(f"SELECT {', '.join(COLUMNS)}, hash FROM entries ORDER BY seq"))
             head = conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchone()
             keyed = check_macs(conn, self.key) if self.key is not None and report.ok else (None, "")
-        return check_head(report, head), keyed
+            flying = inflight(conn)
+        return check_head(report, head), keyed, flying
 
     # ------------------------------------------------------------------ tickets
 
@@ -345,8 +337,7 @@ class AuditLog:
         self.flush()
         try:
             with self._transaction() as conn:
-                seq = append(conn, ticket_row(conn, ticket, outcome, by, note, **fields))
-            self._writer.wrote = True  # checkpointed at exit, like the writer's rows
+                seq = append(conn, ticket_row(conn, ticket, outcome, by, note, **fields), self.key)
             return seq
         except Exception as exc:
             self._failures += 1
@@ -365,8 +356,7 @@ class AuditLog:
         self.flush()
         try:
             with self._transaction() as conn:
-                seq = append(conn, trust_row(outcome, pack, by, note, **facts))
-            self._writer.wrote = True
+                seq = append(conn, trust_row(outcome, pack, by, note, **facts), self.key)
             return seq
         except Exception as exc:
             self._failures += 1
@@ -375,16 +365,8 @@ class AuditLog:
             raise AuditError(message) from exc
 
     def _exists(self) -> bool:
-        """Whether there is anything to read: the database, or journals a dead process left to recover."""
-        if _sqlite.state_exists(self.path):
-            return True
-        try:
-            with os.scandir(self.journal_dir) as it:
-                # An empty journal (a live process between calls, or one that died then) holds
-                # nothing to recover: reading past it must not create the database.
-                return any(entry.stat(follow_symlinks=False).st_size for entry in it)
-        except OSError:
-            return False
+        """Whether there is anything to read (reading never creates the log)."""
+        return _sqlite.state_exists(self.path)
 
     @property
     def head_path(self) -> str:
@@ -417,57 +399,15 @@ class AuditLog:
         Runs by itself whenever a process opens the log; call it to recover now.
         """
         with self._transaction() as conn:
-            count, done = recover(conn, self.journal_dir)
-        _remove(done)
-        return count
+            return recover(conn, self.key)
 
     # ------------------------------------------------------------------ sqlite
 
-    def _transaction(self, write: bool = True) -> Any:
-        return Transaction(self, write)
-
-    def _connection(self) -> sqlite3.Connection:
-        """One connection per process (re-opened after a fork), used under ``self._lock``."""
-        if self._conn is not None and self._pid == PID.pid:
-            return self._conn
-        if self.key_error is not None:  # recovered rows would lack their HMAC
-            raise ConfigError(str(self.key_error))
-        # NORMAL in WAL mode: a killed process loses nothing committed; a power cut may
-        # drop the last commits but never breaks the chain.
-        conn: sqlite3.Connection = _sqlite.connect(
-            self.path, SCHEMA, synchronous="NORMAL", check_same_thread=False, added=ADDED_COLUMNS
-        )
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                _count, done = recover(conn, self.journal_dir, self.key)
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
-            _remove(done)
-        except BaseException:
-            conn.close()
-            raise
-        # Published once recovered: ongrid_before_call reads these two without the lock.
-        self._conn, self._pid = conn, os.getpid()
-        return conn
-
     def close(self) -> None:
-        """Chain what is pending and close this process's connection and journal (both reopen on
-        the next use; the journal file goes when it holds nothing to recover)."""
+        """Chain what a failed write left behind and close this process's connection (it reopens on
+        the next use)."""
         self.flush()
-        self._journal.close()
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
-
-
-def _remove(paths: list[str]) -> None:
-    for path in paths:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        self._store.close()
 
 
 def warn_if_disabled(pm: pluggy.PluginManager) -> bool:

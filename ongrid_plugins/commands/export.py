@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..errors import StrictSchemaError
-from ..export import FORMATS
+from ..export import FORMATS, PROMPT_FORMATS
 from .argtypes import Subcommands, non_empty, output_file
 
 if TYPE_CHECKING:
@@ -26,9 +26,10 @@ def register(sub: Subcommands) -> None:
     p.add_argument(
         "--format",
         required=True,
-        choices=FORMATS,
+        choices=FORMATS + PROMPT_FORMATS,
         help="the model API's tool shape: openai (chat completions), responses (OpenAI Responses API), "
-        "anthropic, mcp, gemini (function declarations)",
+        "anthropic, mcp, gemini (function declarations); or skills-prompt, the <available_skills> "
+        "block of the skills the persona may use, for a system prompt",
     )
     p.add_argument(
         "--persona",
@@ -67,7 +68,10 @@ def cmd_export(ctx: Context) -> int:
         fix = "fix those schemas" if exc.format == "gemini" else fix
         print(fix, file=sys.stderr)
         return exc.exit_code
-    text = json.dumps(tools, ensure_ascii=False, indent=None if args.compact else 2)
+    if isinstance(tools, str):  # skills-prompt: text for a system prompt
+        text = tools
+    else:
+        text = json.dumps(tools, ensure_ascii=False, indent=None if args.compact else 2)
     if args.output:
         with output_file(args.output) as f:
             f.write(text + "\n")

@@ -16,11 +16,13 @@ __all__ = [
     "described",
     "hidden_note",
     "list_skills",
+    "not_loaded",
     "print_prompt_skills",
     "prompt_skills",
     "show_instructions",
     "show_skill",
     "summary",
+    "untrusted_note",
 ]
 
 
@@ -40,9 +42,12 @@ def list_skills(ctx: Context) -> int:
         message += " (or see `ongrid-skills resolve QUERY --persona P`)"
         raise UsageError(message)
     skills = [s for s in ctx.host.skills() if ctx.args.all or s.available]
+    refused = not_loaded(ctx)
     if ctx.args.json:
-        print_json({"items": [summary(s) for s in skills], "total": len(skills)})
+        print_json({"items": [summary(s) for s in skills], "total": len(skills), "not_loaded": refused})
         return 0
+    for item in refused:
+        print(f"{item['path']}: not loaded: {item['reason']} (trust it with `{item['hint']}`)")
     if not skills:
         print(f"no skills registered (see `{ctx.command('-v', 'list', '--skills')}` for what the loader did)")
         return 0
@@ -57,6 +62,27 @@ def list_skills(ctx: Context) -> int:
     ]
     print_table(("SKILL", "TOOLS", "FROM", "DESCRIPTION"), rows)
     return 0
+
+
+def not_loaded(ctx: Context) -> list[dict[str, str]]:
+    """The SKILL.md files of an untrusted project's ``.agents/skills``, which do not load."""
+    from ..discovery.agent_skills import project_folder, untrusted
+
+    settings = ctx.host.settings
+    hint = f"ongrid-skills trust-folder {project_folder(settings)}"
+    return [{"path": path, "reason": "folder not trusted", "hint": hint} for path in untrusted(settings)]
+
+
+def untrusted_note(ctx: Context) -> None:
+    """Say on stderr that an untrusted project's skills were not loaded, and how to trust it."""
+    refused = not_loaded(ctx)
+    if refused and not ctx.args.json:
+        print(
+            f"{len(refused)} skill(s) in {refused[0]['path'].rsplit('/', 2)[0]} not loaded: "
+            "folder not trusted "
+            f"(trust it with `{refused[0]['hint']}`)",
+            file=sys.stderr,
+        )
 
 
 def prompt_skills(ctx: Context) -> list[Skill]:

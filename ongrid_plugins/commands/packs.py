@@ -91,7 +91,7 @@ def _pack_name(text: str) -> str:
 def cmd_install(ctx: Context) -> int:
     from ..packs.consent import ConsentError
     from ..packs.install import install_pack
-    from .trust import asker, audit_trust
+    from .packtrust import asker, audit_trust
 
     args = ctx.args
     host = ctx.host

@@ -126,6 +126,7 @@ def cmd_list(ctx: Context) -> int:
     listing.print_prompt_skills(ctx, prompts, after_tools=bool(tools))
     if tools or prompts or filtered:  # else nothing_listed said what was left out
         listing.hidden_note(ctx)
+    listing.untrusted_note(ctx)
     if routed:
         _route_notes(ctx)
     return 0
@@ -192,7 +193,7 @@ def cmd_show(ctx: Context) -> int:
         tool = ctx.host.get(ctx.args.name)
     except UnknownSkill as exc:
         if exc.skill is None:
-            from .trust import inspect_if_pack
+            from .packtrust import inspect_if_pack
 
             if inspect_if_pack(ctx, ctx.args.name):  # `show PACK`: what an installed or pip pack may do
                 return 0

@@ -285,14 +285,22 @@ def entry_problem(real: str, st: os.stat_result, root: SkillRoot) -> str | None:
 def ongrid_skill_roots(settings: Settings) -> list[SkillRoot]:
     """The configured roots, then the built-in, system and per-user ones.
 
-    Order decides which skill wins a name clash: explicit ``--dirs`` /
-    ``Settings(skill_dirs=...)`` first, then ``ONGRID_SKILLS_EXTERNAL_DIRS``,
-    then the package's own skills, ``/etc/ongrid/skills`` and the user folder.
+    Order decides which skill wins a name clash (the loser is reported as a
+    ``duplicate``, never dropped silently): explicit ``--dirs`` /
+    ``Settings(skill_dirs=...)`` first, then ``ONGRID_SKILLS_EXTERNAL_DIRS``, then
+    the project's ``.agents/skills`` (when the project folder is trusted), then
+    the package's own skills, ``/etc/ongrid/skills``, the user folder and
+    ``~/.agents/skills`` (see :mod:`.agent_skills`); installed packs come after.
     """
+    from .agent_skills import roots as agent_roots
+
+    project, user = agent_roots(settings)  # <project>/.agents/skills (trusted only), ~/.agents/skills
     roots = [SkillRoot(path, source="settings") for path in settings.skill_dirs]
     roots += [SkillRoot(path, source="env") for path in settings.env_dirs]
+    roots += [SkillRoot(path, source="project", required=False) for path in project]
     if settings.include_defaults:
         roots.append(SkillRoot(builtin_skills_dir(), source="builtin", provenance="built-in"))
         roots.append(SkillRoot(settings.system_skills_dir, source="system", required=False))
         roots.append(SkillRoot(settings.user_skills_dir, source="user", required=False))
+    roots += [SkillRoot(path, source="agents-user", required=False) for path in user]
     return roots

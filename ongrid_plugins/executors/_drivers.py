@@ -1,4 +1,4 @@
-"""The two drivers of a :class:`~._process._Run`: ``select.poll`` in the calling thread, or an asyncio loop.
+"""The two drivers of a run (:class:`Drivable`): ``select.poll`` in the calling thread, or an asyncio loop.
 
 A driver waits for what the run watches (its descriptors and its next timer) and
 calls the run's ``on_ready`` / ``on_time``; the run itself never blocks. While a call
@@ -17,12 +17,22 @@ import select
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ._process import _Run
+__all__ = ["Drivable", "LoopDriver", "PollDriver"]
 
-__all__ = ["LoopDriver", "PollDriver"]
+
+class Drivable(Protocol):
+    """What a driver needs of a run (``_process._Run`` is the one there is): the run never blocks."""
+
+    before_close: Callable[[int], None]
+
+    def launch(self) -> str | None: ...
+    def watches(self) -> list[tuple[int, int]]: ...
+    def next_wakeup(self) -> float: ...
+    def on_ready(self, fd: int, events: int = 0) -> None: ...
+    def on_time(self, now: float) -> None: ...
+
 
 _MAX_POLL_MS = 86_400_000  # poll() takes a C int: wake daily under absurd timeouts
 _POLLIN = select.POLLIN
@@ -30,9 +40,9 @@ _POLLOUT = select.POLLOUT
 
 
 class PollDriver:
-    """Feeds a :class:`_Run` from ``select.poll`` in the calling thread."""
+    """Feeds a :class:`Drivable` from ``select.poll`` in the calling thread."""
 
-    def __init__(self, run: _Run) -> None:
+    def __init__(self, run: Drivable) -> None:
         self._run = run
         self._poller = select.poll()
         self._registered: set[int] = set()
@@ -64,9 +74,9 @@ class PollDriver:
 
 
 class LoopDriver:
-    """Feeds a :class:`_Run` from an asyncio loop: a reader or writer per descriptor, and one timer."""
+    """Feeds a :class:`Drivable` from an asyncio loop: a reader or writer per descriptor, and one timer."""
 
-    def __init__(self, run: _Run, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, run: Drivable, loop: asyncio.AbstractEventLoop) -> None:
         self._run = run
         self._loop = loop
         self._watched: dict[int, int] = {}  # fd -> POLLIN or POLLOUT
@@ -153,7 +163,7 @@ in_flight: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = weakref.W
 _spawners: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
 
 
-async def _launch_aside(run: _Run) -> str | None:
+async def _launch_aside(run: Drivable) -> str | None:
     """``run.launch()`` in a spawner thread; a cancellation still waits for it to end, so
     a child that was started is known to ``run`` and is killed and reaped by the caller."""
     future = _spawner().submit(run.launch)

@@ -11,7 +11,6 @@ are split by job:
 * :mod:`.tools`: a tool and the sandbox it declares;
 * :mod:`.skills`: roots, skills, problems and load reports;
 * :mod:`.calls`: a call's request, events and result;
-* :mod:`.fastinit`: a loader's cheaper way to build a checked value (same fields, same object).
 
 May import: nothing of the package outside this folder (the values stage).
 """

@@ -7,8 +7,11 @@
   runner as every other surface; the skill's stderr lines go out as progress
   notifications (when the client sent a progress token) and as log messages;
 * ``prompts/list`` / ``prompts/get``: each SKILL.md skill's instructions, and
-  ``resources/list`` / ``resources/read``: ``skill://<skill>/SKILL.md`` and the skill's
-  files (``skill://<skill>/references/api.md``), read only when asked for.
+  ``resources/list`` / ``resources/read``: ``skill://<skill>/SKILL.md`` (the file as
+  written) and the skill's files (``skill://<skill>/references/api.md``), read only
+  when asked for;
+* MCP's Skills extension (``skills/list``, ``skills/get``, ``resources/directory/read``;
+  :mod:`.mcp_skills`).
 
 A call that needs a confirmation asks the user through MCP elicitation: a
 ``elicitation/create`` request on handshake-era connections, an ``InputRequiredResult``
@@ -35,6 +38,7 @@ import asyncio
 import base64
 import logging
 import mimetypes
+import os
 import secrets
 import time
 import warnings
@@ -78,6 +82,7 @@ from .mcp_answers import (
     not_asked,
     question_text,
 )
+from .mcp_skills import register
 from .mcp_wire import carried, screened
 from .rules import may_see_tool
 from .tokens import Principal
@@ -126,6 +131,9 @@ def create_server(
         on_subscriptions_listen=handlers.listen,
     )
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, handlers.set_level)
+    register(
+        server, handlers._skills, handlers._seen
+    )  # the Skills extension: skills/list, skills/get, directory reads
     server.ongrid_announce = handlers.announce  # type: ignore[attr-defined]
     server.ongrid_slots = handlers.slots  # type: ignore[attr-defined]  # also for calls mcp_wire runs
     return server
@@ -378,18 +386,17 @@ class _Handlers:
         name, _, path = uri.removeprefix(_URI).partition("/")
         if not uri.startswith(_URI) or not path:
             raise MCPError(types.INVALID_PARAMS, f"not a skill resource: {uri} (use skill://<skill>/<path>)")
+        # A nested skill's files (skill://outer/inner/SKILL.md) are the enclosing skill's too: read there.
         skill = await self._skill(name)
         instructions = await anyio.to_thread.run_sync(self.host.instructions, skill.name)
-        if path == "SKILL.md":
-            contents: Any = types.TextResourceContents(
-                uri=uri, mime_type="text/markdown", text=instructions.body
-            )
-            return types.ReadResourceResult(contents=[contents])
+        if path == "SKILL.md":  # the file as written, front matter included: the bytes skills/list digests
+            path = os.path.basename(skill.path)
         try:
             data = await anyio.to_thread.run_sync(instructions.read, path)
         except ResourceRefused as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         mime = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        contents: types.TextResourceContents | types.BlobResourceContents
         try:
             contents = types.TextResourceContents(uri=uri, mime_type=mime, text=data.decode("utf-8"))
         except UnicodeDecodeError:

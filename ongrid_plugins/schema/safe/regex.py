@@ -39,14 +39,6 @@ def _engine() -> tuple[Any, Any]:
     return re2, options
 
 
-@functools.cache
-def _unanchored() -> Any:
-    """The wrapper's low-level "search" anchor, or None if this re2 version lacks it."""
-    re2, _options = _engine()
-    anchor = getattr(re2, "_Anchor", None)
-    return getattr(anchor, "UNANCHORED", None)
-
-
 def translate(pattern: str) -> str:
     """``pattern`` with ``\\uXXXX`` and ``\\Z`` in RE2 spelling; everything else as is."""
     if "\\" not in pattern:
@@ -111,11 +103,6 @@ def regex_search(pattern: str, text: str) -> bool:
         data = text.encode("utf-8")
     except UnicodeEncodeError:
         data = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
-    anchor, raw = _unanchored(), getattr(program, "_regexp", None)
-    if anchor is not None and raw is not None:
-        # The wrapper's search() builds a match object with decoded offsets: 5x the
-        # cost of the match itself on the short strings arguments usually are.
-        return bool(raw.Match(anchor, data, 0, len(data))[0] != (-1, -1))
     return program.search(data.decode("utf-8")) is not None
 
 

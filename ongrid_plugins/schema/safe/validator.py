@@ -60,7 +60,6 @@ def _additional(instance: Mapping[str, Any], schema: Mapping[str, Any]) -> Itera
 
 
 def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[Any]:
-    from jsonschema._utils import extras_msg
     from jsonschema.exceptions import ValidationError
 
     if not validator.is_type(instance, "object"):
@@ -81,7 +80,6 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
 
 
 def _unevaluated_properties(validator: Any, unevaluated: Any, instance: Any, schema: Any) -> Iterator[Any]:
-    from jsonschema._utils import extras_msg
     from jsonschema.exceptions import ValidationError
 
     if not validator.is_type(instance, "object"):
@@ -101,6 +99,12 @@ def _unevaluated_properties(validator: Any, unevaluated: Any, instance: Any, sch
     else:
         error = "Unevaluated properties are not valid under the given schema (%s %s unevaluated and invalid)"
         yield ValidationError(error % extras_msg(failed))
+
+
+def extras_msg(extras: Any) -> tuple[str, str]:
+    """The names of unexpected properties and the verb, as jsonschema's own messages word them."""
+    shown = [repr(extra) for extra in extras]
+    return ", ".join(shown), "was" if len(shown) == 1 else "were"
 
 
 def _valid(errors: Iterator[Any]) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 from ...errors import OngridError, PermissionDenied, UnknownSkill
 from ...models import CallResult, Event, Tool, Verdict
 from ...packs.trusted import pack_of_tool, pack_states
+from ...telemetry import remote_parent
 from .. import missing_extra
 from ..responses import ApiError, api_error, result_body, sse
 from ..tokens import Principal
@@ -97,7 +98,8 @@ async def execute(api: Api, request: Request, who: Principal) -> Response:
     body = execute_body(await api.json(request))
     api.reserve(who)
     try:
-        result = await _call(api, name, body, who, None)
+        with remote_parent(api.host.settings, request.headers):  # a W3C traceparent, when OTel is on
+            result = await _call(api, name, body, who, None)
     finally:
         api.release(who)
     return JSONResponse(result_body(result))
@@ -114,7 +116,8 @@ async def execute_stream(api: Api, request: Request, who: Principal) -> Response
         loop.call_soon_threadsafe(queue.put_nowait, ("event", event))
 
     api.reserve(who)
-    task = asyncio.ensure_future(_call(api, name, body, who, on_event))
+    with remote_parent(api.host.settings, request.headers):  # the task copies the context now
+        task = asyncio.ensure_future(_call(api, name, body, who, on_event))
     task.add_done_callback(lambda _task: _release_after(api, queue, who))
     first = await queue.get()
     if first[0] == "done" and task.exception() is not None:
