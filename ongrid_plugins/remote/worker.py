@@ -64,10 +64,12 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from ..errors import OngridError
-from ..models import CallRequest, CallResult, Event
+from ..echo import printable
+from ..errors import ConfigError, OngridError
+from ..models import CallRequest, CallResult, Event, digest_json
 from .app import make_app
 from .calls import Calls
+from .signing import CHANNEL, TASK, Signer, broker_refusal, load_signer
 from .wire import (
     LEASE,
     LEASE_RENEW,
@@ -78,9 +80,11 @@ from .wire import (
     channel,
     claim_key,
     lease_key,
+    limits_refusal,
     narrower,
     profile_from_dict,
     result_to_dict,
+    task_refusal,
 )
 
 if TYPE_CHECKING:
@@ -103,6 +107,8 @@ class _State:
     pid: int = 0
     instance: str = ""
     """This worker's instance id (its pool processes inherit it): see :func:`.wire.alive_key`."""
+    signer: Signer | None = None
+    """The remote key's signer (:mod:`.signing`): no task runs without it."""
 
 
 _state = _State()
@@ -113,6 +119,16 @@ def _client() -> redis.Redis:
         _state.redis = redis.Redis.from_url(_state.broker_url, socket_connect_timeout=5)
         _state.pid = os.getpid()
     return _state.redis
+
+
+def _signer() -> Signer | str:
+    """This worker's signer, loaded on first use; why there is none (with the fix) if not."""
+    if _state.signer is None:
+        try:
+            _state.signer = load_signer(_host().settings.remote_key_file, "this worker")
+        except ConfigError as exc:
+            return str(exc)
+    return _state.signer
 
 
 def _host() -> SkillHost:
@@ -130,6 +146,9 @@ def build_app(broker_url: str, host: SkillHost | None = None) -> Any:
     _calls.broker_url = broker_url
     if host is not None:
         _state.host = host
+    refused = broker_refusal(broker_url)
+    if refused:
+        raise ConfigError(f"the worker refuses to start: {refused}")
     app = make_app(broker_url)
     # A worker outlives a broker outage: its consumer reconnects (after 2 s, backing off to
     # every 30 s) instead of shutting down. Only a worker's consumer reads these; a host's
@@ -165,6 +184,19 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
     the worker looks for a cancel the host sent earlier (:func:`.wire.cancelled_key`),
     so a cancel sent at any time after the task reaches it.
     """
+    signer = _signer()
+    opened = signer.open(TASK, body) if isinstance(signer, Signer) else signer
+    if isinstance(opened, str):
+        # Not the host's: nothing is published (the channel would be the sender's choice).
+        logger.warning(
+            "ongrid worker %s: refused task %s: %s; nothing ran and nothing was answered",
+            worker,
+            printable(task_id, 80),
+            opened,
+        )
+        return {"status": "refused"}
+    body = opened
+    assert isinstance(signer, Signer)
     client = _client()
     call_id = str(body.get("call_id", ""))
     topic = channel(call_id, task_id)
@@ -172,7 +204,7 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
     held: list[str] = []  # the ``exit`` event, sent with the result in one round trip
 
     def publish(message: dict[str, Any]) -> None:
-        text = json.dumps(message, ensure_ascii=False)
+        text = signer.seal_text(CHANNEL, {**message, "task_id": task_id})
         if message.get("kind") == "exit":
             held.append(text)
         else:
@@ -184,7 +216,7 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
         pipe.set(lease_key(call_id), worker, px=int(LEASE * 1000))
         pipe.exists(cancelled_key(call_id))
         accepted = {"k": "accepted", "worker": worker, "task_id": task_id, "instance": _state.instance}
-        pipe.publish(topic, json.dumps(accepted, ensure_ascii=False))
+        pipe.publish(topic, signer.seal_text(CHANNEL, accepted))
         if pipe.execute()[1]:
             _calls.cancel(call_id)
         result, digest = _execute(body, worker, task_id, client, publish)
@@ -192,18 +224,18 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
         _calls.unregister(call_id)
     logger.info(
         "ongrid worker %s: call %s of %s: %s%s",
-        worker,
-        body.get("call_id"),
-        body.get("tool"),
+        printable(worker),
+        printable(call_id, 80),
+        printable(str(body.get("tool")), 80),
         result.outcome,
-        f" ({result.error})" if result.error else "",
+        f" ({printable(result.error)})" if result.error else "",
     )
     data = result_to_dict(result)
     pipe = client.pipeline(transaction=False)
     for text in held:
         pipe.publish(topic, text)
     result_message = {"k": "result", "result": data, "worker": worker, "task_id": task_id, "digest": digest}
-    pipe.publish(topic, json.dumps(result_message, ensure_ascii=False))
+    pipe.publish(topic, signer.seal_text(CHANNEL, result_message))
     pipe.delete(lease_key(call_id))  # after the result: a host that finds no lease gets the result
     pipe.execute()
     return data
@@ -218,17 +250,23 @@ def _execute(
     def fail(error: str, digest: str = "") -> tuple[CallResult, str]:
         return CallResult(name, False, error=error, call_id=call_id), digest
 
+    refused = task_refusal(body, task_id, time.time())
+    if refused:
+        return fail(f"refused on worker {worker}: {refused}; the skill did not run")
     host = _host()
     try:
         tool = host.get(name)
     except OngridError:
         return fail(
-            f"worker {worker} has no tool {name!r} (host's skill digest {body.get('digest') or '-'}): "
+            f"worker {worker} has no tool {name!r}: "
             "install the same skill in the worker's roots and restart it"
         )
     mismatch = _digest_mismatch(tool, body, worker)
     if mismatch:
         return fail(mismatch, tool.digest)
+    refused = _checks(tool, body, host.settings)
+    if refused:
+        return fail(f"refused on worker {worker}: {refused}; the skill did not run", tool.digest)
     if not tool.available:
         return fail(f"on worker {worker}: {name} is unavailable: {'; '.join(tool.unavailable)}", tool.digest)
     if _calls.cancelled(call_id):
@@ -239,7 +277,10 @@ def _execute(
         return fail(refusal, tool.digest)
     own = host.sandbox_profile(tool)
     sent = body.get("sandbox")
-    profile = narrower(profile_from_dict(sent) if sent else None, own)
+    try:
+        profile = narrower(profile_from_dict(sent) if sent else None, own)
+    except (TypeError, ValueError) as exc:  # checked field by field already: a profile's own checks
+        return fail(f"refused on worker {worker}: the sandbox profile is not valid ({exc})", tool.digest)
     if isinstance(profile, str):
         return fail(f"on worker {worker}: {profile}", tool.digest)
     settings = host.settings
@@ -254,7 +295,7 @@ def _execute(
         persona = host.persona("operator")  # unused by the executor; the host's gate decided
     request = CallRequest(
         tool=tool,
-        args=json.loads(args_json),
+        args=json.loads(args_json),  # checked against the tool's schema in _checks
         persona=persona,
         call_id=call_id,
         args_digest=str(body.get("args_digest") or ""),
@@ -265,7 +306,7 @@ def _execute(
         timeout=_lower(body.get("timeout"), tool.timeout),
         sandbox=profile,
     )
-    stdout_cap = min(int(body.get("stdout_cap") or settings.stdout_cap), settings.stdout_cap)
+    stdout_cap = min(body["stdout_cap"], settings.stdout_cap)  # at least 1: task_refusal
     return _loop().run_until_complete(_run(request, stdout_cap, settings, call_id)), tool.digest
 
 
@@ -286,18 +327,48 @@ def _claim(tool: Tool, body: dict[str, Any], worker: str, task_id: str, client: 
 
 
 def _digest_mismatch(tool: Tool, body: dict[str, Any], worker: str) -> str:
-    sent, entry = str(body.get("digest") or ""), str(body.get("entry_digest") or "")
-    if sent == tool.digest and entry == tool.entry_digest:
+    """Why the worker's copy is not the host's; its own digests travel only in the signed
+    result message (the host names both, :mod:`.client`), never in the error text."""
+    if body["digest"] == tool.digest and body["entry_digest"] == tool.entry_digest:
         return ""
     return (
-        f"digest mismatch for {tool.name}: the host sent skill digest {sent or '-'} "
-        f"(entry {entry or '-'}), worker {worker} has skill digest {tool.digest or '-'} "
-        f"(entry {tool.entry_digest or '-'}); refused: deploy the same skill version on both"
+        f"digest mismatch for {tool.name}: worker {worker} has other skill files than the host sent "
+        "for; refused: deploy the same skill version on both"
     )
 
 
+def _checks(tool: Tool, body: dict[str, Any], settings: Settings) -> str:
+    """Why a signed call is refused on this worker (``""`` when not): its class is this
+    tool's, its arguments are the canonical JSON of an object the tool's schema accepts
+    and match their digest, its sandbox limits are whole numbers from 1 to the caps here."""
+    from ..schema.arguments import check_arguments
+
+    if body["tool_class"] != tool.tool_class.value:
+        return (
+            f"the host decided for a {body['tool_class']} call, {tool.name} is {tool.tool_class.value} here"
+        )
+    try:
+        args = json.loads(body["args_json"])
+    except ValueError:
+        return "its arguments are not JSON"
+    if not isinstance(args, dict):
+        return "its arguments are not a JSON object"
+    _data, text, errors = check_arguments(tool, args)
+    if errors:
+        where, why = errors[0]
+        return (
+            f"its arguments do not match {tool.name}'s schema ({printable(where, 80)}: {printable(why, 200)})"
+        )
+    if text != body["args_json"] or digest_json(tool.name, text) != body["args_digest"]:
+        return "its arguments are not the ones their digest was taken of"
+    sent = body["sandbox"]
+    if sent is not None:
+        return limits_refusal(sent["limits"], settings.sandbox_caps)
+    return ""
+
+
 def _lower(sent: Any, own: float) -> float:
-    if isinstance(sent, int | float) and not isinstance(sent, bool) and sent > 0:
+    if isinstance(sent, int | float) and not isinstance(sent, bool) and 0 < sent < float("inf"):
         return min(float(sent), own)
     return own
 
@@ -345,6 +416,9 @@ def run_worker(
     """
     app = build_app(broker_url, host)
     loaded = _host()
+    signer = _signer()
+    if isinstance(signer, str):
+        raise ConfigError(f"the worker refuses to start: {signer}")
     name = name or f"ongrid-{os.getpid()}@{socket.gethostname()}"
     tools = loaded.tools()
     _log_to_stderr()
