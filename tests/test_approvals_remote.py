@@ -485,3 +485,26 @@ def test_the_token_never_follows_a_redirect_to_another_origin(monkeypatch, capsy
     assert code == 2 and f"answered {status}" in err and "not followed" in err, err
     assert f"127.0.0.1:{elsewhere.server_port}" in err and "--server" in err, err
     assert code2 == 2 and "not followed" in err2, err2
+
+
+def test_one_requester_holds_at_most_max_open_tickets_and_the_next_is_refused_with_429(console, monkeypatch):
+    """The attack: one requester opened 300 tickets in 2.4 s; approvers' lists drowned."""
+    client = console.client()
+    ann = {"Authorization": f"Bearer {console.tokens['ann']}"}
+    held = sum(1 for t in console.host.tickets() if t.is_open and t.requester == "ann")
+    monkeypatch.setattr(console.host.approvals, "max_open", held + 3)
+
+    def ask(path: str, who: dict[str, str] = ann) -> object:
+        return client.post(
+            "/v1/approvals", json={"tool": "wipe", "params": {"path": path}, "persona": "admin"}, headers=who
+        )
+
+    opened = [ask(f"/cap/{n}") for n in range(3)]
+    assert [a.status_code for a in opened] == [200] * 3, [a.text for a in opened]
+    again = ask("/cap/0")  # the same call again: its open ticket, not a new one
+    assert again.status_code == 200 and again.json()["id"] == opened[0].json()["id"], again.text
+    refused = ask("/cap/3")
+    assert refused.status_code == 429 and refused.json()["reason"] == "too_many_open", refused.text
+    assert "ONGRID_MAX_OPEN_TICKETS" in refused.json()["error"]
+    bob = {"Authorization": f"Bearer {console.tokens['bob']}"}
+    assert ask("/cap/3", bob).status_code == 200  # a cap per requester, not for everyone

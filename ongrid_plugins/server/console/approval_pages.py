@@ -28,6 +28,7 @@ _RULES = {
     "no_identity": "Approvals need an identity.",
     "store": "The ticket store cannot be used.",
     "mismatch": "A ticket covers one exact call.",
+    "too_many_open": "One requester holds a limited number of open tickets.",
 }
 
 
