@@ -508,3 +508,27 @@ def test_one_requester_holds_at_most_max_open_tickets_and_the_next_is_refused_wi
     assert "ONGRID_MAX_OPEN_TICKETS" in refused.json()["error"]
     bob = {"Authorization": f"Bearer {console.tokens['bob']}"}
     assert ask("/cap/3", bob).status_code == 200  # a cap per requester, not for everyone
+
+
+def test_the_approvals_page_says_when_a_ticket_binds_skill_files_other_than_the_servers(console):
+    """The attack: a ticket opened over REST naming any skill digest looked like any other
+    ticket to approvers; the host that runs it has other files than the server shows."""
+    ann = {"Authorization": f"Bearer {console.tokens['ann']}"}
+    client = console.client()
+    body = {
+        "tool": "wipe",
+        "params": {"path": "/srv/elsewhere"},
+        "persona": "admin",
+        "skill_digest": "a" * 64,
+    }
+    other = client.post("/v1/approvals", json=body, headers=ann).json()["id"]
+    body = {"tool": "wipe", "params": {"path": "/srv/same-files"}, "persona": "admin"}
+    same = client.post("/v1/approvals", json=body, headers=ann).json()["id"]
+    html = console.client("bob").get("/approvals?part=list").text
+
+    def card(ticket: str) -> str:
+        return html[html.index(f'id="t-{ticket}"') :].split("</article>")[0]
+
+    assert "Bound to other skill files than this server" in card(other), card(other)
+    assert "a" * 12 in card(other)
+    assert "other skill files" not in card(same), card(same)

@@ -230,17 +230,7 @@ class ApprovalStore:
             ).fetchone()
             if row is not None:
                 return self._load(conn, row[0], now)
-            (held,) = conn.execute(
-                "SELECT COUNT(*) FROM tickets WHERE requester = ? AND status IN (?, ?) AND expires > ?",
-                (requester, *_OPEN, now),
-            ).fetchone()
-            if held >= self.max_open:
-                message = (
-                    f"{requester} already has {held} open tickets, the most one requester may hold "
-                    f"(ONGRID_MAX_OPEN_TICKETS={self.max_open}); wait for them to be approved, rejected, "
-                    "run or expire, or withdraw one"
-                )
-                raise ApprovalError("too_many_open", "", message)
+            self._check_cap(conn, requester, now)
             ticket_id = os.urandom(8).hex()
             conn.execute(
                 "INSERT INTO tickets (id, tool, args_digest, persona, requester, required, status, created,"
@@ -264,6 +254,20 @@ class ApprovalStore:
                 ),
             )
             return self._load(conn, ticket_id, now)
+
+    def _check_cap(self, conn: sqlite3.Connection, requester: str, now: float) -> None:
+        """Refuse a new ticket to a requester who holds :attr:`max_open` open ones already."""
+        (held,) = conn.execute(
+            "SELECT COUNT(*) FROM tickets WHERE requester = ? AND status IN (?, ?) AND expires > ?",
+            (requester, *_OPEN, now),
+        ).fetchone()
+        if held >= self.max_open:
+            message = (
+                f"{requester} already has {held} open tickets, the most one requester may hold "
+                f"(ONGRID_MAX_OPEN_TICKETS={self.max_open}); wait for them to be approved, rejected, "
+                "run or expire, or withdraw one"
+            )
+            raise ApprovalError("too_many_open", "", message)
 
     def approve(
         self,

@@ -35,6 +35,7 @@ import redis
 from ..echo import printable
 from ..models import CallResult, RemoteRun
 from .app import make_app
+from .checks import result_refusal
 from .results import LOST, subscriber
 from .signing import CHANNEL, TASK, Signer
 from .wire import (
@@ -46,7 +47,6 @@ from .wire import (
     lease_key,
     payload,
     result_from_dict,
-    result_refusal,
     task_for,
 )
 

@@ -66,9 +66,10 @@ import redis
 
 from ..echo import printable
 from ..errors import ConfigError, OngridError
-from ..models import CallRequest, CallResult, Event, digest_json
+from ..models import CallRequest, CallResult, Event
 from .app import make_app
 from .calls import Calls
+from .checks import tool_for
 from .signing import CHANNEL, TASK, Signer, broker_refusal, load_signer
 from .wire import (
     LEASE,
@@ -80,11 +81,9 @@ from .wire import (
     channel,
     claim_key,
     lease_key,
-    limits_refusal,
     narrower,
     profile_from_dict,
     result_to_dict,
-    task_refusal,
 )
 
 if TYPE_CHECKING:
@@ -186,17 +185,10 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
     """
     signer = _signer()
     opened = signer.open(TASK, body) if isinstance(signer, Signer) else signer
-    if isinstance(opened, str):
-        # Not the host's: nothing is published (the channel would be the sender's choice).
-        logger.warning(
-            "ongrid worker %s: refused task %s: %s; nothing ran and nothing was answered",
-            worker,
-            printable(task_id, 80),
-            opened,
-        )
+    if isinstance(opened, str) or not isinstance(signer, Signer):
+        _unsigned(worker, task_id, str(opened))
         return {"status": "refused"}
     body = opened
-    assert isinstance(signer, Signer)
     client = _client()
     call_id = str(body.get("call_id", ""))
     topic = channel(call_id, task_id)
@@ -241,6 +233,17 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
     return data
 
 
+def _unsigned(worker: str, task_id: str, why: str) -> None:
+    """Log a task that is not the host's: nothing is published (its channel would be the
+    sender's choice, and a refusal there would tell it what the worker has)."""
+    logger.warning(
+        "ongrid worker %s: refused task %s: %s; nothing ran and nothing was answered",
+        printable(worker),
+        printable(task_id, 80),
+        why,
+    )
+
+
 def _execute(
     body: dict[str, Any], worker: str, task_id: str, client: redis.Redis, publish: Any
 ) -> tuple[CallResult, str]:
@@ -250,23 +253,11 @@ def _execute(
     def fail(error: str, digest: str = "") -> tuple[CallResult, str]:
         return CallResult(name, False, error=error, call_id=call_id), digest
 
-    refused = task_refusal(body, task_id, time.time())
-    if refused:
-        return fail(f"refused on worker {worker}: {refused}; the skill did not run")
     host = _host()
-    try:
-        tool = host.get(name)
-    except OngridError:
-        return fail(
-            f"worker {worker} has no tool {name!r}: "
-            "install the same skill in the worker's roots and restart it"
-        )
-    mismatch = _digest_mismatch(tool, body, worker)
-    if mismatch:
-        return fail(mismatch, tool.digest)
-    refused = _checks(tool, body, host.settings)
-    if refused:
-        return fail(f"refused on worker {worker}: {refused}; the skill did not run", tool.digest)
+    found = tool_for(host, body, worker, task_id)
+    if isinstance(found, tuple):
+        return fail(*found)
+    tool = found
     if not tool.available:
         return fail(f"on worker {worker}: {name} is unavailable: {'; '.join(tool.unavailable)}", tool.digest)
     if _calls.cancelled(call_id):
@@ -324,47 +315,6 @@ def _claim(tool: Tool, body: dict[str, Any], worker: str, task_id: str, client: 
         f"refused on worker {worker}: {key.split(':', 2)[2]} was already claimed ({held}); "
         f"a redelivered or repeated {tool.tool_class.value} call is never run twice"
     )
-
-
-def _digest_mismatch(tool: Tool, body: dict[str, Any], worker: str) -> str:
-    """Why the worker's copy is not the host's; its own digests travel only in the signed
-    result message (the host names both, :mod:`.client`), never in the error text."""
-    if body["digest"] == tool.digest and body["entry_digest"] == tool.entry_digest:
-        return ""
-    return (
-        f"digest mismatch for {tool.name}: worker {worker} has other skill files than the host sent "
-        "for; refused: deploy the same skill version on both"
-    )
-
-
-def _checks(tool: Tool, body: dict[str, Any], settings: Settings) -> str:
-    """Why a signed call is refused on this worker (``""`` when not): its class is this
-    tool's, its arguments are the canonical JSON of an object the tool's schema accepts
-    and match their digest, its sandbox limits are whole numbers from 1 to the caps here."""
-    from ..schema.arguments import check_arguments
-
-    if body["tool_class"] != tool.tool_class.value:
-        return (
-            f"the host decided for a {body['tool_class']} call, {tool.name} is {tool.tool_class.value} here"
-        )
-    try:
-        args = json.loads(body["args_json"])
-    except ValueError:
-        return "its arguments are not JSON"
-    if not isinstance(args, dict):
-        return "its arguments are not a JSON object"
-    _data, text, errors = check_arguments(tool, args)
-    if errors:
-        where, why = errors[0]
-        return (
-            f"its arguments do not match {tool.name}'s schema ({printable(where, 80)}: {printable(why, 200)})"
-        )
-    if text != body["args_json"] or digest_json(tool.name, text) != body["args_digest"]:
-        return "its arguments are not the ones their digest was taken of"
-    sent = body["sandbox"]
-    if sent is not None:
-        return limits_refusal(sent["limits"], settings.sandbox_caps)
-    return ""
 
 
 def _lower(sent: Any, own: float) -> float:
