@@ -257,7 +257,7 @@ def test_a_result_without_the_remote_key_is_refused_and_the_real_one_wins(
     def forge(call_id: str, accepted: dict[str, Any]) -> list[Any]:
         result = {"tool": "x_slow", "ok": True, "value": {"forged": True}, "call_id": call_id}
         message = {"k": "result", "worker": "w1@test", "task_id": accepted["task_id"], "result": result}
-        return [Unsigned(message), json.dumps({"b": json.dumps(message), "s": "0" * 64})]
+        return [Unsigned(message), "0" * 64 + json.dumps(message)]
 
     caplog.set_level(logging.WARNING, "ongrid_plugins.remote")
     result = _slow_call_with(host, server.url, forge)

@@ -46,21 +46,26 @@ class Signer:
     """Seals and opens JSON bodies with one key: ``{"b": TEXT, "s": HMAC-SHA256 hex}``."""
 
     def __init__(self, key: bytes) -> None:
-        self._key = key
+        self._base = hmac.new(key, digestmod=hashlib.sha256)
+        """Keyed once: each message copies it (no key schedule per message)."""
 
     def __repr__(self) -> str:
         return "<Signer>"  # never the key
 
     def _mac(self, label: bytes, text: str) -> str:
-        return hmac.new(self._key, label + text.encode(), hashlib.sha256).hexdigest()
+        mac = self._base.copy()
+        mac.update(label + text.encode())
+        return mac.hexdigest()
 
     def seal(self, label: bytes, body: dict[str, Any]) -> dict[str, str]:
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
         return {"b": text, "s": self._mac(label, text)}
 
     def seal_text(self, label: bytes, body: dict[str, Any]) -> str:
-        """:meth:`seal` as the JSON text published on a channel."""
-        return json.dumps(self.seal(label, body), separators=(",", ":"))
+        """The text published on a channel: the HMAC (64 hex digits), then the body's JSON
+        (not JSON around JSON: the body's text is encoded once)."""
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        return self._mac(label, text) + text
 
     def open(self, label: bytes, sealed: Any) -> dict[str, Any] | str:
         """The body ``sealed`` carries, or why it is refused (never raises)."""
@@ -80,12 +85,23 @@ class Signer:
         return body
 
     def open_text(self, label: bytes, raw: Any) -> dict[str, Any] | str:
-        """:meth:`open` for a message's raw text."""
+        """The body of a message :meth:`seal_text` made, or why it is refused (never raises)."""
         try:
-            sealed = json.loads(raw)
-        except (ValueError, TypeError):
-            return "it is not JSON"
-        return self.open(label, sealed)
+            text = raw.decode() if isinstance(raw, bytes) else str(raw)
+        except UnicodeDecodeError:
+            return "it is not UTF-8 text"
+        if text.startswith(("{", "[")):
+            return "it is not signed (plain JSON, no HMAC with the remote key)"
+        mac, text = text[:64], text[64:]
+        if not hmac.compare_digest(self._mac(label, text), mac):
+            return "its HMAC does not verify with the remote key"
+        try:
+            body = json.loads(text)
+        except ValueError:
+            return "its signed body is not JSON"
+        if not isinstance(body, dict):
+            return "its signed body is not a JSON object"
+        return body
 
 
 def load_signer(path: str | None, who: str) -> Signer:
