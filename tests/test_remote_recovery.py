@@ -40,9 +40,17 @@ echo '{"slow": true}'
 """
 
 
+LATER = """#!/bin/sh
+cat >/dev/null
+sleep 4
+echo '{"done": "later"}'
+"""
+
+
 def _skills(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     make_skill(root, "x_echo", **{"class": "safe"})
+    make_skill(root, "x_later", script=LATER, timeout_seconds=20, **{"class": "mutating"})
     make_skill(root, "x_slow", script=SLOW, timeout_seconds=10, **{"class": "safe"})
     return root
 
@@ -117,6 +125,38 @@ def test_a_call_during_a_broker_outage_does_not_poison_the_calls_after_it(
     assert "the call was not sent" in str(down.error) and "Connection refused" in str(down.error)
     after = host.call("x_echo", {"n": 3})
     assert (after.ok, after.value) == (True, {"n": 3}), after.error
+
+
+def test_a_call_the_worker_finished_after_the_host_gave_up_gets_a_follow_up_audit_row(
+    host: SkillHost, server: RedisServer, worker: Worker
+) -> None:
+    """The report: after Redis restarted mid-call the audit row said ``failed`` while the
+    skill ran to completion on the worker, and nothing reconciled the row later."""
+    answers: list[Any] = []
+    thread = threading.Thread(target=lambda: answers.append(host.call("x_later", {}, confirm=True)))
+    thread.start()
+    client = redis.Redis.from_url(server.url)
+    assert _wait_for(lambda: any(client.scan_iter("ongrid:lease:*")), 10), "the worker never took the call"
+    server.stop()
+    thread.join(15)
+    _back(server, worker)
+    [first] = answers
+    assert not first.ok and "lost the broker mid-call" in str(first.error), first.error
+
+    def late() -> list[Any]:
+        return host.audit.entries(call_id=f"{first.call_id}.late")
+
+    assert _wait_for(lambda: bool(late()), 30), "no follow-up row"
+    [row] = late()
+    assert row.outcome == "ok", row
+    assert "completed on worker w1@test after the host gave up (it lost the broker mid-call)" in str(
+        row.error
+    )
+    assert f"the row of call {first.call_id} says it failed" in str(row.error)
+    assert isinstance(row.remote, dict) and row.remote["worker"] == "w1@test"
+    host.audit.flush()
+    [original] = host.audit.entries(call_id=first.call_id)
+    assert original.outcome == "failed"
 
 
 def test_a_result_reader_thread_that_died_is_noticed_and_replaced(

@@ -34,8 +34,10 @@ import redis
 
 from ..echo import printable
 from ..models import CallResult, RemoteRun
+from . import late
 from .app import make_app
 from .checks import result_refusal
+from .late import LATE_WINDOW
 from .results import LOST, subscriber
 from .signing import CHANNEL, TASK, Signer
 from .wire import (
@@ -222,6 +224,7 @@ class RemoteExecutor:
                 continue  # the top of the loop cancels
             if kind == LOST:
                 error = f"lost the broker mid-call ({raw}); on {call.worker or 'queue ' + self.queue}"
+                self._follow(call, "it lost the broker mid-call")
                 return call.stamp(self._failure(call.request, error, remote=self._where(call)))
             data = _message(call, raw, self.signer)
             if data.get("k") == "accepted":
@@ -244,6 +247,8 @@ class RemoteExecutor:
         self._abandon(request.call_id, task_id, call.wait)
         if call.stop is not None and call.stop.is_set():
             return self._failure(request, "cancelled", status="cancelled", remote=self._where(call))
+        if worker:
+            self._follow(call, "the call's deadline passed")
         who = f"worker {worker}" if worker else f"no worker of queue {self.queue!r} took it"
         error = (
             f"timed out: no answer within {call.wait:.1f}s (the call's timeout, the kill grace and "
@@ -323,6 +328,7 @@ class RemoteExecutor:
         if request.tool.tool_class.value == "safe" and instance and self._alive(worker, instance):
             return None
         self._abandon(request.call_id, task_id, call.wait)
+        self._follow(call, "the worker's lease expired")
         error = (
             f"worker {worker} stopped answering during the call (lease expired): no renewal of its "
             f"lease for {LEASE:g}s and no result; the worker or its machine died or lost the broker. "
@@ -330,6 +336,11 @@ class RemoteExecutor:
             f"may or may not have run (it is not retried)"
         )
         return self._failure(request, error, remote=self._where(call))
+
+    def _follow(self, call: _Call, why: str) -> None:
+        """Record, as a follow-up audit row, a result the worker sends after the host gave up."""
+        until = call.started + call.wait + LATE_WINDOW
+        late.follow(self._client(), self.signer, self.settings, self._where(call), call.request, until, why)
 
     def _alive(self, worker: str, instance: str) -> bool:
         """Whether the instance of ``worker`` that accepted the call still holds its liveness key."""

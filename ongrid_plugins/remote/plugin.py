@@ -70,6 +70,11 @@ def ongrid_executor(tool: Tool, settings: Settings) -> Any:
         settings.kill_grace,
         settings.stdout_cap,
         settings.remote_key_file,
+        # The audit log a late result's follow-up row goes to (.late): this host's.
+        settings.state_dir,
+        settings.audit_key_file,
+        settings.audit_fail_closed,
+        settings.disable_plugins,
     )
     executor = _executors.get(key)
     if executor is None:

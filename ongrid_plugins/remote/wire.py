@@ -26,6 +26,7 @@ __all__ = [
     "cancelled_key",
     "channel",
     "claim_key",
+    "done_key",
     "lease_key",
     "narrower",
     "payload",
@@ -80,6 +81,15 @@ def alive_key(worker: str) -> str:
 def cancelled_key(call_id: str) -> str:
     """The key a host sets when it cancels a call, for a worker that takes it afterwards."""
     return f"ongrid:cancelled:{call_id}"
+
+
+DONE_TTL = 24 * 3600
+"""Seconds a worker keeps a call's signed result under :func:`done_key`."""
+
+
+def done_key(call_id: str, task_id: str) -> str:
+    """The key a worker keeps a call's signed result under, for a host that gave up on it."""
+    return f"ongrid:done:{call_id}:{task_id}"
 
 
 def task_for(tool_class: str) -> str:

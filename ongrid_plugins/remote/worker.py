@@ -72,6 +72,7 @@ from .calls import Calls
 from .checks import tool_for
 from .signing import CHANNEL, TASK, Signer, broker_refusal, load_signer
 from .wire import (
+    DONE_TTL,
     LEASE,
     LEASE_RENEW,
     SAFE_TASK_NAME,
@@ -80,6 +81,7 @@ from .wire import (
     cancelled_key,
     channel,
     claim_key,
+    done_key,
     lease_key,
     narrower,
     profile_from_dict,
@@ -227,7 +229,9 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
     for text in held:
         pipe.publish(topic, text)
     result_message = {"k": "result", "result": data, "worker": worker, "task_id": task_id, "digest": digest}
-    pipe.publish(topic, signer.seal_text(CHANNEL, result_message))
+    sealed = signer.seal_text(CHANNEL, result_message)
+    pipe.publish(topic, sealed)
+    pipe.set(done_key(call_id, task_id), sealed, ex=DONE_TTL)  # for a host that gave up: .late
     pipe.delete(lease_key(call_id))  # after the result: a host that finds no lease gets the result
     pipe.execute()
     return data
