@@ -425,3 +425,43 @@ def test_a_worker_without_a_key_refuses_to_start_and_says_how_to_make_one(
             timeout=60,
         )
         assert done.returncode != 0 and said in done.stderr, done.stderr
+
+
+def test_the_cli_answers_a_malformed_result_with_exit_1_and_no_traceback(
+    host: SkillHost, broker: str, runs: Path, tmp_path: Path
+) -> None:
+    """The attack: ``"duration": "abc"`` made ``ongrid-skills run`` print a traceback."""
+    _HOST_DIGEST[0] = host.get("w_probe").digest
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
+    env.update(
+        ONGRID_STATE_DIR=str(tmp_path / "cli-state"),
+        ONGRID_CACHE_DIR="off",
+        ONGRID_BROKER_URL=broker,
+        ONGRID_REMOTE_KEY_FILE=key_file(),
+        ONGRID_REMOTE_ROUTES="w_*=q-none",
+        PYTHONPATH=str(REPO),
+    )
+    root = _skills(tmp_path / "cli-skills", runs)
+    thread = _play_worker(broker, _answer(duration="abc"))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ongrid_plugins",
+            "--no-defaults",
+            "--dirs",
+            str(root),
+            "run",
+            "w_probe",
+            "{}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    thread.join(5)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert (
+        "Traceback" not in done.stderr and "the worker sent a malformed result" in done.stdout + done.stderr
+    )
