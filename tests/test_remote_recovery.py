@@ -42,7 +42,7 @@ echo '{"slow": true}'
 
 LATER = """#!/bin/sh
 cat >/dev/null
-sleep 4
+sleep 5
 echo '{"done": "later"}'
 """
 

@@ -68,11 +68,10 @@ from ..echo import printable
 from ..errors import ConfigError, OngridError
 from ..models import CallRequest, CallResult, Event
 from .app import make_app
-from .calls import Calls
+from .calls import Calls, publish_end
 from .checks import tool_for
 from .signing import CHANNEL, TASK, Signer, broker_refusal, load_signer
 from .wire import (
-    DONE_TTL,
     LEASE,
     LEASE_RENEW,
     SAFE_TASK_NAME,
@@ -81,7 +80,6 @@ from .wire import (
     cancelled_key,
     channel,
     claim_key,
-    done_key,
     lease_key,
     narrower,
     profile_from_dict,
@@ -225,15 +223,8 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
         f" ({printable(result.error)})" if result.error else "",
     )
     data = result_to_dict(result)
-    pipe = client.pipeline(transaction=False)
-    for text in held:
-        pipe.publish(topic, text)
     result_message = {"k": "result", "result": data, "worker": worker, "task_id": task_id, "digest": digest}
-    sealed = signer.seal_text(CHANNEL, result_message)
-    pipe.publish(topic, sealed)
-    pipe.set(done_key(call_id, task_id), sealed, ex=DONE_TTL)  # for a host that gave up: .late
-    pipe.delete(lease_key(call_id))  # after the result: a host that finds no lease gets the result
-    pipe.execute()
+    publish_end(client, topic, [*held, signer.seal_text(CHANNEL, result_message)], call_id, task_id)
     return data
 
 
