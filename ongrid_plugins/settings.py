@@ -36,6 +36,8 @@ variable                        meaning
 ``ONGRID_BROKER_URL``           the Redis broker remote workers listen on (docs/remote.md)
 ``ONGRID_REMOTE_ROUTES``        ``PATTERN=QUEUE,...``: which tools run on which worker queue
 ``ONGRID_BROKER_TIMEOUT``       seconds to reach the broker before a remote call fails (default 3)
+``ONGRID_REMOTE_KEY_FILE``      the secret both host and workers sign remote tasks and results with
+``ONGRID_MAX_OPEN_TICKETS``     open two-person tickets one requester may hold at once (default 20)
 =============================== ==================================================
 
 The three remote settings can also be written in ``[remote]`` of ``<config dir>/config.toml``
@@ -351,6 +353,10 @@ def _call_env(env: Mapping[str, str]) -> dict[str, Any]:
         values["remote_routes"] = env["ONGRID_REMOTE_ROUTES"].strip()
     if env.get("ONGRID_BROKER_TIMEOUT", "").strip():
         values["broker_timeout"] = _positive_float("ONGRID_BROKER_TIMEOUT", env["ONGRID_BROKER_TIMEOUT"])
+    if env.get("ONGRID_REMOTE_KEY_FILE", "").strip():
+        values["remote_key_file"] = env["ONGRID_REMOTE_KEY_FILE"].strip()
+    if env.get("ONGRID_MAX_OPEN_TICKETS", "").strip():
+        values["max_open_tickets"] = _positive_int("ONGRID_MAX_OPEN_TICKETS", env["ONGRID_MAX_OPEN_TICKETS"])
     return values
 
 
@@ -425,6 +431,11 @@ class Settings:
     """Seconds a remote call may spend reaching the broker before it fails (never a hang)."""
     remote_routes_from: str = "ONGRID_REMOTE_ROUTES"
     """Where :attr:`remote_routes` was read, named in the errors of a bad route."""
+    remote_key_file: str = ""
+    """A file holding the secret the host and its workers sign tasks and results with
+    (HMAC-SHA256); a routed call or a worker without one is refused (docs/remote.md)."""
+    max_open_tickets: int = 20
+    """Open two-person tickets one requester may hold at once; the next request is refused."""
 
     @sandbox.validator
     def _check_sandbox(self, _attribute: attrs.Attribute[str], value: str) -> None:
