@@ -22,6 +22,7 @@ variable                        meaning
 ``ONGRID_APPROVALS_TOKEN_FILE`` its bearer token, in a file (else ``ONGRID_TOKEN``)
 ``ONGRID_AUDIT_FAIL_CLOSED``    ``1`` (default): refuse mutating/dangerous calls the audit log cannot record
 ``ONGRID_AUDIT_KEY_FILE``       a secret key file: every audit row then carries an HMAC (docs/audit.md)
+``ONGRID_REQUIRE_SIGNED``       ``1``: refuse packs not signed by a trusted signer (docs/trust.md)
 ``ONGRID_USER_SKILLS_DIR``      the per-user skills root (default: platformdirs)
 ``ONGRID_SYSTEM_SKILLS_DIR``    the system skills root (default ``/etc/ongrid/skills``)
 ``ONGRID_AGENT_SKILLS_USER``    ``0`` stops walking ``~/.agents/skills`` (default: walked)
@@ -289,6 +290,8 @@ def _loading_env(env: Mapping[str, str]) -> dict[str, Any]:
         values["trace_plugins"] = _flag("ONGRID_TRACE_PLUGINS", env["ONGRID_TRACE_PLUGINS"])
     if "ONGRID_STRICT" in env:
         values["strict"] = _flag("ONGRID_STRICT", env["ONGRID_STRICT"])
+    if env.get("ONGRID_REQUIRE_SIGNED", "").strip():
+        values["require_signed"] = _flag("ONGRID_REQUIRE_SIGNED", env["ONGRID_REQUIRE_SIGNED"])
     if "ONGRID_CACHE_DIR" in env:
         raw = env["ONGRID_CACHE_DIR"].strip()
         off = raw.lower() in ("off", "none", "")
@@ -373,6 +376,9 @@ class Settings:
     """Plugin and pack failures raise instead of being logged and skipped."""
     load_entry_points: bool = True
     """Load third-party plugins and packs from installed distributions."""
+    require_signed: bool = False
+    """Refuse packs not signed by a signer of ``<config_dir>/trust.json`` (``ONGRID_REQUIRE_SIGNED``;
+    docs/trust.md)."""
     stdout_cap: int = attrs.field(default=DEFAULT_STDOUT_CAP)
     default_timeout: float = DEFAULT_TIMEOUT
     kill_grace: float = DEFAULT_KILL_GRACE
