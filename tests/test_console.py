@@ -5,8 +5,10 @@ The pages in a browser are in ``test_console_browser.py``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -307,6 +309,40 @@ def test_live_events_announce_a_new_ticket(console):
             if line == "event: approvals" or time.monotonic() > deadline:
                 break
     assert "event: approvals" in seen
+
+
+def test_live_events_tell_a_persona_only_of_tickets_it_may_read(console):
+    """The attack: a viewer's ``/events?topics=approvals`` was told each time a ticket it
+    may not read was opened, approved or run (the file changed: everyone heard)."""
+    vic, bob = console.client("vic"), console.client("bob")
+    heard: dict[str, list[str]] = {"vic": [], "bob": []}
+
+    def listen(who: str, client: httpx.Client) -> None:
+        with (
+            contextlib.suppress(httpx.HTTPError),
+            client.stream("GET", "/events?topics=approvals", timeout=10) as events,
+        ):
+            for line in events.iter_lines():
+                heard[who].append(line)
+
+    threads = [
+        threading.Thread(target=listen, args=pair, daemon=True) for pair in (("vic", vic), ("bob", bob))
+    ]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 5
+    while not all(heard.values()) and time.monotonic() < deadline:  # both streams opened
+        time.sleep(0.05)
+    ticket = open_ticket(console, "ann", "/srv/not-vics")
+    console.host.approve(ticket, approver="bob")
+    deadline = time.monotonic() + 5
+    while "event: approvals" not in heard["bob"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # four polls more for vic's stream
+    assert "event: approvals" in heard["bob"]
+    assert "event: approvals" not in heard["vic"], heard["vic"]
+    for client in (vic, bob):
+        client.close()
 
 
 def test_live_events_announce_a_ticket_expiring(tmp_path):

@@ -175,6 +175,7 @@ def hidden_paths(settings: Settings, home: str | None = None) -> tuple[str, ...]
         settings.system_skills_dir,
         getattr(settings, "audit_key_file", None) or "",  # the audit log's HMAC key
         getattr(settings, "approvals_token_file", "") or "",  # the bearer token for shared approvals
+        getattr(settings, "remote_key_file", "") or "",  # signs remote tasks and results
         *getattr(settings, "persona_dirs", ()),  # who may do what: a skill that wrote there would decide
     ]
     if home and home != "/":
