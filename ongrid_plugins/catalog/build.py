@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from types import MappingProxyType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -25,7 +25,7 @@ from ..errors import ConfigError
 from ..models import LoadEvent, LoadReport, Skill
 from ..packs.pipconsent import vet
 from .capabilities import PackCapabilities, growth, tool_capabilities
-from .digest import partial_warning, relative_to, skill_digest
+from .digest import partial_warning, skill_digest
 from .lock import consent_key, consent_problem, installed_folders, read_lock, unlocked_message, verify_pack
 from .trust import Policy, check_signature, pack_digest, read_policy
 
@@ -57,9 +57,8 @@ def load_catalog(
     snapshot, report = loader.load(pm, settings, frozenset(skip), announce=previous is None)
     skills: dict[str, Skill] = {}
     events = list(drift_events) + list(report.events)
-    shared = {id(s) for s in previous.skills.values()} if previous is not None else set()
     for name, skill in snapshot.skills.items():
-        skills[name] = digested = with_digest(skill, in_place=id(skill) not in shared)
+        skills[name] = digested = with_digest(skill)
         if digested.warnings and digested.warnings[-1].code == "digest_partial":
             warning = digested.warnings[-1]
             logger.warning('catalog: skill "%s": %s', name, warning.message)
@@ -84,35 +83,17 @@ def catalog_dirs(dirs: list[str]) -> list[Skill]:
     return list(snapshot.skills.values())
 
 
-def with_digest(skill: Skill, *, in_place: bool = False) -> Skill:
-    """``skill`` with :attr:`Skill.digest` and every tool's digests set from its files now.
-
-    ``in_place`` sets them on ``skill`` and its tools themselves, which only a
-    load may do, for objects it built and nobody else holds yet (two
-    ``attrs.evolve`` per skill would cost a fifth of a 10,000-manifest load).
-    """
+def with_digest(skill: Skill) -> Skill:
+    """``skill`` with :attr:`Skill.digest` and every tool's digests set from its files now."""
     digest = skill_digest(skill)
     files = {f.path: f.sha256 for f in digest.files if f.mode != "link" and f.sha256 != "missing"}
     folder = os.path.dirname(skill.path)
     tools = []
     for tool in skill.tools:
-        entry = files.get(relative_to(tool.entry, folder), "") if tool.entry else ""
-        tools.append(_stamp(tool, in_place, digest=digest.digest, entry_digest=entry))
+        entry = files.get(os.path.relpath(tool.entry, folder), "") if tool.entry else ""
+        tools.append(attrs.evolve(tool, digest=digest.digest, entry_digest=entry))
     warnings = (*skill.warnings, partial_warning(skill, digest)) if digest.partial else skill.warnings
-    if not in_place:
-        return attrs.evolve(skill, digest=digest.digest, tools=tools, warnings=warnings)
-    return _stamp(skill, True, digest=digest.digest, warnings=warnings)
-
-
-_T = TypeVar("_T")
-
-
-def _stamp(obj: _T, in_place: bool, **values: object) -> _T:
-    if not in_place:
-        return attrs.evolve(obj, **values)  # type: ignore[misc]
-    for name, value in values.items():
-        object.__setattr__(obj, name, value)  # frozen for everyone else; see with_digest
-    return obj
+    return attrs.evolve(skill, digest=digest.digest, tools=tools, warnings=warnings)
 
 
 def _keep_last_good(previous: Snapshot, skills: dict[str, Skill], report: LoadReport) -> list[LoadEvent]:

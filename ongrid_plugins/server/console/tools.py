@@ -20,6 +20,7 @@ from .. import missing_extra
 from ..responses import ApiError, api_error, result_body, sse
 from ..tokens import Principal
 from . import pages
+from .digests import entry_digest
 from .forms import PREFIX, FieldError, field_of, form_arguments
 from .guard import respond
 from .html import esc
@@ -99,7 +100,7 @@ def _tool_response(
         tool,
         decision,
         csrf=session.csrf,
-        digest=console.digests.digest(tool),
+        digest=entry_digest(tool),
         sandbox=_sandbox(console, tool),
         values=values,
         errors=errors,
