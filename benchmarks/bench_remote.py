@@ -10,12 +10,19 @@ then prints, in one run:
   through Celery's Redis result backend (``send_task(...).get()``): the broker round trip
   no remote call can beat; ``local`` = ``host.call`` of a trivial ``safe`` skill here;
   ``remote safe`` / ``remote mutating`` = the same skill routed to a worker (the mutating
-  one also claims its idempotency key in Redis);
+  one also claims its idempotency key in Redis); ``remote safe, unsigned`` = the same
+  call on a worker of this script (``--plain-worker``) and a host executor whose signer
+  computes no HMAC and whose worker skips the task checks (:mod:`ongrid_plugins.remote.checks`):
+  what signing and checking cost, side by side with ``remote safe``;
+* **signing and checking**, CPU per call step by step (timed in this process, no broker):
+  seal and open the task, the worker's checks, seal and open the four channel messages
+  (accepted, start, exit, result) and the host's result check;
 * **throughput** with 1, 2 and 4 worker pool processes (``--concurrency N``), calls
   issued by ``--clients`` threads of one host (``host.call``), beside the local host
   with the same threads.
 
     python benchmarks/bench_remote.py --n 300 --calls 400
+    python benchmarks/bench_remote.py --n 200 --procs 1    # a short run: latency and one pool size
 
 Needs the ``[celery]`` extra and ``redis-server`` on the PATH.
 """
@@ -51,6 +58,32 @@ except ImportError as exc:  # the optional extra: skipped, like a missing redis-
     sys.exit(0)
 
 NOOP = "bench.noop"
+KEY = Path("remote.key")
+"""The remote key file of the run (made in its temporary folder by :func:`main`)."""
+
+
+def _plain_signer() -> Any:
+    """A signer that seals and opens like the real one but computes no HMAC: the unsigned baseline."""
+    from ongrid_plugins.remote.signing import Signer
+
+    class Plain(Signer):
+        def _mac(self, label: bytes, text: str) -> str:
+            return "-" * 64
+
+    return Plain(b"")
+
+
+def plain_worker(broker: str, name: str, root: str) -> None:
+    """An ongrid worker without the HMAC and the task checks (the benchmark's baseline only)."""
+    from ongrid_plugins import Settings
+    from ongrid_plugins.host import SkillHost as Host
+    from ongrid_plugins.remote import checks, worker
+
+    worker._state.signer = _plain_signer()
+    checks.task_refusal = lambda *_a: ""
+    checks.call_refusal = lambda *_a: ""
+    host = Host(Settings.from_env(skill_dirs=[root], include_defaults=False))
+    worker.run_worker(broker, ("plain",), 1, name, host)
 
 
 def _free_port() -> int:
@@ -79,7 +112,7 @@ def start_redis(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def start_worker(
-    broker: str, base: Path, root: Path, name: str, queue: str, concurrency: int, noop: bool = False
+    broker: str, base: Path, root: Path, name: str, queue: str, concurrency: int, noop: bool | str = False
 ) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
     env.update(
@@ -89,8 +122,11 @@ def start_worker(
         ONGRID_USER_SKILLS_DIR=str(base / "user"),
         ONGRID_SYSTEM_SKILLS_DIR=str(base / "system"),
         PYTHONPATH=str(REPO),
+        ONGRID_REMOTE_KEY_FILE=str(KEY),
     )
-    if noop:
+    if noop == "plain":
+        argv = [sys.executable, __file__, "--plain-worker", broker, "--name", name, "--root", str(root)]
+    elif noop:
         argv = [sys.executable, __file__, "--noop-worker", broker, "--name", name]
     else:
         argv = [sys.executable, "-m", "ongrid_plugins", "--no-defaults", "--dirs", str(root), "worker"]
@@ -186,6 +222,73 @@ def throughput(
         return calls / elapsed, cpu
 
 
+def steps(host: SkillHost, n: int = 2000) -> None:
+    """CPU per call of each signing and checking step, timed here (no broker, no worker)."""
+    from ongrid_plugins.models import CallRequest, digest_json
+    from ongrid_plugins.remote.checks import call_refusal, result_refusal, task_refusal
+    from ongrid_plugins.remote.signing import CHANNEL, TASK, load_signer
+    from ongrid_plugins.remote.wire import payload
+
+    tool = host.get("echo_remote")
+    signer = load_signer(str(KEY), "the benchmark")
+    request = CallRequest(
+        tool=tool,
+        args={"x": 1},
+        persona=host.persona("operator"),
+        call_id="c1",
+        args_digest=digest_json(tool.name, '{"x":1}'),
+        args_json='{"x":1}',
+        sandbox=host.sandbox_profile(tool),
+    )
+    body = payload(request, 10, host.settings.stdout_cap, "t1", "bench", time.time() + 3600)
+    result = {
+        "tool": tool.name,
+        "ok": True,
+        "status": "ok",
+        "value": {"x": 1},
+        "call_id": "c1",
+        "duration": 0.01,
+    }
+    message = {"k": "result", "result": result, "worker": "w", "task_id": "t1", "digest": tool.digest}
+    now = time.time()
+
+    def timed(sign: Any, check: bool) -> dict[str, Callable[[], Any] | None]:
+        sealed, texts = sign.seal(TASK, body), [sign.seal_text(CHANNEL, message)] * 4
+        return {
+            "host: seal the task": lambda: sign.seal(TASK, body),
+            "worker: open the task": lambda: sign.open(TASK, sealed),
+            "worker: check the task's fields": (lambda: task_refusal(body, "t1", now)) if check else None,
+            "worker: check class, arguments (schema), limits": (
+                (lambda: call_refusal(tool, body, host.settings)) if check else None
+            ),
+            "worker: seal 4 channel messages": lambda: [sign.seal_text(CHANNEL, message) for _ in range(4)],
+            "host: open 4 channel messages": lambda: [sign.open_text(CHANNEL, t) for t in texts],
+            "host: check the result": lambda: result_refusal(result),  # both: the host always checks
+        }
+
+    def clock(fn: Callable[[], Any] | None) -> float:
+        if fn is None:
+            return 0.0
+        fn()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        return (time.perf_counter() - t0) * 1e6 / n
+
+    signed, unsigned = timed(signer, True), timed(_plain_signer(), False)
+    print(f"signing and checking, CPU µs per call ({n} runs each, this process; the unsigned column")
+    print("still encodes and decodes the same JSON, without the HMAC and the worker's checks)\n")
+    print("| step | signed, checked | unsigned | difference |\n|---|---:|---:|---:|")
+    totals = [0.0, 0.0]
+    for name in signed:
+        a, b = clock(signed[name]), clock(unsigned[name])
+        totals[0] += a
+        totals[1] += b
+        print(f"| {name} | {a:.1f} | {b:.1f} | {a - b:+.1f} |")
+    a, b = totals
+    print(f"| **one call** | **{a:.1f}** | **{b:.1f}** | **{a - b:+.1f}** |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -197,23 +300,37 @@ def main() -> int:
     parser.add_argument("--procs", default="1,2,4", help="worker pool sizes (default 1,2,4)")
     parser.add_argument("--noop-worker", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--name", default="floor@bench", help=argparse.SUPPRESS)
+    parser.add_argument("--plain-worker", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.noop_worker:
         noop_worker(args.noop_worker, args.name)
         return 0
+    if args.plain_worker:
+        plain_worker(args.plain_worker, args.name, args.root)
+        return 0
 
     load0 = " ".join(f"{x:.2f}" for x in os.getloadavg())
     base = Path(tempfile.mkdtemp(prefix="ongrid-bench-remote-"))
+    global KEY
+    KEY = base / "remote.key"
     root = base / "skills"
     make_skill(root, "echo_remote", **{"class": "safe"})
     make_skill(root, "echo_mutating", **{"class": "mutating"})
+    KEY.write_text(os.urandom(32).hex() + "\n")
+    KEY.chmod(0o600)
     redis_proc, broker = start_redis(base)
     procs: list[subprocess.Popen[bytes]] = []
     try:
         procs.append(start_worker(broker, base / "floor", root, "floor@bench", "floor", 1, noop=True))
+        procs.append(start_worker(broker, base / "plain", root, "plain@bench", "plain", 1, noop="plain"))
         worker = start_worker(broker, base / "w1", root, "w1@bench", "bench", 1)
         local = SkillHost(isolated_settings(base / "local", root))
-        remote = SkillHost(isolated_settings(base / "host", root, broker_url=broker, remote_routes="*=bench"))
+        keyed = {"broker_url": broker, "remote_key_file": str(KEY)}
+        remote = SkillHost(isolated_settings(base / "host", root, remote_routes="*=bench", **keyed))
+        plain = SkillHost(isolated_settings(base / "plain-host", root, remote_routes="*=plain", **keyed))
+        executor = plain.pm.hook.ongrid_executor(tool=plain.get("echo_remote"), settings=plain.settings)
+        executor.signer = _plain_signer()
         app = make_app(broker)
 
         def floor() -> None:
@@ -232,6 +349,7 @@ def main() -> int:
             "floor (empty Celery task)": floor,
             "local host.call": checked(local, "echo_remote"),
             "remote safe": checked(remote, "echo_remote"),
+            "remote safe, unsigned": checked(plain, "echo_remote"),
             "remote mutating (+claim)": checked(remote, "echo_mutating", confirm=True),
         }
         samples = latency(methods, args.n, args.block)
@@ -246,6 +364,9 @@ def main() -> int:
             f"\ntarget: remote p50 <= floor + 3 ms = {fl + 3:.2f} (as written); "
             f"<= floor + local + 3 ms = {fl + lo + 3:.2f} (the skill still has to run)"
         )
+        signed_cost = p50["remote safe"] - p50["remote safe, unsigned"]
+        print(f"signed and checked - unsigned, p50: {signed_cost:+.2f} ms (target: at most +1 ms)\n")
+        steps(remote)
 
         stop(worker)
         sizes = [int(p) for p in args.procs.split(",") if p]

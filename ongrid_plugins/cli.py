@@ -47,6 +47,7 @@ COMMAND_MODULES = (
     "ongrid_plugins.commands.state",
     "ongrid_plugins.commands.audit",
     "ongrid_plugins.commands.packs",
+    "ongrid_plugins.commands.packtrust",
     "ongrid_plugins.commands.new",
     "ongrid_plugins.commands.export",
     "ongrid_plugins.commands.serve",

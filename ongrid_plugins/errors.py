@@ -406,13 +406,14 @@ APPROVAL_REASONS = (
     "mismatch",  # the call's tool, arguments or persona differ from the ticket's
     "skill_changed",  # the skill's files changed since the ticket was requested
     "no_identity",  # the approver's identity is empty
+    "too_many_open",  # the requester already holds the most open tickets one may (max_open_tickets)
     "store",  # the ticket database cannot be read or written
     "forged",  # its approvals break the rules, or the audit log does not back them (a hand-edited database)
 )
 
 #: The REST status of an ``ApprovalError`` by reason (409 for the others).
 _APPROVAL_STATUS = {"unknown": 404, "own_ticket": 403, "duplicate_approver": 403, "hook_refused": 403}
-_APPROVAL_STATUS.update(no_identity=403, store=503, forged=403)
+_APPROVAL_STATUS.update(no_identity=403, store=503, forged=403, too_many_open=429)
 
 
 class AuditError(OngridError):

@@ -18,9 +18,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from importlib.metadata import Distribution, PackageNotFoundError, distribution
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
+
+if TYPE_CHECKING:
+    from importlib.metadata import Distribution
 
 __all__ = ["extra_install", "install_source", "local_path", "pack_install"]
 
@@ -71,6 +74,9 @@ def pack_install(folder: str | os.PathLike[str]) -> str:
 
 
 def _dist_info() -> Distribution | None:
+    # importlib.metadata imports zipfile and more: only error messages and `new` need it.
+    from importlib.metadata import PackageNotFoundError, distribution
+
     try:
         return distribution(_DIST)
     except PackageNotFoundError:

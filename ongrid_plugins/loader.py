@@ -84,18 +84,12 @@ class _Load:
     builder: RegistryBuilder = attrs.field(factory=RegistryBuilder)
     events: list[LoadEvent] = attrs.field(factory=list)
     availability: Availability = attrs.field(init=False)
-    # Hooks nobody implements are skipped: two empty pluggy calls per manifest
-    # cost more than the registry itself. Nothing registers plugins mid-load.
-    validators: bool = attrs.field(init=False)
-    listeners: bool = attrs.field(init=False)
     load_manifest: Any = attrs.field(init=False)
     registered_level: int = logging.INFO
 
     def __attrs_post_init__(self) -> None:
         self.availability = Availability(self.pm, self.settings)
         self.load_manifest = hooks(self.pm).load_manifest
-        self.validators = hooks(self.pm).implemented("ongrid_validate_skill")
-        self.listeners = hooks(self.pm).implemented("ongrid_skill_registered")
 
     def event(self, path: str, outcome: str, message: str = "", skill: str = "") -> None:
         self.events.append(LoadEvent(path, outcome, message, skill))
@@ -305,7 +299,7 @@ def _register(state: _Load, skill: Skill, root: SkillRoot, shown: str = "") -> N
         state.event(skill.path, "skipped", skip, skill.name)
         return
     skill = state.availability.apply(skill)
-    problems = validate_skill(state.pm, skill, root) if state.validators else None
+    problems = validate_skill(state.pm, skill, root)
     if problems:
         errors = [p for p in problems if p.level == "error"]
         if errors:
@@ -333,8 +327,7 @@ def _register(state: _Load, skill: Skill, root: SkillRoot, shown: str = "") -> N
         logger.info(
             'skill loader: skill "%s" is unavailable: %s', name, printable("; ".join(skill.unavailable))
         )
-    if state.listeners:
-        hooks(state.pm).skill_registered(skill=skill)
+    hooks(state.pm).skill_registered(skill=skill)
 
 
 def validate_skill(pm: pluggy.PluginManager, skill: Skill, root: SkillRoot) -> list[Problem]:

@@ -37,7 +37,6 @@ import logging
 import re
 import sys
 import time
-import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -131,31 +130,6 @@ class PluginInfo:
         return attrs.asdict(self)
 
 
-#: The attribute pluggy's ``HookimplMarker`` sets on a hook implementation.
-_IMPL_MARKER = hookspecs.PROJECT_NAME + "_impl"
-#: The attribute pluggy's ``HookspecMarker`` sets on a hook specification.
-_SPEC_MARKER = hookspecs.PROJECT_NAME + "_spec"
-#: What pluggy's lookup can take for a hook implementation besides a plain function.
-_HOOKABLE = (types.FunctionType, staticmethod, classmethod, types.MethodType)
-_ABSENT: Any = object()
-
-
-def _module_marker(namespace: object, name: str, marker: str) -> Any:
-    """The marker options pluggy would find at ``namespace.name``, or ``_ABSENT`` to ask pluggy.
-
-    Answered for a module's own plain functions (their marker, or None) and for what
-    pluggy never hooks (classes, modules, constants: None); anything else is pluggy's.
-    """
-    if type(namespace) is types.ModuleType and not name.startswith("__"):
-        value = namespace.__dict__.get(name, _ABSENT)
-        if type(value) is types.FunctionType and "__func__" not in value.__dict__:
-            opts = getattr(value, marker, None)
-            return opts if isinstance(opts, dict) else None
-        if value is not _ABSENT and not isinstance(value, _HOOKABLE):
-            return None  # a class, a module, a constant: pluggy only hooks routines
-    return _ABSENT
-
-
 class PluginManager(pluggy.PluginManager):
     """A pluggy manager that remembers what happened to every plugin it was offered."""
 
@@ -189,28 +163,6 @@ class PluginManager(pluggy.PluginManager):
     def hooks(self) -> Hooks:
         """The typed hook calls of this manager (:class:`~ongrid_plugins.hooks.Hooks`)."""
         return hooks(self)
-
-    def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
-        """pluggy's answer, read straight from a module's namespace for its plain functions.
-
-        Registering a module asks this of every name in it; pluggy's own lookup
-        (``inspect.getattr_static``) is most of a built-in manager's start-up. For a
-        function defined in a module it finds the object of the module's ``__dict__``
-        and reads its marker: so does this, in one dictionary lookup, and it answers no
-        for what pluggy never hooks (classes, modules, constants). Wrapped routines and
-        absent names are left to pluggy.
-        """
-        opts = _module_marker(plugin, name, _IMPL_MARKER)
-        if opts is _ABSENT:
-            return super().parse_hookimpl_opts(plugin, name)
-        return opts
-
-    def parse_hookspec_opts(self, module_or_class: object, name: str) -> Any:
-        """pluggy's answer for a hook specification, read as :meth:`parse_hookimpl_opts` reads."""
-        opts = _module_marker(module_or_class, name, _SPEC_MARKER)
-        if opts is _ABSENT:
-            return super().parse_hookspec_opts(module_or_class, name)  # type: ignore[arg-type]
-        return opts
 
     def add_plugin(self, plugin: object, name: str) -> None:
         """Register a plugin the host hands over; a broken one raises at once.

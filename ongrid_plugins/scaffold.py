@@ -255,6 +255,7 @@ declared by the `ongrid_skills` entry point in `pyproject.toml`.
 
 ```sh
 pip install .                            # where ongrid-plugins is installed already (see below)
+ongrid-skills trust {name}               # shows what it may do; it loads once you consent
 ongrid-skills list                       # {name} shows "{dist} 0.1.0" as its provenance
 ongrid-skills run {name} '{{"who": "ada"}}'
 ongrid-skills validate {dist}            # validate the installed distribution

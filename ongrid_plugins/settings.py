@@ -22,6 +22,7 @@ variable                        meaning
 ``ONGRID_APPROVALS_TOKEN_FILE`` its bearer token, in a file (else ``ONGRID_TOKEN``)
 ``ONGRID_AUDIT_FAIL_CLOSED``    ``1`` (default): refuse mutating/dangerous calls the audit log cannot record
 ``ONGRID_AUDIT_KEY_FILE``       a secret key file: every audit row then carries an HMAC (docs/audit.md)
+``ONGRID_REQUIRE_SIGNED``       ``1``: refuse packs not signed by a trusted signer (docs/trust.md)
 ``ONGRID_USER_SKILLS_DIR``      the per-user skills root (default: platformdirs)
 ``ONGRID_SYSTEM_SKILLS_DIR``    the system skills root (default ``/etc/ongrid/skills``)
 ``ONGRID_AGENT_SKILLS_USER``    ``0`` stops walking ``~/.agents/skills`` (default: walked)
@@ -35,6 +36,8 @@ variable                        meaning
 ``ONGRID_BROKER_URL``           the Redis broker remote workers listen on (docs/remote.md)
 ``ONGRID_REMOTE_ROUTES``        ``PATTERN=QUEUE,...``: which tools run on which worker queue
 ``ONGRID_BROKER_TIMEOUT``       seconds to reach the broker before a remote call fails (default 3)
+``ONGRID_REMOTE_KEY_FILE``      the secret both host and workers sign remote tasks and results with
+``ONGRID_MAX_OPEN_TICKETS``     open two-person tickets one requester may hold at once (default 20)
 =============================== ==================================================
 
 The three remote settings can also be written in ``[remote]`` of ``<config dir>/config.toml``
@@ -287,6 +290,8 @@ def _loading_env(env: Mapping[str, str]) -> dict[str, Any]:
         values["trace_plugins"] = _flag("ONGRID_TRACE_PLUGINS", env["ONGRID_TRACE_PLUGINS"])
     if "ONGRID_STRICT" in env:
         values["strict"] = _flag("ONGRID_STRICT", env["ONGRID_STRICT"])
+    if env.get("ONGRID_REQUIRE_SIGNED", "").strip():
+        values["require_signed"] = _flag("ONGRID_REQUIRE_SIGNED", env["ONGRID_REQUIRE_SIGNED"])
     if "ONGRID_CACHE_DIR" in env:
         raw = env["ONGRID_CACHE_DIR"].strip()
         off = raw.lower() in ("off", "none", "")
@@ -348,6 +353,10 @@ def _call_env(env: Mapping[str, str]) -> dict[str, Any]:
         values["remote_routes"] = env["ONGRID_REMOTE_ROUTES"].strip()
     if env.get("ONGRID_BROKER_TIMEOUT", "").strip():
         values["broker_timeout"] = _positive_float("ONGRID_BROKER_TIMEOUT", env["ONGRID_BROKER_TIMEOUT"])
+    if env.get("ONGRID_REMOTE_KEY_FILE", "").strip():
+        values["remote_key_file"] = env["ONGRID_REMOTE_KEY_FILE"].strip()
+    if env.get("ONGRID_MAX_OPEN_TICKETS", "").strip():
+        values["max_open_tickets"] = _positive_int("ONGRID_MAX_OPEN_TICKETS", env["ONGRID_MAX_OPEN_TICKETS"])
     return values
 
 
@@ -367,6 +376,9 @@ class Settings:
     """Plugin and pack failures raise instead of being logged and skipped."""
     load_entry_points: bool = True
     """Load third-party plugins and packs from installed distributions."""
+    require_signed: bool = False
+    """Refuse packs not signed by a signer of ``<config_dir>/trust.json`` (``ONGRID_REQUIRE_SIGNED``;
+    docs/trust.md)."""
     stdout_cap: int = attrs.field(default=DEFAULT_STDOUT_CAP)
     default_timeout: float = DEFAULT_TIMEOUT
     kill_grace: float = DEFAULT_KILL_GRACE
@@ -419,6 +431,11 @@ class Settings:
     """Seconds a remote call may spend reaching the broker before it fails (never a hang)."""
     remote_routes_from: str = "ONGRID_REMOTE_ROUTES"
     """Where :attr:`remote_routes` was read, named in the errors of a bad route."""
+    remote_key_file: str = ""
+    """A file holding the secret the host and its workers sign tasks and results with
+    (HMAC-SHA256); a routed call or a worker without one is refused (docs/remote.md)."""
+    max_open_tickets: int = 20
+    """Open two-person tickets one requester may hold at once; the next request is refused."""
 
     @sandbox.validator
     def _check_sandbox(self, _attribute: attrs.Attribute[str], value: str) -> None:

@@ -52,6 +52,7 @@ __all__ = [
     "plugin_registered",
     "register_plugin",
     "run_skill",
+    "trust_packs",
     "write_executable",
 ]
 
@@ -226,13 +227,38 @@ def pack_host(tmp_path: Path | str, distribution: str | None = None, **overrides
     distribution loaded — a pack author's test then tests the installed copy.
     """
     values: dict[str, Any] = {"include_defaults": True, "load_entry_points": True, **overrides}
-    host = SkillHost(isolated_settings(tmp_path, **values))
+    settings = isolated_settings(tmp_path, **values)
+    if distribution is not None:  # the author's own pack: the test consents to it, as a user would
+        trust_packs(settings, distribution)
+    host = SkillHost(settings)
     if distribution is not None:
         mine = [i for i in host.plugins() if _same_dist(i.distribution, distribution)]
         assert mine, f"no plugin or pack of distribution {distribution!r} is installed here"
         broken = [f"{i.kind} {i.name}: {i.status} {i.error}".strip() for i in mine if i.status != "active"]
         assert not broken, f"{distribution}: " + "; ".join(broken)
     return host
+
+
+def trust_packs(settings: Settings, distribution: str | None = None) -> list[str]:
+    """Consent to every pip pack (of ``distribution`` only, if given) not consented yet, as
+    ``ongrid-skills trust PACK --yes`` would; return their entry point names.
+
+    Pip packs are not loaded until consented (docs/trust.md); a test of what a pack does
+    consents first, like its user.
+    """
+    from .packs.pipconsent import vet
+    from .packs.trusted import trust_pack
+
+    host = SkillHost(settings)
+    roots = vet(host.pm, settings)
+    names = [
+        i.name
+        for i in (roots.packs if roots is not None else [])
+        if i.status == "unconsented" and (distribution is None or _same_dist(i.distribution, distribution))
+    ]
+    for name in names:
+        trust_pack(host, name, lambda review: True)
+    return names
 
 
 def _same_dist(a: str, b: str) -> bool:

@@ -17,12 +17,66 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ongrid_plugins.remote.app import make_app
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+_KEY: list[str] = []
+
+
+def key_file() -> str:
+    """The remote key (``ONGRID_REMOTE_KEY_FILE``) this test process's hosts and workers share:
+    32 random bytes, base64, in a file of mode 600 made on first use."""
+    if not _KEY:
+        import base64
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="ongrid-remote-key-")
+        path = os.path.join(folder, "remote.key")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(base64.b64encode(os.urandom(32)).decode() + "\n")
+        _KEY.append(path)
+    return _KEY[0]
+
+
+def signer() -> Any:
+    """The :class:`~ongrid_plugins.remote.signing.Signer` of :func:`key_file` (what a host has)."""
+    from ongrid_plugins.remote.signing import load_signer
+
+    return load_signer(key_file(), "the tests")
+
+
+def sealed_task(body: dict[str, Any], task_id: str, queue: str = "", ttl: float = 60.0) -> dict[str, Any]:
+    """``body`` (from :func:`~ongrid_plugins.remote.wire.payload`) bound to ``task_id`` and
+    signed as a host signs it: what a test sends to play the host."""
+    from ongrid_plugins.remote.signing import TASK
+
+    body = {**body, "task_id": task_id, "queue": queue, "expires": time.time() + ttl}
+    return dict(signer().seal(TASK, body))
+
+
+def opened_task(sealed: Any) -> dict[str, Any]:
+    """A task body a host sent, its signature checked (an AssertionError if it fails)."""
+    from ongrid_plugins.remote.signing import TASK
+
+    data = signer().open(TASK, sealed)
+    assert isinstance(data, dict), f"a task did not verify: {data}"
+    return data
+
+
+def opened(raw: Any) -> dict[str, Any]:
+    """A message from a call's channel, its signature checked (an AssertionError if it fails)."""
+    from ongrid_plugins.remote.signing import CHANNEL
+
+    data = signer().open_text(CHANNEL, raw)
+    assert isinstance(data, dict), f"a message on the channel did not verify: {data}"
+    return data
 
 
 def free_port() -> int:
@@ -87,6 +141,7 @@ class Worker:
             ONGRID_USER_SKILLS_DIR=str(base / "user"),
             ONGRID_SYSTEM_SKILLS_DIR=str(base / "system"),
             PYTHONPATH=str(REPO),
+            ONGRID_REMOTE_KEY_FILE=key_file(),
         )
         self.argv = [sys.executable, "-m", "ongrid_plugins", "--no-defaults", "--dirs", str(root)]
         self.argv += ["worker", "--broker", broker, "--queue", queue, "--name", name]

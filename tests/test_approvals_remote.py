@@ -5,9 +5,13 @@ A real server on 127.0.0.1 (the console test kit); the CLI runs in-process.
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clirun import run
@@ -420,3 +424,111 @@ def test_claim_and_reject_answer_a_ticket_the_token_may_not_read_as_if_absent(co
         assert (hidden.status_code, absent.status_code) == (404, 404), (route, hidden.text)
         assert hidden.json()["code"] == absent.json()["code"] and "ann" not in hidden.text
     assert console.host.ticket(ticket).status == "pending"
+
+
+# ------------------------------------------------------------------- the token and redirects
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers every request with ``self.server.answer`` (status, headers) and keeps each
+    request's method, path and Authorization header in ``self.server.seen``."""
+
+    def _any(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        self.server.seen.append((self.command, self.path, self.headers.get("Authorization")))  # type: ignore[attr-defined]
+        status, headers = self.server.answer  # type: ignore[attr-defined]
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value.replace("{path}", self.path))
+        body = b'{"tickets": []}' if status == 200 else b""
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _any
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _http(status: int, headers: dict[str, str]) -> Iterator[Any]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    server.seen, server.answer = [], (status, headers)  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_the_token_never_follows_a_redirect_to_another_origin(monkeypatch, capsys, status):
+    """The attack: ``approvals list --server URL`` against a server answering 302 to another
+    port sent ``Authorization: Bearer <token>`` there (urllib copies added headers)."""
+    monkeypatch.setenv("ONGRID_TOKEN", "secret-token-42")
+    with (
+        _http(200, {}) as elsewhere,
+        _http(status, {"Location": f"http://127.0.0.1:{elsewhere.server_port}{{path}}"}) as redirector,
+    ):
+        url = f"http://127.0.0.1:{redirector.server_port}"
+        code, _, err = run(capsys, "approvals", "list", "--server", url)
+        code2, _, err2 = run(capsys, "approvals", "approve", "T-1", "--server", url)
+    assert elsewhere.seen == []  # nothing reached the other port, token or not
+    assert [auth for _m, _p, auth in redirector.seen] == ["Bearer secret-token-42"] * 2
+    assert code == 2 and f"answered {status}" in err and "not followed" in err, err
+    assert f"127.0.0.1:{elsewhere.server_port}" in err and "--server" in err, err
+    assert code2 == 2 and "not followed" in err2, err2
+
+
+def test_one_requester_holds_at_most_max_open_tickets_and_the_next_is_refused_with_429(console, monkeypatch):
+    """The attack: one requester opened 300 tickets in 2.4 s; approvers' lists drowned."""
+    client = console.client()
+    ann = {"Authorization": f"Bearer {console.tokens['ann']}"}
+    held = sum(1 for t in console.host.tickets() if t.is_open and t.requester == "ann")
+    monkeypatch.setattr(console.host.approvals, "max_open", held + 3)
+
+    def ask(path: str, who: dict[str, str] = ann) -> object:
+        return client.post(
+            "/v1/approvals", json={"tool": "wipe", "params": {"path": path}, "persona": "admin"}, headers=who
+        )
+
+    opened = [ask(f"/cap/{n}") for n in range(3)]
+    assert [a.status_code for a in opened] == [200] * 3, [a.text for a in opened]
+    again = ask("/cap/0")  # the same call again: its open ticket, not a new one
+    assert again.status_code == 200 and again.json()["id"] == opened[0].json()["id"], again.text
+    refused = ask("/cap/3")
+    assert refused.status_code == 429 and refused.json()["reason"] == "too_many_open", refused.text
+    assert "ONGRID_MAX_OPEN_TICKETS" in refused.json()["error"]
+    bob = {"Authorization": f"Bearer {console.tokens['bob']}"}
+    assert ask("/cap/3", bob).status_code == 200  # a cap per requester, not for everyone
+
+
+def test_the_approvals_page_says_when_a_ticket_binds_skill_files_other_than_the_servers(console):
+    """The attack: a ticket opened over REST naming any skill digest looked like any other
+    ticket to approvers; the host that runs it has other files than the server shows."""
+    ann = {"Authorization": f"Bearer {console.tokens['ann']}"}
+    client = console.client()
+    body = {
+        "tool": "wipe",
+        "params": {"path": "/srv/elsewhere"},
+        "persona": "admin",
+        "skill_digest": "a" * 64,
+    }
+    other = client.post("/v1/approvals", json=body, headers=ann).json()["id"]
+    body = {"tool": "wipe", "params": {"path": "/srv/same-files"}, "persona": "admin"}
+    same = client.post("/v1/approvals", json=body, headers=ann).json()["id"]
+    html = console.client("bob").get("/approvals?part=list").text
+
+    def card(ticket: str) -> str:
+        return html[html.index(f'id="t-{ticket}"') :].split("</article>")[0]
+
+    assert "Bound to other skill files than this server" in card(other), card(other)
+    assert "a" * 12 in card(other)
+    assert "other skill files" not in card(same), card(same)

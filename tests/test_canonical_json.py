@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ongrid_plugins.models import Outcome, args_digest, base, canonical_json, sha256_hex
+from ongrid_plugins.models import Outcome, args_digest, canonical_json, sha256_hex
 
 
 def plain(value: Any) -> str:
@@ -138,43 +138,6 @@ def test_a_failed_encoding_leaves_nothing_behind_for_the_next_one() -> None:
     with pytest.raises(TypeError):
         canonical_json([shared, Weird()])
     assert canonical_json([shared, shared]) == '[{"n":1},{"n":1}]'  # not taken for a cycle
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        '{"a": [1, 2.5, null, true], "b": {"c": "\\u00e9"}}',
-        "  {}  ",
-        "\n[1]\t",
-        "",
-        "   ",
-        '{"a": 1} {"b": 2}',
-        '{"a": 1',
-        "NaN",
-        "[1, 2,]",
-        '"just a string"',
-        "12 ",
-        "\t{}",
-        "\r\n[1]\r\n",
-        "{}\n",
-        "\x0b{}",  # not JSON whitespace
-        "{}\x0b",
-        "\u00a0{}",
-        "{} x",
-        "1 2",
-        "\n",
-    ],
-)
-def test_decode_json_gives_what_the_decoder_gives_value_and_error(text: str) -> None:
-    decoder = json.JSONDecoder()
-
-    def outcome(parse: Any) -> Any:
-        try:
-            return ("value", parse(text))
-        except json.JSONDecodeError as exc:
-            return ("error", str(exc), exc.pos)
-
-    assert outcome(lambda t: base.decode_json(decoder.scan_once, t)) == outcome(decoder.decode)  # type: ignore[attr-defined]
 
 
 # Values as JSON can hold them, and some it cannot: the text or the error json.dumps gives.

@@ -346,9 +346,10 @@ def test_a_pack_that_drifted_from_the_lock_does_not_load_and_verify_reports_it(
     )
     assert [e.outcome for e in report.events if e.path == str(packs / "tools")] == ["drift"]
     monkeypatch.setenv("ONGRID_USER_SKILLS_DIR", str(packs))
+    monkeypatch.setenv("ONGRID_STATE_DIR", host.settings.state_dir)  # where the consents were sealed
     assert run(capsys, "verify") == (
         1,
-        f"other 1.0: ok, 3 files match skills.lock\ntools 1.0: {change} {path}\n",
+        f"other 1.0: ok, 3 files match skills.lock; unsigned; consent: sealed\ntools 1.0: {change} {path}\n",
         "",
     )
     assert run(capsys, "verify", "other")[0] == 0
@@ -392,6 +393,7 @@ def test_bytecode_python_writes_beside_a_packs_modules_is_no_drift(
     cache.mkdir()
     (cache / "helper.cpython-311.pyc").write_bytes(b"\x00bytecode")
     monkeypatch.setenv("ONGRID_USER_SKILLS_DIR", str(packs))
+    monkeypatch.setenv("ONGRID_STATE_DIR", host.settings.state_dir)  # where the consents were sealed
     assert run(capsys, "verify")[0] == 0
     host.reload()
     assert "hello" in [s.name for s in host.skills()]
@@ -456,12 +458,12 @@ def test_install_require_digest_refuses_another_archive(
     with tarfile.open(archive, "w:gz") as tf:
         tf.add(pack, arcname="tools")
     good = sha(archive.read_bytes())
-    code, _, err = run(capsys, "install", str(archive), "--require-digest", "0" * 64)
+    code, _, err = run(capsys, "install", "--yes", str(archive), "--require-digest", "0" * 64)
     assert code == 1 and f"has sha256 {good}, not the required {'0' * 64}; nothing was installed" in err
     assert not (tmp_path / "packs" / "tools").exists()
-    code, _, err = run(capsys, "install", str(pack), "--require-digest", good)
+    code, _, err = run(capsys, "install", "--yes", str(pack), "--require-digest", good)
     assert code == 1 and "--require-digest checks an archive" in err
-    assert run(capsys, "install", str(archive), "--require-digest", "sha256:" + good.upper())[0] == 0
+    assert run(capsys, "install", "--yes", str(archive), "--require-digest", "sha256:" + good.upper())[0] == 0
     with pytest.raises(InstallError):
         install_pack(str(archive), SkillHost().pm, isolated_settings(tmp_path), require_digest="1" * 64)
 

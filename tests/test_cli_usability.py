@@ -156,13 +156,13 @@ def test_install_refuses_an_empty_or_unusable_name_before_installing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     make_skill(tmp_path / "pack", "greet")
-    code, out, err = run_main(capsys, "install", str(tmp_path / "pack"), "--name", "")
+    code, out, err = run_main(capsys, "install", "--yes", str(tmp_path / "pack"), "--name", "")
     assert (code, out) == (2, "")  # before: installed under the default name
     expected = (
         "error: argument --name: must not be empty: give a name, or leave --name out for the pack's own\n"
     )
     assert err.endswith(expected)
-    code, out, err = run_main(capsys, "install", str(tmp_path / "pack"), "--name", "n" * 100_000)
+    code, out, err = run_main(capsys, "install", "--yes", str(tmp_path / "pack"), "--name", "n" * 100_000)
     assert (code, out) == (2, "")
     cut = "'" + "n" * 80 + "'…(100000 characters)"
     rule = "(letters, digits, '.', '_' and '-'; 100 at most)"
@@ -265,7 +265,7 @@ def test_installed_plugins_and_resolve_have_header_rows(
     ]
     monkeypatch.setenv("ONGRID_USER_SKILLS_DIR", str(tmp_path / "user-skills"))
     make_skill(tmp_path / "mypack", "packed")
-    code, _out, err = run_main(capsys, "install", str(tmp_path / "mypack"))
+    code, _out, err = run_main(capsys, "install", "--yes", str(tmp_path / "mypack"))
     assert code == 0, err
     _code, out, _err = run_main(capsys, "installed")
     assert out.splitlines()[0].split() == ["PACK", "KIND", "STATUS", "PATH"]

@@ -5,8 +5,10 @@ The pages in a browser are in ``test_console_browser.py``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -309,6 +311,40 @@ def test_live_events_announce_a_new_ticket(console):
     assert "event: approvals" in seen
 
 
+def test_live_events_tell_a_persona_only_of_tickets_it_may_read(console):
+    """The attack: a viewer's ``/events?topics=approvals`` was told each time a ticket it
+    may not read was opened, approved or run (the file changed: everyone heard)."""
+    vic, bob = console.client("vic"), console.client("bob")
+    heard: dict[str, list[str]] = {"vic": [], "bob": []}
+
+    def listen(who: str, client: httpx.Client) -> None:
+        with (
+            contextlib.suppress(httpx.HTTPError),
+            client.stream("GET", "/events?topics=approvals", timeout=10) as events,
+        ):
+            for line in events.iter_lines():
+                heard[who].append(line)
+
+    threads = [
+        threading.Thread(target=listen, args=pair, daemon=True) for pair in (("vic", vic), ("bob", bob))
+    ]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 5
+    while not all(heard.values()) and time.monotonic() < deadline:  # both streams opened
+        time.sleep(0.05)
+    ticket = open_ticket(console, "ann", "/srv/not-vics")
+    console.host.approve(ticket, approver="bob")
+    deadline = time.monotonic() + 5
+    while "event: approvals" not in heard["bob"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # four polls more for vic's stream
+    assert "event: approvals" in heard["bob"]
+    assert "event: approvals" not in heard["vic"], heard["vic"]
+    for client in (vic, bob):
+        client.close()
+
+
 def test_live_events_announce_a_ticket_expiring(tmp_path):
     with serve(tmp_path, ttl=2.0) as short:
         bob = short.client("bob")  # signed in first: the ticket's 2 s start with the stream
@@ -471,53 +507,56 @@ def _entry_tool(tmp_path, name: str = "echo"):
     return host.get(name)
 
 
-def test_the_entry_digest_is_the_files_sha256_and_kept_by_the_console_not_the_tool(tmp_path):
+def test_the_entry_digest_is_the_files_sha256_and_the_tool_is_not_written(tmp_path):
     import hashlib
 
-    from ongrid_plugins.server.console.digests import EntryDigests
+    from ongrid_plugins.server.console.digests import entry_digest
 
     tool = _entry_tool(tmp_path)
-    digests = EntryDigests()
     expected = hashlib.sha256((tmp_path / "skills" / "echo" / "run.sh").read_bytes()).hexdigest()
-    assert digests.digest(tool) == f"sha256:{expected} (entry file)"
-    assert digests.digest(tool) == f"sha256:{expected} (entry file)" and len(digests) == 1
+    assert entry_digest(tool) == f"sha256:{expected} (entry file)"
+    assert entry_digest(tool) == f"sha256:{expected} (entry file)"
     assert "console-digest" not in getattr(tool, "cache", {})  # the value object is not written
 
 
 def test_an_entry_changed_in_place_never_shows_its_stale_digest_even_with_its_mtime_set_back(tmp_path):
     import os
 
-    from ongrid_plugins.server.console.digests import EntryDigests
+    from ongrid_plugins.server.console.digests import entry_digest
 
     tool = _entry_tool(tmp_path)
     entry = tmp_path / "skills" / "echo" / "run.sh"
-    digests = EntryDigests()
-    before = digests.digest(tool)
     st = entry.stat()
+    os.utime(entry, ns=(st.st_atime_ns - 10**10, st.st_mtime_ns - 10**10))
+    time.sleep(2.1)  # older than the racy window: the catalog remembers its hash by stat
+    st = entry.stat()
+    before = entry_digest(tool)
     data = entry.read_bytes()
     with open(entry, "r+b") as f:  # same inode, same size, one byte changed
         f.write(b"#!/bin/bash"[: len(data)] if data.startswith(b"#!/bin/sh") else b"X")
     os.utime(entry, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the modification time put back
-    after = digests.digest(tool)
+    after = entry_digest(tool)
     assert entry.stat().st_size == st.st_size and entry.stat().st_mtime_ns == st.st_mtime_ns
     assert after != before
-    assert after == digests.digest(tool)
+    assert after == f"sha256:{_sha256_of(entry)} (entry file)"
 
 
-def test_the_entry_digest_memo_is_bounded_and_unknown_entries_have_no_digest(tmp_path):
+def _sha256_of(path):
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_unknown_and_oversized_entries_have_no_digest(tmp_path, monkeypatch):
     import attrs
 
-    from ongrid_plugins.server.console.digests import EntryDigests
+    from ongrid_plugins.server.console import digests
 
     tool = _entry_tool(tmp_path)
-    digests = EntryDigests(limit=2)
-    for name in ("a", "b", "c"):
-        copy = tmp_path / f"{name}.sh"
-        copy.write_text(name)
-        assert digests.digest(attrs.evolve(tool, entry=str(copy))).startswith("sha256:")
-    assert len(digests) == 2
-    assert digests.digest(attrs.evolve(tool, entry=str(tmp_path / "missing.sh"))) == ""
-    assert digests.digest(attrs.evolve(tool, entry="")) == ""
+    assert digests.entry_digest(attrs.evolve(tool, entry=str(tmp_path / "missing.sh"))) == ""
+    assert digests.entry_digest(attrs.evolve(tool, entry="")) == ""
+    monkeypatch.setattr(digests, "MAX_HASHED", 1)
+    assert digests.entry_digest(tool) == ""
 
 
 # ---------------------------------------------------------------------- what a persona may see

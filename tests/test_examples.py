@@ -25,6 +25,8 @@ pytestmark = pytest.mark.slow
 
 PLUGINS = REPO / "plugins"
 EXAMPLES = ("ongrid-pack-disk", "ongrid-policy-window", "ongrid-pack-netcheck")
+#: The ongrid_skills entry points of each example, consented to once installed.
+PACK_POINTS = {"ongrid-pack-disk": ("disk",), "ongrid-pack-netcheck": ("netcheck",)}
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +84,8 @@ def installed(venv: Venv, wheels: dict[str, Path], env: dict[str, str], tmp_path
     def install(dist: str) -> Installed:
         venv.install(wheels[dist])
         done.append(Installed(venv, dist, env, tmp_path))
+        for pack in PACK_POINTS.get(dist, ()):  # a pip pack loads once consented (docs/trust.md)
+            assert "consent" in done[-1].cli("trust", pack, "--yes")
         return done[-1]
 
     yield install

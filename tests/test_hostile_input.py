@@ -416,15 +416,15 @@ def test_a_pack_naming_an_installed_pack_does_not_replace_it_without_replace(
         return archive
 
     first, intruder = pack("vendor", "1.0"), pack("elsewhere", "2.0")
-    assert main(["--no-defaults", "install", str(first)]) == 0
+    assert main(["--no-defaults", "install", "--yes", str(first)]) == 0
     capsys.readouterr()
-    assert main(["--no-defaults", "install", str(intruder)]) != 0
+    assert main(["--no-defaults", "install", "--yes", str(intruder)]) != 0
     err = capsys.readouterr().err
     assert str(first) in err and str(intruder) in err and err.count("sha256 ") == 2 and "--replace" in err
     from ongrid_plugins.packs import read_marker
 
     assert read_marker(str(user / "tools")).version == "1.0"  # type: ignore[union-attr]
-    assert main(["--no-defaults", "install", "--replace", str(intruder)]) == 0
+    assert main(["--no-defaults", "install", "--yes", "--replace", str(intruder)]) == 0
     assert "replacing 1.0" in capsys.readouterr().out
     assert read_marker(str(user / "tools")).version == "2.0"  # type: ignore[union-attr]
 

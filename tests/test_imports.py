@@ -33,7 +33,8 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = tuple(
         ("discovery", "discovery loaders packs plugins builtin_tools"),
         (
             "catalog",
-            "loader availability instructions catalog validate packs.sources packs.install",
+            "loader availability instructions catalog validate packs.sources packs.install"
+            " packs.pipconsent packs.consent packs.trusted",
         ),
         ("gate", "gate"),
         ("audit", "audit"),

@@ -59,7 +59,7 @@ def test_install_then_list_run_and_uninstall(
     pack = make_pack(tmp_path / "src")
     source = {"folder": pack, "tar.gz": tar_of(pack, tmp_path / "tools-1.0.tar.gz")}.get(form)
     source = source or zip_of(pack, tmp_path / "tools.zip")
-    code, out, _err = run(capsys, "install", str(source))
+    code, out, _err = run(capsys, "install", "--yes", str(source))
     assert code == 0, out
     assert f"installed tools 1.0 into {user_dir / 'tools'} (new; skills: hello)" in out
     marker = json.loads((user_dir / "tools" / MARKER).read_text())
@@ -107,7 +107,7 @@ def test_an_invalid_pack_is_refused_with_file_pointer_and_hint_and_nothing_is_in
     pack = make_pack(tmp_path / "src")
     make_skill(pack, "broken", timeout_seconds="30s")
     archive = tar_of(pack, tmp_path / "tools.tar.gz")
-    code, _out, err = run(capsys, "install", str(archive))
+    code, _out, err = run(capsys, "install", "--yes", str(archive))
     assert code == 1
     assert f"{archive}!/tools/broken/skill.json#/timeout_seconds" in err
     assert "0 means the default of 30 s" in err  # the hint
@@ -141,7 +141,7 @@ def test_a_hostile_archive_is_refused_and_nothing_is_installed(
     with tarfile.open(archive, "w:gz") as tf:
         info = tarfile.TarInfo("../../escaped.sh")
         tf.addfile(info)
-    code, _out, err = run(capsys, "install", str(archive))
+    code, _out, err = run(capsys, "install", "--yes", str(archive))
     assert code == 1 and 'contains ".."' in err
     assert not (tmp_path / "escaped.sh").exists() and not (user_dir.parent / "escaped.sh").exists()
 
@@ -207,13 +207,13 @@ def test_install_warns_when_a_skill_is_shadowed(
     tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pack = make_pack(tmp_path / "src", skills=("disk_usage",))
-    code, out, _err = run(capsys, "install", str(pack))
+    code, out, _err = run(capsys, "install", "--yes", str(pack))
     assert code == 0
     assert 'skill "disk_usage" is not loaded: built-in provides it first' in out
 
 
 def test_install_json_output(tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _err = run(capsys, "install", "--json", str(make_pack(tmp_path / "src")))
+    code, out, _err = run(capsys, "install", "--yes", "--json", str(make_pack(tmp_path / "src")))
     data = json.loads(out)
     assert code == 0 and data["name"] == "tools" and data["replaced"] is None and data["shadowed"] == []
     code, out, _err = run(capsys, "uninstall", "--json", "tools")
@@ -223,7 +223,7 @@ def test_install_json_output(tmp_path: Path, user_dir: Path, capsys: pytest.Capt
 def test_install_of_a_missing_path_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _out, err = run(capsys, "install", str(tmp_path / "nope"))
+    code, _out, err = run(capsys, "install", "--yes", str(tmp_path / "nope"))
     assert code == 2 and "does not exist" in err
 
 
@@ -256,7 +256,7 @@ def test_a_member_name_that_is_not_utf8_is_refused_before_anything_is_installed(
         tf.add(pack, arcname="tools")
         info = tarfile.TarInfo("tools/\udcff.txt")  # the bytes b"tools/\xff.txt"
         tf.addfile(info, io.BytesIO(b""))
-    code, _out, err = run(capsys, "install", str(archive))
+    code, _out, err = run(capsys, "install", "--yes", str(archive))
     assert code == 1 and "Traceback" not in err
     assert "tools/\\xff.txt: is not valid UTF-8" in err
     assert not (user_dir / "tools").exists()
@@ -299,28 +299,28 @@ def test_a_pack_may_not_be_named_like_the_lock_file(
     archive = tmp_path / "evil.tar.gz"
     with tarfile.open(archive, "w:gz") as tf:
         tf.add(pack, arcname=".")
-    code, _out, err = run(capsys, "install", str(archive))
+    code, _out, err = run(capsys, "install", "--yes", str(archive))
     assert code == 1 and "Traceback" not in err
     assert f"pack name '{spelling}' is reserved" in err and "give another one with --name" in err
     assert not (user_dir / spelling).exists()
-    code, _out, err = run(capsys, "install", "--name", spelling, str(archive))
+    code, _out, err = run(capsys, "install", "--yes", "--name", spelling, str(archive))
     assert code == 2 and "is reserved" in err
-    assert run(capsys, "install", "--name", "fine", str(archive))[0] == 0
+    assert run(capsys, "install", "--yes", "--name", "fine", str(archive))[0] == 0
     assert (user_dir / "skills.lock").is_file()
 
 
 def test_a_lock_path_taken_by_an_old_pack_folder_fails_installs_cleanly_and_says_how_to_recover(
     tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run(capsys, "install", "--name", "x", str(make_pack(tmp_path / "a")))[0] == 0
+    assert run(capsys, "install", "--yes", "--name", "x", str(make_pack(tmp_path / "a")))[0] == 0
     (user_dir / "skills.lock").unlink()
     os.rename(user_dir / "x", user_dir / "skills.lock")  # what an older version let a pack do
-    code, _out, err = run(capsys, "install", str(make_pack(tmp_path / "b", name="other")))
+    code, _out, err = run(capsys, "install", "--yes", str(make_pack(tmp_path / "b", name="other")))
     assert code == 1 and "Traceback" not in err
     assert "`ongrid-skills uninstall skills.lock` removes it; nothing was installed" in err
     assert not (user_dir / "other").exists()
     assert run(capsys, "uninstall", "skills.lock")[0] == 0
-    assert run(capsys, "install", str(make_pack(tmp_path / "c", name="other")))[0] == 0
+    assert run(capsys, "install", "--yes", str(make_pack(tmp_path / "c", name="other")))[0] == 0
 
 
 def _wrapped_with_link(tmp_path: Path, link: str, target: str) -> Path:
@@ -343,7 +343,7 @@ def test_a_link_that_leaves_the_wrapper_folder_is_refused_by_install_and_validat
 ) -> None:
     """Links were checked against the unpacked archive, one level above a wrapper folder's pack."""
     archive = _wrapped_with_link(tmp_path, link, target)
-    code, _out, err = run(capsys, "install", str(archive))
+    code, _out, err = run(capsys, "install", "--yes", str(archive))
     assert code == 1
     assert f"{archive}: tools/{link}: is a link to '{target}', which resolves outside the pack" in err
     assert not (user_dir / "tools").exists()
@@ -356,7 +356,8 @@ def test_a_wrapper_pack_cannot_link_into_another_installed_pack(
     tmp_path: Path, user_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Validated in staging, the entry pointed at the attacker's copy; installed, at the victim's file."""
-    assert run(capsys, "install", str(make_pack(tmp_path / "v", name="victim", skills=("v",))))[0] == 0
+    victim = make_pack(tmp_path / "v", name="victim", skills=("v",))
+    assert run(capsys, "install", "--yes", str(victim))[0] == 0
     src = tmp_path / "evil" / "victim"
     make_skill(src, "v")  # the attacker's copy of victim/v/run.sh, there only while validating
     make_skill(src, "evil_tool", script=None, entry="run.sh")
@@ -365,7 +366,7 @@ def test_a_wrapper_pack_cannot_link_into_another_installed_pack(
     archive = tmp_path / "evil.tar.gz"
     with tarfile.open(archive, "w:gz") as tf:
         tf.add(src, arcname="victim")
-    code, _out, err = run(capsys, "install", str(archive))
+    code, _out, err = run(capsys, "install", "--yes", str(archive))
     assert code == 1 and "victim/evil_tool/run.sh: is a link to '../../victim/v/run.sh'" in err
     assert not (user_dir / "evil").exists()
 
@@ -402,10 +403,10 @@ def test_pack_text_in_install_verify_and_uninstall_output_has_its_control_charac
     pack = make_pack(tmp_path / "src")
     (pack / "pack.json").write_text(json.dumps({"name": "tools", "version": "1.0" + FORGED}))
     (pack / "hello" / ("data" + FORGED)).write_text("x")
-    code, out, err = run(capsys, "install", str(pack))
+    code, out, err = run(capsys, "install", "--yes", str(pack))
     assert code == 0 and "installed tools 1.0\\x1b]0;owned\\x07\\nskill loader:" in out
     assert_no_raw_controls(out + err)
-    code, out, err = run(capsys, "install", str(pack))  # refused: already installed
+    code, out, err = run(capsys, "install", "--yes", str(pack))  # refused: already installed
     assert code == 1 and "already installed: 1.0\\x1b]0;owned" in err
     assert_no_raw_controls(out + err)
     (user_dir / "tools" / "hello" / ("data" + FORGED)).write_text("changed")
@@ -458,7 +459,7 @@ def test_a_pack_that_ships_its_own_marker_is_refused_and_nothing_is_written_thro
         marker.symlink_to("hello/skill.json")
     before = (pack / "hello" / "skill.json").read_bytes()
     archive = tar_of(pack, tmp_path / "tools.tar.gz")
-    code, out, err = run(capsys, "install", str(archive))
+    code, out, err = run(capsys, "install", "--yes", str(archive))
     assert code == 1 and "Traceback" not in err
     assert f"tools/{MARKER}: is the name of the marker install writes" in err
     assert not (user_dir / "tools").exists()
@@ -472,7 +473,8 @@ def test_packs_with_a_broken_or_missing_marker_are_listed_as_broken_and_uninstal
 ) -> None:
     """They vanished from `installed` while their skills loaded, and `uninstall` said "no pack named"."""
     for name in ("p1", "p2", "p3", "ok"):
-        assert run(capsys, "install", str(make_pack(tmp_path / "src", name, skills=(f"s_{name}",))))[0] == 0
+        pack = make_pack(tmp_path / "src", name, skills=(f"s_{name}",))
+        assert run(capsys, "install", "--yes", str(pack))[0] == 0
     (user_dir / "p1" / MARKER).write_text("{bad")
     (user_dir / "p2" / MARKER).unlink()
     (user_dir / "p3" / MARKER).write_text("[1]")

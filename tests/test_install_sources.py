@@ -23,7 +23,7 @@ def _env(user_dir: Path) -> dict[str, str]:
 
 
 def _install(source: str, user_dir: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "ongrid_plugins", "--no-defaults", "install", source]
+    command = [sys.executable, "-m", "ongrid_plugins", "--no-defaults", "install", "--yes", source]
     return subprocess.run(command, capture_output=True, text=True, env=_env(user_dir), cwd=cwd, timeout=HANG)
 
 
@@ -74,7 +74,7 @@ def test_sigterm_during_an_install_leaves_no_staging_folder(tmp_path: Path) -> N
     for n in range(3000):  # long enough to be caught while copying
         (data / f"f{n}.txt").write_bytes(b"x" * 4096)
     user_dir = tmp_path / "skills"
-    command = [sys.executable, "-m", "ongrid_plugins", "--no-defaults", "install", str(pack)]
+    command = [sys.executable, "-m", "ongrid_plugins", "--no-defaults", "install", "--yes", str(pack)]
     proc = subprocess.Popen(command, env=_env(user_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + HANG

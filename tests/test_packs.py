@@ -15,12 +15,22 @@ from distributions import install_dist, skill_files
 from ongrid_plugins import PackLoadError, PluginLoadError, SkillHost
 from ongrid_plugins.cli import main
 from ongrid_plugins.packs import PackRoots
-from ongrid_plugins.testing import assert_ok, isolated_settings, make_skill, run_skill
+from ongrid_plugins.settings import Settings
+from ongrid_plugins.testing import assert_ok, isolated_settings, make_skill, run_skill, trust_packs
 
 
 def pack_settings(tmp_path: Path, *roots: Path, **overrides: Any) -> Any:
+    """Settings that load pip packs, every pack installed so far consented to (docs/trust.md)."""
     values = {"include_defaults": True, "load_entry_points": True, **overrides}
-    return isolated_settings(tmp_path, *roots, **values)
+    settings = isolated_settings(tmp_path, *roots, **values)
+    if not settings.strict:
+        trust_packs(settings)
+    return settings
+
+
+def trust_env_packs() -> None:
+    """Consent to the pip packs installed so far, for commands run with the environment's settings."""
+    trust_packs(Settings.from_env())
 
 
 def install_pack(site: Path, dist: str = "ongrid-pack-demo", version: str = "1.2.3", **kw: Any) -> None:
@@ -79,6 +89,7 @@ def test_a_data_folder_inside_a_package_may_be_the_root(site: Path, tmp_path: Pa
 
 def test_listings_show_the_provenance(site: Path, capsys: pytest.CaptureFixture[str]) -> None:
     install_pack(site)
+    trust_env_packs()
     assert main(["list", "--json"]) == 0
     items = {i["name"]: i for i in json.loads(capsys.readouterr().out)["items"]}
     assert items["demo_echo"]["provenance"] == "ongrid-pack-demo 1.2.3"
@@ -210,8 +221,9 @@ def test_entry_points_are_read_once_per_host(
         calls.append(kw)
         return real(**kw)
 
+    settings = pack_settings(tmp_path)  # consenting reads them too: before counting
     monkeypatch.setattr(importlib.metadata, "entry_points", counting)
-    host = SkillHost(pack_settings(tmp_path))
+    host = SkillHost(settings)
     host.load()
     host.reload()
     host.tools()
@@ -226,6 +238,7 @@ def test_the_plugins_command_lists_packs(
     install_pack(site)
     install_dist(site, "ongrid-pack-broken", "0.9", {"ongrid_skills": {"broken": "ongrid_test_nope"}})
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    trust_env_packs()
     assert main(["plugins", "--json"]) == 0
     infos = {i["name"]: i for i in json.loads(capsys.readouterr().out)}
     assert infos["demo"]["kind"] == "pack" and infos["demo"]["status"] == "active"

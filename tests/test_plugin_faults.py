@@ -21,7 +21,7 @@ from distributions import install_dist, skill_files
 
 from ongrid_plugins import PermissionDenied, PluginLoadError, SkillHost, get_plugin_manager
 from ongrid_plugins.errors import PluginFailed
-from ongrid_plugins.testing import isolated_settings, make_skill
+from ongrid_plugins.testing import isolated_settings, make_skill, trust_packs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -87,6 +87,8 @@ def test_a_pack_whose_parent_package_exits_at_import_loads_since_that_code_never
     points = {"ongrid_skills": {"exiting": "ongrid_test_exiting_pack.skills"}}
     install_dist(site, "ongrid-exiting", "1.0", points, files)
     make_skill(root, "echo")
+    trust_packs(isolated_settings(tmp_path, root, load_entry_points=True, include_defaults=True))
+    caplog.clear()  # what the host that consented said before it did
     caplog.set_level(logging.WARNING)
     host = _host(tmp_path, root, include_defaults=True)
     assert host.call("echo", {"still": "works"}).value == {"still": "works"}
@@ -319,6 +321,8 @@ def test_a_plugin_printing_at_import_does_not_reach_stdout(
 ) -> None:
     _install_noisy(site)
     make_skill(root, "echo")
+    trusted = _run(site, root, "trust", "noisy-pack", "--yes")  # pip packs load once consented
+    assert trusted.returncode == 0 and "pluggy plugins (noisy = ongrid_test_plugin_noisy)" in trusted.stdout
     done = _run(site, root, *argv)
     assert done.returncode == 0, done.stderr
     assert {"echo", "packed"} <= set(names(json.loads(done.stdout)))

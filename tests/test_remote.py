@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("celery")
 
 
-from remotekit import REPO, Worker, free_port
+from remotekit import REPO, Worker, free_port, key_file
 
 from ongrid_plugins import SkillHost
 from ongrid_plugins.errors import ConfigError
@@ -97,7 +97,9 @@ ROUTES = "change_it=q2,category:ops=q2,nowhere=q-nobody,*=q1"
 @pytest.fixture
 def host(broker: str, workers: dict[str, Worker], tmp_path: Path) -> SkillHost:
     root = _skills(tmp_path / "host-skills")
-    return SkillHost(isolated_settings(tmp_path, root, broker_url=broker, remote_routes=ROUTES))
+    return SkillHost(
+        isolated_settings(tmp_path, root, broker_url=broker, remote_key_file=key_file(), remote_routes=ROUTES)
+    )
 
 
 def test_a_remote_call_returns_the_same_result_as_a_local_one(host: SkillHost, tmp_path: Path) -> None:
@@ -167,7 +169,7 @@ def test_a_digest_mismatch_is_refused_naming_both_digests(host: SkillHost) -> No
 
 def test_a_repeated_task_is_never_run_twice(host: SkillHost) -> None:
     """A redelivery carries the same call id: the worker's claim refuses the second run."""
-    from ongrid_plugins.models import CallRequest
+    from ongrid_plugins.models import CallRequest, digest_json
 
     tool = host.get("change_it")
     executor = host.pm.hook.ongrid_executor(tool=tool, settings=host.settings)
@@ -176,7 +178,7 @@ def test_a_repeated_task_is_never_run_twice(host: SkillHost) -> None:
         args={},
         persona=host.persona("operator"),
         call_id="redelivered-1",
-        args_digest="d",
+        args_digest=digest_json(tool.name, "{}"),
         args_json="{}",
         sandbox=host.sandbox_profile(tool),
     )
@@ -187,11 +189,15 @@ def test_a_repeated_task_is_never_run_twice(host: SkillHost) -> None:
 
 
 def test_two_hosts_racing_one_ticket_execute_it_once(host: SkillHost, tmp_path: Path, broker: str) -> None:
-    from ongrid_plugins.models import CallRequest
+    from ongrid_plugins.models import CallRequest, digest_json
 
     other = SkillHost(
         isolated_settings(
-            tmp_path / "other", tmp_path / "host-skills", broker_url=broker, remote_routes=ROUTES
+            tmp_path / "other",
+            tmp_path / "host-skills",
+            broker_url=broker,
+            remote_key_file=key_file(),
+            remote_routes=ROUTES,
         )
     )
     results: list[Any] = []
@@ -203,7 +209,7 @@ def test_two_hosts_racing_one_ticket_execute_it_once(host: SkillHost, tmp_path: 
             args={},
             persona=h.persona("operator"),
             call_id=f"race-{n}",
-            args_digest="d",
+            args_digest=digest_json(tool.name, "{}"),
             args_json="{}",
             ticket="T-race",
             sandbox=h.sandbox_profile(tool),
@@ -239,7 +245,14 @@ def test_broker_down_fails_fast_and_the_host_still_lists_its_tools(tmp_path: Pat
     root = _skills(tmp_path / "skills")
     url = f"redis://127.0.0.1:{free_port()}/0"
     down = SkillHost(
-        isolated_settings(tmp_path, root, broker_url=url, remote_routes="*=q1", broker_timeout=1.0)
+        isolated_settings(
+            tmp_path,
+            root,
+            broker_url=url,
+            remote_key_file=key_file(),
+            remote_routes="*=q1",
+            broker_timeout=1.0,
+        )
     )
     assert "echo_remote" in [t.name for t in down.tools()]
     started = time.monotonic()
@@ -259,7 +272,11 @@ def test_a_worker_killed_mid_call_gives_a_failure_naming_it(
         broker, tmp_path / "victim", "victim@test", "q-victim", _skills(tmp_path / "victim" / "skills")
     )
     settings = isolated_settings(
-        tmp_path / "h", tmp_path / "host-skills", broker_url=broker, remote_routes="sleepy=q-victim"
+        tmp_path / "h",
+        tmp_path / "host-skills",
+        broker_url=broker,
+        remote_key_file=key_file(),
+        remote_routes="sleepy=q-victim",
     )
     h = SkillHost(settings)
     started = threading.Event()
@@ -292,6 +309,7 @@ def test_the_cli_runs_a_remote_tool_with_the_same_exit_codes(
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
     env.update(
         ONGRID_BROKER_URL=broker,
+        ONGRID_REMOTE_KEY_FILE=key_file(),
         ONGRID_REMOTE_ROUTES=ROUTES,
         ONGRID_CACHE_DIR="off",
         ONGRID_STATE_DIR=str(tmp_path / "cli-state"),

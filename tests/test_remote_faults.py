@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import threading
@@ -26,10 +25,10 @@ import pytest
 pytest.importorskip("celery")
 
 import redis
-from remotekit import Worker
+from remotekit import Worker, key_file, opened, opened_task, sealed_task
 
 from ongrid_plugins import ApprovalError, ApprovalRequired, SkillHost
-from ongrid_plugins.models import CallRequest, CallResult
+from ongrid_plugins.models import CallRequest, CallResult, digest_json
 from ongrid_plugins.remote.app import make_app
 from ongrid_plugins.remote.wire import (
     LEASE,
@@ -136,7 +135,11 @@ ROUTES = "beta=qb,failing=qb,*=qa"
 
 def _host(tmp_path: Path, broker: str, runs: Path, routes: str = ROUTES, folder: str = "host") -> SkillHost:
     root = _skills(tmp_path / "host-skills", runs)
-    return SkillHost(isolated_settings(tmp_path / folder, root, broker_url=broker, remote_routes=routes))
+    return SkillHost(
+        isolated_settings(
+            tmp_path / folder, root, broker_url=broker, remote_key_file=key_file(), remote_routes=routes
+        )
+    )
 
 
 def _request(host: SkillHost, name: str, call_id: str, ticket: str | None = None) -> CallRequest:
@@ -146,7 +149,7 @@ def _request(host: SkillHost, name: str, call_id: str, ticket: str | None = None
         args={},
         persona=host.persona("operator"),
         call_id=call_id,
-        args_digest="d",
+        args_digest=digest_json(tool.name, "{}"),
         args_json="{}",
         ticket=ticket,
         sandbox=host.sandbox_profile(tool),
@@ -154,7 +157,8 @@ def _request(host: SkillHost, name: str, call_id: str, ticket: str | None = None
 
 
 def _send(broker: str, task: str, body: dict[str, Any], queue: str, task_id: str) -> None:
-    make_app(broker).send_task(task, args=[body], queue=queue, task_id=task_id, expires=60, retry=False)
+    sealed = sealed_task(body, task_id, queue)
+    make_app(broker).send_task(task, args=[sealed], queue=queue, task_id=task_id, expires=60, retry=False)
 
 
 def _listen(
@@ -172,7 +176,7 @@ def _listen(
                 message = pubsub.get_message(timeout=0.1)
                 if message is None or message.get("type") != "message":
                     continue
-                data = json.loads(message["data"])
+                data = opened(message["data"])
                 if on_message is not None:
                     on_message(data)
                 if data.get("k") == "result":
@@ -490,7 +494,7 @@ def test_a_cancel_sent_right_after_the_task_reaches_the_worker_and_the_call_is_c
 
         def send_then_cancel(*args: Any, **kwargs: Any) -> Any:
             handle = send_task(*args, **kwargs)
-            sent.append(kwargs["args"][0]["call_id"])
+            sent.append(opened_task(kwargs["args"][0])["call_id"])
             loop.call_soon_threadsafe(task.cancel)
             return handle
 

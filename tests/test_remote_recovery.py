@@ -7,7 +7,6 @@ host routes ``x*`` to ``q1``, as in the outside tester's report.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import threading
@@ -21,10 +20,11 @@ import redis
 
 pytest.importorskip("celery")
 
-from remotekit import RedisServer, Worker
+from remotekit import RedisServer, Worker, key_file, signer
 
 from ongrid_plugins import SkillHost
 from ongrid_plugins.remote.results import subscriber as _subscriber
+from ongrid_plugins.remote.signing import CHANNEL
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 pytestmark = pytest.mark.timeout(120)
@@ -40,9 +40,17 @@ echo '{"slow": true}'
 """
 
 
+LATER = """#!/bin/sh
+cat >/dev/null
+sleep 5
+echo '{"done": "later"}'
+"""
+
+
 def _skills(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     make_skill(root, "x_echo", **{"class": "safe"})
+    make_skill(root, "x_later", script=LATER, timeout_seconds=20, **{"class": "mutating"})
     make_skill(root, "x_slow", script=SLOW, timeout_seconds=10, **{"class": "safe"})
     return root
 
@@ -65,7 +73,11 @@ def worker(server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Ite
 @pytest.fixture
 def host(server: RedisServer, worker: Worker, tmp_path: Path) -> SkillHost:
     settings = isolated_settings(
-        tmp_path, _skills(tmp_path / "host-skills"), broker_url=server.url, remote_routes=ROUTES
+        tmp_path,
+        _skills(tmp_path / "host-skills"),
+        broker_url=server.url,
+        remote_key_file=key_file(),
+        remote_routes=ROUTES,
     )
     return SkillHost(settings)
 
@@ -113,6 +125,38 @@ def test_a_call_during_a_broker_outage_does_not_poison_the_calls_after_it(
     assert "the call was not sent" in str(down.error) and "Connection refused" in str(down.error)
     after = host.call("x_echo", {"n": 3})
     assert (after.ok, after.value) == (True, {"n": 3}), after.error
+
+
+def test_a_call_the_worker_finished_after_the_host_gave_up_gets_a_follow_up_audit_row(
+    host: SkillHost, server: RedisServer, worker: Worker
+) -> None:
+    """The report: after Redis restarted mid-call the audit row said ``failed`` while the
+    skill ran to completion on the worker, and nothing reconciled the row later."""
+    answers: list[Any] = []
+    thread = threading.Thread(target=lambda: answers.append(host.call("x_later", {}, confirm=True)))
+    thread.start()
+    client = redis.Redis.from_url(server.url)
+    assert _wait_for(lambda: any(client.scan_iter("ongrid:lease:*")), 10), "the worker never took the call"
+    server.stop()
+    thread.join(15)
+    _back(server, worker)
+    [first] = answers
+    assert not first.ok and "lost the broker mid-call" in str(first.error), first.error
+
+    def late() -> list[Any]:
+        return host.audit.entries(call_id=f"{first.call_id}.late")
+
+    assert _wait_for(lambda: bool(late()), 30), "no follow-up row"
+    [row] = late()
+    assert row.outcome == "ok", row
+    assert "completed on worker w1@test after the host gave up (it lost the broker mid-call)" in str(
+        row.error
+    )
+    assert f"the row of call {first.call_id} says it failed" in str(row.error)
+    assert isinstance(row.remote, dict) and row.remote["worker"] == "w1@test"
+    host.audit.flush()
+    [original] = host.audit.entries(call_id=first.call_id)
+    assert original.outcome == "failed"
 
 
 def test_a_result_reader_thread_that_died_is_noticed_and_replaced(
@@ -164,7 +208,9 @@ def test_a_worker_outlives_a_broker_outage_and_serves_calls_when_it_is_back(
 
 class Tap:
     """Every message on every call channel of the broker, as a process with the broker's
-    password sees them; ``on_message(channel, data)`` may publish messages of its own."""
+    password sees them; ``on_message(channel, data)`` may publish messages of its own.
+    ``data`` is the message's signed body (checked with the remote key), its text as sent
+    under ``"_raw"`` (what a broker writer without the key can replay)."""
 
     def __init__(self, url: str, on_message: Callable[[str, dict[str, Any]], None]) -> None:
         self.client = redis.Redis.from_url(url)
@@ -178,8 +224,9 @@ class Tap:
         while not self.stopped.is_set():
             message = self.pubsub.get_message(timeout=0.1)
             if message is not None and message["type"] == "pmessage":
-                with contextlib.suppress(ValueError):
-                    self.on_message(message["channel"].decode(), json.loads(message["data"]))
+                data = signer().open_text(CHANNEL, message["data"])
+                if isinstance(data, dict):
+                    self.on_message(message["channel"].decode(), {**data, "_raw": message["data"]})
 
     def close(self) -> None:
         self.stopped.set()
@@ -190,12 +237,19 @@ class Tap:
 def _slow_call_with(
     host: SkillHost, url: str, forge: Callable[[str, dict[str, Any]], list[Any]], on_event: Any = None
 ) -> Any:
-    """Call ``x_slow``; when its worker accepts it, publish ``forge(call_id, accepted)`` on its channel."""
+    """Call ``x_slow``; when its worker accepts it, publish ``forge(call_id, accepted)`` on its
+    channel: a text as it is (a replay, or junk), a dict signed with the remote key (what only
+    a holder of the key, such as another worker, can send), ``Unsigned(dict)`` as plain JSON."""
 
     def on_message(name: str, data: dict[str, Any]) -> None:
         if data.get("k") == "accepted" and data.get("worker") == "w1@test":
             for message in forge(name.split(":")[2], data):
-                text = message if isinstance(message, str) else json.dumps(message)
+                if isinstance(message, Unsigned):
+                    text = json.dumps(message.data)
+                elif isinstance(message, dict):
+                    text = signer().seal_text(CHANNEL, message)
+                else:
+                    text = message
                 tap.client.publish(name, text)
 
     tap = Tap(url, on_message)
@@ -203,6 +257,13 @@ def _slow_call_with(
         return host.call("x_slow", {}, on_event=on_event)
     finally:
         tap.close()
+
+
+class Unsigned:
+    """A message a broker writer without the remote key publishes: plain JSON."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
 
 
 def _refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -220,18 +281,39 @@ def test_a_genuine_result_of_another_call_replayed_on_a_calls_channel_is_refused
     finally:
         tap.close()
     caplog.set_level(logging.WARNING, "ongrid_plugins.remote")
-    result = _slow_call_with(host, server.url, lambda _call_id, _accepted: [captured[0]])
+    result = _slow_call_with(host, server.url, lambda _call_id, _accepted: [captured[0]["_raw"]])
     assert (result.tool, result.ok, result.value) == ("x_slow", True, {"slow": True}), result.error
     assert result.remote is not None and result.remote.worker == "w1@test"
     [refused] = _refusals(caplog)
-    assert "its tool is 'x_echo'" in refused, refused
+    assert f"its task is {captured[0]['task_id']!r}" in refused, refused
+
+
+def test_a_result_without_the_remote_key_is_refused_and_the_real_one_wins(
+    host: SkillHost, server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The attack: with no key, a broker writer who saw the channel published a result of
+    the right shape for the call (its task, its worker), and the host printed it."""
+
+    def forge(call_id: str, accepted: dict[str, Any]) -> list[Any]:
+        result = {"tool": "x_slow", "ok": True, "value": {"forged": True}, "call_id": call_id}
+        message = {"k": "result", "worker": "w1@test", "task_id": accepted["task_id"], "result": result}
+        return [Unsigned(message), "0" * 64 + json.dumps(message)]
+
+    caplog.set_level(logging.WARNING, "ongrid_plugins.remote")
+    result = _slow_call_with(host, server.url, forge)
+    assert (result.ok, result.value) == (True, {"slow": True}), result.error
+    refused = _refusals(caplog)
+    assert len(refused) == 2, refused
+    assert "it is not signed" in refused[0] and "does not verify" in refused[1], refused
 
 
 def test_a_forged_result_naming_another_worker_is_refused_and_the_real_one_wins(
     host: SkillHost, server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     def forge(call_id: str, accepted: dict[str, Any]) -> list[Any]:
-        # The forger knows all the channel shows: the call id, the task id, the worker's name.
+        # The forger holds the key (another worker) and knows all the channel shows: the
+        # call id, the task id, the worker's name.
+        accepted = {k: v for k, v in accepted.items() if k != "_raw"}
         accepted_elsewhere = {**accepted, "worker": "evil@test", "task_id": "another-task"}
         result = {"tool": "x_slow", "ok": True, "value": {"forged": True}, "call_id": call_id}
         return [
@@ -265,7 +347,11 @@ def test_events_a_worker_never_sends_are_refused_and_the_call_goes_on(
     ]
     seen: list[tuple[str, Any]] = []
     caplog.set_level(logging.WARNING, "ongrid_plugins.remote")
-    result = _slow_call_with(host, server.url, lambda _c, _a: forged, lambda e: seen.append((e.kind, e.data)))
+
+    def forge(_call_id: str, accepted: dict[str, Any]) -> list[Any]:  # signed: a key holder's
+        return [{**message, "task_id": accepted["task_id"]} for message in forged]
+
+    result = _slow_call_with(host, server.url, forge, lambda e: seen.append((e.kind, e.data)))
     assert (result.ok, result.value) == (True, {"slow": True}), result.error
     refused = _refusals(caplog)
     assert len(refused) == 6, refused

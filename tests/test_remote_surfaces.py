@@ -25,7 +25,7 @@ import pytest
 
 pytest.importorskip("celery")
 
-from remotekit import REPO, Worker, free_port
+from remotekit import REPO, Worker, free_port, key_file
 
 from ongrid_plugins import SkillHost
 from ongrid_plugins.errors import ConfigError
@@ -77,7 +77,11 @@ def roots(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def host(broker: str, worker: Worker, tmp_path: Path, roots: Path) -> SkillHost:
-    return SkillHost(isolated_settings(tmp_path, roots, broker_url=broker, remote_routes=ROUTES))
+    return SkillHost(
+        isolated_settings(
+            tmp_path, roots, broker_url=broker, remote_key_file=key_file(), remote_routes=ROUTES
+        )
+    )
 
 
 def _local(tmp_path: Path, roots: Path) -> SkillHost:
@@ -106,6 +110,7 @@ def _env(broker_url: str, tmp_path: Path, **more: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONGRID_")}
     env.update(
         ONGRID_BROKER_URL=broker_url,
+        ONGRID_REMOTE_KEY_FILE=key_file(),
         ONGRID_REMOTE_ROUTES=ROUTES,
         ONGRID_CACHE_DIR="off",
         ONGRID_STATE_DIR=str(tmp_path / "cli-state"),
@@ -193,6 +198,7 @@ def test_a_bad_route_never_stops_the_host_and_refuses_only_what_it_leaves_undeci
     assert refused.remote is None  # nothing was sent anywhere, nothing ran locally
 
     monkeypatch.setenv("ONGRID_BROKER_URL", "redis://127.0.0.1:9/0")
+    monkeypatch.setenv("ONGRID_REMOTE_KEY_FILE", key_file())
     monkeypatch.setenv("ONGRID_REMOTE_ROUTES", "here=s1,category:opz=s1,oops")
     monkeypatch.setenv("ONGRID_STATE_DIR", str(tmp_path / "state"))
     code, out, err = run(capsys, "--no-defaults", "--dirs", str(roots), "list")
@@ -215,6 +221,7 @@ def test_list_and_show_say_where_each_tool_runs(
     from clirun import run
 
     monkeypatch.setenv("ONGRID_BROKER_URL", "redis://127.0.0.1:9/0")
+    monkeypatch.setenv("ONGRID_REMOTE_KEY_FILE", key_file())
     monkeypatch.setenv("ONGRID_REMOTE_ROUTES", ROUTES)
     monkeypatch.setenv("ONGRID_STATE_DIR", str(tmp_path / "state"))
     base = ("--no-defaults", "--dirs", str(roots))
@@ -500,7 +507,9 @@ def test_a_broker_down_or_silent_fails_the_call_within_the_broker_timeout(
     kind: str, silent_broker: str, tmp_path: Path, roots: Path
 ) -> None:
     url = silent_broker if kind == "silent" else f"redis://127.0.0.1:{free_port()}/0"
-    settings = isolated_settings(tmp_path, roots, broker_url=url, remote_routes=ROUTES, broker_timeout=0.5)
+    settings = isolated_settings(
+        tmp_path, roots, broker_url=url, remote_key_file=key_file(), remote_routes=ROUTES, broker_timeout=0.5
+    )
     host = SkillHost(settings)
     assert "gate" in [t.name for t in host.tools()]
     started = time.monotonic()
@@ -538,7 +547,9 @@ def test_an_unanswered_call_times_out_on_the_host_and_its_task_is_revoked(
     from ongrid_plugins.remote.client import GRACE
     from ongrid_plugins.remote.wire import channel
 
-    settings = isolated_settings(tmp_path, roots, broker_url=broker, remote_routes=ROUTES, kill_grace=0.2)
+    settings = isolated_settings(
+        tmp_path, roots, broker_url=broker, remote_key_file=key_file(), remote_routes=ROUTES, kill_grace=0.2
+    )
     host = SkillHost(settings)
     host.load()  # the catalog's first load is not part of the call's time
     started = time.monotonic()

@@ -230,7 +230,8 @@ def test_cli_list_validate_and_install_stay_fast(tmp_path: Path, command: str) -
     schema = {"type": "object", "properties": {"p": {"type": "string", "pattern": pattern, "default": text}}}
     make_skill(pack, "evil", schema=schema)
     (pack / "pack.json").write_text(json.dumps({"name": "pack", "version": "1.0"}))
-    argv = {"list": ["list"], "validate": ["validate", str(pack)], "install": ["install", str(pack)]}[command]
+    install = ["install", "--yes", str(pack)]
+    argv = {"list": ["list"], "validate": ["validate", str(pack)], "install": install}[command]
     user = tmp_path / "user"
     found = bounded(
         f"""

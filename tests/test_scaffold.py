@@ -137,6 +137,7 @@ def test_a_scaffolded_pack_builds_installs_and_passes_its_own_test(
         "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests), env=env, cwd=tmp_path
     )
     assert result.returncode == 0 and "2 passed" in result.stdout, result.stdout + result.stderr
+    venv.run("ongrid-skills", "trust", name, "--yes", env=env, cwd=tmp_path, check=True)  # docs/trust.md
     out = venv.run("ongrid-skills", "run", name, '{"who": "ada"}', env=env, cwd=tmp_path, check=True).stdout
     assert "ada" in out
     listing = venv.run("ongrid-skills", "list", "--json", env=env, cwd=tmp_path, check=True).stdout
@@ -182,11 +183,13 @@ def test_a_scaffolded_pack_installs_in_a_fresh_venv_from_the_hint_alone(
     monkeypatch.chdir(work)
     _code, out, _err = run(capsys, "new", "greet_two", "--pack")
     hint = out.splitlines()[1].removeprefix("next: ")
-    pip_part, rest = hint.split(" && ")
+    pip_part, trust, rest = hint.split(" && ")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
     fresh = Venv(tmp_path / "venv")
     fresh.pip(*shlex.split(pip_part)[1:])  # the hint's `pip install ...`, into the fresh venv
     env = clean_env(tmp_path / "home")
+    assert trust == "ongrid-skills trust greet_two --yes"  # consent first (docs/trust.md)
+    fresh.run(*shlex.split(trust), env=env, cwd=work, check=True)
     argv = shlex.split(rest)
     done = fresh.run(*argv, env=env, cwd=work, check=True)
     assert json.loads(done.stdout) == {"ok": True, "args": {"who": "ada"}}

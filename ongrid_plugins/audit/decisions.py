@@ -35,7 +35,15 @@ if TYPE_CHECKING:
 
     from ..gate.tickets import Ticket
 
-__all__ = ["KEYED", "digest_key", "keyed_digest", "redacted_paths", "ticket_problem", "ticket_row"]
+__all__ = [
+    "KEYED",
+    "digest_key",
+    "keyed_digest",
+    "redacted_paths",
+    "ticket_problem",
+    "ticket_row",
+    "trust_row",
+]
 
 #: The prefix of a keyed arguments digest in a row's ``args_digest`` column.
 KEYED = "hmac-sha256:"
@@ -144,3 +152,34 @@ def ticket_problem(
     if covered - expected:
         return f"the audit log {path} shows it was opened or approved for other arguments"
     return None
+
+
+def trust_row(outcome: str, pack: str, by: str, note: str = "", **facts: Any) -> dict[str, Any]:
+    """The row of a trust decision about ``pack`` (docs/trust.md): ``consent``, ``reconsent``,
+    ``consent_narrowed``, ``consent_refused``, ``install_refused`` or ``trust_policy``.
+
+    ``facts`` (version, capability digest, signer) are its ``args``, the capability digest its
+    ``args_digest``; ``tool`` is ``pack:<name>``. Not a call: no class, persona or result.
+    """
+    return {
+        "time": time.time(),
+        "call_id": f"trust-{outcome}-{uuid.uuid4().hex[:12]}",
+        "tool": f"pack:{pack}",
+        "tool_class": "",
+        "persona": "",
+        "caller": by,
+        "args": dumps(facts),
+        "args_digest": str(facts.get("capability_digest", "")),
+        "redacted": dumps([]),
+        "verdict": "",
+        "reason": clip(note),
+        "plugin": "ongrid.trust",
+        "outcome": outcome,
+        "duration": 0.0,
+        "stderr_tail": dumps([]),
+        "result_size": 0,
+        "result_digest": "",
+        "approvers": dumps([]),
+        "pid": os.getpid(),
+        "hostname": HOST,
+    }

@@ -44,7 +44,7 @@ from ..errors import AuditError, ConfigError
 from ..hookspecs import hookimpl
 from ..models import Outcome, ToolClass
 from .chain import COLUMNS, Walk, append, check_head, check_macs, walk
-from .decisions import digest_key, ticket_problem, ticket_row
+from .decisions import digest_key, ticket_problem, ticket_row, trust_row
 from .entries import (
     OUTCOMES,
     AuditEntry,
@@ -345,6 +345,22 @@ class AuditLog:
                 f"the audit log {self.path} cannot record the {outcome} of ticket {ticket.id} "
                 f"by {by} ({type(exc).__name__}: {exc}); the {outcome} itself is kept"
             )
+            logger.error("audit log: %s", message)
+            raise AuditError(message) from exc
+
+    def record_trust(self, outcome: str, pack: str, by: str, note: str = "", **facts: Any) -> int:
+        """Chain a trust decision about ``pack`` by ``by`` (:func:`.decisions.trust_row`); its row number.
+
+        :raises AuditError: the row cannot be written.
+        """
+        self.flush()
+        try:
+            with self._transaction() as conn:
+                seq = append(conn, trust_row(outcome, pack, by, note, **facts), self.key)
+            return seq
+        except Exception as exc:
+            self._failures += 1
+            message = f"the audit log {self.path} cannot record {outcome} of pack {pack} ({exc})"
             logger.error("audit log: %s", message)
             raise AuditError(message) from exc
 

@@ -50,7 +50,6 @@ __all__ = [
     "file_record",
     "file_sha256",
     "partial_warning",
-    "relative_to",
     "skill_digest",
     "tree_records",
 ]
@@ -192,13 +191,6 @@ def _regular(path: str, relative: str) -> DigestFile:
     return DigestFile(relative, f"{st.st_mode & MODE_BITS:04o}", digest)
 
 
-def relative_to(path: str, folder: str) -> str:
-    """``path`` relative to ``folder`` (``../x`` outside it), cheaper than ``relpath`` inside it."""
-    if path.startswith(folder) and path[len(folder) : len(folder) + 1] == "/":
-        return path[len(folder) + 1 :]
-    return os.path.relpath(path, folder)
-
-
 def tree_records(
     folder: str,
     *,
@@ -275,7 +267,7 @@ def _manifest_and_entries(skill: Skill, folder: str) -> list[DigestFile]:
     paths = {skill.path: os.path.basename(skill.path)}
     for tool in skill.tools:
         if tool.entry:
-            paths.setdefault(tool.entry, relative_to(tool.entry, folder))
+            paths.setdefault(tool.entry, os.path.relpath(tool.entry, folder))
     return [_regular(path, relative) for path, relative in paths.items()]
 
 

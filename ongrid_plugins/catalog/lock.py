@@ -9,7 +9,13 @@ uninstall, under the install lock. Its schema is published as
      "packs": {"<name>": {"name": ..., "version": ...,
                           "origin": {"kind": "archive" | "folder", "path": ..., "sha256": ... | null},
                           "installed_at": "2026-12-01T09:00:00Z",
-                          "files": {"<relative path>": {"sha256": ..., "mode": "0111"}}}}}
+                          "files": {"<relative path>": {"sha256": ..., "mode": "0111"}},
+                          "consent": {"version": ..., "capabilities": {...}, "capability_digest": ...,
+                                      "pack_digest": ..., "signer": ..., "by": ..., "at": ..., "mac": ...}}}}
+
+``consent`` is what a person said yes to (:mod:`.capabilities`), sealed with an HMAC
+keyed by ``<state dir>/consent.key`` (:func:`seal`): a lock edited by hand to widen a
+grant, or a grant copied from version 1 to version 2, no longer matches its seal.
 
 ``mode`` is the digest's mode (see :mod:`.digest`). The pack's marker file is
 not listed (it is written with the lock). :func:`verify_pack` compares a pack
@@ -19,9 +25,12 @@ folder with its entry and returns every changed, added and removed file.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
 import logging
 import os
+import stat
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,15 +46,20 @@ __all__ = [
     "LOCK_VERSION",
     "Drift",
     "LockEntry",
+    "consent_key",
+    "consent_problem",
     "installed_folders",
     "lock_path",
     "locked_versions",
     "new_entry",
     "pack_files",
     "read_lock",
+    "read_pip_consents",
+    "seal",
     "unlocked_message",
     "verify_pack",
     "write_entry",
+    "write_pip_consent",
 ]
 
 logger = logging.getLogger(__name__)
@@ -64,6 +78,8 @@ class LockEntry:
     installed_at: str
     files: Mapping[str, Mapping[str, str]]
     """Relative path -> ``{"sha256": ..., "mode": ...}``."""
+    consent: Mapping[str, Any] | None = None
+    """The consented capabilities and their seal; None for an entry written before consent existed."""
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as the lock file spells it."""
@@ -73,12 +89,20 @@ class LockEntry:
             "origin": dict(self.origin),
             "installed_at": self.installed_at,
             "files": {path: dict(self.files[path]) for path in sorted(self.files)},
+            **({"consent": dict(self.consent)} if self.consent is not None else {}),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LockEntry:
         """Read an entry checked by :func:`read_lock`."""
-        return cls(data["name"], data["version"], data["origin"], data["installed_at"], data["files"])
+        return cls(
+            data["name"],
+            data["version"],
+            data["origin"],
+            data["installed_at"],
+            data["files"],
+            data.get("consent"),
+        )
 
 
 @attrs.frozen
@@ -149,6 +173,79 @@ def _check(data: Any) -> str:
         for rel, record in entry["files"].items():
             if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
                 return f'pack "{name}": file "{rel}" needs a "sha256" string'
+        consent = entry.get("consent")
+        if consent is not None and not _consent_ok(consent):
+            return f'pack "{name}": "consent" must hold "capabilities" (with "tools") and string fields'
+    return ""
+
+
+_CONSENT_STRINGS = ("version", "capability_digest", "pack_digest", "signer", "by", "at", "mac")
+
+
+def _consent_ok(consent: Any) -> bool:
+    return (
+        isinstance(consent, dict)
+        and all(isinstance(consent.get(k), str) for k in _CONSENT_STRINGS)
+        and isinstance(consent.get("capabilities"), dict)
+        and isinstance(consent["capabilities"].get("tools"), dict)
+        and isinstance(consent["capabilities"].get("plugins", []), list)
+    )
+
+
+KEY_NAME = "consent.key"
+
+
+def consent_key(state_dir: str, *, create: bool = False) -> bytes | None:
+    """The key that seals consents (``<state_dir>/consent.key``, 32 random bytes, mode 0600).
+
+    None when it does not exist (and ``create`` is false) or is not a private regular file.
+    """
+    path = os.path.join(state_dir, KEY_NAME)
+    if create and not os.path.lexists(path):
+        os.makedirs(state_dir, 0o700, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(os.urandom(32))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        key = f.read(64)
+    if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o077 or len(key) != 32:
+        return None
+    return key
+
+
+def seal(key: bytes, name: str, consent: Mapping[str, Any]) -> str:
+    """The HMAC-SHA256 of pack ``name``'s consent (every field but ``mac``, canonical JSON)."""
+    body = {k: v for k, v in consent.items() if k != "mac"}
+    text = json.dumps({"pack": name, **body}, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def consent_problem(entry: LockEntry, key: bytes | None, pack_digest: str) -> str:
+    """Why ``entry``'s consent does not vouch for its pack now ("" when it does)."""
+    c = entry.consent
+    how = (
+        f"`ongrid-skills show {entry.name}` shows what it may do, `ongrid-skills trust {entry.name}` consents"
+    )
+    if c is None:
+        return f"pack {entry.name} has no recorded consent in skills.lock; its skills are not loaded ({how})"
+    if key is None or not hmac.compare_digest(seal(key, entry.name, c), c["mac"]):
+        return (
+            f"pack {entry.name}: the consent in skills.lock does not match its seal (edited by hand, "
+            "copied from another lock, or the state folder's consent.key changed); its skills are not "
+            f"loaded ({how})"
+        )
+    if c["version"] != entry.version or c["pack_digest"] != pack_digest:
+        return (
+            f"pack {entry.name}: the consent in skills.lock was given for version {c['version'] or '(none)'}"
+            f" of other content, not for {entry.version or '(unversioned)'} installed now; its skills are "
+            f"not loaded ({how})"
+        )
     return ""
 
 
@@ -210,16 +307,62 @@ def write_entry(packs_dir: str, name: str, entry: LockEntry | None) -> None:
     """
     try:
         entries = read_lock(packs_dir) or {}
+        pip = read_pip_consents(packs_dir)
     except ConfigError as exc:
         logger.warning("catalog: %s; starting a new one", exc)
-        entries = {}
+        entries, pip = {}, {}
     if entry is None:
         entries.pop(name, None)
     else:
         entries[name] = entry
-    data = {"lock_version": LOCK_VERSION, "packs": {n: entries[n].to_dict() for n in sorted(entries)}}
+    _write(packs_dir, entries, pip)
+
+
+def read_pip_consents(packs_dir: str) -> dict[str, dict[str, Any]]:
+    """The consents given to pip packs (``"pip"`` of the lock), by entry point name; {} when none."""
+    try:
+        data = json.loads(read_regular_text(lock_path(packs_dir)))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        raise ConfigError(
+            f"{lock_path(packs_dir)}: not a readable skills.lock; reinstall the packs"
+        ) from None
+    pip = data.get("pip", {}) if isinstance(data, dict) else None
+    if not isinstance(pip, dict) or not all(
+        isinstance(v, dict) and isinstance(v.get("distribution"), str) and _consent_ok(v.get("consent"))
+        for v in pip.values()
+    ):
+        raise ConfigError(
+            f'{lock_path(packs_dir)}: "pip" must map entry points to consents; trust them again'
+        )
+    return pip
+
+
+def write_pip_consent(packs_dir: str, name: str, record: Mapping[str, Any] | None) -> None:
+    """Record the consent of pip pack ``name`` (None removes it); the caller holds the install lock."""
+    entries = read_lock(packs_dir) or {}
+    try:
+        pip = read_pip_consents(packs_dir)
+    except ConfigError:
+        pip = {}
+    if record is None:
+        pip.pop(name, None)
+    else:
+        pip[name] = dict(record)
+    _write(packs_dir, entries, pip)
+
+
+def _write(packs_dir: str, entries: Mapping[str, LockEntry], pip: Mapping[str, Any]) -> None:
+    data: dict[str, Any] = {
+        "lock_version": LOCK_VERSION,
+        "packs": {n: entries[n].to_dict() for n in sorted(entries)},
+    }
+    if pip:
+        data["pip"] = {n: pip[n] for n in sorted(pip)}
     import tempfile
 
+    os.makedirs(packs_dir, 0o755, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".ongrid-lock-", dir=packs_dir)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -235,13 +378,24 @@ def write_entry(packs_dir: str, name: str, entry: LockEntry | None) -> None:
         raise
 
 
-def new_entry(name: str, version: str, folder: str, source: str, source_sha256: str | None) -> LockEntry:
+def new_entry(
+    name: str,
+    version: str,
+    folder: str,
+    source: str,
+    source_sha256: str | None,
+    files: Mapping[str, Mapping[str, str]] | None = None,
+) -> LockEntry:
     """The lock entry of a pack just installed into ``folder`` from ``source``."""
+    origin = {"kind": "archive" if source_sha256 else "folder", "path": source, "sha256": source_sha256}
+    return LockEntry(name, version, origin, utc_now(), pack_files(folder) if files is None else files)
+
+
+def utc_now() -> str:
+    """Now, UTC, ISO 8601 to the second (``2026-12-01T09:00:00Z``)."""
     import datetime
 
-    origin = {"kind": "archive" if source_sha256 else "folder", "path": source, "sha256": source_sha256}
-    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    return LockEntry(name, version, origin, now, pack_files(folder))
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def verify_pack(entry: LockEntry, folder: str) -> list[Drift]:

@@ -36,7 +36,11 @@ def cmd_new(ctx: Context) -> int:
     folder = scaffold(args.name, args.dir, fmt=args.fmt, lang=args.lang, pack=args.pack)
     print(f"created {folder}")
     if args.pack:
-        print(f'next: {pack_install(folder)} && ongrid-skills run {args.name} \'{{"who": "ada"}}\'')
+        # A pip pack loads once its user consents to what it may do (docs/trust.md).
+        trust = f"ongrid-skills trust {args.name} --yes"
+        print(
+            f'next: {pack_install(folder)} && {trust} && ongrid-skills run {args.name} \'{{"who": "ada"}}\''
+        )
     else:
         parent = shlex.quote(str(folder.resolve().parent))
         # ./NAME: a bare name is an installed distribution's to `validate` (attrs, pytest, ...).

@@ -9,7 +9,7 @@ import signal
 from typing import TYPE_CHECKING, Any
 
 from ..echo import echo
-from ..packs import PackInfo, PackRoots, installed_packs
+from ..packs import PackInfo, installed_packs
 from .argtypes import Subcommands
 from .output import print_table, printable
 
@@ -45,6 +45,7 @@ def register(sub: Subcommands) -> None:
         help="refuse the archive unless its sha256 is this one (hex, `sha256:` prefix allowed)",
     )
     p.add_argument("--replace", action="store_true", help="replace an installed pack of the same name")
+    p.add_argument("--yes", action="store_true", help="consent to what the pack may do without asking")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_install)
 
@@ -88,10 +89,13 @@ def _pack_name(text: str) -> str:
 
 
 def cmd_install(ctx: Context) -> int:
+    from ..packs.consent import ConsentError
     from ..packs.install import install_pack
+    from .packtrust import asker, audit_trust
 
     args = ctx.args
     host = ctx.host
+    again = " ".join(["ongrid-skills install", *(["--replace"] if args.replace else []), args.path])
     # SIGTERM (kill, systemd, a CI timeout) unwinds like Ctrl-C, so the staging folder
     # is removed now rather than by the next install.
     previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -104,9 +108,20 @@ def cmd_install(ctx: Context) -> int:
             strict=args.strict,
             require_digest=args.require_digest,
             replace=args.replace,
+            consent=asker(args.yes, again, to_stderr=args.json),
         )
+    except ConsentError as exc:
+        audit_trust(ctx, "install_refused", args.name or os.path.basename(args.path.rstrip("/")), str(exc))
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)
+    review = result.review
+    if review is not None:
+        outcome = (
+            "consent" if review.previous is None else "reconsent" if review.grown else "consent_narrowed"
+        )
+        facts = {"version": review.version, "capability_digest": review.capabilities.digest}
+        audit_trust(ctx, outcome, result.pack.name, "installed", signer=review.verdict.signer, **facts)
     shadowed = _shadowed(ctx, result)
     if args.json:
         print(json.dumps({**result.to_dict(), "shadowed": shadowed}, indent=2, ensure_ascii=False))
@@ -169,11 +184,19 @@ def cmd_verify(ctx: Context) -> int:
         raise ConfigError(f"pack {wanted!r} is not in {user_dir}/skills.lock (locked packs: {locked})")
     names = [wanted] if wanted is not None else sorted(entries)
     results = {name: verify_pack(entries[name], os.path.join(user_dir, name)) for name in names}
+    trust = {name: _trust_state(ctx, entries[name]) for name, drift in results.items() if not drift}
     unlocked = [] if wanted else [n for n in installed_folders(user_dir) if n not in entries]
-    failed = any(results.values()) or bool(unlocked)  # an unlocked pack is unchecked: not "ok"
+    # An unlocked pack is unchecked, a refused one does not load: neither is "ok".
+    failed = any(results.values()) or bool(unlocked) or any(t["refused"] for t in trust.values())
     if ctx.args.json:
         packs = [
-            {"name": n, "version": entries[n].version, "ok": not d, "drift": [x.to_dict() for x in d]}
+            {
+                "name": n,
+                "version": entries[n].version,
+                "ok": not d and not trust[n]["refused"],
+                "drift": [x.to_dict() for x in d],
+                **({k: v for k, v in trust[n].items() if k != "words"} if n in trust else {}),
+            }
             for n, d in results.items()
         ]
         print(json.dumps({"ok": not failed, "packs": packs, "unlocked": unlocked}, indent=2))
@@ -183,7 +206,8 @@ def cmd_verify(ctx: Context) -> int:
     for name, drift in results.items():
         label = printable(f"{name} {entries[name].version}".rstrip())
         if not drift:
-            print(f"{label}: ok, {len(entries[name].files)} files match skills.lock")
+            words = trust[name]["words"]
+            print(printable(f"{label}: ok, {len(entries[name].files)} files match skills.lock; {words}"))
         for item in drift:
             print(
                 f"{label}: {item.change} {printable(item.path)}"
@@ -195,9 +219,45 @@ def cmd_verify(ctx: Context) -> int:
     return 1 if failed else 0
 
 
+def _trust_state(ctx: Context, entry: Any) -> dict[str, Any]:
+    """The signature and consent of a locked pack whose files match: what ``verify`` reports."""
+    from ..catalog.lock import consent_key, consent_problem
+    from ..catalog.trust import Policy, check_signature, pack_digest, read_policy
+    from ..errors import ConfigError
+
+    settings = ctx.host.settings
+    folder = os.path.join(settings.user_skills_dir, entry.name)
+    digest = pack_digest(entry.files)
+    try:
+        policy = read_policy(settings.config_dir, settings.require_signed)
+    except ConfigError as exc:
+        policy = Policy(require_signed=True, path=str(exc))
+    verdict = check_signature(folder, entry.name, digest, policy)
+    refusal = verdict.refused(policy, entry.name)
+    problem = consent_problem(entry, consent_key(settings.state_dir), digest)
+    signed = {"trusted": f"signed by {verdict.signer}", "unsigned": "unsigned"}.get(
+        verdict.status, f"{verdict.status} signature ({verdict.reason})"
+    )
+    words = signed + ("; refused: " + refusal if refusal else "")
+    words += "; consent: " + (
+        "missing or broken (`ongrid-skills trust " + entry.name + "`)" if problem else "sealed"
+    )
+    return {
+        "signature": verdict.to_dict(),
+        "consent": None
+        if problem
+        else {k: entry.consent[k] for k in ("version", "by", "at", "capability_digest")},
+        "consent_problem": problem,
+        "refused": refusal or problem,
+        "words": words,
+    }
+
+
 def _pip_packs(ctx: Context) -> list[PackInfo]:
-    roots = ctx.host.pm.get_plugin("packs")
-    return roots.packs if isinstance(roots, PackRoots) else []
+    from ..packs.pipconsent import vet
+
+    roots = vet(ctx.host.pm, ctx.host.settings)  # unconsented ones as such
+    return roots.packs if roots is not None else []
 
 
 def cmd_installed(ctx: Context) -> int:

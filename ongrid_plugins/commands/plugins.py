@@ -22,6 +22,9 @@ def register(sub: Subcommands) -> None:
 
 
 def cmd_plugins(ctx: Context) -> int:
+    from ..packs.pipconsent import vet
+
+    vet(ctx.host.pm, ctx.host.settings)  # pip packs waiting for `trust` show as unconsented
     infos = ctx.host.plugins()
     if ctx.args.json:
         print(json.dumps([i.to_dict() for i in infos], indent=2))

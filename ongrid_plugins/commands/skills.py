@@ -193,6 +193,10 @@ def cmd_show(ctx: Context) -> int:
         tool = ctx.host.get(ctx.args.name)
     except UnknownSkill as exc:
         if exc.skill is None:
+            from .packtrust import inspect_if_pack
+
+            if inspect_if_pack(ctx, ctx.args.name):  # `show PACK`: what an installed or pip pack may do
+                return 0
             raise
         return listing.show_skill(ctx)
     data = tool.to_dict()

@@ -107,16 +107,7 @@ class RegistryBuilder:
 
     def add(self, skill: Skill) -> str | None:
         """Register ``skill``; return the clashing name (as ``skill`` spells it) if one is taken."""
-        tools = skill.tools
-        if len(tools) == 1 and tools[0].name == skill.name:  # a skill.json skill: one name
-            key = spelling(skill.name)
-            if key in self._owner:
-                return skill.name
-            self._owner[key] = skill.name
-            self._skills[skill.name] = skill
-            self._tools[skill.name] = tools[0]
-            return None
-        names = [skill.name, *(tool.name for tool in tools)]
+        names = [skill.name, *(tool.name for tool in skill.tools)]
         keys = [spelling(name) for name in names]
         for name, key in zip(names, keys, strict=True):
             if key in self._owner:

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import importlib.machinery
 import os
-import pathlib
 import stat
 import sys
 from importlib import resources
@@ -133,21 +131,8 @@ def _symlink_error(exc: OSError, dirfd: int, name: str, relative: str) -> OSErro
 
 
 def builtin_skills_dir() -> str:
-    """The folder of skills shipped inside the package.
-
-    What ``importlib.resources`` answers; for the usual install (the package's files
-    on disk, read by the standard file loaders) worked out from the package's path,
-    without the readers ``resources.files`` imports (``zipfile`` among them: ~2 ms of
-    every load, whose cache key names this folder).
-    """
-    package = sys.modules["ongrid_plugins"]
-    spec = package.__spec__
-    if spec is not None and type(spec.loader) in _FILE_LOADERS and spec.origin and spec.has_location:
-        return str(pathlib.Path(os.path.dirname(spec.origin)) / "skills")
+    """The folder of skills shipped inside the package (what ``importlib.resources`` answers)."""
     return str(resources.files("ongrid_plugins") / "skills")
-
-
-_FILE_LOADERS = (importlib.machinery.SourceFileLoader, importlib.machinery.SourcelessFileLoader)
 
 
 def is_within(path: str, root: str) -> bool:

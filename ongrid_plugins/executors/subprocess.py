@@ -21,7 +21,6 @@ from ..catalog.digest import entry_drift
 from ..discovery.roots import escapes, is_executable_file, is_within, open_beneath, resolve_file
 from ..hookspecs import hookimpl
 from ..models import CallRequest, CallResult, canonical_json
-from ..models.base import decode_json
 from ..schema.arguments import surrogate_path, utf8_encodable
 
 if TYPE_CHECKING:
@@ -311,7 +310,7 @@ def parse_result(stdout: bytes) -> tuple[Any, str | None]:
         decoded = text.decode("utf-8")
         if decoded.startswith("\ufeff"):  # what json.loads refuses before decoding
             raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", decoded, 0)
-        value = decode_json(_SCAN, decoded)
+        value = _DECODER.decode(decoded)
     except (UnicodeDecodeError, ValueError) as exc:
         why = f"stdout is not one JSON object ({_reason(exc)}); it starts with {_preview(stdout)}"
         return None, why + _log_lines_hint(text)
@@ -357,8 +356,7 @@ def _no_constants(name: str) -> None:
     raise ValueError(message)
 
 
-# json.loads with an option builds a decoder per call: one, with the same option.
-_SCAN: Any = json.JSONDecoder(parse_constant=_no_constants).scan_once  # type: ignore[attr-defined]
+_DECODER = json.JSONDecoder(parse_constant=_no_constants)
 
 
 def _reason(exc: Exception) -> str:

@@ -138,13 +138,16 @@ class ApprovalStore:
         required: int = REQUIRED_APPROVALS,
         clock: Callable[[], float] = time.time,
         witness: Callable[[Ticket], str | None] | None = None,
+        max_open: int = 20,
     ) -> None:
         """Open (lazily) the database at ``path``; nothing is touched until the first use.
 
         :param witness: Asked as an approved ticket is spent: why the tamper-evident record
             does not back it (a host passes its audit log's ``ticket_problem``), or None.
+        :param max_open: Open tickets one requester may hold at once (``ONGRID_MAX_OPEN_TICKETS``).
         """
         self.path = path
+        self.max_open = max_open
         self.ttl = ttl
         self.required = required
         self._clock = clock
@@ -156,7 +159,8 @@ class ApprovalStore:
         cls, settings: Settings, witness: Callable[[Ticket], str | None] | None = None
     ) -> ApprovalStore:
         """The store of a host: ``approvals.db`` in ``settings.state_dir``, ``approval_ttl`` expiry."""
-        return cls(os.path.join(settings.state_dir, DB_NAME), ttl=settings.approval_ttl, witness=witness)
+        path = os.path.join(settings.state_dir, DB_NAME)
+        return cls(path, ttl=settings.approval_ttl, witness=witness, max_open=settings.max_open_tickets)
 
     def __repr__(self) -> str:
         return f"<ApprovalStore {self.path}>"
@@ -226,6 +230,7 @@ class ApprovalStore:
             ).fetchone()
             if row is not None:
                 return self._load(conn, row[0], now)
+            self._check_cap(conn, requester, now)
             ticket_id = os.urandom(8).hex()
             conn.execute(
                 "INSERT INTO tickets (id, tool, args_digest, persona, requester, required, status, created,"
@@ -249,6 +254,20 @@ class ApprovalStore:
                 ),
             )
             return self._load(conn, ticket_id, now)
+
+    def _check_cap(self, conn: sqlite3.Connection, requester: str, now: float) -> None:
+        """Refuse a new ticket to a requester who holds :attr:`max_open` open ones already."""
+        (held,) = conn.execute(
+            "SELECT COUNT(*) FROM tickets WHERE requester = ? AND status IN (?, ?) AND expires > ?",
+            (requester, *_OPEN, now),
+        ).fetchone()
+        if held >= self.max_open:
+            message = (
+                f"{requester} already has {held} open tickets, the most one requester may hold "
+                f"(ONGRID_MAX_OPEN_TICKETS={self.max_open}); wait for them to be approved, rejected, "
+                "run or expire, or withdraw one"
+            )
+            raise ApprovalError("too_many_open", "", message)
 
     def approve(
         self,

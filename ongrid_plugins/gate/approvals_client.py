@@ -149,13 +149,37 @@ class ApprovalsClient:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with _OPENER.open(request, timeout=self.timeout) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:
+                raise _redirected(exc, self.url) from None
             raise _refusal(exc, lookup=not path.endswith("/claim")) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ServerError(f"cannot reach {self.url}: {reason}") from None
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows no redirect: urllib's own handler sends the added ``Authorization`` header
+    to wherever ``Location`` points (another port, host, or https to http), and turns a
+    redirected POST into a GET carrying the token."""
+
+    def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
+        return None  # the 3xx is raised as an HTTPError, answered by _redirected
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
+def _redirected(exc: urllib.error.HTTPError, url: str) -> ServerError:
+    where = str(exc.headers.get("Location") or "nowhere")[:200]
+    return ServerError(
+        f"the server {url} answered {exc.code}, redirecting to {where!r}; not followed, so the token "
+        "is sent nowhere else: give the final URL in --server or ONGRID_APPROVALS_URL",
+        status=exc.code,
+        code="redirect",
+    )
 
 
 def _quote(ticket_id: str) -> str:

@@ -27,7 +27,6 @@ from ..echo import printable
 from ..hooks import hooks, plugin_label
 from ..hookspecs import hookimpl
 from ..models import Decision, PermissionMode, Persona, Tool, ToolClass, Verdict
-from ..sidetable import SideTable
 
 if TYPE_CHECKING:
     import pluggy
@@ -111,7 +110,7 @@ def decide(pm: pluggy.PluginManager, tool: Tool, persona: Persona, request: Call
     A permission or approval plugin that failed to load votes ``deny`` on everything but
     ``safe`` tools: its votes are missing, and they may have been refusals.
     """
-    floor = _cached_rule(tool, persona)
+    floor = class_rule(tool, persona)
     closed = getattr(pm, "failed_closed", ())
     if closed and tool.tool_class is not ToolClass.SAFE:
         info = closed[0]
@@ -123,23 +122,6 @@ def decide(pm: pluggy.PluginManager, tool: Tool, persona: Persona, request: Call
         return Decision(Verdict.DENY, reason, info.name)
     votes = hooks(pm).check_permission(tool=tool, persona=persona, request=request)
     return Decision.strictest([floor, *(_checked(pm, vote) for vote in votes)])
-
-
-#: The class rule's decision per (tool, persona rules), by tool identity.
-_RULES: SideTable[dict[tuple[object, ...], Decision]] = SideTable()
-
-
-def _cached_rule(tool: Tool, persona: Persona) -> Decision:
-    # Tools and personas are immutable, so the rule's answer for a pair never
-    # changes: remember it beside the tool, keyed by what the rule reads.
-    key = (persona.name, persona.permission_mode, persona.tools, persona.disallowed_tools)
-    rules = _RULES.get(id(tool))
-    if rules is None:
-        rules = _RULES.put(tool, {})
-    decision = rules.get(key)
-    if decision is None:
-        decision = rules[key] = class_rule(tool, persona)
-    return decision
 
 
 #: How the reason of a deny standing for a failed vote ends (:func:`failed_vote`).
@@ -172,5 +154,5 @@ def _checked(pm: pluggy.PluginManager, vote: Contribution) -> Decision:
 
 @hookimpl
 def ongrid_check_permission(tool: Tool, persona: Persona) -> Decision:
-    """The built-in class x persona-mode rule (remembered per tool and persona rules, as the floor is)."""
-    return _cached_rule(tool, persona)
+    """The built-in class x persona-mode rule (the same decision as the floor)."""
+    return class_rule(tool, persona)

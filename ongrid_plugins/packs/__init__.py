@@ -12,14 +12,19 @@ loader walks, one module per job:
 * :mod:`~ongrid_plugins.packs.sources` — what a ``PATH`` given to
   ``ongrid-skills validate`` may be (folder, archive, distribution), and its check;
 * :mod:`~ongrid_plugins.packs.install` — ``ongrid-skills install`` / ``uninstall``:
-  unpack, validate, swap into place atomically, record in ``skills.lock``.
+  unpack, validate, swap into place atomically, record in ``skills.lock``;
+* :mod:`~ongrid_plugins.packs.consent`, :mod:`~ongrid_plugins.packs.pipconsent` and
+  :mod:`~ongrid_plugins.packs.trusted` — trust at install: the signature checked, what
+  the pack may do shown and consented, the consent sealed; pip packs wait for
+  ``ongrid-skills trust`` (docs/trust.md).
 
 The modules sit at three stages of the pipeline (``docs/architecture.md``,
 ``tests/test_imports.py``), so what each may import differs: ``archive`` imports
 only :mod:`ongrid_plugins.errors`; ``pack_roots`` only the core values (``errors``,
 ``hookspecs``, ``models``), because the plugin manager builds :class:`PackRoots`;
-``sources`` and ``install`` come after the catalog and may import ``archive``,
-``pack_roots``, :mod:`ongrid_plugins.validate` and :mod:`ongrid_plugins.catalog.lock`.
+``sources``, ``install``, ``consent``, ``pipconsent`` and ``trusted`` come after the
+catalog and may import ``archive``, ``pack_roots``, :mod:`ongrid_plugins.validate` and
+:mod:`ongrid_plugins.catalog`.
 None of them imports the host or a surface.
 
 This ``__init__`` re-exports the names of ``pack_roots`` only, the import path

@@ -16,6 +16,11 @@ folder itself or as a ``.tar.gz`` / ``.tgz`` / ``.tar`` / ``.zip`` of it. Instal
 4. records the pack, file by file, in ``skills.lock``
    (:mod:`ongrid_plugins.catalog.lock`); ``uninstall`` removes its entry.
 
+Between 2 and 3, the trust step (:mod:`.consent`): the signature is checked
+against the operator's trust policy, the capabilities (and what grew since the
+consent of an installed version) are reviewed, and ``consent`` is asked; the
+sealed consent goes into the lock entry beside the digests.
+
 ``require_digest`` (``install --require-digest SHA256``) refuses an archive
 whose sha256 is another one, before anything is unpacked.
 
@@ -37,17 +42,26 @@ import re
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..catalog.lock import LockEntry, lock_path, locked_versions, new_entry, read_lock, write_entry
+from ..catalog.lock import (
+    LockEntry,
+    lock_path,
+    locked_versions,
+    new_entry,
+    pack_files,
+    read_lock,
+    write_entry,
+)
 from ..echo import echo, printable
 from ..errors import ConfigError, OngridError
 from ..userfiles import file_kind
 from ..validate import FileReport, validate_paths
 from .archive import Limits, UnpackReport, check_links, remove_tree, unpack
+from .consent import ConsentError, Review, consent_record, review_pack, who
 from .pack_roots import MARKER, InstalledPack, installed_packs, listed_pack, read_marker
 from .sources import archive_label, check_no_marker, pack_top, relabel
 
@@ -91,11 +105,14 @@ class InstallResult:
     reports: tuple[FileReport, ...]
     """The validation of the new pack (warnings included)."""
     seconds: float
+    review: Review | None = None
+    """What was consented to (signature, capabilities, growth)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {
             **self.pack.to_dict(),
+            "trust": self.review.to_dict() if self.review is not None else None,
             "replaced": self.replaced,
             "seconds": round(self.seconds, 4),
             "problems": [p.to_dict() for r in self.reports for p in r.problems],
@@ -112,12 +129,19 @@ def install_pack(
     limits: Limits | None = None,
     require_digest: str | None = None,
     replace: bool = False,
+    consent: Callable[[Review], bool] | None = None,
+    by: str = "",
 ) -> InstallResult:
     """Install the pack at ``source`` (folder or archive) into ``settings.user_skills_dir``.
 
     Over an installed pack of the same name, ``replace`` must be given: a pack whose
     ``pack.json`` names another one never replaces it by surprise. The refusal shows
     both origins and digests.
+
+    ``consent`` is given the :class:`~.consent.Review` (to show it); when the review needs a
+    yes (a first install, or growth since the installed version's consent), False refuses
+    the pack (:class:`~.consent.ConsentError`). None: the caller consents by calling. ``by`` is who
+    consents (default: the login name).
     """
     started = time.perf_counter()
     user_dir = settings.user_skills_dir
@@ -143,12 +167,39 @@ def install_pack(
         meta = _marker(pack_name, version, description, source, unpacked, reports, archive_sha)
         if old is not None and not replace:
             raise InstallError(_would_replace(old, meta))
+        files = pack_files(top)  # the files as validated (the marker is never listed)
+        review = _reviewed(top, pack_name, version, files, pm, settings, old is not None, consent)
+        record = consent_record(review, settings, by or who())
         _write_marker(top, meta)
-        entry = new_entry(pack_name, version, top, source, meta["sha256"])  # the files as validated
+        entry = attrs.evolve(
+            new_entry(pack_name, version, top, source, meta["sha256"], files), consent=record
+        )
         _commit(top, target, user_dir, entry, replace=old is not None)
     pack = InstalledPack(pack_name, version, target, meta)
     replaced = old.version if old is not None else None
-    return InstallResult(pack, replaced, unpacked, reports, time.perf_counter() - started)
+    return InstallResult(pack, replaced, unpacked, reports, time.perf_counter() - started, review)
+
+
+def _reviewed(
+    top: str,
+    name: str,
+    version: str,
+    files: dict[str, dict[str, str]],
+    pm: pluggy.PluginManager,
+    settings: Settings,
+    replacing: bool,
+    consent: Callable[[Review], bool] | None,
+) -> Review:
+    """The trust step: policy, capabilities, growth since the installed version's consent, the yes."""
+    previous = None
+    if replacing:
+        with contextlib.suppress(ConfigError):
+            entry = (read_lock(settings.user_skills_dir) or {}).get(name)
+            previous = entry.consent if entry is not None else None
+    review = review_pack(top, name, version, files, pm, settings, previous)
+    if consent is not None and not consent(review) and review.needs_consent:
+        raise ConsentError(f"pack {name} was not installed: consent was not given; nothing was changed")
+    return review
 
 
 def _write_marker(top: str, meta: dict[str, Any]) -> None:

@@ -80,8 +80,11 @@ class PackInfo:
     path: str = ""
     """The pack's folder (empty when it could not be found)."""
     status: str = "active"
-    """``active``, ``blocked`` or ``failed``."""
+    """``active``, ``blocked``, ``failed``, ``unconsented`` (not loaded until ``ongrid-skills trust``)
+    or ``refused`` (by the trust policy)."""
     error: str = ""
+    signer: str = ""
+    """The trusted signer that signed it (empty: unsigned, or not checked)."""
 
     @property
     def provenance(self) -> str:
@@ -334,9 +337,15 @@ class PackRoots:
         self, pm: pluggy.PluginManager, settings: Settings, entry_points: Iterable[EntryPoint]
     ) -> None:
         self.packs: list[PackInfo] = []
+        self.grants: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        """Canonical folder -> (pack, consented capabilities as the lock spells them) of every
+        consented pip pack."""
         if settings.include_defaults:
             for ep in entry_points:
                 self.packs.append(self._resolve(pm, settings, ep))
+        self.vetted = False
+        """Whether :func:`~ongrid_plugins.packs.pipconsent.vet` checked the packs' consents (once,
+        before the first load: the plugin manager that builds this object comes before the catalog)."""
 
     def __repr__(self) -> str:
         return f"<PackRoots packs={len(self.packs)}>"

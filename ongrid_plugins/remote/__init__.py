@@ -9,6 +9,8 @@ env allow-list, timeout, output caps). The caller sees the same
 
 - :mod:`.routes`: ``ONGRID_REMOTE_ROUTES`` parsing and matching (no third-party import).
 - :mod:`.wire`: the task payload, the profile meet (:func:`.wire.narrower`) and the result codec.
+- :mod:`.signing`: the shared remote key; tasks and channel messages carry its HMAC.
+- :mod:`.checks`: what the worker checks of a task and the host of a result (types, ranges, schema).
 - :mod:`.plugin`: the ``ongrid_executor`` hook implementation (no Celery import until a
   routed call runs).
 - :mod:`.client`: the host-side executor (Celery ``send_task`` + Redis pub/sub).

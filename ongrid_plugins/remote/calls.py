@@ -5,6 +5,8 @@ from before the worker accepts it until its result is ready, a cancel the host
 publishes (:func:`.wire.cancel_channel`) cancels its task (or is kept until the
 task exists), and the call's lease (:func:`.wire.lease_key`) is renewed while it
 runs, so a host learns within seconds that a worker died mid-call.
+:func:`publish_end` publishes a call's end (its result, kept for a host that gave up
+on it) and drops its lease, trying again while the broker is away.
 
 May import: :mod:`.wire` and redis (the optional extra ``ongrid-plugins[celery]``).
 It logs on the worker's logger, ``ongrid_plugins.remote.worker``, whose lines
@@ -24,9 +26,12 @@ from typing import Any
 
 import redis
 
-from .wire import LEASE, LEASE_RENEW, cancel_channel, lease_key
+from .wire import DONE_TTL, LEASE, LEASE_RENEW, cancel_channel, done_key, lease_key
 
-__all__ = ["Calls", "Running"]
+__all__ = ["END_RETRIES", "Calls", "Running", "publish_end"]
+
+END_RETRIES = 30
+"""Seconds a worker keeps trying to publish a call's end while the broker is away."""
 
 logger = logging.getLogger("ongrid_plugins.remote.worker")
 
@@ -140,3 +145,23 @@ class Calls:
                 pipe.execute()
             except redis.RedisError as exc:
                 logger.warning("ongrid worker: cannot renew %d lease(s): %s", len(calls), exc)
+
+
+def publish_end(client: redis.Redis, topic: str, texts: list[str], call_id: str, task_id: str) -> None:
+    """Publish the held ``exit`` and the result, keep the result for a host that gave up
+    (:mod:`.late`), drop the lease; again each second for :data:`END_RETRIES` s while the
+    broker is away (a Redis restart mid-call), so the call's end is not lost with it."""
+    for attempt in range(END_RETRIES):
+        pipe = client.pipeline(transaction=False)
+        for text in texts:
+            pipe.publish(topic, text)
+        pipe.set(done_key(call_id, task_id), texts[-1], ex=DONE_TTL)  # for a host that gave up: .late
+        pipe.delete(lease_key(call_id))  # after the result: a host that finds no lease gets the result
+        try:
+            pipe.execute()
+            return
+        except redis.RedisError as exc:
+            if attempt == END_RETRIES - 1:
+                logger.warning("ongrid worker: cannot publish the end of call %s: %s", call_id, exc)
+                return
+            time.sleep(1)

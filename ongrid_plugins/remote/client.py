@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import logging
 import queue
 import threading
@@ -33,9 +32,14 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import redis
 
+from ..echo import printable
 from ..models import CallResult, RemoteRun
+from . import late
 from .app import make_app
+from .checks import result_refusal
+from .late import LATE_WINDOW
 from .results import LOST, subscriber
+from .signing import CHANNEL, TASK, Signer
 from .wire import (
     LEASE,
     alive_key,
@@ -118,10 +122,12 @@ class _Call:
 class RemoteExecutor:
     """Runs calls of routed tools on the workers of one queue."""
 
-    def __init__(self, broker_url: str, queue: str, settings: Settings) -> None:
+    def __init__(self, broker_url: str, queue: str, settings: Settings, signer: Signer) -> None:
         self.broker_url = broker_url
         self.queue = queue
         self.settings = settings
+        self.signer = signer
+        """Signs each task and checks each message on a call's channel (:mod:`.signing`)."""
         self._redis: redis.Redis | None = None
 
     def __repr__(self) -> str:
@@ -160,7 +166,9 @@ class RemoteExecutor:
         tool = request.tool
         timeout = tool.timeout if request.timeout is None else min(request.timeout, tool.timeout)
         call = _Call(request, uuid.uuid4().hex, timeout + self.settings.kill_grace + GRACE, stop, emit)
-        body = payload(request, timeout, self.settings.stdout_cap)
+        expires = time.time() + call.wait
+        body = payload(request, timeout, self.settings.stdout_cap, call.task_id, self.queue, expires)
+        sealed = self.signer.seal(TASK, body)
         results = subscriber(self.broker_url, self.settings.broker_timeout)
         topic = channel(request.call_id, call.task_id)
         try:
@@ -173,7 +181,7 @@ class RemoteExecutor:
             try:
                 make_app(self.broker_url, self.settings.broker_timeout).send_task(
                     task_for(body["tool_class"]),
-                    args=[body],
+                    args=[sealed],
                     queue=self.queue,
                     task_id=call.task_id,
                     expires=call.wait,
@@ -216,10 +224,14 @@ class RemoteExecutor:
                 continue  # the top of the loop cancels
             if kind == LOST:
                 error = f"lost the broker mid-call ({raw}); on {call.worker or 'queue ' + self.queue}"
+                self._follow(call, "it lost the broker mid-call")
                 return call.stamp(self._failure(call.request, error, remote=self._where(call)))
-            data = _message(call, raw)
+            data = _message(call, raw, self.signer)
             if data.get("k") == "accepted":
-                call.worker, call.instance = str(data.get("worker", "")), str(data.get("instance", ""))
+                call.worker, call.instance = (
+                    printable(str(data.get("worker", ""))),
+                    str(data.get("instance", "")),
+                )
                 suspect, check = 0.0, time.monotonic() + _LEASE_CHECK
                 continue
             done = self._handle(call, data)
@@ -235,6 +247,8 @@ class RemoteExecutor:
         self._abandon(request.call_id, task_id, call.wait)
         if call.stop is not None and call.stop.is_set():
             return self._failure(request, "cancelled", status="cancelled", remote=self._where(call))
+        if worker:
+            self._follow(call, "the call's deadline passed")
         who = f"worker {worker}" if worker else f"no worker of queue {self.queue!r} took it"
         error = (
             f"timed out: no answer within {call.wait:.1f}s (the call's timeout, the kill grace and "
@@ -257,21 +271,43 @@ class RemoteExecutor:
             if not _refused(call, data, _event_refusal(call, data)):
                 call.event(data["kind"], data.get("data"))
         elif kind == "result":
-            if not isinstance(data.get("result"), dict) or _refused(call, data, _result_mismatch(call, data)):
+            if not isinstance(data.get("result"), dict):
+                return self._malformed(call, "its result is not an object")
+            if _refused(call, data, _result_mismatch(call, data)):
                 return None
+            digest = printable(str(data.get("digest") or ""), 100)
+            ran = RemoteRun(self.queue, task_id, call.worker, digest)
+            malformed = result_refusal(data["result"])
+            if malformed:
+                return self._malformed(call, malformed, ran)
             logger.info(
                 "remote call %s of %s ran on worker %s (queue %s, task %s, worker digest %s)",
                 request.call_id,
                 request.tool.name,
-                data.get("worker"),
+                call.worker,
                 self.queue,
                 task_id,
-                data.get("digest"),
+                digest,
             )
-            who, digest = str(data.get("worker") or call.worker), str(data.get("digest") or "")
-            ran = RemoteRun(self.queue, task_id, who, digest)
-            return attrs.evolve(result_from_dict(data["result"]), remote=ran)
+            result = attrs.evolve(result_from_dict(data["result"]), remote=ran)
+            if digest != request.tool.digest:
+                return _other_files(result, request.tool.digest, call.worker, digest)
+            return result
         return None
+
+    def _malformed(self, call: _Call, why: str, ran: RemoteRun | None = None) -> CallResult:
+        """A signed result of the wrong shape: a recorded failure, and the task revoked."""
+        request = call.request
+        logger.warning(
+            "remote call %s of %s: worker %s sent a malformed result (%s); the task was revoked",
+            request.call_id,
+            request.tool.name,
+            call.worker,
+            why,
+        )
+        self._abandon(request.call_id, call.task_id, call.wait)
+        error = f"the worker sent a malformed result ({why}); the task {call.task_id} was revoked"
+        return call.stamp(self._failure(request, error, remote=ran or self._where(call)))
 
     def _lease_held(self, call_id: str) -> bool:
         try:
@@ -292,6 +328,7 @@ class RemoteExecutor:
         if request.tool.tool_class.value == "safe" and instance and self._alive(worker, instance):
             return None
         self._abandon(request.call_id, task_id, call.wait)
+        self._follow(call, "the worker's lease expired")
         error = (
             f"worker {worker} stopped answering during the call (lease expired): no renewal of its "
             f"lease for {LEASE:g}s and no result; the worker or its machine died or lost the broker. "
@@ -299,6 +336,11 @@ class RemoteExecutor:
             f"may or may not have run (it is not retried)"
         )
         return self._failure(request, error, remote=self._where(call))
+
+    def _follow(self, call: _Call, why: str) -> None:
+        """Record, as a follow-up audit row, a result the worker sends after the host gave up."""
+        until = call.started + call.wait + LATE_WINDOW
+        late.follow(self._client(), self.signer, self.settings, self._where(call), call.request, until, why)
 
     def _alive(self, worker: str, instance: str) -> bool:
         """Whether the instance of ``worker`` that accepted the call still holds its liveness key."""
@@ -340,25 +382,33 @@ class RemoteExecutor:
         )
 
 
-def _message(call: _Call, raw: Any) -> dict[str, Any]:
+def _message(call: _Call, raw: Any, signer: Signer) -> dict[str, Any]:
     """A message from the call's channel; ``{}`` (ignored) for one that is not the call's own.
 
-    An ``accepted`` counts only for this call's task: the worker that sends the result
-    must be the one that accepted the task (:func:`_result_mismatch`).
+    Every message must carry the remote key's HMAC (:mod:`.signing`) and name the call's
+    task: a message signed for another call is not this one's. The worker that sends the
+    result must be the one that accepted the task (:func:`_result_mismatch`).
     """
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
-        _refused(call, {}, "it is not a JSON object")
+    data = signer.open_text(CHANNEL, raw)
+    if isinstance(data, str):
+        _refused(call, {}, data)
         return {}
-    if data.get("k") == "accepted":
-        task = str(data.get("task_id", ""))
-        if task != call.task_id:
-            _refused(call, data, f"its task is {task!r}, the call's {call.task_id!r}")
-            return {}
+    task = data.get("task_id")
+    if task != call.task_id:
+        _refused(call, data, f"its task is {printable(str(task), 60)!r}, the call's {call.task_id!r}")
+        return {}
     return data
+
+
+def _other_files(result: CallResult, host: str, worker: str, digest: str) -> CallResult:
+    """A worker's answer given with skill files other than the host's: never an ``ok``."""
+    said = f"{result.error}; " if result.error else ""
+    error = (
+        f"{said}the host sent skill digest {host or '-'}, worker {worker} has skill digest {digest or '-'}"
+        + ("" if not result.ok else "; its answer is not accepted: deploy the same skill version on both")
+    )
+    status = "" if result.status in ("", "ok") else result.status
+    return attrs.evolve(result, ok=False, error=error, status=status)
 
 
 def _event_refusal(call: _Call, data: dict[str, Any]) -> str:
@@ -389,7 +439,7 @@ def _result_mismatch(call: _Call, data: dict[str, Any]) -> str:
     checks = [
         ("tool", result.get("tool"), request.tool.name),
         ("call id", result.get("call_id"), request.call_id),
-        ("worker", data.get("worker"), call.worker or "<no worker accepted the task yet>"),
+        ("worker", printable(str(data.get("worker"))), call.worker or "<no worker accepted the task yet>"),
     ]
     if "task_id" in data:  # every worker of this version sends it
         checks.append(("task", data["task_id"], call.task_id))
@@ -402,7 +452,8 @@ def _result_mismatch(call: _Call, data: dict[str, Any]) -> str:
 def _refused(call: _Call, data: dict[str, Any], why: str) -> bool:
     """Log and say whether the message is refused (``why`` is not empty)."""
     if why:
-        what = str(data.get("k") or "message") + (f" from {data['worker']!r}" if "worker" in data else "")
+        what = printable(str(data.get("k") or "message"), 40)
+        what += f" from {printable(str(data['worker']), 80)!r}" if "worker" in data else ""
         logger.warning(
             "remote call %s of %s: refused a message on its channel (%s: %s); "
             "waiting for the call's own until its deadline",

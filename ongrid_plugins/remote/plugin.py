@@ -63,9 +63,30 @@ def ongrid_executor(tool: Tool, settings: Settings) -> Any:
         return None
     if not settings.broker_url:
         return _Refusing(f"{tool.name} is routed to queue {queue!r} but ONGRID_BROKER_URL is not set")
-    key = (settings.broker_url, queue, settings.broker_timeout, settings.kill_grace, settings.stdout_cap)
+    key = (
+        settings.broker_url,
+        queue,
+        settings.broker_timeout,
+        settings.kill_grace,
+        settings.stdout_cap,
+        settings.remote_key_file,
+        # The audit log a late result's follow-up row goes to (.late): this host's.
+        settings.state_dir,
+        settings.audit_key_file,
+        settings.audit_fail_closed,
+        settings.disable_plugins,
+    )
     executor = _executors.get(key)
     if executor is None:
+        from .signing import broker_refusal, load_signer
+
+        refused = broker_refusal(settings.broker_url)
+        if refused:
+            return _Refusing(f"{tool.name} is routed to queue {queue!r}, refused: {refused}")
+        try:
+            signer = load_signer(settings.remote_key_file, "the host")
+        except ConfigError as exc:
+            return _Refusing(f"{tool.name} is routed to queue {queue!r}, refused: {exc}")
         try:
             from .client import RemoteExecutor
         except ImportError as exc:
@@ -73,7 +94,7 @@ def ongrid_executor(tool: Tool, settings: Settings) -> Any:
                 f"{tool.name} is routed to queue {queue!r} but Celery is not installed ({exc}): "
                 "pip install 'ongrid-plugins[celery]'"
             )
-        executor = _executors[key] = RemoteExecutor(settings.broker_url, queue, settings)
+        executor = _executors[key] = RemoteExecutor(settings.broker_url, queue, settings, signer)
     return executor
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "cancelled_key",
     "channel",
     "claim_key",
+    "done_key",
     "lease_key",
     "narrower",
     "payload",
@@ -40,7 +41,8 @@ TASK_NAME = "ongrid.run"
 """The task for ``mutating`` and ``dangerous`` calls: acknowledged early, at most once."""
 SAFE_TASK_NAME = "ongrid.run_safe"
 """The task for ``safe`` calls: acknowledged late, redelivered if its worker is lost."""
-PROTOCOL = 1
+PROTOCOL = 2
+"""2: the body is signed (:mod:`.signing`) and binds its task id, queue and expiry."""
 LEASE = 3.0
 """Seconds a worker's lease on a call it started lives without a renewal."""
 LEASE_RENEW = 1.0
@@ -81,6 +83,15 @@ def cancelled_key(call_id: str) -> str:
     return f"ongrid:cancelled:{call_id}"
 
 
+DONE_TTL = 24 * 3600
+"""Seconds a worker keeps a call's signed result under :func:`done_key`."""
+
+
+def done_key(call_id: str, task_id: str) -> str:
+    """The key a worker keeps a call's signed result under, for a host that gave up on it."""
+    return f"ongrid:done:{call_id}:{task_id}"
+
+
 def task_for(tool_class: str) -> str:
     """The task a call of ``tool_class`` is sent as (the acknowledgement mode: :mod:`.worker`)."""
     return SAFE_TASK_NAME if tool_class == "safe" else TASK_NAME
@@ -93,11 +104,28 @@ def claim_key(body: dict[str, Any]) -> str:
     return f"ongrid:claim:call:{body['call_id']}"
 
 
-def payload(request: CallRequest, timeout: float, stdout_cap: int) -> dict[str, Any]:
-    """The task body for ``request``: what the host decided, for the worker to check and run."""
+def payload(
+    request: CallRequest,
+    timeout: float,
+    stdout_cap: int,
+    task_id: str = "",
+    queue: str = "",
+    expires: float = 0.0,
+) -> dict[str, Any]:
+    """The task body for ``request``: what the host decided, for the worker to check and run.
+
+    The host signs it (:mod:`.signing`): the task id, queue and expiry (seconds since the
+    epoch) bind it to the one task the host sent, the class, ticket and confirmation to
+    the decision that allowed it.
+    """
     tool = request.tool
     return {
         "protocol": PROTOCOL,
+        "task_id": task_id,
+        "queue": queue,
+        "expires": expires,
+        "confirmed": bool(request.confirm),
+        "approvers": list(request.approvers),
         "tool": tool.name,
         "digest": tool.digest,
         "entry_digest": tool.entry_digest,
@@ -168,7 +196,7 @@ def result_to_dict(result: CallResult) -> dict[str, Any]:
 
 
 def result_from_dict(data: dict[str, Any]) -> CallResult:
-    """The :class:`CallResult` a worker sent."""
+    """The :class:`CallResult` a worker sent; check it with :func:`result_refusal` first."""
     return CallResult(
         tool=str(data["tool"]),
         ok=bool(data["ok"]),

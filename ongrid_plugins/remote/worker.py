@@ -64,10 +64,13 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from ..errors import OngridError
+from ..echo import printable
+from ..errors import ConfigError, OngridError
 from ..models import CallRequest, CallResult, Event
 from .app import make_app
-from .calls import Calls
+from .calls import Calls, publish_end
+from .checks import tool_for
+from .signing import CHANNEL, TASK, Signer, broker_refusal, load_signer
 from .wire import (
     LEASE,
     LEASE_RENEW,
@@ -103,6 +106,8 @@ class _State:
     pid: int = 0
     instance: str = ""
     """This worker's instance id (its pool processes inherit it): see :func:`.wire.alive_key`."""
+    signer: Signer | None = None
+    """The remote key's signer (:mod:`.signing`): no task runs without it."""
 
 
 _state = _State()
@@ -113,6 +118,16 @@ def _client() -> redis.Redis:
         _state.redis = redis.Redis.from_url(_state.broker_url, socket_connect_timeout=5)
         _state.pid = os.getpid()
     return _state.redis
+
+
+def _signer() -> Signer | str:
+    """This worker's signer, loaded on first use; why there is none (with the fix) if not."""
+    if _state.signer is None:
+        try:
+            _state.signer = load_signer(_host().settings.remote_key_file, "this worker")
+        except ConfigError as exc:
+            return str(exc)
+    return _state.signer
 
 
 def _host() -> SkillHost:
@@ -130,6 +145,9 @@ def build_app(broker_url: str, host: SkillHost | None = None) -> Any:
     _calls.broker_url = broker_url
     if host is not None:
         _state.host = host
+    refused = broker_refusal(broker_url)
+    if refused:
+        raise ConfigError(f"the worker refuses to start: {refused}")
     app = make_app(broker_url)
     # A worker outlives a broker outage: its consumer reconnects (after 2 s, backing off to
     # every 30 s) instead of shutting down. Only a worker's consumer reads these; a host's
@@ -165,6 +183,12 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
     the worker looks for a cancel the host sent earlier (:func:`.wire.cancelled_key`),
     so a cancel sent at any time after the task reaches it.
     """
+    signer = _signer()
+    opened = signer.open(TASK, body) if isinstance(signer, Signer) else signer
+    if isinstance(opened, str) or not isinstance(signer, Signer):
+        _unsigned(worker, task_id, str(opened))
+        return {"status": "refused"}
+    body = opened
     client = _client()
     call_id = str(body.get("call_id", ""))
     topic = channel(call_id, task_id)
@@ -172,7 +196,7 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
     held: list[str] = []  # the ``exit`` event, sent with the result in one round trip
 
     def publish(message: dict[str, Any]) -> None:
-        text = json.dumps(message, ensure_ascii=False)
+        text = signer.seal_text(CHANNEL, {**message, "task_id": task_id})
         if message.get("kind") == "exit":
             held.append(text)
         else:
@@ -184,7 +208,7 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
         pipe.set(lease_key(call_id), worker, px=int(LEASE * 1000))
         pipe.exists(cancelled_key(call_id))
         accepted = {"k": "accepted", "worker": worker, "task_id": task_id, "instance": _state.instance}
-        pipe.publish(topic, json.dumps(accepted, ensure_ascii=False))
+        pipe.publish(topic, signer.seal_text(CHANNEL, accepted))
         if pipe.execute()[1]:
             _calls.cancel(call_id)
         result, digest = _execute(body, worker, task_id, client, publish)
@@ -192,21 +216,27 @@ def execute(body: dict[str, Any], worker: str, task_id: str) -> dict[str, Any]:
         _calls.unregister(call_id)
     logger.info(
         "ongrid worker %s: call %s of %s: %s%s",
-        worker,
-        body.get("call_id"),
-        body.get("tool"),
+        printable(worker),
+        printable(call_id, 80),
+        printable(str(body.get("tool")), 80),
         result.outcome,
-        f" ({result.error})" if result.error else "",
+        f" ({printable(result.error)})" if result.error else "",
     )
     data = result_to_dict(result)
-    pipe = client.pipeline(transaction=False)
-    for text in held:
-        pipe.publish(topic, text)
     result_message = {"k": "result", "result": data, "worker": worker, "task_id": task_id, "digest": digest}
-    pipe.publish(topic, json.dumps(result_message, ensure_ascii=False))
-    pipe.delete(lease_key(call_id))  # after the result: a host that finds no lease gets the result
-    pipe.execute()
+    publish_end(client, topic, [*held, signer.seal_text(CHANNEL, result_message)], call_id, task_id)
     return data
+
+
+def _unsigned(worker: str, task_id: str, why: str) -> None:
+    """Log a task that is not the host's: nothing is published (its channel would be the
+    sender's choice, and a refusal there would tell it what the worker has)."""
+    logger.warning(
+        "ongrid worker %s: refused task %s: %s; nothing ran and nothing was answered",
+        printable(worker),
+        printable(task_id, 80),
+        why,
+    )
 
 
 def _execute(
@@ -219,16 +249,10 @@ def _execute(
         return CallResult(name, False, error=error, call_id=call_id), digest
 
     host = _host()
-    try:
-        tool = host.get(name)
-    except OngridError:
-        return fail(
-            f"worker {worker} has no tool {name!r} (host's skill digest {body.get('digest') or '-'}): "
-            "install the same skill in the worker's roots and restart it"
-        )
-    mismatch = _digest_mismatch(tool, body, worker)
-    if mismatch:
-        return fail(mismatch, tool.digest)
+    found = tool_for(host, body, worker, task_id)
+    if isinstance(found, tuple):
+        return fail(*found)
+    tool = found
     if not tool.available:
         return fail(f"on worker {worker}: {name} is unavailable: {'; '.join(tool.unavailable)}", tool.digest)
     if _calls.cancelled(call_id):
@@ -239,7 +263,10 @@ def _execute(
         return fail(refusal, tool.digest)
     own = host.sandbox_profile(tool)
     sent = body.get("sandbox")
-    profile = narrower(profile_from_dict(sent) if sent else None, own)
+    try:
+        profile = narrower(profile_from_dict(sent) if sent else None, own)
+    except (TypeError, ValueError) as exc:  # checked field by field already: a profile's own checks
+        return fail(f"refused on worker {worker}: the sandbox profile is not valid ({exc})", tool.digest)
     if isinstance(profile, str):
         return fail(f"on worker {worker}: {profile}", tool.digest)
     settings = host.settings
@@ -254,7 +281,7 @@ def _execute(
         persona = host.persona("operator")  # unused by the executor; the host's gate decided
     request = CallRequest(
         tool=tool,
-        args=json.loads(args_json),
+        args=json.loads(args_json),  # checked against the tool's schema in _checks
         persona=persona,
         call_id=call_id,
         args_digest=str(body.get("args_digest") or ""),
@@ -265,7 +292,7 @@ def _execute(
         timeout=_lower(body.get("timeout"), tool.timeout),
         sandbox=profile,
     )
-    stdout_cap = min(int(body.get("stdout_cap") or settings.stdout_cap), settings.stdout_cap)
+    stdout_cap = min(body["stdout_cap"], settings.stdout_cap)  # at least 1: task_refusal
     return _loop().run_until_complete(_run(request, stdout_cap, settings, call_id)), tool.digest
 
 
@@ -285,19 +312,8 @@ def _claim(tool: Tool, body: dict[str, Any], worker: str, task_id: str, client: 
     )
 
 
-def _digest_mismatch(tool: Tool, body: dict[str, Any], worker: str) -> str:
-    sent, entry = str(body.get("digest") or ""), str(body.get("entry_digest") or "")
-    if sent == tool.digest and entry == tool.entry_digest:
-        return ""
-    return (
-        f"digest mismatch for {tool.name}: the host sent skill digest {sent or '-'} "
-        f"(entry {entry or '-'}), worker {worker} has skill digest {tool.digest or '-'} "
-        f"(entry {tool.entry_digest or '-'}); refused: deploy the same skill version on both"
-    )
-
-
 def _lower(sent: Any, own: float) -> float:
-    if isinstance(sent, int | float) and not isinstance(sent, bool) and sent > 0:
+    if isinstance(sent, int | float) and not isinstance(sent, bool) and 0 < sent < float("inf"):
         return min(float(sent), own)
     return own
 
@@ -345,6 +361,9 @@ def run_worker(
     """
     app = build_app(broker_url, host)
     loaded = _host()
+    signer = _signer()
+    if isinstance(signer, str):
+        raise ConfigError(f"the worker refuses to start: {signer}")
     name = name or f"ongrid-{os.getpid()}@{socket.gethostname()}"
     tools = loaded.tools()
     _log_to_stderr()

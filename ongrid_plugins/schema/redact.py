@@ -24,7 +24,6 @@ redacted arguments and redacted stderr.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -59,13 +58,7 @@ SECRET_NAMES: Final = ("password", "passwd", "secret", "token", "apikey", "autho
 
 def secret_name(key: object) -> bool:
     """True for ``password``, ``API-Key``, ``db_password``, ``client_secret``, ``X_Auth_Token``..."""
-    return isinstance(key, str) and _secret_name(key)
-
-
-@functools.lru_cache(maxsize=4096)  # argument names repeat from call to call
-def _secret_name(key: str) -> bool:
-    folded = key.casefold().replace("-", "").replace("_", "")
-    return folded.endswith(SECRET_NAMES)
+    return isinstance(key, str) and key.casefold().replace("-", "").replace("_", "").endswith(SECRET_NAMES)
 
 
 def is_secret(schema: Mapping[str, Any]) -> bool:

@@ -74,6 +74,26 @@ _SCHEMAS: dict[str, Any] = {
             "digest": {**_STR, "description": "the skill's content digest (sha256 over its files)"},
             "stale": {**_STR, "description": "why the last good version is served (empty: current)"},
             "decision": _ref("Decision"),
+            "pack": {
+                "anyOf": [_ref("PackTrust"), {"type": "null"}],
+                "description": "the installed or pip pack of the tool, its signer and consent (null: none)",
+            },
+        }
+    ),
+    "PackTrust": _obj(
+        {
+            "name": _STR,
+            "kind": {"type": "string", "enum": ["installed", "pip"]},
+            "signer": {**_STR, "description": "the trusted signer (docs/trust.md); empty: unsigned"},
+            "signed": {"type": "boolean"},
+            "consent": {
+                "type": "string",
+                "enum": ["given", "needed"],
+                "description": "needed: the tool asks for more than was consented and is unavailable",
+            },
+            "consent_version": _STR,
+            "consented_by": _STR,
+            "consented_at": _STR,
         }
     ),
     "Tool": {

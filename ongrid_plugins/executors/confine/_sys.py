@@ -54,10 +54,6 @@ except (OSError, AttributeError):  # not a glibc/musl system
     _syscall = None  # type: ignore[assignment]
     _prctl = None  # type: ignore[assignment]
 
-raw_syscall = _syscall
-prctl_raw = _prctl if libc is not None else None
-"""libc ``syscall`` itself, for loops where the wrapper's checks cost more than the call."""
-
 
 def check(rc: int, what: str) -> int:
     """Raise ``OSError(errno)`` when a libc call returned -1."""

@@ -59,10 +59,8 @@ def drop_bounding(root: bool) -> None:
     if not root:
         return
     _sys.prctl(_PR_SET_SECUREBITS, _SECBITS_LOCKED_NOROOT)
-    raw = _sys.prctl_raw
-    for cap in range(last_cap() + 1):  # ~40 calls: the bare libc function, checked once
-        if raw(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            _sys.prctl(_PR_CAPBSET_DROP, cap)  # raises with the errno
+    for cap in range(last_cap() + 1):
+        _sys.prctl(_PR_CAPBSET_DROP, cap)
 
 
 def drop_all(root: bool, *, bounded: bool = False) -> None:

@@ -170,12 +170,8 @@ class Ruleset:
 
     def allow_all(self, rules: Prepared) -> None:
         """Add prepared rules (:func:`prepare`) with one system call each and nothing else."""
-        call, fd, kind = _sys.raw_syscall, self.fd, _RULE_PATH_BENEATH
-        number = _sys.NR["landlock_add_rule"]
         for pointer in rules.pointers:
-            if call(number, fd, kind, pointer, 0) < 0:
-                err = ctypes.get_errno()
-                raise OSError(err, f"landlock_add_rule: {os.strerror(err)}")
+            _sys.syscall("landlock_add_rule", self.fd, _RULE_PATH_BENEATH, pointer, 0)
 
     def restrict_self(self) -> None:
         """Enforce the ruleset on the calling thread and everything it starts (needs no_new_privs)."""

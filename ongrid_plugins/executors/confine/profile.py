@@ -39,7 +39,6 @@ import attrs
 
 from ...models import LIMIT_NAMES, SandboxDecl, ToolClass
 from ...settings import DEFAULT_SANDBOX_LIMITS
-from ...sidetable import SideTable
 
 if TYPE_CHECKING:
     from ...models import Tool
@@ -136,16 +135,9 @@ class Profile:
 
     @property
     def digest(self) -> str:
-        """sha256 of the canonical profile: a ticket approved for one profile covers no other.
-
-        Made once per profile object (the host keeps one per tool, and every call of the
-        tool keys its cached grants by it).
-        """
-        found = _DIGESTS.get(id(self))
-        if found is None:
-            text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-            found = _DIGESTS.put(self, hashlib.sha256(text.encode()).hexdigest())
-        return found
+        """sha256 of the canonical profile: a ticket approved for one profile covers no other."""
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def describe(self) -> list[str]:
         """The profile in words, one line per rule (``ongrid-skills show``)."""
@@ -183,6 +175,7 @@ def hidden_paths(settings: Settings, home: str | None = None) -> tuple[str, ...]
         settings.system_skills_dir,
         getattr(settings, "audit_key_file", None) or "",  # the audit log's HMAC key
         getattr(settings, "approvals_token_file", "") or "",  # the bearer token for shared approvals
+        getattr(settings, "remote_key_file", "") or "",  # signs remote tasks and results
         *getattr(settings, "persona_dirs", ()),  # who may do what: a skill that wrote there would decide
     ]
     if home and home != "/":
@@ -227,10 +220,6 @@ def _limits(decl: SandboxDecl | None, settings: Settings) -> dict[str, int]:
         value = declared.get(name, DEFAULT_SANDBOX_LIMITS[name])
         out[name] = min(value, caps.get(name, value))
     return out
-
-
-_DIGESTS: SideTable[str] = SideTable()
-""":attr:`Profile.digest` by profile identity (the profile is frozen; its entry goes with it)."""
 
 
 def profile_for(tool: Tool, settings: Settings) -> Profile:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import functools
 import struct
 
 from . import _sys
@@ -140,7 +139,6 @@ def _tree(numbers: list[int], action: int) -> list[bytes]:
     return [_insn(_JGE_K, numbers[mid], len(low) + 1, 0), *low, _insn(_JA, len(high)), *high]
 
 
-@functools.cache
 def program(network: bool) -> bytes:
     """The BPF program (``struct sock_filter[]``) for a call with or without network."""
     errno_perm = _RET_ERRNO | errno.EPERM

@@ -64,7 +64,6 @@ def translate(pattern: str) -> str:
     return "".join(out)
 
 
-@functools.lru_cache(maxsize=4096)
 def compile_regex(pattern: str) -> Any:
     """The compiled RE2 program for ``pattern``; raises :class:`RegexError`."""
     if len(pattern) > MAX_PATTERN:

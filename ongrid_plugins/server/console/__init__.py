@@ -33,7 +33,7 @@ The modules, one job each:
 * the HTML, no I/O: :mod:`.html` (escaping, the frame, small parts), :mod:`.forms` (a
   schema as a form and back), :mod:`.pages` (sign-in, catalog, tool),
   :mod:`.approval_pages`, :mod:`.audit_pages`;
-* :mod:`.digests` -- file fingerprints and the memo of entry-file digests.
+* :mod:`.digests` -- file fingerprints and entry-file digests.
 
 Layering: a surface. It may import the host (:mod:`ongrid_plugins.host`), the values and
 errors of the core, :mod:`ongrid_plugins.server.tokens`,

@@ -28,6 +28,7 @@ _RULES = {
     "no_identity": "Approvals need an identity.",
     "store": "The ticket store cannot be used.",
     "mismatch": "A ticket covers one exact call.",
+    "too_many_open": "One requester holds a limited number of open tickets.",
 }
 
 
@@ -53,6 +54,7 @@ def ticket_list(
     now: float | None = None,
     visible: Callable[[str], bool] = lambda name: True,
     gate_reason: Callable[[Ticket], str] = lambda ticket: "",
+    server_digest: Callable[[Ticket], str | None] = lambda ticket: "",
 ) -> str:
     """The tickets, pending first, each with its actions for ``me``.
 
@@ -60,6 +62,8 @@ def ticket_list(
     :param visible: Whether the reader may see a tool (its name is linked to its page only then).
     :param gate_reason: What this server's gate says of a ticket's tool and persona: a ticket
         whose reason says the same shows it as the gate's, any other as its requester's words.
+    :param server_digest: This server's digest of a ticket's skill files now (``None``: it
+        has no such tool; ``""``: unknown); a ticket bound to others says so.
     """
     now = time.time() if now is None else now
     if not tickets:
@@ -78,6 +82,7 @@ def ticket_list(
             now,
             visible(t.tool),
             gate_reason(t),
+            server_digest(t),
         )
         for t in ordered
     ]
@@ -98,6 +103,7 @@ def _ticket(
     now: float,
     linked: bool,
     gate: str,
+    files: str | None = "",
 ) -> str:
     mine = _key(t.requester) == _key(me)
     signed = _key(me) in {_key(a) for a in t.approvers}
@@ -107,7 +113,7 @@ def _ticket(
         left = (
             f'<span class="time-left" data-expires="{t.expires:.0f}">{relative(t.expires - now)} left</span>'
         )
-    facts = _facts(t, mine, count, running, gate)
+    facts = _facts(t, mine, count, running, gate) + _files(t, files)
     actions = _actions(t, mine, signed, can_sign, persona, csrf, held)
     name = f'<a href="/tools/{attr(t.tool)}">{esc(t.tool)}</a>' if linked else esc(t.tool)
     return (
@@ -156,6 +162,19 @@ def _facts(t: Ticket, mine: bool, count: str, running: str, gate: str) -> str:
     if running:
         facts += f'<dt>Console run</dt><dd class="progress">{esc(running)}</dd>'
     return facts
+
+
+def _files(t: Ticket, server: str | None) -> str:
+    """A warning when the ticket binds skill files other than this server's copy: approvers
+    read this server's tool, the host that runs the ticket has other files."""
+    if not t.skill_digest or server == "" or server == t.skill_digest:
+        return ""
+    have = "this server has no such tool" if server is None else f"this server's copy is {esc(server[:16])}…"
+    return (
+        '<dt>Skill files</dt><dd class="warn"><strong>Bound to other skill files than this server’s '
+        f'copy</strong>: the ticket binds digest <span class="mono">{esc(t.skill_digest[:16])}…</span>, '
+        f"{have}. The host that runs it has another version: check it before approving.</dd>"
+    )
 
 
 def _why(reason: str, gate: str) -> str:

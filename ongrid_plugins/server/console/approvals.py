@@ -48,6 +48,7 @@ async def approvals(console: Console, request: Request, session: Session, form: 
     who = session.principal
     tickets = await run_in_threadpool(_tickets, console, who)
     gate = await run_in_threadpool(_gate_reasons, console, tickets)
+    files = await run_in_threadpool(_server_digests, console, tickets)
     listing = approval_pages.ticket_list(
         tickets,
         me=who.identity,
@@ -58,6 +59,7 @@ async def approvals(console: Console, request: Request, session: Session, form: 
         held=set(console.held),
         visible=lambda name: console.sees(name, who),
         gate_reason=lambda t: gate.get((t.tool, t.persona), ""),
+        server_digest=lambda t: files.get(t.tool),
     )
     if request.query_params.get("part") == "list":
         return HTMLResponse(listing)
@@ -89,6 +91,20 @@ def _gate_reasons(console: Console, tickets: list[Any]) -> dict[tuple[str, str],
         except OngridError:
             reasons[key] = ""
     return reasons
+
+
+def _server_digests(console: Console, tickets: list[Any]) -> dict[str, str | None]:
+    """The content digest of this server's copy of each tool of ``tickets`` now (``None``:
+    it has none), to show approvers a ticket bound to other skill files."""
+    from ...pipeline import digest_now
+
+    digests: dict[str, str | None] = {}
+    for name in {t.tool for t in tickets}:
+        try:
+            digests[name] = digest_now(console.host, console.host.get(name))
+        except OngridError:
+            digests[name] = None
+    return digests
 
 
 async def approve(console: Console, request: Request, session: Session, form: dict[str, str]) -> Response:

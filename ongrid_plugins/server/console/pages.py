@@ -44,12 +44,13 @@ def catalog_body(
     query: Mapping[str, str],
     categories: Sequence[str],
     persona: str,
+    trust: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> str:
-    """The catalog: the filter form and one row per tool."""
+    """The catalog: the filter form and one row per tool (``trust``: each tool's pack signer and consent)."""
     head = _catalog_head(len(rows), total, query, categories, persona)
     if not rows:
         return head + '<p class="empty">No tool matches these filters.</p>'
-    body = [_catalog_row(tool, decision) for tool, decision in rows]
+    body = [_catalog_row(tool, decision, (trust or {}).get(tool.name)) for tool, decision in rows]
     return (
         head + '<div class="table-wrap"><table id="tools"><caption class="sr">Tools</caption><thead><tr>'
         '<th scope="col">Tool</th><th scope="col">What it does</th><th scope="col">Class</th>'
@@ -91,7 +92,16 @@ def _catalog_head(
     )
 
 
-def _catalog_row(tool: Tool, decision: Decision) -> str:
+def _pack_trust(pack: Mapping[str, Any] | None) -> str:
+    """Who signed the tool's pack and whether its consent holds, under its origin."""
+    if not pack:
+        return ""
+    signer = f"signed by {pack['signer']}" if pack.get("signer") else "unsigned"
+    consent = "consented" if pack.get("consent") == "given" else "needs consent again"
+    return f'<div class="small pack-trust">{esc(signer)} · {esc(consent)}</div>'
+
+
+def _catalog_row(tool: Tool, decision: Decision, pack: Mapping[str, Any] | None = None) -> str:
     """One tool of the catalog: name, description, class, category, origin, availability, needs."""
     needs = _NEEDS.get(decision.verdict.value, "")
     available = (
@@ -113,7 +123,7 @@ def _catalog_row(tool: Tool, decision: Decision) -> str:
         f'<td class="desc">{esc(short(tool.description, 160))}</td>'
         f"<td>{badge(tool.tool_class.value)}</td>"
         f"<td>{esc(tool.category)}</td>"
-        f'<td class="small">{esc(tool.provenance or tool.skill)}</td>'
+        f'<td class="small">{esc(tool.provenance or tool.skill)}{_pack_trust(pack)}</td>'
         f"<td>{available}</td>"
         f"<td>{esc(needs) or '<span class=muted>nothing</span>'}</td></tr>"
     )

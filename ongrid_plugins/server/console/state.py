@@ -17,7 +17,6 @@ from ...host import SkillHost
 from ...models import Tool
 from ..rules import may_see_tool, may_sign
 from ..tokens import Principal, TokenStore
-from .digests import EntryDigests
 from .sessions import Sessions
 
 __all__ = ["MAX_HELD", "Console", "Held"]
@@ -54,7 +53,6 @@ class Console:
         """The held calls running in the background (kept so they are not collected)."""
         self.chain: tuple[Any, VerifyReport] | None = None
         """The audit log's fingerprint and its last chain check."""
-        self.digests = EntryDigests()
 
     def __repr__(self) -> str:
         return f"<Console {len(self.held)} held, {self.running} running>"

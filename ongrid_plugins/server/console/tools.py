@@ -15,10 +15,12 @@ from typing import Any
 
 from ...errors import ApprovalRequired, OngridError
 from ...models import CallResult, Event, Tool, Verdict
+from ...packs.trusted import pack_of_tool, pack_states
 from .. import missing_extra
 from ..responses import ApiError, api_error, result_body, sse
 from ..tokens import Principal
 from . import pages
+from .digests import entry_digest
 from .forms import PREFIX, FieldError, field_of, form_arguments
 from .guard import respond
 from .html import esc
@@ -59,8 +61,10 @@ async def catalog(console: Console, request: Request, session: Session, form: di
             w in f"{tool.name} {tool.display_name} {tool.description} {tool.category}".lower() for w in words
         )
     ]
+    packs = await run_in_threadpool(lambda: pack_states(console.host))
+    trust = {tool.name: pack_of_tool(console.host, packs, tool) for tool, _ in rows}
     body = pages.catalog_body(
-        rows, total=len(allowed), query=query, categories=categories, persona=persona.name
+        rows, total=len(allowed), query=query, categories=categories, persona=persona.name, trust=trust
     )
     return respond("Catalog", body, 200, session, current="catalog")
 
@@ -96,7 +100,7 @@ def _tool_response(
         tool,
         decision,
         csrf=session.csrf,
-        digest=console.digests.digest(tool),
+        digest=entry_digest(tool),
         sandbox=_sandbox(console, tool),
         values=values,
         errors=errors,

@@ -14,6 +14,7 @@ from typing import Any
 
 from ...errors import OngridError, PermissionDenied, UnknownSkill
 from ...models import CallResult, Event, Tool, Verdict
+from ...packs.trusted import pack_of_tool, pack_states
 from ...telemetry import remote_parent
 from .. import missing_extra
 from ..responses import ApiError, api_error, result_body, sse
@@ -38,7 +39,8 @@ async def list_skills(api: Api, request: Request, who: Principal) -> Response:
         raise ApiError(400, "bad_request", "class must be safe, mutating or dangerous")
     persona = api.host.persona(who.persona)
     tools = api.host.tools(persona, category=params.get("category"), tool_class=tool_class)
-    items = [_summary(api, tool, who) for tool in tools]
+    packs = pack_states(api.host)
+    items = [{**_summary(api, tool, who), "pack": pack_of_tool(api.host, packs, tool)} for tool in tools]
     return JSONResponse({"items": items, "total": len(items)})
 
 
@@ -53,6 +55,7 @@ async def get_skill(api: Api, request: Request, who: Principal) -> Response:
         timeout_seconds=tool.timeout,
         unavailable=list(tool.unavailable),
         provenance=tool.provenance,
+        pack=pack_of_tool(api.host, pack_states(api.host), tool),
     )
     return JSONResponse(data)
 
