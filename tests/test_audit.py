@@ -170,6 +170,30 @@ def test_threads_and_async_calls_all_get_their_rows(make_host: Any, root: Path) 
     assert len({r.call_id for r in host.audit.entries()}) == 70
 
 
+def test_rows_finished_while_a_write_waits_share_its_commit(tmp_path: Path) -> None:
+    log = AuditLog(str(tmp_path / "audit.db"))
+    log.recover()  # opens the connection
+    store = log._store
+    statements: list[str] = []
+    assert store._conn is not None
+    store._conn.set_trace_callback(statements.append)
+    rows = [{"time": 1.0, "call_id": f"call-{i}", "tool": "echo", "outcome": "ok"} for i in range(2)]
+    with store.lock:  # a write in progress: both calls finish meanwhile
+        threads = [threading.Thread(target=store.chain, args=(row,)) for row in rows]
+        for count, t in enumerate(threads, 1):
+            t.start()
+            deadline = time.monotonic() + 10
+            while len(store.backlog) < count and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert len(store.backlog) == count
+    for t in threads:
+        t.join()
+    assert statements.count("COMMIT") == 1  # the second row rode on the first one's commit
+    assert [entry.call_id for entry in log.entries()] == ["call-0", "call-1"]
+    assert store.backlog == []
+    assert log.verify().ok
+
+
 # ---------------------------------------------------------------- secrets
 
 

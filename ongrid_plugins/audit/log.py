@@ -149,10 +149,8 @@ class AuditLog:
             begun = (time.monotonic(), start_row(request, time.time_ns() // 1000 / 1e6))
         mono, start = begun
         row = finish_row(start, request, result, result.duration or (time.monotonic() - mono))
-        self._store.backlog.append(row)
         try:
-            with self._transaction():
-                pass  # the row is chained first thing in every write transaction
+            self._store.chain(row)
         except Exception as exc:
             self._failed("chain the outcome of", request, exc)
 

@@ -68,6 +68,18 @@ class Store:
             append(conn, row, self.key)
             conn.execute("DELETE FROM inflight WHERE call_id = ?", (row["call_id"],))
 
+    def chain(self, row: dict[str, Any]) -> None:
+        """Chain the finished ``row``, committed when this returns (or left in the backlog on error).
+
+        Concurrent calls share commits: a row that another thread's transaction chained
+        while this one waited for the lock is in the chain already, and needs none of its own.
+        """
+        self.backlog.append(row)
+        with self.lock:
+            if any(waiting is row for waiting in self.backlog):
+                with self._locked_transaction(write=True):
+                    pass  # the row is chained first thing in every write transaction
+
     @contextlib.contextmanager
     def transaction(self, write: bool = True) -> Iterator[sqlite3.Connection]:
         """The process's connection in one transaction (``BEGIN IMMEDIATE`` for a write), under the lock.
@@ -77,43 +89,48 @@ class Store:
         gives for a file that is not a database, or a damaged one, leaves as
         :class:`~.entries.UnreadableLog` naming the file and the fix.
         """
+        with self.lock, self._locked_transaction(write) as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _locked_transaction(self, write: bool) -> Iterator[sqlite3.Connection]:
+        """:meth:`transaction` for a caller that holds ``self.lock``."""
         import sqlite3
 
-        with self.lock:
+        try:
+            conn = self._connection()
+            if write:
+                self._serialise()
             try:
-                conn = self._connection()
-                if write:
-                    self._serialise()
-                try:
-                    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                except BaseException:
-                    self._unserialise(write)
-                    raise
-            except sqlite3.DatabaseError as exc:
-                if "locked" in str(exc):  # busy past the timeout: the file itself is fine
-                    raise
-                raise UnreadableLog(self.path, str(exc)) from exc  # not a file, not a database, damaged
-            try:
-                if write:
-                    # Other threads append to the backlog without the lock: only the rows
-                    # there now are chained, and only they leave it once committed.
-                    self._chaining = len(self.backlog)
-                    self._chain_backlog(conn)
-                yield conn
-                if write:
-                    conn.commit()
-                    del self.backlog[: self._chaining]
-                    self.wrote = True
-                else:
-                    conn.rollback()
-            except BaseException as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.rollback()
-                if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-                    raise UnreadableLog(self.path, str(exc)) from exc  # malformed: a page is damaged
-                raise
-            finally:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except BaseException:
                 self._unserialise(write)
+                raise
+        except sqlite3.DatabaseError as exc:
+            if "locked" in str(exc):  # busy past the timeout: the file itself is fine
+                raise
+            raise UnreadableLog(self.path, str(exc)) from exc  # not a file, not a database, damaged
+        try:
+            if write:
+                # Other threads append to the backlog without the lock: only the rows
+                # there now are chained, and only they leave it once committed.
+                self._chaining = len(self.backlog)
+                self._chain_backlog(conn)
+            yield conn
+            if write:
+                conn.commit()
+                del self.backlog[: self._chaining]
+                self.wrote = True
+            else:
+                conn.rollback()
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.rollback()
+            if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+                raise UnreadableLog(self.path, str(exc)) from exc  # malformed: a page is damaged
+            raise
+        finally:
+            self._unserialise(write)
 
     def _serialise(self) -> None:
         """Wait for the other processes' writes to this log, in the kernel (``flock``).
