@@ -94,7 +94,7 @@ def without_cached_rules(call: Callable[[], object]) -> Callable[[], object]:
     return uncached
 
 
-def acalls(host: SkillHost, n: int) -> Callable[[], float]:
+def acalls(host: SkillHost, n: int) -> Callable[[], tuple[float, float]]:
     async def batch() -> None:
         gate = asyncio.Semaphore(CONCURRENCY)
 
@@ -108,21 +108,21 @@ def acalls(host: SkillHost, n: int) -> Callable[[], float]:
     # pool): asyncio.run per batch timed a new loop's set-up and shut-down with each.
     loop = asyncio.new_event_loop()
 
-    def rate() -> float:
-        started = time.perf_counter()
+    def rate() -> tuple[float, float]:
+        started, cpu = time.perf_counter(), time.process_time()
         loop.run_until_complete(batch())
-        return n / (time.perf_counter() - started)
+        return n / (time.perf_counter() - started), (time.process_time() - cpu) / n
 
     return rate
 
 
-def threads(call: Callable[[], object], n: int) -> Callable[[], float]:
+def threads(call: Callable[[], object], n: int) -> Callable[[], tuple[float, float]]:
     pool = concurrent.futures.ThreadPoolExecutor(CONCURRENCY)
 
-    def rate() -> float:
-        started = time.perf_counter()
+    def rate() -> tuple[float, float]:
+        started, cpu = time.perf_counter(), time.process_time()
         list(pool.map(lambda _: call(), range(n)))
-        return n / (time.perf_counter() - started)
+        return n / (time.perf_counter() - started), (time.process_time() - cpu) / n
 
     return rate
 
@@ -171,7 +171,9 @@ def main() -> None:
     per_round: dict[str, list[float]] = {name: [] for name in rates}
     for _ in range(max(3, args.rounds // 4)):
         for name, rate in rates.items():
-            per_round[name].append(rate())
+            calls_per_s, cpu_per_call = rate()
+            per_round[name].append(calls_per_s)
+            cpus.setdefault(name, []).append(cpu_per_call)
     if not args.no_confined:
         interleaved(confining, args.rounds, args.block, times, cpus)
     shutil.rmtree(root, ignore_errors=True)
