@@ -2,8 +2,9 @@
 
 :class:`Store` holds the process's connection to ``audit.db`` (re-opened after a fork,
 and when the file at its path is not the one it has), hands it out under its lock in
-one transaction at a time (``BEGIN IMMEDIATE`` for a write), and keeps the finished rows
-a failed write could not chain (its backlog), which every later write chains first.
+one transaction at a time (``BEGIN IMMEDIATE`` for a write). Every write first inserts
+the in-flight records and chains the finished rows waiting for it (a failed write's
+leftovers, or another thread's), so concurrent calls share commits.
 Opening the connection chains the in-flight calls of dead processes
 (:func:`.inflight.recover`). At exit, the WAL of a log this process wrote to is
 checkpointed into ``audit.db`` itself.
@@ -27,7 +28,7 @@ from ..errors import ConfigError
 from ..forksafe import renew_after_fork
 from .chain import ADDED_COLUMNS, SCHEMA, append
 from .entries import UnreadableLog
-from .inflight import pid_start, recover
+from .inflight import pid_start, recover, started
 
 if TYPE_CHECKING:
     import sqlite3
@@ -54,6 +55,9 @@ class Store:
         self.backlog: list[dict[str, Any]] = []
         """Finished rows a failed transaction could not chain: the next write chains them first."""
         self._chaining = 0
+        self.starting: list[tuple[str, dict[str, Any]]] = []
+        """In-flight records ``(call_id, columns)`` waiting for a write (:meth:`start`)."""
+        self._starting = 0
         self.wrote = False
         """Whether this process committed a row: the WAL is then checkpointed at exit."""
         _STORES.add(self)
@@ -67,6 +71,28 @@ class Store:
         for row in self.backlog[: self._chaining]:
             append(conn, row, self.key)
             conn.execute("DELETE FROM inflight WHERE call_id = ?", (row["call_id"],))
+
+    def start(self, call_id: str, row: dict[str, Any]) -> None:
+        """Record ``call_id`` in flight (``row``: its columns so far), committed when this returns.
+
+        Like :meth:`chain`, concurrent calls share commits: every write inserts all the
+        in-flight records waiting for the lock. On an error the record is withdrawn (the
+        caller refuses the call, or runs it unrecorded) and the error raised.
+        """
+        entry = (call_id, row)
+        self.starting.append(entry)
+        try:
+            with self.lock:
+                if any(waiting is entry for waiting in self.starting):
+                    with self._locked_transaction(write=True):
+                        pass  # the record is inserted first thing in every write transaction
+        except BaseException:
+            with self.lock:
+                for index, waiting in enumerate(self.starting):
+                    if waiting is entry:
+                        del self.starting[index]
+                        break
+            raise
 
     def chain(self, row: dict[str, Any]) -> None:
         """Chain the finished ``row``, committed when this returns (or left in the backlog on error).
@@ -114,12 +140,14 @@ class Store:
             if write:
                 # Other threads append to the backlog without the lock: only the rows
                 # there now are chained, and only they leave it once committed.
-                self._chaining = len(self.backlog)
+                self._starting, self._chaining = len(self.starting), len(self.backlog)
+                for call_id, columns in self.starting[: self._starting]:
+                    started(conn, call_id, columns, self.ident)
                 self._chain_backlog(conn)
             yield conn
             if write:
                 conn.commit()
-                del self.backlog[: self._chaining]
+                del self.starting[: self._starting], self.backlog[: self._chaining]
                 self.wrote = True
             else:
                 conn.rollback()
