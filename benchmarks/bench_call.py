@@ -13,7 +13,8 @@ or over the rounds (calls/s). Rows:
   and the confined call without the cached Landlock rules (``confine/grants.py``:
   every call opens them anew), to show what the cache pays;
 * 8 concurrent ``acall`` (asyncio, ``sandbox="off"``) against eight threads each running
-  ``subprocess.run``: batches of 40 calls, a quarter as many rounds.
+  ``subprocess.run``: batches of 40 calls, a quarter as many rounds, all on one event loop
+  (as the threads all run in one pool).
 
     python benchmarks/bench_call.py --rounds 60 --block 3
 """
@@ -93,7 +94,7 @@ def without_cached_rules(call: Callable[[], object]) -> Callable[[], object]:
     return uncached
 
 
-def acalls(host: SkillHost, n: int) -> Callable[[], float]:
+def acalls(host: SkillHost, n: int) -> Callable[[], tuple[float, float]]:
     async def batch() -> None:
         gate = asyncio.Semaphore(CONCURRENCY)
 
@@ -103,21 +104,25 @@ def acalls(host: SkillHost, n: int) -> Callable[[], float]:
 
         await asyncio.gather(*(one() for _ in range(n)))
 
-    def rate() -> float:
-        started = time.perf_counter()
-        asyncio.run(batch())
-        return n / (time.perf_counter() - started)
+    # One loop for every batch, as an agent keeps its loop (and the anchor its thread
+    # pool): asyncio.run per batch timed a new loop's set-up and shut-down with each.
+    loop = asyncio.new_event_loop()
+
+    def rate() -> tuple[float, float]:
+        started, cpu = time.perf_counter(), time.process_time()
+        loop.run_until_complete(batch())
+        return n / (time.perf_counter() - started), (time.process_time() - cpu) / n
 
     return rate
 
 
-def threads(call: Callable[[], object], n: int) -> Callable[[], float]:
+def threads(call: Callable[[], object], n: int) -> Callable[[], tuple[float, float]]:
     pool = concurrent.futures.ThreadPoolExecutor(CONCURRENCY)
 
-    def rate() -> float:
-        started = time.perf_counter()
+    def rate() -> tuple[float, float]:
+        started, cpu = time.perf_counter(), time.process_time()
         list(pool.map(lambda _: call(), range(n)))
-        return n / (time.perf_counter() - started)
+        return n / (time.perf_counter() - started), (time.process_time() - cpu) / n
 
     return rate
 
@@ -127,6 +132,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--block", type=int, default=3, help="calls of each method per round")
+    parser.add_argument("--no-confined", action="store_true", help="skip the confined rows (faster)")
     args = parser.parse_args()
 
     # Not under /tmp: bubblewrap puts a tmpfs there, which would hide the entry.
@@ -160,15 +166,20 @@ def main() -> None:
     # The confining rows run last: the kernel tears a network namespace down (bwrap's)
     # in the background, which slowed every spawn made meanwhile by 2-3x.
     times: dict[str, list[float]] = {}
-    interleaved(unconfined, args.rounds, args.block, times)
+    cpus: dict[str, list[float]] = {}
+    interleaved(unconfined, args.rounds, args.block, times, cpus)
     per_round: dict[str, list[float]] = {name: [] for name in rates}
     for _ in range(max(3, args.rounds // 4)):
         for name, rate in rates.items():
-            per_round[name].append(rate())
-    interleaved(confining, args.rounds, args.block, times)
+            calls_per_s, cpu_per_call = rate()
+            per_round[name].append(calls_per_s)
+            cpus.setdefault(name, []).append(cpu_per_call)
+    if not args.no_confined:
+        interleaved(confining, args.rounds, args.block, times, cpus)
     shutil.rmtree(root, ignore_errors=True)
 
     us = {name: statistics.median(values) * 1e6 for name, values in times.items()}
+    cpu_us = {name: statistics.median(values) * 1e6 for name, values in cpus.items()}
     per_s = {name: statistics.median(values) for name, values in per_round.items()}
     rows = [
         ("host.call, sandbox off", "subprocess.run", "<= 1.1x"),
@@ -186,24 +197,36 @@ def main() -> None:
     row, anchor = "8 concurrent acall, sandbox off", "8 threads x subprocess.run"
     ratio = f"{per_s[row] / per_s[anchor]:.2f}x"
     line(row, f"{per_s[row]:.0f}/s", anchor, f"{per_s[anchor]:.0f}/s", ratio, ">= 0.8x (goal 1.0x)")
+    print()
+    print("CPU time of this process per call (children excluded), medians:")
+    for name, value in cpu_us.items():
+        print(f"| {name:<40} | {value:>8.0f} us |")
 
 
 def interleaved(
-    methods: dict[str, Callable[[], object]], rounds: int, block: int, times: dict[str, list[float]]
+    methods: dict[str, Callable[[], object]],
+    rounds: int,
+    block: int,
+    times: dict[str, list[float]],
+    cpus: dict[str, list[float]],
 ) -> None:
-    """``block`` timed calls of each method per round, in an order that rotates each round."""
+    """``block`` timed calls of each method per round, in an order that rotates each round.
+
+    ``cpus`` gets each call's CPU time in this process (children excluded): on a busy
+    machine it varies less than the wall time, and it is the host's own cost."""
     for call in methods.values():  # warm up: imports, caches, parked threads
         for _ in range(3):
             call()
     order = list(methods)
     for name in order:
-        times[name] = []
+        times[name], cpus[name] = [], []
     for turn in range(rounds):
         for name in order[turn % len(order) :] + order[: turn % len(order)]:
             for _ in range(block):
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.process_time()
                 methods[name]()
                 times[name].append(time.perf_counter() - started)
+                cpus[name].append(time.process_time() - cpu)
 
 
 def line(row: str, mine: str, anchor: str, theirs: str, ratio: str, target: str) -> None:

@@ -20,7 +20,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", help="comma-separated: load,call,cli and others present")
+    parser.add_argument("--only", help="comma-separated: load,call,audit,trust,remote,standards")
     args = parser.parse_args()
     quick = args.quick
     plan = {
@@ -32,7 +32,6 @@ def main() -> int:
             "3" if quick else "5",
         ],
         "call": ["bench_call.py", "--rounds", "5" if quick else "15"],
-        "cli": ["bench_cli.py", "--runs", "7" if quick else "21"],
     }
     for script in sorted(HERE.glob("bench_*.py")):
         key = script.stem.removeprefix("bench_")

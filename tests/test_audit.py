@@ -30,6 +30,7 @@ from ongrid_plugins import (
 )
 from ongrid_plugins.audit import AuditLog, row_hash
 from ongrid_plugins.audit.chain import SCHEMA
+from ongrid_plugins.audit.entries import UnreadableLog
 from ongrid_plugins.errors import ApprovalError, AuditError, ConfigError, PluginFailed
 from ongrid_plugins.schema.redact import REDACTED, redact
 from ongrid_plugins.testing import isolated_settings, make_skill
@@ -169,6 +170,69 @@ def test_threads_and_async_calls_all_get_their_rows(make_host: Any, root: Path) 
     report = host.audit.verify()
     assert (report.ok, report.entries) == (True, 70)
     assert len({r.call_id for r in host.audit.entries()}) == 70
+
+
+def test_rows_finished_while_a_write_waits_share_its_commit(tmp_path: Path) -> None:
+    log = AuditLog(str(tmp_path / "audit.db"))
+    log.recover()  # opens the connection
+    store = log._store
+    statements: list[str] = []
+    assert store._conn is not None
+    store._conn.set_trace_callback(statements.append)
+    rows = [{"time": 1.0, "call_id": f"call-{i}", "tool": "echo", "outcome": "ok"} for i in range(2)]
+    with store.lock:  # a write in progress: both calls finish meanwhile
+        threads = [threading.Thread(target=store.chain, args=(row,)) for row in rows]
+        for count, t in enumerate(threads, 1):
+            t.start()
+            deadline = time.monotonic() + 10
+            while len(store.backlog) < count and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert len(store.backlog) == count
+    for t in threads:
+        t.join()
+    assert statements.count("COMMIT") == 1  # the second row rode on the first one's commit
+    assert [entry.call_id for entry in log.entries()] == ["call-0", "call-1"]
+    assert store.backlog == []
+    assert log.verify().ok
+
+
+def test_calls_starting_while_a_write_waits_share_its_commit(tmp_path: Path) -> None:
+    log = AuditLog(str(tmp_path / "audit.db"))
+    log.recover()  # opens the connection
+    store = log._store
+    statements: list[str] = []
+    assert store._conn is not None
+    store._conn.set_trace_callback(statements.append)
+    columns = {"time": 1.0, "tool": "echo"}
+    with store.lock:  # a write in progress: both calls start meanwhile
+        threads = [threading.Thread(target=store.start, args=(f"call-{i}", columns)) for i in range(2)]
+        for count, t in enumerate(threads, 1):
+            t.start()
+            deadline = time.monotonic() + 10
+            while len(store.starting) < count and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert len(store.starting) == count
+    for t in threads:
+        t.join()
+    assert statements.count("COMMIT") == 1  # the second record rode on the first one's commit
+    assert [call["call_id"] for call in log.verify().inflight] == ["call-0", "call-1"]
+    assert store.starting == []
+
+
+def test_a_start_that_cannot_be_written_is_withdrawn(tmp_path: Path) -> None:
+    log = AuditLog(str(tmp_path / "audit.db"))
+    log.recover()
+    store = log._store
+    assert store._conn is not None
+    store._conn.execute(
+        "CREATE TRIGGER refuse BEFORE INSERT ON inflight BEGIN SELECT RAISE(ABORT, 'no'); END"
+    )
+    with pytest.raises(UnreadableLog):  # what any write that SQLite refuses so raises
+        store.start("call-0", {"time": 1.0, "tool": "echo"})
+    assert store.starting == []  # not retried by the next write: its call was refused
+    store._conn.execute("DROP TRIGGER refuse")
+    store.start("call-1", {"time": 1.0, "tool": "echo"})
+    assert [call["call_id"] for call in log.verify().inflight] == ["call-1"]
 
 
 # ---------------------------------------------------------------- secrets

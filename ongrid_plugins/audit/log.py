@@ -56,7 +56,7 @@ from .entries import (
     read_key,
 )
 from .headfile import read_head, write_head
-from .inflight import inflight, recover, started
+from .inflight import inflight, recover
 from .rows import finish_row, start_row
 from .store import Store
 
@@ -120,8 +120,7 @@ class AuditLog:
             # To the microsecond, as rows have always kept it.
             start = start_row(request, time.time_ns() // 1000 / 1e6)
             self._started[request.call_id] = (time.monotonic(), start)
-            with self._transaction() as conn:
-                started(conn, request.call_id, start, self._store.ident)
+            self._store.start(request.call_id, start)
         except Exception as exc:
             self._failed("record", request, exc)
             if self.fail_closed and request.tool.tool_class is not ToolClass.SAFE:
@@ -149,10 +148,8 @@ class AuditLog:
             begun = (time.monotonic(), start_row(request, time.time_ns() // 1000 / 1e6))
         mono, start = begun
         row = finish_row(start, request, result, result.duration or (time.monotonic() - mono))
-        self._store.backlog.append(row)
         try:
-            with self._transaction():
-                pass  # the row is chained first thing in every write transaction
+            self._store.chain(row)
         except Exception as exc:
             self._failed("chain the outcome of", request, exc)
 

@@ -2,8 +2,9 @@
 
 :class:`Store` holds the process's connection to ``audit.db`` (re-opened after a fork,
 and when the file at its path is not the one it has), hands it out under its lock in
-one transaction at a time (``BEGIN IMMEDIATE`` for a write), and keeps the finished rows
-a failed write could not chain (its backlog), which every later write chains first.
+one transaction at a time (``BEGIN IMMEDIATE`` for a write). Every write first inserts
+the in-flight records and chains the finished rows waiting for it (a failed write's
+leftovers, or another thread's), so concurrent calls share commits.
 Opening the connection chains the in-flight calls of dead processes
 (:func:`.inflight.recover`). At exit, the WAL of a log this process wrote to is
 checkpointed into ``audit.db`` itself.
@@ -27,7 +28,7 @@ from ..errors import ConfigError
 from ..forksafe import renew_after_fork
 from .chain import ADDED_COLUMNS, SCHEMA, append
 from .entries import UnreadableLog
-from .inflight import pid_start, recover
+from .inflight import pid_start, recover, started
 
 if TYPE_CHECKING:
     import sqlite3
@@ -54,6 +55,9 @@ class Store:
         self.backlog: list[dict[str, Any]] = []
         """Finished rows a failed transaction could not chain: the next write chains them first."""
         self._chaining = 0
+        self.starting: list[tuple[str, dict[str, Any]]] = []
+        """In-flight records ``(call_id, columns)`` waiting for a write (:meth:`start`)."""
+        self._starting = 0
         self.wrote = False
         """Whether this process committed a row: the WAL is then checkpointed at exit."""
         _STORES.add(self)
@@ -68,6 +72,40 @@ class Store:
             append(conn, row, self.key)
             conn.execute("DELETE FROM inflight WHERE call_id = ?", (row["call_id"],))
 
+    def start(self, call_id: str, row: dict[str, Any]) -> None:
+        """Record ``call_id`` in flight (``row``: its columns so far), committed when this returns.
+
+        Like :meth:`chain`, concurrent calls share commits: every write inserts all the
+        in-flight records waiting for the lock. On an error the record is withdrawn (the
+        caller refuses the call, or runs it unrecorded) and the error raised.
+        """
+        entry = (call_id, row)
+        self.starting.append(entry)
+        try:
+            with self.lock:
+                if any(waiting is entry for waiting in self.starting):
+                    with self._locked_transaction(write=True):
+                        pass  # the record is inserted first thing in every write transaction
+        except BaseException:
+            with self.lock:
+                for index, waiting in enumerate(self.starting):
+                    if waiting is entry:
+                        del self.starting[index]
+                        break
+            raise
+
+    def chain(self, row: dict[str, Any]) -> None:
+        """Chain the finished ``row``, committed when this returns (or left in the backlog on error).
+
+        Concurrent calls share commits: a row that another thread's transaction chained
+        while this one waited for the lock is in the chain already, and needs none of its own.
+        """
+        self.backlog.append(row)
+        with self.lock:
+            if any(waiting is row for waiting in self.backlog):
+                with self._locked_transaction(write=True):
+                    pass  # the row is chained first thing in every write transaction
+
     @contextlib.contextmanager
     def transaction(self, write: bool = True) -> Iterator[sqlite3.Connection]:
         """The process's connection in one transaction (``BEGIN IMMEDIATE`` for a write), under the lock.
@@ -77,43 +115,50 @@ class Store:
         gives for a file that is not a database, or a damaged one, leaves as
         :class:`~.entries.UnreadableLog` naming the file and the fix.
         """
+        with self.lock, self._locked_transaction(write) as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _locked_transaction(self, write: bool) -> Iterator[sqlite3.Connection]:
+        """:meth:`transaction` for a caller that holds ``self.lock``."""
         import sqlite3
 
-        with self.lock:
+        try:
+            conn = self._connection()
+            if write:
+                self._serialise()
             try:
-                conn = self._connection()
-                if write:
-                    self._serialise()
-                try:
-                    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                except BaseException:
-                    self._unserialise(write)
-                    raise
-            except sqlite3.DatabaseError as exc:
-                if "locked" in str(exc):  # busy past the timeout: the file itself is fine
-                    raise
-                raise UnreadableLog(self.path, str(exc)) from exc  # not a file, not a database, damaged
-            try:
-                if write:
-                    # Other threads append to the backlog without the lock: only the rows
-                    # there now are chained, and only they leave it once committed.
-                    self._chaining = len(self.backlog)
-                    self._chain_backlog(conn)
-                yield conn
-                if write:
-                    conn.commit()
-                    del self.backlog[: self._chaining]
-                    self.wrote = True
-                else:
-                    conn.rollback()
-            except BaseException as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.rollback()
-                if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-                    raise UnreadableLog(self.path, str(exc)) from exc  # malformed: a page is damaged
-                raise
-            finally:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except BaseException:
                 self._unserialise(write)
+                raise
+        except sqlite3.DatabaseError as exc:
+            if "locked" in str(exc):  # busy past the timeout: the file itself is fine
+                raise
+            raise UnreadableLog(self.path, str(exc)) from exc  # not a file, not a database, damaged
+        try:
+            if write:
+                # Other threads append to the backlog without the lock: only the rows
+                # there now are chained, and only they leave it once committed.
+                self._starting, self._chaining = len(self.starting), len(self.backlog)
+                for call_id, columns in self.starting[: self._starting]:
+                    started(conn, call_id, columns, self.ident)
+                self._chain_backlog(conn)
+            yield conn
+            if write:
+                conn.commit()
+                del self.starting[: self._starting], self.backlog[: self._chaining]
+                self.wrote = True
+            else:
+                conn.rollback()
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.rollback()
+            if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+                raise UnreadableLog(self.path, str(exc)) from exc  # malformed: a page is damaged
+            raise
+        finally:
+            self._unserialise(write)
 
     def _serialise(self) -> None:
         """Wait for the other processes' writes to this log, in the kernel (``flock``).

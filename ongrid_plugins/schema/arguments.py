@@ -129,38 +129,7 @@ def is_light(tool: Tool, args: object) -> bool:
     compiled = COMPILED.get(id(tool))
     if compiled is None or not compiled.light_schema:
         return False
-    if type(args) is dict and len(args) <= _FLAT_KEYS:
-        flat = _flat_cost(args)
-        if flat is not None:
-            return flat <= _LIGHT_ARGS
     return _walk_is_light(args)
-
-
-#: A dict of at most this many keys is first tried as a flat one (:func:`_flat_cost`).
-_FLAT_KEYS = 64
-
-
-def _flat_cost(args: dict[Any, Any]) -> int | None:
-    """What :func:`_walk_is_light` would spend on ``args`` (steps, key and string lengths),
-    counted by builtins, when its keys are strings and its values strings or atoms; else None.
-
-    The common request (a few scalar arguments) then costs a handful of bytecodes
-    instead of a walk's hundreds on every ``acall``.
-    """
-    values = args.values()
-    kinds = set(map(type, values))
-    if not kinds <= _FLAT_KINDS or not _STR.issuperset(map(type, args)):
-        return None
-    cost = 1 + len(args) + sum(map(len, args))
-    if str in kinds:  # only str itself is in kinds (no subclass): isinstance is the type check here
-        cost += sum(map(len, filter(_IS_STR, values)))
-    return cost
-
-
-_IS_STR = str.__instancecheck__
-
-
-_STR = frozenset((str,))
 
 
 def _walk_is_light(args: object) -> bool:
@@ -186,7 +155,6 @@ def _walk_is_light(args: object) -> bool:
 
 
 _ATOMS = frozenset((int, float, bool, type(None)))
-_FLAT_KINDS = _ATOMS | {str}
 
 
 def _schema_nodes(schema: object, limit: int) -> int:
