@@ -66,6 +66,7 @@ from .errors import (
     InvalidArguments,
     OngridError,
     PermissionDenied,
+    PluginFailed,
     SkillUnavailable,
     UnknownSkill,
 )
@@ -372,7 +373,7 @@ def _next(
         return {**kwargs, "ticket": exc.ticket.id}
     if isinstance(exc, UnknownSkill | InvalidArguments | PermissionDenied | SkillUnavailable):
         return None
-    if isinstance(exc, ApprovalError | AuditError):
+    if isinstance(exc, ApprovalError | AuditError | PluginFailed):  # the call failed: the model reads why
         return None
     raise exc  # a host problem (unknown persona, bad timeout): not the model's to read
 

@@ -42,6 +42,7 @@ __all__ = [
     "PackError",
     "PackLoadError",
     "PermissionDenied",
+    "PluginFailed",
     "PluginLoadError",
     "ResourceRefused",
     "SkillUnavailable",
@@ -86,6 +87,30 @@ class PluginLoadError(OngridError):
         self.cause = cause
         message = f"plugin {plugin!r} could not be loaded: {cause}"
         super().__init__(message)
+
+
+class PluginFailed(OngridError):
+    """A plugin's hook raised on a call's path (``ongrid_before_call``, an executor's ``run``).
+
+    The call ends with this error, recorded as ``aborted`` or ``failed``; ``plugin`` names
+    the plugin and its distribution, ``cause`` is what it raised. (A permission vote that
+    raises is not this: it is a :class:`PermissionDenied`, the gate fails closed.)
+    """
+
+    exit_code = 1
+    code = "plugin_failed"
+    http_status = 502
+
+    def __init__(self, tool: str, plugin: str, hook: str, cause: BaseException) -> None:
+        self.tool = tool
+        self.plugin = plugin
+        self.hook = hook
+        self.cause = f"{type(cause).__name__}: {cause}"
+        message = f"call to {tool!r} failed: {plugin} raised {self.cause} in {hook}"
+        super().__init__(message)
+
+    def details(self) -> dict[str, Any]:
+        return {"plugin": self.plugin, "hook": self.hook, "cause": self.cause}
 
 
 class PackLoadError(PluginLoadError):

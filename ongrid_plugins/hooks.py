@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import os
+import types
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from .models import CallRequest, CallResult, Persona, Tool
     from .settings import Settings
 
-__all__ = ["Contribution", "Hooks", "Implementation", "call_each", "hooks"]
+__all__ = ["Contribution", "Hooks", "Implementation", "call_each", "hooks", "plugin_label"]
 
 logger = logging.getLogger(__name__)
 
@@ -138,9 +139,23 @@ class Hooks:
 
     # ------------------------------------------------------------------ permissions
 
-    def check_permission(self, *, tool: Tool, persona: Persona, request: CallRequest | None) -> list[object]:
-        """``ongrid_check_permission``: every vote that is not None, unchecked (the gate checks them)."""
-        votes: list[object] = self._hook.ongrid_check_permission(tool=tool, persona=persona, request=request)
+    def check_permission(
+        self, *, tool: Tool, persona: Persona, request: CallRequest | None
+    ) -> list[Contribution]:
+        """``ongrid_check_permission``: every vote that is not None with its plugin, unchecked.
+
+        The gate checks them. The plugin is ``""`` when it cannot be named for certain (a
+        monitored manager or a wrapper make one call through pluggy). A vote that raises
+        ends the hook call: it is the last contribution, with its error and its plugin.
+        """
+        name = "ongrid_check_permission"
+        votes: list[Contribution] = []
+        try:
+            kwargs = {"tool": tool, "persona": persona, "request": request}
+            for plugin, vote in _answers(self._pm, name, kwargs):
+                votes.append(Contribution(plugin, vote, None))
+        except Exception as exc:
+            votes.append(Contribution(self.raised_by(name, exc), None, exc))
         return votes
 
     def verify_approval(self, *, ticket: Ticket, approval: Approval) -> Iterator[Contribution]:
@@ -167,6 +182,39 @@ class Hooks:
         self._hook.ongrid_after_call(request=request, result=result)
 
     # ------------------------------------------------------------------ what is registered
+
+    def raised_by(self, name: str, exc: BaseException) -> str:
+        """The plugin whose implementation of hook ``name`` raised ``exc`` (its traceback), or ``""``."""
+        codes = {}
+        for impl in getattr(self._hook, name).get_hookimpls():
+            code = getattr(impl.function, "__code__", None)
+            if code is not None:
+                codes[code] = impl.plugin_name
+        found = ""
+        tb = exc.__traceback__
+        while tb is not None:  # the innermost implementation's frame names it
+            found = codes.get(tb.tb_frame.f_code, found)
+            tb = tb.tb_next
+        return found
+
+    def owner(self, obj: object) -> str:
+        """The plugin whose module defines ``obj``'s class (an executor), or ``""``."""
+        module = type(obj).__module__
+        for plugin_name, plugin in self._pm.list_name_plugin():
+            module_type = isinstance(plugin, types.ModuleType)
+            own = getattr(plugin, "__name__", None) if module_type else type(plugin).__module__
+            if own and (module == own or module.startswith(own + ".")):
+                return plugin_name
+        return ""
+
+    def who_raised(self, name: str, exc: BaseException) -> str:
+        """``plugin NAME (distribution ...)`` whose hook ``name`` raised ``exc``, or ``a plugin``."""
+        plugin = self.raised_by(name, exc)
+        return self.label(plugin) if plugin else "a plugin"
+
+    def label(self, plugin: str) -> str:
+        """How a message names plugin ``plugin``: ``plugin NAME (distribution DIST VERSION)``."""
+        return plugin_label(self._pm, plugin)
 
     @property
     def monitored(self) -> bool:
@@ -196,6 +244,14 @@ def hooks(pm: pluggy.PluginManager) -> Hooks:
         found = Hooks(pm)
         pm._ongrid_hooks = found  # type: ignore[attr-defined]  # one per manager
     return found
+
+
+def plugin_label(pm: pluggy.PluginManager, plugin: str) -> str:
+    """``plugin NAME (distribution DIST VERSION)``; the distribution when the manager knows it."""
+    for info in getattr(pm, "plugin_infos", ()):
+        if info.name == plugin and info.distribution:
+            return f"plugin {plugin} (distribution {f'{info.distribution} {info.version}'.strip()})"
+    return f"plugin {plugin}"
 
 
 def _monitored(pm: pluggy.PluginManager) -> bool:

@@ -270,7 +270,8 @@ def read_one(state: _Load, root: SkillRoot, path: str, is_link: bool) -> tuple[A
     except Exception as exc:  # a third-party loader crashed: contain it
         if state.settings.strict:
             raise PluginLoadError("ongrid_load_manifest", f"{path}: {exc!r}") from exc
-        return ("p", path, f"loader raised {exc!r}")
+        who = hooks(state.pm).who_raised("ongrid_load_manifest", exc)
+        return ("p", path, f"loader {who} raised {exc!r}")
     if skill is None:
         return ("-",)
     _report_notices(state, skill)
@@ -302,12 +303,12 @@ def _register(state: _Load, skill: Skill, root: SkillRoot, shown: str = "") -> N
     if problems:
         errors = [p for p in problems if p.level == "error"]
         if errors:
-            _log_build(state, skill.path, skill.name, "; ".join(p.message for p in errors), shown)
+            _log_build(state, skill.path, skill.name, "; ".join(p.said for p in errors), shown)
             return
         skill = attrs.evolve(skill, warnings=skill.warnings + tuple(problems))
     for warning in skill.warnings:
         level = logging.INFO if warning.code in INTEROP_NOTES else logging.WARNING
-        logger.log(level, 'skill loader: skill "%s" at %s: %s', name, shown, printable(warning.message))
+        logger.log(level, 'skill loader: skill "%s" at %s: %s', name, shown, printable(warning.said))
     clash = state.builder.add(skill)
     if clash is not None:
         logger.warning('skill loader: skill "%s" already registered, skipping %s', printable(clash), shown)

@@ -23,8 +23,10 @@ arguments invalid                   :func:`decide`    ``InvalidArguments``
                                                       (``invalid_arguments``)
 verdict ``confirm``, unconfirmed    :func:`decide`    ``ConfirmationRequired``
                                                       (``needs_confirmation``)
-a ``ongrid_before_call`` hook       :func:`before_    its exception (``aborted``); the
-raises (the audit log fails closed) call`             refusals above are recorded after it
+a ``ongrid_before_call`` hook       :func:`before_    an ``OngridError`` as it is, any
+raises (the audit log fails closed) call`             other as ``PluginFailed`` naming the
+                                                      plugin (``aborted``); the refusals
+                                                      above are recorded after it
 verdict ``dual_sign``, no ticket    :func:`request_   ``ApprovalRequired`` with the ticket
                                     ticket`           (``needs_approval``)
 no executor for the tool's kind     :func:`choose_    ``SkillUnavailable`` (status empty)
@@ -34,8 +36,9 @@ verdict ``dual_sign``, a ticket     :func:`claim_     ``ApprovalError`` when it 
                                                       else the ticket is spent and it runs
 verdict ``allow`` (or covered)      :func:`call` /    the executor's :class:`CallResult`
                                     :func:`acall`
-the executor raises / is cancelled  :func:`call` /    re-raised (``failed`` / ``cancelled``)
-                                    :func:`acall`
+the executor raises / is cancelled  :func:`call` /    ``PluginFailed`` naming the plugin
+                                    :func:`acall`     (``failed``); a cancellation and an
+                                                      ``OngridError`` re-raised
 =================================== ================= =====================================
 
 Every attempt that reached :func:`decide` ends in exactly one :func:`after_call`
@@ -72,7 +75,9 @@ from .errors import (
     ApprovalRequired,
     ConfirmationRequired,
     InvalidArguments,
+    OngridError,
     PermissionDenied,
+    PluginFailed,
     SkillUnavailable,
 )
 from .hooks import hooks
@@ -93,6 +98,7 @@ from .schema.arguments import is_light
 if TYPE_CHECKING:
     from .executors import Executor
     from .gate.tickets import Ticket
+    from .hooks import Hooks
     from .hostlike import StepHost
     from .persona_lookup import PersonaLike
 
@@ -162,7 +168,7 @@ class Attempt:
         return CallResult(
             tool=request.tool.name,
             ok=False,
-            error=f"the call was interrupted: {why}",
+            error=str(exc) if isinstance(exc, PluginFailed) else f"the call was interrupted: {why}",
             call_id=request.call_id,
             status=status,
             decision=self.decision,
@@ -237,12 +243,28 @@ def decide(host: StepHost, attempt: Attempt) -> None:
 
 def before_call(host: StepHost, attempt: Attempt) -> None:
     """Tell the ``ongrid_before_call`` hooks; one that raises aborts the call (recorded)."""
+    calls = host._hooks or hooks(host.pm)
     try:
-        (host._hooks or hooks(host.pm)).before_call(request=attempt.request)
+        calls.before_call(request=attempt.request)
     except BaseException as exc:
-        attempt.refusal, attempt.status = exc, Outcome.ABORTED
+        error = _named(calls, attempt, exc, calls.raised_by("ongrid_before_call", exc), "ongrid_before_call")
+        attempt.refusal, attempt.status = error, Outcome.ABORTED
         after_call(host, attempt.request, attempt.refused())
-        raise
+        if error is exc:
+            raise
+        raise error from exc
+
+
+def _named(calls: Hooks, attempt: Attempt, exc: BaseException, plugin: str, hook: str) -> BaseException:
+    """A plugin's own exception on the call path as a :class:`PluginFailed` naming it.
+
+    An :class:`OngridError` (the audit log failing closed) and what is not an ``Exception``
+    (Ctrl-C, a cancellation) stay as they are.
+    """
+    if not isinstance(exc, Exception) or isinstance(exc, OngridError):
+        return exc
+    who = calls.label(plugin) if plugin else "a plugin"
+    return PluginFailed(attempt.request.tool.name, who, hook, exc)
 
 
 def request_ticket(host: StepHost, attempt: Attempt) -> None:
@@ -365,7 +387,7 @@ def call(
     try:
         result = attempt.executor.run(attempt.request)
     except BaseException as exc:
-        after_call(host, attempt.request, attempt.crashed(exc))
+        _crashed(host, attempt, exc, "run")
         raise
     return _finish(host, attempt, result)
 
@@ -391,9 +413,19 @@ async def acall(
     try:
         result = await attempt.executor.arun(attempt.request)
     except BaseException as exc:
-        after_call(host, attempt.request, attempt.crashed(exc))
+        _crashed(host, attempt, exc, "arun")
         raise
     return _finish(host, attempt, result)
+
+
+def _crashed(host: StepHost, attempt: Attempt, exc: BaseException, method: str) -> None:
+    """Record a call whose executor raised; a plugin's own exception is raised as a :class:`PluginFailed`."""
+    calls = host._hooks or hooks(host.pm)
+    executor = attempt.executor
+    error = _named(calls, attempt, exc, calls.owner(executor), f"{type(executor).__qualname__}.{method}")
+    after_call(host, attempt.request, attempt.crashed(error))
+    if error is not exc:
+        raise error from exc
 
 
 async def _begin_in_thread(host: StepHost, start: Callable[[], Attempt]) -> Attempt:

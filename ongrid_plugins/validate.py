@@ -161,7 +161,8 @@ def _inspect(
     except ManifestError as exc:
         return _fail(path, "parse_error", exc.message)
     except Exception as exc:  # a third-party loader crashed
-        return _fail(path, "loader_crashed", f"a loader raised {exc!r}")
+        who = hooks(pm).who_raised("ongrid_load_manifest", exc)
+        return _fail(path, "loader_crashed", f"loader {who} raised {exc!r}")
     if skill is None:
         leads = f" (a symlink to {real})" if real != path else ""
         return _fail(path, "not_loaded", f"no loader accepted this file{leads}")

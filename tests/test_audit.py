@@ -31,7 +31,7 @@ from ongrid_plugins import (
 from ongrid_plugins.audit import AuditLog, row_hash
 from ongrid_plugins.audit.chain import SCHEMA
 from ongrid_plugins.audit.entries import UnreadableLog
-from ongrid_plugins.errors import ApprovalError, AuditError, ConfigError
+from ongrid_plugins.errors import ApprovalError, AuditError, ConfigError, PluginFailed
 from ongrid_plugins.schema.redact import REDACTED, redact
 from ongrid_plugins.testing import isolated_settings, make_skill
 
@@ -143,10 +143,11 @@ def test_a_before_call_hook_that_aborts_still_leaves_a_row(
 
     make_skill(root, "echo")
     host = make_host(root, plugins=(Veto(),))
-    with pytest.raises(RuntimeError):
+    with pytest.raises(PluginFailed):
         host.call("echo")
     (row,) = host.audit.entries()
-    assert (row.outcome, row.error) == ("aborted", "maintenance window")
+    assert row.outcome == "aborted"
+    assert row.error.endswith("raised RuntimeError: maintenance window in ongrid_before_call")  # naming Veto
     assert host.audit.verify().inflight == ()
 
 

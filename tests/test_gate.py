@@ -55,7 +55,7 @@ GLOBS = {
     "deny_glob_for_others_only": (("*",), ("other*",), True),
 }
 
-#: A plugin's vote: None abstains; "garbage" is not a Decision and must count as deny.
+#: A plugin's vote: None abstains; "garbage" is not a Decision and must count as a deny naming the plugin.
 VOTES: dict[str, Any] = {
     "abstain": None,
     "allow": Decision(Verdict.ALLOW, "fine by me", "voter"),
@@ -73,7 +73,7 @@ def expected(tool_class: str, mode: str, globs: str, confirmation: bool, vote: s
         builtin = "confirm"
     voted = {"abstain": None, "garbage": "deny"}.get(vote, vote)
     if voted is not None and RANK[voted] > RANK[builtin]:
-        return voted, "unknown" if vote == "garbage" else "voter"
+        return voted, "voter"  # a garbage vote is a deny naming its plugin
     return builtin, "ongrid.gate"
 
 

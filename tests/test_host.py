@@ -551,3 +551,16 @@ def test_acall_and_call_give_the_same_result(make_host: Any, root: Path) -> None
     sync = host.call("same")
     async_ = asyncio.run(host.acall("same"))
     assert (sync.ok, sync.value, sync.stderr_tail) == (async_.ok, async_.value, async_.stderr_tail)
+
+
+def test_a_debug_line_before_the_json_says_log_lines_belong_on_stderr(make_host: Any, root: Path) -> None:
+    make_skill(root, "chatty", script="#!/bin/sh\necho 'debug: starting'\necho '{\"ok\": true}'\n")
+    result = make_host(root).call("chatty")
+    assert not result.ok
+    error = str(result.error)
+    assert error.startswith("stdout is not one JSON object (")
+    assert 'it starts with b\'debug: starting\\n{"ok": true}' in error
+    assert error.endswith(
+        "; it holds text and then a JSON object: log lines belong on stderr "
+        "(print(..., file=sys.stderr), echo ... >&2), stdout carries only the result"
+    )

@@ -21,6 +21,7 @@ from ongrid_plugins.errors import (
     InvalidArguments,
     OngridError,
     PermissionDenied,
+    PluginFailed,
     UnknownPersona,
     UnknownSkill,
 )
@@ -113,7 +114,7 @@ def test_a_before_call_hook_that_raises_aborts_the_call_and_is_recorded_once(
 ) -> None:
     host, recorder = recorded
     recorder.abort = True
-    with pytest.raises(RuntimeError, match="audit log is full"):
+    with pytest.raises(PluginFailed, match=r"RuntimeError: the audit log is full in ongrid_before_call"):
         host.call("wipe", {"p": "x"}, persona="admin")
     assert recorder.after == [(recorder.before[0], "wipe", "aborted")]
     assert host.tickets() == []  # the call the audit refused opened no ticket
@@ -146,5 +147,3 @@ def test_the_host_remembers_sandbox_profiles_outside_the_tool_until_the_next_loa
     fresh = host.get("look")
     assert fresh is not tool and host.sandbox_profile(fresh).digest == again.digest
     assert list(host._profiles) == [id(fresh)]  # the old tools are forgotten
-
-

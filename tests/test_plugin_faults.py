@@ -7,6 +7,7 @@ stdout tests run ``python -m ongrid_plugins`` in a real process.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -18,7 +19,8 @@ from typing import Any
 import pytest
 from distributions import install_dist, skill_files
 
-from ongrid_plugins import PluginLoadError, SkillHost, get_plugin_manager
+from ongrid_plugins import PermissionDenied, PluginLoadError, SkillHost, get_plugin_manager
+from ongrid_plugins.errors import PluginFailed
 from ongrid_plugins.testing import isolated_settings, make_skill, trust_packs
 
 REPO = Path(__file__).resolve().parent.parent
@@ -374,3 +376,181 @@ def test_a_slow_plugin_import_is_named_with_its_seconds(
     assert line.startswith("plugins: importing plugin slow (distribution ongrid-slow 0.1) took 0.")
     assert line.endswith(" s, over 0.2 s: it delays every start of the host")
     assert not _lines(caplog, "quick")
+
+
+# ------------------------------------------------------------ 5. a hook raising on the call path
+
+RAISING_VOTE = """from ongrid_plugins import Decision, hookimpl
+
+@hookimpl
+def ongrid_check_permission(tool, persona):
+    return Decision.deny("a mistaken constructor")
+"""
+STRING_VOTE = """from ongrid_plugins import hookimpl
+
+@hookimpl
+def ongrid_check_permission(tool):
+    return 'deny'
+"""
+RAISING_BEFORE = """from ongrid_plugins import hookimpl
+
+@hookimpl
+def ongrid_before_call(request):
+    raise RuntimeError("quota service down")
+"""
+RAISING_EXECUTOR = """from ongrid_plugins import hookimpl
+
+class Flaky:
+    def run(self, request):
+        raise RuntimeError("backend gone")
+
+    async def arun(self, request):
+        raise RuntimeError("backend gone")
+
+@hookimpl(tryfirst=True)
+def ongrid_executor(tool, settings):
+    return Flaky()
+"""
+
+
+def test_a_permission_vote_that_raises_is_a_deny_naming_the_plugin_with_an_audit_row(
+    site: Path, tmp_path: Path, root: Path
+) -> None:
+    _install_plugin(site, "voter", RAISING_VOTE)
+    make_skill(root, "echo")
+    host = _host(tmp_path, root)
+    with pytest.raises(PermissionDenied) as caught:
+        host.call("echo", {})
+    message = str(caught.value)
+    assert "plugin voter (distribution ongrid-faulty 0.1)" in message
+    assert "AttributeError" in message and "deny" in message
+    assert caught.value.decision.plugin == "voter"
+    assert host.audit.flush()
+    assert [(e.tool, e.outcome) for e in host.audit.entries()][-1] == ("echo", "denied")
+
+
+def test_a_vote_of_the_wrong_type_is_a_deny_naming_the_plugin(site: Path, tmp_path: Path, root: Path) -> None:
+    _install_plugin(site, "stringly", STRING_VOTE)
+    make_skill(root, "echo")
+    with pytest.raises(
+        PermissionDenied, match=r"plugin stringly \(distribution ongrid-faulty 0.1\) returned 'deny'"
+    ):
+        _host(tmp_path, root).call("echo", {})
+
+
+def test_a_raising_vote_is_exit_3_on_the_cli_without_a_traceback(site: Path, root: Path) -> None:
+    _install_plugin(site, "voter", RAISING_VOTE)
+    make_skill(root, "echo")
+    done = _run(site, root, "run", "echo", "{}")
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "plugin voter (distribution ongrid-faulty 0.1)" in done.stderr
+
+
+def test_a_raising_vote_is_a_403_over_rest(site: Path, tmp_path: Path, root: Path) -> None:
+    import httpx
+    from httpserve import running
+
+    from ongrid_plugins.server.rest import create_app
+    from ongrid_plugins.server.tokens import TokenStore
+
+    _install_plugin(site, "voter", RAISING_VOTE)
+    make_skill(root, "echo")
+    app = create_app(_host(tmp_path, root), TokenStore.single("t" * 43, "ann", "admin"))
+    with running(app) as url:
+        response = httpx.post(
+            f"{url}/v1/skills/echo/execute", headers={"Authorization": "Bearer " + "t" * 43}, timeout=30
+        )
+    assert response.status_code == 403, response.text
+    body = response.json()
+    assert body["code"] == "denied" and body["plugin"] == "voter"
+    assert "distribution ongrid-faulty 0.1" in body["error"]
+
+
+def test_a_before_call_hook_that_raises_ends_the_call_naming_the_plugin(
+    site: Path, tmp_path: Path, root: Path
+) -> None:
+    _install_plugin(site, "quota", RAISING_BEFORE)
+    make_skill(root, "echo")
+    host = _host(tmp_path, root)
+    with pytest.raises(PluginFailed) as caught:
+        host.call("echo", {})
+    assert str(caught.value) == (
+        "call to 'echo' failed: plugin quota (distribution ongrid-faulty 0.1) raised "
+        "RuntimeError: quota service down in ongrid_before_call"
+    )
+    assert host.audit.flush()
+    assert [(e.tool, e.outcome) for e in host.audit.entries()][-1] == ("echo", "aborted")
+
+
+def test_an_executor_that_raises_ends_the_call_naming_the_plugin(
+    site: Path, tmp_path: Path, root: Path
+) -> None:
+    _install_plugin(site, "flaky", RAISING_EXECUTOR)
+    make_skill(root, "echo")
+    host = _host(tmp_path, root)
+    with pytest.raises(
+        PluginFailed, match=r"plugin flaky \(distribution ongrid-faulty 0.1\) raised RuntimeError"
+    ):
+        host.call("echo", {})
+    with pytest.raises(PluginFailed, match=r"backend gone in Flaky\.arun"):
+        asyncio.run(host.acall("echo", {}))
+    done = _run(site, root, "run", "echo", "{}")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "plugin flaky (distribution ongrid-faulty 0.1) raised RuntimeError: backend gone" in done.stderr
+
+
+def test_a_raising_before_call_hook_is_not_a_500_over_rest(site: Path, tmp_path: Path, root: Path) -> None:
+    import httpx
+    from httpserve import running
+
+    from ongrid_plugins.server.rest import create_app
+    from ongrid_plugins.server.tokens import TokenStore
+
+    _install_plugin(site, "quota", RAISING_BEFORE)
+    make_skill(root, "echo")
+    app = create_app(_host(tmp_path, root), TokenStore.single("t" * 43, "ann", "admin"))
+    with running(app) as url:
+        response = httpx.post(
+            f"{url}/v1/skills/echo/execute", headers={"Authorization": "Bearer " + "t" * 43}, timeout=30
+        )
+    assert response.status_code == 502, response.text
+    assert response.json()["code"] == "plugin_failed"
+    assert "plugin quota (distribution ongrid-faulty 0.1)" in response.json()["error"]
+
+
+RAISING_LOADER = """from ongrid_plugins import hookimpl
+
+@hookimpl(tryfirst=True)
+def ongrid_load_manifest(path):
+    raise RuntimeError("boom")
+"""
+
+
+def test_a_loader_that_raises_is_named_with_its_distribution(site: Path, tmp_path: Path, root: Path) -> None:
+    _install_plugin(site, "crashy", RAISING_LOADER)
+    make_skill(root, "victim")
+    [event] = _host(tmp_path, root).load().events
+    line = "loader plugin crashy (distribution ongrid-faulty 0.1) raised RuntimeError('boom')"
+    assert event.message == line
+    done = _run(site, root, "validate", str(root))
+    assert line in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "status"),
+    [("voter", RAISING_VOTE, "denied"), ("quota", RAISING_BEFORE, "plugin_failed")],
+    ids=["vote", "before_call"],
+)
+def test_a_model_reads_a_refusal_naming_the_plugin_not_a_crash(
+    site: Path, tmp_path: Path, root: Path, name: str, source: str, status: str
+) -> None:
+    from ongrid_plugins.dispatch import dispatch
+
+    _install_plugin(site, name, source)
+    make_skill(root, "echo")
+    call = {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {}}
+    done = dispatch(_host(tmp_path, root), call, persona="admin")
+    assert done.status == status
+    assert f"plugin {name} (distribution ongrid-faulty 0.1)" in done.payload["error"]
+    assert done.message["is_error"] is True

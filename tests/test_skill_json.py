@@ -495,7 +495,8 @@ def test_entry_that_is_not_executable_is_refused_with_the_fix(make_host: Any, ro
     (folder / "run.sh").chmod(0o644)
     host = load(make_host, root)
     [error] = build_errors(host)
-    assert error == f"entry {(folder / 'run.sh').resolve()} is not executable"
+    entry = (folder / "run.sh").resolve()
+    assert error == f"entry {entry} is not executable — chmod +x {entry}"
 
 
 # ---------------------------------------------------------------- every load checks again
@@ -634,3 +635,67 @@ def test_the_published_schema_and_the_loader_agree_on_each_field_rule(
     assert schema.is_valid(manifest) is loads
     make_skill(root, "probe", manifest=manifest)
     assert (load(make_host, root).report.registered == 1) is loads
+
+
+def test_misspelled_schema_keywords_are_warned_with_the_closest_keyword(make_host: Any, root: Path) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"path": {"type": "string", "x-widget": "file", "$comment": "kept"}, "requried": {}},
+        "requried": ["path"],
+        "additonalProperties": False,
+        "x-ui-order": ["path"],
+    }
+    make_skill(root, "req", schema=schema)
+    messages = [w.message for w in load(make_host, root).skills()[0].warnings]
+    assert messages == [
+        '"schema/requried": unknown JSON Schema keyword "requried" — did you mean "required"? '
+        '(an extension must start with "x-")',
+        '"schema/additonalProperties": unknown JSON Schema keyword "additonalProperties" — did you mean '
+        '"additionalProperties"? (an extension must start with "x-")',
+    ]
+
+
+def test_annotation_keywords_of_draft_2020_12_are_known(make_host: Any, root: Path) -> None:
+    prop = {
+        "type": "string",
+        "title": "T",
+        "description": "D",
+        "default": "a@example.org",
+        "examples": ["a@example.org"],
+        "deprecated": False,
+        "readOnly": False,
+        "writeOnly": False,
+        "format": "email",
+        "contentMediaType": "text/plain",
+        "contentEncoding": "base64",
+    }
+    make_skill(root, "annotated", schema={"type": "object", "properties": {"a": prop}})
+    assert load(make_host, root).skills()[0].warnings == ()
+
+
+def test_a_crlf_shebang_is_a_load_warning_with_the_fix(make_host: Any, root: Path) -> None:
+    make_skill(root, "crlf", script="#!/usr/bin/env python3\r\nprint('{}')\r\n")
+    [warning] = load(make_host, root).skills()[0].warnings
+    entry = root / "crlf" / "run.sh"
+    assert (warning.code, warning.pointer) == ("entry_crlf_shebang", "/entry")
+    assert warning.hint == f"sed -i 's/\\r$//' {entry} (or: dos2unix {entry})"
+
+
+def test_a_load_warning_carries_the_same_fix_as_validate(
+    make_host: Any,
+    root: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from clirun import run
+
+    make_skill(root, "locked")
+    entry = root / "locked" / "run.sh"
+    entry.chmod(0o644)
+    caplog.set_level(logging.WARNING, logger=LOADER)
+    load(make_host, root)
+    said = f"entry {entry} is not executable — chmod +x {entry}"
+    assert any(said in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+    _code, out, _err = run(capsys, "validate", str(root))
+    assert f"  error at /entry: {said}" in out

@@ -157,6 +157,7 @@ def test_no_description_and_no_paragraph_skips_the_file_with_the_build_line(
     assert host.skills() == []
     assert loader_lines(caplog) == [
         'skill loader: build "empty": "description" is missing and the body has no paragraph to use instead'
+        " — add description: saying what it does and when to use it"
     ]
 
 

@@ -9,6 +9,7 @@ import pytest
 from distributions import install_dist, skill_files
 
 from ongrid_plugins import Decision, PermissionDenied, SkillHost, Verdict, hookimpl
+from ongrid_plugins.errors import PluginFailed
 from ongrid_plugins.testing import (
     HookRecorder,
     assert_failed,
@@ -101,8 +102,9 @@ def test_the_hook_recorder_fixture_records_a_raising_hook(
     make_skill(root, "echo")
     host = make_host(root, plugins=(Boom(),))
     recorder = hook_recorder(host)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(PluginFailed) as caught:  # naming the plugin, the RuntimeError its cause
         host.call("echo")
+    assert isinstance(caught.value.__cause__, RuntimeError)
     [call] = recorder.calls_of("ongrid_before_call")
     assert isinstance(call.error, RuntimeError)
 

@@ -207,3 +207,47 @@ def test_a_deep_archive_is_an_error_and_leaves_no_temporary_folder(
     [problem] = json.loads(out)["files"][0]["problems"]
     assert problem["code"] == "unsafe_archive" and "the limit is 64" in problem["message"]
     assert list(scratch.iterdir()) == []
+
+
+def test_a_misspelled_schema_keyword_fails_validate_strict_with_did_you_mean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}, "requried": ["path"]}
+    make_skill(tmp_path, "req", schema=schema)
+    code, out, _err = run(capsys, "validate", str(tmp_path))
+    assert code == 0
+    assert 'unknown JSON Schema keyword "requried" — did you mean "required"?' in out
+    code, out, _err = run(capsys, "validate", "--strict", str(tmp_path))
+    assert code == 1
+    assert 'unknown JSON Schema keyword "requried" — did you mean "required"?' in out
+
+
+def test_validate_reports_every_problem_of_a_schema_in_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"path": {"type": "strin"}, "n": {"minimum": "zero"}},
+        "required": "path",
+        "additonalProperties": False,
+    }
+    make_skill(tmp_path, "many", schema=schema)
+    code, out, _err = run(capsys, "validate", str(tmp_path))
+    assert code == 1
+    assert (
+        "at /properties/path/type: 'strin' is not a type — did you mean \"string\"? "
+        "(valid: array, boolean, integer, null, number, object, string)" in out
+    )
+    assert "at /properties/n/minimum: 'zero' is not of type 'number'" in out
+    assert "at /required: 'path' is not of type 'array'" in out
+    assert 'unknown JSON Schema keyword "additonalProperties"' in out
+
+
+def test_a_crlf_shebang_is_caught_with_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_skill(tmp_path, "crlf", script="#!/bin/sh\r\nread -r args\r\necho '{}'\r\n")
+    code, out, _err = run(capsys, "validate", str(tmp_path))
+    entry = tmp_path / "crlf" / "run.sh"
+    assert f"entry {entry} has Windows line ends (CRLF)" in out
+    assert f"sed -i 's/\\r$//' {entry} (or: dos2unix {entry})" in out
+    code, out, _err = run(capsys, "validate", "--strict", str(tmp_path))
+    assert code == 1

@@ -70,8 +70,7 @@ def _report_lines(report: FileReport, strict: bool) -> list[str]:
     lines = [f"{report.path}{name}: {verdict}"]
     for problem in report.problems:
         where = f" at {problem.pointer}" if problem.pointer else ""
-        hint = f" — {problem.hint}" if problem.hint else ""
-        lines.append(f"  {problem.level}{where}: {problem.message}{hint}")
+        lines.append(f"  {problem.level}{where}: {problem.said}")
     lines.extend(f"  warning (this machine, not the manifest): {line}" for line in report.machine)
     lines.extend(
         f"  sandbox of {tool}: {_describe(declared)}"

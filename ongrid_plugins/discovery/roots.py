@@ -34,6 +34,7 @@ __all__ = [
     "canonical",
     "check_entry",
     "check_symlinked_manifest",
+    "entry_warning",
     "escapes",
     "is_within",
     "open_beneath",
@@ -246,6 +247,28 @@ def check_entry(real: str, st: os.stat_result, root: SkillRoot) -> EntryRefusal 
         return EntryRefusal("entry_not_executable", f"entry {real} is not executable", f"chmod +x {real}")
     problem = entry_problem(real, st, root)
     return EntryRefusal("entry_unsafe", problem) if problem is not None else None
+
+
+def entry_warning(real: str) -> EntryRefusal | None:
+    """What in the entry's first line will stop it from starting, or None: a CRLF shebang.
+
+    ``#!/usr/bin/env python3\r`` (a file saved with Windows line ends) asks the kernel
+    for the interpreter ``python3\r``: the call fails with ``/usr/bin/env: use -[v]S to
+    pass options in shebang lines`` or ``No such file or directory``. An entry that
+    cannot be read is left to the call.
+    """
+    try:
+        with open(real, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    first = head.split(b"\n", 1)[0]
+    if not first.endswith(b"\r"):
+        return None
+    message = f"entry {real} has Windows line ends (CRLF): its shebang line ends in \\r, so it will not start"
+    return EntryRefusal("entry_crlf_shebang", message, f"sed -i 's/\\r$//' {real} (or: dos2unix {real})")
 
 
 def entry_problem(real: str, st: os.stat_result, root: SkillRoot) -> str | None:

@@ -312,7 +312,8 @@ def parse_result(stdout: bytes) -> tuple[Any, str | None]:
             raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", decoded, 0)
         value = _DECODER.decode(decoded)
     except (UnicodeDecodeError, ValueError) as exc:
-        return None, f"stdout is not one JSON object ({_reason(exc)}); it starts with {_preview(stdout)}"
+        why = f"stdout is not one JSON object ({_reason(exc)}); it starts with {_preview(stdout)}"
+        return None, why + _log_lines_hint(text)
     except RecursionError:  # the C scanner recurses once per container
         message = "stdout is nested too deeply to read (print a flatter object)"
         return None, f"{message}; it starts with {_preview(stdout)}"
@@ -331,6 +332,23 @@ def parse_result(stdout: bytes) -> tuple[Any, str | None]:
             "text; print UTF-8, escaping surrogates only in pairs",
         )
     return value, None
+
+
+def _log_lines_hint(text: bytes) -> str:
+    """A hint when stdout is text lines and then one JSON object: a debug print went to stdout."""
+    at = text.find(b"\n{")
+    if at < 0:
+        return ""
+    try:
+        tail = json.loads(text[at + 1 :])
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return ""
+    if not isinstance(tail, dict):
+        return ""
+    return (
+        "; it holds text and then a JSON object: log lines belong on stderr "
+        "(print(..., file=sys.stderr), echo ... >&2), stdout carries only the result"
+    )
 
 
 def _no_constants(name: str) -> None:

@@ -19,19 +19,24 @@ can loosen it. A permission or approval plugin that failed to load counts as a
 
 from __future__ import annotations
 
+import logging
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
-from ..hooks import hooks
+from ..echo import printable
+from ..hooks import hooks, plugin_label
 from ..hookspecs import hookimpl
 from ..models import Decision, PermissionMode, Persona, Tool, ToolClass, Verdict
 
 if TYPE_CHECKING:
     import pluggy
 
+    from ..hooks import Contribution
     from ..models import CallRequest
 
-__all__ = ["BUILTIN_PERSONAS", "GATE_PLUGIN", "class_rule", "decide"]
+__all__ = ["BUILTIN_PERSONAS", "GATE_PLUGIN", "class_rule", "decide", "failed_vote"]
+
+logger = logging.getLogger(__name__)
 
 GATE_PLUGIN = "ongrid.gate"
 
@@ -116,14 +121,35 @@ def decide(pm: pluggy.PluginManager, tool: Tool, persona: Persona, request: Call
         )
         return Decision(Verdict.DENY, reason, info.name)
     votes = hooks(pm).check_permission(tool=tool, persona=persona, request=request)
-    return Decision.strictest([floor, *(_checked(v) for v in votes if v is not None)])
+    return Decision.strictest([floor, *(_checked(pm, vote) for vote in votes)])
 
 
-def _checked(vote: object) -> Decision:
-    # A plugin returning garbage must not crash the call, nor be read as "allow".
-    if isinstance(vote, Decision):
-        return vote
-    return Decision(Verdict.DENY, f"a permission plugin returned {vote!r}, not a Decision", "unknown")
+#: How the reason of a deny standing for a failed vote ends (:func:`failed_vote`).
+_FAILED_VOTE = "; a vote that fails counts as a deny"
+
+
+def failed_vote(decision: Decision) -> bool:
+    """True when ``decision`` is the deny standing for a plugin's vote that raised or was no Decision.
+
+    The tool stays visible to the persona (REST, MCP list it), so that the call is refused
+    with the plugin's fault (403) rather than hidden as unknown (404).
+    """
+    return decision.verdict is Verdict.DENY and decision.reason.endswith(_FAILED_VOTE)
+
+
+def _checked(pm: pluggy.PluginManager, vote: Contribution) -> Decision:
+    # A plugin that raises or returns garbage must not crash the call, nor be read as
+    # "allow": it is a deny naming the plugin, its distribution and what went wrong.
+    if vote.error is None and isinstance(vote.result, Decision):
+        return vote.result
+    who = plugin_label(pm, vote.plugin) if vote.plugin else "a permission plugin"
+    if vote.error is not None:
+        what = f"raised {type(vote.error).__name__}: {printable(str(vote.error), 200)}"
+    else:
+        what = f"returned {printable(repr(vote.result), 60)}, not a Decision"
+    reason = f"the permission vote of {who} {what}{_FAILED_VOTE}"
+    logger.warning("gate: %s", reason)
+    return Decision(Verdict.DENY, reason, vote.plugin or "unknown")
 
 
 @hookimpl

@@ -19,7 +19,7 @@ import stat
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..discovery.roots import check_entry, resolve_file
+from ..discovery.roots import check_entry, entry_warning, resolve_file
 from ..echo import printable
 from ..errors import ManifestBuildError
 from ..hookspecs import hookimpl
@@ -27,6 +27,7 @@ from ..models import Problem, SandboxDecl, Skill, SkillRoot, Tool, ToolClass
 from ..schema import check as schema_check
 from ..schema import defaults as schema_defaults
 from ..schema import safe
+from ..schema.keywords import unknown_keywords
 from ._fields import Fields
 from ._fields import show as _show
 from ._sandbox import read_sandbox
@@ -158,7 +159,7 @@ def _refuse(check: _Checker, name: object) -> None:
     errors = [p for p in check.problems if p.level == "error"]
     if errors:
         shown = name if isinstance(name, str) else ""
-        message = "; ".join(p.message for p in errors)
+        message = "; ".join(p.said for p in errors)
         raise ManifestBuildError(check.path, shown, message, check.problems)
 
 
@@ -191,6 +192,8 @@ def _check_schema(check: _Checker) -> Mapping[str, Any]:
             "schema", "schema_not_object", message, 'arguments are a JSON object: use "type": "object"'
         )
         return empty_schema()
+    for pointer, message in unknown_keywords(schema):  # said beside any other problem
+        check.warn("schema" + pointer, "unknown_keyword", f'"schema{pointer}": {message}')
     problem, with_default = schema_check.check_schema_finding_defaults(schema)
     if problem is not None:
         check.error("schema", "invalid_schema", f'"schema" is not a valid JSON Schema: {problem}')
@@ -236,6 +239,8 @@ def _check_entry(check: _Checker, root: SkillRoot) -> str:
     refusal = check_entry(real, st, root)
     if refusal is not None:
         check.error("entry", *refusal)
+    elif (warning := entry_warning(real)) is not None:
+        check.warn("entry", *warning)
     return real
 
 

@@ -220,7 +220,7 @@ def build_skill(
     _lint(fields, declared, folder, description, text, document)
     errors = fields.errors
     if errors:
-        raise ManifestBuildError(path, name, "; ".join(p.message for p in errors), fields.problems)
+        raise ManifestBuildError(path, name, "; ".join(p.said for p in errors), fields.problems)
     invocable = not _flag(fields, known, "disable_model_invocation")
     return Skill(
         name=name,

@@ -22,11 +22,12 @@ import unicodedata
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..discovery.roots import check_entry, resolve_file
+from ..discovery.roots import check_entry, entry_warning, resolve_file
 from ..models import SandboxDecl, SkillRoot, Tool, ToolClass
 from ..schema import check as schema_check
 from ..schema import defaults as schema_defaults
 from ..schema import safe
+from ..schema.keywords import unknown_keywords
 from ._fields import Fields, canon, pointer, show, type_name
 from ._sandbox import read_sandbox
 
@@ -245,6 +246,8 @@ def _schema(
         message = f'"{key}" must describe an object (its "type" is {show(schema.get("type"))})'
         fields.error(at, "schema_not_object", message, "arguments are a JSON object: use type: object")
         return EMPTY_SCHEMA
+    for sub, message in unknown_keywords(schema):  # said beside any other problem
+        fields.warn(at + sub, "unknown_keyword", f'"{key}{sub}": {message}')
     problem = schema_check.check_schema(schema)
     if problem is not None:
         fields.error(at, "invalid_schema", f'"{key}" is not a valid JSON Schema: {problem}')
@@ -293,6 +296,8 @@ def _exec_entry(fields: Fields, declared: str, at: str, path: str, root: SkillRo
     if refusal is not None:
         fields.error(at, *refusal)
     else:
+        if (warning := entry_warning(real)) is not None:
+            fields.warn(at, *warning)
         return real
     return None
 

@@ -45,6 +45,11 @@ class Problem:
     hint: str = ""
     """What to do about it."""
 
+    @property
+    def said(self) -> str:
+        """The message with its fix (``message — hint``): what ``validate`` and the load log both say."""
+        return f"{self.message} — {self.hint}" if self.hint else self.message
+
     def __str__(self) -> str:
         where = self.path + (f"#{self.pointer}" if self.pointer else "")
         text = f"{where}: {self.message}" if where else self.message

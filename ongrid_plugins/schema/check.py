@@ -41,6 +41,7 @@ It may import the standard library, those modules, and ``jsonschema`` lazily.
 
 from __future__ import annotations
 
+import difflib
 import enum
 import functools
 from typing import Any
@@ -64,13 +65,49 @@ def _limit_message(schema: object) -> str:
 
 
 def _describe(schema: object, error: Any) -> str:
+    """Every problem jsonschema finds in ``schema``, one per place, joined by ``; ``.
+
+    ``error`` (check_schema's first) stands in when the errors cannot be listed.
+    """
+    try:
+        found = sorted(
+            _metaschema_validator().iter_errors(schema), key=lambda e: list(map(str, e.absolute_path))
+        )
+    except Exception:  # iter_errors is a nicety; check_schema's own error will do
+        found = []
+    lines: list[str] = []
+    for one in _leaves(found) or [error]:
+        line = f"at {_where(tuple(one.absolute_path))}: {_message(one)}"
+        if line not in lines:
+            lines.append(line)
+    return "; ".join(lines)
+
+
+def _leaves(errors: list[Any]) -> list[Any]:
+    """One error per place: jsonschema's best match among the errors at that place."""
     from jsonschema.exceptions import best_match
 
-    try:
-        best = best_match(_metaschema_validator().iter_errors(schema)) or error
-    except Exception:  # best_match is a nicety; check_schema's own error will do
-        best = error
-    return f"at {_where(tuple(best.absolute_path))}: {_clip(best.message)}"
+    by_place: dict[tuple[Any, ...], list[Any]] = {}
+    for error in errors:
+        by_place.setdefault(tuple(error.absolute_path), []).append(error)
+    return [best_match(group) for group in by_place.values()]
+
+
+#: The names ``type`` accepts (draft 2020-12).
+TYPE_NAMES = ("array", "boolean", "integer", "null", "number", "object", "string")
+
+
+def _message(error: Any) -> str:
+    """jsonschema's message, or for a bad ``type`` name the valid names with the closest one."""
+    path, bad = error.absolute_path, error.instance
+    in_list = len(path) >= 2 and path[-2] == "type" and error.validator == "enum"
+    if (path and path[-1] == "type" and error.validator == "anyOf") or in_list:
+        if isinstance(bad, str):
+            close = difflib.get_close_matches(bad, TYPE_NAMES, n=1, cutoff=0.5)
+            hint = f' — did you mean "{close[0]}"?' if close else ""
+            return f"{_clip(repr(bad))} is not a type{hint} (valid: {', '.join(TYPE_NAMES)})"
+        return f"{_clip(error.message)} (valid types: {', '.join(TYPE_NAMES)}, or a list of them)"
+    return _clip(error.message)
 
 
 @functools.cache

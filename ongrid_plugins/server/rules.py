@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..errors import OngridError
+from ..gate.decision import failed_vote
 from ..gate.tickets import Ticket
 from ..host import SkillHost
 from ..identity import same_person
@@ -42,11 +43,13 @@ def may_sign(host: SkillHost, who: Principal) -> bool:
 def may_see_tool(host: SkillHost, tool: Tool | str, who: Principal) -> bool:
     """Whether ``who``'s persona may see ``tool``: the gate does not deny it outright.
 
-    A name the host does not know, or a decision that fails, is not visible.
+    A name the host does not know, or a decision that fails, is not visible. A deny that
+    stands for a plugin's failed vote leaves it visible: its call is then a 403 naming the plugin.
     """
     try:
         resolved = host.get(tool) if isinstance(tool, str) else tool
-        return host.decide(resolved, who.persona).verdict is not Verdict.DENY
+        decision = host.decide(resolved, who.persona)
+        return decision.verdict is not Verdict.DENY or failed_vote(decision)
     except OngridError:
         return False
 
