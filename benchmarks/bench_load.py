@@ -6,7 +6,7 @@ manifests). Each round starts one new process per mode, in turn:
 
 * ``go-equiv``: the checks of the original Go loader, in Python
   (``baselines/load_bench.py``: walk, read, ``json.loads``, realpath, field checks);
-* ``ongrid``: ``ongrid_plugins.loader.load_dirs`` (every check of the specification,
+* ``ongrid``: ``ongrid_plugins.catalog.loader.load_dirs`` (every check of the specification,
   the schema's metaschema check and its defaults included).
 
 ``wall`` is the whole process as the parent sees it (interpreter start, imports,
@@ -46,7 +46,7 @@ if mode == "go-equiv":
 else:
     import logging
     logging.disable(logging.WARNING)
-    from ongrid_plugins.loader import load_dirs as load
+    from ongrid_plugins.catalog.loader import load_dirs as load
 t1 = time.perf_counter()
 n = len(load([root]))
 t2 = time.perf_counter()

@@ -76,7 +76,7 @@ def _plain_signer() -> Any:
 def plain_worker(broker: str, name: str, root: str) -> None:
     """An ongrid worker without the HMAC and the task checks (the benchmark's baseline only)."""
     from ongrid_plugins import Settings
-    from ongrid_plugins.host import SkillHost as Host
+    from ongrid_plugins.host.facade import SkillHost as Host
     from ongrid_plugins.remote import checks, worker
 
     worker._state.signer = _plain_signer()

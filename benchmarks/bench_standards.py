@@ -75,8 +75,8 @@ def otel_row(calls: int) -> None:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+    from ongrid_plugins.audit.telemetry import plugin
     from ongrid_plugins.models import CallResult
-    from ongrid_plugins.telemetry import plugin
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -6,6 +6,8 @@ The public API is what ``__all__`` lists; plugins write
 
 from __future__ import annotations
 
+from .catalog.instructions import Instructions, Resource
+from .catalog.resolve import ResolvedSkill
 from .errors import (
     ApprovalError,
     ApprovalRequired,
@@ -27,8 +29,7 @@ from .errors import (
     UnknownSkill,
 )
 from .hookspecs import hookimpl, hookspec
-from .host import SkillHost
-from .instructions import Instructions, Resource
+from .host.facade import SkillHost
 from .models import (
     Activation,
     CallRequest,
@@ -48,7 +49,6 @@ from .models import (
     Verdict,
 )
 from .plugins import PluginInfo, get_plugin_manager
-from .resolve import ResolvedSkill
 from .settings import Settings
 
 __all__ = [
@@ -101,7 +101,7 @@ __all__ = [
 
 def __getattr__(name: str) -> str:
     if name == "__version__":  # read from the package metadata on first use (see ``_version``)
-        from . import _version
+        from .core import version as _version
 
         return _version.__version__
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,7 +33,7 @@ from .errors import OngridError, UnknownSkill
 from .settings import Settings, split_dirs
 
 if TYPE_CHECKING:
-    from .host import SkillHost
+    from .host.facade import SkillHost
 
 __all__ = ["Context", "build_parser", "main"]
 
@@ -97,7 +97,7 @@ class Context:
     def host(self) -> SkillHost:
         """The host, created (not yet loaded) on first use."""
         if self._host is None:
-            from .host import SkillHost
+            from .host.facade import SkillHost
 
             self._host = SkillHost(self.settings())
         return self._host
@@ -120,7 +120,7 @@ class _Version(argparse.Action):
     """``--version``, reading the version only when asked (package metadata is slow to load)."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
-        from ._version import __version__
+        from .core.version import __version__
 
         print(f"{parser.prog} {__version__}")
         parser.exit()

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .echo import echo
+from .core.echo import echo
 
 if TYPE_CHECKING:
     from .models import Decision, Problem

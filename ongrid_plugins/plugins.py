@@ -18,13 +18,13 @@ disabled by name.
 
 While third-party code is imported (entry points, and the parent packages of
 ``ongrid_skills`` packs), what it prints goes to stderr
-(:func:`~ongrid_plugins.stdio.stdout_to_stderr`): stdout carries only our JSON and
+(:func:`~ongrid_plugins.core.stdio.stdout_to_stderr`): stdout carries only our JSON and
 MCP stream. An entry point slower to import than :data:`SLOW_IMPORT_SECONDS` is
 named in a warning, so a slow start has a culprit.
 
 Nothing here runs at import time: :func:`get_plugin_manager` builds a fresh
 manager every time it is called. Hooks are called through the manager's typed
-facade (:attr:`PluginManager.hooks`, :mod:`ongrid_plugins.hooks`).
+facade (:attr:`PluginManager.hooks`, :mod:`ongrid_plugins.core.hooks`).
 """
 
 from __future__ import annotations
@@ -44,11 +44,11 @@ import attrs
 import pluggy
 
 from . import hookspecs
+from .core.hooks import Hooks, hooks
+from .core.stdio import stdout_to_stderr
 from .errors import PluginLoadError
-from .hooks import Hooks, hooks
 from .packs import PACK_GROUP, PackRoots, dist_name_version
 from .settings import Settings
-from .stdio import stdout_to_stderr
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -81,7 +81,7 @@ BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("subprocess", "ongrid_plugins.executors.subprocess"),
     ("native", "ongrid_plugins.executors.native"),
     ("gate", "ongrid_plugins.gate"),
-    ("builtin_tools", "ongrid_plugins.builtin_tools"),
+    ("builtin_tools", "ongrid_plugins.discovery.builtin_tools"),
     ("audit", "ongrid_plugins.audit"),
 )
 
@@ -142,7 +142,7 @@ class PluginManager(pluggy.PluginManager):
         it on every call, so it is kept apart from ``plugin_infos``."""
         self.hook_monitors = 0
         """How many monitors (``add_hookcall_monitoring``, ``enable_tracing``) watch the hook
-        calls: while there is one, :mod:`ongrid_plugins.hooks` calls every hook through pluggy."""
+        calls: while there is one, :mod:`ongrid_plugins.core.hooks` calls every hook through pluggy."""
 
     def add_hookcall_monitoring(self, before: Any, after: Any) -> Callable[[], None]:
         """pluggy's, counted in :attr:`hook_monitors` until its undo function is called."""
@@ -161,7 +161,7 @@ class PluginManager(pluggy.PluginManager):
 
     @property
     def hooks(self) -> Hooks:
-        """The typed hook calls of this manager (:class:`~ongrid_plugins.hooks.Hooks`)."""
+        """The typed hook calls of this manager (:class:`~ongrid_plugins.core.hooks.Hooks`)."""
         return hooks(self)
 
     def add_plugin(self, plugin: object, name: str) -> None:
@@ -214,7 +214,7 @@ def get_plugin_manager(
         elif name in per_host:
             _register(pm, settings, name, "builtin", module, per_host[name])
     if settings.otel:  # OpenTelemetry only when asked for: without it nothing of it is imported
-        module = "ongrid_plugins.telemetry"
+        module = "ongrid_plugins.audit.telemetry"
         _register(pm, settings, "otel", "builtin", module, lambda: importlib.import_module(module).plugin())
     groups = _entry_points(ENTRY_POINT_GROUP, PACK_GROUP) if settings.load_entry_points else {}
     # Third-party code runs from here on: looking a pack up imports its parent package.
@@ -363,7 +363,7 @@ def _distribution(ep: EntryPoint | None) -> tuple[str, str]:
 
 
 def _own_version() -> str:
-    from ._version import __version__
+    from .core.version import __version__
 
     return __version__
 

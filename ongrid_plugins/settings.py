@@ -55,7 +55,7 @@ from typing import Any
 import attrs
 import platformdirs
 
-from .echo import echo
+from .core.echo import echo
 from .errors import ConfigError
 
 __all__ = ["Settings", "split_dirs"]
@@ -241,7 +241,7 @@ def _remote_config(values: dict[str, Any], env: Mapping[str, str]) -> None:
     import logging
     import tomllib
 
-    from .userfiles import read_regular_text
+    from .core.userfiles import read_regular_text
 
     folder = values.get("config_dir") or _user_config_dir()
     path = os.path.join(folder, "config.toml")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pytest
 
-from .host import SkillHost
+from .host.facade import SkillHost
 from .models import CallResult, Event
 from .settings import Settings
 

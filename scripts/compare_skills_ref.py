@@ -19,8 +19,8 @@ from pathlib import Path
 from skills_ref.validator import validate as reference
 
 from ongrid_plugins import Settings
+from ongrid_plugins.catalog.validate import validate_paths
 from ongrid_plugins.plugins import get_plugin_manager
-from ongrid_plugins.validate import validate_paths
 
 
 def folders(tops: list[str]) -> list[Path]:

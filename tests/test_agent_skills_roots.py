@@ -220,8 +220,8 @@ MALFORMED = {
 @pytest.mark.parametrize("folder", sorted(MALFORMED))
 def test_lenient_loading_and_strict_validation_against_skills_ref(tmp_path: Path, folder: str) -> None:
     validator = pytest.importorskip("skills_ref.validator")
+    from ongrid_plugins.catalog.validate import validate_paths
     from ongrid_plugins.plugins import get_plugin_manager
-    from ongrid_plugins.validate import validate_paths
 
     text, loads, strict_ok = MALFORMED[folder]
     make_skill_md(tmp_path, None, folder=folder, raw=text)

@@ -292,7 +292,7 @@ def own_copy_host(console: Console, who: str, tmp_path) -> SkillHost:
 
 
 def test_a_server_ticket_binds_the_skill_files_the_host_runs_and_refuses_them_swapped(console, tmp_path):
-    from ongrid_plugins.pipeline import digest_now
+    from ongrid_plugins.host.pipeline import digest_now
 
     ann = own_copy_host(console, "ann", tmp_path)
     with pytest.raises(ApprovalRequired) as caught:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ongrid_plugins import Requirements, SkillUnavailable
-from ongrid_plugins.availability import Availability, config_env_var, current_os
+from ongrid_plugins.catalog.availability import Availability, config_env_var, current_os
 from ongrid_plugins.testing import ECHO_SH, isolated_settings, make_skill_md, write_executable
 
 LOADER = "ongrid_plugins.loader"

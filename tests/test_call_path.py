@@ -46,7 +46,7 @@ def test_the_per_call_hooks_follow_plugins_added_and_removed_and_keep_pluggys_or
     """Hooks.before_call / after_call / executor see a plugin registered after the first
     call, call in pluggy's order, pass each implementation only the arguments it names,
     stop a firstresult hook at the first answer, and let an exception out unchanged."""
-    from ongrid_plugins.hooks import hooks
+    from ongrid_plugins.core.hooks import hooks
     from ongrid_plugins.hookspecs import hookimpl
 
     make_skill(root, "echo")
@@ -133,7 +133,7 @@ class _Canned:
 
 
 def _request(host: SkillHost) -> Any:
-    from ongrid_plugins.pipeline import check_arguments
+    from ongrid_plugins.host.pipeline import check_arguments
 
     tool = host.get("echo")
     persona = host.persona("operator")

@@ -36,4 +36,4 @@ def test_the_catalog_imports_no_higher_layer() -> None:
 
 
 def test_the_layering_check_sees_a_violation() -> None:
-    assert "ongrid_plugins.host" in imported_modules(PACKAGE / "server" / "mcp.py")
+    assert "ongrid_plugins.host.facade" in imported_modules(PACKAGE / "server" / "mcp.py")

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from ongrid_plugins import ConfigError, SkillHost, UnknownPersona
-from ongrid_plugins.dispatch import Confirmation, adispatch, dispatch, parse_tool_call
+from ongrid_plugins.host.dispatch import Confirmation, adispatch, dispatch, parse_tool_call
 from ongrid_plugins.testing import make_skill
 
 SCHEMAS = Path(__file__).parent / "provider_schemas"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ongrid_plugins.echo import MAX_ECHO, echo, printable
+from ongrid_plugins.core.echo import MAX_ECHO, echo, printable
 
 
 def test_a_short_value_is_echoed_exactly_as_repr_quotes_it() -> None:

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from ongrid_plugins import errors
-from ongrid_plugins.dispatch import _explain
 from ongrid_plugins.errors import (
     EXIT_CODES,
     ApprovalError,
@@ -23,6 +22,7 @@ from ongrid_plugins.errors import (
     SkillUnavailable,
     UnknownSkill,
 )
+from ongrid_plugins.host.dispatch import _explain
 from ongrid_plugins.models import Decision, Verdict
 
 _CONFIRM = Decision(Verdict.CONFIRM, "changes files")

@@ -13,7 +13,7 @@ import pytest
 from clirun import run
 
 from ongrid_plugins import ConfigError, SkillHost, StrictSchemaError
-from ongrid_plugins.export import export_tools
+from ongrid_plugins.host.export import export_tools
 from ongrid_plugins.testing import make_skill, make_skill_md
 
 SCHEMAS = Path(__file__).parent / "provider_schemas"
@@ -296,7 +296,7 @@ def test_gemini_shape_rewrites_the_schema_to_the_openapi_subset(host: SkillHost)
     ],
 )
 def test_gemini_rewrites_what_has_an_equivalent(schema: dict, expected: dict) -> None:
-    from ongrid_plugins.export_gemini import gemini_schema
+    from ongrid_plugins.schema.export_gemini import gemini_schema
 
     converted, problems = gemini_schema(schema)
     assert (converted, problems) == (expected, ())

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from ongrid_plugins import forksafe
 from ongrid_plugins.audit import AuditLog
 from ongrid_plugins.catalog import digest
 from ongrid_plugins.catalog.events import Hub
+from ongrid_plugins.core import forksafe
 from ongrid_plugins.executors.confine import cgroups, grants
 from ongrid_plugins.testing import make_skill
 
@@ -212,7 +212,7 @@ def test_an_owner_that_lost_its_lock_does_not_keep_the_others_from_renewal() -> 
 def test_a_forked_child_hands_out_call_ids_of_its_own() -> None:
     """A pre-fork server's workers must not repeat their parent's ids: an id keys a remote
     call's claim (``ongrid:claim:call:ID``) and an audit row's call."""
-    from ongrid_plugins import pipeline
+    from ongrid_plugins.host.facade import pipeline
 
     parent_first = pipeline._next_call_id()
     read, write = os.pipe()

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ongrid_plugins.frontmatter import (
+from ongrid_plugins.loaders.frontmatter import (
     MAX_ALIAS_NODES,
     FrontMatterError,
     first_paragraph,

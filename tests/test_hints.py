@@ -1,4 +1,4 @@
-"""``ongrid_plugins.hints``: install hints name local things as paths, never as index names."""
+"""``ongrid_plugins.core.hints``: install hints name local things as paths, never as index names."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from venvs import REPO
 
-from ongrid_plugins import hints
+from ongrid_plugins.core import hints
 
 
 @pytest.mark.parametrize(

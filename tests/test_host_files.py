@@ -344,7 +344,11 @@ def _writes(source: Path) -> list[str]:
 
 @pytest.mark.parametrize(
     "source",
-    [SKILLS / "disk_usage" / "run.py", SKILLS / "system_info" / "run.py", SKILLS.parent / "builtin_tools.py"],
+    [
+        SKILLS / "disk_usage" / "run.py",
+        SKILLS / "system_info" / "run.py",
+        SKILLS.parent / "discovery/builtin_tools.py",
+    ],
     ids=lambda p: f"{p.parent.name}/{p.name}",
 )
 def test_the_builtin_tools_have_no_way_to_write(source: Path) -> None:

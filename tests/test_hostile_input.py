@@ -274,7 +274,7 @@ def test_identities_mixing_scripts_are_refused(root: Path, make_host: Any, name:
     "name", ["bob", "Jürgen", "Ζωή", "Борис", "山田太郎", "やまだ たろう", "김민준", "ops-bot_2@example.com"]
 )
 def test_names_in_one_script_are_usable(name: str) -> None:
-    from ongrid_plugins.identity import identity_problem
+    from ongrid_plugins.core.identity import identity_problem
 
     assert identity_problem(name) is None
 
@@ -534,8 +534,8 @@ def test_reading_a_ticket_keeps_accents_apart_though_approving_folds_them(root: 
     """``jose`` may not read ``josé``'s ticket (access: a different person), while ``josé``
     approving a ticket ``jose`` opened is refused as the requester (safe to fold there)."""
     from ongrid_plugins import ApprovalRequired
+    from ongrid_plugins.core.identity import identity_key, same_person
     from ongrid_plugins.errors import ApprovalError
-    from ongrid_plugins.identity import identity_key, same_person
     from ongrid_plugins.server.rules import may_read_ticket
     from ongrid_plugins.server.tokens import Principal
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from ongrid_plugins import Settings, SkillHost, hookimpl
+from ongrid_plugins.catalog.loader import MAX_DEPTH, iter_manifests, load_dirs
 from ongrid_plugins.errors import ManifestBuildError, PluginLoadError
-from ongrid_plugins.loader import MAX_DEPTH, iter_manifests, load_dirs
 from ongrid_plugins.settings import split_dirs
 from ongrid_plugins.testing import isolated_settings, make_skill
 
@@ -198,7 +198,7 @@ def test_every_subtree_cut_at_the_depth_limit_is_logged(
 def test_the_depth_lines_of_one_root_are_capped_with_a_count_of_the_rest(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from ongrid_plugins.loader import MAX_DEPTH_LINES
+    from ongrid_plugins.catalog.loader import MAX_DEPTH_LINES
 
     tops = [f"t{i:02}" for i in range(MAX_DEPTH_LINES + 5)]
     for top in tops:
@@ -227,7 +227,7 @@ def test_unreadable_folder_is_logged_and_the_walk_goes_on(tmp_path: Path) -> Non
         code = (
             "import logging, sys; sys.path[:0] = sys.argv[2:]\n"
             "logging.basicConfig(format='%(message)s')\n"
-            "from ongrid_plugins.loader import load_dirs\n"
+            "from ongrid_plugins.catalog.loader import load_dirs\n"
             "print(sorted(s.name for s in load_dirs([sys.argv[1]])))"
         )
         site = next(p for p in sys.path if p.endswith("site-packages"))
@@ -426,7 +426,7 @@ def test_a_build_line_keeps_the_specification_form_for_a_usable_name(
 
 def listing(folder: Path) -> object:
     """``_list_folder`` of ``folder``: its claimed files and the sub-folders to walk."""
-    from ongrid_plugins import loader
+    from ongrid_plugins.catalog import loader
 
     return loader._list_folder(str(folder), frozenset({"skill.json", "SKILL.md"}))
 
@@ -487,7 +487,7 @@ def test_names_given_as_a_set_are_walked_as_a_frozenset_is(tmp_path: Path) -> No
 def test_a_folder_path_with_a_nul_is_refused_not_cut_short_at_it(tmp_path: Path) -> None:
     (tmp_path / "real").mkdir()
     (tmp_path / "real" / "skill.json").write_text("{}")
-    from ongrid_plugins import loader
+    from ongrid_plugins.catalog import loader
 
     # never read up to the NUL: the folder "real", which the path does not name
     with pytest.raises(ValueError, match="null"):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ongrid_plugins.loader import load_dirs
+from ongrid_plugins.catalog.loader import load_dirs
 from ongrid_plugins.testing import make_skill
 
 HANG = 30

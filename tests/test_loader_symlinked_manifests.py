@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from clirun import run
 
-from ongrid_plugins.loader import load_dirs
+from ongrid_plugins.catalog.loader import load_dirs
 from ongrid_plugins.testing import make_skill, make_skill_md
 
 LOADER = "ongrid_plugins.loader"

@@ -20,8 +20,8 @@ from ongrid_plugins import (
 )
 from ongrid_plugins.cli import main
 from ongrid_plugins.gate import personas
+from ongrid_plugins.gate.persona_lookup import PersonaLookup
 from ongrid_plugins.gate.personas import PersonaFileError, discover, looks_like_path, read_persona
-from ongrid_plugins.persona_lookup import PersonaLookup
 from ongrid_plugins.testing import isolated_settings, make_skill
 
 ONCALL = """---

@@ -1,6 +1,6 @@
 """The call pipeline is the named steps its docstring draws, and each refusal is recorded once.
 
-Each step of :mod:`ongrid_plugins.pipeline` is a function of the module; a call that
+Each step of :mod:`ongrid_plugins.host.pipeline` is a function of the module; a call that
 reaches the gate ends in exactly one ``ongrid_after_call`` with the status the module's
 table gives, and one that stops at the lookup records nothing. The host remembers
 sandbox profiles itself, per tool, until the next load.
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ongrid_plugins import SkillHost, pipeline
+from ongrid_plugins import SkillHost
 from ongrid_plugins.errors import (
     ApprovalRequired,
     ConfirmationRequired,
@@ -26,6 +26,7 @@ from ongrid_plugins.errors import (
     UnknownSkill,
 )
 from ongrid_plugins.hookspecs import hookimpl
+from ongrid_plugins.host.facade import pipeline
 from ongrid_plugins.models import CallRequest, CallResult
 from ongrid_plugins.testing import isolated_settings, make_skill
 

@@ -248,7 +248,7 @@ def test_behind_a_wrapper_the_wrong_answer_is_from_a_plugin(
     site: Path, tmp_path: Path, root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from ongrid_plugins import hookimpl
-    from ongrid_plugins.hooks import hooks
+    from ongrid_plugins.core.hooks import hooks
 
     class Wrapper:
         @hookimpl(wrapper=True)
@@ -269,7 +269,7 @@ def test_behind_a_wrapper_the_wrong_answer_is_from_a_plugin(
 def test_a_recorded_manager_sees_one_call_and_still_names_a_certain_plugin(
     tmp_path: Path, root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from ongrid_plugins.hooks import hooks
+    from ongrid_plugins.core.hooks import hooks
     from ongrid_plugins.testing import HookRecorder
 
     pm = get_plugin_manager(isolated_settings(tmp_path, root))
@@ -345,7 +345,7 @@ def test_stdout_is_ours_again_after_the_plugins_are_loaded(
 
 
 def test_stdout_is_restored_when_the_code_inside_raises(capfd: pytest.CaptureFixture[str]) -> None:
-    from ongrid_plugins.stdio import stdout_to_stderr
+    from ongrid_plugins.core.stdio import stdout_to_stderr
 
     stdout = sys.stdout
     with pytest.raises(SystemExit), stdout_to_stderr():
@@ -545,7 +545,7 @@ def test_a_loader_that_raises_is_named_with_its_distribution(site: Path, tmp_pat
 def test_a_model_reads_a_refusal_naming_the_plugin_not_a_crash(
     site: Path, tmp_path: Path, root: Path, name: str, source: str, status: str
 ) -> None:
-    from ongrid_plugins.dispatch import dispatch
+    from ongrid_plugins.host.dispatch import dispatch
 
     _install_plugin(site, name, source)
     make_skill(root, "echo")

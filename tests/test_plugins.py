@@ -330,7 +330,7 @@ def test_trace_sees_hooks_called_one_implementation_at_a_time(
 
 def test_one_failing_implementation_is_isolated_and_named() -> None:
     from ongrid_plugins import hookimpl
-    from ongrid_plugins.hooks import call_each
+    from ongrid_plugins.core.hooks import call_each
     from ongrid_plugins.plugins import PluginManager
 
     class Broken:

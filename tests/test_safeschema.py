@@ -315,7 +315,7 @@ def test_argument_checks_that_are_not_certainly_light_run_off_the_event_loop(tmp
     host = SkillHost(isolated_settings(tmp_path, root))
     host.load()
     seen: list[int] = []
-    import ongrid_plugins.pipeline as pipeline_module
+    import ongrid_plugins.host.pipeline as pipeline_module
 
     real = pipeline_module.check_schema
 
@@ -580,7 +580,7 @@ def test_cancelling_acall_during_a_threaded_check_records_the_attempt(tmp_path: 
     make_skill(root, "echo", schema={"type": "object", "properties": {"p": {"type": "string"}}})
     host = SkillHost(isolated_settings(tmp_path, root))
     host.load()
-    import ongrid_plugins.pipeline as pipeline_module
+    import ongrid_plugins.host.pipeline as pipeline_module
 
     real = pipeline_module.check_schema
     entered = threading.Event()

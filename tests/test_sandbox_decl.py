@@ -20,12 +20,12 @@ from clirun import run
 from jsonschema import Draft202012Validator
 
 from ongrid_plugins import Settings, SkillHost
+from ongrid_plugins.catalog.validate import FileReport, validate_paths
+from ongrid_plugins.commands.scaffold import scaffold
 from ongrid_plugins.discovery.roots import builtin_skills_dir
 from ongrid_plugins.models import Problem, SandboxDecl, SandboxLimits
-from ongrid_plugins.scaffold import scaffold
 from ongrid_plugins.settings import MAX_SANDBOX_LIMITS
 from ongrid_plugins.testing import make_skill, make_skill_md
-from ongrid_plugins.validate import FileReport, validate_paths
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMAS = REPO / "ongrid_plugins" / "schemas"
@@ -640,7 +640,7 @@ def test_the_schemas_cannot_see_64_0_but_the_loader_refuses_it(make_host: Any, r
 
 
 def test_every_shipped_skill_md_front_matter_validates_against_its_schema() -> None:
-    from ongrid_plugins.frontmatter import parse_yaml, split
+    from ongrid_plugins.loaders.frontmatter import parse_yaml, split
 
     files = [*REPO.glob("ongrid_plugins/skills/*/SKILL.md"), *REPO.glob("plugins/*/*/*/SKILL.md")]
     assert len(files) >= 4

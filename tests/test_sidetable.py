@@ -8,8 +8,8 @@ import pickle
 import attrs
 
 from ongrid_plugins.models import SkillRoot, Tool, ToolClass
+from ongrid_plugins.models.sidetable import SideTable
 from ongrid_plugins.schema.arguments import COMPILED, check_arguments
-from ongrid_plugins.sidetable import SideTable
 
 
 def _tool(**changes: object) -> Tool:

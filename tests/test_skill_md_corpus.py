@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from ongrid_plugins import SkillHost, SkillRoot
-from ongrid_plugins.availability import current_os
+from ongrid_plugins.catalog.availability import current_os
 from ongrid_plugins.loaders.skill_md import load_skill_md
 from ongrid_plugins.testing import isolated_settings
 

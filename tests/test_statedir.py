@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from ongrid_plugins.commands.statedir import init_shared
 from ongrid_plugins.errors import StateAccessError
-from ongrid_plugins.statedir import init_shared
 
 GROUP = grp.getgrgid(os.getgid()).gr_name
 
@@ -114,7 +114,7 @@ def test_a_database_link_another_user_planted_is_refused_not_followed(tmp_path: 
 
 def test_a_journal_folder_this_user_cannot_use_names_the_state_folder_to_share() -> None:
     """The fix named `state init .../state/audit-inflight`, which makes a state folder inside it."""
-    from ongrid_plugins._sqlite import access_error
+    from ongrid_plugins.core._sqlite import access_error
 
     error = access_error(
         "/srv/state/audit-inflight/1-2-1@h.journal", PermissionError(13, "denied"), "/srv/state"
@@ -127,7 +127,7 @@ def test_a_journal_folder_this_user_cannot_use_names_the_state_folder_to_share()
 def test_a_state_folder_on_a_read_only_mount_says_so_not_to_run_state_init(tmp_path: Path) -> None:
     import threading
 
-    from ongrid_plugins._sqlite import access_error
+    from ongrid_plugins.core._sqlite import access_error
     from ongrid_plugins.executors.confine import mounts
 
     state = tmp_path / "ro" / "state"

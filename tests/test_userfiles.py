@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from ongrid_plugins.core.userfiles import NotRegularFile, read_regular, read_regular_text
 from ongrid_plugins.testing import make_skill
-from ongrid_plugins.userfiles import NotRegularFile, read_regular, read_regular_text
 
 #: Seconds a command may take before it counts as hung.
 HANG = 30

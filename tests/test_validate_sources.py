@@ -150,7 +150,7 @@ def test_a_bare_name_is_the_installed_distribution_even_beside_a_folder_of_that_
 def test_what_this_machine_lacks_is_a_warning_that_strict_does_not_count(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ongrid_plugins.availability import current_os
+    from ongrid_plugins.catalog.availability import current_os
     from ongrid_plugins.testing import make_skill_md
 
     other = "darwin" if current_os() != "darwin" else "linux"

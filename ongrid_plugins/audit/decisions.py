@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..identity import identity_key
+from ..core.identity import identity_key
 from ..models import Outcome
 from ..schema.redact import REDACTED
 from .inflight import HOST

@@ -14,9 +14,9 @@ from typing import Any
 
 import attrs
 
+from ..core.userfiles import read_regular
 from ..errors import AuditError, ConfigError
 from ..models import JSON, Outcome
-from ..userfiles import read_regular
 from .chain import COLUMNS, GENESIS, JSON_COLUMNS
 
 __all__ = [

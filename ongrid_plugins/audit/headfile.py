@@ -1,6 +1,6 @@
 """The head :meth:`~.log.AuditLog.record_head` keeps next to the log (``audit-head.json``).
 
-The state folder may be shared by a group (:mod:`ongrid_plugins.statedir`), so any member
+The state folder may be shared by a group (:mod:`ongrid_plugins.commands.statedir`), so any member
 can plant a link or a FIFO in it. The file is written to a temporary file made with
 ``mkstemp`` (``O_CREAT|O_EXCL|O_NOFOLLOW``, an unpredictable name) and renamed over the
 head (a rename replaces a link, it does not follow it); it is read with ``O_NONBLOCK`` and
@@ -15,9 +15,9 @@ import os
 import tempfile
 from typing import Any
 
-from .._sqlite import file_mode
+from ..core._sqlite import file_mode
+from ..core.userfiles import read_regular
 from ..errors import AuditError
-from ..userfiles import read_regular
 
 __all__ = ["MAX_BYTES", "read_head", "write_head"]
 

@@ -12,7 +12,7 @@ what it left here as ``interrupted`` (:func:`recover`). Calls of another machine
 are left for that machine to judge.
 
 The database is written by every process that uses the log -- in a group-shared
-state folder (:mod:`ongrid_plugins.statedir`), by every member of the group -- so a
+state folder (:mod:`ongrid_plugins.commands.statedir`), by every member of the group -- so a
 row read back here is checked (each column of its kind) before it is chained.
 
 May import what :mod:`.chain` may, and :mod:`.chain`.

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .. import _sqlite
+from ..core import _sqlite
 from ..errors import AuditError, ConfigError
 from ..hookspecs import hookimpl
 from ..models import Outcome, ToolClass

@@ -23,9 +23,9 @@ import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .. import _sqlite
+from ..core import _sqlite
+from ..core.forksafe import renew_after_fork
 from ..errors import ConfigError
-from ..forksafe import renew_after_fork
 from .chain import ADDED_COLUMNS, SCHEMA, append
 from .entries import UnreadableLog
 from .inflight import pid_start, recover, started

@@ -20,6 +20,11 @@ What it may import: the core values (``models``, ``errors``, ``forksafe``), ``re
 ``commands`` (the host calls the catalog, not the other way round).
 ``watchfiles`` is imported only when a watch starts, and :mod:`.watch` (asyncio)
 only by ``SkillHost.watch()``.
+
+Moved in from the top level: :mod:`.loader` (the walk over every root),
+:mod:`.availability` (does a skill apply here), :mod:`.instructions` (a skill's
+body and files, read when asked), :mod:`.validate` (``ongrid-skills validate``) and
+:mod:`.resolve` (which skills to mount for one message).
 """
 
 from __future__ import annotations

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from .. import loader
+from ..core.echo import printable
 from ..discovery.registry import Snapshot, spelling
-from ..echo import printable
 from ..errors import ConfigError
 from ..models import LoadEvent, LoadReport, Skill
 from ..packs.pipconsent import vet
+from . import loader
 from .capabilities import PackCapabilities, growth, tool_capabilities
 from .digest import partial_warning, skill_digest
 from .lock import consent_key, consent_problem, installed_folders, read_lock, unlocked_message, verify_pack

@@ -224,7 +224,7 @@ def folder_capabilities(
     folder: str, pm: pluggy.PluginManager, settings: Settings, plugins: Iterable[str] = ()
 ) -> PackCapabilities:
     """Load the skills of ``folder`` alone (as the host would) and return what their tools may do."""
-    from .. import loader
+    from . import loader
 
     folder = os.path.abspath(folder)
     alone = attrs.evolve(settings, skill_dirs=(folder,), include_defaults=False, load_entry_points=False)

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 
 import attrs
 
-from ..forksafe import renew_after_fork
+from ..core.forksafe import renew_after_fork
 from ..models import Problem, Skill, Tool
 
 __all__ = [

@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
+from ..core.forksafe import renew_after_fork
 from ..discovery.registry import Snapshot
-from ..forksafe import renew_after_fork
 from ..models import Skill
 
 __all__ = ["KINDS", "CatalogChange", "Hub", "Listener", "diff"]

@@ -36,9 +36,9 @@ from typing import Any
 
 import attrs
 
+from ..core.userfiles import read_regular_text
 from ..errors import ConfigError
 from ..packs import MARKER
-from ..userfiles import read_regular_text
 from .digest import tree_records
 
 __all__ = [

@@ -33,8 +33,8 @@ from typing import Any
 
 import attrs
 
+from ..core.userfiles import read_regular_text
 from ..errors import ConfigError
-from ..userfiles import read_regular_text
 
 __all__ = [
     "NAMESPACE",

@@ -1,4 +1,10 @@
-"""The sub-commands of ``ongrid-skills``, one module each (see :mod:`ongrid_plugins.cli`)."""
+"""The sub-commands of ``ongrid-skills``, one module each (see :mod:`ongrid_plugins.cli`).
+
+Helpers beside the sub-commands: :mod:`.scaffold` (what ``new`` writes) and
+:mod:`.statedir` (``state init``: a state folder shared by a group).
+
+Layering: the surfaces stage; these modules may import every earlier stage.
+"""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ before anything is read, bound or printed: a count below 1 or past what SQLite c
 hold, a port outside 0-65535, an empty name or path where an empty one would be
 silently taken for "the default".
 
-Imports only the standard library (and :mod:`ongrid_plugins.echo`).
+Imports only the standard library (and :mod:`ongrid_plugins.core.echo`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TextIO
 
-from ..echo import echo, printable
+from ..core.echo import echo, printable
 from ..errors import ConfigError
 
 __all__ = [

@@ -15,9 +15,9 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..callinputs import DuplicateMember, no_duplicates
+from ..core.userfiles import NotRegularFile, read_regular
 from ..errors import ConfigError
-from ..userfiles import NotRegularFile, read_regular
+from ..host.callinputs import DuplicateMember, no_duplicates
 from . import UsageError
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def read_args(ctx: Context) -> Any:
 
 def _read_file(path: str, piped: str) -> bytes:
     """At most one byte over the limit of the regular file ``path`` (a FIFO or device is refused
-    before it is read: :func:`~ongrid_plugins.userfiles.read_regular`)."""
+    before it is read: :func:`~ongrid_plugins.core.userfiles.read_regular`)."""
     try:
         return read_regular(path, MAX_ARGS_BYTES)
     except NotRegularFile as exc:

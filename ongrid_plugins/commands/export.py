@@ -1,7 +1,7 @@
 """``export``: the tool list in a model API's function-calling shape.
 
 OpenAI Chat Completions, OpenAI Responses, Anthropic, MCP and Gemini (see
-:mod:`ongrid_plugins.export`).
+:mod:`ongrid_plugins.host.export`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..errors import StrictSchemaError
-from ..export import FORMATS, PROMPT_FORMATS
+from ..host.export import FORMATS, PROMPT_FORMATS
 from .argtypes import Subcommands, non_empty, output_file
 
 if TYPE_CHECKING:

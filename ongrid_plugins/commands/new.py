@@ -5,9 +5,9 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from ..hints import local_path, pack_install
-from ..scaffold import FORMATS, LANGS, scaffold
+from ..core.hints import local_path, pack_install
 from .argtypes import Subcommands
+from .scaffold import FORMATS, LANGS, scaffold
 
 if TYPE_CHECKING:
     from ..cli import Context

@@ -11,7 +11,7 @@ goes through :func:`printable` before it reaches a terminal: control characters 
 shown as escapes (``\\x1b``, ``\\r``), so no skill can set the terminal's title, clear
 the screen or forge a line of our output. JSON output escapes them the JSON way.
 
-Imports the standard library and :mod:`ongrid_plugins.echo` (the code points to escape).
+Imports the standard library and :mod:`ongrid_plugins.core.echo` (the code points to escape).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from ..echo import UNSAFE_CODES
+from ..core.echo import UNSAFE_CODES
 
 __all__ = [
     "colour",
@@ -39,7 +39,7 @@ __all__ = [
 _CODES = {"bold": "1", "red": "31", "green": "32", "yellow": "33", "dim": "2"}
 
 #: C0, DEL, C1 and the bidirectional controls: what a terminal may read as a command, or
-#: a reader as other text (:data:`ongrid_plugins.echo.UNSAFE_CODES`, one list for both).
+#: a reader as other text (:data:`ongrid_plugins.core.echo.UNSAFE_CODES`, one list for both).
 _CONTROLS = UNSAFE_CODES
 _SHORT = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
 _ESCAPES = {c: _SHORT.get(c, f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _CONTROLS}

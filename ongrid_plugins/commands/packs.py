@@ -8,7 +8,7 @@ import os
 import signal
 from typing import TYPE_CHECKING, Any
 
-from ..echo import echo
+from ..core.echo import echo
 from ..packs import PackInfo, installed_packs
 from .argtypes import Subcommands
 from .output import print_table, printable

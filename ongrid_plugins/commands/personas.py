@@ -11,7 +11,7 @@ from .output import print_table
 
 if TYPE_CHECKING:
     from ..cli import Context
-    from ..host import SkillHost
+    from ..host.facade import SkillHost
 
 __all__ = ["NEEDS", "register", "tool_needs"]
 

@@ -25,7 +25,7 @@ def register(sub: Subcommands) -> None:
 
 
 def cmd_init(ctx: Context) -> int:
-    from ..statedir import init_shared
+    from .statedir import init_shared
 
     shared = init_shared(ctx.args.folder, ctx.args.group)
     print(

@@ -9,8 +9,8 @@ from .argtypes import Subcommands, non_empty
 from .output import print_json, printable
 
 if TYPE_CHECKING:
+    from ..catalog.validate import FileReport
     from ..cli import Context
-    from ..validate import FileReport
 
 __all__ = ["register"]
 

@@ -12,9 +12,12 @@ The first stage after the schemas, in the order a load meets it:
   :class:`~.registry.Snapshot`, swapped in atomically.
 
 The format loaders (``loaders/``), the pip packs (``packs/``) and the plugin manager sit
-at the same stage; the walk that drives them is ``ongrid_plugins.loader`` (the catalog's).
+at the same stage; the walk that drives them is ``ongrid_plugins.catalog.loader`` (the catalog's).
 
 This ``__init__`` imports nothing. What it may import: the standard library, ``attrs``
 and the core values (``models``, ``errors``, ``hookspecs``, ``settings``); never the
 loaders, the catalog, the gate, the host or a surface.
+
+- :mod:`.builtin_tools` is the built-in plugin that contributes the Python tools of
+  the built-in skills (``ongrid_native_tools``).
 """

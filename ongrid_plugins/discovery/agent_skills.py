@@ -71,7 +71,7 @@ def _canonical(path: str) -> str:
 
 def trusted_folders(settings: Settings) -> list[str]:
     """Every trusted folder, canonical: the recorded ones, then the settings'."""
-    from ..userfiles import read_regular_text
+    from ..core.userfiles import read_regular_text
 
     recorded: list[str] = []
     try:

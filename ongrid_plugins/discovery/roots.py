@@ -20,10 +20,10 @@ import sys
 from importlib import resources
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..core.userfiles import file_kind
 from ..errors import ManifestParseError
 from ..hookspecs import hookimpl
 from ..models import SkillRoot
-from ..userfiles import file_kind
 
 if TYPE_CHECKING:
     from ..settings import Settings

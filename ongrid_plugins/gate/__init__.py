@@ -15,6 +15,9 @@ executors, the audit log or a surface.
 
 ``ongrid_plugins.gate`` is the documented import path of the decision and the
 module the ``gate`` plugin is registered as: its names stay importable from here.
+
+:mod:`.persona_lookup` resolves the persona of every call for a host (a name, a path or
+a :class:`Persona`) and defines ``PersonaLike``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Rules (each enforced here, inside one ``BEGIN IMMEDIATE`` transaction, so two
 processes racing on the same ticket are serialised by SQLite):
 
 * two distinct approvers, neither of them the requester (identities compare by
-  :func:`~ongrid_plugins.identity.identity_key`: NFKC, case-folded, invisible
+  :func:`~ongrid_plugins.core.identity.identity_key`: NFKC, case-folded, invisible
   characters removed; names mixing scripts, like ``bоb`` with a Cyrillic ``о``,
   are refused);
 * a ticket is bound to the exact tool, arguments digest and persona it was
@@ -42,11 +42,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import _sqlite
-from ..echo import MAX_ECHO, echo
+from ..core import _sqlite
+from ..core.echo import MAX_ECHO, echo
+from ..core.hooks import hooks
+from ..core.identity import identity_problem, normalize_identity
 from ..errors import ApprovalError
-from ..hooks import hooks
-from ..identity import identity_problem, normalize_identity
 from .tickets import (
     _OPEN,
     REQUIRED_APPROVALS,

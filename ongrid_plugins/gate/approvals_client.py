@@ -21,8 +21,8 @@ import urllib.parse
 import urllib.request
 from typing import TYPE_CHECKING, Any
 
+from ..core.userfiles import read_regular_text
 from ..errors import APPROVAL_REASONS, ApprovalError, ConfigError, OngridError
-from ..userfiles import read_regular_text
 from .approvals import ApprovalStore
 from .tickets import Approval, Ticket, VerifyApproval, _check_skill
 

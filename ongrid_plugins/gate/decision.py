@@ -23,15 +23,15 @@ import logging
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
-from ..echo import printable
-from ..hooks import hooks, plugin_label
+from ..core.echo import printable
+from ..core.hooks import hooks, plugin_label
 from ..hookspecs import hookimpl
 from ..models import Decision, PermissionMode, Persona, Tool, ToolClass, Verdict
 
 if TYPE_CHECKING:
     import pluggy
 
-    from ..hooks import Contribution
+    from ..core.hooks import Contribution
     from ..models import CallRequest
 
 __all__ = ["BUILTIN_PERSONAS", "GATE_PLUGIN", "class_rule", "decide", "failed_vote"]

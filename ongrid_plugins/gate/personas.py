@@ -39,11 +39,11 @@ from typing import Any
 
 import attrs
 
-from ..echo import printable
+from ..core.echo import printable
+from ..core.userfiles import read_regular
 from ..errors import ConfigError
 from ..models import PermissionMode, Persona
 from ..settings import Settings
-from ..userfiles import read_regular
 from .decision import BUILTIN_PERSONAS
 
 __all__ = [
@@ -252,7 +252,7 @@ def _split_front_matter(text: str, path: str) -> tuple[str, str]:
 
 
 def _parse_yaml(front: str, path: str) -> dict[str, Any]:
-    from ..frontmatter import FrontMatterError, load_yaml
+    from ..loaders.frontmatter import FrontMatterError, load_yaml
 
     try:  # the SKILL.md guards: an alias bomb is refused without being expanded
         data = load_yaml(front, first_line=2)

@@ -19,8 +19,8 @@ from typing import Any
 
 import attrs
 
+from ..core.identity import identity_key, identity_problem, normalize_identity
 from ..errors import ApprovalError
-from ..identity import identity_key, identity_problem, normalize_identity
 from ..models import JSON
 
 __all__ = [

@@ -27,7 +27,7 @@ import attrs
 from ..discovery.roots import is_within, resolve_file
 from ..errors import ManifestParseError
 from ..models import Problem, SkillRoot
-from ..sidetable import SideTable
+from ..models.sidetable import SideTable
 from .skill_json import read_manifest
 
 __all__ = ["MANIFESTS", "Pack", "find_pack"]

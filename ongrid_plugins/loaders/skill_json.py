@@ -19,8 +19,8 @@ import stat
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..core.echo import printable
 from ..discovery.roots import check_entry, entry_warning, resolve_file
-from ..echo import printable
 from ..errors import ManifestBuildError
 from ..hookspecs import hookimpl
 from ..models import Problem, SandboxDecl, Skill, SkillRoot, Tool, ToolClass

@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any
 
-from ..echo import number_too_long, utf8_encodable
+from ..core.echo import number_too_long, utf8_encodable
 from ..errors import ManifestParseError
 from ._fields import show, type_name
 

@@ -6,7 +6,7 @@ forgiven slip as a warning on the skill (``ongrid-skills validate --strict`` fai
 on them). See ``docs/skill-md.md`` for every field.
 
 Only the front matter is kept: the body (the instructions) is read again on demand
-by :func:`ongrid_plugins.instructions.read_instructions` (progressive disclosure).
+by :func:`ongrid_plugins.catalog.instructions.read_instructions` (progressive disclosure).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ..errors import ManifestBuildError, ManifestParseError
-from ..frontmatter import Document, FrontMatterError, first_paragraph, parse_yaml, split
 from ..hookspecs import hookimpl
 from ..models import Activation, Skill, SkillRoot
 from . import containers
 from ._fields import Fields, canon, show, type_name
 from ._sandbox import read_sandbox
+from .frontmatter import Document, FrontMatterError, first_paragraph, parse_yaml, split
 from .skill_json_parse import read_bounded as _read_bounded
 from .skill_md_meta import Metadata, read_metadata
 from .skill_md_tools import build_tools, normalise_name

@@ -26,9 +26,9 @@ from typing import Any
 
 import attrs
 
-from ..frontmatter import FrontMatterError, parse_yaml
 from ..models import Requirements
 from ._fields import Fields, canon, pointer, type_name
+from .frontmatter import FrontMatterError, parse_yaml
 
 __all__ = ["OPENCLAW_KEYS", "Metadata", "normalise_os", "read_metadata"]
 

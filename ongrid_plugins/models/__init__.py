@@ -3,7 +3,7 @@
 All of them are frozen attrs classes built from checked data (loaders check raw
 input first, then build these); none is ever built with ``Model(**raw)``, and none
 holds a memo (what a stage remembers about one sits in a
-:class:`~ongrid_plugins.sidetable.SideTable`). Import them from here; the modules
+:class:`~ongrid_plugins.models.sidetable.SideTable`). Import them from here; the modules
 are split by job:
 
 * :mod:`.base`: the JSON type, canonical JSON and the argument digests;
@@ -13,6 +13,9 @@ are split by job:
 * :mod:`.calls`: a call's request, events and result;
 
 May import: nothing of the package outside this folder (the values stage).
+
+Also here: :mod:`.sidetable`, the memos kept beside value objects (keyed by
+identity, never inside them).
 """
 
 from __future__ import annotations

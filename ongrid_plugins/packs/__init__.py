@@ -23,7 +23,7 @@ The modules sit at three stages of the pipeline (``docs/architecture.md``,
 only :mod:`ongrid_plugins.errors`; ``pack_roots`` only the core values (``errors``,
 ``hookspecs``, ``models``), because the plugin manager builds :class:`PackRoots`;
 ``sources``, ``install``, ``consent``, ``pipconsent`` and ``trusted`` come after the
-catalog and may import ``archive``, ``pack_roots``, :mod:`ongrid_plugins.validate` and
+catalog and may import ``archive``, ``pack_roots``, :mod:`ongrid_plugins.catalog.validate` and
 :mod:`ongrid_plugins.catalog`.
 None of them imports the host or a surface.
 

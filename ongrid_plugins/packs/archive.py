@@ -37,9 +37,9 @@ from typing import IO, Any
 
 import attrs
 
-from ..echo import printable, utf8_encodable
+from ..core.echo import printable, utf8_encodable
+from ..core.userfiles import file_kind
 from ..errors import OngridError
-from ..userfiles import file_kind
 from .headers import BoundedTarInfo, HugeHeader, zip_entries, zip_members
 
 __all__ = [

@@ -56,10 +56,10 @@ from ..catalog.lock import (
     read_lock,
     write_entry,
 )
-from ..echo import echo, printable
+from ..catalog.validate import FileReport, validate_paths
+from ..core.echo import echo, printable
+from ..core.userfiles import file_kind
 from ..errors import ConfigError, OngridError
-from ..userfiles import file_kind
-from ..validate import FileReport, validate_paths
 from .archive import Limits, UnpackReport, check_links, remove_tree, unpack
 from .consent import ConsentError, Review, consent_record, review_pack, who
 from .pack_roots import MARKER, InstalledPack, installed_packs, listed_pack, read_marker

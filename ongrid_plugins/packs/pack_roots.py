@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..core.userfiles import read_regular_text
 from ..errors import PackError, PackLoadError
 from ..hookspecs import hookimpl
 from ..models import SkillRoot
-from ..userfiles import read_regular_text
 
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec

@@ -1,6 +1,6 @@
 """What a ``PATH`` given to ``ongrid-skills validate`` may be, and how each is checked.
 
-* a skill folder, a pack folder or a manifest file — :func:`~ongrid_plugins.validate.validate_paths`;
+* a skill folder, a pack folder or a manifest file — :func:`~ongrid_plugins.catalog.validate.validate_paths`;
 * an archive (``.tar.gz``, ``.tgz``, ``.tar``, ``.zip``) — unpacked into a temporary
   folder under the rules ``install`` applies (a refused member is a problem),
   then validated; paths are shown as ``archive.tar.gz!/folder/skill.json``;
@@ -8,7 +8,7 @@
   entry points are validated, and each of its ``ongrid_plugins`` entry points
   that failed to load is a problem.
 
-Everything ends up as :class:`~ongrid_plugins.validate.FileReport`\\ s with the
+Everything ends up as :class:`~ongrid_plugins.catalog.validate.FileReport`\\ s with the
 file, JSON pointer and hint of every problem.
 """
 
@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ..hooks import hooks
+from ..catalog.validate import FileReport, validate_paths
+from ..core.hooks import hooks
 from ..models import Problem
-from ..validate import FileReport, validate_paths
 from .archive import ARCHIVE_SUFFIXES, UnsafeArchive, archive_kind, check_links, remove_tree, unpack
 from .pack_roots import MARKER, PACK_GROUP, PackError, pack_folder
 

@@ -31,7 +31,7 @@ from .pack_roots import PackInfo
 from .pipconsent import pip_consent, pip_files, vet
 
 if TYPE_CHECKING:
-    from ..host import SkillHost
+    from ..host.facade import SkillHost
 
 #: The entry-point group of pluggy plugins (``ongrid_plugins.plugins.ENTRY_POINT_GROUP``; this
 #: module comes before the plugin manager's in the pipeline, so it names it again).

@@ -22,7 +22,7 @@ May import: the core values (models, settings, errors, hookspecs, forksafe), the
 and the executors; Celery and redis only inside :mod:`.client`, :mod:`.results`,
 :mod:`.worker` and :mod:`.calls` (the optional extra ``ongrid-plugins[celery]``).
 Nothing below the host imports this package, and this package imports the host
-(:class:`~ongrid_plugins.host.SkillHost`) only on the worker side, to load the
+(:class:`~ongrid_plugins.host.facade.SkillHost`) only on the worker side, to load the
 worker's own skills.
 """
 

@@ -15,13 +15,13 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..echo import printable
+from ..core.echo import printable
 from ..errors import OngridError
 from ..models import digest_json
 from .wire import PROTOCOL
 
 if TYPE_CHECKING:
-    from ..host import SkillHost
+    from ..host.facade import SkillHost
     from ..models import Tool
     from ..settings import Settings
 

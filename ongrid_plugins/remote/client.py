@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import redis
 
-from ..echo import printable
+from ..core.echo import printable
 from ..models import CallResult, RemoteRun
 from . import late
 from .app import make_app

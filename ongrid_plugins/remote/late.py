@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import redis
 
-from ..echo import printable
+from ..core.echo import printable
 from ..models import RemoteRun
 from .checks import result_refusal
 from .signing import CHANNEL, Signer

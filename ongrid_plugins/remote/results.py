@@ -27,7 +27,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ..forksafe import renew_after_fork
+from ..core.forksafe import renew_after_fork
 
 __all__ = ["LOST", "Connection", "Subscriber", "subscriber"]
 

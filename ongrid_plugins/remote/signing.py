@@ -30,8 +30,8 @@ import stat
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..core.userfiles import read_regular
 from ..errors import ConfigError
-from ..userfiles import read_regular
 
 __all__ = ["KEY_VARIABLE", "MIN_KEY_BYTES", "Signer", "broker_refusal", "load_signer"]
 

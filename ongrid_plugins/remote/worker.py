@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from ..echo import printable
+from ..core.echo import printable
 from ..errors import ConfigError, OngridError
 from ..models import CallRequest, CallResult, Event
 from .app import make_app
@@ -87,7 +87,7 @@ from .wire import (
 )
 
 if TYPE_CHECKING:
-    from ..host import SkillHost
+    from ..host.facade import SkillHost
     from ..models import Tool
     from ..settings import Settings
 
@@ -132,7 +132,7 @@ def _signer() -> Signer | str:
 
 def _host() -> SkillHost:
     if _state.host is None:
-        from ..host import SkillHost
+        from ..host.facade import SkillHost
 
         _state.host = SkillHost()
         _state.host.load()

@@ -21,4 +21,7 @@ What it may import: the standard library, ``re2``, ``attrs``, ``jsonschema`` and
 ``referencing`` (lazily), and from ``ongrid_plugins`` only the core values
 (``models``, ``forksafe``).
 Nothing here imports discovery, the catalog, the host or a surface.
+
+- :mod:`.export_gemini` rewrites a schema into the subset Gemini's function
+  declarations read.
 """

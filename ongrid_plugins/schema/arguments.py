@@ -17,9 +17,9 @@ from typing import Any
 
 import attrs
 
-from ..echo import utf8_encodable
+from ..core.echo import utf8_encodable
 from ..models import Tool, canonical_json
-from ..sidetable import SideTable
+from ..models.sidetable import SideTable
 from .safe import safe_validator
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Nothing here is imported by ``import ongrid_plugins``; the modules that need an extra
 import it themselves and, when it is missing, name the extra and the ``pip install`` that adds
-it (:mod:`ongrid_plugins.hints`), before doing anything else.
+it (:mod:`ongrid_plugins.core.hints`), before doing anything else.
 
 The modules, one job each:
 
@@ -22,8 +22,8 @@ The modules, one job each:
 
 Layering: the surfaces stage. These modules may import the host and every earlier stage
 (values and errors, the catalog, the gate's ticket values, the audit log's values, the
-schema's redaction and argument values) and :mod:`ongrid_plugins.dispatch` (MCP calls through it); nothing
-outside ``server/`` imports them but the CLI (:mod:`ongrid_plugins.commands`). Inside the
+schema's redaction and argument values) and :mod:`ongrid_plugins.host.dispatch` (MCP calls through it);
+nothing outside ``server/`` imports them but the CLI (:mod:`ongrid_plugins.commands`). Inside the
 folder, :mod:`.tokens`, :mod:`.responses`, :mod:`.access`, :mod:`.limits`,
 :mod:`.openapi` and :mod:`.apidocs` import no other server module but this one;
 :mod:`.events` and :mod:`.rules` import :mod:`.tokens`; :mod:`.rest` imports them and :mod:`.console`,
@@ -44,7 +44,7 @@ class MissingExtra(ConfigError):
     """An optional dependency is missing: names the extra, the module and the command that adds it."""
 
     def __init__(self, extra: str, module: str, command: str = "this") -> None:
-        from ..hints import extra_install
+        from ..core.hints import extra_install
 
         self.extra = extra
         self.module = module

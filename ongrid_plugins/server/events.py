@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..catalog import CatalogChange
-from ..host import SkillHost
+from ..host.facade import SkillHost
 from ..models import Verdict
 from .tokens import Principal
 

@@ -3,7 +3,7 @@
 ``ongrid-skills mcp --persona operator`` serves:
 
 * ``tools/list``: the tools the persona may call (``host.export("mcp")``);
-* ``tools/call``: :func:`~ongrid_plugins.dispatch.adispatch`, so the same gate, checks and
+* ``tools/call``: :func:`~ongrid_plugins.host.dispatch.adispatch`, so the same gate, checks and
   runner as every other surface; the skill's stderr lines go out as progress
   notifications (when the client sent a progress token) and as log messages;
 * ``prompts/list`` / ``prompts/get``: each SKILL.md skill's instructions, and
@@ -47,13 +47,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..catalog import CatalogChange
+from ..core.stdio import stdout_to_stderr
 from ..discovery.registry import spelling
-from ..dispatch import Confirmation, Dispatched, adispatch, refusal
 from ..errors import ConfirmationRequired, PermissionDenied, ResourceRefused, UnknownSkill
-from ..host import SkillHost
+from ..gate.persona_lookup import PersonaLike
+from ..host.dispatch import Confirmation, Dispatched, adispatch, refusal
+from ..host.facade import SkillHost
 from ..models import Event, Skill, Verdict
-from ..persona_lookup import PersonaLike
-from ..stdio import stdout_to_stderr
 from . import missing_extra
 
 try:
@@ -174,7 +174,7 @@ def _log_failure(future: Any) -> None:
 
 
 def _version() -> str:
-    from .._version import __version__
+    from ..core.version import __version__
 
     return __version__
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import mcp.types as types
 
-from ..dispatch import Confirmation, Dispatched
 from ..errors import ConfirmationRequired
+from ..host.dispatch import Confirmation, Dispatched
 
 __all__ = [
     "CONFIRM_SCHEMA",

@@ -40,8 +40,8 @@ import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
 from ..catalog import skill_digest
+from ..catalog.instructions import MAX_FILE_BYTES
 from ..errors import ManifestParseError
-from ..instructions import MAX_FILE_BYTES
 from ..models import Skill
 
 __all__ = ["EXTENSION", "PAGE", "Served", "directory_read", "get_skill", "list_skills", "register", "served"]
@@ -236,7 +236,7 @@ _MAX_REMEMBERED = 20_000
 
 
 def _parse_frontmatter(skill: Skill) -> dict[str, Any] | None:
-    from ..frontmatter import FrontMatterError, parse_yaml
+    from ..loaders.frontmatter import FrontMatterError, parse_yaml
     from ..loaders.skill_md import MAX_BYTES, parse_document
 
     try:

@@ -7,7 +7,7 @@ its request waits for ever. Two kinds of line get there:
 * text that is not JSON: answered with JSON-RPC's parse error (``-32700``, ``id: null``);
 * valid JSON holding a lone surrogate (``"\\ud800"``), which Python's parser reads and the
   SDK's refuses. A ``tools/call`` is then run through
-  :func:`~ongrid_plugins.dispatch.adispatch` like any call (in a task: the next lines are
+  :func:`~ongrid_plugins.host.dispatch.adispatch` like any call (in a task: the next lines are
   read meanwhile), so the model gets the same ``invalid_arguments`` result (the pipeline
   refuses text no UTF-8 can carry) and the audit log its row; any other request gets
   ``-32602`` (invalid params);
@@ -25,7 +25,7 @@ its request waits for ever. Two kinds of line get there:
 An answer made here that cannot be written (a result nested deeper than the SDK writes)
 is replaced by an error saying so: a failed write would end the whole server.
 
-It imports the ``mcp`` SDK (the ``[mcp]`` extra), :mod:`ongrid_plugins.dispatch` and
+It imports the ``mcp`` SDK (the ``[mcp]`` extra), :mod:`ongrid_plugins.host.dispatch` and
 the host's types; nothing imports it but :mod:`.mcp`.
 """
 
@@ -39,9 +39,9 @@ import anyio  # the [mcp] extra: .mcp, which imports this module, checked it is 
 import mcp.types as types
 from mcp.shared.message import SessionMessage
 
-from ..dispatch import adispatch
-from ..host import SkillHost
-from ..persona_lookup import PersonaLike
+from ..gate.persona_lookup import PersonaLike
+from ..host.dispatch import adispatch
+from ..host.facade import SkillHost
 
 __all__ = ["carried", "screened"]
 

@@ -434,7 +434,7 @@ def _paths() -> dict[str, Any]:
 
 def document() -> dict[str, Any]:
     """The OpenAPI document (a fresh dict)."""
-    from .._version import __version__
+    from ..core.version import __version__
 
     return {
         "openapi": "3.1.0",

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..core.identity import same_person
 from ..errors import OngridError
 from ..gate.decision import failed_vote
 from ..gate.tickets import Ticket
-from ..host import SkillHost
-from ..identity import same_person
+from ..host.facade import SkillHost
 from ..models import PermissionMode, Tool, Verdict
 from .tokens import Principal
 
@@ -56,7 +56,7 @@ def may_see_tool(host: SkillHost, tool: Tool | str, who: Principal) -> bool:
 
 def may_read_ticket(host: SkillHost, ticket: Ticket, who: Principal) -> bool:
     """Whether ``who`` may read ``ticket``: its requester (the same person by
-    :func:`~ongrid_plugins.identity.same_person`: accents count), or a persona that may sign."""
+    :func:`~ongrid_plugins.core.identity.same_person`: accents count), or a persona that may sign."""
     return same_person(ticket.requester, who.identity) or may_sign(host, who)
 
 

@@ -33,9 +33,9 @@ from typing import Any
 
 import attrs
 
+from ..core.identity import identity_problem, normalize_identity
+from ..core.userfiles import read_regular_text
 from ..errors import ConfigError
-from ..identity import identity_problem, normalize_identity
-from ..userfiles import read_regular_text
 
 __all__ = [
     "Principal",

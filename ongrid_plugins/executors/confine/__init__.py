@@ -10,7 +10,7 @@ state of one child process and all its descendants (:mod:`.plan`): Landlock rule
 
 What it may import: the standard library, :mod:`attrs`, and from the package only
 the core values (:mod:`ongrid_plugins.models`, :mod:`ongrid_plugins.settings`,
-:mod:`ongrid_plugins.sidetable`, :mod:`ongrid_plugins.forksafe`), ``open_beneath`` of
+:mod:`ongrid_plugins.models.sidetable`, :mod:`ongrid_plugins.core.forksafe`), ``open_beneath`` of
 :mod:`ongrid_plugins.discovery.roots` (:mod:`.mounts`). It never imports the host, the
 gate, the surfaces or the loaders; the subprocess executor imports it, lazily.
 
@@ -23,7 +23,7 @@ import logging
 import sys
 import threading
 
-from ...forksafe import renew_after_fork
+from ...core.forksafe import renew_after_fork
 from .kernel import Support, support
 from .plan import ConfinementError, Plan
 from .profile import HOME_SECRETS, Profile, hidden_paths, profile_for

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from ...forksafe import renew_after_fork
+from ...core.forksafe import renew_after_fork
 
 __all__ = ["CallGroup", "acquire", "available", "sweep_stale"]
 

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ...forksafe import renew_after_fork
+from ...core.forksafe import renew_after_fork
 from . import landlock
 from .profile import Profile
 from .stamps import FileStamp, same_files, same_mtimes

@@ -35,7 +35,7 @@ The modules, one job each:
   :mod:`.approval_pages`, :mod:`.audit_pages`;
 * :mod:`.digests` -- file fingerprints and entry-file digests.
 
-Layering: a surface. It may import the host (:mod:`ongrid_plugins.host`), the values and
+Layering: a surface. It may import the host (:mod:`ongrid_plugins.host.facade`), the values and
 errors of the core, :mod:`ongrid_plugins.server.tokens`,
 :mod:`ongrid_plugins.server.rules` (who may see what: REST's rule, not a copy) and
 :mod:`ongrid_plugins.server.responses`, and Starlette; nothing below the server layer

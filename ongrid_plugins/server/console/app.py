@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from importlib import resources
 
-from ...host import SkillHost
+from ...host.facade import SkillHost
 from .. import missing_extra
 from ..tokens import TokenStore
 from . import approvals, audit, live, signin, tools

@@ -12,10 +12,10 @@ import asyncio
 import logging
 from typing import Any
 
+from ...core.identity import same_person
 from ...errors import ApprovalError, OngridError
 from ...gate.tickets import TicketStatus
-from ...identity import same_person
-from ...ticketlog import refused_approval
+from ...host.ticketlog import refused_approval
 from .. import missing_extra
 from ..rules import readable_tickets, too_long
 from ..tokens import Principal
@@ -96,7 +96,7 @@ def _gate_reasons(console: Console, tickets: list[Any]) -> dict[tuple[str, str],
 def _server_digests(console: Console, tickets: list[Any]) -> dict[str, str | None]:
     """The content digest of this server's copy of each tool of ``tickets`` now (``None``:
     it has none), to show approvers a ticket bound to other skill files."""
-    from ...pipeline import digest_now
+    from ...host.pipeline import digest_now
 
     digests: dict[str, str | None] = {}
     for name in {t.tool for t in tickets}:

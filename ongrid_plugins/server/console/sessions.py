@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import attrs
 
-from ...identity import identity_key
+from ...core.identity import identity_key
 from ..tokens import Principal
 
 __all__ = [

@@ -13,7 +13,7 @@ import attrs
 
 from ...audit import VerifyReport
 from ...errors import UnknownSkill
-from ...host import SkillHost
+from ...host.facade import SkillHost
 from ...models import Tool
 from ..rules import may_see_tool, may_sign
 from ..tokens import Principal, TokenStore

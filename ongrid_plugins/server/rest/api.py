@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from ...errors import OngridError, UnknownSkill
-from ...host import SkillHost
+from ...host.facade import SkillHost
 from ...models import Tool
 from .. import missing_extra
 from ..responses import ApiError, api_error

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ...errors import ConfigError
-from ...host import SkillHost
+from ...host.facade import SkillHost
 from .. import missing_extra
 from ..access import AccessLog as AccessLogMiddleware
 from ..responses import ApiError

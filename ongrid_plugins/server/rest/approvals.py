@@ -12,15 +12,15 @@ import re
 from typing import Any
 
 from ...audit.rows import clip
-from ...echo import MAX_ECHO, echo
+from ...core.echo import MAX_ECHO, echo
+from ...core.identity import same_person
 from ...errors import ApprovalError, InvalidArguments
 from ...gate.tickets import STATUSES, Ticket
-from ...identity import same_person
+from ...host.pipeline import digest_now
+from ...host.ticketlog import record, refused_approval
 from ...models import CallRequest, Decision, Outcome, Tool, Verdict, args_digest
-from ...pipeline import digest_now
 from ...schema.arguments import check_arguments
 from ...schema.redact import redact
-from ...ticketlog import record, refused_approval
 from .. import missing_extra
 from ..responses import ApiError, api_error
 from ..rules import may_read_ticket, readable_tickets

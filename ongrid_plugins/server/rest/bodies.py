@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...callinputs import no_duplicates
+from ...host.callinputs import no_duplicates
 from .. import missing_extra
 from ..responses import ApiError
 from ..rules import MAX_TEXT, too_long

@@ -12,10 +12,10 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from ...audit.telemetry import remote_parent
 from ...errors import OngridError, PermissionDenied, UnknownSkill
 from ...models import CallResult, Event, Tool, Verdict
 from ...packs.trusted import pack_of_tool, pack_states
-from ...telemetry import remote_parent
 from .. import missing_extra
 from ..responses import ApiError, api_error, result_body, sse
 from ..tokens import Principal

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from .schema.subschemas import pointed
+from .subschemas import pointed
 
 __all__ = ["GEMINI_KEYWORDS", "MAX_NODES", "gemini_schema"]
 

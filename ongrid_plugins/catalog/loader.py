@@ -10,7 +10,7 @@ Loading follows the specification's ``LoadDirs``::
           ongrid_validate_skill         # any error-level problem rejects it
           first one of a name wins      # later ones logged and skipped
 
-and logs the specification's exact lines on the ``ongrid_plugins.loader``
+and logs the specification's exact lines on the ``ongrid_plugins.catalog.loader``
 logger: ``registered`` at INFO, the skip lines at WARNING.
 """
 
@@ -25,22 +25,22 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..core.echo import printable
+from ..core.hooks import hooks
+from ..discovery.registry import RegistryBuilder, Snapshot
+from ..discovery.roots import canonical, check_symlinked_manifest
+from ..errors import ManifestBuildError, ManifestError, PluginLoadError
+from ..models import LoadEvent, LoadReport, Problem, Skill, SkillRoot
 from .availability import Availability
-from .discovery.registry import RegistryBuilder, Snapshot
-from .discovery.roots import canonical, check_symlinked_manifest
-from .echo import printable
-from .errors import ManifestBuildError, ManifestError, PluginLoadError
-from .hooks import hooks
-from .models import LoadEvent, LoadReport, Problem, Skill, SkillRoot
 
 if TYPE_CHECKING:
     import pluggy
 
-    from .settings import Settings
+    from ..settings import Settings
 
 __all__ = ["iter_manifests", "load", "load_dirs", "resolve_roots"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ongrid_plugins.loader")
 
 #: Folders never descended into: version control, dependency caches.
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__"})
@@ -361,10 +361,10 @@ def load_dirs(dirs: Iterable[str]) -> list[Skill]:
     """Load exactly these roots with the built-in plugins; return the registered skills.
 
     The benchmark entry point (``load_bench.py --callable
-    ongrid_plugins.loader:load_dirs``): no defaults, no entry points.
+    ongrid_plugins.catalog.loader:load_dirs``): no defaults, no entry points.
     """
-    from .plugins import get_plugin_manager
-    from .settings import Settings
+    from ..plugins import get_plugin_manager
+    from ..settings import Settings
 
     settings = Settings(skill_dirs=tuple(dirs), include_defaults=False, load_entry_points=False)
     snapshot, _report = load(get_plugin_manager(settings), settings)

@@ -33,11 +33,11 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .discovery.roots import open_beneath
-from .hookspecs import hookimpl
+from ..hookspecs import hookimpl
+from .roots import open_beneath
 
 if TYPE_CHECKING:
-    from .executors.native import NativeContext
+    from ..executors.native import NativeContext
 
 __all__ = ["disk_usage", "find_large_files", "system_info", "tail_file"]
 

@@ -42,7 +42,7 @@ arguments can never confirm. A dangerous
 call opens a two-person ticket and tells the model its id; once two people approved it
 out of band, the same call from the same caller runs on that ticket (it is spent).
 
-Layering: a surface over the host. It takes any :class:`~ongrid_plugins.hostlike.CallingHost`
+Layering: a surface over the host. It takes any :class:`~ongrid_plugins.host.hostlike.CallingHost`
 (``SkillHost`` is one) and never imports the host, not even for a type, so
 ``SkillHost.dispatch`` can forward here without a circle.
 """
@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .errors import (
+from ..errors import (
     ApprovalError,
     ApprovalRequired,
     AuditError,
@@ -70,12 +70,12 @@ from .errors import (
     SkillUnavailable,
     UnknownSkill,
 )
-from .models import CallResult, EventCallback, Tool
-from .schema.strict import drop_strict_nulls
+from ..models import CallResult, EventCallback, Tool
+from ..schema.strict import drop_strict_nulls
 
 if TYPE_CHECKING:
+    from ..gate.persona_lookup import PersonaLike
     from .hostlike import CallingHost
-    from .persona_lookup import PersonaLike
 
 __all__ = [
     "CALL_FORMATS",

@@ -8,7 +8,7 @@
     report = host.load()
     result = host.call("disk_usage", {"path": "/"})
 
-Every call goes through the steps of :mod:`ongrid_plugins.pipeline`: look the tool up, fill in
+Every call goes through the steps of :mod:`ongrid_plugins.host.pipeline`: look the tool up, fill in
 defaults and check the arguments, ask the gate, tell the ``ongrid_before_call`` hooks, open or
 claim a ticket, run the executor, tell the ``ongrid_after_call`` hooks. Skill failures come back
 as a :class:`CallResult` with ``ok=False``; caller errors raise. The host holds what steps read.
@@ -22,13 +22,15 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from . import gate, pipeline
-from .catalog import Hub, diff, load_catalog
-from .discovery.registry import Registry, Snapshot, spelling
-from .errors import UnknownSkill
-from .hooks import hooks
-from .instructions import Instructions, read_instructions
-from .models import (
+from .. import gate
+from ..catalog import Hub, diff, load_catalog
+from ..catalog.instructions import Instructions, read_instructions
+from ..catalog.resolve import ResolvedSkill, resolve
+from ..core.hooks import hooks
+from ..discovery.registry import Registry, Snapshot, spelling
+from ..errors import UnknownSkill
+from ..gate.persona_lookup import PersonaLike, PersonaLookup
+from ..models import (
     CallRequest,
     CallResult,
     Decision,
@@ -40,24 +42,23 @@ from .models import (
     ToolClass,
     Verdict,
 )
-from .persona_lookup import PersonaLike, PersonaLookup
-from .plugins import PluginInfo, PluginManager, get_plugin_manager
-from .resolve import ResolvedSkill, resolve
-from .settings import Settings
+from ..plugins import PluginInfo, PluginManager, get_plugin_manager
+from ..settings import Settings
+from . import pipeline
 
 if TYPE_CHECKING:
     # Imported when first needed (the first call, load or persona file), not with the package.
-    from .audit import AuditLog
-    from .catalog.events import Listener
-    from .catalog.watch import Watch
+    from ..audit import AuditLog
+    from ..catalog.events import Listener
+    from ..catalog.watch import Watch
+    from ..executors.confine import Profile
+    from ..gate.approvals import ApprovalStore
+    from ..gate.tickets import Ticket
     from .dispatch import ConfirmFn
-    from .executors.confine import Profile
-    from .gate.approvals import ApprovalStore
-    from .gate.tickets import Ticket
 
 __all__ = ["SkillHost"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ongrid_plugins.host")
 
 
 class SkillHost:
@@ -106,7 +107,7 @@ class SkillHost:
         if self._pm is None:
             with self._lock:
                 if self._pm is None:
-                    from .audit import PLUGIN_NAME, warn_if_disabled
+                    from ..audit import PLUGIN_NAME, warn_if_disabled
 
                     pm = get_plugin_manager(self.settings, per_host={PLUGIN_NAME: lambda: self.audit})
                     warn_if_disabled(pm)
@@ -119,7 +120,7 @@ class SkillHost:
     def audit(self) -> AuditLog:
         """The audit log (``<state_dir>/audit.db``); records calls unless the ``audit`` plugin is disabled."""
         if self._audit is None:
-            from .audit import AuditLog
+            from ..audit import AuditLog
 
             self._audit = AuditLog.for_settings(self.settings)
         return self._audit
@@ -129,11 +130,11 @@ class SkillHost:
         """The two-person ticket store: ``<state_dir>/approvals.db``, or a server's (``approvals_url``)."""
         if self._approvals is None:
             if self.settings.approvals_url:
-                from .gate.approvals_client import RemoteApprovalStore
+                from ..gate.approvals_client import RemoteApprovalStore
 
                 self._approvals = RemoteApprovalStore.for_settings(self.settings)
             else:
-                from .gate.approvals import ApprovalStore
+                from ..gate.approvals import ApprovalStore
 
                 self._approvals = ApprovalStore.for_settings(self.settings, witness=self._ticket_witness)
         return self._approvals
@@ -148,7 +149,7 @@ class SkillHost:
 
     def _audited(self) -> AuditLog | None:
         """The audit log, or None when the ``audit`` plugin is disabled."""
-        from .audit import PLUGIN_NAME
+        from ..audit import PLUGIN_NAME
 
         return None if self.pm.is_blocked(PLUGIN_NAME) else self.audit
 
@@ -201,7 +202,7 @@ class SkillHost:
         :class:`CatalogChange`. watchfiles (extra ``[watch]``) is used when
         installed, else (or when inotify runs out) the folders are polled.
         """
-        from .catalog.watch import Watch
+        from ..catalog.watch import Watch
 
         self._snapshot()
         return Watch(
@@ -214,7 +215,7 @@ class SkillHost:
         )
 
     def _watched_folders(self) -> list[str]:
-        from .gate.personas import persona_dirs
+        from ..gate.personas import persona_dirs
 
         report = self._report
         roots = list(report.roots) if report is not None else []
@@ -325,7 +326,7 @@ class SkillHost:
 
     def _os_user(self) -> str:
         if not self._default_caller:
-            from .gate.tickets import os_identity
+            from ..gate.tickets import os_identity
 
             self._default_caller = os_identity()
         return self._default_caller
@@ -341,11 +342,11 @@ class SkillHost:
     ) -> list[dict[str, Any]]:
         """The tools ``persona`` may call, in the function-calling shape of ``format``.
 
-        ``format`` is ``openai``, ``anthropic`` or ``mcp`` (see :mod:`ongrid_plugins.export`);
+        ``format`` is ``openai``, ``anthropic`` or ``mcp`` (see :mod:`ongrid_plugins.host.export`);
         ``strict`` rewrites the schemas for the strict modes and raises
         :class:`StrictSchemaError` naming, per tool, why one cannot be made strict.
         ``skills-prompt`` returns a string instead: the ``<available_skills>`` block of
-        the skills ``persona`` may use (:mod:`ongrid_plugins.export_prompt`).
+        the skills ``persona`` may use (:mod:`ongrid_plugins.host.export_prompt`).
         """
         from .export import export_for_host
 
@@ -364,7 +365,7 @@ class SkillHost:
     ) -> dict[str, Any]:
         """Run a model's tool call; return the tool-result message for it, in the call's format.
 
-        Never raises for the model's mistakes (see :mod:`ongrid_plugins.dispatch`): they
+        Never raises for the model's mistakes (see :mod:`ongrid_plugins.host.dispatch`): they
         come back as error results. ``confirm`` is the host's answer (True, the args
         digest) or a callback asking the user; ``caller`` the identity the host vouches for.
         """
@@ -424,7 +425,7 @@ class SkillHost:
     ) -> CallResult:
         """Run tool ``name`` with ``args`` (a JSON object) and wait for the result.
 
-        The call goes through the steps of :mod:`ongrid_plugins.pipeline`.
+        The call goes through the steps of :mod:`ongrid_plugins.host.pipeline`.
 
         :param persona: Who is asking: a persona name (built-in or from a persona
             file), the path of a persona file, or a :class:`Persona`.
@@ -473,7 +474,7 @@ class SkillHost:
         cached = self._profiles.get(id(tool))
         if cached is not None and cached[0] is tool and cached[1] is self.settings:
             return cached[2]
-        from .executors.confine import Profile, profile_for
+        from ..executors.confine import Profile, profile_for
 
         if tool.kind == "subprocess":
             profile = profile_for(tool, self.settings)

@@ -39,16 +39,16 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .hookspecs import hookimpl
+from ..hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from .models import CallRequest, CallResult
-    from .settings import Settings
+    from ..models import CallRequest, CallResult
+    from ..settings import Settings
 
 __all__ = ["MODULE", "NAME", "Telemetry", "plugin", "remote_parent"]
 
 NAME = "otel"
-MODULE = "ongrid_plugins.telemetry"
+MODULE = "ongrid_plugins.audit.telemetry"
 _SCOPE = "ongrid_plugins"
 _OK = "ok"
 #: Outcomes that are the gate or the checks refusing, not the tool failing.
@@ -63,7 +63,7 @@ def plugin() -> Telemetry:
         import opentelemetry.metrics
         import opentelemetry.trace  # noqa: F401
     except ImportError as exc:
-        from .errors import ConfigError
+        from ..errors import ConfigError
 
         raise ConfigError(
             "ONGRID_OTEL is on but OpenTelemetry is not installed: pip install 'ongrid-plugins[otel]'"

@@ -8,7 +8,7 @@ for every call after it, in every process sharing the state folder.
 :func:`no_duplicates` refuses a JSON object naming a member twice, for every surface
 that reads arguments as JSON text (the CLI, REST).
 
-Core value module: imports only :mod:`ongrid_plugins.errors` and :mod:`ongrid_plugins.echo`.
+Core value module: imports only :mod:`ongrid_plugins.errors` and :mod:`ongrid_plugins.core.echo`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .echo import echo
-from .errors import ConfigError
+from ..core.echo import echo
+from ..errors import ConfigError
 
 __all__ = ["DuplicateMember", "check_caller", "check_ticket", "check_timeout", "no_duplicates"]
 

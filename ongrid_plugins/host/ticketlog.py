@@ -10,7 +10,7 @@ and, on a server that keeps the tickets of other hosts (``POST /v1/approvals``,
 (``ticket_refused``). Rows are written only while the ``audit`` plugin is enabled.
 
 Layering: the host stage, below the host: it may import the values and the gate; the host
-and the servers call it with a :class:`~ongrid_plugins.hostlike.TicketHost`, and it never
+and the servers call it with a :class:`~ongrid_plugins.host.hostlike.TicketHost`, and it never
 imports the host, not even for a type.
 """
 
@@ -19,11 +19,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .errors import ApprovalError, AuditError
-from .models import Outcome
+from ..errors import ApprovalError, AuditError
+from ..models import Outcome
 
 if TYPE_CHECKING:
-    from .gate.tickets import Ticket
+    from ..gate.tickets import Ticket
     from .hostlike import TicketHost
 
 __all__ = ["approve", "record", "refused_approval", "reject"]
@@ -51,7 +51,7 @@ def approve(
     host: TicketHost, ticket_id: str, *, approver: str, note: str = "", sop: str | None = None
 ) -> Ticket:
     """:meth:`SkillHost.approve`: the store's approval, and its row -- or the refusal's."""
-    from .gate.approvals import verify_with_plugins
+    from ..gate.approvals import verify_with_plugins
 
     verify = verify_with_plugins(host.pm)
     try:

@@ -34,18 +34,18 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .echo import printable
-from .models import Problem, Requirements, Skill, Tool
-from .userfiles import read_regular_text
+from ..core.echo import printable
+from ..core.userfiles import read_regular_text
+from ..models import Problem, Requirements, Skill, Tool
 
 if TYPE_CHECKING:
     import pluggy
 
-    from .settings import Settings
+    from ..settings import Settings
 
 __all__ = ["CONFIG_FILE", "Availability", "config_env_var", "current_os"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ongrid_plugins.availability")
 
 CONFIG_FILE = "config.toml"
 _FALSE = frozenset({"", "0", "false", "no", "off"})
@@ -142,7 +142,7 @@ class Availability:
     def natives(self) -> dict[str, Callable[..., Any]]:
         """Every contributed ``builtin:`` key, collected once per load."""
         if self._natives is None:
-            from .plugins import collect_native_tools
+            from ..plugins import collect_native_tools
 
             self._natives = collect_native_tools(self._pm) if self._pm is not None else {}
         return self._natives
@@ -186,7 +186,7 @@ def _unbound(tool: Tool) -> bool:
 
 
 def _own_version() -> str:
-    from ._version import __version__
+    from ..core.version import __version__
 
     return __version__
 

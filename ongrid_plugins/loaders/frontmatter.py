@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from .echo import number_too_long
+from ..core.echo import number_too_long
 
 __all__ = [
     "MAX_ALIAS_NODES",

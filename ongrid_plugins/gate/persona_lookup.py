@@ -1,6 +1,6 @@
 """Persona lookup for the host: a :class:`Persona`, a built-in or persona-file name, or a path.
 
-The pipeline's :func:`~ongrid_plugins.pipeline.lookup` step resolves the persona of
+The pipeline's :func:`~ongrid_plugins.host.pipeline.lookup` step resolves the persona of
 every call through the host's :class:`PersonaLookup`, which remembers the persona
 files found until a load (or a name it does not know yet) makes it look again.
 
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeAlias
 
-from . import gate
-from .errors import ConfigError, UnknownPersona
-from .models import Persona
+from .. import gate
+from ..errors import ConfigError, UnknownPersona
+from ..models import Persona
 
 if TYPE_CHECKING:
-    from .gate.personas import PersonaCatalog
-    from .settings import Settings
+    from ..settings import Settings
+    from .personas import PersonaCatalog
 
 __all__ = ["PersonaLike", "PersonaLookup"]
 
@@ -53,7 +53,7 @@ class PersonaLookup:
         builtin = gate.BUILTIN_PERSONAS.get(persona)
         if builtin is not None:
             return builtin
-        from .gate import personas as persona_files
+        from . import personas as persona_files
 
         if persona_files.looks_like_path(persona):
             return persona_files.read_persona(persona)
@@ -73,7 +73,7 @@ class PersonaLookup:
     def _files(self, settings: Settings, refresh: bool = False) -> PersonaCatalog:
         catalog = self._catalog
         if catalog is None or refresh:
-            from .gate.personas import discover
+            from .personas import discover
 
             catalog = self._catalog = discover(settings)
         return catalog

@@ -30,11 +30,11 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from .models import Skill, Verdict
+from ..models import Skill, Verdict
 
 if TYPE_CHECKING:
+    from ..gate.persona_lookup import PersonaLike
     from .hostlike import ExportingHost
-    from .persona_lookup import PersonaLike
 
 __all__ = ["FORMAT", "skills_prompt", "usable_skills"]
 

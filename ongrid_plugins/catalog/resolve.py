@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from .models import Skill, Tool
+from ..models import Skill, Tool
 
 __all__ = ["ResolvedSkill", "resolve"]
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .errors import StateAccessError
+from ..errors import StateAccessError
 
 __all__ = ["access_error", "access_problem", "connect", "create_private", "file_mode"]
 

@@ -20,7 +20,7 @@ The shapes, as each provider documents them:
   made strict would then be refused;
 * ``gemini`` (function declarations, for ``tools=[{"functionDeclarations": [...]}]``):
   ``{"name", "description", "parameters"}`` with ``parameters`` rewritten to the
-  OpenAPI subset Gemini reads (:mod:`ongrid_plugins.export_gemini`); a schema it cannot
+  OpenAPI subset Gemini reads (:mod:`ongrid_plugins.schema.export_gemini`); a schema it cannot
   express is a problem, like a strict-mode one. Gemini has no strict mode.
 
 A tool's ``when_to_use`` is folded into its description; so is what the persona will
@@ -28,7 +28,7 @@ need to call it (a confirmation, a two-person approval), so the model can tell t
 Every schema is a deep copy: changing an exported dict never changes the registry.
 
 Layering: a surface over the host. :func:`export_for_host` takes any
-:class:`~ongrid_plugins.hostlike.ExportingHost` (``SkillHost`` is one) and this module
+:class:`~ongrid_plugins.host.hostlike.ExportingHost` (``SkillHost`` is one) and this module
 never imports the host, not even for a type, so ``SkillHost.export`` can forward here
 without a circle.
 """
@@ -42,14 +42,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .errors import ConfigError, StrictSchemaError
-from .export_gemini import gemini_schema
-from .models import Tool, ToolClass, Verdict
-from .schema.strict import make_strict
+from ..errors import ConfigError, StrictSchemaError
+from ..models import Tool, ToolClass, Verdict
+from ..schema.export_gemini import gemini_schema
+from ..schema.strict import make_strict
 
 if TYPE_CHECKING:
+    from ..gate.persona_lookup import PersonaLike
     from .hostlike import ExportingHost
-    from .persona_lookup import PersonaLike
 
 __all__ = [
     "FORMATS",
@@ -158,7 +158,7 @@ def export_tools(
 def export_for_host(
     host: ExportingHost, fmt: str, *, persona: PersonaLike = "operator", strict: bool = False
 ) -> list[dict[str, Any]]:
-    """What :meth:`SkillHost.export <ongrid_plugins.host.SkillHost.export>` returns.
+    """What :meth:`SkillHost.export <ongrid_plugins.host.facade.SkillHost.export>` returns.
 
     The tools ``persona`` may call, each described with what it will need to call them;
     for ``skills-prompt``, the ``<available_skills>`` text (:mod:`.export_prompt`).

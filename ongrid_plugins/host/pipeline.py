@@ -47,12 +47,12 @@ comes after it. A ticket is claimed last, once nothing else can stop the call: a
 claimed ticket is spent.
 
 The per-call path makes one :class:`Attempt` and one :class:`CallRequest` (two on a
-ticketed call), and calls each hook once through its typed method (:func:`~ongrid_plugins.hooks.hooks`).
+ticketed call), and calls each hook once through its typed method (:func:`~ongrid_plugins.core.hooks.hooks`).
 
 Layering: the host stage. It may import the values, the schema checks, the gate, the
 executors' interface and the catalog's digests; the host reaches it, it never imports
 the host, not even for a type: the ``host`` parameter of each step is a
-:class:`~ongrid_plugins.hostlike.StepHost`, the members the steps read.
+:class:`~ongrid_plugins.host.hostlike.StepHost`, the members the steps read.
 """
 
 from __future__ import annotations
@@ -66,11 +66,10 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from . import gate
-from .begin_aside import begin_in_thread
-from .callinputs import check_caller, check_ticket, check_timeout
-from .catalog import skill_digest
-from .errors import (
+from .. import gate
+from ..catalog import skill_digest
+from ..core.hooks import hooks
+from ..errors import (
     ApprovalError,
     ApprovalRequired,
     ConfirmationRequired,
@@ -80,8 +79,7 @@ from .errors import (
     PluginFailed,
     SkillUnavailable,
 )
-from .hooks import hooks
-from .models import (
+from ..models import (
     CallRequest,
     CallResult,
     Decision,
@@ -92,15 +90,17 @@ from .models import (
     Verdict,
     digest_json,
 )
-from .schema.arguments import check_arguments as check_schema
-from .schema.arguments import is_light
+from ..schema.arguments import check_arguments as check_schema
+from ..schema.arguments import is_light
+from .begin_aside import begin_in_thread
+from .callinputs import check_caller, check_ticket, check_timeout
 
 if TYPE_CHECKING:
-    from .executors import Executor
-    from .gate.tickets import Ticket
-    from .hooks import Hooks
+    from ..core.hooks import Hooks
+    from ..executors import Executor
+    from ..gate.persona_lookup import PersonaLike
+    from ..gate.tickets import Ticket
     from .hostlike import StepHost
-    from .persona_lookup import PersonaLike
 
 __all__ = [
     "Attempt",
@@ -119,7 +119,7 @@ __all__ = [
     "request_ticket",
 ]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ongrid_plugins.pipeline")
 
 
 class Attempt:
@@ -447,7 +447,7 @@ def _finish(host: StepHost, attempt: Attempt, result: CallResult) -> CallResult:
 
 
 def _open_ticket(host: StepHost, request: CallRequest, decision: Decision) -> Ticket:
-    from .schema.redact import redact
+    from ..schema.redact import redact
 
     tool = request.tool
     args, _paths = redact(tool.schema, request.args)

@@ -19,8 +19,8 @@ import os
 import re
 from pathlib import Path
 
-from .echo import echo, printable
-from .errors import ConfigError
+from ..core.echo import echo, printable
+from ..errors import ConfigError
 
 __all__ = ["FORMATS", "LANGS", "scaffold"]
 

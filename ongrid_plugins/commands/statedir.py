@@ -28,8 +28,8 @@ import stat
 
 import attrs
 
-from . import _sqlite
-from .errors import ConfigError, StateAccessError
+from ..core import _sqlite
+from ..errors import ConfigError, StateAccessError
 
 __all__ = ["SHARED_DIR_MODE", "SHARED_FILE_MODE", "SharedState", "init_shared"]
 
@@ -54,10 +54,10 @@ def init_shared(folder: str, group: str) -> SharedState:
     :raises StateAccessError: this user may not give a file to the group (only its
         owner, being a member of the group, or root may).
     """
-    from .audit import DB_NAME as AUDIT_DB
-    from .audit.chain import SCHEMA as AUDIT_SCHEMA
-    from .gate.approvals import _SCHEMA as APPROVALS_SCHEMA
-    from .gate.approvals import DB_NAME as APPROVALS_DB
+    from ..audit import DB_NAME as AUDIT_DB
+    from ..audit.chain import SCHEMA as AUDIT_SCHEMA
+    from ..gate.approvals import _SCHEMA as APPROVALS_SCHEMA
+    from ..gate.approvals import DB_NAME as APPROVALS_DB
 
     gid = _gid(group)
     folder = os.path.abspath(os.path.expanduser(folder))

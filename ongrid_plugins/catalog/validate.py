@@ -15,19 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..core.hooks import hooks
+from ..core.userfiles import file_kind
+from ..discovery.registry import spelling
+from ..discovery.roots import canonical, check_symlinked_manifest
+from ..errors import ManifestBuildError, ManifestError
+from ..models import Problem, Skill, SkillRoot
 from .availability import Availability
-from .discovery.registry import spelling
-from .discovery.roots import canonical, check_symlinked_manifest
-from .errors import ManifestBuildError, ManifestError
-from .hooks import hooks
 from .loader import iter_manifests, validate_skill
-from .models import Problem, Skill, SkillRoot
-from .userfiles import file_kind
 
 if TYPE_CHECKING:
     import pluggy
 
-    from .settings import Settings
+    from ..settings import Settings
 
 __all__ = ["FileReport", "validate_paths"]
 

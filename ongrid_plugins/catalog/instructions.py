@@ -24,9 +24,9 @@ from typing import Any
 
 import attrs
 
-from .discovery.roots import open_beneath
-from .errors import ManifestParseError, ResourceRefused
-from .models import Skill
+from ..discovery.roots import open_beneath
+from ..errors import ManifestParseError, ResourceRefused
+from ..models import Skill
 
 __all__ = ["MAX_FILE_BYTES", "RESOURCE_DIRS", "Instructions", "Resource", "read_instructions"]
 
@@ -138,7 +138,7 @@ def _read_body(path: str, folder: str) -> str:
     ``path`` is canonical (the loader resolves a symlinked manifest), so a SKILL.md
     replaced by a symlink since the load is refused rather than read from elsewhere.
     """
-    from .loaders.skill_md import MAX_BYTES, parse_document
+    from ..loaders.skill_md import MAX_BYTES, parse_document
 
     try:
         with _Folder(folder) as opened:

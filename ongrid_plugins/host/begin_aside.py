@@ -7,7 +7,7 @@ flight, even when the cancellation is delivered again at every await (anyio's ca
 scopes, an MCP client that closed its stream) or the loop is shutting down.
 
 It imports only the standard library; the pipeline passes what it needs
-(:mod:`ongrid_plugins.pipeline` is its only user).
+(:mod:`ongrid_plugins.host.pipeline` is its only user).
 """
 
 from __future__ import annotations

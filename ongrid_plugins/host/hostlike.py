@@ -20,15 +20,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from .audit import AuditLog
-    from .discovery.registry import Registry
-    from .executors.confine import Profile
-    from .gate.approvals import ApprovalStore
-    from .hooks import Hooks
-    from .models import CallResult, Decision, EventCallback, Persona, Skill, Tool
-    from .persona_lookup import PersonaLike
-    from .plugins import PluginManager
-    from .settings import Settings
+    from ..audit import AuditLog
+    from ..core.hooks import Hooks
+    from ..discovery.registry import Registry
+    from ..executors.confine import Profile
+    from ..gate.approvals import ApprovalStore
+    from ..gate.persona_lookup import PersonaLike
+    from ..models import CallResult, Decision, EventCallback, Persona, Skill, Tool
+    from ..plugins import PluginManager
+    from ..settings import Settings
 
 __all__ = ["CallingHost", "ExportingHost", "StepHost", "TicketHost"]
 
@@ -101,7 +101,7 @@ class CallingHost(Protocol):
 
 
 class ExportingHost(Protocol):
-    """What :func:`~ongrid_plugins.export.export_for_host` reads of a host."""
+    """What :func:`~ongrid_plugins.host.export.export_for_host` reads of a host."""
 
     def persona(self, persona: PersonaLike) -> Persona: ...
     def tools(self, persona: Persona) -> list[Tool]: ...

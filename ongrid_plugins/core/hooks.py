@@ -43,18 +43,18 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pluggy
 
+from ..models import Problem, Skill, SkillRoot
 from .echo import printable
-from .models import Problem, Skill, SkillRoot
 
 if TYPE_CHECKING:
-    from .executors import Executor
-    from .gate.tickets import Approval, Ticket
-    from .models import CallRequest, CallResult, Persona, Tool
-    from .settings import Settings
+    from ..executors import Executor
+    from ..gate.tickets import Approval, Ticket
+    from ..models import CallRequest, CallResult, Persona, Tool
+    from ..settings import Settings
 
 __all__ = ["Contribution", "Hooks", "Implementation", "call_each", "hooks", "plugin_label"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("ongrid_plugins.hooks")
 
 
 class Contribution(NamedTuple):
