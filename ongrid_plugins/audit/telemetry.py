@@ -40,6 +40,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..hookspecs import hookimpl
+from ..models import Outcome
 
 if TYPE_CHECKING:
     from ..models import CallRequest, CallResult
@@ -50,10 +51,17 @@ __all__ = ["MODULE", "NAME", "Telemetry", "plugin", "remote_parent"]
 NAME = "otel"
 MODULE = "ongrid_plugins.audit.telemetry"
 _SCOPE = "ongrid_plugins"
-_OK = "ok"
+_OK = Outcome.OK
 #: Outcomes that are the gate or the checks refusing, not the tool failing.
 _REFUSALS = frozenset(
-    {"denied", "needs_confirmation", "needs_approval", "ticket_refused", "invalid_arguments", "unavailable"}
+    {
+        Outcome.DENIED,
+        Outcome.NEEDS_CONFIRMATION,
+        Outcome.NEEDS_APPROVAL,
+        Outcome.TICKET_REFUSED,
+        Outcome.INVALID_ARGUMENTS,
+        Outcome.UNAVAILABLE,
+    }
 )
 
 
@@ -157,15 +165,15 @@ class Telemetry:
 
     @staticmethod
     def _events(span: Any, request: CallRequest, result: CallResult, outcome: str) -> None:
-        if outcome == "needs_confirmation":
+        if outcome == Outcome.NEEDS_CONFIRMATION:
             span.add_event("ongrid.confirmation", {"ongrid.confirmation": "asked"})
-        elif request.confirm and outcome not in ("needs_approval", "ticket_refused"):
+        elif request.confirm and outcome not in (Outcome.NEEDS_APPROVAL, Outcome.TICKET_REFUSED):
             span.add_event("ongrid.confirmation", {"ongrid.confirmation": "given"})
-        if outcome == "needs_approval":
+        if outcome == Outcome.NEEDS_APPROVAL:
             span.add_event(
                 "ongrid.ticket", {"ongrid.ticket": "opened", "ongrid.ticket.id": request.ticket or ""}
             )
-        elif outcome == "ticket_refused":
+        elif outcome == Outcome.TICKET_REFUSED:
             span.add_event(
                 "ongrid.ticket", {"ongrid.ticket": "refused", "ongrid.ticket.id": request.ticket or ""}
             )
