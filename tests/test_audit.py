@@ -181,19 +181,24 @@ def test_rows_finished_while_a_write_waits_share_its_commit(tmp_path: Path) -> N
     store._conn.set_trace_callback(statements.append)
     rows = [{"time": 1.0, "call_id": f"call-{i}", "tool": "echo", "outcome": "ok"} for i in range(2)]
     with store.lock:  # a write in progress: both calls finish meanwhile
-        threads = [threading.Thread(target=store.chain, args=(row,)) for row in rows]
-        for count, t in enumerate(threads, 1):
-            t.start()
-            deadline = time.monotonic() + 10
-            while len(store.backlog) < count and time.monotonic() < deadline:
-                time.sleep(0.001)
-            assert len(store.backlog) == count
+        threads = _queued([threading.Thread(target=store.chain, args=(row,)) for row in rows], store.backlog)
     for t in threads:
         t.join()
     assert statements.count("COMMIT") == 1  # the second row rode on the first one's commit
     assert [entry.call_id for entry in log.entries()] == ["call-0", "call-1"]
     assert store.backlog == []
     assert log.verify().ok
+
+
+def _queued(threads: list[threading.Thread], queue: list[Any]) -> list[threading.Thread]:
+    """Start each thread in turn, each once the one before has put its entry in ``queue``."""
+    for count, t in enumerate(threads, 1):
+        t.start()
+        deadline = time.monotonic() + 10
+        while len(queue) < count and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert len(queue) == count
+    return threads
 
 
 def test_calls_starting_while_a_write_waits_share_its_commit(tmp_path: Path) -> None:
@@ -205,13 +210,8 @@ def test_calls_starting_while_a_write_waits_share_its_commit(tmp_path: Path) -> 
     store._conn.set_trace_callback(statements.append)
     columns = {"time": 1.0, "tool": "echo"}
     with store.lock:  # a write in progress: both calls start meanwhile
-        threads = [threading.Thread(target=store.start, args=(f"call-{i}", columns)) for i in range(2)]
-        for count, t in enumerate(threads, 1):
-            t.start()
-            deadline = time.monotonic() + 10
-            while len(store.starting) < count and time.monotonic() < deadline:
-                time.sleep(0.001)
-            assert len(store.starting) == count
+        starts = [threading.Thread(target=store.start, args=(f"call-{i}", columns)) for i in range(2)]
+        threads = _queued(starts, store.starting)
     for t in threads:
         t.join()
     assert statements.count("COMMIT") == 1  # the second record rode on the first one's commit

@@ -447,20 +447,25 @@ def test_a_raising_vote_is_exit_3_on_the_cli_without_a_traceback(site: Path, roo
     assert "plugin voter (distribution ongrid-faulty 0.1)" in done.stderr
 
 
-def test_a_raising_vote_is_a_403_over_rest(site: Path, tmp_path: Path, root: Path) -> None:
+def _execute_over_rest(site: Path, tmp_path: Path, root: Path, plugin: str, source: str) -> Any:
+    """POST an ``echo`` call to a real REST server whose host has the plugin ``source`` installed."""
     import httpx
     from httpserve import running
 
     from ongrid_plugins.server.rest import create_app
     from ongrid_plugins.server.tokens import TokenStore
 
-    _install_plugin(site, "voter", RAISING_VOTE)
+    _install_plugin(site, plugin, source)
     make_skill(root, "echo")
     app = create_app(_host(tmp_path, root), TokenStore.single("t" * 43, "ann", "admin"))
     with running(app) as url:
-        response = httpx.post(
+        return httpx.post(
             f"{url}/v1/skills/echo/execute", headers={"Authorization": "Bearer " + "t" * 43}, timeout=30
         )
+
+
+def test_a_raising_vote_is_a_403_over_rest(site: Path, tmp_path: Path, root: Path) -> None:
+    response = _execute_over_rest(site, tmp_path, root, "voter", RAISING_VOTE)
     assert response.status_code == 403, response.text
     body = response.json()
     assert body["code"] == "denied" and body["plugin"] == "voter"
@@ -501,19 +506,7 @@ def test_an_executor_that_raises_ends_the_call_naming_the_plugin(
 
 
 def test_a_raising_before_call_hook_is_not_a_500_over_rest(site: Path, tmp_path: Path, root: Path) -> None:
-    import httpx
-    from httpserve import running
-
-    from ongrid_plugins.server.rest import create_app
-    from ongrid_plugins.server.tokens import TokenStore
-
-    _install_plugin(site, "quota", RAISING_BEFORE)
-    make_skill(root, "echo")
-    app = create_app(_host(tmp_path, root), TokenStore.single("t" * 43, "ann", "admin"))
-    with running(app) as url:
-        response = httpx.post(
-            f"{url}/v1/skills/echo/execute", headers={"Authorization": "Bearer " + "t" * 43}, timeout=30
-        )
+    response = _execute_over_rest(site, tmp_path, root, "quota", RAISING_BEFORE)
     assert response.status_code == 502, response.text
     assert response.json()["code"] == "plugin_failed"
     assert "plugin quota (distribution ongrid-faulty 0.1)" in response.json()["error"]
